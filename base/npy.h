@@ -1,0 +1,37 @@
+// Reading and writing NumPy .npy files (format version 1.0, little-endian, C order).
+// Used by the file input source, `tpusim gen-data` and `--params-out`, so that
+// datasets and trained parameters can be inspected outside tpusim.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpusim {
+
+// A dense array as stored in a .npy file. `descr` is the NumPy dtype string
+// ("<f4", "<i4", "<i8", "<u2" for bfloat16 bits); `data` holds the raw bytes.
+struct NpyArray {
+  std::string descr;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> data;
+
+  int64_t num_elements() const;
+};
+
+// Reads `path`. Throws Error naming the file when it cannot be opened, the header
+// is malformed, the layout is Fortran order or the payload is truncated.
+NpyArray ReadNpy(const std::string& path);
+
+// Reads only the header of `path` (descr and shape), leaving the payload unread.
+NpyArray ReadNpyHeader(const std::string& path);
+
+// Writes `array` to `path`. Throws Error naming the file when it cannot be written
+// or when data.size() does not match shape and dtype.
+void WriteNpy(const std::string& path, const NpyArray& array);
+
+// Bytes per element of a NumPy dtype string; throws Error for unsupported ones.
+size_t NpyItemSize(const std::string& descr);
+
+}  // namespace tpusim
