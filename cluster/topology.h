@@ -1,0 +1,88 @@
+// A TPU slice as the runtime reports it: the physical mesh, which host (TF task)
+// owns which core coordinates, and the hardware figures used to project a step onto
+// the real machine. Loaded from configs/topologies/NAME.yaml (reference/infeed.md §1).
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace tpusim::cluster {
+
+// (x, y, z, core) — a physical core coordinate, or a 4-D extent such as mesh_shape.
+using Coord = std::array<int, 4>;
+
+// Published figures of the real hardware (per-source comments live in the YAML).
+struct HardwareFigures {
+  double host_to_device_gbps = 0;  // PCIe (or equivalent) from one host to one core
+  double ici_link_gbps = 0;        // one inter-chip link, one direction
+  double dcn_gbps_per_host = 0;    // data-centre network per host
+  double core_peak_tflops = 0;     // bf16 peak of one TF device (core)
+  double hbm_gib_per_core = 0;
+};
+
+class Topology {
+ public:
+  // Builds and validates a topology. `device_coordinates[host][ordinal]` is the
+  // coordinate of TF device (task=host, ordinal). Throws Error (prefixed by
+  // `source`, e.g. a file name) on: a mesh extent < 1, an empty table, hosts with
+  // unequal core counts, coordinates outside the mesh or duplicated.
+  static Topology Create(std::string source, std::string name, Coord mesh_shape,
+                         std::vector<std::vector<Coord>> device_coordinates,
+                         HardwareFigures hardware);
+
+  // The `host_bounds` layout: each host owns a bx*by*bz block of chips; hosts are
+  // numbered x-block fastest, then y, then z; inside a host ordinals run core
+  // fastest, then x, then y, then z. Throws Error when the blocks do not tile the mesh.
+  static std::vector<std::vector<Coord>> HostBoundsLayout(const std::string& source,
+                                                          const Coord& mesh_shape,
+                                                          const std::array<int, 3>& host_bounds);
+
+  const std::string& name() const { return name_; }
+  const Coord& mesh_shape() const { return mesh_shape_; }
+  int num_hosts() const { return static_cast<int>(device_coordinates_.size()); }
+  int cores_per_host() const { return cores_per_host_; }
+  int num_cores() const { return num_hosts() * cores_per_host_; }
+  int cores_per_chip() const { return mesh_shape_[3]; }
+  const HardwareFigures& hardware() const { return hardware_; }
+  const std::vector<std::vector<Coord>>& device_coordinates() const { return device_coordinates_; }
+  const Coord& coordinates(int host, int ordinal) const;
+
+  // Host owning `coord`, or -1 when no device sits there (degraded slice).
+  int host_at(const Coord& coord) const;
+  // Ordinal of the device at `coord` on its host, or -1 when missing.
+  int ordinal_at(const Coord& coord) const;
+  bool has_missing_devices() const { return missing_devices_ > 0; }
+  bool contains(const Coord& coord) const;
+
+ private:
+  Topology() = default;
+  int index(const Coord& coord) const;
+
+  std::string name_;
+  Coord mesh_shape_{};
+  std::vector<std::vector<Coord>> device_coordinates_;
+  int cores_per_host_ = 0;
+  std::vector<int> host_at_;     // flat over mesh_shape, -1 = missing
+  std::vector<int> ordinal_at_;  // flat over mesh_shape, -1 = missing
+  int missing_devices_ = 0;
+  HardwareFigures hardware_;
+};
+
+// Parses a topology document (schema in configs/topologies/README.md). `source` names
+// the file in error messages. Throws Error on any schema violation.
+Topology ParseTopology(const YAML::Node& node, const std::string& source);
+
+// Loads a topology from a file path. Throws Error naming the file when it is
+// unreadable or malformed.
+Topology LoadTopologyFile(const std::string& path);
+
+// Resolves a topology reference: an existing file path, or NAME looked up as
+// NAME.yaml in, in order, each of `search_dirs`, $TPUSIM_CONFIG_DIR/topologies and
+// the source tree's configs/topologies. Throws Error listing the names available.
+std::string ResolveTopologyPath(const std::string& name_or_path,
+                                const std::vector<std::string>& search_dirs = {});
+
+}  // namespace tpusim::cluster
