@@ -18,7 +18,7 @@ enum class DeviceOrderMode { kAuto, kRing, kMesh };
 // (replica takes whole chips) or the older one hard-coded to two cores per chip.
 enum class RingRule { kCurrent, kLegacyTwoCore };
 
-// Parses "auto" | "ring" | "mesh"; throws Error naming `key` otherwise.
+// Parses "auto" | "ring" | "mesh" (any letter case); throws Error naming `key` otherwise.
 DeviceOrderMode ParseDeviceOrderMode(const std::string& text, const std::string& key);
 std::string ToString(DeviceOrderMode mode);
 
@@ -33,7 +33,9 @@ struct DeviceAssignmentOptions {
 class DeviceAssignment {
  public:
   // Runs the TF algorithm. Throws Error with TF's reason (footprint does not fit,
-  // too many replicas, RING incompatible, ...).
+  // too many replicas, RING incompatible, ...). The result copies what it needs
+  // from `topology` and does not keep a reference to it. On a degraded slice
+  // (topology.has_missing_devices()) the order mode is ignored, as in TF.
   static DeviceAssignment Build(const Topology& topology, const DeviceAssignmentOptions& options);
 
   int num_replicas() const { return num_replicas_; }
@@ -41,7 +43,12 @@ class DeviceAssignment {
   // "ring", "mesh" or "degraded": the path the algorithm actually took.
   const std::string& path() const { return path_; }
   const Coord& computation_shape() const { return computation_shape_; }
+  // The box of replica slots TF factored num_replicas into (infeed.md §2.3.2);
+  // all zeros on a degraded slice, where TF does not compute it.
+  const Coord& replica_shape() const { return replica_shape_; }
 
+  // Physical coordinate, host (TF task) and ordinal of logical core
+  // `logical_core` of `replica`. Throw Error when either index is out of range.
   const Coord& coordinates(int replica, int logical_core = 0) const;
   int host(int replica, int logical_core = 0) const;
   int tpu_ordinal(int replica, int logical_core = 0) const;
@@ -50,11 +57,13 @@ class DeviceAssignment {
   // Error ("cannot find any replica in host T that contains logical core k") when
   // there are none.
   const std::vector<int>& lookup_replicas(int host, int logical_core = 0) const;
-  // Same, but an empty list instead of an error.
+  // Same, but an empty list instead of an error (still throws Error when `host`
+  // or `logical_core` is out of range).
   const std::vector<int>& replicas_on_host(int host, int logical_core = 0) const;
 
   // The (replica, logical core) that runs on (host, ordinal), or nullopt-like
   // {-1, -1} when that core is not part of any replica (a partial slice).
+  // Throws Error when (host, ordinal) is not a device of the topology.
   struct ReplicaCore {
     int replica = -1;
     int logical_core = -1;
@@ -63,11 +72,15 @@ class DeviceAssignment {
 
  private:
   DeviceAssignment() = default;
+  // Fills host_, ordinal_, host_replicas_ and at_ from core_assignment_.
+  void IndexByHost(const Topology& topology);
+  int flat(int replica, int logical_core) const;  // checked index into core_assignment_
 
   int num_replicas_ = 0;
   int cores_per_replica_ = 0;
   std::string path_;
   Coord computation_shape_{};
+  Coord replica_shape_{};
   std::vector<Coord> core_assignment_;                       // [r * K + k]
   std::vector<int> host_;                                    // [r * K + k]
   std::vector<int> ordinal_;                                 // [r * K + k]
@@ -77,7 +90,7 @@ class DeviceAssignment {
 
 // Lingvo's py_utils.ComputationShape(split_size, topology): the block of cores one
 // replica occupies for `split_size` cores per replica. Throws Error for sizes
-// Lingvo does not support.
+// Lingvo does not support. The result is not checked against the mesh; Build does that.
 Coord ComputationShape(int split_size, const Topology& topology);
 
 }  // namespace tpusim::cluster

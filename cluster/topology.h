@@ -15,12 +15,14 @@ namespace tpusim::cluster {
 using Coord = std::array<int, 4>;
 
 // Published figures of the real hardware (per-source comments live in the YAML).
+// Every `*_gbps` field is in gigabits per second (1e9 bit/s), the unit Google's
+// TPU documentation uses for links; divide by 8 for bytes.
 struct HardwareFigures {
   double host_to_device_gbps = 0;  // PCIe (or equivalent) from one host to one core
   double ici_link_gbps = 0;        // one inter-chip link, one direction
   double dcn_gbps_per_host = 0;    // data-centre network per host
   double core_peak_tflops = 0;     // bf16 peak of one TF device (core)
-  double hbm_gib_per_core = 0;
+  double hbm_gib_per_core = 0;     // HBM capacity of one TF device, GiB
 };
 
 class Topology {
@@ -28,7 +30,9 @@ class Topology {
   // Builds and validates a topology. `device_coordinates[host][ordinal]` is the
   // coordinate of TF device (task=host, ordinal). Throws Error (prefixed by
   // `source`, e.g. a file name) on: a mesh extent < 1, an empty table, hosts with
-  // unequal core counts, coordinates outside the mesh or duplicated.
+  // unequal core counts, coordinates outside the mesh or duplicated. Mesh
+  // positions no device claims are "missing" (a degraded slice, infeed.md §1.1).
+  // `hardware` is stored as given; ParseTopology is what checks it is positive.
   static Topology Create(std::string source, std::string name, Coord mesh_shape,
                          std::vector<std::vector<Coord>> device_coordinates,
                          HardwareFigures hardware);
@@ -48,18 +52,24 @@ class Topology {
   int cores_per_chip() const { return mesh_shape_[3]; }
   const HardwareFigures& hardware() const { return hardware_; }
   const std::vector<std::vector<Coord>>& device_coordinates() const { return device_coordinates_; }
+  // Coordinate of TF device (host, ordinal); throws Error when either is out of range.
   const Coord& coordinates(int host, int ordinal) const;
 
-  // Host owning `coord`, or -1 when no device sits there (degraded slice).
+  // Host owning `coord`, or -1 when no device sits there (degraded slice) or
+  // `coord` lies outside the mesh.
   int host_at(const Coord& coord) const;
-  // Ordinal of the device at `coord` on its host, or -1 when missing.
+  // Ordinal of the device at `coord` on its host, or -1 as for host_at.
   int ordinal_at(const Coord& coord) const;
   bool has_missing_devices() const { return missing_devices_ > 0; }
+  // Number of mesh positions without a device.
+  int num_missing_devices() const { return missing_devices_; }
+  // True when every component lies in [0, mesh_shape[i]).
   bool contains(const Coord& coord) const;
 
  private:
   Topology() = default;
-  int index(const Coord& coord) const;
+  int index(const Coord& coord) const;  // flat row-major index; coord must be contained
+  void BuildInverseTables(const std::string& source);
 
   std::string name_;
   Coord mesh_shape_{};

@@ -1,0 +1,89 @@
+// The only place tpusim touches raw MPI handles: an RAII environment, a checked
+// call wrapper and a move-only communicator. MPI_ERRORS_RETURN is set on every
+// communicator so a failing call comes back here and becomes an Error that names
+// the call and the peer instead of a silent abort deep inside Open MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+#include <string_view>
+
+namespace tpusim::cluster {
+
+// Throws Error "MPI_<call> (peer N) failed: <MPI's message>" unless rc is MPI_SUCCESS.
+void CheckMpi(int rc, std::string_view call, int peer = -1);
+
+// Owns MPI_Init/MPI_Finalize. Requests MPI_THREAD_FUNNELED: worker threads build
+// shards, only the thread that constructed the environment calls MPI.
+class MpiEnvironment {
+ public:
+  MpiEnvironment(int* argc, char*** argv);
+  ~MpiEnvironment();
+  MpiEnvironment(const MpiEnvironment&) = delete;
+  MpiEnvironment& operator=(const MpiEnvironment&) = delete;
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  // Brings every rank down with `code`; used only by main() after printing the error.
+  [[noreturn]] static void Abort(int code);
+  static bool IsInitialized();
+
+ private:
+  int world_rank_ = 0;
+  int world_size_ = 1;
+};
+
+// A communicator handle; owned handles are freed on destruction. A default or
+// "null" communicator (a rank outside the group of a Split) is not valid().
+class Communicator {
+ public:
+  Communicator() = default;
+  static Communicator World();
+  ~Communicator();
+  Communicator(Communicator&& other) noexcept;
+  Communicator& operator=(Communicator&& other) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Collective over this communicator: ranks with the same color >= 0 form a new
+  // communicator ordered by key; color < 0 yields an invalid communicator.
+  Communicator Split(int color, int key) const;
+
+  bool valid() const { return comm_ != MPI_COMM_NULL; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm get() const { return comm_; }
+
+  void Barrier() const;
+  void Send(std::span<const std::byte> data, int peer, int tag) const;
+  void Recv(std::span<std::byte> data, int peer, int tag) const;
+  // Blocks until a message from `peer` (or MPI_ANY_SOURCE) with `tag` is pending;
+  // returns its byte size and source.
+  struct Pending {
+    int source = -1;
+    int tag = -1;
+    size_t bytes = 0;
+  };
+  Pending Probe(int peer, int tag) const;
+  // Allreduce of doubles with `op` (MPI_SUM, MPI_MAX, MPI_MIN) in place.
+  void AllreduceInPlace(std::span<double> values, MPI_Op op) const;
+  void AllreduceInPlace(std::span<float> values, MPI_Op op) const;
+  // Gathers `bytes` bytes from every rank at `root` (ragged sizes allowed).
+  std::vector<std::byte> Gatherv(std::span<const std::byte> data, int root,
+                                 std::vector<int>* counts_out) const;
+  void Broadcast(std::span<std::byte> data, int root) const;
+
+ private:
+  Communicator(MPI_Comm comm, bool owned);
+  void Reset();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = -1;
+  int size_ = 0;
+};
+
+}  // namespace tpusim::cluster

@@ -1,0 +1,372 @@
+#include "cluster/topology.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <initializer_list>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+
+namespace tpusim::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Guards the inverse tables against absurd meshes (the largest real slice,
+// a full v5p pod, has under 20k cores).
+constexpr int64_t kMaxMeshCores = int64_t{1} << 22;
+
+// ---------------------------------------------------------------------------
+// Topology validation
+
+void CheckMeshShape(const std::string& source, const Coord& mesh_shape) {
+  int64_t cores = 1;
+  for (int i = 0; i < 4; ++i) {
+    if (mesh_shape[i] < 1) {
+      Fail("{}: mesh_shape[{}] = {}: every extent of mesh_shape {} must be >= 1", source, i,
+           mesh_shape[i], mesh_shape);
+    }
+    cores *= mesh_shape[i];
+  }
+  if (cores > kMaxMeshCores) {
+    Fail("{}: mesh_shape {} has {} core positions, more than the supported {}", source,
+         mesh_shape, cores, kMaxMeshCores);
+  }
+}
+
+// Every host must own the same number of cores: TF describes the table as a
+// dense [num_tasks][num_tpus_per_task][4] array.
+void CheckTableShape(const std::string& source,
+                     const std::vector<std::vector<Coord>>& device_coordinates) {
+  if (device_coordinates.empty()) Fail("{}: device_coordinates: no hosts listed", source);
+  const size_t cores = device_coordinates[0].size();
+  if (cores == 0) Fail("{}: device_coordinates[0]: host 0 lists no cores", source);
+  for (size_t h = 1; h < device_coordinates.size(); ++h) {
+    if (device_coordinates[h].size() != cores) {
+      Fail("{}: device_coordinates[{}]: host {} has {} cores but host 0 has {}; every host "
+           "must own the same number of cores",
+           source, h, h, device_coordinates[h].size(), cores);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// YAML helpers. Every message starts with "file:line:" so a user can jump to it.
+
+std::string Where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return source;
+  return fmt::format("{}:{}", source, mark.line + 1);
+}
+
+std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {
+  if (e.mark.is_null()) return fmt::format("{}: malformed YAML: {}", source, e.msg);
+  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1,
+                     e.msg);
+}
+
+// Rejects keys outside `allowed`, so a typo never silently falls back to a default.
+void CheckKeys(const YAML::Node& map, const std::string& source, const std::string& context,
+               std::initializer_list<const char*> allowed) {
+  for (const auto& entry : map) {
+    const std::string key = entry.first.as<std::string>();
+    const bool known = std::any_of(allowed.begin(), allowed.end(),
+                                   [&](const char* name) { return key == name; });
+    if (!known) {
+      Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, entry.first), context, key,
+           fmt::join(allowed, ", "));
+    }
+  }
+}
+
+YAML::Node Require(const YAML::Node& map, const std::string& source, const std::string& key) {
+  YAML::Node value = map[key];
+  if (!value) Fail("{}: missing required key '{}'", Where(source, map), key);
+  return value;
+}
+
+int ReadInt(const YAML::Node& node, const std::string& source, const std::string& key) {
+  if (!node.IsScalar()) Fail("{}: {}: expected an integer", Where(source, node), key);
+  try {
+    return node.as<int>();
+  } catch (const YAML::BadConversion&) {
+    Fail("{}: {}: '{}' is not an integer", Where(source, node), key, node.Scalar());
+  }
+}
+
+double ReadPositiveDouble(const YAML::Node& node, const std::string& source,
+                          const std::string& key) {
+  if (!node.IsScalar()) Fail("{}: {}: expected a number", Where(source, node), key);
+  double value = 0;
+  try {
+    value = node.as<double>();
+  } catch (const YAML::BadConversion&) {
+    Fail("{}: {}: '{}' is not a number", Where(source, node), key, node.Scalar());
+  }
+  if (!std::isfinite(value) || value <= 0) {
+    Fail("{}: {} = {}: must be a finite number > 0", Where(source, node), key, node.Scalar());
+  }
+  return value;
+}
+
+// A list of exactly N integers; `what` describes the expected content.
+template <size_t N>
+std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source,
+                               const std::string& key, const char* what) {
+  if (!node.IsSequence() || node.size() != N) {
+    Fail("{}: {}: expected a list of {} integers {}, got {}", Where(source, node), key, N, what,
+         node.IsSequence() ? fmt::format("{} entries", node.size()) : "no list");
+  }
+  std::array<int, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = ReadInt(node[i], source, fmt::format("{}[{}]", key, i));
+  return out;
+}
+
+std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node,
+                                                      const std::string& source) {
+  if (!node.IsSequence() || node.size() == 0) {
+    Fail("{}: device_coordinates: expected a non-empty list of hosts, each a list of "
+         "[x, y, z, core] coordinates",
+         Where(source, node));
+  }
+  std::vector<std::vector<Coord>> table(node.size());
+  for (size_t h = 0; h < node.size(); ++h) {
+    const YAML::Node host = node[h];
+    if (!host.IsSequence()) {
+      Fail("{}: device_coordinates[{}]: expected a list of [x, y, z, core] coordinates",
+           Where(source, host), h);
+    }
+    for (size_t o = 0; o < host.size(); ++o) {
+      table[h].push_back(ReadIntList<4>(host[o], source,
+                                        fmt::format("device_coordinates[{}][{}]", h, o),
+                                        "[x, y, z, core]"));
+    }
+  }
+  return table;
+}
+
+HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) {
+  if (!node.IsMap()) Fail("{}: hardware: expected a mapping of figures", Where(source, node));
+  CheckKeys(node, source, "hardware.",
+            {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops",
+             "hbm_gib_per_core"});
+  auto read = [&](const char* key) {
+    return ReadPositiveDouble(Require(node, source, key), source, fmt::format("hardware.{}", key));
+  };
+  HardwareFigures figures;
+  figures.host_to_device_gbps = read("host_to_device_gbps");
+  figures.ici_link_gbps = read("ici_link_gbps");
+  figures.dcn_gbps_per_host = read("dcn_gbps_per_host");
+  figures.core_peak_tflops = read("core_peak_tflops");
+  figures.hbm_gib_per_core = read("hbm_gib_per_core");
+  return figures;
+}
+
+// The ownership table from whichever of host_bounds / device_coordinates is given.
+std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std::string& source,
+                                              const Coord& mesh_shape) {
+  const YAML::Node bounds = node["host_bounds"];
+  const YAML::Node table = node["device_coordinates"];
+  if (bool(bounds) == bool(table)) {
+    Fail("{}: exactly one of 'host_bounds' and 'device_coordinates' must be given (found {})",
+         Where(source, node), bounds ? "both" : "neither");
+  }
+  if (table) return ReadDeviceCoordinates(table, source);
+  const auto host_bounds = ReadIntList<3>(bounds, source, "host_bounds", "[bx, by, bz]");
+  return Topology::HostBoundsLayout(Where(source, bounds), mesh_shape, host_bounds);
+}
+
+// ---------------------------------------------------------------------------
+// Path resolution
+
+std::vector<std::string> TopologySearchDirs(const std::vector<std::string>& search_dirs) {
+  std::vector<std::string> dirs = search_dirs;
+  if (const char* config_dir = std::getenv("TPUSIM_CONFIG_DIR"); config_dir && *config_dir) {
+    dirs.push_back((fs::path(config_dir) / "topologies").string());
+  }
+  dirs.push_back(TPUSIM_SOURCE_DIR "/configs/topologies");
+  return dirs;
+}
+
+bool IsRegularFile(const fs::path& path) {
+  std::error_code ignored;
+  return fs::is_regular_file(path, ignored);
+}
+
+// Names (file stems) of the *.yaml files in `dirs`, sorted and without repeats.
+std::set<std::string> AvailableTopologies(const std::vector<std::string>& dirs) {
+  std::set<std::string> names;
+  for (const auto& dir : dirs) {
+    std::error_code error;
+    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+      if (it->path().extension() == ".yaml" && IsRegularFile(it->path())) {
+        names.insert(it->path().stem().string());
+      }
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Topology
+
+Topology Topology::Create(std::string source, std::string name, Coord mesh_shape,
+                          std::vector<std::vector<Coord>> device_coordinates,
+                          HardwareFigures hardware) {
+  CheckMeshShape(source, mesh_shape);
+  CheckTableShape(source, device_coordinates);
+  Topology topology;
+  topology.name_ = std::move(name);
+  topology.mesh_shape_ = mesh_shape;
+  topology.device_coordinates_ = std::move(device_coordinates);
+  topology.cores_per_host_ = static_cast<int>(topology.device_coordinates_[0].size());
+  topology.hardware_ = hardware;
+  topology.BuildInverseTables(source);
+  return topology;
+}
+
+// Fills host_at_/ordinal_at_ (TF's inverse tables), rejecting coordinates outside
+// the mesh and duplicates, which TF would silently accept (infeed.md §1.1 note).
+void Topology::BuildInverseTables(const std::string& source) {
+  const size_t positions = static_cast<size_t>(mesh_shape_[0]) * mesh_shape_[1] *
+                           mesh_shape_[2] * mesh_shape_[3];
+  host_at_.assign(positions, -1);
+  ordinal_at_.assign(positions, -1);
+  for (int h = 0; h < num_hosts(); ++h) {
+    for (int o = 0; o < cores_per_host_; ++o) {
+      const Coord& coord = device_coordinates_[h][o];
+      if (!contains(coord)) {
+        Fail("{}: device_coordinates[{}][{}] = {} lies outside mesh_shape {} (need 0 <= v < "
+             "extent on every axis)",
+             source, h, o, coord, mesh_shape_);
+      }
+      const int at = index(coord);
+      if (host_at_[at] != -1) {
+        Fail("{}: device_coordinates[{}][{}] = {} duplicates host {} ordinal {}", source, h, o,
+             coord, host_at_[at], ordinal_at_[at]);
+      }
+      host_at_[at] = h;
+      ordinal_at_[at] = o;
+    }
+  }
+  missing_devices_ = static_cast<int>(positions) - num_cores();
+}
+
+std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& source,
+                                                           const Coord& mesh_shape,
+                                                           const std::array<int, 3>& host_bounds) {
+  CheckMeshShape(source, mesh_shape);
+  std::array<int, 3> blocks{};
+  for (int i = 0; i < 3; ++i) {
+    if (host_bounds[i] < 1 || mesh_shape[i] % host_bounds[i] != 0) {
+      Fail("{}: host_bounds {} do not tile mesh_shape {}: axis {} extent {} is not a positive "
+           "multiple of {}",
+           source, host_bounds, mesh_shape, "xyz"[i], mesh_shape[i], host_bounds[i]);
+    }
+    blocks[i] = mesh_shape[i] / host_bounds[i];
+  }
+  std::vector<std::vector<Coord>> table;
+  for (int bz = 0; bz < blocks[2]; ++bz) {
+    for (int by = 0; by < blocks[1]; ++by) {
+      for (int bx = 0; bx < blocks[0]; ++bx) {  // host blocks: x fastest
+        std::vector<Coord>& host = table.emplace_back();
+        for (int z = 0; z < host_bounds[2]; ++z) {
+          for (int y = 0; y < host_bounds[1]; ++y) {
+            for (int x = 0; x < host_bounds[0]; ++x) {
+              for (int c = 0; c < mesh_shape[3]; ++c) {  // ordinals: core fastest
+                host.push_back({bx * host_bounds[0] + x, by * host_bounds[1] + y,
+                                bz * host_bounds[2] + z, c});
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return table;
+}
+
+const Coord& Topology::coordinates(int host, int ordinal) const {
+  if (host < 0 || host >= num_hosts() || ordinal < 0 || ordinal >= cores_per_host_) {
+    Fail("topology '{}': no device (host {}, ordinal {}); hosts 0..{}, ordinals 0..{}", name_,
+         host, ordinal, num_hosts() - 1, cores_per_host_ - 1);
+  }
+  return device_coordinates_[host][ordinal];
+}
+
+int Topology::host_at(const Coord& coord) const {
+  return contains(coord) ? host_at_[index(coord)] : -1;
+}
+
+int Topology::ordinal_at(const Coord& coord) const {
+  return contains(coord) ? ordinal_at_[index(coord)] : -1;
+}
+
+bool Topology::contains(const Coord& coord) const {
+  for (int i = 0; i < 4; ++i) {
+    if (coord[i] < 0 || coord[i] >= mesh_shape_[i]) return false;
+  }
+  return true;
+}
+
+int Topology::index(const Coord& coord) const {
+  return ((coord[0] * mesh_shape_[1] + coord[1]) * mesh_shape_[2] + coord[2]) * mesh_shape_[3] +
+         coord[3];
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+Topology ParseTopology(const YAML::Node& node, const std::string& source) {
+  if (!node.IsMap()) {
+    Fail("{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
+         "device_coordinates, and hardware",
+         source);
+  }
+  CheckKeys(node, source, "",
+            {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
+  const YAML::Node name = Require(node, source, "name");
+  if (!name.IsScalar() || name.Scalar().empty()) {
+    Fail("{}: name: expected a non-empty string", Where(source, name));
+  }
+  const YAML::Node mesh = Require(node, source, "mesh_shape");
+  const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");
+  CheckMeshShape(Where(source, mesh), mesh_shape);
+  auto table = ReadOwnership(node, source, mesh_shape);
+  const HardwareFigures hardware = ReadHardware(Require(node, source, "hardware"), source);
+  return Topology::Create(source, name.Scalar(), mesh_shape, std::move(table), hardware);
+}
+
+Topology LoadTopologyFile(const std::string& path) {
+  if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
+  try {
+    return ParseTopology(YAML::LoadFile(path), path);
+  } catch (const YAML::Exception& e) {
+    throw Error(FormatYamlError(path, e));
+  }
+}
+
+std::string ResolveTopologyPath(const std::string& name_or_path,
+                                const std::vector<std::string>& search_dirs) {
+  if (IsRegularFile(name_or_path)) return name_or_path;
+  const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
+  const bool has_suffix = fs::path(name_or_path).extension() == ".yaml";
+  const std::string file_name = has_suffix ? name_or_path : name_or_path + ".yaml";
+  for (const auto& dir : dirs) {
+    const fs::path candidate = fs::path(dir) / file_name;
+    if (IsRegularFile(candidate)) return candidate.string();
+  }
+  Fail("topology '{}' is neither an existing file nor a known name; searched {}; available: {}",
+       name_or_path, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "));
+}
+
+}  // namespace tpusim::cluster

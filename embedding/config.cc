@@ -1,0 +1,135 @@
+#include "embedding/config.h"
+
+#include <array>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "base/error.h"
+
+namespace tpusim::embedding {
+namespace {
+
+template <typename Enum, size_t N>
+using Spellings = std::array<std::pair<std::string_view, Enum>, N>;
+
+constexpr Spellings<Combiner, 3> kCombiners{
+    {{"sum", Combiner::kSum}, {"mean", Combiner::kMean}, {"sqrtn", Combiner::kSqrtn}}};
+constexpr Spellings<Sharding, 2> kShardings{{{"div", Sharding::kDiv}, {"mod", Sharding::kMod}}};
+constexpr Spellings<OptimizerKind, 3> kOptimizers{{{"sgd", OptimizerKind::kSgd},
+                                                   {"adagrad", OptimizerKind::kAdagrad},
+                                                   {"adam", OptimizerKind::kAdam}}};
+constexpr Spellings<IdDistribution, 2> kDistributions{
+    {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
+
+template <typename Enum, size_t N>
+Enum Parse(const Spellings<Enum, N>& spellings, std::string_view value, std::string_view key) {
+  std::string allowed;
+  for (const auto& [spelling, e] : spellings) {
+    if (spelling == value) return e;
+    allowed += allowed.empty() ? "" : "|";
+    allowed += spelling;
+  }
+  Fail("{}: '{}' is not one of {}", key, value, allowed);
+}
+
+template <typename Enum, size_t N>
+std::string_view Name(const Spellings<Enum, N>& spellings, Enum e) {
+  for (const auto& [spelling, candidate] : spellings) {
+    if (candidate == e) return spelling;
+  }
+  return "?";
+}
+
+// Throws unless `value` is finite and in (low, high) / [low, high) as requested.
+void CheckRange(std::string_view key, double value, double low, bool low_inclusive, double high) {
+  const bool above = low_inclusive ? value >= low : value > low;
+  if (!std::isfinite(value) || !above || !(value < high)) {
+    Fail("{}: {} must be in {}{}, {})", key, value, low_inclusive ? "[" : "(", low, high);
+  }
+}
+
+void ValidateAdam(const std::string& key, const AdamConfig& adam) {
+  CheckRange(key + ".beta1", adam.beta1, 0.0, true, 1.0);
+  CheckRange(key + ".beta2", adam.beta2, 0.0, true, 1.0);
+  CheckRange(key + ".epsilon", adam.epsilon, 0.0, false, INFINITY);
+  if (!adam.lazy) Fail("{}.lazy: false is not supported (only lazy Adam is modelled)", key);
+}
+
+void ValidateFeature(const EmbeddingConfig& config, const FeatureConfig& feature) {
+  const std::string key = "embedding.features." + feature.name;
+  if (feature.name.empty()) Fail("embedding.features: a feature has an empty name");
+  bool declared = false;
+  for (const TableConfig& table : config.tables) declared |= table.name == feature.table;
+  if (!declared) Fail("{}.table: '{}' is not a declared table", key, feature.table);
+  if (feature.max_ids < 1) Fail("{}.max_ids: {} must be >= 1", key, feature.max_ids);
+  if (feature.max_sequence_length < 0) {
+    Fail("{}.max_sequence_length: {} must be >= 0", key, feature.max_sequence_length);
+  }
+  if (feature.weights == feature.name) {
+    Fail("{}.weights: '{}' must name another input key than the feature itself", key,
+         feature.weights);
+  }
+  if (feature.distribution == IdDistribution::kZipf) {
+    CheckRange(key + ".zipf_exponent", feature.zipf_exponent, 0.0, false, INFINITY);
+  }
+  CheckRange(key + ".padding_fraction", feature.padding_fraction, 0.0, true, 1.0);
+}
+
+}  // namespace
+
+void Validate(const TableConfig& table) {
+  const std::string key = "embedding.tables." + table.name;
+  if (table.name.empty()) Fail("embedding.tables: a table has an empty name");
+  if (table.vocab < 1) Fail("{}.vocab: {} must be >= 1", key, table.vocab);
+  if (table.dim < 1) Fail("{}.dim: {} must be >= 1", key, table.dim);
+  CheckRange(key + ".learning_rate", table.learning_rate, 0.0, false, INFINITY);
+  CheckRange(key + ".init_scale", table.init_scale, 0.0, true, INFINITY);
+  if (table.optimizer == OptimizerKind::kAdagrad) {
+    CheckRange(key + ".initial_accumulator", table.initial_accumulator, 0.0, false, INFINITY);
+  }
+  if (table.optimizer == OptimizerKind::kAdam) ValidateAdam(key + ".adam", table.adam);
+}
+
+void Validate(const EmbeddingConfig& config) {
+  std::set<std::string_view> names;
+  for (const TableConfig& table : config.tables) {
+    Validate(table);
+    if (!names.insert(table.name).second) {
+      Fail("embedding.tables.{}: declared twice", table.name);
+    }
+  }
+  names.clear();
+  for (const FeatureConfig& feature : config.features) {
+    ValidateFeature(config, feature);
+    if (!names.insert(feature.name).second) {
+      Fail("embedding.features.{}: declared twice", feature.name);
+    }
+  }
+}
+
+size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
+  for (size_t i = 0; i < config.tables.size(); ++i) {
+    if (config.tables[i].name == name) return i;
+  }
+  Fail("embedding.tables: '{}' is not a declared table", name);
+}
+
+Combiner ParseCombiner(std::string_view value, std::string_view key) {
+  return Parse(kCombiners, value, key);
+}
+Sharding ParseSharding(std::string_view value, std::string_view key) {
+  return Parse(kShardings, value, key);
+}
+OptimizerKind ParseOptimizer(std::string_view value, std::string_view key) {
+  return Parse(kOptimizers, value, key);
+}
+IdDistribution ParseIdDistribution(std::string_view value, std::string_view key) {
+  return Parse(kDistributions, value, key);
+}
+
+std::string_view ToString(Combiner combiner) { return Name(kCombiners, combiner); }
+std::string_view ToString(Sharding sharding) { return Name(kShardings, sharding); }
+std::string_view ToString(OptimizerKind optimizer) { return Name(kOptimizers, optimizer); }
+
+}  // namespace tpusim::embedding

@@ -1,0 +1,96 @@
+// Typed configuration of the TPU embedding: tables (vocabulary, width, combiner,
+// sharding, optimizer) and features (which table, ids per example, synthetic id
+// distribution). Semantics follow docs/reference/infeed.md §5 and training.md §7.
+// This file does not read YAML; the config loader maps YAML keys onto these structs
+// and calls Validate(), whose messages name the YAML key ("embedding.tables.t.dim").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpusim::embedding {
+
+// How the ids of one sample are reduced to one activation row (§5.4).
+enum class Combiner { kSum, kMean, kSqrtn };
+// How the rows of a table are spread over the shards (§5.6).
+enum class Sharding { kDiv, kMod };
+// The optimizer the embedding engine applies to touched rows (training.md §7.4).
+enum class OptimizerKind { kSgd, kAdagrad, kAdam };
+// Distribution of synthetic ids over [0, vocab).
+enum class IdDistribution { kUniform, kZipf };
+
+// Adam as run by the embedding engine: lazy (only rows present in the step move) and
+// without bias correction, which Lingvo does not fold into the learning rate.
+struct AdamConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  // Only lazy Adam is modelled; Validate() rejects false.
+  bool lazy = true;
+  // true: W -= lr*m/sqrt(v + eps^2); false: W -= lr*m/(sqrt(v) + eps).
+  bool sum_inside_sqrt = true;
+};
+
+struct TableConfig {
+  std::string name;
+  int64_t vocab = 0;  // rows, >= 1
+  int64_t dim = 0;    // row width, >= 1
+  // Lingvo's table params default to sum (TF's TableConfig defaults to mean).
+  Combiner combiner = Combiner::kSum;
+  Sharding sharding = Sharding::kDiv;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  float learning_rate = 0.01f;  // > 0; the static per-table lr (callers may scale it per step)
+  // Adagrad accumulator start value; must be > 0 so the first step does not divide by 0.
+  float initial_accumulator = 0.1f;
+  AdamConfig adam;
+  // Rows start uniform in [-init_scale, init_scale), a pure function of
+  // (init_seed, table name, global row, column), so every sharding starts identical.
+  uint64_t init_seed = 0;
+  float init_scale = 0.05f;
+};
+
+struct FeatureConfig {
+  std::string name;
+  std::string table;     // name of a declared TableConfig
+  int64_t max_ids = 1;   // ids per example (dense width), padded with -1
+  // 0: combined feature (one activation row per example); L > 0: sequence feature
+  // (L rows per example, positions >= L truncated).
+  int64_t max_sequence_length = 0;
+  // Optional name of the input key holding per-id float weights of the same shape
+  // as the ids; empty = every id weighs 1.
+  std::string weights;
+  IdDistribution distribution = IdDistribution::kUniform;
+  double zipf_exponent = 1.0;     // > 0; P(id = k) ∝ (k + 1)^-exponent
+  double padding_fraction = 0.0;  // in [0, 1): expected share of -1 positions
+};
+
+// All tables and features of the model. Order is the caller's; the engine keeps
+// activations and gradients in `features` order.
+struct EmbeddingConfig {
+  std::vector<TableConfig> tables;
+  std::vector<FeatureConfig> features;
+};
+
+// Throws Error naming the key (e.g. "embedding.tables.t.vocab: 0 must be >= 1") on
+// the first invalid value: duplicate names, non-positive sizes, unknown tables,
+// out-of-range optimizer hyperparameters, padding or Zipf parameters.
+void Validate(const TableConfig& table);
+void Validate(const EmbeddingConfig& config);
+
+// Index of the table named `name` in config.tables; throws Error if absent.
+size_t TableIndex(const EmbeddingConfig& config, std::string_view name);
+
+// Parse the YAML spelling of an enum value. `key` names the YAML key for the error,
+// thrown when `value` is not one of the allowed spellings (listed in the message).
+Combiner ParseCombiner(std::string_view value, std::string_view key);
+Sharding ParseSharding(std::string_view value, std::string_view key);
+OptimizerKind ParseOptimizer(std::string_view value, std::string_view key);
+IdDistribution ParseIdDistribution(std::string_view value, std::string_view key);
+
+std::string_view ToString(Combiner combiner);
+std::string_view ToString(Sharding sharding);
+std::string_view ToString(OptimizerKind optimizer);
+
+}  // namespace tpusim::embedding

@@ -1,0 +1,141 @@
+// The per-core embedding engine: the distributed lookup and gradient step of
+// infeed.md §5.6 / training.md §7 over an injected AllToAll, without knowing the
+// transport. Every table is sharded over the N cores by its own rule; each core
+// owns one shard of every table.
+//
+// One training step, on every core (all calls are collective, same order on all cores):
+//   const auto& acts = engine.Forward(pieces);   // pieces[f]: this core's COO of feature f
+//   ... model computes dL/dacts (same shapes) ...
+//   engine.Backward(grads);                      // sums per row, optimizer once per row
+// Forward: requesters deduplicate their ids per table, send them to the owners, the
+// owners reply with the rows, the requester combines. Backward: the requester sums
+// coefficient * dL/dact per distinct row over its samples and features and sends one
+// partial sum per row to the owner, which adds the partial sums of all cores and
+// applies the table's optimizer once per touched row. Gradients are not
+// cross-replica-summed beforehand (training.md §7.3).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "embedding/all_to_all.h"
+#include "embedding/combiner.h"
+#include "embedding/config.h"
+#include "embedding/row_matrix.h"
+#include "embedding/sharded_table.h"
+#include "embedding/sparse_enqueue.h"
+
+namespace tpusim::embedding {
+namespace internal {
+class WireReader;
+}  // namespace internal
+
+// What one core did in the last step (reset by Forward).
+struct EngineStepStats {
+  int64_t ids_looked_up = 0;   // COO entries of this core's features that were looked up
+  int64_t rows_requested = 0;  // distinct (table, row) pairs this core asked for
+  int64_t rows_served = 0;     // rows this core, as owner, looked up for all cores
+  int64_t rows_updated = 0;    // distinct rows this core applied the optimizer to
+  // All-to-all payload to/from other cores, forward and backward (self excluded).
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+};
+
+// Load balance over cores of one step, from every core's EngineStepStats.
+struct EngineLoadSummary {
+  int64_t max_rows_served = 0;
+  double mean_rows_served = 0.0;
+  int64_t total_bytes_sent = 0;
+};
+EngineLoadSummary Summarize(std::span<const EngineStepStats> per_core);
+
+class EmbeddingEngine {
+ public:
+  // `exchange` is borrowed and must outlive the engine; core = exchange.peer(),
+  // N = exchange.num_peers(). Throws Error if `config` is invalid.
+  EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchange);
+  EmbeddingEngine(const EmbeddingEngine&) = delete;
+  EmbeddingEngine& operator=(const EmbeddingEngine&) = delete;
+
+  // Collective. pieces[f] holds this core's ids of config.features[f]. Returns one
+  // activation matrix per feature: [rows, dim] for a combined feature, [rows * L, dim]
+  // (row b * L + p) for a sequence feature. The result is owned by the engine and
+  // valid until the next Forward. Throws Error on a wrong number of pieces or an id
+  // outside [0, vocab).
+  const std::vector<RowMatrix>& Forward(std::span<const CooPiece> pieces);
+
+  // Collective; applies the gradients of the activations returned by the last
+  // Forward (same shapes, same order). learning_rates: one per table in
+  // config.tables order (e.g. schedule(step) * learning_rate), empty = each table's
+  // configured learning_rate. Throws Error without a preceding Forward or on shape
+  // mismatches.
+  void Backward(std::span<const RowMatrix> activation_grads,
+                std::span<const float> learning_rates = {});
+
+  // Collective. Returns on `root` the full table `table` ([vocab, dim], rows in
+  // global id order, e.g. for --params-out) and an empty matrix elsewhere.
+  RowMatrix GatherTable(size_t table, int root = 0);
+
+  const EngineStepStats& stats() const { return stats_; }
+  const ShardedTable& shard(size_t table) const { return shards_[table]; }
+  int core() const { return core_; }
+  int num_cores() const { return num_cores_; }
+
+ private:
+  // Requester-side state of one table for the current step.
+  struct TablePlan {
+    std::unordered_map<int64_t, int64_t> index_of_id;  // id -> first-seen index
+    std::vector<int64_t> unique_ids;                  // first-seen order
+    std::vector<int64_t> offsets;                     // owner p's ids: [offsets[p], offsets[p+1])
+    std::vector<int64_t> ids_by_owner;                // unique ids grouped by owner
+    RowMatrix rows;                                   // looked-up rows, ids_by_owner order
+    RowMatrix partial;                                // per-row gradient sums, same order
+  };
+  // Requester-side state of one feature for the current step.
+  struct FeaturePlan {
+    std::vector<CombineTerm> terms;
+    std::vector<int64_t> slot;  // entry -> row of its table's TablePlan::rows
+    int64_t activation_rows = 0;
+  };
+  // Owner-side gradient sums of one table.
+  struct Accumulator {
+    std::unordered_map<int64_t, int64_t> index_of_row;
+    std::vector<int64_t> local_rows;
+    RowMatrix sums;
+    std::vector<float> row;  // receive buffer of one row
+  };
+
+  void PlanFeature(size_t f, const CooPiece& piece);
+  void GroupByOwner(size_t t);
+  std::vector<std::vector<std::byte>> BuildRequests() const;
+  std::vector<std::vector<std::byte>> ServeRequests(
+      const std::vector<std::vector<std::byte>>& requests);
+  void ReceiveRows(const std::vector<std::vector<std::byte>>& replies);
+  void CheckGradients(std::span<const RowMatrix> grads, std::span<const float> lrs) const;
+  void SumPartials(std::span<const RowMatrix> grads);
+  std::vector<std::vector<std::byte>> BuildGradientMessages() const;
+  void ApplyGradients(const std::vector<std::vector<std::byte>>& messages,
+                      std::span<const float> learning_rates);
+  void ResetAccumulator(size_t t);
+  void AccumulateFrom(size_t t, int p, internal::WireReader& reader);
+  std::vector<std::vector<std::byte>> Exchange(std::vector<std::vector<std::byte>> send);
+
+  EmbeddingConfig config_;
+  AllToAll& exchange_;
+  int core_;
+  int num_cores_;
+  std::vector<size_t> table_of_feature_;
+  std::vector<ShardedTable> shards_;
+  std::vector<TablePlan> tables_;
+  std::vector<FeaturePlan> features_;
+  std::vector<RowMatrix> activations_;
+  // requests_[peer][table]: local rows peer asked for in the current step, in order.
+  std::vector<std::vector<std::vector<int64_t>>> requests_;
+  std::vector<Accumulator> accumulators_;
+  bool forward_done_ = false;
+  EngineStepStats stats_;
+};
+
+}  // namespace tpusim::embedding

@@ -1,0 +1,147 @@
+#include "embedding/sparse_enqueue.h"
+
+#include <utility>
+
+#include "base/error.h"
+
+namespace tpusim::embedding {
+namespace {
+
+void CheckShape(const FeatureConfig& feature, const DenseIds& dense, size_t num_pieces) {
+  const std::string key = "embedding.features." + feature.name;
+  if (dense.max_ids != feature.max_ids) {
+    Fail("{}: input has {} ids per example, max_ids is {}", key, dense.max_ids, feature.max_ids);
+  }
+  if (static_cast<int64_t>(dense.ids.size()) != dense.rows * dense.max_ids) {
+    Fail("{}: {} ids do not fill [{}, {}]", key, dense.ids.size(), dense.rows, dense.max_ids);
+  }
+  if (!dense.weights.empty() && dense.weights.size() != dense.ids.size()) {
+    Fail("{}.weights: {} weights for {} ids", key, dense.weights.size(), dense.ids.size());
+  }
+  if (num_pieces == 0 || dense.rows % static_cast<int64_t>(num_pieces) != 0) {
+    Fail("{}: host batch of {} rows does not split into {} equal pieces", key, dense.rows,
+         num_pieces);
+  }
+}
+
+[[noreturn]] void FailOutOfRange(const FeatureConfig& feature, int64_t vocab, const int64_t* ids,
+                                 int64_t count, int64_t max_ids, const BatchOrigin& origin,
+                                 int64_t first_row) {
+  int64_t k = 0;
+  while (k + 1 < count && ids[k] >= -1 && ids[k] < vocab) ++k;
+  Fail("embedding.features.{}: id {} at step {}, example {}, position {} is outside [-1, {})",
+       feature.name, ids[k], origin.step, origin.first_example_id + first_row + k / max_ids,
+       k % max_ids, vocab);
+}
+
+// First pass over one piece: rejects ids outside [-1, vocab) and counts the real ones,
+// so the second pass can write into exactly-sized buffers. Branch-free (one unsigned
+// compare per id) so it vectorises; the offending id is located only on failure.
+int64_t CountValid(const FeatureConfig& feature, int64_t vocab, const int64_t* ids,
+                   int64_t count, int64_t max_ids, const BatchOrigin& origin,
+                   int64_t first_row) {
+  const uint64_t limit = static_cast<uint64_t>(vocab);  // id + 1 must be <= vocab
+  int64_t nnz = 0;
+  bool out_of_range = false;
+  for (int64_t k = 0; k < count; ++k) {
+    const uint64_t shifted = static_cast<uint64_t>(ids[k]) + 1;
+    out_of_range |= shifted > limit;
+    nnz += shifted != 0 ? 1 : 0;
+  }
+  if (out_of_range) FailOutOfRange(feature, vocab, ids, count, max_ids, origin, first_row);
+  return nnz;
+}
+
+// Second pass: coordinates, ids and weights of the non-padding entries, row-major.
+void WritePiece(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids,
+                CooPiece& piece) {
+  int64_t* sample = piece.sample_indices.data();
+  int64_t* index = piece.embedding_indices.data();
+  float* weight = piece.aggregation_weights.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < max_ids; ++p) {
+      const int64_t k = r * max_ids + p;
+      if (ids[k] == -1) continue;
+      *sample++ = r;
+      *sample++ = p;
+      *index++ = ids[k];
+      *weight++ = weights != nullptr ? weights[k] : 1.0f;
+    }
+  }
+}
+
+void ResizePiece(CooPiece& piece, int64_t rows, int64_t nnz) {
+  piece.rows = rows;
+  piece.sample_indices.resize(static_cast<size_t>(2 * nnz));
+  piece.embedding_indices.resize(static_cast<size_t>(nnz));
+  piece.aggregation_weights.resize(static_cast<size_t>(nnz));
+}
+
+}  // namespace
+
+std::vector<int> InvertPermutation(std::span<const int> permutation) {
+  const int n = static_cast<int>(permutation.size());
+  std::vector<int> inverse(permutation.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const int target = permutation[static_cast<size_t>(i)];
+    if (target < 0 || target >= n || inverse[static_cast<size_t>(target)] != -1) {
+      Fail("embedding enqueue: piece->ordinal map entry {} = {} is not a permutation of [0, {})",
+           i, target, n);
+    }
+    inverse[static_cast<size_t>(target)] = i;
+  }
+  return inverse;
+}
+
+void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds& dense,
+                    std::span<const int> ordinal_of_piece, const BatchOrigin& origin,
+                    std::vector<CooPiece>& out) {
+  CheckShape(feature, dense, ordinal_of_piece.size());
+  const int64_t num_pieces = static_cast<int64_t>(ordinal_of_piece.size());
+  const int64_t rows = dense.rows / num_pieces;
+  const int64_t stride = rows * dense.max_ids;
+  out.resize(ordinal_of_piece.size());
+  for (int64_t i = 0; i < num_pieces; ++i) {
+    const int ordinal = ordinal_of_piece[static_cast<size_t>(i)];
+    if (ordinal < 0 || ordinal >= num_pieces) {
+      Fail("embedding.features.{}: piece {} routed to ordinal {} outside [0, {})", feature.name,
+           i, ordinal, num_pieces);
+    }
+    const int64_t* ids = dense.ids.data() + i * stride;
+    const float* weights = dense.weights.empty() ? nullptr : dense.weights.data() + i * stride;
+    CooPiece& piece = out[static_cast<size_t>(ordinal)];
+    ResizePiece(piece, rows,
+                CountValid(feature, vocab, ids, stride, dense.max_ids, origin, i * rows));
+    WritePiece(ids, weights, rows, dense.max_ids, piece);
+  }
+}
+
+HostEnqueuer::HostEnqueuer(EmbeddingConfig config, std::vector<int> ordinal_of_piece)
+    : config_(std::move(config)), ordinal_of_piece_(std::move(ordinal_of_piece)) {
+  Validate(config_);
+  InvertPermutation(ordinal_of_piece_);
+  for (const FeatureConfig& feature : config_.features) {
+    vocab_of_feature_.push_back(config_.tables[TableIndex(config_, feature.table)].vocab);
+  }
+}
+
+void HostEnqueuer::Enqueue(std::span<const DenseIds> dense, const BatchOrigin& origin,
+                           std::vector<std::vector<CooPiece>>& out) {
+  const size_t num_features = config_.features.size();
+  if (dense.size() != num_features) {
+    Fail("embedding enqueue: {} feature blocks given, {} features configured", dense.size(),
+         num_features);
+  }
+  out.resize(ordinal_of_piece_.size());
+  for (auto& core : out) core.resize(num_features);
+  for (size_t f = 0; f < num_features; ++f) {
+    // Swap the core's buffers in and out so their capacity is reused.
+    scratch_.resize(out.size());
+    for (size_t o = 0; o < out.size(); ++o) std::swap(scratch_[o], out[o][f]);
+    EnqueueFeature(config_.features[f], vocab_of_feature_[f], dense[f], ordinal_of_piece_,
+                   origin, scratch_);
+    for (size_t o = 0; o < out.size(); ++o) std::swap(scratch_[o], out[o][f]);
+  }
+}
+
+}  // namespace tpusim::embedding

@@ -1,0 +1,43 @@
+// Synthetic embedding ids for the synthetic input source. Every id is a pure function
+// of (seed, global example id, feature, position) through base/synthetic.h, so any
+// rank can regenerate any example's ids without communication. Rows look like real
+// padded inputs: the valid ids come first and the -1 padding is trailing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "embedding/config.h"
+
+namespace tpusim::embedding {
+
+class SyntheticIdGenerator {
+ public:
+  // `vocab` is the feature's table vocabulary. Zipf features precompute a CDF of
+  // `vocab` doubles (8 bytes per row). Throws Error if vocab < 1.
+  SyntheticIdGenerator(const FeatureConfig& feature, int64_t vocab, uint64_t seed);
+
+  // Number of valid (non -1) ids in example `example_id`'s row, in [0, max_ids].
+  int64_t ValidCount(int64_t example_id) const;
+
+  // Id at `position` of example `example_id`: -1 when position >= ValidCount(),
+  // otherwise in [0, vocab).
+  int64_t Id(int64_t example_id, int64_t position) const;
+
+  // Writes rows [first_example_id, first_example_id + rows) as a dense row-major
+  // [rows, max_ids] block into `out`, which must hold exactly rows * max_ids values.
+  void Fill(int64_t first_example_id, int64_t rows, std::span<int64_t> out) const;
+
+ private:
+  int64_t DrawId(int64_t example_id, int64_t position) const;
+
+  int64_t vocab_;
+  int64_t max_ids_;
+  double padding_fraction_;
+  uint64_t seed_;
+  uint64_t feature_key_;
+  std::vector<double> zipf_cdf_;  // empty for uniform
+};
+
+}  // namespace tpusim::embedding

@@ -1,0 +1,95 @@
+// The on-disk input source and the `tpusim gen-data` writer.
+//
+// Dataset layout: DIR/shard-00000/, DIR/shard-00001/, ... (any subdirectory whose name
+// starts with "shard-", taken in name order). Each shard holds one FEATURE.npy per
+// feature (dotted names kept, e.g. "features.x.npy"; bfloat16 as "<u2" bits), all with
+// the same first dimension = the shard's example count.
+//
+// Example ids: the dataset is one sequence of examples, shard 0's rows first, then
+// shard 1's, and so on; row r of shard j is global example id
+//   first_id(j) + r,  first_id(j) = sum of the example counts of shards 0..j-1.
+// The writer stores the synthetic values of that id there, so a file example with id e
+// equals the synthetic example e bit for bit.
+//
+// Hosts: shard j is read by host j % H. Host t's local stream is its shards' rows in
+// shard order (t, t+H, t+2H, ...), cycling when exhausted: local index i stands for
+// row (i mod L) of that concatenation, L = host t's example count, and ExampleIdAt(i)
+// gives its global id. With one host this is id i mod N, so a single-host run reads the
+// same examples as the synthetic source for its first epoch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/npy.h"
+#include "infeed/feature_spec.h"
+#include "infeed/synthetic_source.h"
+#include "infeed/tensor.h"
+
+namespace tpusim::infeed {
+
+// "shard-00007".
+std::string ShardDirName(int64_t shard);
+
+// The shards host `host` of `num_hosts` reads: host, host + H, ... below num_shards.
+std::vector<int64_t> ShardsOfHost(int64_t num_shards, int64_t host, int64_t num_hosts);
+
+// One block of rows with the global example id each row stands for.
+struct ExampleRows {
+  Batch batch;
+  std::vector<int64_t> example_ids;
+};
+
+class FileSource {
+ public:
+  // Scans `dir` and checks every shard against `specs` (presence, dtype, per-example
+  // shape, equal first dims, complete payload), then loads this host's shards into
+  // memory. Throws Error naming the file or directory on any problem, when there are
+  // no shards, fewer shards than hosts, or this host's shards hold no examples.
+  FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts);
+
+  const std::vector<FeatureSpec>& specs() const { return specs_; }
+  int64_t num_shards() const { return num_shards_; }
+  // Examples in this host's shards: the length of one pass before cycling.
+  int64_t num_local_examples() const { return local_count_; }
+
+  // Global example id that local index `local_index` (>= 0) stands for.
+  int64_t ExampleIdAt(int64_t local_index) const;
+
+  // Local examples [local_first, local_first + rows), cycling. Const and thread-safe:
+  // callers own the running index, so parallel readers stay deterministic.
+  ExampleRows Read(int64_t local_first, int64_t rows) const;
+  // Same into `out`'s existing [rows, ...] tensors; ids are written to out.example_ids.
+  void ReadInto(int64_t local_first, ExampleRows& out) const;
+
+ private:
+  struct LocalShard {
+    int64_t first_id = 0;         // global id of row 0
+    int64_t first_local = 0;      // local index of row 0 in one pass
+    int64_t rows = 0;
+    std::vector<NpyArray> arrays;  // one per spec
+  };
+  // Which loaded shard and row local index `local_index` falls in.
+  struct Position {
+    size_t shard;
+    int64_t row;
+  };
+
+  Position Locate(int64_t local_index) const;
+  void CopyRows(size_t feature, int64_t local_first, Tensor& tensor) const;
+
+  std::vector<FeatureSpec> specs_;
+  int64_t num_shards_ = 0;
+  std::vector<LocalShard> local_;
+  int64_t local_count_ = 0;
+};
+
+// `tpusim gen-data`: writes examples [0, num_examples) of `data` (all of data.specs(),
+// label included) to `dir` as num_shards shards, shard j holding a contiguous block of
+// num_examples / num_shards examples (the first num_examples % num_shards shards one
+// more). Creates directories as needed; throws Error naming the path on failure.
+void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
+                           int64_t num_shards);
+
+}  // namespace tpusim::infeed

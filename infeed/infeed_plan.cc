@@ -1,0 +1,211 @@
+#include "infeed/infeed_plan.h"
+
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "infeed/split.h"
+
+namespace tpusim::infeed {
+namespace {
+
+using cluster::DeviceAssignment;
+
+struct Layout {
+  const DeviceAssignment& da;
+  int num_hosts;
+  int cores_per_host;
+  const InfeedPlanOptions& options;
+  int K() const { return da.num_cores_per_replica(); }
+};
+
+PieceSlice FullBox(const FeatureSpec& spec, int64_t rows) {
+  Shape shape = BatchShape(spec, rows);
+  return PieceSlice{Shape(shape.size(), 0), shape};
+}
+
+size_t PayloadBytes(const std::vector<FeatureSpec>& features, const std::vector<PieceSlice>& slices) {
+  size_t bytes = 0;
+  for (size_t f = 0; f < features.size(); ++f) {
+    bytes += static_cast<size_t>(NumElements(slices[f].shape())) * DTypeSize(features[f].dtype);
+  }
+  return bytes;
+}
+
+ShardRoute MakeRoute(const Layout& l, int index, int replica, int logical_core,
+                     int64_t row_begin, int64_t rows, std::vector<PieceSlice> slices) {
+  ShardRoute route;
+  route.index = index;
+  route.replica = replica;
+  route.logical_core = logical_core;
+  route.dst_host = l.da.host(replica, logical_core);
+  route.dst_ordinal = l.da.tpu_ordinal(replica, logical_core);
+  route.replica_row_begin = row_begin;
+  route.replica_rows = rows;
+  route.payload_bytes = PayloadBytes(l.options.features, slices);
+  route.slices = std::move(slices);
+  return route;
+}
+
+// The replicas whose logical core 0 is fed by infeed host `host`, in the order the
+// shards go (reference §4.5a: lookup_replicas order).
+std::vector<int> FedReplicas(const Layout& l, int host) {
+  if (!l.options.per_host) {
+    std::vector<int> all(l.da.num_replicas());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  return l.da.replicas_on_host(host, 0);
+}
+
+void CheckDivides(int64_t rows, int64_t parts, const std::string& what) {
+  if (parts <= 0 || rows % parts != 0) {
+    Fail("input.global_batch: {} of {} rows cannot be sharded {} ways along dimension 0", what,
+         rows, parts);
+  }
+}
+
+// Data-parallel modes (§4.5a, §4.5b): shard i -> logical core 0 of replica reps[i].
+void PlanDataParallel(const Layout& l, HostPlan& host) {
+  std::vector<int> reps = FedReplicas(l, host.host);
+  if (l.options.per_host) {
+    if (l.K() > l.cores_per_host) {
+      Fail("infeed.per_host: a replica of {} cores (cluster.split) does not fit on one host of {} "
+           "cores; per-host infeed needs it to (set infeed.per_host: false)",
+           l.K(), l.cores_per_host);
+    }
+    size_t shards = static_cast<size_t>(l.cores_per_host / l.K());
+    if (reps.size() != shards) {
+      Fail("infeed.per_host: host {} holds logical core 0 of {} replicas [{}] but per-host infeed "
+           "sends {} shards per host ({} cores / split {}); this slice's replicas do not tile the "
+           "hosts (set infeed.per_host: false)",
+           host.host, reps.size(), fmt::join(reps, ","), shards, l.cores_per_host, l.K());
+    }
+  }
+  CheckDivides(host.rows_per_step, static_cast<int64_t>(reps.size()),
+               fmt::format("the batch of host {}", host.host));
+  int64_t b = host.rows_per_step / static_cast<int64_t>(reps.size());
+  for (size_t i = 0; i < reps.size(); ++i) {
+    std::vector<PieceSlice> slices;
+    for (const FeatureSpec& spec : l.options.features) slices.push_back(FullBox(spec, b));
+    host.shards.push_back(MakeRoute(l, static_cast<int>(i), reps[i], 0,
+                                    static_cast<int64_t>(i) * b, b, std::move(slices)));
+  }
+}
+
+// Replicas fed by `host` in partitioned per-host mode: every core of each must be
+// on this host (the sound generalisation of §4.5c; Lingvo feeds only replica 0).
+std::vector<int> PartitionedReplicas(const Layout& l, int host) {
+  std::vector<int> reps = FedReplicas(l, host);
+  if (!l.options.per_host) return reps;
+  for (int r : reps) {
+    for (int k = 0; k < l.K(); ++k) {
+      if (l.da.host(r, k) != host) {
+        Fail("infeed.partitioned: replica {} spans hosts {} and {} (logical core {}); per-host "
+             "partitioned infeed needs every replica on one host (set infeed.per_host: false)",
+             r, host, l.da.host(r, k), k);
+      }
+    }
+  }
+  if (reps.empty()) {
+    Fail("infeed.partitioned: host {} holds no replica, so its per-host batch would feed nothing "
+         "(set infeed.per_host: false)", host);
+  }
+  return reps;
+}
+
+// Partitioned mode (§4.5c generalised): each replica's rows are cut by the partition
+// dims into K pieces, piece k to logical core k (product 1 = the tensor is
+// replicated to every core of the replica).
+void PlanPartitioned(const Layout& l, HostPlan& host) {
+  std::vector<int> reps = PartitionedReplicas(l, host.host);
+  CheckDivides(host.rows_per_step, static_cast<int64_t>(reps.size()),
+               fmt::format("the batch of host {}", host.host));
+  int64_t b = host.rows_per_step / static_cast<int64_t>(reps.size());
+  std::vector<std::vector<PieceSlice>> pieces;  // per feature
+  for (const FeatureSpec& spec : l.options.features) {
+    auto it = l.options.partition_dims.find(spec.name);
+    std::vector<int64_t> dims(spec.shape.size() + 1, 1);
+    dims[0] = l.K();
+    if (it != l.options.partition_dims.end()) dims = it->second;
+    pieces.push_back(PartitionSlices("infeed.partition_dims." + spec.name, BatchShape(spec, b),
+                                     dims, l.K()));
+  }
+  for (size_t j = 0; j < reps.size(); ++j) {
+    for (int k = 0; k < l.K(); ++k) {
+      std::vector<PieceSlice> slices;
+      for (const std::vector<PieceSlice>& p : pieces) slices.push_back(p[p.size() == 1 ? 0 : k]);
+      host.shards.push_back(MakeRoute(l, static_cast<int>(host.shards.size()), reps[j], k,
+                                      static_cast<int64_t>(j) * b, b, std::move(slices)));
+    }
+  }
+}
+
+void CheckEqualReplicaBatches(const std::vector<HostPlan>& hosts) {
+  for (const HostPlan& h : hosts) {
+    if (h.shards.empty() || hosts[0].shards.empty()) continue;
+    if (h.shards[0].replica_rows != hosts[0].shards[0].replica_rows) {
+      Fail("infeed: replicas fed by host {} get {} rows per step but those of host {} get {}; "
+           "every replica must see the same batch size",
+           h.host, h.shards[0].replica_rows, hosts[0].host, hosts[0].shards[0].replica_rows);
+    }
+  }
+}
+
+}  // namespace
+
+InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int num_hosts,
+                             int cores_per_host, const InfeedPlanOptions& options) {
+  Layout l{assignment, num_hosts, cores_per_host, options};
+  if (options.features.empty()) Fail("input.features: at least one feature is needed");
+  InfeedPlan plan;
+  plan.features_ = options.features;
+  plan.global_batch_ = options.global_batch;
+  plan.partitioned_ = options.partitioned;
+  plan.per_host_ = options.per_host;
+  plan.cores_per_host_ = cores_per_host;
+  int infeed_hosts = options.per_host ? num_hosts : 1;
+  if (options.global_batch % infeed_hosts != 0) {
+    Fail("input.global_batch: {} does not divide evenly over {} infeed hosts", options.global_batch,
+         infeed_hosts);
+  }
+  for (int t = 0; t < infeed_hosts; ++t) {
+    HostPlan host;
+    host.host = t;
+    host.rows_per_step = options.global_batch / infeed_hosts;
+    host.first_row = t * host.rows_per_step;
+    options.partitioned ? PlanPartitioned(l, host) : PlanDataParallel(l, host);
+    plan.hosts_.push_back(std::move(host));
+  }
+  CheckEqualReplicaBatches(plan.hosts_);
+  plan.route_index_.assign(static_cast<size_t>(num_hosts * cores_per_host), {-1, -1});
+  for (size_t h = 0; h < plan.hosts_.size(); ++h) {
+    for (size_t s = 0; s < plan.hosts_[h].shards.size(); ++s) {
+      const ShardRoute& r = plan.hosts_[h].shards[s];
+      plan.route_index_[r.dst_host * cores_per_host + r.dst_ordinal] = {static_cast<int>(h),
+                                                                        static_cast<int>(s)};
+    }
+  }
+  return plan;
+}
+
+const HostPlan* InfeedPlan::host_plan(int host) const {
+  for (const HostPlan& h : hosts_) {
+    if (h.host == host) return &h;
+  }
+  return nullptr;
+}
+
+const ShardRoute* InfeedPlan::route_to(int host, int ordinal) const {
+  auto [h, s] = route_index_.at(static_cast<size_t>(host * cores_per_host_ + ordinal));
+  return h < 0 ? nullptr : &hosts_[h].shards[s];
+}
+
+int InfeedPlan::source_host(int host, int ordinal) const {
+  auto [h, s] = route_index_.at(static_cast<size_t>(host * cores_per_host_ + ordinal));
+  return h < 0 ? -1 : hosts_[h].host;
+}
+
+}  // namespace tpusim::infeed

@@ -1,0 +1,86 @@
+// Where every example goes: the infeed plan of a run. A pure function of the device
+// assignment, the infeed mode and the input shapes (reference/infeed.md §4.3–§4.5,
+// design.md §3): which hosts build batches, how many rows each builds per step and
+// from which global example id, and for every shard the destination core and the
+// box of the host batch it carries. Host ranks send by it, core ranks know what to
+// expect from it, tests check it against the worked examples — no MPI here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/device_assignment.h"
+#include "infeed/feature_spec.h"
+#include "infeed/split.h"
+
+namespace tpusim::infeed {
+
+struct InfeedPlanOptions {
+  bool per_host = true;        // use_per_host_infeed
+  bool partitioned = false;    // use_partitioned_infeed_queue
+  // feature -> partition dims (one per tensor dim incl. batch); absent = [K, 1, ...].
+  std::map<std::string, std::vector<int64_t>> partition_dims;
+  int64_t global_batch = 0;
+  std::vector<FeatureSpec> features;  // per example; the label, if any, included
+};
+
+// One enqueue: shard `index` of a host's batch to one core.
+struct ShardRoute {
+  int index = 0;
+  int dst_host = 0;
+  int dst_ordinal = 0;
+  int replica = 0;
+  int logical_core = 0;
+  // Rows of the host batch that make up this shard's replica batch.
+  int64_t replica_row_begin = 0;
+  int64_t replica_rows = 0;
+  // Per feature (plan order): the piece of the replica batch this shard holds.
+  std::vector<PieceSlice> slices;
+  size_t payload_bytes = 0;
+};
+
+struct HostPlan {
+  int host = 0;
+  int64_t rows_per_step = 0;
+  int64_t first_row = 0;  // of the global batch: example id = step * G + first_row + row
+  std::vector<ShardRoute> shards;
+};
+
+class InfeedPlan {
+ public:
+  // Builds the plan; throws Error naming the config key and the numbers when the
+  // mode does not fit the slice (indivisible batch, a replica spanning hosts in
+  // per-host mode, a host holding the wrong number of replicas, bad partition dims).
+  static InfeedPlan Build(const cluster::DeviceAssignment& assignment, int num_hosts,
+                          int cores_per_host, const InfeedPlanOptions& options);
+
+  const std::vector<HostPlan>& hosts() const { return hosts_; }
+  const std::vector<FeatureSpec>& features() const { return features_; }
+  int64_t global_batch() const { return global_batch_; }
+  bool partitioned() const { return partitioned_; }
+  bool per_host() const { return per_host_; }
+  // The host plan of `host`, or nullptr when that host builds no batches.
+  const HostPlan* host_plan(int host) const;
+  // The route that feeds core (host, ordinal), or nullptr when it gets no infeed.
+  const ShardRoute* route_to(int host, int ordinal) const;
+  // The host that builds the shard for a route.
+  int source_host(int host, int ordinal) const;
+  // Global example id of row `row` of host `host`'s batch at `step`.
+  int64_t example_id(int64_t step, const HostPlan& host, int64_t row) const {
+    return step * global_batch_ + host.first_row + row;
+  }
+
+ private:
+  std::vector<HostPlan> hosts_;
+  std::vector<FeatureSpec> features_;
+  int64_t global_batch_ = 0;
+  bool partitioned_ = false;
+  bool per_host_ = true;
+  int cores_per_host_ = 0;
+  // [host * cores_per_host + ordinal] -> {host plan index, shard index} or {-1, -1}
+  std::vector<std::pair<int, int>> route_index_;
+};
+
+}  // namespace tpusim::infeed

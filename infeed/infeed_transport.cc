@@ -1,0 +1,364 @@
+#include "infeed/infeed_transport.h"
+
+#include <chrono>
+#include <deque>
+#include <future>
+#include <mutex>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "base/error.h"
+
+namespace tpusim::infeed {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// One step's shards, ready to send; recycled once every send has completed.
+struct Package {
+  int64_t step = 0;
+  Batch batch;
+  std::vector<int64_t> ids;                      // example id per host batch row
+  std::vector<std::vector<std::byte>> messages;  // per route
+  std::vector<MPI_Request> requests;             // per route
+};
+
+// The enqueue loop of one infeed host.
+class HostSender {
+ public:
+  HostSender(const InfeedPlan& plan, const cluster::RankLayout& layout,
+             const cluster::Communicator& world, const HostPlan& host,
+             const TransportOptions& options, const BatchFiller& fill)
+      : plan_(plan), layout_(layout), world_(world), host_(host), options_(options), fill_(fill),
+        credits_(host.shards.size(), options.queue_depth) {
+    for (const ShardRoute& route : host.shards) codecs_.emplace_back(plan.features(), route);
+    route_of_core_.assign(static_cast<size_t>(layout.num_hosts() * layout.cores_per_host()), -1);
+    for (size_t i = 0; i < host.shards.size(); ++i) {
+      route_of_core_[CoreKey(host.shards[i].dst_host, host.shards[i].dst_ordinal)] =
+          static_cast<int>(i);
+    }
+  }
+
+  HostFeedStats Run() {
+    start_ = SteadyClock::now();
+    boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
+    std::deque<std::future<std::unique_ptr<Package>>> ahead;
+    int64_t next = 0;
+    int64_t window = 2 * options_.parallelism;
+    for (int64_t step = 0; step < options_.num_steps; ++step) {
+      for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
+      SteadyClock::time_point before = SteadyClock::now();
+      std::unique_ptr<Package> package = ahead.front().get();
+      ahead.pop_front();
+      stats_.build_wait_s += SecondsSince(before);
+      Send(*package);
+      in_flight_.push_back(std::move(package));
+      Recycle(false);
+    }
+    pool.join();
+    DrainCredits();
+    Recycle(true);
+    return stats_;
+  }
+
+ private:
+  size_t CoreKey(int host, int ordinal) const {
+    return static_cast<size_t>(host * layout_.cores_per_host() + ordinal);
+  }
+
+  std::future<std::unique_ptr<Package>> Schedule(boost::asio::thread_pool& pool, int64_t step) {
+    auto promise = std::make_shared<std::promise<std::unique_ptr<Package>>>();
+    std::future<std::unique_ptr<Package>> future = promise->get_future();
+    boost::asio::post(pool, [this, promise, step] {
+      try {
+        promise->set_value(Build(step));
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+    return future;
+  }
+
+  std::unique_ptr<Package> TakeFree() {
+    std::lock_guard<std::mutex> lock(free_mutex_);
+    if (free_.empty()) return nullptr;
+    std::unique_ptr<Package> p = std::move(free_.back());
+    free_.pop_back();
+    return p;
+  }
+
+  // Runs on a worker: fills the host batch and encodes every shard of the step.
+  std::unique_ptr<Package> Build(int64_t step) {
+    std::unique_ptr<Package> p = TakeFree();
+    if (!p) {
+      p = std::make_unique<Package>();
+      p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
+      p->ids.resize(static_cast<size_t>(host_.rows_per_step));
+      for (const ShardCodec& codec : codecs_) p->messages.emplace_back(codec.message_bytes());
+      p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
+    }
+    p->step = step;
+    fill_(step, p->batch, p->ids);
+    for (size_t i = 0; i < codecs_.size(); ++i) {
+      codecs_[i].Encode(Header(step, i), p->batch, p->ids, p->messages[i]);
+    }
+    return p;
+  }
+
+  ShardHeader Header(int64_t step, size_t route_index) const {
+    const ShardRoute& r = host_.shards[route_index];
+    ShardHeader h;
+    h.step = step;
+    h.replica_rows = r.replica_rows;
+    h.src_host = host_.host;
+    h.dst_host = r.dst_host;
+    h.dst_ordinal = r.dst_ordinal;
+    h.replica = r.replica;
+    h.logical_core = r.logical_core;
+    h.num_tensors = static_cast<int32_t>(plan_.features().size());
+    return h;
+  }
+
+  void Send(Package& p) {
+    for (size_t i = 0; i < host_.shards.size(); ++i) {
+      const ShardRoute& r = host_.shards[i];
+      SteadyClock::time_point before = SteadyClock::now();
+      while (credits_[i] == 0) ReceiveCredit();
+      stats_.credit_wait_s += SecondsSince(before);
+      --credits_[i];
+      bool local = r.dst_host == host_.host;
+      int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
+      int tag = local ? kTagShard : kTagForwardBase + r.dst_ordinal;
+      cluster::CheckMpi(MPI_Isend(p.messages[i].data(), static_cast<int>(p.messages[i].size()),
+                                  MPI_BYTE, peer, tag, world_.get(), &p.requests[i]),
+                        "MPI_Isend (infeed shard)", peer);
+      ++stats_.shards_sent;
+      stats_.bytes_sent += static_cast<int64_t>(p.messages[i].size());
+    }
+    stats_.step_sent_s.push_back(SecondsSince(start_));
+    if (options_.on_step_sent) options_.on_step_sent(p.step);
+  }
+
+  void ReceiveCredit() {
+    int32_t credit[2];
+    MPI_Status status;
+    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, MPI_ANY_SOURCE, kTagCredit, world_.get(), &status),
+                      "MPI_Recv (infeed credit)");
+    int route = credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 &&
+                        credit[1] < layout_.cores_per_host()
+                    ? route_of_core_[CoreKey(credit[0], credit[1])]
+                    : -1;
+    if (route < 0) {
+      Fail("infeed: host {} got a credit for core {}/{} from rank {}, which it does not feed",
+           host_.host, credit[0], credit[1], status.MPI_SOURCE);
+    }
+    ++credits_[static_cast<size_t>(route)];
+    ++credits_received_;
+  }
+
+  void DrainCredits() {
+    int64_t expected = options_.num_steps * static_cast<int64_t>(host_.shards.size());
+    while (credits_received_ < expected) ReceiveCredit();
+  }
+
+  // Returns packages whose sends have all completed to the free list.
+  void Recycle(bool wait_all) {
+    while (!in_flight_.empty()) {
+      Package& p = *in_flight_.front();
+      int done = 0;
+      if (wait_all) {
+        cluster::CheckMpi(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(),
+                                      MPI_STATUSES_IGNORE), "MPI_Waitall (infeed shards)");
+        done = 1;
+      } else {
+        cluster::CheckMpi(MPI_Testall(static_cast<int>(p.requests.size()), p.requests.data(), &done,
+                                      MPI_STATUSES_IGNORE), "MPI_Testall (infeed shards)");
+      }
+      if (!done) return;
+      std::lock_guard<std::mutex> lock(free_mutex_);
+      free_.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+    }
+  }
+
+  const InfeedPlan& plan_;
+  const cluster::RankLayout& layout_;
+  const cluster::Communicator& world_;
+  const HostPlan& host_;
+  const TransportOptions& options_;
+  const BatchFiller& fill_;
+  std::vector<ShardCodec> codecs_;
+  std::vector<int> credits_;
+  std::vector<int> route_of_core_;
+  int64_t credits_received_ = 0;
+  std::deque<std::unique_ptr<Package>> in_flight_;
+  std::mutex free_mutex_;
+  std::vector<std::unique_ptr<Package>> free_;
+  SteadyClock::time_point start_;
+  HostFeedStats stats_;
+};
+
+// Single-host mode on a host that builds nothing: relays shards from the infeed host
+// to its own cores and the cores' credits back.
+class HostRelay {
+ public:
+  HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
+            const cluster::Communicator& world, int host, const TransportOptions& options)
+      : layout_(layout), world_(world), host_(host), depth_(options.queue_depth) {
+    for (int o = 0; o < layout.cores_per_host(); ++o) {
+      const ShardRoute* route = plan.route_to(host, o);
+      if (!route) continue;
+      source_host_ = plan.source_host(host, o);
+      local_cores_.push_back(o);
+      slots_.emplace_back(static_cast<size_t>(depth_));
+      requests_.emplace_back(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
+      counts_.push_back(0);
+    }
+    expected_ = options.num_steps * static_cast<int64_t>(local_cores_.size());
+  }
+
+  HostFeedStats Run() {
+    int64_t forwarded = 0, credits = 0;
+    while (forwarded < expected_ || credits < expected_) {
+      MPI_Status status;
+      cluster::CheckMpi(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_.get(), &status), "MPI_Probe (relay)");
+      if (status.MPI_TAG == kTagCredit) {
+        RelayCredit(status.MPI_SOURCE);
+        ++credits;
+      } else if (status.MPI_TAG >= kTagForwardBase) {
+        Forward(status);
+        ++forwarded;
+      } else {
+        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, status.MPI_TAG,
+             status.MPI_SOURCE);
+      }
+    }
+    for (auto& r : requests_) {
+      cluster::CheckMpi(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE),
+                        "MPI_Waitall (relay)");
+    }
+    HostFeedStats stats;
+    stats.shards_forwarded = forwarded;
+    return stats;
+  }
+
+ private:
+  size_t LocalIndex(int ordinal) const {
+    for (size_t i = 0; i < local_cores_.size(); ++i) {
+      if (local_cores_[i] == ordinal) return i;
+    }
+    Fail("infeed relay on host {}: shard for ordinal {}, which gets no infeed", host_, ordinal);
+  }
+
+  void Forward(const MPI_Status& probed) {
+    int ordinal = probed.MPI_TAG - kTagForwardBase;
+    size_t i = LocalIndex(ordinal);
+    size_t slot = static_cast<size_t>(counts_[i]++ % depth_);
+    // The infeed host sends shard n + depth only after the credit of shard n, which
+    // the core returns after receiving it, so this wait never blocks for long.
+    cluster::CheckMpi(MPI_Wait(&requests_[i][slot], MPI_STATUS_IGNORE), "MPI_Wait (relay)");
+    int bytes = 0;
+    MPI_Get_count(&probed, MPI_BYTE, &bytes);
+    std::vector<std::byte>& buffer = slots_[i][slot];
+    buffer.resize(static_cast<size_t>(bytes));
+    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.MPI_SOURCE, probed.MPI_TAG,
+                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.MPI_SOURCE);
+    int core = layout_.core_rank(host_, ordinal);
+    cluster::CheckMpi(MPI_Isend(buffer.data(), bytes, MPI_BYTE, core, kTagShard, world_.get(),
+                                &requests_[i][slot]), "MPI_Isend (relay)", core);
+  }
+
+  void RelayCredit(int source) {
+    int32_t credit[2];
+    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, source, kTagCredit, world_.get(), MPI_STATUS_IGNORE),
+                      "MPI_Recv (relay credit)", source);
+    int infeed_host = layout_.host_rank(source_host_);
+    cluster::CheckMpi(MPI_Send(credit, 2, MPI_INT32_T, infeed_host, kTagCredit, world_.get()),
+                      "MPI_Send (relay credit)", infeed_host);
+  }
+
+  const cluster::RankLayout& layout_;
+  const cluster::Communicator& world_;
+  int host_;
+  int depth_;
+  int source_host_ = 0;
+  int64_t expected_ = 0;
+  std::vector<int> local_cores_;
+  std::vector<std::vector<std::vector<std::byte>>> slots_;
+  std::vector<std::vector<MPI_Request>> requests_;
+  std::vector<int64_t> counts_;
+};
+
+}  // namespace
+
+HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
+                            const cluster::Communicator& world, int host,
+                            const TransportOptions& options, const BatchFiller& fill) {
+  if (const HostPlan* hp = plan.host_plan(host)) {
+    return HostSender(plan, layout, world, *hp, options, fill).Run();
+  }
+  return HostRelay(plan, layout, world, host, options).Run();
+}
+
+CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route,
+                                 const cluster::Communicator& world, int host_rank,
+                                 const TransportOptions& options)
+    : codec_(plan.features(), route), world_(world), host_rank_(host_rank),
+      depth_(options.queue_depth), num_steps_(options.num_steps),
+      credit_{route.dst_host, route.dst_ordinal} {
+  slots_.assign(static_cast<size_t>(depth_), std::vector<std::byte>(codec_.message_bytes()));
+  requests_.assign(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
+  for (int64_t s = 0; s < std::min<int64_t>(depth_, num_steps_); ++s) Post(s);
+}
+
+CoreInfeedQueue::~CoreInfeedQueue() {
+  for (MPI_Request& r : requests_) {
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  }
+}
+
+void CoreInfeedQueue::Post(int64_t step) {
+  size_t slot = static_cast<size_t>(step % depth_);
+  cluster::CheckMpi(MPI_Irecv(slots_[slot].data(), static_cast<int>(slots_[slot].size()), MPI_BYTE,
+                              host_rank_, kTagShard, world_.get(), &requests_[slot]),
+                    "MPI_Irecv (infeed slot)", host_rank_);
+}
+
+ShardCodec::Decoded CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
+  size_t slot = static_cast<size_t>(step % depth_);
+  int full = 0;
+  for (int64_t s = step; s < std::min<int64_t>(step + depth_, num_steps_); ++s) {
+    int done = 0;
+    MPI_Request& r = requests_[static_cast<size_t>(s % depth_)];
+    cluster::CheckMpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (infeed slot)");
+    if (!done) break;  // MPI_Test on a completed request makes it NULL: done stays 1 later
+    ++full;
+  }
+  if (occupancy) *occupancy = full;
+  SteadyClock::time_point before = SteadyClock::now();
+  MPI_Status status;
+  cluster::CheckMpi(MPI_Wait(&requests_[slot], &status), "MPI_Wait (infeed dequeue)", host_rank_);
+  if (wait_s) *wait_s = SecondsSince(before);
+  ShardCodec::Decoded decoded = codec_.Decode(slots_[slot]);
+  if (decoded.header.step != step) {
+    Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1],
+         step, decoded.header.step);
+  }
+  return decoded;
+}
+
+void CoreInfeedQueue::Release(int64_t step) {
+  if (step + depth_ < num_steps_) Post(step + depth_);
+  cluster::CheckMpi(MPI_Send(credit_, 2, MPI_INT32_T, host_rank_, kTagCredit, world_.get()),
+                    "MPI_Send (infeed credit)", host_rank_);
+}
+
+}  // namespace tpusim::infeed

@@ -1,0 +1,89 @@
+// Moving shards from host ranks into bounded per-core infeed queues over MPI.
+//
+// Flow control is credit based: a host starts with `queue_depth` credits per core it
+// feeds and spends one per shard; a core returns a credit after it has dequeued and
+// consumed a shard. So a host never has more than queue_depth unconsumed shards in
+// flight per core and memory stays bounded however long the run. A core pre-posts
+// queue_depth receives (its queue slots) and blocks only when the next slot is empty.
+// In single-host mode a shard for a core on another host travels through that host's
+// rank (a network hop, then the host-to-core hop), and credits travel back the same way.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cluster/communicator.h"
+#include "cluster/rank_layout.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/shard_message.h"
+
+namespace tpusim::infeed {
+
+inline constexpr int kTagShard = 100;
+inline constexpr int kTagCredit = 101;
+inline constexpr int kTagForwardBase = 1000;  // + destination ordinal
+
+struct TransportOptions {
+  int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
+  int queue_depth = 4;     // slots per core
+  int64_t num_steps = 0;   // infeed steps in the run
+  // Called on the sending thread after each step's shards are on their way.
+  std::function<void(int64_t step)> on_step_sent;
+};
+
+// Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global
+// example id of each row; must be thread-safe (enqueue workers call it concurrently
+// for different steps).
+using BatchFiller = std::function<void(int64_t step, Batch& host_batch, std::span<int64_t> ids)>;
+
+struct HostFeedStats {
+  int64_t shards_sent = 0;
+  int64_t bytes_sent = 0;            // payload + headers put on the wire by this host
+  int64_t shards_forwarded = 0;      // single-host mode: relayed for another host
+  std::vector<double> step_sent_s;   // per step: time (s since start) its last shard left
+  double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
+  double build_wait_s = 0;           // time the sender waited for workers to build a step
+};
+
+// Runs this host rank's part of the infeed for the whole run: the enqueue loop of an
+// infeed host, the relay loop of a host that only forwards, or nothing. Throws Error
+// when a peer sends something unexpected; MPI failures come back as Error too.
+HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
+                            const cluster::Communicator& world, int host,
+                            const TransportOptions& options, const BatchFiller& fill);
+
+// A core's infeed queue: queue_depth pre-posted receive slots.
+class CoreInfeedQueue {
+ public:
+  CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Communicator& world,
+                  int host_rank, const TransportOptions& options);
+  ~CoreInfeedQueue();
+  CoreInfeedQueue(const CoreInfeedQueue&) = delete;
+  CoreInfeedQueue& operator=(const CoreInfeedQueue&) = delete;
+
+  // Blocks until the shard of `step` (steps are dequeued in order) has arrived and
+  // returns it decoded. `wait_s` receives the time spent blocked and `occupancy` the
+  // number of slots already full when the dequeue started.
+  ShardCodec::Decoded Dequeue(int64_t step, double* wait_s, int* occupancy);
+  // Frees the slot of `step` (re-posting it for step + queue_depth) and returns a
+  // credit to the host.
+  void Release(int64_t step);
+
+ private:
+  void Post(int64_t step);
+
+  ShardCodec codec_;
+  const cluster::Communicator& world_;
+  int host_rank_;
+  int depth_;
+  int64_t num_steps_;
+  int32_t credit_[2];
+  std::vector<std::vector<std::byte>> slots_;
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace tpusim::infeed

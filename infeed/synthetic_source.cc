@@ -1,0 +1,272 @@
+#include "infeed/synthetic_source.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "base/synthetic.h"
+
+namespace tpusim::infeed {
+namespace {
+
+// The teacher's weights use an example id no real example has.
+constexpr int64_t kTeacherExampleId = -1;
+
+double DecodeElement(DType dtype, const std::byte* p) {
+  switch (dtype) {
+    case DType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return BFloat16ToFloat(v); }
+    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+  }
+  return 0;
+}
+
+// Advances `pos` over `extent` in row-major order; false after the last position.
+bool NextIndex(std::vector<int64_t>& pos, const Shape& extent) {
+  for (size_t d = pos.size(); d-- > 0;) {
+    if (++pos[d] < extent[d]) return true;
+    pos[d] = 0;
+  }
+  return false;
+}
+
+// Row-major element index inside one example of shape `dims` at `begin + pos`.
+int64_t ElementIndex(const Shape& dims, std::span<const int64_t> begin,
+                     const std::vector<int64_t>& pos) {
+  int64_t index = 0;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    index = index * dims[d] + (begin.empty() ? 0 : begin[d]) + pos[d];
+  }
+  return index;
+}
+
+VerifyResult Mismatch(std::string message) { return {false, std::move(message)}; }
+
+// True if `piece` can be `rows` examples of `spec` cut at `inner_begin` on the
+// per-example dims: same dtype and rank, and the slice stays inside the example.
+bool PieceFits(const FeatureSpec& spec, const Tensor& piece, size_t rows, std::span<const int64_t> inner_begin) {
+  const Shape& shape = piece.shape();
+  if (piece.dtype() != spec.dtype || shape.size() != spec.shape.size() + 1) return false;
+  if (shape[0] != static_cast<int64_t>(rows)) return false;
+  if (!inner_begin.empty() && inner_begin.size() != spec.shape.size()) return false;
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    int64_t begin = inner_begin.empty() ? 0 : inner_begin[d];
+    if (begin < 0 || begin + shape[d + 1] > spec.shape[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SyntheticData::SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
+                             int64_t int_range)
+    : seed_(seed), label_(std::move(label)), int_range_(int_range), specs_(std::move(features)) {
+  if (int_range_ <= 0) Fail("input.int_range: must be > 0, got {}", int_range_);
+  label_index_ = label_.kind != LabelKind::kNone ? specs_.size() : specs_.size() + 1;
+  if (label_.kind != LabelKind::kNone) specs_.push_back({label_.name, DType::kFloat32, {}});
+  for (const FeatureSpec& spec : specs_) keys_.push_back(FeatureKey(spec.name));
+  ValidateSpecs();
+  BuildTeacher();
+}
+
+void SyntheticData::ValidateSpecs() const {
+  std::set<std::string_view> names;
+  for (const FeatureSpec& spec : specs_) {
+    if (!names.insert(spec.name).second) Fail("input.features: duplicate feature '{}'", spec.name);
+    for (int64_t dim : spec.shape) {
+      if (dim < 0) Fail("input.features.{}: shape {} has a negative dim", spec.name, ShapeToString(spec.shape));
+    }
+  }
+}
+
+void SyntheticData::BuildTeacher() {
+  teacher_weights_.resize(specs_.size());
+  int64_t float_elements = 0;
+  for (size_t f = 0; f < specs_.size(); ++f) {
+    const FeatureSpec& spec = specs_[f];
+    if (f == label_index_ || !IsFloating(spec.dtype)) continue;
+    for (int64_t j = 0; j < NumElements(spec.shape); ++j) {
+      teacher_weights_[f].push_back(BitsToUnitFloat(SyntheticBits(seed_, kTeacherExampleId, keys_[f], j)));
+    }
+    float_elements += NumElements(spec.shape);
+  }
+  if (label_.kind != LabelKind::kNone && float_elements == 0) {
+    Fail("input.label: the teacher needs at least one float feature element, the features have none");
+  }
+  teacher_scale_ = float_elements > 0 ? 3.0 / std::sqrt(static_cast<double>(float_elements)) : 0;
+}
+
+size_t SyntheticData::IndexOf(std::string_view name) const {
+  size_t f = 0;
+  while (f < specs_.size() && specs_[f].name != name) ++f;
+  return f;
+}
+
+const FeatureSpec& SyntheticData::spec(std::string_view name) const {
+  size_t f = IndexOf(name);
+  if (f == specs_.size()) Fail("synthetic input has no feature '{}'", name);
+  return specs_[f];
+}
+
+float SyntheticData::FloatFeatureValue(size_t feature, int64_t example_id, int64_t element) const {
+  float v = BitsToUnitFloat(SyntheticBits(seed_, example_id, keys_[feature], element));
+  return specs_[feature].dtype == DType::kBFloat16 ? BFloat16ToFloat(FloatToBFloat16(v)) : v;
+}
+
+float SyntheticData::Label(int64_t example_id) const {
+  // Summed in double in a fixed order, so every rank computes the same float.
+  double s = 0;
+  for (size_t f = 0; f < teacher_weights_.size(); ++f) {
+    const std::vector<float>& w = teacher_weights_[f];
+    for (size_t j = 0; j < w.size(); ++j) {
+      s += static_cast<double>(w[j]) * FloatFeatureValue(f, example_id, static_cast<int64_t>(j));
+    }
+  }
+  s *= teacher_scale_;
+  if (label_.kind == LabelKind::kLogistic) return s > 0 ? 1.0f : 0.0f;
+  return static_cast<float>(s);
+}
+
+void SyntheticData::WriteElement(size_t feature, int64_t example_id, int64_t element,
+                                 std::byte* out) const {
+  if (feature == label_index_) {
+    float v = Label(example_id);
+    std::memcpy(out, &v, 4);
+    return;
+  }
+  uint64_t bits = SyntheticBits(seed_, example_id, keys_[feature], element);
+  auto int_value = static_cast<int64_t>(bits % static_cast<uint64_t>(int_range_));
+  switch (specs_[feature].dtype) {
+    case DType::kFloat32: { float v = BitsToUnitFloat(bits); std::memcpy(out, &v, 4); return; }
+    case DType::kBFloat16: { uint16_t v = FloatToBFloat16(BitsToUnitFloat(bits)); std::memcpy(out, &v, 2); return; }
+    case DType::kInt32: { auto v = static_cast<int32_t>(int_value); std::memcpy(out, &v, 4); return; }
+    case DType::kInt64: { std::memcpy(out, &int_value, 8); return; }
+  }
+}
+
+double SyntheticData::ExpectedValue(std::string_view name, int64_t example_id, int64_t element) const {
+  const FeatureSpec& s = spec(name);
+  std::byte buffer[8];
+  WriteElement(IndexOf(name), example_id, element, buffer);
+  return DecodeElement(s.dtype, buffer);
+}
+
+void SyntheticData::FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const {
+  const FeatureSpec& spec = specs_[feature];
+  if (tensor.dtype() != spec.dtype || tensor.shape().empty() ||
+      tensor.shape() != BatchShape(spec, tensor.shape()[0])) {
+    Fail("tensor '{}' is {} {}, synthetic feature is {} [rows, {}]", spec.name,
+         DTypeName(tensor.dtype()), ShapeToString(tensor.shape()), DTypeName(spec.dtype),
+         fmt::join(spec.shape, ", "));
+  }
+  size_t element_bytes = DTypeSize(spec.dtype);
+  int64_t per_example = NumElements(spec.shape);
+  std::byte* out = tensor.bytes().data();
+  for (int64_t row = 0; row < tensor.shape()[0]; ++row) {
+    for (int64_t j = 0; j < per_example; ++j, out += element_bytes) WriteElement(feature, first_id + row, j, out);
+  }
+}
+
+void SyntheticData::Fill(int64_t first_id, Batch& batch) const {
+  for (size_t f = 0; f < specs_.size(); ++f) FillTensor(f, first_id, batch.at(specs_[f].name));
+}
+
+Batch SyntheticData::Generate(int64_t first_id, int64_t rows) const {
+  Batch batch = MakeBatch(specs_, rows);
+  Fill(first_id, batch);
+  return batch;
+}
+
+VerifyResult SyntheticData::Verify(const Batch& batch, int64_t first_id) const {
+  for (const FeatureSpec& s : specs_) {
+    if (!batch.Contains(s.name)) return Mismatch(fmt::format("batch has no tensor '{}'", s.name));
+    VerifyResult r = VerifySlice(s.name, batch.at(s.name), first_id);
+    if (!r.ok) return r;
+  }
+  return {};
+}
+
+VerifyResult SyntheticData::Verify(const Batch& batch, std::span<const int64_t> example_ids) const {
+  for (const FeatureSpec& s : specs_) {
+    if (!batch.Contains(s.name)) return Mismatch(fmt::format("batch has no tensor '{}'", s.name));
+    VerifyResult r = VerifyRows(s.name, batch.at(s.name), example_ids);
+    if (!r.ok) return r;
+  }
+  return {};
+}
+
+VerifyResult SyntheticData::VerifySlice(std::string_view name, const Tensor& piece,
+                                        int64_t batch_first_id, std::span<const int64_t> begin) const {
+  if (piece.shape().empty()) return Mismatch(fmt::format("tensor '{}' is a scalar, expected [rows, ...]", name));
+  if (!begin.empty() && begin.size() != piece.shape().size()) {
+    return Mismatch(fmt::format("tensor '{}': {} begin offsets for rank {}", name, begin.size(), piece.shape().size()));
+  }
+  int64_t row0 = batch_first_id + (begin.empty() ? 0 : begin[0]);
+  std::vector<int64_t> ids(static_cast<size_t>(piece.shape()[0]));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = row0 + static_cast<int64_t>(i);
+  return VerifyRows(name, piece, ids, begin.empty() ? begin : begin.subspan(1));
+}
+
+VerifyResult SyntheticData::VerifyRows(std::string_view name, const Tensor& piece,
+                                       std::span<const int64_t> example_ids,
+                                       std::span<const int64_t> inner_begin) const {
+  size_t feature = IndexOf(name);
+  if (feature == specs_.size()) return Mismatch(fmt::format("no synthetic feature '{}'", name));
+  const FeatureSpec& s = specs_[feature];
+  if (!PieceFits(s, piece, example_ids.size(), inner_begin)) {
+    return Mismatch(fmt::format("tensor '{}' is {} {} for {} rows at inner offset [{}]; feature is {} [rows, {}]",
+                                name, DTypeName(piece.dtype()), ShapeToString(piece.shape()), example_ids.size(),
+                                fmt::join(inner_begin, ", "), DTypeName(s.dtype), fmt::join(s.shape, ", ")));
+  }
+  Shape extent(piece.shape().begin() + 1, piece.shape().end());
+  if (NumElements(extent) == 0) return {};
+  size_t element_bytes = DTypeSize(s.dtype);
+  const std::byte* actual = piece.bytes().data();
+  for (size_t row = 0; row < example_ids.size(); ++row) {
+    std::vector<int64_t> pos(extent.size(), 0);
+    do {
+      std::byte expected[8];
+      int64_t element = ElementIndex(s.shape, inner_begin, pos);
+      WriteElement(feature, example_ids[row], element, expected);
+      if (std::memcmp(expected, actual, element_bytes) != 0) {
+        return Mismatch(fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}",
+                                    name, row, example_ids[row], element, fmt::join(pos, ", "),
+                                    DecodeElement(s.dtype, expected), DecodeElement(s.dtype, actual)));
+      }
+      actual += element_bytes;
+    } while (NextIndex(pos, extent));
+  }
+  return {};
+}
+
+SyntheticSource::SyntheticSource(SyntheticConfig config, Clock& clock)
+    : data_(config.seed, std::move(config.features), std::move(config.label), config.int_range),
+      cpu_us_per_example_(config.cpu_us_per_example),
+      clock_(clock),
+      // A tenth of a second of burst: smooths batch-sized bursts without letting an
+      // idle host bank an unbounded allowance.
+      bucket_(config.max_examples_per_sec, config.max_examples_per_sec * 0.1, clock) {}
+
+void SyntheticSource::PayCost(int64_t rows) {
+  bucket_.Acquire(rows);
+  if (cpu_us_per_example_ > 0) {
+    clock_.SpinUs(static_cast<int64_t>(std::llround(cpu_us_per_example_ * static_cast<double>(rows))));
+  }
+}
+
+Batch SyntheticSource::Read(int64_t first_id, int64_t rows) {
+  PayCost(rows);
+  return data_.Generate(first_id, rows);
+}
+
+void SyntheticSource::ReadInto(int64_t first_id, Batch& batch) {
+  int64_t rows = batch.size() == 0 ? 0 : batch.begin()->second.shape().at(0);
+  PayCost(rows);
+  data_.Fill(first_id, batch);
+}
+
+}  // namespace tpusim::infeed

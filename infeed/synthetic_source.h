@@ -1,0 +1,138 @@
+// The synthetic input source. Every value is a pure function of (seed, global example
+// id, feature, element) through base/synthetic.h, so a core can regenerate and verify
+// any shard it receives, whole rows or a partitioned slice, without communication.
+//
+// Values (element = row-major index inside one example's feature):
+//   float32   BitsToUnitFloat(SyntheticBits(seed, id, FeatureKey(name), element)), in [-1, 1)
+//   bfloat16  the float32 value above rounded to nearest-even bfloat16
+//   int32/64  SyntheticBits(...) % int_range, in [0, int_range) (default 1000)
+// Label (optional, float32, one scalar per example, tensor [n]): a fixed hidden teacher
+// with weights w(f, j) = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(f), j))
+// (id -1 is never a real example) over every float feature f of the example, as stored
+// (bfloat16 rounded), in config order:
+//   s = 3 / sqrt(D) * sum_f sum_j w(f, j) x(f, j)   (D = number of float elements; the
+//       scale gives s unit variance)
+//   regression: label = s;  logistic: label = 1 if s > 0 else 0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "infeed/clock.h"
+#include "infeed/feature_spec.h"
+#include "infeed/tensor.h"
+
+namespace tpusim::infeed {
+
+enum class LabelKind { kNone, kRegression, kLogistic };
+
+struct LabelConfig {
+  LabelKind kind = LabelKind::kNone;
+  std::string name = "label";
+};
+
+struct SyntheticConfig {
+  uint64_t seed = 1;
+  std::vector<FeatureSpec> features;
+  LabelConfig label;
+  int64_t int_range = 1000;           // int features take values in [0, int_range)
+  double max_examples_per_sec = 0;    // per host; 0 = unlimited
+  double cpu_us_per_example = 0;      // emulated preprocessing, burnt as CPU
+};
+
+// Outcome of a verification; `message` names the tensor, row, example id, element and
+// both values at the first mismatch.
+struct VerifyResult {
+  bool ok = true;
+  std::string message;
+};
+
+// The pure value function: what every example holds. Cheap to build (one teacher
+// weight per float element), immutable, thread-safe.
+class SyntheticData {
+ public:
+  // Throws Error for duplicate names, a label that collides with a feature, a label
+  // without any float feature for the teacher, or int_range <= 0.
+  SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
+                int64_t int_range = 1000);
+
+  // The features followed by the label spec (float32, per-example shape []) if any.
+  const std::vector<FeatureSpec>& specs() const { return specs_; }
+  // Throws Error naming `name` if it is not one of specs().
+  const FeatureSpec& spec(std::string_view name) const;
+
+  // Value of one element as a double (bfloat16 widened exactly, ints converted).
+  double ExpectedValue(std::string_view name, int64_t example_id, int64_t element) const;
+
+  // A batch holding examples [first_id, first_id + rows).
+  Batch Generate(int64_t first_id, int64_t rows) const;
+  // Overwrites every tensor of `batch` (shaped [rows, ...] per specs()) with examples
+  // [first_id, first_id + rows); lets callers reuse buffers across steps.
+  void Fill(int64_t first_id, Batch& batch) const;
+
+  // Checks every tensor of specs() in `batch` holds rows [first_id, first_id + n).
+  [[nodiscard]] VerifyResult Verify(const Batch& batch, int64_t first_id) const;
+  // Same, row i standing for example_ids[i].
+  [[nodiscard]] VerifyResult Verify(const Batch& batch, std::span<const int64_t> example_ids) const;
+
+  // Checks a piece of tensor `name` of a batch whose row 0 is example `batch_first_id`:
+  // the piece starts at `begin` (one offset per dim, begin[0] = row offset; empty =
+  // all zero) and has the piece tensor's own shape.
+  [[nodiscard]] VerifyResult VerifySlice(std::string_view name, const Tensor& piece,
+                                         int64_t batch_first_id,
+                                         std::span<const int64_t> begin = {}) const;
+  // Checks a piece whose row i stands for example_ids[i]; `inner_begin` has one offset
+  // per non-batch dim (empty = all zero).
+  [[nodiscard]] VerifyResult VerifyRows(std::string_view name, const Tensor& piece,
+                                        std::span<const int64_t> example_ids,
+                                        std::span<const int64_t> inner_begin = {}) const;
+
+ private:
+  void ValidateSpecs() const;
+  void BuildTeacher();
+  size_t IndexOf(std::string_view name) const;  // specs_.size() if absent
+  void FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const;
+  // Writes element `element` of example `example_id` of specs_[feature] to `out`.
+  void WriteElement(size_t feature, int64_t example_id, int64_t element, std::byte* out) const;
+  float FloatFeatureValue(size_t feature, int64_t example_id, int64_t element) const;
+  float Label(int64_t example_id) const;
+
+  uint64_t seed_;
+  LabelConfig label_;
+  int64_t int_range_;
+  std::vector<FeatureSpec> specs_;
+  std::vector<uint64_t> keys_;  // FeatureKey of each spec, hashed once
+  size_t label_index_;          // index of the label in specs_, specs_.size() if none
+  std::vector<std::vector<float>> teacher_weights_;  // per feature; empty if not float
+  double teacher_scale_ = 0;
+};
+
+// A host's synthetic input pipeline: the pure values plus the emulated cost of a real
+// pipeline (rate cap and CPU per example). Thread-safe.
+class SyntheticSource {
+ public:
+  // Borrows `clock`, which must outlive the source. Throws Error like SyntheticData.
+  SyntheticSource(SyntheticConfig config, Clock& clock);
+
+  const SyntheticData& data() const { return data_; }
+  const std::vector<FeatureSpec>& specs() const { return data_.specs(); }
+
+  // Examples [first_id, first_id + rows), after waiting for the rate cap and burning
+  // the configured CPU time.
+  Batch Read(int64_t first_id, int64_t rows);
+  // Same into `batch`'s existing [rows, ...] tensors (no allocation).
+  void ReadInto(int64_t first_id, Batch& batch);
+
+ private:
+  void PayCost(int64_t rows);
+
+  SyntheticData data_;
+  double cpu_us_per_example_;
+  Clock& clock_;
+  TokenBucket bucket_;
+};
+
+}  // namespace tpusim::infeed

@@ -1,0 +1,52 @@
+// Lingvo's `Accumulator` optimizer (training.md §1b): an Optimizer that sums
+// gradients over accum_steps global steps and applies the inner optimizer with
+// their mean on steps s where s mod accum_steps == accum_steps - 1.
+//
+// Unlike GradientAggregation, the global step advances on every micro-step here
+// (the caller increments it after every step as usual), so learning-rate schedules
+// and Adafactor's decay advance per micro-step while the inner optimizer's own
+// counters (Adam's beta powers) advance only on applies. The inner apply receives
+// the caller's StepContext unchanged (its learning rate is the one of the apply
+// step). Not thread-safe. Dense gradients only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "optim/optimizer.h"
+
+namespace tpusim::optim {
+
+// Field names follow Lingvo's optimizer.Accumulator params.
+struct AccumulatorParams {
+  int64_t accum_steps = 5;  // >= 1
+};
+
+class AccumulatorOptimizer final : public Optimizer {
+ public:
+  // Takes ownership of `inner`, which must have no variables yet. Throws
+  // tpusim::Error for accum_steps < 1 or a null or non-empty inner optimizer.
+  AccumulatorOptimizer(std::unique_ptr<Optimizer> inner, const AccumulatorParams& params);
+
+  // Whether an Apply at global step s runs the inner optimizer.
+  bool is_apply_step(int64_t global_step) const {
+    return global_step % params_.accum_steps == params_.accum_steps - 1;
+  }
+  Optimizer& inner() { return *inner_; }
+
+ protected:
+  void AddState(int var_index, const VariableSpec& spec) override;
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
+                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                  const StepContext& ctx) override;
+  // The inner optimizer's slots plus "grad_accumulator".
+  std::vector<SlotView> StateSlots(int var_index) override;
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
+  AccumulatorParams params_;
+  std::deque<Eigen::ArrayXf> accum_;
+};
+
+}  // namespace tpusim::optim

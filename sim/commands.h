@@ -1,0 +1,31 @@
+// The subcommands of `tpusim` that need no MPI (topology, ranks, validate, launch)
+// and the option structs CLI11 fills for them. Each returns the process exit code
+// and throws Error on bad input; main() prints the error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tpusim::sim {
+
+struct TopologyOptions {
+  std::string config;
+  int split = 0;                       // 0 = from the run file, else 1
+  std::string computation_shape;       // "X,Y,Z,C"
+  int replicas = 0;
+  std::string order;                   // empty = from the run file, else auto
+  std::string ring_rule;
+  bool json = false;
+};
+int RunTopologyCommand(const TopologyOptions& options);
+
+int RunRanksCommand(const std::string& config);
+
+int RunValidateCommand(const std::string& config, const std::vector<std::string>& overrides);
+
+// Replaces this process with mpirun running `tpusim run CONFIG run_args...` on the
+// right number of ranks with the flags this kind of machine needs.
+int RunLaunchCommand(const std::string& config, const std::vector<std::string>& run_args,
+                     const std::vector<std::string>& overrides, bool dry_run);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,17 @@
+#include "sim/loop_plan.h"
+
+#include <algorithm>
+
+namespace tpusim::sim {
+
+LoopPlan MakeLoopPlan(const TrainConfig& train) {
+  LoopPlan p;
+  p.steps_per_loop = std::min(train.iterations_per_loop, train.steps);
+  p.num_loops = (train.steps + p.steps_per_loop - 1) / p.steps_per_loop;
+  p.global_steps = p.num_loops * p.steps_per_loop;
+  p.micro_batches = train.num_micro_batches;
+  p.infeed_steps = p.global_steps * p.micro_batches;
+  return p;
+}
+
+}  // namespace tpusim::sim

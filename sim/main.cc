@@ -1,0 +1,102 @@
+// The tpusim command: topology, ranks, validate, launch, run, gen-data. The only
+// place that decides to stop a run: every error arrives here as tpusim::Error and is
+// printed once, tagged with rank and role where MPI is up.
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "sim/commands.h"
+#include "sim/run_command.h"
+
+namespace {
+
+using tpusim::sim::RunOptions;
+using tpusim::sim::TopologyOptions;
+
+void AddRunFlags(CLI::App* cmd, RunOptions& run) {
+  cmd->add_option("--set", run.overrides, "override a config key: a.b=value (YAML value)")
+      ->take_all();
+  cmd->add_option("--report", run.report_path, "write the versioned JSON report here");
+  cmd->add_option("--trace", run.trace_path, "write a Chrome trace-event JSON here");
+  cmd->add_option("--placement-log", run.placement_log_path,
+                  "write one JSON line per shard a core dequeues");
+  cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
+  cmd->add_flag("--quiet", run.quiet, "no progress line");
+}
+
+std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
+  std::vector<std::string> args;
+  auto add = [&](const char* flag, const std::string& value) {
+    if (!value.empty()) args.insert(args.end(), {flag, value});
+  };
+  add("--report", run.report_path);
+  add("--trace", run.trace_path);
+  add("--placement-log", run.placement_log_path);
+  add("--params-out", run.params_out_dir);
+  if (run.quiet) args.push_back("--quiet");
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpusim: a TPU pod host-side simulator on MPI ranks"};
+  app.require_subcommand(1);
+
+  TopologyOptions topo;
+  CLI::App* topology = app.add_subcommand("topology", "print the device assignment (no MPI)");
+  topology->add_option("CONFIG", topo.config, "topology name, topology file or run file")
+      ->required();
+  topology->add_option("--split", topo.split, "cores per replica");
+  topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
+  topology->add_option("--replicas", topo.replicas, "number of replicas (default: all that fit)");
+  topology->add_option("--order", topo.order, "auto | ring | mesh");
+  topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
+  topology->add_flag("--json", topo.json, "one JSON object instead of a table");
+
+  std::string ranks_config;
+  CLI::App* ranks = app.add_subcommand("ranks", "print the MPI world size a config needs");
+  ranks->add_option("CONFIG", ranks_config)->required();
+
+  std::string validate_config;
+  std::vector<std::string> validate_sets;
+  CLI::App* validate = app.add_subcommand("validate", "check a config without MPI");
+  validate->add_option("CONFIG", validate_config)->required();
+  validate->add_option("--set", validate_sets, "override a config key: a.b=value")->take_all();
+
+  RunOptions launch_opts;
+  bool dry_run = false;
+  CLI::App* launch = app.add_subcommand("launch", "exec mpirun with the right -np and flags");
+  launch->add_option("CONFIG", launch_opts.config)->required();
+  AddRunFlags(launch, launch_opts);
+  launch->add_flag("--dry-run", dry_run, "print the mpirun command instead of running it");
+
+  RunOptions run_opts;
+  CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
+  run->add_option("CONFIG", run_opts.config)->required();
+  AddRunFlags(run, run_opts);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*topology) return tpusim::sim::RunTopologyCommand(topo);
+    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config);
+    if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
+    if (*launch) {
+      return tpusim::sim::RunLaunchCommand(launch_opts.config, ForwardedRunArgs(launch_opts),
+                                           launch_opts.overrides, dry_run);
+    }
+    if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
+  } catch (const tpusim::Error& e) {
+    fmt::print(stderr, "tpusim: error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

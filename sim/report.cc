@@ -1,0 +1,264 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include "base/error.h"
+#include "infeed/shard_message.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kTagBaseline = 200;
+constexpr int kBaselineMessages = 16;
+
+std::string Verdict(double infeed_percent) {
+  if (infeed_percent >= 20) return "input-bound (high): infeed waits >= 20% of step time";
+  if (infeed_percent >= 5) return "input-bound (moderate): infeed waits >= 5% of step time";
+  return "not input-bound: infeed waits < 5% of step time";
+}
+
+std::string GitCommit() {
+#ifdef TPUSIM_SOURCE_DIR
+  std::ifstream head(std::string(TPUSIM_SOURCE_DIR) + "/.git/HEAD");
+  std::string ref;
+  std::getline(head, ref);
+  if (ref.rfind("ref: ", 0) == 0) {
+    std::ifstream file(std::string(TPUSIM_SOURCE_DIR) + "/.git/" + ref.substr(5));
+    std::string commit;
+    if (std::getline(file, commit)) return commit;
+  }
+  return ref;
+#else
+  return "";
+#endif
+}
+
+json Environment(const SimulationContext& ctx) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string mpi(version, static_cast<size_t>(length));
+  return {{"hosts", ctx.slice.topology.num_hosts()},
+          {"world_size", ctx.comms.world.size()},
+          {"mpi_version", mpi.substr(0, mpi.find('\n'))},
+          {"git_commit", GitCommit()},
+#ifdef NDEBUG
+          {"build_type", "release"}
+#else
+          {"build_type", "debug"}
+#endif
+  };
+}
+
+// Index of the first infeed step of the measured window: the first loop is warm-up
+// unless the run has only one loop.
+int64_t WindowStart(const LoopPlan& loops) {
+  return loops.num_loops > 1 ? loops.infeed_steps_per_loop() : 0;
+}
+
+double At(const json& times, int64_t index) {
+  return index < 0 ? 0.0 : times[static_cast<size_t>(index)].get<double>();
+}
+
+// The resolved config as JSON (scalars typed as YAML would read them).
+json YamlToJson(const YAML::Node& node) {
+  if (node.IsMap()) {
+    json out = json::object();
+    for (const auto& entry : node) out[entry.first.as<std::string>()] = YamlToJson(entry.second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    json out = json::array();
+    for (const auto& item : node) out.push_back(YamlToJson(item));
+    return out;
+  }
+  if (!node.IsScalar()) return nullptr;
+  int64_t i;
+  double d;
+  bool b;
+  if (YAML::convert<int64_t>::decode(node, i)) return i;
+  if (YAML::convert<double>::decode(node, d)) return d;
+  if (YAML::convert<bool>::decode(node, b)) return b;
+  return node.Scalar();
+}
+
+}  // namespace
+
+std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text) {
+  std::vector<int> counts;
+  std::vector<std::byte> all =
+      comm.Gatherv(std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
+  std::vector<std::string> out;
+  size_t offset = 0;
+  for (int c : counts) {
+    out.emplace_back(reinterpret_cast<const char*>(all.data()) + offset, static_cast<size_t>(c));
+    offset += static_cast<size_t>(c);
+  }
+  return out;
+}
+
+MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::InfeedPlan& plan) {
+  ctx.comms.world.Barrier();
+  MpiBaseline result;
+  const cluster::RankLayout& layout = ctx.slice.layout;
+  if (ctx.role.is_core()) {
+    const infeed::ShardRoute* route = plan.route_to(ctx.role.host, ctx.role.ordinal);
+    if (!route || plan.source_host(ctx.role.host, ctx.role.ordinal) != ctx.role.host) return result;
+    std::vector<std::byte> buffer(infeed::ShardCodec(plan.features(), *route).message_bytes());
+    for (int i = 0; i < kBaselineMessages + 1; ++i) {
+      ctx.comms.world.Recv(buffer, layout.host_rank(ctx.role.host), kTagBaseline);
+    }
+    return result;
+  }
+  const infeed::HostPlan* hp = plan.host_plan(ctx.role.host);
+  if (!hp) return result;
+  std::vector<std::vector<std::byte>> messages;
+  std::vector<int> peers;
+  for (const infeed::ShardRoute& r : hp->shards) {
+    if (r.dst_host != ctx.role.host) continue;
+    messages.emplace_back(infeed::ShardCodec(plan.features(), r).message_bytes());
+    peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
+  }
+  std::vector<MPI_Request> requests(messages.size());
+  auto round = [&] {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      cluster::CheckMpi(MPI_Isend(messages[i].data(), static_cast<int>(messages[i].size()), MPI_BYTE,
+                                  peers[i], kTagBaseline, ctx.comms.world.get(), &requests[i]),
+                        "MPI_Isend (baseline)", peers[i]);
+    }
+    cluster::CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+                      "MPI_Waitall (baseline)");
+  };
+  round();  // warm-up: connections and registration
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kBaselineMessages; ++i) round();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& m : messages) result.bytes += static_cast<int64_t>(m.size()) * kBaselineMessages;
+  return result;
+}
+
+json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops,
+                 const std::vector<json>& ranks, double run_s, const MpiBaseline& baseline) {
+  int64_t w0 = WindowStart(loops);
+  int64_t window_steps = loops.infeed_steps - w0;
+  json hosts = json::array(), cores = json::array();
+  double window_end = 0, window_begin = 0, total_wait = 0;
+  std::vector<double> max_wait(static_cast<size_t>(loops.infeed_steps), 0.0);
+  int64_t window_bytes = 0;
+  for (const json& r : ranks) {
+    if (r["kind"] == "host") {
+      const json& sent = r["step_sent_s"];
+      json h = {{"host", r["host"]}, {"shards_forwarded", r["shards_forwarded"]},
+                {"credit_wait_s", r["credit_wait_s"]}, {"build_wait_s", r["build_wait_s"]}};
+      if (!sent.empty()) {
+        double seconds = At(sent, loops.infeed_steps - 1) - At(sent, w0 - 1);
+        double per_step_bytes = r["bytes_sent"].get<double>() / static_cast<double>(loops.infeed_steps);
+        h["examples_per_s"] = r["rows_per_step"].get<double>() * static_cast<double>(window_steps) / seconds;
+        h["bytes_per_s"] = per_step_bytes * static_cast<double>(window_steps) / seconds;
+      }
+      hosts.push_back(h);
+      continue;
+    }
+    json c = {{"host", r["host"]}, {"ordinal", r["ordinal"]}, {"replica", r["replica"]},
+              {"logical_core", r["logical_core"]}, {"fed", r["fed"]}};
+    if (r["fed"]) {
+      const json& wait = r["wait_s"];
+      double core_wait = 0;
+      for (int64_t s = w0; s < loops.infeed_steps; ++s) {
+        double w = At(wait, s);
+        core_wait += w;
+        max_wait[static_cast<size_t>(s)] = std::max(max_wait[static_cast<size_t>(s)], w);
+      }
+      window_begin = std::max(window_begin, At(r["done_s"], w0 - 1));
+      window_end = std::max(window_end, At(r["done_s"], loops.infeed_steps - 1));
+      c["infeed_wait_s"] = core_wait;
+      c["mean_queue_occupancy"] = r["mean_occupancy"];
+      window_bytes += r["bytes_received"].get<int64_t>() * window_steps / loops.infeed_steps;
+      total_wait += core_wait;
+    }
+    cores.push_back(c);
+  }
+  double window_s = std::max(window_end - window_begin, 1e-9);
+  double max_wait_sum = 0;
+  for (int64_t s = w0; s < loops.infeed_steps; ++s) max_wait_sum += max_wait[static_cast<size_t>(s)];
+  double infeed_percent = 100.0 * max_wait_sum / window_s;
+  json report;
+  report["version"] = kReportVersion;
+  report["config"] = YamlToJson(ctx.config.resolved);
+  report["environment"] = Environment(ctx);
+  report["topology"] = {{"name", ctx.slice.topology.name()},
+                        {"num_replicas", ctx.slice.assignment.num_replicas()},
+                        {"cores_per_replica", ctx.slice.assignment.num_cores_per_replica()},
+                        {"order", ctx.slice.assignment.path()}};
+  report["loops"] = {{"steps_requested", ctx.config.train.steps},
+                     {"steps_per_loop", loops.steps_per_loop},
+                     {"num_loops", loops.num_loops},
+                     {"global_steps", loops.global_steps},
+                     {"infeed_steps", loops.infeed_steps}};
+  report["window"] = {{"first_infeed_step", w0},
+                      {"infeed_steps", window_steps},
+                      {"seconds", window_s},
+                      {"excludes_first_loop", w0 > 0},
+                      {"note", w0 > 0 ? "measured after the first loop (warm-up)"
+                                      : "single loop: the whole run is measured"}};
+  report["run_seconds"] = run_s;
+  report["hosts"] = hosts;
+  report["cores"] = cores;
+  double examples = static_cast<double>(window_steps * plan.global_batch());
+  report["totals"] = {{"examples_per_s", examples / window_s},
+                      {"bytes_per_s", static_cast<double>(window_bytes) / window_s},
+                      {"infeed_wait_s", total_wait}};
+  report["step"] = {{"mean_step_s", window_s / static_cast<double>(window_steps)},
+                    {"infeed_percent", infeed_percent},
+                    {"infeed_wait_max_over_cores_s", max_wait_sum / static_cast<double>(window_steps)}};
+  report["verdict"] = Verdict(infeed_percent);
+  report["mpi_baseline"] = {{"bytes_per_s", baseline.seconds > 0 ? baseline.bytes / baseline.seconds : 0.0},
+                            {"note", "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same "
+                                     "message sizes, measured after the run on the same ranks"}};
+  return report;
+}
+
+void PrintSummary(const json& report) {
+  fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
+             report["version"].get<int>(), report["topology"]["name"].get<std::string>(),
+             report["topology"]["order"].get<std::string>(), report["loops"]["num_loops"].get<int64_t>(),
+             report["loops"]["steps_per_loop"].get<int64_t>(), report["window"]["infeed_steps"].get<int64_t>(),
+             report["window"]["note"].get<std::string>());
+  fmt::print("{:>6} {:>14} {:>12}\n", "host", "examples/s", "MB/s");
+  for (const json& h : report["hosts"]) {
+    if (!h.contains("examples_per_s")) continue;
+    fmt::print("{:>6} {:>14.0f} {:>12.1f}\n", h["host"].get<int>(), h["examples_per_s"].get<double>(),
+               h["bytes_per_s"].get<double>() / 1e6);
+  }
+  fmt::print("{:>6} {:>14.0f} {:>12.1f}   (cores' dequeue rate)\n", "total",
+             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6);
+  fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
+  for (const json& c : report["cores"]) {
+    if (!c["fed"].get<bool>()) continue;
+    fmt::print("{:>10} {:>8} {:>14.4f} {:>10.2f}\n",
+               fmt::format("{}/{}", c["host"].get<int>(), c["ordinal"].get<int>()), c["replica"].get<int>(),
+               c["infeed_wait_s"].get<double>(), c["mean_queue_occupancy"].get<double>());
+  }
+  fmt::print("\nstep: {:.3f} ms mean, infeed {:.1f}% (max over cores)  ->  {}\n",
+             report["step"]["mean_step_s"].get<double>() * 1e3, report["step"]["infeed_percent"].get<double>(),
+             report["verdict"].get<std::string>());
+  fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n",
+             report["mpi_baseline"]["bytes_per_s"].get<double>() / 1e6);
+  std::fflush(stdout);
+}
+
+void WriteJsonFile(const std::string& path, const json& value) {
+  std::ofstream out(path);
+  if (!out) Fail("{}: cannot open for writing", path);
+  out << value.dump(2) << "\n";
+  if (!out) Fail("{}: write failed", path);
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,176 @@
+#include "sim/run_config.h"
+
+#include <filesystem>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "sim/config_node.h"
+
+namespace tpusim::sim {
+namespace {
+
+void RequirePositive(ConfigNode& node, const std::string& key, int64_t value) {
+  if (value < 1) node.FailAt(key, fmt::format("must be >= 1, got {}", value));
+}
+
+void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& value,
+                  const std::set<std::string>& allowed) {
+  if (!allowed.count(value)) {
+    node.FailAt(key, fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
+  }
+}
+
+ClusterConfig ParseCluster(ConfigNode node) {
+  ClusterConfig c;
+  node.Get("split", c.split);
+  node.Get("order", c.order);
+  node.Get("ring_rule", c.ring_rule);
+  node.Get("computation_shape", c.computation_shape);
+  node.Get("replicas", c.replicas);
+  RequirePositive(node, "split", c.split);
+  RequireOneOf(node, "order", c.order, {"auto", "ring", "mesh"});
+  RequireOneOf(node, "ring_rule", c.ring_rule, {"current", "legacy_two_core"});
+  if (!c.computation_shape.empty() && c.computation_shape.size() != 4) {
+    node.FailAt("computation_shape", "expected 4 entries [x, y, z, cores]");
+  }
+  if (c.replicas < 0) node.FailAt("replicas", "must be >= 0 (0 = as many as fit)");
+  node.Finish();
+  return c;
+}
+
+FeatureConfig ParseFeature(ConfigNode node) {
+  FeatureConfig f;
+  node.Get("dtype", f.dtype);
+  node.Get("shape", f.shape);
+  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64"});
+  for (int64_t d : f.shape) {
+    if (d < 1) node.FailAt("shape", fmt::format("every dimension must be >= 1, got {}", d));
+  }
+  node.Finish();
+  return f;
+}
+
+InputConfig ParseInput(ConfigNode node) {
+  InputConfig in;
+  node.Get("source", in.source);
+  node.Get("data_dir", in.data_dir);
+  node.Get("seed", in.seed);
+  node.Get("global_batch", in.global_batch);
+  node.Get("max_examples_per_sec", in.max_examples_per_sec);
+  node.Get("cpu_us_per_example", in.cpu_us_per_example);
+  RequireOneOf(node, "source", in.source, {"synthetic", "files"});
+  RequirePositive(node, "global_batch", in.global_batch);
+  if (in.source == "files" && in.data_dir.empty()) {
+    node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");
+  }
+  if (in.max_examples_per_sec < 0) node.FailAt("max_examples_per_sec", "must be >= 0");
+  if (in.cpu_us_per_example < 0) node.FailAt("cpu_us_per_example", "must be >= 0");
+  if (node.Has("features")) {
+    in.features.clear();
+    ConfigNode features = node.Child("features");
+    for (const std::string& name : features.Keys()) {
+      in.features[name] = ParseFeature(features.Child(name));
+    }
+    if (in.features.empty()) node.FailAt("features", "must declare at least one feature");
+  }
+  node.Finish();
+  return in;
+}
+
+InfeedConfig ParseInfeed(ConfigNode node) {
+  InfeedConfig c;
+  node.Get("per_host", c.per_host);
+  node.Get("partitioned", c.partitioned);
+  node.Get("partition_dims", c.partition_dims);
+  node.Get("parallelism", c.parallelism);
+  node.Get("queue_depth", c.queue_depth);
+  node.Get("verify", c.verify);
+  RequirePositive(node, "parallelism", c.parallelism);
+  RequirePositive(node, "queue_depth", c.queue_depth);
+  node.Finish();
+  return c;
+}
+
+TrainConfig ParseTrain(ConfigNode node) {
+  TrainConfig t;
+  node.Get("steps", t.steps);
+  node.Get("iterations_per_loop", t.iterations_per_loop);
+  node.Get("num_micro_batches", t.num_micro_batches);
+  RequirePositive(node, "steps", t.steps);
+  RequirePositive(node, "iterations_per_loop", t.iterations_per_loop);
+  RequirePositive(node, "num_micro_batches", t.num_micro_batches);
+  node.Finish();
+  return t;
+}
+
+DeviceConfig ParseDevice(ConfigNode node) {
+  DeviceConfig d;
+  node.Get("step_time_us", d.step_time_us);
+  if (d.step_time_us < 0) node.FailAt("step_time_us", "must be >= 0");
+  node.Finish();
+  return d;
+}
+
+std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
+  std::filesystem::path dir = std::filesystem::path(run_path).parent_path();
+  return {(dir / "topologies").string(), (dir / ".." / "topologies").string()};
+}
+
+}  // namespace
+
+bool IsTopologyFile(const std::string& path) {
+  YAML::Node node = LoadYamlFile(path);
+  return node.IsMap() && node["mesh_shape"];
+}
+
+RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  YAML::Node root = LoadYamlFile(path);
+  if (!root.IsMap()) Fail("{}: expected a map of keys at the top level", path);
+  for (const std::string& assignment : overrides) ApplyOverride(root, assignment);
+  RunConfig config;
+  config.source = path;
+  config.resolved = YAML::Clone(root);
+  ConfigNode top(root, "", path);
+  top.Get("topology", config.topology_ref);
+  config.cluster = ParseCluster(top.Child("cluster"));
+  config.input = ParseInput(top.Child("input"));
+  config.infeed = ParseInfeed(top.Child("infeed"));
+  config.train = ParseTrain(top.Child("train"));
+  config.device = ParseDevice(top.Child("device"));
+  top.Finish();
+  config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));
+  return config;
+}
+
+cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
+                                                   const cluster::Topology& topology,
+                                                   const std::string& source) {
+  cluster::DeviceAssignmentOptions options;
+  options.order = cluster::ParseDeviceOrderMode(config.order, source + ": cluster.order");
+  options.ring_rule = config.ring_rule == "legacy_two_core" ? cluster::RingRule::kLegacyTwoCore
+                                                            : cluster::RingRule::kCurrent;
+  if (config.computation_shape.empty()) {
+    options.computation_shape = cluster::ComputationShape(config.split, topology);
+  } else {
+    cluster::Coord shape{};
+    int product = 1;
+    for (int i = 0; i < 4; ++i) {
+      shape[i] = config.computation_shape[i];
+      product *= shape[i];
+    }
+    if (product != config.split) {
+      Fail("{}: cluster.computation_shape: product {} must equal cluster.split ({})", source,
+           product, config.split);
+    }
+    options.computation_shape = shape;
+  }
+  if (topology.num_cores() % config.split != 0) {
+    Fail("{}: cluster.split: {} does not divide the {} cores of {}", source, config.split,
+         topology.num_cores(), topology.name());
+  }
+  options.num_replicas = config.replicas > 0 ? config.replicas : topology.num_cores() / config.split;
+  return options;
+}
+
+}  // namespace tpusim::sim

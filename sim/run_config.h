@@ -1,0 +1,83 @@
+// A run's settings as typed structs with documented defaults (design.md §4.1).
+// Parsed once from a run YAML (plus --set overrides) by LoadRunConfig and then
+// passed explicitly; no global configuration.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "cluster/device_assignment.h"
+#include "cluster/topology.h"
+
+namespace tpusim::sim {
+
+struct ClusterConfig {
+  int split = 1;                    // cores per replica (Lingvo num_devices_per_split)
+  std::string order = "auto";       // auto | ring | mesh (train.tpu_device_order_mode)
+  std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
+  std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
+  int replicas = 0;                 // 0 = as many as fit (num_cores / split)
+};
+
+struct FeatureConfig {
+  std::string dtype = "float32";
+  std::vector<int64_t> shape;  // per example
+};
+
+struct InputConfig {
+  std::string source = "synthetic";  // synthetic | files
+  std::string data_dir;              // files: dataset directory (tpusim gen-data)
+  uint64_t seed = 1;
+  int64_t global_batch = 128;
+  std::map<std::string, FeatureConfig> features{{"x", {"float32", {64}}}};
+  double max_examples_per_sec = 0;   // per host; 0 = unlimited
+  double cpu_us_per_example = 0;     // busy work per example on the host
+};
+
+struct InfeedConfig {
+  bool per_host = true;              // use_per_host_infeed
+  bool partitioned = false;          // use_partitioned_infeed_queue
+  std::map<std::string, std::vector<int64_t>> partition_dims;  // default: dim 0 over the replica
+  int parallelism = 1;               // tpu_infeed_parallelism (enqueue workers)
+  int queue_depth = 4;               // slots per core
+  bool verify = false;               // cores check every shard against the synthetic function
+};
+
+struct TrainConfig {
+  int64_t steps = 100;               // global steps (optimizer updates)
+  int64_t iterations_per_loop = 10;  // steps per training loop
+  int num_micro_batches = 1;
+};
+
+struct DeviceConfig {
+  double step_time_us = 0;           // modeled accelerator time per step on top of real work
+};
+
+struct RunConfig {
+  std::string source;                // the run file
+  std::string topology_ref = "v3-8";
+  std::string topology_path;         // resolved
+  ClusterConfig cluster;
+  InputConfig input;
+  InfeedConfig infeed;
+  TrainConfig train;
+  DeviceConfig device;
+  YAML::Node resolved;               // the config as resolved, for the report
+};
+
+// Loads `path` (a run file), applies `overrides` ("a.b=value") and validates every
+// key. Throws Error naming file, key and value on any problem.
+RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides);
+
+// The device assignment options a run config asks for on `topology`.
+cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
+                                                   const cluster::Topology& topology,
+                                                   const std::string& source);
+
+// True when `path` is a topology document (has mesh_shape) rather than a run file.
+bool IsTopologyFile(const std::string& path);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,232 @@
+#include "sim/simulation.h"
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "base/error.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
+#include "sim/input_pipeline.h"
+#include "sim/loop_plan.h"
+#include "sim/report.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// Gathers every rank's role description at rank 0 and prints who plays what.
+void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
+  std::vector<std::string> roles = GatherStrings(ctx.comms.world, ctx.role.Describe());
+  if (ctx.comms.world.rank() != 0) return;
+  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path)\n", ctx.config.source,
+             ctx.slice.topology.name(), ctx.comms.world.size(), ctx.slice.assignment.num_replicas(),
+             ctx.slice.assignment.num_cores_per_replica(), ctx.slice.assignment.path());
+  for (size_t r = 0; r < roles.size(); ++r) fmt::print("  rank {:>3}: {}\n", r, roles[r]);
+  if (loops.overshoots(ctx.config.train)) {
+    fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
+               "{} steps, as Lingvo overshoots to a loop boundary\n",
+               ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
+  }
+  std::fflush(stdout);
+}
+
+infeed::InfeedPlan BuildPlan(const SimulationContext& ctx) {
+  infeed::InfeedPlanOptions options;
+  options.per_host = ctx.config.infeed.per_host;
+  options.partitioned = ctx.config.infeed.partitioned;
+  options.partition_dims = ctx.config.infeed.partition_dims;
+  options.global_batch = ctx.config.input.global_batch;
+  options.features = FeatureSpecs(ctx.config.input);
+  return infeed::InfeedPlan::Build(ctx.slice.assignment, ctx.slice.topology.num_hosts(),
+                                   ctx.slice.topology.cores_per_host(), options);
+}
+
+infeed::TransportOptions Transport(const SimulationContext& ctx, const LoopPlan& loops) {
+  infeed::TransportOptions t;
+  t.parallelism = ctx.config.infeed.parallelism;
+  t.queue_depth = ctx.config.infeed.queue_depth;
+  t.num_steps = loops.infeed_steps;
+  return t;
+}
+
+// Rank 0's progress line: loop, step, examples/s and ETA, at most twice a second.
+class Progress {
+ public:
+  Progress(const LoopPlan& loops, int64_t global_batch, bool enabled)
+      : loops_(loops), batch_(global_batch), enabled_(enabled), start_(SteadyClock::now()) {}
+  void operator()(int64_t step) {
+    double now = SecondsSince(start_);
+    bool last = step + 1 == loops_.infeed_steps;
+    if (!enabled_ || (now - last_print_ < 0.5 && !last)) return;
+    last_print_ = now;
+    double rate = static_cast<double>((step + 1) * batch_) / std::max(now, 1e-9);
+    double eta = static_cast<double>(loops_.infeed_steps - step - 1) * now / static_cast<double>(step + 1);
+    fmt::print(stderr, "\rloop {}/{}  step {}/{}  {:.0f} examples/s  ETA {:.1f}s   {}",
+               step / loops_.infeed_steps_per_loop() + 1, loops_.num_loops, step + 1,
+               loops_.infeed_steps, rate, eta, last ? "\n" : "");
+  }
+
+ private:
+  const LoopPlan& loops_;
+  int64_t batch_;
+  bool enabled_;
+  SteadyClock::time_point start_;
+  double last_print_ = -1;
+};
+
+json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops) {
+  InputPipeline input(ctx.config.input, plan, ctx.role.host, ctx.slice.topology.num_hosts());
+  infeed::TransportOptions options = Transport(ctx, loops);
+  Progress progress(loops, ctx.config.input.global_batch,
+                    ctx.comms.world.rank() == 0 && !ctx.options.quiet);
+  if (ctx.comms.world.rank() == 0) options.on_step_sent = std::ref(progress);
+  infeed::HostFeedStats stats =
+      infeed::RunHostInfeed(plan, ctx.slice.layout, ctx.comms.world, ctx.role.host, options, input.Filler());
+  const infeed::HostPlan* hp = plan.host_plan(ctx.role.host);
+  return {{"kind", "host"},
+          {"host", ctx.role.host},
+          {"rows_per_step", hp ? hp->rows_per_step : 0},
+          {"shards_sent", stats.shards_sent},
+          {"bytes_sent", stats.bytes_sent},
+          {"shards_forwarded", stats.shards_forwarded},
+          {"step_sent_s", stats.step_sent_s},
+          {"credit_wait_s", stats.credit_wait_s},
+          {"build_wait_s", stats.build_wait_s}};
+}
+
+// One placement-log line for a shard this core dequeued (design.md §3).
+json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                     const infeed::ShardCodec::Decoded& shard) {
+  json tensors = json::object();
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    const infeed::PieceSlice& s = shard.slices[f];
+    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    json t = {{"shape", s.shape()}, {"example_ids", ids}};
+    if (plan.partitioned()) {
+      json slice = json::array();
+      for (size_t d = 0; d < s.begin.size(); ++d) slice.push_back({s.begin[d], s.end[d]});
+      t["slice"] = slice;
+    }
+    tensors[plan.features()[f].name] = t;
+  }
+  return {{"step", shard.header.step},     {"host", ctx.role.host},
+          {"ordinal", ctx.role.ordinal},   {"replica", ctx.role.replica},
+          {"logical_core", ctx.role.logical_core}, {"src_host", shard.header.src_host},
+          {"tensors", tensors}};
+}
+
+// Fails loudly when what arrived is not what this core is: a mis-routed shard, or
+// (with infeed.verify) bytes that differ from the synthetic function of their ids.
+void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                const infeed::SyntheticData* data, const infeed::ShardCodec::Decoded& shard) {
+  const infeed::ShardHeader& h = shard.header;
+  if (h.dst_host != ctx.role.host || h.dst_ordinal != ctx.role.ordinal || h.replica != ctx.role.replica ||
+      h.logical_core != ctx.role.logical_core) {
+    Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step,
+         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, ctx.role.Describe());
+  }
+  if (!data) return;
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    const infeed::PieceSlice& s = shard.slices[f];
+    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
+    infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
+                                              shard.tensors.at(plan.features()[f].name), ids, inner);
+    if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
+  }
+}
+
+json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops) {
+  json out = {{"kind", "core"}, {"host", ctx.role.host}, {"ordinal", ctx.role.ordinal},
+              {"replica", ctx.role.replica}, {"logical_core", ctx.role.logical_core}};
+  const infeed::ShardRoute* route = plan.route_to(ctx.role.host, ctx.role.ordinal);
+  out["fed"] = route != nullptr;
+  if (!route) return out;
+  std::optional<infeed::SyntheticData> data;
+  if (ctx.config.infeed.verify) data.emplace(MakeSyntheticData(ctx.config.input));
+  infeed::CoreInfeedQueue queue(plan, *route, ctx.comms.world,
+                                ctx.slice.layout.host_rank(ctx.role.host), Transport(ctx, loops));
+  std::vector<double> wait_s, done_s;
+  int64_t occupancy = 0, bytes = 0;
+  std::string placement;
+  bool log = !ctx.options.placement_log_path.empty();
+  auto device_time = std::chrono::duration<double, std::micro>(ctx.config.device.step_time_us);
+  SteadyClock::time_point start = SteadyClock::now();
+  for (int64_t step = 0; step < loops.infeed_steps; ++step) {
+    double wait = 0;
+    int full = 0;
+    infeed::ShardCodec::Decoded shard = queue.Dequeue(step, &wait, &full);
+    CheckShard(ctx, plan, data ? &*data : nullptr, shard);
+    if (log) placement += PlacementRecord(ctx, plan, shard).dump() + "\n";
+    bytes += static_cast<int64_t>(shard.tensors.num_bytes());
+    if (device_time.count() > 0) std::this_thread::sleep_for(device_time);
+    queue.Release(step);
+    wait_s.push_back(wait);
+    occupancy += full;
+    done_s.push_back(SecondsSince(start));
+  }
+  out["wait_s"] = wait_s;
+  out["done_s"] = done_s;
+  out["mean_occupancy"] = static_cast<double>(occupancy) / static_cast<double>(loops.infeed_steps);
+  out["bytes_received"] = bytes;
+  out["placement"] = placement;
+  return out;
+}
+
+void WritePlacementLog(const std::string& path, std::vector<json>& ranks) {
+  std::vector<std::string> lines;
+  for (json& r : ranks) {
+    if (!r.contains("placement")) continue;
+    std::string text = r["placement"].get<std::string>();
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find('\n', start);
+      lines.push_back(text.substr(start, end - start));
+      start = end + 1;
+    }
+    r.erase("placement");
+  }
+  // Lines were produced per core in step order; the log is ordered step-major.
+  std::stable_sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return json::parse(a)["step"].get<int64_t>() < json::parse(b)["step"].get<int64_t>();
+  });
+  std::ofstream out(path);
+  if (!out) Fail("--placement-log {}: cannot open for writing", path);
+  for (const std::string& l : lines) out << l << "\n";
+  if (!out) Fail("--placement-log {}: write failed", path);
+}
+
+}  // namespace
+
+int RunSimulation(SimulationContext& ctx) {
+  LoopPlan loops = MakeLoopPlan(ctx.config.train);
+  PrintRoles(ctx, loops);
+  infeed::InfeedPlan plan = BuildPlan(ctx);
+  ctx.comms.world.Barrier();
+  SteadyClock::time_point start = SteadyClock::now();
+  json mine = ctx.role.is_host() ? RunHost(ctx, plan, loops) : RunCore(ctx, plan, loops);
+  mine["rank"] = ctx.comms.world.rank();
+  double run_s = SecondsSince(start);
+  MpiBaseline baseline = MeasureMpiBaseline(ctx, plan);
+  std::vector<std::string> all = GatherStrings(ctx.comms.world, mine.dump());
+  if (ctx.comms.world.rank() != 0) return 0;
+  std::vector<json> ranks;
+  for (const std::string& s : all) ranks.push_back(json::parse(s));
+  if (!ctx.options.placement_log_path.empty()) WritePlacementLog(ctx.options.placement_log_path, ranks);
+  json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
+  PrintSummary(report);
+  if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);
+  return 0;
+}
+
+}  // namespace tpusim::sim

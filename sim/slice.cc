@@ -1,0 +1,30 @@
+#include "sim/slice.h"
+
+#include <filesystem>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+
+Slice BuildSlice(const cluster::Topology& topology,
+                 const cluster::DeviceAssignmentOptions& options) {
+  cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, options);
+  cluster::RankLayout layout(topology.num_hosts(), topology.cores_per_host());
+  return Slice{topology, std::move(assignment), layout};
+}
+
+ConfigTarget ResolveConfigTarget(const std::string& config,
+                                 const std::vector<std::string>& overrides) {
+  ConfigTarget target;
+  if (std::filesystem::is_regular_file(config) && !IsTopologyFile(config)) {
+    target.is_run = true;
+    target.run = LoadRunConfig(config, overrides);
+    target.topology_path = target.run.topology_path;
+    return target;
+  }
+  if (!overrides.empty()) Fail("--set applies to run files only; {} is a topology", config);
+  target.topology_path = cluster::ResolveTopologyPath(config);
+  return target;
+}
+
+}  // namespace tpusim::sim

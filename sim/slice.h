@@ -1,0 +1,32 @@
+// A slice as a run sees it: the topology, the device assignment the config asks
+// for and the rank layout that plays it. Built the same way, without MPI, by every
+// command (topology, ranks, validate, launch, run).
+#pragma once
+
+#include <string>
+
+#include "cluster/device_assignment.h"
+#include "cluster/rank_layout.h"
+#include "cluster/topology.h"
+#include "sim/run_config.h"
+
+namespace tpusim::sim {
+
+struct Slice {
+  cluster::Topology topology;
+  cluster::DeviceAssignment assignment;
+  cluster::RankLayout layout;
+};
+
+Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options);
+
+// CONFIG on the command line may be a run file, a topology file or a topology
+// name; this resolves it to a topology and, for run files, the run config.
+struct ConfigTarget {
+  bool is_run = false;
+  RunConfig run;               // valid when is_run
+  std::string topology_path;
+};
+ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,167 @@
+#include "embedding/sparse_enqueue.h"
+
+#include <numeric>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace tpusim::embedding {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+FeatureConfig Feature(int64_t max_ids) {
+  FeatureConfig feature;
+  feature.name = "f1";
+  feature.table = "t";
+  feature.max_ids = max_ids;
+  return feature;
+}
+
+std::vector<int> Identity(int n) {
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+// infeed.md §5.2 worked example E0: one host, 2 cores, batch_size_per_core 2, L = 3.
+TEST(SparseEnqueueTest, E0MatchesWorkedExample) {
+  const std::vector<int64_t> ids = {5, 9, -1, -1, -1, -1, 7, -1, 3, 2, 2, 11};
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(3), 12, DenseIds{ids, 4, 3, {}}, Identity(2), BatchOrigin{}, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].rows, 2);
+  EXPECT_THAT(out[0].sample_indices, ElementsAre(0, 0, 0, 1));
+  EXPECT_THAT(out[0].embedding_indices, ElementsAre(5, 9));
+  EXPECT_THAT(out[0].aggregation_weights, ElementsAre(1.0f, 1.0f));
+  EXPECT_EQ(out[1].rows, 2);
+  EXPECT_THAT(out[1].sample_indices, ElementsAre(0, 0, 0, 2, 1, 0, 1, 1, 1, 2));
+  EXPECT_THAT(out[1].embedding_indices, ElementsAre(7, 3, 2, 2, 11));
+  EXPECT_THAT(out[1].aggregation_weights, ElementsAre(1.0f, 1.0f, 1.0f, 1.0f, 1.0f));
+}
+
+// Dense [rows, 1] ids where row r holds id r, so each piece shows which rows it got.
+std::vector<int64_t> RowNumbers(int64_t rows) {
+  std::vector<int64_t> ids(static_cast<size_t>(rows));
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+// E1, v3-8 (b_core = 2): host feature [16, L] -> 8 pieces, piece i -> ordinal i.
+TEST(SparseEnqueueTest, E1EightPiecesInOrder) {
+  const std::vector<int64_t> ids = RowNumbers(16);
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(1), 16, DenseIds{ids, 16, 1, {}}, Identity(8), BatchOrigin{}, out);
+  ASSERT_EQ(out.size(), 8u);
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_THAT(out[i].embedding_indices, ElementsAre(2 * i, 2 * i + 1)) << "ordinal " << i;
+    EXPECT_THAT(out[i].sample_indices, ElementsAre(0, 0, 1, 0));
+  }
+}
+
+// E3, v4-32 per-host (D5): host 1's [8, L] -> 4 pieces; ordinal 2 <- piece 0,
+// 3 <- piece 1, 1 <- piece 2, 0 <- piece 3.
+TEST(SparseEnqueueTest, E3PerHostPermutation) {
+  const std::vector<int> ordinal_of_piece = {2, 3, 1, 0};
+  EXPECT_THAT(InvertPermutation(ordinal_of_piece), ElementsAre(3, 2, 0, 1));
+  const std::vector<int64_t> ids = RowNumbers(8);
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(1), 8, DenseIds{ids, 8, 1, {}}, ordinal_of_piece, BatchOrigin{}, out);
+  EXPECT_THAT(out[2].embedding_indices, ElementsAre(0, 1));
+  EXPECT_THAT(out[3].embedding_indices, ElementsAre(2, 3));
+  EXPECT_THAT(out[1].embedding_indices, ElementsAre(4, 5));
+  EXPECT_THAT(out[0].embedding_indices, ElementsAre(6, 7));
+}
+
+// E4, v3-32 single host: task 0 builds [64, L] and splits it into 32 pieces; piece
+// 13 holds global rows 26-27 (the host routing to task 1 ordinal 5 is infeed's job).
+TEST(SparseEnqueueTest, E4ThirtyTwoPieces) {
+  const std::vector<int64_t> ids = RowNumbers(64);
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(1), 64, DenseIds{ids, 64, 1, {}}, Identity(32), BatchOrigin{}, out);
+  ASSERT_EQ(out.size(), 32u);
+  EXPECT_THAT(out[13].embedding_indices, ElementsAre(26, 27));
+}
+
+TEST(SparseEnqueueTest, WeightsFollowTheirIds) {
+  const std::vector<int64_t> ids = {4, -1, 1, 2};
+  const std::vector<float> weights = {0.5f, 9.0f, 2.0f, 3.0f};
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(2), 5, DenseIds{ids, 2, 2, weights}, Identity(1), BatchOrigin{}, out);
+  EXPECT_THAT(out[0].embedding_indices, ElementsAre(4, 1, 2));
+  EXPECT_THAT(out[0].aggregation_weights, ElementsAre(0.5f, 2.0f, 3.0f));
+}
+
+TEST(SparseEnqueueTest, ReusesBuffersAcrossCalls) {
+  const std::vector<int64_t> full = {1, 2, 3, 4};
+  const std::vector<int64_t> sparse = {1, -1, -1, -1};
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(4), 5, DenseIds{full, 1, 4, {}}, Identity(1), BatchOrigin{}, out);
+  const int64_t* buffer = out[0].embedding_indices.data();
+  EnqueueFeature(Feature(4), 5, DenseIds{sparse, 1, 4, {}}, Identity(1), BatchOrigin{}, out);
+  EXPECT_THAT(out[0].embedding_indices, ElementsAre(1));
+  EXPECT_EQ(out[0].embedding_indices.data(), buffer);
+}
+
+TEST(SparseEnqueueTest, InvalidIdNamesFeatureStepExampleAndValue) {
+  const std::vector<int64_t> ids = {1, 2, 3, -1, 0, 13, -1, -1};
+  std::vector<CooPiece> out;
+  try {
+    EnqueueFeature(Feature(2), 13, DenseIds{ids, 4, 2, {}}, Identity(2),
+                   BatchOrigin{.step = 7, .first_example_id = 1000}, out);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "embedding.features.f1: id 13 at step 7, example 1002, position 1 is outside "
+                 "[-1, 13)");
+  }
+  const std::vector<int64_t> negative = {-2};
+  EXPECT_THROW(EnqueueFeature(Feature(1), 13, DenseIds{negative, 1, 1, {}}, Identity(1),
+                              BatchOrigin{}, out),
+               Error);
+}
+
+TEST(SparseEnqueueTest, RejectsBadShapesAndRouting) {
+  const std::vector<int64_t> ids(6, 0);
+  std::vector<CooPiece> out;
+  EXPECT_THROW(EnqueueFeature(Feature(2), 5, DenseIds{ids, 3, 2, {}}, Identity(2),
+                              BatchOrigin{}, out),
+               Error);
+  EXPECT_THROW(EnqueueFeature(Feature(3), 5, DenseIds{ids, 3, 2, {}}, Identity(1),
+                              BatchOrigin{}, out),
+               Error);
+  const std::vector<int> not_permutation = {0, 0};
+  EXPECT_THROW(InvertPermutation(not_permutation), Error);
+}
+
+TEST(SparseEnqueueTest, HostEnqueuerRoutesEveryFeature) {
+  EmbeddingConfig config;
+  config.tables.emplace_back();
+  config.tables[0].name = "t";
+  config.tables[0].vocab = 10;
+  config.tables[0].dim = 2;
+  config.features.push_back(Feature(1));
+  FeatureConfig second = Feature(2);
+  second.name = "f2";
+  config.features.push_back(second);
+  HostEnqueuer enqueuer(config, {1, 0});
+  const std::vector<int64_t> a = {1, 2, 3, 4};
+  const std::vector<int64_t> b = {5, -1, 6, -1, 7, 8, 9, -1};
+  const std::vector<DenseIds> dense = {DenseIds{a, 4, 1, {}}, DenseIds{b, 4, 2, {}}};
+  std::vector<std::vector<CooPiece>> out;
+  enqueuer.Enqueue(dense, BatchOrigin{}, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_THAT(out[1][0].embedding_indices, ElementsAre(1, 2));
+  EXPECT_THAT(out[1][1].embedding_indices, ElementsAre(5, 6));
+  EXPECT_THAT(out[0][0].embedding_indices, ElementsAre(3, 4));
+  EXPECT_THAT(out[0][1].embedding_indices, ElementsAre(7, 8, 9));
+  EXPECT_THAT(out[0][1].sample_indices, ElementsAreArray({0, 0, 0, 1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace tpusim::embedding

@@ -1,0 +1,185 @@
+#include "infeed/synthetic_source.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "base/synthetic.h"
+
+namespace tpusim::infeed {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<FeatureSpec> Features() {
+  return {{"x", DType::kFloat32, {3, 4}}, {"h", DType::kBFloat16, {5}}, {"ids", DType::kInt32, {2}},
+          {"big", DType::kInt64, {}}};
+}
+
+SyntheticData Data(LabelKind label = LabelKind::kNone, uint64_t seed = 7) {
+  return SyntheticData(seed, Features(), {label, "label"});
+}
+
+// Bytes of rows [row, row + n) of a [rows, ...] tensor.
+std::vector<std::byte> Rows(const Tensor& t, int64_t row, int64_t n) {
+  size_t row_bytes = t.num_bytes() / static_cast<size_t>(t.shape()[0]);
+  auto begin = t.bytes().begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row) * row_bytes);
+  return {begin, begin + static_cast<ptrdiff_t>(static_cast<size_t>(n) * row_bytes)};
+}
+
+TEST(SyntheticDataTest, ValuesFollowTheDocumentedFormulas) {
+  SyntheticData data = Data();
+  Batch b = data.Generate(100, 2);
+  uint64_t bits = SyntheticBits(7, 101, FeatureKey("x"), 6);
+  EXPECT_EQ(b.at("x").data<float>()[12 + 6], BitsToUnitFloat(bits));
+  bits = SyntheticBits(7, 100, FeatureKey("h"), 4);
+  EXPECT_EQ(b.at("h").data<uint16_t>()[4], FloatToBFloat16(BitsToUnitFloat(bits)));
+  bits = SyntheticBits(7, 101, FeatureKey("ids"), 1);
+  EXPECT_EQ(b.at("ids").data<int32_t>()[3], static_cast<int32_t>(bits % 1000));
+  bits = SyntheticBits(7, 100, FeatureKey("big"), 0);
+  EXPECT_EQ(b.at("big").data<int64_t>()[0], static_cast<int64_t>(bits % 1000));
+  EXPECT_EQ(data.ExpectedValue("x", 101, 6), BitsToUnitFloat(SyntheticBits(7, 101, FeatureKey("x"), 6)));
+  for (float v : b.at("x").data<float>()) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
+}
+
+TEST(SyntheticDataTest, PureAcrossRangesOrdersAndFeatureLists) {
+  SyntheticData data = Data(LabelKind::kRegression);
+  Batch wide = data.Generate(40, 32);
+  Batch narrow = data.Generate(50, 5);
+  std::vector<FeatureSpec> features = Features();
+  std::vector<FeatureSpec> reversed(features.rbegin(), features.rend());
+  SyntheticData reordered(7, reversed, {LabelKind::kNone, "label"});
+  Batch other = reordered.Generate(50, 5);
+  for (const FeatureSpec& spec : Features()) {
+    EXPECT_EQ(Rows(wide.at(spec.name), 10, 5), Rows(narrow.at(spec.name), 0, 5)) << spec.name;
+    EXPECT_EQ(Rows(other.at(spec.name), 0, 5), Rows(narrow.at(spec.name), 0, 5)) << spec.name;
+  }
+  EXPECT_EQ(Rows(wide.at("label"), 10, 5), Rows(narrow.at("label"), 0, 5));
+  EXPECT_NE(Data(LabelKind::kNone, 8).Generate(50, 5).at("x"), narrow.at("x"));
+}
+
+TEST(SyntheticDataTest, VerifyAcceptsGoodDataAndCatchesAFlippedByte) {
+  SyntheticData data = Data(LabelKind::kLogistic);
+  Batch b = data.Generate(1000, 8);
+  EXPECT_TRUE(data.Verify(b, 1000).ok);
+  EXPECT_FALSE(data.Verify(b, 1001).ok);
+  for (const char* name : {"x", "h", "ids", "big", "label"}) {
+    Batch bad = b.Clone();
+    bad.at(name).bytes()[bad.at(name).num_bytes() - 3] ^= std::byte{0x10};
+    VerifyResult r = data.Verify(bad, 1000);
+    EXPECT_FALSE(r.ok) << name;
+    EXPECT_THAT(r.message, HasSubstr(std::string("tensor '") + name + "' row 7 (example 1007)"));
+  }
+}
+
+TEST(SyntheticDataTest, VerifyByExampleIdsAndSlices) {
+  SyntheticData data = Data();
+  Batch b = data.Generate(0, 20);
+  std::vector<int64_t> ids{3, 17, 5};
+  Batch picked;
+  for (const auto& [name, t] : b) {
+    Tensor rows(t.dtype(), BatchShape(data.spec(name), 3));
+    size_t row_bytes = t.num_bytes() / 20;
+    for (size_t i = 0; i < 3; ++i) {
+      std::memcpy(rows.bytes().data() + i * row_bytes, t.bytes().data() + static_cast<size_t>(ids[i]) * row_bytes, row_bytes);
+    }
+    picked.Insert(name, std::move(rows));
+  }
+  EXPECT_TRUE(data.Verify(picked, ids).ok);
+  std::vector<int64_t> wrong{3, 17, 6};
+  EXPECT_FALSE(data.Verify(picked, wrong).ok);
+  // Piece of x: rows [4, 6), dim 1 [1, 3), dim 2 [2, 4), holding example ids 104, 105.
+  Tensor piece(DType::kFloat32, {2, 2, 2});
+  std::span<float> v = piece.data<float>();
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        v[static_cast<size_t>(r * 4 + i * 2 + j)] = static_cast<float>(data.ExpectedValue("x", 104 + r, (1 + i) * 4 + 2 + j));
+  std::vector<int64_t> begin{4, 1, 2};
+  EXPECT_TRUE(data.VerifySlice("x", piece, 100, begin).ok);
+  std::vector<int64_t> shifted{4, 1, 1};
+  EXPECT_FALSE(data.VerifySlice("x", piece, 100, shifted).ok);
+  std::vector<int64_t> outside{4, 2, 3};
+  EXPECT_THAT(data.VerifySlice("x", piece, 100, outside).message, HasSubstr("inner offset"));
+}
+
+// The teacher of the file comment, computed independently of SyntheticData.
+double TeacherSum(uint64_t seed, int64_t id) {
+  double s = 0;
+  for (const FeatureSpec& spec : Features()) {
+    if (!IsFloating(spec.dtype)) continue;
+    for (int64_t j = 0; j < NumElements(spec.shape); ++j) {
+      float w = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(spec.name), j));
+      float x = BitsToUnitFloat(SyntheticBits(seed, id, FeatureKey(spec.name), j));
+      if (spec.dtype == DType::kBFloat16) x = BFloat16ToFloat(FloatToBFloat16(x));
+      s += static_cast<double>(w) * x;
+    }
+  }
+  return s * 3.0 / std::sqrt(12.0 + 5.0);
+}
+
+TEST(SyntheticDataTest, LabelsComeFromTheHiddenTeacher) {
+  Batch reg = Data(LabelKind::kRegression).Generate(0, 200);
+  Batch cls = Data(LabelKind::kLogistic).Generate(0, 200);
+  int positives = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    double s = TeacherSum(7, i);
+    EXPECT_EQ(reg.at("label").data<float>()[static_cast<size_t>(i)], static_cast<float>(s));
+    EXPECT_EQ(cls.at("label").data<float>()[static_cast<size_t>(i)], s > 0 ? 1.0f : 0.0f);
+    positives += s > 0;
+  }
+  EXPECT_GT(positives, 60);
+  EXPECT_LT(positives, 140);
+  EXPECT_EQ(reg.at("label").shape(), (Shape{200}));
+}
+
+TEST(SyntheticDataTest, ConfigErrors) {
+  EXPECT_THAT([] { SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {LabelKind::kRegression, "label"}); },
+              testing::ThrowsMessage<Error>(HasSubstr("input.label")));
+  EXPECT_THAT([] { SyntheticData d(1, {{"x", DType::kFloat32, {2}}, {"x", DType::kInt32, {}}}, {}); },
+              testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'x'")));
+  EXPECT_THAT([] { SyntheticData d(1, {{"label", DType::kFloat32, {2}}}, {LabelKind::kLogistic, "label"}); },
+              testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'label'")));
+}
+
+TEST(SyntheticSourceTest, ThrottleAndCpuCostUseTheInjectedClock) {
+  FakeClock clock(1'000'000);
+  SyntheticConfig config;
+  config.seed = 3;
+  config.features = Features();
+  config.max_examples_per_sec = 1000;
+  config.cpu_us_per_example = 5;
+  SyntheticSource source(config, clock);
+  Batch b = source.Read(0, 100);  // 100 examples at 1000/s: 100 ms, plus 500 us of CPU
+  EXPECT_EQ(clock.NowUs(), 1'000'000 + 100'000 + 500);
+  EXPECT_TRUE(source.data().Verify(b, 0).ok);
+  source.ReadInto(100, b);
+  // The rate cap counts the 500 us of CPU time: half a token earned, 99.5 ms waited.
+  EXPECT_EQ(clock.NowUs(), 1'000'000 + 200'000 + 500);
+  EXPECT_TRUE(source.data().Verify(b, 100).ok);
+  clock.AdvanceUs(10'000'000);  // idle: the bucket fills only to its 100-example burst
+  int64_t before = clock.NowUs();
+  source.Read(0, 100);
+  EXPECT_EQ(clock.NowUs(), before + 500);
+  source.Read(0, 100);
+  EXPECT_EQ(clock.NowUs(), before + 100'500);
+}
+
+TEST(SyntheticSourceTest, UnlimitedRateDoesNotWaitAndSteadyClockSpins) {
+  FakeClock clock;
+  SyntheticConfig config;
+  config.features = Features();
+  SyntheticSource source(config, clock);
+  source.Read(0, 1000);
+  EXPECT_EQ(clock.NowUs(), 0);
+  SteadyClock steady;
+  int64_t start = steady.NowUs();
+  steady.SpinUs(2000);
+  EXPECT_GE(steady.NowUs() - start, 2000);
+}
+
+}  // namespace
+}  // namespace tpusim::infeed
