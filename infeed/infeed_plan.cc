@@ -143,6 +143,27 @@ void PlanPartitioned(const Layout& l, HostPlan& host) {
   }
 }
 
+// Per-core infeed (§4.5d): shard i of host t goes to ordinal i, whatever replica
+// and logical core run there; a replica sees the concatenation of its cores' rows.
+void PlanPerCore(const Layout& l, HostPlan& host) {
+  if (!l.options.per_host || l.options.partitioned || l.K() <= 1) {
+    Fail("infeed.per_core: needs infeed.per_host: true, infeed.partitioned: false and more than one "
+         "core per replica (cluster.split > 1)");
+  }
+  CheckDivides(host.rows_per_step, l.cores_per_host, fmt::format("the batch of host {}", host.host));
+  int64_t b = host.rows_per_step / l.cores_per_host;
+  for (int i = 0; i < l.cores_per_host; ++i) {
+    DeviceAssignment::ReplicaCore at = l.da.replica_core_at(host.host, i);
+    if (at.replica < 0) {
+      Fail("infeed.per_core: core {}/{} belongs to no replica (a partial slice)", host.host, i);
+    }
+    std::vector<PieceSlice> slices;
+    for (const FeatureSpec& spec : l.options.features) slices.push_back(FullBox(spec, b));
+    host.shards.push_back(MakeRoute(l, i, at.replica, at.logical_core, static_cast<int64_t>(i) * b, b,
+                                    std::move(slices)));
+  }
+}
+
 void CheckEqualReplicaBatches(const std::vector<HostPlan>& hosts) {
   for (const HostPlan& h : hosts) {
     if (h.shards.empty() || hosts[0].shards.empty()) continue;
@@ -176,7 +197,13 @@ InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int nu
     host.host = t;
     host.rows_per_step = options.global_batch / infeed_hosts;
     host.first_row = t * host.rows_per_step;
-    options.partitioned ? PlanPartitioned(l, host) : PlanDataParallel(l, host);
+    if (options.per_core) {
+      PlanPerCore(l, host);
+    } else if (options.partitioned) {
+      PlanPartitioned(l, host);
+    } else {
+      PlanDataParallel(l, host);
+    }
     plan.hosts_.push_back(std::move(host));
   }
   CheckEqualReplicaBatches(plan.hosts_);

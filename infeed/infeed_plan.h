@@ -20,6 +20,7 @@ namespace tpusim::infeed {
 struct InfeedPlanOptions {
   bool per_host = true;        // use_per_host_infeed
   bool partitioned = false;    // use_partitioned_infeed_queue
+  bool per_core = false;       // use_per_core_infeed (§4.5d): every core of a host fed
   // feature -> partition dims (one per tensor dim incl. batch); absent = [K, 1, ...].
   std::map<std::string, std::vector<int64_t>> partition_dims;
   int64_t global_batch = 0;

@@ -82,6 +82,7 @@ InfeedConfig ParseInfeed(ConfigNode node) {
   InfeedConfig c;
   node.Get("per_host", c.per_host);
   node.Get("partitioned", c.partitioned);
+  node.Get("per_core", c.per_core);
   node.Get("partition_dims", c.partition_dims);
   node.Get("parallelism", c.parallelism);
   node.Get("queue_depth", c.queue_depth);

@@ -40,6 +40,7 @@ struct InputConfig {
 struct InfeedConfig {
   bool per_host = true;              // use_per_host_infeed
   bool partitioned = false;          // use_partitioned_infeed_queue
+  bool per_core = false;             // use_per_core_infeed (every core of a host fed)
   std::map<std::string, std::vector<int64_t>> partition_dims;  // default: dim 0 over the replica
   int parallelism = 1;               // tpu_infeed_parallelism (enqueue workers)
   int queue_depth = 4;               // slots per core

@@ -45,6 +45,7 @@ infeed::InfeedPlan BuildPlan(const SimulationContext& ctx) {
   infeed::InfeedPlanOptions options;
   options.per_host = ctx.config.infeed.per_host;
   options.partitioned = ctx.config.infeed.partitioned;
+  options.per_core = ctx.config.infeed.per_core;
   options.partition_dims = ctx.config.infeed.partition_dims;
   options.global_batch = ctx.config.input.global_batch;
   options.features = FeatureSpecs(ctx.config.input);
