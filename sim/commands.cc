@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <ranges>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "infeed/file_source.h"
+#include "sim/input_pipeline.h"
 #include "sim/slice.h"
 
 namespace tpusim::sim {
@@ -135,6 +138,21 @@ int RunValidateCommand(const std::string& config, const std::vector<std::string>
              target.is_run ? "run" : "topology", slice.topology.name(),
              slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
              slice.layout.world_size());
+  return 0;
+}
+
+int RunGenDataCommand(const std::string& config, const std::vector<std::string>& overrides,
+                      const std::string& out_dir, int64_t examples, int64_t shards) {
+  ConfigTarget target = ResolveConfigTarget(config, overrides);
+  if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", config);
+  int hosts = SliceForTarget(target).topology.num_hosts();
+  if (examples <= 0) examples = 10 * target.run.input.global_batch;
+  if (shards <= 0) shards = 2 * hosts;
+  infeed::WriteSyntheticDataset(out_dir, MakeSyntheticData(target.run.input), examples, shards);
+  fmt::print("{}: {} examples in {} shards (features: {})\n", out_dir, examples, shards,
+             fmt::join(FeatureSpecs(target.run.input) |
+                           std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
+                       ", "));
   return 0;
 }
 

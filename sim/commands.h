@@ -28,4 +28,9 @@ int RunValidateCommand(const std::string& config, const std::vector<std::string>
 int RunLaunchCommand(const std::string& config, const std::vector<std::string>& run_args,
                      const std::vector<std::string>& overrides, bool dry_run);
 
+// Writes `examples` examples of the run's synthetic source (default: ten global
+// batches) as `shards` .npy shards (default: two per host) into `out_dir`.
+int RunGenDataCommand(const std::string& config, const std::vector<std::string>& overrides,
+                      const std::string& out_dir, int64_t examples, int64_t shards);
+
 }  // namespace tpusim::sim

@@ -79,6 +79,16 @@ int main(int argc, char** argv) {
   run->add_option("CONFIG", run_opts.config)->required();
   AddRunFlags(run, run_opts);
 
+  std::string gen_config, gen_out;
+  std::vector<std::string> gen_sets;
+  int64_t gen_examples = 0, gen_shards = 0;
+  CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
+  gen->add_option("CONFIG", gen_config)->required();
+  gen->add_option("--out", gen_out, "dataset directory")->required();
+  gen->add_option("--examples", gen_examples, "examples to write (default: 10 global batches)");
+  gen->add_option("--shards", gen_shards, "shards to write (default: 2 per host)");
+  gen->add_option("--set", gen_sets, "override a config key: a.b=value")->take_all();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,6 +102,9 @@ int main(int argc, char** argv) {
     if (*launch) {
       return tpusim::sim::RunLaunchCommand(launch_opts.config, ForwardedRunArgs(launch_opts),
                                            launch_opts.overrides, dry_run);
+    }
+    if (*gen) {
+      return tpusim::sim::RunGenDataCommand(gen_config, gen_sets, gen_out, gen_examples, gen_shards);
     }
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
   } catch (const tpusim::Error& e) {

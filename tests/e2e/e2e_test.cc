@@ -1,0 +1,253 @@
+// End-to-end: the real tpusim binary under mpirun (with a hard timeout), checked
+// through what a user sees — exit codes, the one-line errors, the placement log and
+// the report. Expected placements are written out from reference/infeed.md §4.9 and
+// design.md §3, independently of tpusim's own plan code.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+struct Result {
+  int rc = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string Source(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
+
+std::string TempDir() {
+  static std::string dir = [] {
+    std::string d = (std::filesystem::temp_directory_path() / ("tpusim_e2e_" + std::to_string(getpid()))).string();
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+Result Shell(const std::string& command) {
+  Result r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) r.output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return r;
+}
+
+// tpusim run under mpirun with `np` ranks (0 = what the config needs).
+Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
+  std::string tpusim = std::getenv("TPUSIM_BIN");
+  if (np == 0) np = std::stoi(Shell(tpusim + " ranks " + config).output);
+  return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
+               " --oversubscribe --bind-to none " + tpusim + " run " + config + " --quiet " + args);
+}
+
+std::vector<json> ReadLines(const std::string& path) {
+  std::vector<json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+std::vector<int64_t> Range(int64_t first, int64_t count) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i) out.push_back(first + i);
+  return out;
+}
+
+// Every example of every step once, across all lines of the log.
+void ExpectEachExampleOnce(const std::vector<json>& lines, const std::string& tensor, int64_t steps,
+                           int64_t global_batch) {
+  std::multiset<int64_t> ids;
+  for (const json& l : lines) {
+    for (int64_t id : l["tensors"][tensor]["example_ids"]) ids.insert(id);
+  }
+  ASSERT_EQ(ids.size(), static_cast<size_t>(steps * global_batch));
+  int64_t expected = 0;
+  for (int64_t id : ids) EXPECT_EQ(id, expected++);
+}
+
+TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
+  std::string log = TempDir() + "/l1.jsonl", report = TempDir() + "/l1.json";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                 "--set train.steps=4 --set train.iterations_per_loop=2 --set infeed.verify=true "
+                 "--placement-log " + log + " --report " + report);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::vector<json> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 32u);
+  for (const json& l : lines) {
+    int64_t step = l["step"], ordinal = l["ordinal"];
+    EXPECT_EQ(l["host"], 0);
+    EXPECT_EQ(l["replica"], ordinal);  // D1: tpu_ordinal(r) = r
+    EXPECT_EQ(l["tensors"]["x"]["example_ids"].get<std::vector<int64_t>>(), Range(step * 128 + 16 * ordinal, 16));
+    EXPECT_EQ(l["tensors"]["x"]["shape"], json({16, 64}));
+  }
+  ExpectEachExampleOnce(lines, "x", 4, 128);
+  json rep = json::parse(std::ifstream(report));
+  EXPECT_EQ(rep["version"], 1);
+  EXPECT_EQ(rep["loops"]["num_loops"], 2);
+  EXPECT_EQ(rep["window"]["first_infeed_step"], 2);
+  EXPECT_GT(rep["totals"]["examples_per_s"].get<double>(), 0);
+  EXPECT_EQ(rep["cores"].size(), 8u);
+}
+
+TEST(EndToEnd, SingleHostV432RelaysThroughOtherHosts) {
+  // v4-32 split 1 (D5 ring): host 0 builds all 64 rows; piece r (rows 4r..4r+3) goes
+  // to replica r wherever it lives, through that host's rank.
+  std::string log = TempDir() + "/single.jsonl";
+  Result r = RunTpusim(Source("configs/runs/v3-8-single-host.yaml"),
+                 "--set topology=v4-32 --set input.global_batch=64 --set train.steps=3 "
+                 "--set train.iterations_per_loop=3 --set infeed.verify=true --placement-log " + log,
+                       20);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::vector<json> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 3u * 16);
+  const std::map<int, std::pair<int, int>> d5 = {{0, {0, 0}}, {3, {0, 2}}, {6, {1, 1}}, {13, {3, 0}},
+                                                  {14, {2, 0}}, {15, {1, 0}}};
+  for (const json& l : lines) {
+    int replica = l["replica"];
+    int64_t step = l["step"];
+    EXPECT_EQ(l["src_host"], 0);
+    EXPECT_EQ(l["tensors"]["x"]["example_ids"].get<std::vector<int64_t>>(), Range(step * 64 + 4 * replica, 4));
+    if (d5.count(replica)) {
+      EXPECT_EQ(l["host"], d5.at(replica).first) << replica;
+      EXPECT_EQ(l["ordinal"], d5.at(replica).second) << replica;
+    }
+  }
+  ExpectEachExampleOnce(lines, "x", 3, 64);
+}
+
+TEST(EndToEnd, PerHostV432FollowsL5) {
+  std::string log = TempDir() + "/l5.jsonl";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                 "--set topology=v4-32 --set input.global_batch=256 --set train.steps=2 "
+                 "--set train.iterations_per_loop=1 --placement-log " + log,
+                       20);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::vector<json> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 2u * 16);
+  // L5: host 1's shards 0..3 -> replicas [4,5,6,15] -> ordinals [2,3,1,0].
+  const int ordinal_of_shard[4] = {2, 3, 1, 0};
+  for (const json& l : lines) {
+    if (l["host"] != 1) continue;
+    int64_t step = l["step"];
+    int shard = -1;
+    for (int i = 0; i < 4; ++i) {
+      if (ordinal_of_shard[i] == l["ordinal"]) shard = i;
+    }
+    EXPECT_EQ(l["tensors"]["x"]["example_ids"].get<std::vector<int64_t>>(), Range(step * 256 + 64 + 16 * shard, 16));
+  }
+  ExpectEachExampleOnce(lines, "x", 2, 256);
+}
+
+TEST(EndToEnd, PartitionedV38FollowsL6WithZeroRowPieces) {
+  std::string log = TempDir() + "/l6.jsonl";
+  Result r = RunTpusim(Source("configs/runs/v3-8-partitioned.yaml"),
+                 "--set input.global_batch=10 --set train.steps=2 --set train.iterations_per_loop=1 "
+                 "--set infeed.verify=true --placement-log " + log);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::vector<json> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 16u);
+  const int ordinal_of_core[8] = {0, 1, 2, 3, 6, 7, 4, 5};
+  const int64_t rows[8] = {2, 2, 2, 2, 2, 0, 0, 0};
+  for (const json& l : lines) {
+    int k = l["logical_core"];
+    int64_t step = l["step"];
+    EXPECT_EQ(l["ordinal"], ordinal_of_core[k]);
+    EXPECT_EQ(l["tensors"]["x"]["shape"], json({rows[k], 128}));
+    EXPECT_EQ(l["tensors"]["x"]["slice"], json({{std::min<int64_t>(2 * k, 10), std::min<int64_t>(2 * k, 10) + rows[k]}, {0, 128}}));
+    EXPECT_EQ(l["tensors"]["x"]["example_ids"].get<std::vector<int64_t>>(), Range(step * 10 + 2 * k, rows[k]));
+  }
+}
+
+TEST(EndToEnd, FileSourceFromGenDataMatchesSynthetic) {
+  std::string data = TempDir() + "/dataset", log = TempDir() + "/files.jsonl";
+  std::string tpusim = std::getenv("TPUSIM_BIN");
+  std::string config = Source("configs/runs/v3-8-per-host.yaml");
+  Result gen = Shell(tpusim + " gen-data " + config + " --out " + data + " --examples 512 --shards 3");
+  ASSERT_EQ(gen.rc, 0) << gen.output;
+  Result r = RunTpusim(config, "--set input.source=files --set input.data_dir=" + data +
+                             " --set train.steps=2 --set train.iterations_per_loop=1 --set infeed.verify=true "
+                             "--placement-log " + log);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::vector<json> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 16u);
+  ExpectEachExampleOnce(lines, "x", 2, 128);
+  std::filesystem::remove(data + "/shard-00001/x.npy");
+  Result missing = RunTpusim(config, "--set input.source=files --set input.data_dir=" + data);
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_THAT(missing.output, HasSubstr("x.npy"));
+}
+
+// Bad input: one clear line, non-zero exit on every rank, no hang.
+struct BadCase {
+  const char* name;
+  const char* args;
+  int np;
+  const char* message;
+};
+
+class BadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadInput, FailsFastWithOneClearMessage) {
+  const BadCase& c = GetParam();
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), c.args, c.np, 60);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "timed out: " << r.output;
+  EXPECT_THAT(r.output, HasSubstr(c.message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EndToEnd, BadInput,
+    ::testing::Values(
+        BadCase{"WrongWorldSize", "", 4, "world size 4 does not fit topology v3-8: it needs 9 ranks"},
+        BadCase{"IndivisibleBatch", "--set input.global_batch=100", 0,
+                "100 rows cannot be sharded 8 ways along dimension 0"},
+        BadCase{"UnknownKey", "--set infeed.queue_dept=3", 0, "infeed.queue_dept: unknown key"},
+        BadCase{"BadValue", "--set cluster.order=spiral", 0, "cluster.order: 'spiral' is not one of"},
+        BadCase{"PartitionDims", "--set cluster.split=8 --set infeed.partitioned=true "
+                                 "--set infeed.partition_dims.x=[2,3]", 0,
+                "infeed.partition_dims.x"},
+        BadCase{"RankMismatch", "--set cluster.split=8 --set infeed.partitioned=true "
+                                "--set infeed.partition_dims.x=[8]", 0,
+                "infeed.partition_dims.x"},
+        BadCase{"MissingDataDir", "--set input.source=files --set input.data_dir=/nonexistent", 0,
+                "/nonexistent"}),
+    [](const ::testing::TestParamInfo<BadCase>& p) { return std::string(p.param.name); });
+
+TEST(EndToEnd, MalformedYamlAndMissingFileAreOneLineErrors) {
+  std::string bad = TempDir() + "/bad.yaml";
+  std::ofstream(bad) << "topology: v3-8\ninput: {global_batch: [1, 2\n";
+  std::string tpusim = std::getenv("TPUSIM_BIN");
+  Result malformed = Shell(tpusim + " validate " + bad);
+  EXPECT_EQ(malformed.rc, 2);
+  EXPECT_THAT(malformed.output, HasSubstr("malformed YAML"));
+  Result missing = Shell(tpusim + " validate " + TempDir() + "/nope.yaml");
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_THAT(missing.output, HasSubstr("is neither an existing file nor a known name"));
+}
+
+TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
+  std::string tpusim = std::getenv("TPUSIM_BIN");
+  std::string config = Source("configs/runs/v3-8-per-host.yaml");
+  // Cores model 20 ms per step, so the run lasts ~10 s; one core is killed after 2 s.
+  std::string run = "timeout -k 5 60 mpirun -np 9 --oversubscribe --bind-to none " + tpusim + " run " + config +
+                    " --quiet --set device.step_time_us=20000 --set train.steps=500";
+  Result r = Shell("(" + run + ") & sleep 3; pkill -9 -f 'tpusim run .*step_time_us=20000' -n; wait $!");
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "the run hung after a rank was killed: " << r.output;
+}
+
+}  // namespace
