@@ -4,6 +4,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -53,7 +54,7 @@ class HostSender {
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
       SteadyClock::time_point before = SteadyClock::now();
-      std::unique_ptr<Package> package = ahead.front().get();
+      std::unique_ptr<Package> package = Await(ahead.front());
       ahead.pop_front();
       stats_.build_wait_s += SecondsSince(before);
       Send(*package);
@@ -82,6 +83,17 @@ class HostSender {
       }
     });
     return future;
+  }
+
+  // Waits for a worker's package while driving MPI progress: large sends move in
+  // fragments only while this rank is inside MPI, so blocking on the future alone
+  // would stall every transfer in flight until the next MPI call.
+  std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
+    while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      Recycle(false);
+      std::this_thread::yield();
+    }
+    return future.get();
   }
 
   std::unique_ptr<Package> TakeFree() {
@@ -332,7 +344,7 @@ void CoreInfeedQueue::Post(int64_t step) {
                     "MPI_Irecv (infeed slot)", host_rank_);
 }
 
-ShardCodec::Decoded CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
+ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
   size_t slot = static_cast<size_t>(step % depth_);
   int full = 0;
   for (int64_t s = step; s < std::min<int64_t>(step + depth_, num_steps_); ++s) {
@@ -347,7 +359,7 @@ ShardCodec::Decoded CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* 
   MPI_Status status;
   cluster::CheckMpi(MPI_Wait(&requests_[slot], &status), "MPI_Wait (infeed dequeue)", host_rank_);
   if (wait_s) *wait_s = SecondsSince(before);
-  ShardCodec::Decoded decoded = codec_.Decode(slots_[slot]);
+  ShardCodec::View decoded = codec_.Decode(slots_[slot]);
   if (decoded.header.step != step) {
     Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1],
          step, decoded.header.step);

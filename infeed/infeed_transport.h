@@ -66,9 +66,9 @@ class CoreInfeedQueue {
   CoreInfeedQueue& operator=(const CoreInfeedQueue&) = delete;
 
   // Blocks until the shard of `step` (steps are dequeued in order) has arrived and
-  // returns it decoded. `wait_s` receives the time spent blocked and `occupancy` the
+  // returns a view of it, valid until Release(step). `wait_s` receives the time spent blocked and `occupancy` the
   // number of slots already full when the dequeue started.
-  ShardCodec::Decoded Dequeue(int64_t step, double* wait_s, int* occupancy);
+  ShardCodec::View Dequeue(int64_t step, double* wait_s, int* occupancy);
   // Frees the slot of `step` (re-posting it for step + queue_depth) and returns a
   // credit to the host.
   void Release(int64_t step);

@@ -55,14 +55,16 @@ void ShardCodec::Encode(const ShardHeader& header, const Batch& host_batch,
   }
 }
 
-ShardCodec::Decoded ShardCodec::Decode(std::span<const std::byte> message) const {
+ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {
   if (message.size() != message_bytes_) {
     Fail("infeed: received a shard of {} bytes, expected {}", message.size(), message_bytes_);
   }
-  Decoded d;
-  std::memcpy(&d.header, message.data(), sizeof(ShardHeader));
-  if (d.header.num_tensors != static_cast<int32_t>(features_.size())) {
-    Fail("infeed: shard header claims {} tensors, expected {}", d.header.num_tensors, features_.size());
+  View v;
+  std::memcpy(&v.header, message.data(), sizeof(ShardHeader));
+  if (v.header.num_tensors != static_cast<int32_t>(features_.size()) ||
+      v.header.replica_rows != route_->replica_rows) {
+    Fail("infeed: shard header claims {} tensors of {} replica rows, expected {} of {}",
+         v.header.num_tensors, v.header.replica_rows, features_.size(), route_->replica_rows);
   }
   const auto* slice_in = reinterpret_cast<const int64_t*>(message.data() + slices_offset_);
   for (size_t f = 0; f < features_.size(); ++f) {
@@ -75,19 +77,23 @@ ShardCodec::Decoded ShardCodec::Decode(std::span<const std::byte> message) const
       Fail("infeed: shard slice of '{}' has shape {}, expected {}", features_[f].name,
            ShapeToString(s.shape()), ShapeToString(route_->slices[f].shape()));
     }
-    Tensor t(features_[f].dtype, s.shape());
-    std::memcpy(t.bytes().data(), message.data() + tensor_offsets_[f], t.num_bytes());
-    d.tensors.Insert(features_[f].name, std::move(t));
-    d.slices.push_back(std::move(s));
+    size_t bytes = static_cast<size_t>(NumElements(s.shape())) * DTypeSize(features_[f].dtype);
+    v.tensor_bytes.push_back(message.subspan(tensor_offsets_[f], bytes));
+    v.slices.push_back(std::move(s));
   }
-  if (d.header.replica_rows != route_->replica_rows) {
-    Fail("infeed: shard header claims {} replica rows, expected {}", d.header.replica_rows,
-         route_->replica_rows);
+  v.example_ids = {reinterpret_cast<const int64_t*>(message.data() + ids_offset_),
+                   static_cast<size_t>(route_->replica_rows)};
+  return v;
+}
+
+Batch ShardCodec::View::ToBatch(const std::vector<FeatureSpec>& features) const {
+  Batch batch;
+  for (size_t f = 0; f < features.size(); ++f) {
+    Tensor t(features[f].dtype, slices[f].shape());
+    std::memcpy(t.bytes().data(), tensor_bytes[f].data(), t.num_bytes());
+    batch.Insert(features[f].name, std::move(t));
   }
-  d.example_ids.resize(static_cast<size_t>(route_->replica_rows));
-  std::memcpy(d.example_ids.data(), message.data() + ids_offset_,
-              d.example_ids.size() * sizeof(int64_t));
-  return d;
+  return batch;
 }
 
 }  // namespace tpusim::infeed

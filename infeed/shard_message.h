@@ -38,15 +38,19 @@ class ShardCodec {
   void Encode(const ShardHeader& header, const Batch& host_batch,
               std::span<const int64_t> host_ids, std::span<std::byte> out) const;
 
-  struct Decoded {
+  // A received message read in place: valid while the message buffer is (a core's
+  // queue slot, until Release). No copy of the tensor bytes.
+  struct View {
     ShardHeader header;
-    std::vector<PieceSlice> slices;  // per feature, in the replica batch
-    std::vector<int64_t> example_ids;  // per row of the replica batch
-    Batch tensors;                   // the pieces, shaped by their slices
+    std::vector<PieceSlice> slices;            // per feature, in the replica batch
+    std::span<const int64_t> example_ids;      // per row of the replica batch
+    std::vector<std::span<const std::byte>> tensor_bytes;  // per feature, C order
+    // Owning copies of the pieces, named by feature (for verification).
+    Batch ToBatch(const std::vector<FeatureSpec>& features) const;
   };
-  // Reads a received message. Throws Error when it is malformed (wrong size, a
-  // header that disagrees with the layout).
-  Decoded Decode(std::span<const std::byte> message) const;
+  // Reads a received message in place. Throws Error when it is malformed (wrong
+  // size, a header that disagrees with the layout).
+  View Decode(std::span<const std::byte> message) const;
 
  private:
   std::vector<FeatureSpec> features_;

@@ -108,7 +108,7 @@ json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
 
 // One placement-log line for a shard this core dequeued (design.md §3).
 json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                     const infeed::ShardCodec::Decoded& shard) {
+                     const infeed::ShardCodec::View& shard) {
   json tensors = json::object();
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
@@ -130,7 +130,7 @@ json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& pla
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or
 // (with infeed.verify) bytes that differ from the synthetic function of their ids.
 void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                const infeed::SyntheticData* data, const infeed::ShardCodec::Decoded& shard) {
+                const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
   const infeed::ShardHeader& h = shard.header;
   if (h.dst_host != ctx.role.host || h.dst_ordinal != ctx.role.ordinal || h.replica != ctx.role.replica ||
       h.logical_core != ctx.role.logical_core) {
@@ -138,12 +138,13 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
          h.dst_host, h.dst_ordinal, h.replica, h.logical_core, ctx.role.Describe());
   }
   if (!data) return;
+  infeed::Batch pieces = shard.ToBatch(plan.features());
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
     std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
     infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
-                                              shard.tensors.at(plan.features()[f].name), ids, inner);
+                                              pieces.at(plan.features()[f].name), ids, inner);
     if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
   }
 }
@@ -167,10 +168,10 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   for (int64_t step = 0; step < loops.infeed_steps; ++step) {
     double wait = 0;
     int full = 0;
-    infeed::ShardCodec::Decoded shard = queue.Dequeue(step, &wait, &full);
+    infeed::ShardCodec::View shard = queue.Dequeue(step, &wait, &full);
     CheckShard(ctx, plan, data ? &*data : nullptr, shard);
     if (log) placement += PlacementRecord(ctx, plan, shard).dump() + "\n";
-    bytes += static_cast<int64_t>(shard.tensors.num_bytes());
+    for (const auto& t : shard.tensor_bytes) bytes += static_cast<int64_t>(t.size());
     if (device_time.count() > 0) std::this_thread::sleep_for(device_time);
     queue.Release(step);
     wait_s.push_back(wait);

@@ -1,0 +1,33 @@
+"""Prints, for every BM_X/arg in Google Benchmark JSON files, its throughput as a
+ratio of BM_XBaseline/arg measured in the same run (bytes_per_second, or busbw)."""
+import json
+import pathlib
+import sys
+
+
+def rate(b):
+    for key in ("busbw", "bytes_per_second"):
+        if key in b:
+            return key, float(b[key])
+    return None, None
+
+
+def main(outdir):
+    for path in sorted(pathlib.Path(outdir).glob("*.json")):
+        runs = {b["name"]: b for b in json.loads(path.read_text())["benchmarks"]}
+        print(f"-- {path.stem}")
+        for name, b in runs.items():
+            base, _, arg = name.partition("/")
+            if base.endswith("Baseline"):
+                continue
+            ref = runs.get(f"{base}Baseline/{arg}" if arg else f"{base}Baseline")
+            key, value = rate(b)
+            if ref is None or value is None:
+                continue
+            _, ref_value = rate(ref)
+            print(f"{name:45s} {key:16s} {value / 1e9:8.2f} GB/s  baseline {ref_value / 1e9:8.2f} GB/s"
+                  f"  ratio {value / ref_value:5.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
