@@ -1,5 +1,12 @@
 #include "optim/composite_optimizer.h"
 
+// GCC 12 reports false -Wmaybe-uninitialized inside libstdc++'s <regex> when
+// built with sanitizers; the code is not ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <regex>
+#pragma GCC diagnostic pop
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,8 +14,15 @@
 
 namespace tpusim::optim {
 
-CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children, std::string key)
-    : children_(std::move(children)), key_(std::move(key)) {
+struct CompositeOptimizer::Matchers {
+  std::vector<std::regex> regexes;
+};
+
+CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children,
+                                       std::string key)
+    : children_(std::move(children)),
+      key_(std::move(key)),
+      matchers_(std::make_unique<Matchers>()) {
   for (int i = 0; i < num_children(); ++i) {
     const CompositeChild& c = children_[i];
     if (!c.optimizer) Fail("{}['{}']: child optimizer is missing", key_, c.pattern);
@@ -19,7 +33,7 @@ CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children, std
     }
     if (c.pattern == kDefaultKey) default_child_ = i;
     try {
-      regexes_.emplace_back(c.pattern, std::regex::ECMAScript);
+      matchers_->regexes.emplace_back(c.pattern, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
       Fail("{}: pattern '{}' is not a valid regex ({})", key_, c.pattern, e.what());
     }
@@ -28,6 +42,8 @@ CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children, std
     Fail("{}: the entry '{}' is mandatory and missing", key_, kDefaultKey);
   }
 }
+
+CompositeOptimizer::~CompositeOptimizer() = default;
 
 int CompositeOptimizer::child_of(int var_index) const {
   variable(var_index);  // validates the index
@@ -38,7 +54,8 @@ int CompositeOptimizer::RouteName(const std::string& name) const {
   std::vector<int> matches;
   for (int i = 0; i < num_children(); ++i) {
     // match_continuous anchors at the start only, like Python's re.match.
-    if (std::regex_search(name, regexes_[i], std::regex_constants::match_continuous)) {
+    const std::regex& re = matchers_->regexes[i];
+    if (std::regex_search(name, re, std::regex_constants::match_continuous)) {
       matches.push_back(i);
     }
   }

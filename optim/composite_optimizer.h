@@ -13,7 +13,6 @@
 #pragma once
 
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +37,7 @@ class CompositeOptimizer final : public Optimizer {
   // valid regex, or a child optimizer is null.
   explicit CompositeOptimizer(std::vector<CompositeChild> children,
                               std::string key = "optimizer_map");
+  ~CompositeOptimizer() override;
 
   int num_children() const { return static_cast<int>(children_.size()); }
   // Child owning a registered variable (index into the constructor's vector).
@@ -60,9 +60,13 @@ class CompositeOptimizer final : public Optimizer {
 
   int RouteName(const std::string& name) const;
 
+  // Compiled patterns, one per child; defined in the .cc so that <regex> stays
+  // out of this header.
+  struct Matchers;
+
   std::vector<CompositeChild> children_;
   std::string key_;
-  std::vector<std::regex> regexes_;
+  std::unique_ptr<Matchers> matchers_;
   int default_child_ = -1;
   std::vector<Route> routes_;
 };

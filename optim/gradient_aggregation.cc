@@ -29,7 +29,9 @@ GradientAggregation::GradientAggregation(std::unique_ptr<Optimizer> inner,
 
 int GradientAggregation::AddVariable(const VariableSpec& spec) {
   const int index = inner_->AddVariable(spec);
-  if (params_.num_micro_batches > 1) accum_.push_back(Eigen::ArrayXf::Zero(NumElements(spec.shape)));
+  if (params_.num_micro_batches > 1) {
+    accum_.push_back(Eigen::ArrayXf::Zero(NumElements(spec.shape)));
+  }
   last_fed_step_.push_back(-1);
   return index;
 }
@@ -51,9 +53,10 @@ bool GradientAggregation::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
     return true;
   }
   Eigen::ArrayXf& accum = accum_[var_index];
-  if (grad.size() != accum.size()) {
-    Fail("gradient aggregation: variable '{}' gradient has {} elements, expected {}",
-         inner_->variable(var_index).name, grad.size(), accum.size());
+  if (grad.size() != accum.size() || value.size() != accum.size()) {
+    Fail("gradient aggregation: variable '{}': value has {} and gradient {} elements, "
+         "expected {}",
+         inner_->variable(var_index).name, value.size(), grad.size(), accum.size());
   }
   last_fed_step_[var_index] = update_count_;
   accum += grad / static_cast<float>(params_.num_micro_batches);

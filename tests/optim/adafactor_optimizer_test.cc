@@ -286,7 +286,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AdafactorRankTest,
                                            std::vector<int64_t>{5, 2, 3},      // middle axis
                                            std::vector<int64_t>{3, 5, 2, 4},   // rank 4
                                            std::vector<int64_t>{3, 4},         // rank 2, d0>d1
-                                           std::vector<int64_t>{5, 2}));       // rank 2, d0<d1
+                                           std::vector<int64_t>{5, 2},         // rank 2, d0<d1
+                                           std::vector<int64_t>{20, 3000, 2}));  // 3 blocks/row
 
 // The QUIRK is real: for [4,3,2] Lingvo's normaliser (last axis of vr) differs
 // from the paper's (axis d1); for [2,3,4] d1 is vr's last axis and they agree.
