@@ -25,7 +25,10 @@ struct Package {
   int64_t step = 0;
   Batch batch;
   std::vector<int64_t> ids;                      // example id per host batch row
-  std::vector<std::vector<std::byte>> messages;  // per route
+  std::vector<std::vector<std::byte>> meta;      // per route: header, slices, ids
+  // Per route and feature: a packed copy of a piece that is not contiguous in the
+  // batch (empty for contiguous pieces, which are sent from the batch itself).
+  std::vector<std::vector<std::vector<std::byte>>> staging;
   std::vector<MPI_Request> requests;             // per route
 };
 
@@ -111,13 +114,22 @@ class HostSender {
       p = std::make_unique<Package>();
       p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
       p->ids.resize(static_cast<size_t>(host_.rows_per_step));
-      for (const ShardCodec& codec : codecs_) p->messages.emplace_back(codec.message_bytes());
+      for (const ShardCodec& codec : codecs_) {
+        p->meta.emplace_back(codec.meta_bytes());
+        p->staging.emplace_back(plan_.features().size());
+        for (size_t f = 0; f < plan_.features().size(); ++f) {
+          if (!codec.IsContiguous(f)) p->staging.back()[f].resize(codec.piece_bytes(f));
+        }
+      }
       p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
     }
     p->step = step;
     fill_(step, p->batch, p->ids);
     for (size_t i = 0; i < codecs_.size(); ++i) {
-      codecs_[i].Encode(Header(step, i), p->batch, p->ids, p->messages[i]);
+      codecs_[i].EncodeMeta(Header(step, i), p->ids, p->meta[i]);
+      for (size_t f = 0; f < plan_.features().size(); ++f) {
+        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(p->batch, f, p->staging[i][f]);
+      }
     }
     return p;
   }
@@ -146,14 +158,41 @@ class HostSender {
       bool local = r.dst_host == host_.host;
       int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
       int tag = local ? kTagShard : kTagForwardBase + r.dst_ordinal;
-      cluster::CheckMpi(MPI_Isend(p.messages[i].data(), static_cast<int>(p.messages[i].size()),
-                                  MPI_BYTE, peer, tag, world_.get(), &p.requests[i]),
+      MPI_Datatype wire = WireType(p, i);
+      cluster::CheckMpi(MPI_Isend(MPI_BOTTOM, 1, wire, peer, tag, world_.get(), &p.requests[i]),
                         "MPI_Isend (infeed shard)", peer);
+      MPI_Type_free(&wire);  // the pending send keeps what it needs
       ++stats_.shards_sent;
-      stats_.bytes_sent += static_cast<int64_t>(p.messages[i].size());
+      stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes());
     }
     stats_.step_sent_s.push_back(SecondsSince(start_));
     if (options_.on_step_sent) options_.on_step_sent(p.step);
+  }
+
+  // The wire bytes of route i as one datatype over absolute addresses: the meta
+  // block, then each piece straight from the host batch (or its packed copy), so the
+  // payload is not copied into a message buffer first.
+  MPI_Datatype WireType(Package& p, size_t i) const {
+    std::vector<int> lengths;
+    std::vector<MPI_Aint> addresses;
+    auto add = [&](std::span<const std::byte> bytes) {
+      if (bytes.empty()) return;
+      MPI_Aint address;
+      MPI_Get_address(bytes.data(), &address);
+      addresses.push_back(address);
+      lengths.push_back(static_cast<int>(bytes.size()));
+    };
+    add(p.meta[i]);
+    for (size_t f = 0; f < plan_.features().size(); ++f) {
+      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(p.batch, f)
+                                     : std::span<const std::byte>(p.staging[i][f]));
+    }
+    MPI_Datatype type;
+    cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
+                                               addresses.data(), MPI_BYTE, &type),
+                      "MPI_Type_create_hindexed");
+    cluster::CheckMpi(MPI_Type_commit(&type), "MPI_Type_commit");
+    return type;
   }
 
   void ReceiveCredit() {
@@ -325,6 +364,17 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
       credit_{route.dst_host, route.dst_ordinal} {
   slots_.assign(static_cast<size_t>(depth_), std::vector<std::byte>(codec_.message_bytes()));
   requests_.assign(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
+  // The wire bytes scatter into the slot so every tensor lands at an aligned offset.
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> offsets;
+  for (const ShardCodec::Block& b : codec_.SlotBlocks()) {
+    lengths.push_back(static_cast<int>(b.bytes));
+    offsets.push_back(static_cast<MPI_Aint>(b.offset));
+  }
+  cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
+                                             offsets.data(), MPI_BYTE, &slot_type_),
+                    "MPI_Type_create_hindexed (slot)");
+  cluster::CheckMpi(MPI_Type_commit(&slot_type_), "MPI_Type_commit (slot)");
   for (int64_t s = 0; s < std::min<int64_t>(depth_, num_steps_); ++s) Post(s);
 }
 
@@ -335,12 +385,13 @@ CoreInfeedQueue::~CoreInfeedQueue() {
       MPI_Request_free(&r);
     }
   }
+  MPI_Type_free(&slot_type_);
 }
 
 void CoreInfeedQueue::Post(int64_t step) {
   size_t slot = static_cast<size_t>(step % depth_);
-  cluster::CheckMpi(MPI_Irecv(slots_[slot].data(), static_cast<int>(slots_[slot].size()), MPI_BYTE,
-                              host_rank_, kTagShard, world_.get(), &requests_[slot]),
+  cluster::CheckMpi(MPI_Irecv(slots_[slot].data(), 1, slot_type_, host_rank_, kTagShard,
+                              world_.get(), &requests_[slot]),
                     "MPI_Irecv (infeed slot)", host_rank_);
 }
 

@@ -84,6 +84,7 @@ class CoreInfeedQueue {
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<MPI_Request> requests_;
+  MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
 };
 
 }  // namespace tpusim::infeed

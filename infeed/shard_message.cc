@@ -25,18 +25,30 @@ ShardCodec::ShardCodec(const std::vector<FeatureSpec>& features, const ShardRout
   for (const PieceSlice& s : route.slices) dims += s.begin.size();
   slices_offset_ = sizeof(ShardHeader);
   ids_offset_ = slices_offset_ + dims * 2 * sizeof(int64_t);
-  size_t offset = AlignUp(ids_offset_ + static_cast<size_t>(route.replica_rows) * sizeof(int64_t));
+  meta_bytes_ = ids_offset_ + static_cast<size_t>(route.replica_rows) * sizeof(int64_t);
+  wire_bytes_ = meta_bytes_;
+  size_t offset = AlignUp(meta_bytes_);
   for (size_t f = 0; f < features.size(); ++f) {
+    piece_bytes_.push_back(static_cast<size_t>(NumElements(route.slices[f].shape())) *
+                           DTypeSize(features[f].dtype));
     tensor_offsets_.push_back(offset);
-    offset = AlignUp(offset + static_cast<size_t>(NumElements(route.slices[f].shape())) *
-                                  DTypeSize(features[f].dtype));
+    offset = AlignUp(offset + piece_bytes_[f]);
+    wire_bytes_ += piece_bytes_[f];
   }
   message_bytes_ = offset;
 }
 
-void ShardCodec::Encode(const ShardHeader& header, const Batch& host_batch,
-                        std::span<const int64_t> host_ids, std::span<std::byte> out) const {
-  if (out.size() != message_bytes_) Fail("infeed: shard buffer of {} bytes, need {}", out.size(), message_bytes_);
+std::vector<ShardCodec::Block> ShardCodec::SlotBlocks() const {
+  std::vector<Block> blocks{{0, meta_bytes_}};
+  for (size_t f = 0; f < features_.size(); ++f) {
+    if (piece_bytes_[f] > 0) blocks.push_back({tensor_offsets_[f], piece_bytes_[f]});
+  }
+  return blocks;
+}
+
+void ShardCodec::EncodeMeta(const ShardHeader& header, std::span<const int64_t> host_ids,
+                            std::span<std::byte> out) const {
+  if (out.size() != meta_bytes_) Fail("infeed: meta buffer of {} bytes, need {}", out.size(), meta_bytes_);
   std::memcpy(out.data(), &header, sizeof(header));
   auto* slice_out = reinterpret_cast<int64_t*>(out.data() + slices_offset_);
   for (const PieceSlice& s : route_->slices) {
@@ -47,12 +59,26 @@ void ShardCodec::Encode(const ShardHeader& header, const Batch& host_batch,
   }
   std::memcpy(out.data() + ids_offset_, host_ids.data() + route_->replica_row_begin,
               static_cast<size_t>(route_->replica_rows) * sizeof(int64_t));
-  for (size_t f = 0; f < features_.size(); ++f) {
-    const PieceSlice& s = route_->slices[f];
-    size_t bytes = static_cast<size_t>(NumElements(s.shape())) * DTypeSize(features_[f].dtype);
-    CopySlice(host_batch.at(features_[f].name), InHostBatch(s, route_->replica_row_begin),
-              out.subspan(tensor_offsets_[f], bytes));
+}
+
+bool ShardCodec::IsContiguous(size_t f) const {
+  const PieceSlice& s = route_->slices[f];
+  for (size_t d = 1; d < s.begin.size(); ++d) {
+    if (s.begin[d] != 0 || s.end[d] != features_[f].shape[d - 1]) return false;
   }
+  return true;
+}
+
+std::span<const std::byte> ShardCodec::ContiguousPiece(const Batch& host_batch, size_t f) const {
+  const PieceSlice& s = route_->slices[f];
+  size_t row_bytes = ExampleBytes(features_[f]);
+  size_t first_row = static_cast<size_t>(route_->replica_row_begin + s.begin[0]);
+  return host_batch.at(features_[f].name).bytes().subspan(first_row * row_bytes, piece_bytes_[f]);
+}
+
+void ShardCodec::PackPiece(const Batch& host_batch, size_t f, std::span<std::byte> out) const {
+  CopySlice(host_batch.at(features_[f].name), InHostBatch(route_->slices[f], route_->replica_row_begin),
+            out);
 }
 
 ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {

@@ -31,12 +31,33 @@ class ShardCodec {
  public:
   ShardCodec(const std::vector<FeatureSpec>& features, const ShardRoute& route);
 
+  // Size of a received message in a queue slot (tensors at aligned offsets).
   size_t message_bytes() const { return message_bytes_; }
-  // Writes header, slices, example ids and the route's pieces of `host_batch` into
-  // `out` (message_bytes() long). The host batch is [rows_per_step, ...] per feature
-  // and `host_ids` holds the global example id of each of its rows.
-  void Encode(const ShardHeader& header, const Batch& host_batch,
-              std::span<const int64_t> host_ids, std::span<std::byte> out) const;
+  // Bytes on the wire: the meta block and the tensor pieces back to back.
+  size_t wire_bytes() const { return wire_bytes_; }
+  // Size of the meta block (header, slices, example ids) at the start of a message.
+  size_t meta_bytes() const { return meta_bytes_; }
+
+  // A [offset, offset + bytes) region of a slot that the wire bytes fill, in order.
+  struct Block {
+    size_t offset;
+    size_t bytes;
+  };
+  // Where the wire bytes land in a slot: the meta block, then each non-empty piece.
+  std::vector<Block> SlotBlocks() const;
+
+  // Writes the meta block (meta_bytes() long). `host_ids` holds the global example
+  // id of every row of the host batch.
+  void EncodeMeta(const ShardHeader& header, std::span<const int64_t> host_ids,
+                  std::span<std::byte> out) const;
+  // Whether feature f's piece is contiguous in the host batch (whole rows: the even
+  // split and dim-0 partitions), so it can be sent from there without a copy.
+  bool IsContiguous(size_t f) const;
+  // The bytes of feature f's piece inside `host_batch`; requires IsContiguous(f).
+  std::span<const std::byte> ContiguousPiece(const Batch& host_batch, size_t f) const;
+  // Copies feature f's piece of `host_batch` into `out` (its exact byte size).
+  void PackPiece(const Batch& host_batch, size_t f, std::span<std::byte> out) const;
+  size_t piece_bytes(size_t f) const { return piece_bytes_[f]; }
 
   // A received message read in place: valid while the message buffer is (a core's
   // queue slot, until Release). No copy of the tensor bytes.
@@ -55,6 +76,9 @@ class ShardCodec {
  private:
   std::vector<FeatureSpec> features_;
   const ShardRoute* route_;
+  std::vector<size_t> piece_bytes_;
+  size_t meta_bytes_ = 0;
+  size_t wire_bytes_ = 0;
   size_t slices_offset_ = 0;
   size_t ids_offset_ = 0;
   std::vector<size_t> tensor_offsets_;

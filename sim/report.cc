@@ -111,7 +111,7 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
   if (ctx.role.is_core()) {
     const infeed::ShardRoute* route = plan.route_to(ctx.role.host, ctx.role.ordinal);
     if (!route || plan.source_host(ctx.role.host, ctx.role.ordinal) != ctx.role.host) return result;
-    std::vector<std::byte> buffer(infeed::ShardCodec(plan.features(), *route).message_bytes());
+    std::vector<std::byte> buffer(infeed::ShardCodec(plan.features(), *route).wire_bytes());
     for (int i = 0; i < kBaselineMessages + 1; ++i) {
       ctx.comms.world.Recv(buffer, layout.host_rank(ctx.role.host), kTagBaseline);
     }
@@ -123,7 +123,7 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
   std::vector<int> peers;
   for (const infeed::ShardRoute& r : hp->shards) {
     if (r.dst_host != ctx.role.host) continue;
-    messages.emplace_back(infeed::ShardCodec(plan.features(), r).message_bytes());
+    messages.emplace_back(infeed::ShardCodec(plan.features(), r).wire_bytes());
     peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
   }
   std::vector<MPI_Request> requests(messages.size());
