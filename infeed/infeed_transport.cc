@@ -63,6 +63,7 @@ class HostSender {
       Send(*package);
       in_flight_.push_back(std::move(package));
       Recycle(false);
+      if (options_.poll) options_.poll();
     }
     pool.join();
     DrainCredits();
@@ -260,7 +261,8 @@ class HostRelay {
  public:
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Communicator& world, int host, const TransportOptions& options)
-      : layout_(layout), world_(world), host_(host), depth_(options.queue_depth) {
+      : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
+        on_foreign_(options.on_foreign_message) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
       if (!route) continue;
@@ -284,6 +286,8 @@ class HostRelay {
       } else if (status.MPI_TAG >= kTagForwardBase) {
         Forward(status);
         ++forwarded;
+      } else if (on_foreign_) {
+        on_foreign_(status);
       } else {
         Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, status.MPI_TAG,
              status.MPI_SOURCE);
@@ -337,6 +341,7 @@ class HostRelay {
   const cluster::Communicator& world_;
   int host_;
   int depth_;
+  std::function<void(const MPI_Status&)> on_foreign_;
   int source_host_ = 0;
   int64_t expected_ = 0;
   std::vector<int> local_cores_;

@@ -33,6 +33,12 @@ struct TransportOptions {
   int64_t num_steps = 0;   // infeed steps in the run
   // Called on the sending thread after each step's shards are on their way.
   std::function<void(int64_t step)> on_step_sent;
+  // Host ranks also receive other protocols' messages (the outfeed) while the
+  // infeed runs: an infeed host calls `poll` after every step; a relay host hands
+  // every probed message that is not the infeed's to `on_foreign_message`, which
+  // must receive it.
+  std::function<void()> poll;
+  std::function<void(const MPI_Status&)> on_foreign_message;
 };
 
 // Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global

@@ -148,9 +148,9 @@ int RunGenDataCommand(const std::string& config, const std::vector<std::string>&
   int hosts = SliceForTarget(target).topology.num_hosts();
   if (examples <= 0) examples = 10 * target.run.input.global_batch;
   if (shards <= 0) shards = 2 * hosts;
-  infeed::WriteSyntheticDataset(out_dir, MakeSyntheticData(target.run.input), examples, shards);
+  infeed::WriteSyntheticDataset(out_dir, MakeSyntheticData(target.run), examples, shards);
   fmt::print("{}: {} examples in {} shards (features: {})\n", out_dir, examples, shards,
-             fmt::join(FeatureSpecs(target.run.input) |
+             fmt::join(RunFeatureSpecs(target.run) |
                            std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
                        ", "));
   return 0;

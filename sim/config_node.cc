@@ -31,6 +31,17 @@ ConfigNode ConfigNode::Child(const std::string& key) {
   return ConfigNode(node_[key], KeyPath(key), source_);
 }
 
+std::vector<ConfigNode> ConfigNode::Sequence(const std::string& key) {
+  used_.insert(key);
+  std::vector<ConfigNode> items;
+  if (!Has(key)) return items;
+  if (!node_[key].IsSequence()) FailAt(key, "expected a list");
+  for (size_t i = 0; i < node_[key].size(); ++i) {
+    items.emplace_back(node_[key][i], fmt::format("{}[{}]", KeyPath(key), i), source_);
+  }
+  return items;
+}
+
 std::vector<std::string> ConfigNode::Keys() const {
   std::vector<std::string> keys;
   if (!node_ || !node_.IsMap()) return keys;

@@ -3,6 +3,7 @@
 // instead of a silently ignored setting. Messages name the full dotted key.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,8 +24,20 @@ class ConfigNode {
   // Error "<file>: <path.key>: expected <what>, got '<text>'" on a type mismatch.
   template <typename T>
   void Get(const std::string& key, T& out);
+  // Like Get for an optional value: null or absent leaves `out` empty.
+  template <typename T>
+  void GetOptional(const std::string& key, std::optional<T>& out) {
+    if (Has(key)) {
+      T value{};
+      Get(key, value);
+      out = value;
+    }
+    used_.insert(key);
+  }
   // A child map; an absent key gives an empty map. Throws when it is not a map.
   ConfigNode Child(const std::string& key);
+  // A list of maps under `key` ("key[0]", "key[1]", ... in messages); absent = empty.
+  std::vector<ConfigNode> Sequence(const std::string& key);
   // Names of the entries of this map, in file order.
   std::vector<std::string> Keys() const;
   const std::string& path() const { return path_; }

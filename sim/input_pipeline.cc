@@ -16,8 +16,21 @@ std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input) {
   return specs;
 }
 
-infeed::SyntheticData MakeSyntheticData(const InputConfig& input) {
-  return infeed::SyntheticData(input.seed, FeatureSpecs(input), infeed::LabelConfig{});
+infeed::LabelConfig RunLabel(const RunConfig& config) {
+  infeed::LabelConfig label;
+  if (config.model.enabled) {
+    label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic
+                                                        : infeed::LabelKind::kRegression;
+  }
+  return label;
+}
+
+infeed::SyntheticData MakeSyntheticData(const RunConfig& config) {
+  return infeed::SyntheticData(config.input.seed, FeatureSpecs(config.input), RunLabel(config));
+}
+
+std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config) {
+  return MakeSyntheticData(config).specs();
 }
 
 struct InputPipeline::Impl {
@@ -27,17 +40,19 @@ struct InputPipeline::Impl {
   const infeed::InfeedPlan& plan;
   const infeed::HostPlan* host_plan = nullptr;
 
-  Impl(const InputConfig& input, const infeed::InfeedPlan& p, int host, int num_hosts) : plan(p) {
+  Impl(const RunConfig& run, const infeed::InfeedPlan& p, int host, int num_hosts) : plan(p) {
     host_plan = plan.host_plan(host);
     if (!host_plan) return;
+    const InputConfig& input = run.input;
     if (input.source == "files") {
       // Per-host mode: every host reads its own shards; single-host: host 0 reads all.
       int readers = plan.per_host() ? num_hosts : 1;
-      files.emplace(input.data_dir, FeatureSpecs(input), host, readers);
+      files.emplace(input.data_dir, RunFeatureSpecs(run), host, readers);
     } else {
       infeed::SyntheticConfig config;
       config.seed = input.seed;
       config.features = FeatureSpecs(input);
+      config.label = RunLabel(run);
       config.max_examples_per_sec = input.max_examples_per_sec;
       config.cpu_us_per_example = input.cpu_us_per_example;
       synthetic.emplace(std::move(config), clock);
@@ -59,9 +74,9 @@ struct InputPipeline::Impl {
   }
 };
 
-InputPipeline::InputPipeline(const InputConfig& input, const infeed::InfeedPlan& plan, int host,
+InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host,
                              int num_hosts)
-    : impl_(std::make_unique<Impl>(input, plan, host, num_hosts)) {}
+    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts)) {}
 
 InputPipeline::~InputPipeline() = default;
 

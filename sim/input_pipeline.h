@@ -14,16 +14,23 @@
 
 namespace tpusim::sim {
 
-// The features of the config in name order (the order shards pack them).
+// The declared features in name order (the order shards pack them).
 std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input);
 
+// The label the hidden teacher adds when the run trains a model: a regression
+// target for mse, a 0/1 class for logistic; none for infeed-only runs.
+infeed::LabelConfig RunLabel(const RunConfig& config);
+
 // The pure value function of the synthetic source (also used to verify shards).
-infeed::SyntheticData MakeSyntheticData(const InputConfig& input);
+infeed::SyntheticData MakeSyntheticData(const RunConfig& config);
+
+// Everything a shard carries: the declared features, then the label if any.
+std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config);
 
 class InputPipeline {
  public:
   // Opens the source for `host`. Throws Error naming the file or key on bad input.
-  InputPipeline(const InputConfig& input, const infeed::InfeedPlan& plan, int host, int num_hosts);
+  InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts);
   ~InputPipeline();
   // Thread-safe filler for the host's enqueue workers.
   infeed::BatchFiller Filler();

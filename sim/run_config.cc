@@ -93,16 +93,86 @@ InfeedConfig ParseInfeed(ConfigNode node) {
   return c;
 }
 
+optim::OptimizerConfig ParseOptimizer(ConfigNode node);
+
+void ParseAdafactor(ConfigNode node, optim::AdafactorParams& a) {
+  node.Get("beta1", a.beta1);
+  node.Get("beta2", a.beta2);
+  node.Get("multiply_by_parameter_scale", a.multiply_by_parameter_scale);
+  node.GetOptional("clipping_threshold", a.clipping_threshold);
+  node.Get("factored", a.factored);
+  node.GetOptional("decay_exponent_pow", a.decay_exponent_pow);
+  node.Get("decay_exponent_offset", a.decay_exponent_offset);
+  node.Get("min_dim_size_to_factor", a.min_dim_size_to_factor);
+  node.Get("cond_is_finite", a.cond_is_finite);
+  node.Finish();
+}
+
+optim::OptimizerConfig ParseOptimizer(ConfigNode node) {
+  optim::OptimizerConfig o;
+  node.Get("name", o.name);
+  node.Get("learning_rate", o.learning_rate);
+  ConfigNode momentum = node.Child("momentum");
+  momentum.Get("alpha", o.momentum.alpha);
+  momentum.Get("use_nesterov", o.momentum.use_nesterov);
+  momentum.Finish();
+  ConfigNode adagrad = node.Child("adagrad");
+  adagrad.Get("initial_accumulator_value", o.adagrad.initial_accumulator_value);
+  adagrad.Finish();
+  ConfigNode adam = node.Child("adam");
+  adam.Get("beta1", o.adam.beta1);
+  adam.Get("beta2", o.adam.beta2);
+  adam.Get("epsilon", o.adam.epsilon);
+  adam.Finish();
+  ParseAdafactor(node.Child("adafactor"), o.adafactor);
+  for (ConfigNode& entry : node.Sequence("optimizer_map")) {
+    optim::CompositeEntry e;
+    entry.Get("pattern", e.pattern);
+    e.optimizer = ParseOptimizer(entry.Child("optimizer"));
+    entry.Finish();
+    o.optimizer_map.push_back(std::move(e));
+  }
+  node.Finish();
+  return o;
+}
+
 TrainConfig ParseTrain(ConfigNode node) {
   TrainConfig t;
   node.Get("steps", t.steps);
   node.Get("iterations_per_loop", t.iterations_per_loop);
   node.Get("num_micro_batches", t.num_micro_batches);
+  node.Get("accumulator", t.accumulator);
+  node.Get("apply_crs_to_grad", t.apply_crs_to_grad);
+  node.Get("crs", t.crs);
+  node.Get("l2_regularizer_weight", t.adjust.l2_regularizer_weight);
+  node.Get("l1_regularizer_weight", t.adjust.l1_regularizer_weight);
+  node.Get("clip_gradient_norm_to_value", t.adjust.clip_gradient_norm_to_value);
+  node.Get("clip_gradient_single_norm_to_value", t.adjust.clip_gradient_single_norm_to_value);
+  node.Get("grad_norm_to_clip_to_zero", t.adjust.grad_norm_to_clip_to_zero);
+  t.optimizer = ParseOptimizer(node.Child("optimizer"));
+  RequireOneOf(node, "accumulator", t.accumulator, {"gradient_aggregation", "lingvo"});
+  RequireOneOf(node, "crs", t.crs, {"ring", "mpi"});
+  optim::ValidateOptimizerConfig(t.optimizer, node.source() + ": train.optimizer");
+  optim::ValidateGradientAdjustmentParams(t.adjust, node.source() + ": train");
   RequirePositive(node, "steps", t.steps);
   RequirePositive(node, "iterations_per_loop", t.iterations_per_loop);
   RequirePositive(node, "num_micro_batches", t.num_micro_batches);
   node.Finish();
   return t;
+}
+
+ModelSection ParseModel(ConfigNode node) {
+  ModelSection m;
+  node.Get("enabled", m.enabled);
+  node.Get("hidden", m.config.hidden);
+  node.Get("loss", m.config.loss);
+  node.Get("batch_norm", m.config.batch_norm);
+  node.Get("bn_decay", m.config.bn_decay);
+  node.Get("bn_epsilon", m.config.bn_epsilon);
+  node.Get("init_seed", m.config.init_seed);
+  model::ValidateModelConfig(m.config, node.source() + ": model");
+  node.Finish();
+  return m;
 }
 
 DeviceConfig ParseDevice(ConfigNode node) {
@@ -138,6 +208,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.input = ParseInput(top.Child("input"));
   config.infeed = ParseInfeed(top.Child("infeed"));
   config.train = ParseTrain(top.Child("train"));
+  config.model = ParseModel(top.Child("model"));
   config.device = ParseDevice(top.Child("device"));
   top.Finish();
   config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));

@@ -11,6 +11,9 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "optim/gradient_adjustment.h"
+#include "optim/optimizer_config.h"
+#include "sim/model/mlp.h"
 
 namespace tpusim::sim {
 
@@ -51,6 +54,19 @@ struct TrainConfig {
   int64_t steps = 100;               // global steps (optimizer updates)
   int64_t iterations_per_loop = 10;  // steps per training loop
   int num_micro_batches = 1;
+  // gradient_aggregation: Lingvo's GradientAggregationOptimizer (global step =
+  // optimizer updates); lingvo: Lingvo's Accumulator (global step = micro-steps,
+  // so train.steps counts micro-steps and the infeed delivers train.steps batches).
+  std::string accumulator = "gradient_aggregation";
+  bool apply_crs_to_grad = false;    // reduce the accumulated gradient once per update
+  std::string crs = "ring";          // ring | mpi
+  optim::OptimizerConfig optimizer;
+  optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
+};
+
+struct ModelSection {
+  bool enabled = true;               // false: infeed only (cores dequeue, audit, release)
+  sim::model::ModelConfig config;
 };
 
 struct DeviceConfig {
@@ -65,6 +81,7 @@ struct RunConfig {
   InputConfig input;
   InfeedConfig infeed;
   TrainConfig train;
+  ModelSection model;
   DeviceConfig device;
   YAML::Node resolved;               // the config as resolved, for the report
 };

@@ -1,6 +1,8 @@
 #include "sim/simulation.h"
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -11,8 +13,11 @@
 #include "base/error.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
+#include "base/npy.h"
+#include "sim/core_trainer.h"
 #include "sim/input_pipeline.h"
 #include "sim/loop_plan.h"
+#include "sim/outfeed.h"
 #include "sim/report.h"
 
 namespace tpusim::sim {
@@ -20,6 +25,12 @@ namespace {
 
 using json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
+
+constexpr int kTagParams = 402;
+
+double NowSeconds() {
+  return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count();
+}
 
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
@@ -48,7 +59,7 @@ infeed::InfeedPlan BuildPlan(const SimulationContext& ctx) {
   options.per_core = ctx.config.infeed.per_core;
   options.partition_dims = ctx.config.infeed.partition_dims;
   options.global_batch = ctx.config.input.global_batch;
-  options.features = FeatureSpecs(ctx.config.input);
+  options.features = RunFeatureSpecs(ctx.config);
   return infeed::InfeedPlan::Build(ctx.slice.assignment, ctx.slice.topology.num_hosts(),
                                    ctx.slice.topology.cores_per_host(), options);
 }
@@ -86,16 +97,53 @@ class Progress {
   double last_print_ = -1;
 };
 
-json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops) {
-  InputPipeline input(ctx.config.input, plan, ctx.role.host, ctx.slice.topology.num_hosts());
+// Cores of `host` that belong to a replica: each pushes one outfeed record per step.
+int OutfeedCoresOnHost(const SimulationContext& ctx, int host) {
+  int n = 0;
+  for (int o = 0; o < ctx.slice.topology.cores_per_host(); ++o) {
+    if (ctx.slice.assignment.replica_core_at(host, o).replica >= 0) ++n;
+  }
+  return n;
+}
+
+// Rank 0's line per finished loop: global step, mean loss and throughput.
+void PrintLoop(const SimulationContext& ctx, const LoopPlan& loops, const LoopSummary& s, double* last_end) {
+  if (ctx.options.quiet) return;
+  double seconds = s.end_s - *last_end;
+  *last_end = s.end_s;
+  double examples = static_cast<double>(loops.infeed_steps_per_loop() * ctx.config.input.global_batch);
+  fmt::print(stderr, "\rloop {}/{}: global step {}, loss {:.6f}, {:.0f} examples/s{}\n", s.loop + 1,
+             loops.num_loops, s.global_step, s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0,
+             examples / std::max(seconds, 1e-9), "          ");
+}
+
+json LoopsJson(const std::map<int64_t, LoopSummary>& summaries) {
+  json out = json::array();
+  for (const auto& [loop, s] : summaries) {
+    out.push_back({{"loop", loop}, {"global_step", s.global_step}, {"end_s", s.end_s},
+                   {"loss", s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0}});
+  }
+  return out;
+}
+
+json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops, double start) {
+  InputPipeline input(ctx.config, plan, ctx.role.host, ctx.slice.topology.num_hosts());
   infeed::TransportOptions options = Transport(ctx, loops);
   Progress progress(loops, ctx.config.input.global_batch,
                     ctx.comms.world.rank() == 0 && !ctx.options.quiet);
   if (ctx.comms.world.rank() == 0) options.on_step_sent = std::ref(progress);
+  OutfeedHost outfeed(ctx.comms.world, loops, OutfeedCoresOnHost(ctx, ctx.role.host),
+                      ctx.slice.topology.num_hosts(), start);
+  double last_end = 0;
+  outfeed.on_loop_done = [&](const LoopSummary& s) { PrintLoop(ctx, loops, s, &last_end); };
+  options.poll = [&] { outfeed.Poll(); };
+  options.on_foreign_message = [&](const MPI_Status& status) { outfeed.Receive(status); };
   infeed::HostFeedStats stats =
       infeed::RunHostInfeed(plan, ctx.slice.layout, ctx.comms.world, ctx.role.host, options, input.Filler());
+  outfeed.Finish();
   const infeed::HostPlan* hp = plan.host_plan(ctx.role.host);
   return {{"kind", "host"},
+          {"loops", LoopsJson(outfeed.summaries())},
           {"host", ctx.role.host},
           {"rows_per_step", hp ? hp->rows_per_step : 0},
           {"shards_sent", stats.shards_sent},
@@ -149,40 +197,121 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   }
 }
 
+// Replica 0's variables, name -> (shape, values), serialised for rank 0.
+void SendParams(const SimulationContext& ctx, const model::Mlp& model) {
+  if (ctx.options.params_out_dir.empty()) return;
+  json index = json::array();
+  std::vector<float> values;
+  for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
+    for (const model::Variable& v : *list) {
+      index.push_back({{"name", v.spec.name}, {"shape", v.spec.shape}, {"offset", values.size()}});
+      values.insert(values.end(), v.value.data(), v.value.data() + v.value.size());
+    }
+  }
+  std::string header = index.dump();
+  std::vector<std::byte> message(8 + header.size() + values.size() * sizeof(float));
+  uint64_t header_size = header.size();
+  std::memcpy(message.data(), &header_size, 8);
+  std::memcpy(message.data() + 8, header.data(), header.size());
+  std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
+  ctx.comms.world.Send(message, 0, kTagParams);
+}
+
+// Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
+void ReceiveParams(const SimulationContext& ctx) {
+  int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
+  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, kTagParams);
+  std::vector<std::byte> message(pending.bytes);
+  ctx.comms.world.Recv(message, source, kTagParams);
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, message.data(), 8);
+  json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));
+  const std::byte* values = message.data() + 8 + header_size;
+  for (const json& v : index) {
+    NpyArray array{"<f4", v["shape"].get<std::vector<int64_t>>(), {}};
+    size_t bytes = static_cast<size_t>(array.num_elements()) * sizeof(float);
+    const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
+    array.data.assign(begin, begin + bytes);
+    std::filesystem::path path = std::filesystem::path(ctx.options.params_out_dir) / (v["name"].get<std::string>() + ".npy");
+    std::filesystem::create_directories(path.parent_path());
+    WriteNpy(path.string(), array);
+  }
+}
+
+// A core's per-step timing (seconds) and what it consumed.
+struct CoreLog {
+  std::vector<double> wait_s, done_s, compute_s, crs_s, apply_s, outfeed_s;
+  int64_t occupancy = 0;
+  int64_t bytes = 0;
+  std::string placement;
+};
+
 json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops) {
   json out = {{"kind", "core"}, {"host", ctx.role.host}, {"ordinal", ctx.role.ordinal},
               {"replica", ctx.role.replica}, {"logical_core", ctx.role.logical_core}};
   const infeed::ShardRoute* route = plan.route_to(ctx.role.host, ctx.role.ordinal);
   out["fed"] = route != nullptr;
-  if (!route) return out;
+  if (!ctx.role.in_replica()) return out;
   std::optional<infeed::SyntheticData> data;
-  if (ctx.config.infeed.verify) data.emplace(MakeSyntheticData(ctx.config.input));
-  infeed::CoreInfeedQueue queue(plan, *route, ctx.comms.world,
-                                ctx.slice.layout.host_rank(ctx.role.host), Transport(ctx, loops));
-  std::vector<double> wait_s, done_s;
-  int64_t occupancy = 0, bytes = 0;
-  std::string placement;
-  bool log = !ctx.options.placement_log_path.empty();
+  if (ctx.config.infeed.verify && route) data.emplace(MakeSyntheticData(ctx.config));
+  std::optional<infeed::CoreInfeedQueue> queue;
+  int host_rank = ctx.slice.layout.host_rank(ctx.role.host);
+  if (route) queue.emplace(plan, *route, ctx.comms.world, host_rank, Transport(ctx, loops));
+  std::optional<CoreTrainer> trainer;
+  if (ctx.config.model.enabled) trainer.emplace(ctx.config, plan, ctx.role, ctx.comms);
+  CoreLog log;
+  bool placement = !ctx.options.placement_log_path.empty();
   auto device_time = std::chrono::duration<double, std::micro>(ctx.config.device.step_time_us);
   SteadyClock::time_point start = SteadyClock::now();
   for (int64_t step = 0; step < loops.infeed_steps; ++step) {
     double wait = 0;
     int full = 0;
-    infeed::ShardCodec::View shard = queue.Dequeue(step, &wait, &full);
-    CheckShard(ctx, plan, data ? &*data : nullptr, shard);
-    if (log) placement += PlacementRecord(ctx, plan, shard).dump() + "\n";
-    for (const auto& t : shard.tensor_bytes) bytes += static_cast<int64_t>(t.size());
+    std::optional<infeed::ShardCodec::View> shard;
+    if (queue) {
+      shard = queue->Dequeue(step, &wait, &full);
+      CheckShard(ctx, plan, data ? &*data : nullptr, *shard);
+      if (placement) log.placement += PlacementRecord(ctx, plan, *shard).dump() + "\n";
+      for (const auto& t : shard->tensor_bytes) log.bytes += static_cast<int64_t>(t.size());
+    }
+    OutfeedRecord record{step, ctx.role.replica, ctx.role.logical_core, 0, 0, 0};
+    if (trainer) {
+      MicroStepResult r = trainer->MicroStep(shard ? &*shard : nullptr);
+      record.loss_sum = r.loss_sum;
+      record.rows = r.rows;
+      record.global_step = trainer->global_step();
+      log.compute_s.push_back(r.compute_s);
+      log.crs_s.push_back(r.crs_s);
+      log.apply_s.push_back(r.apply_s);
+    } else if (shard) {
+      record.rows = shard->slices[0].end[0] - shard->slices[0].begin[0];
+    }
     if (device_time.count() > 0) std::this_thread::sleep_for(device_time);
-    queue.Release(step);
-    wait_s.push_back(wait);
-    occupancy += full;
-    done_s.push_back(SecondsSince(start));
+    if (queue) queue->Release(step);
+    SteadyClock::time_point before_outfeed = SteadyClock::now();
+    SendOutfeed(ctx.comms.world, host_rank, record);
+    log.outfeed_s.push_back(SecondsSince(before_outfeed));
+    log.wait_s.push_back(wait);
+    log.occupancy += full;
+    log.done_s.push_back(SecondsSince(start));
   }
-  out["wait_s"] = wait_s;
-  out["done_s"] = done_s;
-  out["mean_occupancy"] = static_cast<double>(occupancy) / static_cast<double>(loops.infeed_steps);
-  out["bytes_received"] = bytes;
-  out["placement"] = placement;
+  out["wait_s"] = log.wait_s;
+  out["done_s"] = log.done_s;
+  out["compute_s"] = log.compute_s;
+  out["crs_s"] = log.crs_s;
+  out["apply_s"] = log.apply_s;
+  out["outfeed_s"] = log.outfeed_s;
+  out["mean_occupancy"] = static_cast<double>(log.occupancy) / static_cast<double>(loops.infeed_steps);
+  out["bytes_received"] = log.bytes;
+  out["placement"] = log.placement;
+  if (trainer) {
+    cluster::CrsTimingSummary crs = trainer->crs().Summarize();
+    out["crs"] = {{"calls", crs.calls}, {"bytes", crs.bytes}, {"total_s", crs.total_seconds},
+                  {"compute_s", crs.compute_seconds}, {"sync_s", crs.sync_seconds},
+                  {"algbw", crs.algbw_bytes_per_sec}, {"busbw", crs.busbw_bytes_per_sec},
+                  {"group_size", trainer->crs().group_size()}};
+    out["global_step"] = trainer->global_step();
+    if (ctx.role.replica == 0 && ctx.role.logical_core == 0) SendParams(ctx, trainer->model());
+  }
   return out;
 }
 
@@ -216,7 +345,11 @@ int RunSimulation(SimulationContext& ctx) {
   infeed::InfeedPlan plan = BuildPlan(ctx);
   ctx.comms.world.Barrier();
   SteadyClock::time_point start = SteadyClock::now();
-  json mine = ctx.role.is_host() ? RunHost(ctx, plan, loops) : RunCore(ctx, plan, loops);
+  double start_s = NowSeconds();
+  json mine = ctx.role.is_host() ? RunHost(ctx, plan, loops, start_s) : RunCore(ctx, plan, loops);
+  if (ctx.comms.world.rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
+    ReceiveParams(ctx);
+  }
   mine["rank"] = ctx.comms.world.rank();
   double run_s = SecondsSince(start);
   MpiBaseline baseline = MeasureMpiBaseline(ctx, plan);

@@ -20,8 +20,8 @@ namespace {
 
 using namespace tpusim;
 
-constexpr int64_t kStepsPerIteration = 64;
-constexpr int kIterations = 20;
+constexpr int64_t kStepsPerIteration = 256;  // a stream long enough to amortise queue setup
+constexpr int kIterations = 6;
 constexpr int kTagBaseline = 300;
 
 struct OneHostOneCore {

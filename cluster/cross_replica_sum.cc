@@ -1,0 +1,309 @@
+#include "cluster/cross_replica_sum.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "base/error.h"
+
+namespace tpusim::cluster {
+namespace {
+
+constexpr int kReduceScatterTag = 1;
+constexpr int kAllGatherTag = 2;
+
+// "[[0,2],[1,3]]": the assignment as the user wrote it, for error messages.
+std::string FormatGroups(const GroupAssignment& groups) {
+  std::string text = "[";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    text += g ? ",[" : "[";
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      text += (i ? "," : "") + std::to_string(groups[g][i]);
+    }
+    text += "]";
+  }
+  return text + "]";
+}
+
+GroupAssignment AllReplicas(int num_replicas) {
+  std::vector<int> row(static_cast<size_t>(num_replicas));
+  std::iota(row.begin(), row.end(), 0);
+  return {std::move(row)};
+}
+
+template <typename T>
+MPI_Datatype MpiType();
+template <>
+MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
+template <>
+MPI_Datatype MpiType<int32_t>() { return MPI_INT32_T; }
+
+// acc += in, element-wise; the buffers never overlap. Fixed-length blocks let
+// GCC vectorise at -O2 (its cheap cost model skips loops that would need a scalar
+// epilogue or a runtime alias check); element-wise adds stay bitwise the same.
+// int32 goes through uint32 so overflow wraps (as XLA's s32 add does) instead of
+// being undefined behaviour.
+template <typename T>
+T WrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+void AddInto(T* __restrict acc, const T* __restrict in, size_t count) {
+  constexpr size_t kBlock = 16;
+  size_t i = 0;
+  for (; i + kBlock <= count; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) acc[i + j] = WrappingAdd(acc[i + j], in[i + j]);
+  }
+  for (; i < count; ++i) acc[i] = WrappingAdd(acc[i], in[i]);
+}
+
+int CheckedCount(size_t elements) {
+  if (elements > static_cast<size_t>(INT_MAX)) {
+    Fail("CrossReplicaSum::Sum: {} elements exceed MPI's int count limit {}", elements, INT_MAX);
+  }
+  return static_cast<int>(elements);
+}
+
+int PositiveMod(int value, int n) { return ((value % n) + n) % n; }
+
+// Every member's replica id, gathered so each member checks the same list and all
+// of them throw together when it is wrong.
+void CheckReplicaIds(const Communicator& comm, int replica_id) {
+  std::vector<int> ids(static_cast<size_t>(comm.size()));
+  CheckMpi(MPI_Allgather(&replica_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm.get()),
+           "MPI_Allgather");
+  std::vector<int> seen(ids.size(), 0);
+  for (size_t rank = 0; rank < ids.size(); ++rank) {
+    int id = ids[rank];
+    if (id < 0 || id >= comm.size() || seen[static_cast<size_t>(id)]++) {
+      Fail("CrossReplicaSum: member {} of the logical-core communicator has replica id {}; "
+           "the {} members must hold each replica id 0..{} exactly once",
+           rank, id, comm.size(), comm.size() - 1);
+    }
+  }
+}
+
+}  // namespace
+
+void ValidateGroupAssignment(const GroupAssignment& groups, int num_replicas) {
+  const std::string text = FormatGroups(groups);
+  std::vector<int> group_of(static_cast<size_t>(num_replicas), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty()) Fail("group_assignment {}: group {} is empty", text, g);
+    if (groups[g].size() != groups[0].size()) {
+      Fail("group_assignment {}: group {} has {} replicas but group 0 has {}; "
+           "all groups must have the same size", text, g, groups[g].size(), groups[0].size());
+    }
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      int id = groups[g][i];
+      if (id < 0 || id >= num_replicas) {
+        Fail("group_assignment {}: group_assignment[{}][{}] = {} is out of range [0, {})", text,
+             g, i, id, num_replicas);
+      }
+      int& owner = group_of[static_cast<size_t>(id)];
+      if (owner >= 0) {
+        Fail("group_assignment {}: replica id {} appears more than once (groups {} and {})", text,
+             id, owner, g);
+      }
+      owner = static_cast<int>(g);
+    }
+  }
+  for (int id = 0; id < num_replicas && !groups.empty(); ++id) {
+    if (group_of[static_cast<size_t>(id)] < 0) {
+      Fail("group_assignment {}: replica id {} is in no group; each of the {} replicas must "
+           "appear exactly once", text, id, num_replicas);
+    }
+  }
+}
+
+CrossReplicaSum::CrossReplicaSum(const Communicator& logical_core, int replica_id,
+                                 CrossReplicaSumOptions options)
+    : options_(std::move(options)) {
+  if (!logical_core.valid()) {
+    Fail("CrossReplicaSum: this rank has no logical-core communicator (a host rank or a core "
+         "outside every replica)");
+  }
+  if (options_.ring_chunk_bytes == 0) Fail("CrossReplicaSum: ring_chunk_bytes must be positive");
+  ValidateGroupAssignment(options_.group_assignment, logical_core.size());
+  CheckReplicaIds(logical_core, replica_id);
+  if (options_.group_assignment.empty()) {
+    options_.group_assignment = AllReplicas(logical_core.size());
+  }
+  int position = 0;
+  for (size_t g = 0; g < options_.group_assignment.size(); ++g) {
+    const std::vector<int>& row = options_.group_assignment[g];
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (row[i] != replica_id) continue;
+      group_index_ = static_cast<int>(g);
+      position = static_cast<int>(i);
+    }
+  }
+  members_ = options_.group_assignment[static_cast<size_t>(group_index_)];
+  // The group's rank order is the row order, so ring positions follow the row.
+  group_ = logical_core.Split(group_index_, position);
+  // Reserved up front so ordinary runs never reallocate the log inside Sum.
+  durations_seconds_.reserve(4096);
+}
+
+void CrossReplicaSum::Sum(std::span<float> data) { SumTimed(data); }
+void CrossReplicaSum::Sum(std::span<double> data) { SumTimed(data); }
+void CrossReplicaSum::Sum(std::span<int32_t> data) { SumTimed(data); }
+
+template <typename T>
+void CrossReplicaSum::SumTimed(std::span<T> data) {
+  const int count = CheckedCount(data.size());
+  const auto start = std::chrono::steady_clock::now();
+  if (group_.size() > 1) {
+    if (options_.algorithm == CrsAlgorithm::kRing) {
+      RingSum(data);
+    } else {
+      CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MpiType<T>(), MPI_SUM, group_.get()),
+               "MPI_Allreduce");
+    }
+  }
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  durations_seconds_.push_back(elapsed.count());
+  bytes_summed_ += static_cast<int64_t>(data.size_bytes());
+}
+
+// The classic ring over group ranks 0..n-1 (row order). Reduce-scatter: at step k
+// rank p passes its running partial of segment (p-k) mod n to p+1 and adds what
+// p-1 sends for segment (p-k-1) mod n to its own values. Segment s therefore
+// becomes (((x_s + x_{s+1}) + x_{s+2}) + ... + x_{s-1}) (indices mod n) on rank
+// s-1, an order fixed by ring position and independent of message timing; the
+// all-gather then copies each finished segment unchanged to every rank, so every
+// member ends with the same bits on every run.
+template <typename T>
+void CrossReplicaSum::RingSum(std::span<T> data) {
+  const int n = group_.size();
+  const int p = group_.rank();
+  segment_offsets_.resize(static_cast<size_t>(n) + 1);
+  for (int s = 0; s <= n; ++s) {
+    segment_offsets_[static_cast<size_t>(s)] = data.size() * static_cast<size_t>(s) / n;
+  }
+  for (int k = 0; k < n - 1; ++k) {
+    ReduceScatterStep(data, PositiveMod(p - k, n), PositiveMod(p - k - 1, n));
+  }
+  for (int k = 0; k < n - 1; ++k) {
+    AllGatherStep(data, PositiveMod(p + 1 - k, n), PositiveMod(p - k, n));
+  }
+}
+
+// One reduce-scatter step, pipelined: every chunk's receive and send is posted at
+// once and each chunk is added as soon as it lands, so additions overlap the
+// transfer of later chunks.
+template <typename T>
+void CrossReplicaSum::ReduceScatterStep(std::span<T> data, int send_segment, int recv_segment) {
+  const int n = group_.size();
+  const int next = (group_.rank() + 1) % n;
+  const int prev = PositiveMod(group_.rank() - 1, n);
+  const size_t chunk = std::max<size_t>(1, options_.ring_chunk_bytes / sizeof(T));
+  const size_t send_begin = segment_offsets_[static_cast<size_t>(send_segment)];
+  const size_t send_end = segment_offsets_[static_cast<size_t>(send_segment) + 1];
+  const size_t recv_begin = segment_offsets_[static_cast<size_t>(recv_segment)];
+  const size_t recv_end = segment_offsets_[static_cast<size_t>(recv_segment) + 1];
+  T* incoming = reinterpret_cast<T*>(Scratch((recv_end - recv_begin) * sizeof(T)).data());
+  requests_.clear();
+  for (size_t at = recv_begin; at < recv_end; at += chunk) {
+    requests_.emplace_back();
+    CheckMpi(MPI_Irecv(incoming + (at - recv_begin), static_cast<int>(std::min(chunk, recv_end - at)),
+                       MpiType<T>(), prev, kReduceScatterTag, group_.get(), &requests_.back()),
+             "MPI_Irecv", prev);
+  }
+  const size_t num_recvs = requests_.size();
+  for (size_t at = send_begin; at < send_end; at += chunk) {
+    requests_.emplace_back();
+    CheckMpi(MPI_Isend(data.data() + at, static_cast<int>(std::min(chunk, send_end - at)),
+                       MpiType<T>(), next, kReduceScatterTag, group_.get(), &requests_.back()),
+             "MPI_Isend", next);
+  }
+  for (size_t c = 0; c < num_recvs; ++c) {
+    CheckMpi(MPI_Wait(&requests_[c], MPI_STATUS_IGNORE), "MPI_Wait (ring receive)", prev);
+    const size_t at = recv_begin + c * chunk;
+    AddInto(data.data() + at, incoming + (at - recv_begin), std::min(chunk, recv_end - at));
+  }
+  CheckMpi(MPI_Waitall(static_cast<int>(requests_.size() - num_recvs), requests_.data() + num_recvs,
+                       MPI_STATUSES_IGNORE),
+           "MPI_Waitall (ring send)", next);
+}
+
+// One all-gather step: a finished segment goes to the successor while the
+// predecessor's lands directly in place (the two segments never overlap).
+template <typename T>
+void CrossReplicaSum::AllGatherStep(std::span<T> data, int send_segment, int recv_segment) {
+  const int n = group_.size();
+  const int next = (group_.rank() + 1) % n;
+  const int prev = PositiveMod(group_.rank() - 1, n);
+  const size_t send_begin = segment_offsets_[static_cast<size_t>(send_segment)];
+  const size_t send_end = segment_offsets_[static_cast<size_t>(send_segment) + 1];
+  const size_t recv_begin = segment_offsets_[static_cast<size_t>(recv_segment)];
+  const size_t recv_end = segment_offsets_[static_cast<size_t>(recv_segment) + 1];
+  CheckMpi(MPI_Sendrecv(data.data() + send_begin, static_cast<int>(send_end - send_begin),
+                        MpiType<T>(), next, kAllGatherTag, data.data() + recv_begin,
+                        static_cast<int>(recv_end - recv_begin), MpiType<T>(), prev, kAllGatherTag,
+                        group_.get(), MPI_STATUS_IGNORE),
+           "MPI_Sendrecv (ring all-gather)", prev);
+}
+
+std::span<std::byte> CrossReplicaSum::Scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return {scratch_.data(), bytes};
+}
+
+CrsTimingSummary CrossReplicaSum::Summarize() const {
+  const double calls = static_cast<double>(durations_seconds_.size());
+  std::vector<double> call_range{calls, -calls};
+  group_.AllreduceInPlace(call_range, MPI_MIN);
+  if (call_range[0] != calls || -call_range[1] != calls) {
+    Fail("CrossReplicaSum::Summarize: members of group {} made between {} and {} Sum calls; "
+         "the min-duration method needs the same calls on every member",
+         group_index_, call_range[0], -call_range[1]);
+  }
+  std::vector<double> fastest = durations_seconds_;
+  group_.AllreduceInPlace(fastest, MPI_MIN);
+  CrsTimingSummary summary;
+  summary.calls = static_cast<int64_t>(durations_seconds_.size());
+  summary.bytes = bytes_summed_;
+  summary.total_seconds = std::accumulate(durations_seconds_.begin(), durations_seconds_.end(), 0.0);
+  summary.compute_seconds = std::accumulate(fastest.begin(), fastest.end(), 0.0);
+  summary.sync_seconds = summary.total_seconds - summary.compute_seconds;
+  if (summary.total_seconds > 0) {
+    const double n = group_.size();
+    summary.algbw_bytes_per_sec = static_cast<double>(summary.bytes) / summary.total_seconds;
+    summary.busbw_bytes_per_sec = summary.algbw_bytes_per_sec * 2 * (n - 1) / n;
+  }
+  return summary;
+}
+
+void CrossReplicaSum::ResetTiming() {
+  durations_seconds_.clear();
+  bytes_summed_ = 0;
+}
+
+double ModeledRingAllReduceSeconds(size_t bytes, int group_size, const HardwareFigures& hw) {
+  if (group_size < 1) Fail("ModeledRingAllReduceSeconds: group_size {} must be >= 1", group_size);
+  if (group_size == 1) return 0;
+  if (hw.ici_link_gbps <= 0) {
+    Fail("ModeledRingAllReduceSeconds: hardware.ici_link_gbps = {} must be positive",
+         hw.ici_link_gbps);
+  }
+  const double n = group_size;
+  const double link_bytes_per_sec = hw.ici_link_gbps * 1e9 / 8;
+  return 2 * (n - 1) / n * static_cast<double>(bytes) / link_bytes_per_sec;
+}
+
+}  // namespace tpusim::cluster

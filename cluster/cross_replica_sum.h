@@ -1,0 +1,131 @@
+// cross_replica_sum (reference/infeed.md §6) between the cores that share one
+// logical core: the replica groups of a `group_assignment`, one MPI
+// sub-communicator per group, an in-place Sum with either MPI_Allreduce or our own
+// deterministic ring, per-call timing with the min-duration split into compute and
+// sync, and a projection of the same all-reduce onto the real machine's ICI links.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cluster/communicator.h"
+#include "cluster/topology.h"
+
+namespace tpusim::cluster {
+
+// Rows of replica ids; row g lists the replicas of group g in the order that
+// becomes their rank in the group communicator.
+using GroupAssignment = std::vector<std::vector<int>>;
+
+// Throws Error naming `group_assignment` unless every row is non-empty, all rows
+// have the same length, every id lies in [0, num_replicas) and every replica id
+// appears exactly once (XLA's cross-replica-mode rules). An empty assignment is
+// valid and means one group of every replica. Pure, no MPI.
+void ValidateGroupAssignment(const GroupAssignment& group_assignment, int num_replicas);
+
+enum class CrsAlgorithm {
+  kMpi,   // MPI_Allreduce on the group communicator (the baseline)
+  kRing,  // our reduce-scatter + all-gather ring, bitwise reproducible
+};
+
+struct CrossReplicaSumOptions {
+  // Empty (the default) = one group `[[0, 1, ..., R-1]]` of every replica.
+  GroupAssignment group_assignment;
+  CrsAlgorithm algorithm = CrsAlgorithm::kRing;
+  // The ring pipelines each segment in chunks of at most this many bytes so the
+  // addition of one chunk overlaps the arrival of the next.
+  size_t ring_chunk_bytes = size_t{256} << 10;
+};
+
+// Totals over the calls made so far, seen from one member of a group. Per call,
+// compute = the shortest duration any member of the group measured for it and
+// sync = this member's duration minus that minimum (the min-duration method: the
+// fastest member waited least, so its time approximates the collective's own
+// cost and the rest of everyone else's time is waiting for stragglers).
+struct CrsTimingSummary {
+  int64_t calls = 0;
+  int64_t bytes = 0;  // payload bytes summed over calls (one member's buffer)
+  double total_seconds = 0;
+  double compute_seconds = 0;
+  double sync_seconds = 0;
+  double algbw_bytes_per_sec = 0;  // bytes / total_seconds
+  double busbw_bytes_per_sec = 0;  // algbw * 2(n-1)/n, n = group size; 0 when n = 1
+};
+
+// One replica's handle on cross_replica_sum. Not thread-safe; every member of a
+// group must make the same sequence of Sum calls with the same sizes and types.
+class CrossReplicaSum {
+ public:
+  // Collective over `logical_core`: its members are the cores sharing one logical
+  // core, `replica_id` is this member's replica, and together the members hold
+  // every replica id 0..size-1 exactly once. Every member must pass the same
+  // `options`. Throws Error on a bad group_assignment (before any MPI call, so
+  // every member throws) or when the members' replica ids are not 0..size-1.
+  CrossReplicaSum(const Communicator& logical_core, int replica_id,
+                  CrossReplicaSumOptions options = {});
+  CrossReplicaSum(CrossReplicaSum&&) noexcept = default;
+  CrossReplicaSum& operator=(CrossReplicaSum&&) noexcept = default;
+  CrossReplicaSum(const CrossReplicaSum&) = delete;
+  CrossReplicaSum& operator=(const CrossReplicaSum&) = delete;
+
+  // Replaces `data` with the element-wise sum of `data` over the members of this
+  // replica's group; a no-op (but timed) for groups of one. Collective over the
+  // group. Throws Error when an MPI call fails or the size exceeds MPI's int count.
+  // The ring result is identical bit for bit on every member and on every run;
+  // int32 wraps on overflow as XLA's does. No heap allocation once a call of the
+  // same or larger byte size has been made (scratch is kept), apart from the
+  // amortised growth of the timing log.
+  void Sum(std::span<float> data);
+  void Sum(std::span<double> data);
+  void Sum(std::span<int32_t> data);
+
+  int group_index() const { return group_index_; }
+  int group_size() const { return group_.size(); }
+  int rank_in_group() const { return group_.rank(); }
+  const std::vector<int>& group_members() const { return members_; }  // replica ids
+  CrsAlgorithm algorithm() const { return options_.algorithm; }
+
+  // Wall duration of every Sum so far, in call order.
+  const std::vector<double>& durations_seconds() const { return durations_seconds_; }
+  int64_t bytes_summed() const { return bytes_summed_; }
+  // Collective over the group: combines every member's per-call durations into the
+  // min-duration totals above. Throws Error when members made different numbers
+  // of calls.
+  CrsTimingSummary Summarize() const;
+  void ResetTiming();
+
+ private:
+  template <typename T>
+  void SumTimed(std::span<T> data);
+  template <typename T>
+  void RingSum(std::span<T> data);
+  template <typename T>
+  void ReduceScatterStep(std::span<T> data, int send_segment, int recv_segment);
+  template <typename T>
+  void AllGatherStep(std::span<T> data, int send_segment, int recv_segment);
+  std::span<std::byte> Scratch(size_t bytes);
+
+  CrossReplicaSumOptions options_;
+  Communicator group_;
+  int group_index_ = 0;
+  std::vector<int> members_;
+  std::vector<std::byte> scratch_;        // one incoming ring segment
+  std::vector<MPI_Request> requests_;     // in-flight chunk sends and receives
+  std::vector<size_t> segment_offsets_;   // n + 1 element offsets of the ring segments
+  std::vector<double> durations_seconds_;
+  int64_t bytes_summed_ = 0;
+};
+
+// Time an all-reduce of `bytes` per member over `group_size` chips would take on
+// the real machine's ICI: 2(n-1)/n * bytes / (ici_link_gbps * 1e9 / 8), 0 for n = 1.
+// Assumes the group is embedded as one ring along the torus whose hops are single
+// ICI links used full duplex (each chip sends to its successor while receiving from
+// its predecessor, one link direction each way), i.e. the bandwidth term of the
+// classic ring; it ignores per-hop latency, several rings per torus dimension and
+// the faster on-chip path between the two cores of a chip. Throws Error when
+// group_size < 1, or when group_size > 1 and hw.ici_link_gbps is not positive.
+double ModeledRingAllReduceSeconds(size_t bytes, int group_size, const HardwareFigures& hw);
+
+}  // namespace tpusim::cluster
