@@ -112,9 +112,10 @@ void PrintLoop(const SimulationContext& ctx, const LoopPlan& loops, const LoopSu
   double seconds = s.end_s - *last_end;
   *last_end = s.end_s;
   double examples = static_cast<double>(loops.infeed_steps_per_loop() * ctx.config.input.global_batch);
-  fmt::print(stderr, "\rloop {}/{}: global step {}, loss {:.6f}, {:.0f} examples/s{}\n", s.loop + 1,
+  double eta = s.end_s / static_cast<double>(s.loop + 1) * static_cast<double>(loops.num_loops - s.loop - 1);
+  fmt::print(stderr, "loop {}/{}: global step {}, loss {:.6f}, {:.0f} examples/s, ETA {:.1f}s\n", s.loop + 1,
              loops.num_loops, s.global_step, s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0,
-             examples / std::max(seconds, 1e-9), "          ");
+             examples / std::max(seconds, 1e-9), eta);
 }
 
 json LoopsJson(const std::map<int64_t, LoopSummary>& summaries) {
@@ -129,8 +130,9 @@ json LoopsJson(const std::map<int64_t, LoopSummary>& summaries) {
 json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops, double start) {
   InputPipeline input(ctx.config, plan, ctx.role.host, ctx.slice.topology.num_hosts());
   infeed::TransportOptions options = Transport(ctx, loops);
+  // Training runs print a line per loop instead of the per-step progress line.
   Progress progress(loops, ctx.config.input.global_batch,
-                    ctx.comms.world.rank() == 0 && !ctx.options.quiet);
+                    ctx.comms.world.rank() == 0 && !ctx.options.quiet && !ctx.config.model.enabled);
   if (ctx.comms.world.rank() == 0) options.on_step_sent = std::ref(progress);
   OutfeedHost outfeed(ctx.comms.world, loops, OutfeedCoresOnHost(ctx, ctx.role.host),
                       ctx.slice.topology.num_hosts(), start);

@@ -42,7 +42,8 @@ void BM_InfeedTransfer(benchmark::State& state) {
   OneHostOneCore slice;
   infeed::InfeedPlan plan = slice.Plan(state.range(0));
   cluster::Communicator world = cluster::Communicator::World();
-  infeed::TransportOptions options{1, 4, kStepsPerIteration, {}};
+  infeed::TransportOptions options;
+  options.num_steps = kStepsPerIteration;
   auto fill = [](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     batch.at("x").data<float>()[0] = static_cast<float>(step);
     ids[0] = step;

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "base/npy.h"
 
 namespace {
 
@@ -248,6 +252,105 @@ TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
   Result r = Shell("(" + run + ") & sleep 3; pkill -9 -f 'tpusim run .*step_time_us=20000' -n; wait $!");
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.rc, 124) << "the run hung after a rank was killed: " << r.output;
+}
+
+}  // namespace
+
+namespace {
+
+// Every replica-0 variable written by --params-out, by relative path.
+std::map<std::string, std::vector<float>> ReadParams(const std::string& dir) {
+  std::map<std::string, std::vector<float>> params;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".npy") continue;
+    tpusim::NpyArray a = tpusim::ReadNpy(entry.path().string());
+    std::vector<float> values(a.data.size() / sizeof(float));
+    std::memcpy(values.data(), a.data.data(), a.data.size());
+    params[std::filesystem::relative(entry.path(), dir).string()] = values;
+  }
+  return params;
+}
+
+// Largest |a - b| over every element of every variable (inf if the sets differ).
+double MaxDifference(const std::string& dir_a, const std::string& dir_b) {
+  auto a = ReadParams(dir_a), b = ReadParams(dir_b);
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, values] : a) {
+    if (!b.count(name) || b[name].size() != values.size()) return INFINITY;
+    for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(double(values[i]) - b[name][i]));
+  }
+  return worst;
+}
+
+std::string TrainParams(const std::string& name, const std::string& config, const std::string& args,
+                        int np = 0) {
+  std::string dir = TempDir() + "/params-" + name;
+  std::filesystem::remove_all(dir);
+  Result r = RunTpusim(Source(config), "--set train.steps=6 --set train.iterations_per_loop=3 "
+                       "--set model.hidden=[16,8] --set train.optimizer.learning_rate=0.05 " + args +
+                       " --params-out " + dir, np);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  return dir;
+}
+
+TEST(TrainingInvariants, LossFallsAndTheReportShowsIt) {
+  std::string report = TempDir() + "/train.json";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                       "--set train.steps=60 --set train.iterations_per_loop=20 --report " + report);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  json rep = json::parse(std::ifstream(report));
+  ASSERT_EQ(rep["training"]["loops"].size(), 3u);
+  double first = rep["training"]["loops"][0]["loss"], last = rep["training"]["final_loss"];
+  EXPECT_LT(last, first / 2) << r.output;
+  EXPECT_EQ(rep["training"]["global_steps"], 60);
+  EXPECT_GT(rep["crs"]["busbw_bytes_per_s"].get<double>(), 0);
+  EXPECT_EQ(rep["crs"]["group_size"], 8);
+}
+
+TEST(TrainingInvariants, MicroBatchesOfGEqualOneStepOfKG) {
+  std::string a = TrainParams("micro4", "configs/runs/v3-8-per-host.yaml",
+                              "--set input.global_batch=32 --set train.num_micro_batches=4");
+  std::string b = TrainParams("batch128", "configs/runs/v3-8-per-host.yaml", "--set input.global_batch=128");
+  EXPECT_LT(MaxDifference(a, b), 1e-5);
+}
+
+TEST(TrainingInvariants, ReplicasOfGOverREqualOneReplicaOfG) {
+  std::string a = TrainParams("r4", "configs/runs/v3-8-per-host.yaml",
+                              "--set topology=v4-8 --set input.global_batch=64", 5);
+  std::string b = TrainParams("r1", "configs/runs/v3-8-per-host.yaml",
+                              "--set topology=v4-8 --set input.global_batch=64 --set cluster.replicas=1 "
+                              "--set infeed.per_host=false", 5);
+  EXPECT_LT(MaxDifference(a, b), 1e-5);
+}
+
+TEST(TrainingInvariants, PerHostAndSingleHostTrainIdentically) {
+  std::string a = TrainParams("perhost", "configs/runs/v3-8-per-host.yaml",
+                              "--set topology=v4-32 --set input.global_batch=64", 20);
+  std::string b = TrainParams("singlehost", "configs/runs/v3-8-per-host.yaml",
+                              "--set topology=v4-32 --set input.global_batch=64 --set infeed.per_host=false", 20);
+  EXPECT_LT(MaxDifference(a, b), 1e-6);
+}
+
+TEST(TrainingInvariants, RingMatchesMpiAndIsBitwiseReproducible) {
+  std::string ring1 = TrainParams("ring1", "configs/runs/v3-8-per-host.yaml", "--set train.crs=ring");
+  std::string ring2 = TrainParams("ring2", "configs/runs/v3-8-per-host.yaml", "--set train.crs=ring");
+  std::string mpi = TrainParams("mpi", "configs/runs/v3-8-per-host.yaml", "--set train.crs=mpi");
+  EXPECT_EQ(MaxDifference(ring1, ring2), 0.0);
+  EXPECT_LT(MaxDifference(ring1, mpi), 1e-5);
+}
+
+TEST(TrainingInvariants, AdafactorAndCompositeConfigsTrain) {
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                       "--set train.steps=4 --set train.iterations_per_loop=2 "
+                       "--set 'train.optimizer={name: composite, optimizer_map: ["
+                       "{pattern: dense_0/.*, optimizer: {name: adafactor, learning_rate: 0.01, "
+                       "adafactor: {beta1: 0.9, clipping_threshold: 1.0, min_dim_size_to_factor: 8}}}, "
+                       "{pattern: default_optimizer, optimizer: {name: adam, learning_rate: 0.001}}]}'");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  Result bad = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), "--set train.optimizer.name=adamw");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_THAT(bad.output, HasSubstr("train.optimizer.name: 'adamw' is not one of"));
 }
 
 }  // namespace
