@@ -2,7 +2,6 @@
 // registration). malloc is interposed for this binary to count calls; operator
 // new and Eigen's aligned allocator both end in malloc with glibc. Skipped under
 // AddressSanitizer, which owns malloc itself.
-#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -12,27 +11,13 @@
 #include "optim/accumulator_optimizer.h"
 #include "optim/gradient_aggregation.h"
 #include "optim/optimizer_config.h"
+#include "tests/common/malloc_counter.h"
 
-#if !defined(__SANITIZE_ADDRESS__)
-namespace {
-std::atomic<long> malloc_calls{0};
-}  // namespace
-
-extern "C" void* __libc_malloc(size_t size);
-extern "C" void* malloc(size_t size) noexcept {
-  malloc_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_malloc(size);
-}
-#endif
 
 namespace tpusim::optim {
 namespace {
 
-#if !defined(__SANITIZE_ADDRESS__)
-long MallocCalls() { return malloc_calls.load(std::memory_order_relaxed); }
-#else
-long MallocCalls() { return 0; }
-#endif
+using tpusim::testing::MallocCalls;
 
 struct Variable {
   Eigen::ArrayXf value;
@@ -85,9 +70,7 @@ std::vector<OptimizerConfig> Configs() {
 }
 
 TEST(NoAllocationTest, ApplyDoesNotAllocate) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "malloc is owned by AddressSanitizer";
-#endif
+  if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc is owned by AddressSanitizer";
   for (const OptimizerConfig& c : Configs()) {
     std::unique_ptr<Optimizer> opt = MakeOptimizer(c);
     std::vector<Variable> vars = MakeVariables(*opt);
@@ -99,9 +82,7 @@ TEST(NoAllocationTest, ApplyDoesNotAllocate) {
 }
 
 TEST(NoAllocationTest, GradientAggregationDoesNotAllocate) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "malloc is owned by AddressSanitizer";
-#endif
+  if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc is owned by AddressSanitizer";
   GradientAggregation agg(MakeOptimizer(Configs()[5]),
                           {.num_micro_batches = 2, .apply_crs_to_grad = true},
                           [](Eigen::Ref<Eigen::ArrayXf> x) { x *= 2.0f; });
@@ -118,14 +99,27 @@ TEST(NoAllocationTest, GradientAggregationDoesNotAllocate) {
 
 // The counter works: an allocation is seen.
 TEST(NoAllocationTest, CounterSeesAllocations) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "malloc is owned by AddressSanitizer";
-#endif
+  if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc is owned by AddressSanitizer";
   const long before = MallocCalls();
   Eigen::ArrayXf a = Eigen::ArrayXf::Zero(1000);
   auto v = std::make_unique<std::vector<int>>(100);
   EXPECT_GE(MallocCalls() - before, 2);
   EXPECT_EQ(a.size(), 1000);
+}
+
+}  // namespace
+}  // namespace tpusim::optim
+
+namespace tpusim::optim {
+namespace {
+
+// The counter itself must see allocations, or the tests above could not fail.
+TEST(NoAllocationTest, CounterSeesAnAllocation) {
+  if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc is owned by AddressSanitizer";
+  long before = tpusim::testing::MallocCalls();
+  auto* block = new std::vector<int>(1000);
+  EXPECT_GT(tpusim::testing::MallocCalls(), before);
+  delete block;
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // SGD training run, batch norm's §5.1 accumulators and moving statistics worked by
 // hand, and buffer reuse. malloc is interposed for this binary to count calls, as
 // in tests/optim/no_allocation_test.cc; skipped under AddressSanitizer.
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -20,29 +19,15 @@
 #include "base/error.h"
 #include "base/synthetic.h"
 #include "sim/model/mlp.h"
+#include "tests/common/malloc_counter.h"
 
-#if !defined(__SANITIZE_ADDRESS__)
-namespace {
-std::atomic<long> malloc_calls{0};
-}  // namespace
-
-extern "C" void* __libc_malloc(size_t size);
-extern "C" void* malloc(size_t size) noexcept {
-  malloc_calls.fetch_add(1, std::memory_order_relaxed);
-  return __libc_malloc(size);
-}
-#endif
 
 namespace tpusim::sim::model {
 namespace {
 
 using ::testing::HasSubstr;
 
-#if !defined(__SANITIZE_ADDRESS__)
-long MallocCalls() { return malloc_calls.load(std::memory_order_relaxed); }
-#else
-long MallocCalls() { return 0; }
-#endif
+using tpusim::testing::MallocCalls;
 
 // ---------------------------------------------------------------------------
 // Test data

@@ -1,0 +1,28 @@
+#include "tests/common/malloc_counter.h"
+
+#include <atomic>
+#include <cstddef>
+
+#if !defined(__SANITIZE_ADDRESS__)
+namespace {
+std::atomic<long> malloc_calls{0};
+}  // namespace
+
+extern "C" void* __libc_malloc(size_t size);
+extern "C" void* malloc(size_t size) noexcept {
+  malloc_calls.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(size);
+}
+#endif
+
+namespace tpusim::testing {
+
+#if !defined(__SANITIZE_ADDRESS__)
+long MallocCalls() { return malloc_calls.load(std::memory_order_relaxed); }
+bool MallocCountingEnabled() { return true; }
+#else
+long MallocCalls() { return 0; }
+bool MallocCountingEnabled() { return false; }
+#endif
+
+}  // namespace tpusim::testing
