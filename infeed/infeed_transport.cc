@@ -29,6 +29,7 @@ struct Package {
   // Per route and feature: a packed copy of a piece that is not contiguous in the
   // batch (empty for contiguous pieces, which are sent from the batch itself).
   std::vector<std::vector<std::vector<std::byte>>> staging;
+  std::vector<std::vector<std::byte>> trailer;   // per route: TransportOptions::encode_trailer
   std::vector<MPI_Request> requests;             // per route
 };
 
@@ -122,6 +123,7 @@ class HostSender {
           if (!codec.IsContiguous(f)) p->staging.back()[f].resize(codec.piece_bytes(f));
         }
       }
+      p->trailer.resize(codecs_.size());
       p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
     }
     p->step = step;
@@ -131,8 +133,20 @@ class HostSender {
       for (size_t f = 0; f < plan_.features().size(); ++f) {
         if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(p->batch, f, p->staging[i][f]);
       }
+      if (options_.encode_trailer) EncodeTrailer(step, i, *p);
     }
     return p;
+  }
+
+  // The trailer must fit the slot the core pre-posted for it.
+  void EncodeTrailer(int64_t step, size_t i, Package& p) const {
+    const ShardRoute& route = host_.shards[i];
+    options_.encode_trailer(step, p.ids, route, p.trailer[i]);
+    size_t capacity = options_.trailer_capacity ? options_.trailer_capacity(route) : 0;
+    if (p.trailer[i].size() > capacity) {
+      Fail("infeed: step {} trailer for core {}/{} has {} bytes, capacity {}", step, route.dst_host,
+           route.dst_ordinal, p.trailer[i].size(), capacity);
+    }
   }
 
   ShardHeader Header(int64_t step, size_t route_index) const {
@@ -164,7 +178,7 @@ class HostSender {
                         "MPI_Isend (infeed shard)", peer);
       MPI_Type_free(&wire);  // the pending send keeps what it needs
       ++stats_.shards_sent;
-      stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes());
+      stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
     }
     stats_.step_sent_s.push_back(SecondsSince(start_));
     if (options_.on_step_sent) options_.on_step_sent(p.step);
@@ -188,6 +202,7 @@ class HostSender {
       add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(p.batch, f)
                                      : std::span<const std::byte>(p.staging[i][f]));
     }
+    add(p.trailer[i]);
     MPI_Datatype type;
     cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
                                                addresses.data(), MPI_BYTE, &type),
@@ -364,17 +379,26 @@ HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& l
 CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route,
                                  const cluster::Communicator& world, int host_rank,
                                  const TransportOptions& options)
-    : codec_(plan.features(), route), world_(world), host_rank_(host_rank),
+    : codec_(plan.features(), route),
+      trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
+      world_(world), host_rank_(host_rank),
       depth_(options.queue_depth), num_steps_(options.num_steps),
       credit_{route.dst_host, route.dst_ordinal} {
-  slots_.assign(static_cast<size_t>(depth_), std::vector<std::byte>(codec_.message_bytes()));
+  slots_.assign(static_cast<size_t>(depth_),
+                std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
   requests_.assign(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
+  statuses_.resize(static_cast<size_t>(depth_));
   // The wire bytes scatter into the slot so every tensor lands at an aligned offset.
   std::vector<int> lengths;
   std::vector<MPI_Aint> offsets;
   for (const ShardCodec::Block& b : codec_.SlotBlocks()) {
     lengths.push_back(static_cast<int>(b.bytes));
     offsets.push_back(static_cast<MPI_Aint>(b.offset));
+  }
+  // The trailer is the last block, so a shorter one simply fills less of it.
+  if (trailer_capacity_ > 0) {
+    lengths.push_back(static_cast<int>(trailer_capacity_));
+    offsets.push_back(static_cast<MPI_Aint>(codec_.message_bytes()));
   }
   cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
                                              offsets.data(), MPI_BYTE, &slot_type_),
@@ -404,23 +428,46 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   size_t slot = static_cast<size_t>(step % depth_);
   int full = 0;
   for (int64_t s = step; s < std::min<int64_t>(step + depth_, num_steps_); ++s) {
-    int done = 0;
-    MPI_Request& r = requests_[static_cast<size_t>(s % depth_)];
-    cluster::CheckMpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (infeed slot)");
-    if (!done) break;  // MPI_Test on a completed request makes it NULL: done stays 1 later
+    if (!Arrived(static_cast<size_t>(s % depth_))) break;
     ++full;
   }
   if (occupancy) *occupancy = full;
   SteadyClock::time_point before = SteadyClock::now();
-  MPI_Status status;
-  cluster::CheckMpi(MPI_Wait(&requests_[slot], &status), "MPI_Wait (infeed dequeue)", host_rank_);
+  if (requests_[slot] != MPI_REQUEST_NULL) {
+    cluster::CheckMpi(MPI_Wait(&requests_[slot], &statuses_[slot]), "MPI_Wait (infeed dequeue)", host_rank_);
+  }
   if (wait_s) *wait_s = SecondsSince(before);
-  ShardCodec::View decoded = codec_.Decode(slots_[slot]);
+  std::span<const std::byte> message(slots_[slot]);
+  ShardCodec::View decoded = codec_.Decode(message.first(codec_.message_bytes()));
+  decoded.trailer = message.subspan(codec_.message_bytes(), TrailerBytes(statuses_[slot]));
   if (decoded.header.step != step) {
     Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1],
          step, decoded.header.step);
   }
   return decoded;
+}
+
+// Whether slot's receive has completed. A completed request becomes NULL, so its
+// status (which says how many trailer bytes arrived) is kept from the call that
+// completed it.
+bool CoreInfeedQueue::Arrived(size_t slot) {
+  if (requests_[slot] == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  cluster::CheckMpi(MPI_Test(&requests_[slot], &done, &statuses_[slot]), "MPI_Test (infeed slot)");
+  return done != 0;
+}
+
+// What arrived beyond the fixed shard bytes is the trailer.
+size_t CoreInfeedQueue::TrailerBytes(const MPI_Status& status) const {
+  int received = 0;
+  cluster::CheckMpi(MPI_Get_elements(&status, MPI_BYTE, &received), "MPI_Get_elements (infeed slot)");
+  size_t wire = codec_.wire_bytes();
+  if (received < 0 || static_cast<size_t>(received) < wire ||
+      static_cast<size_t>(received) > wire + trailer_capacity_) {
+    Fail("infeed: core {}/{} received {} bytes, expected {} plus a trailer of at most {}", credit_[0],
+         credit_[1], received, wire, trailer_capacity_);
+  }
+  return static_cast<size_t>(received) - wire;
 }
 
 void CoreInfeedQueue::Release(int64_t step) {

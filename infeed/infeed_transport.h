@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cluster/communicator.h"
@@ -39,6 +40,16 @@ struct TransportOptions {
   // must receive it.
   std::function<void()> poll;
   std::function<void(const MPI_Status&)> on_foreign_message;
+  // Optional variable-size bytes sent after a shard's tensors in the same message
+  // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
+  // the shard's credit, slot and ordering and cannot overtake or deadlock it.
+  // `trailer_capacity(route)` bounds them, keeping a core's slots fixed-size; both
+  // hosts and cores call it. `encode_trailer` runs on an enqueue worker after the
+  // batch is filled (so it must be thread-safe) and overwrites `out`. Unset = none.
+  std::function<size_t(const ShardRoute& route)> trailer_capacity;
+  std::function<void(int64_t step, std::span<const int64_t> host_ids, const ShardRoute& route,
+                     std::vector<std::byte>& out)>
+      encode_trailer;
 };
 
 // Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global
@@ -81,8 +92,11 @@ class CoreInfeedQueue {
 
  private:
   void Post(int64_t step);
+  bool Arrived(size_t slot);
+  size_t TrailerBytes(const MPI_Status& status) const;
 
   ShardCodec codec_;
+  size_t trailer_capacity_ = 0;
   const cluster::Communicator& world_;
   int host_rank_;
   int depth_;
@@ -90,6 +104,7 @@ class CoreInfeedQueue {
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;  // of each slot's completed receive
   MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
 };
 

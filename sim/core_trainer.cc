@@ -49,17 +49,24 @@ int ModelInputWidth(const infeed::InfeedPlan& plan) {
   return width;
 }
 
+int TrainerInputWidth(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  return ModelInputWidth(plan) + static_cast<int>(EmbeddingWidth(config.embedding.config));
+}
+
 CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
                          const cluster::RankRole& role, cluster::Communicators& comms)
     : config_(config), plan_(plan), comms_(comms),
-      model_(config.model.config, std::max(ModelInputWidth(plan), 1)) {
+      model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
+      dense_width_(ModelInputWidth(plan)) {
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
     if (spec.name == kLabel) label_feature_ = static_cast<int>(f);
     if (IsModelInput(spec)) input_features_.push_back(f);
   }
   if (label_feature_ < 0) Fail("model: the input has no '{}' feature to train on", kLabel);
-  if (input_features_.empty()) Fail("model: input.features declares no float feature to train on");
+  if (input_features_.empty() && !config.embedding.enabled()) {
+    Fail("model: input.features declares no float feature and embedding.features is empty");
+  }
   for (const infeed::HostPlan& h : plan.hosts()) {
     for (const infeed::ShardRoute& r : h.shards) {
       for (size_t f = 0; f < r.slices.size(); ++f) {
@@ -71,6 +78,9 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
     }
   }
   crs_.emplace(comms.logical_core, role.replica, CrsOptions(config));
+  if (config.embedding.enabled()) {
+    embedding_ = std::make_unique<EmbeddingLayer>(config.embedding.config, comms.cores);
+  }
   std::unique_ptr<optim::Optimizer> inner = optim::MakeOptimizer(config.train.optimizer);
   if (config.train.accumulator == "lingvo") {
     accumulator_ = std::make_unique<optim::AccumulatorOptimizer>(
@@ -155,17 +165,26 @@ bool CoreTrainer::ApplyGradients() {
   return applied;
 }
 
-MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard) {
+MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
+                                       std::span<const embedding::CooPiece> embedding_ids) {
   MicroStepResult result;
   SteadyClock::time_point start = SteadyClock::now();
   BuildInputs(shard);
   result.rows = inputs_.rows();
+  if (embedding_) {
+    embedding_->Forward(embedding_ids, inputs_, dense_width_);
+    result.embedding_forward_s = embedding_->last().forward_s;
+  }
   // training.md §0: each replica's mean loss is scaled by 1/R; with cores holding
   // B of the G examples of a step that is rows/G of this core's mean loss.
   float scale = static_cast<float>(result.rows) / static_cast<float>(plan_.global_batch());
   float loss = model_.ForwardBackward(inputs_, labels_, scale);
   result.loss_sum = static_cast<double>(loss) * static_cast<double>(result.rows);
-  result.compute_s = SecondsSince(start);
+  result.compute_s = SecondsSince(start) - result.embedding_forward_s;
+  if (embedding_) {
+    embedding_->Backward(model_.input_grad(), dense_width_);
+    result.embedding_backward_s = embedding_->last().backward_s;
+  }
   start = SteadyClock::now();
   ReduceGradients();
   result.crs_s = SecondsSince(start);

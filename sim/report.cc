@@ -99,7 +99,7 @@ double Sum(const json& values, int64_t from) {
 // Mean over the window's steps and over training cores of each part of a step.
 json StepBreakdown(const std::vector<json>& ranks, int64_t w0, int64_t window_steps, double step_s,
                    double infeed_s) {
-  double compute = 0, crs = 0, apply = 0, outfeed = 0;
+  double compute = 0, crs = 0, apply = 0, outfeed = 0, lookup = 0, exchange = 0;
   int cores = 0;
   for (const json& r : ranks) {
     if (r["kind"] != "core" || !r.contains("compute_s") || r["compute_s"].empty()) continue;
@@ -107,14 +107,49 @@ json StepBreakdown(const std::vector<json>& ranks, int64_t w0, int64_t window_st
     crs += Sum(r["crs_s"], w0);
     apply += Sum(r["apply_s"], w0);
     outfeed += Sum(r["outfeed_s"], w0);
+    if (r.contains("embedding")) {
+      lookup += Sum(r["embedding"]["forward_s"], w0);
+      exchange += Sum(r["embedding"]["backward_s"], w0);
+    }
     ++cores;
   }
   double per = cores > 0 ? 1.0 / (static_cast<double>(cores) * static_cast<double>(window_steps)) : 0.0;
   json b = {{"step_s", step_s}, {"infeed_s", infeed_s}, {"compute_s", compute * per},
-            {"crs_s", crs * per}, {"apply_s", apply * per}, {"outfeed_s", outfeed * per}};
-  double busy = infeed_s + (compute + crs + apply + outfeed) * per;
+            {"crs_s", crs * per}, {"apply_s", apply * per}, {"outfeed_s", outfeed * per},
+            {"embedding_forward_s", lookup * per}, {"embedding_backward_s", exchange * per}};
+  double busy = infeed_s + (compute + crs + apply + outfeed + lookup + exchange) * per;
   b["idle_s"] = std::max(step_s - busy, 0.0);
   return b;
+}
+
+// Load of the embedding engine over the window: per step the most and the mean
+// rows a core served as table owner (max/mean shows sharding skew, e.g. Zipf ids
+// under div), the all-to-all payload of all cores, and the ids looked up.
+json EmbeddingReport(const std::vector<json>& ranks, int64_t w0, int64_t steps) {
+  std::vector<const json*> cores;
+  for (const json& r : ranks) {
+    if (r["kind"] == "core" && r.contains("embedding")) cores.push_back(&r["embedding"]);
+  }
+  if (cores.empty() || steps <= w0) return nullptr;
+  double max_served = 0, mean_served = 0, bytes = 0, ids = 0;
+  for (int64_t s = w0; s < steps; ++s) {
+    int64_t most = 0, served = 0;
+    for (const json* c : cores) {
+      int64_t rows = (*c)["rows_served"][static_cast<size_t>(s)].get<int64_t>();
+      most = std::max(most, rows);
+      served += rows;
+      bytes += (*c)["bytes_sent"][static_cast<size_t>(s)].get<double>();
+      ids += (*c)["ids_looked_up"][static_cast<size_t>(s)].get<double>();
+    }
+    max_served += static_cast<double>(most);
+    mean_served += static_cast<double>(served) / static_cast<double>(cores.size());
+  }
+  double n = static_cast<double>(steps - w0);
+  return {{"cores", cores.size()},
+          {"max_rows_served_per_step", max_served / n},
+          {"mean_rows_served_per_step", mean_served / n},
+          {"all_to_all_bytes_per_step", bytes / n},
+          {"ids_looked_up_per_step", ids / n}};
 }
 
 // The cross-replica sums of the gradients as the cores measured them, and what the
@@ -246,6 +281,11 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
         double per_step_bytes = r["bytes_sent"].get<double>() / static_cast<double>(loops.infeed_steps);
         h["examples_per_s"] = r["rows_per_step"].get<double>() * static_cast<double>(window_steps) / seconds;
         h["bytes_per_s"] = per_step_bytes * static_cast<double>(window_steps) / seconds;
+        double ids = r.value("embedding_ids_enqueued", int64_t{0});
+        if (ids > 0) {
+          h["embedding_ids_per_s"] = ids / static_cast<double>(loops.infeed_steps) *
+                                     static_cast<double>(window_steps) / seconds;
+        }
       }
       hosts.push_back(h);
       continue;
@@ -308,6 +348,13 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
                                            max_wait_sum / static_cast<double>(window_steps));
   json crs = CrsReport(ctx, ranks);
   report["crs"] = crs;
+  json embedding = EmbeddingReport(ranks, w0, loops.infeed_steps);
+  if (!embedding.is_null()) {
+    double ids_per_s = 0;
+    for (const json& h : hosts) ids_per_s += h.value("embedding_ids_per_s", 0.0);
+    embedding["ids_enqueued_per_s"] = ids_per_s;
+    report["embedding"] = embedding;
+  }
   int fed = 0;
   for (const json& c : cores) fed += c["fed"].get<bool>() ? 1 : 0;
   double shard_bytes = fed > 0 ? static_cast<double>(window_bytes) / fed / static_cast<double>(window_steps) : 0;
@@ -356,6 +403,14 @@ void PrintSummary(const json& report) {
              "idle {:.3f}\n", b["infeed_s"].get<double>() * 1e3, b["compute_s"].get<double>() * 1e3,
              b["crs_s"].get<double>() * 1e3, b["apply_s"].get<double>() * 1e3,
              b["outfeed_s"].get<double>() * 1e3, b["idle_s"].get<double>() * 1e3);
+  if (report.contains("embedding")) {
+    const json& e = report["embedding"];
+    fmt::print("embedding: {:.0f} ids/s enqueued; lookups {:.3f} ms, gradient exchange {:.3f} ms per step; "
+               "rows served per core max {:.1f} / mean {:.1f}; all-to-all {:.1f} KiB per step\n",
+               e["ids_enqueued_per_s"].get<double>(), b["embedding_forward_s"].get<double>() * 1e3,
+               b["embedding_backward_s"].get<double>() * 1e3, e["max_rows_served_per_step"].get<double>(),
+               e["mean_rows_served_per_step"].get<double>(), e["all_to_all_bytes_per_step"].get<double>() / 1024);
+  }
   if (!report["crs"].is_null()) {
     const json& c = report["crs"];
     fmt::print("crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; "

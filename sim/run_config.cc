@@ -1,5 +1,6 @@
 #include "sim/run_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -183,6 +184,111 @@ DeviceConfig ParseDevice(ConfigNode node) {
   return d;
 }
 
+// Runs a check of the embedding module, whose messages name the YAML key
+// ("embedding.tables.t.dim: ..."), and puts the file name in front like every
+// other config error.
+template <typename F>
+auto InFile(const std::string& source, F&& check) -> decltype(check()) {
+  try {
+    return check();
+  } catch (const Error& e) {
+    Fail("{}: {}", source, e.what());
+  }
+}
+
+// Reads an enum spelled as a string: `parse` is one of embedding::Parse*.
+template <typename Enum>
+void GetEnum(ConfigNode& node, const std::string& key, Enum& out,
+             Enum (*parse)(std::string_view, std::string_view)) {
+  std::string text;
+  node.Get(key, text);
+  if (!node.Has(key)) return;
+  out = InFile(node.source(), [&] { return parse(text, node.KeyPath(key)); });
+}
+
+void ParseAdamTable(ConfigNode node, embedding::AdamConfig& adam) {
+  node.Get("beta1", adam.beta1);
+  node.Get("beta2", adam.beta2);
+  node.Get("epsilon", adam.epsilon);
+  node.Get("lazy", adam.lazy);
+  node.Get("sum_inside_sqrt", adam.sum_inside_sqrt);
+  node.Finish();
+}
+
+embedding::TableConfig ParseTable(ConfigNode node, const std::string& name,
+                                  embedding::Sharding default_sharding) {
+  embedding::TableConfig t;
+  t.name = name;
+  t.sharding = default_sharding;
+  node.Get("vocab", t.vocab);
+  node.Get("dim", t.dim);
+  GetEnum(node, "combiner", t.combiner, &embedding::ParseCombiner);
+  GetEnum(node, "sharding", t.sharding, &embedding::ParseSharding);
+  GetEnum(node, "optimizer", t.optimizer, &embedding::ParseOptimizer);
+  node.Get("learning_rate", t.learning_rate);
+  node.Get("initial_accumulator", t.initial_accumulator);
+  ParseAdamTable(node.Child("adam"), t.adam);
+  node.Get("init_seed", t.init_seed);
+  node.Get("init_scale", t.init_scale);
+  node.Finish();
+  return t;
+}
+
+embedding::FeatureConfig ParseEmbeddingFeature(ConfigNode node, const std::string& name) {
+  embedding::FeatureConfig f;
+  f.name = name;
+  node.Get("table", f.table);
+  node.Get("max_ids", f.max_ids);
+  node.Get("max_sequence_length", f.max_sequence_length);
+  node.Get("weights", f.weights);
+  GetEnum(node, "distribution", f.distribution, &embedding::ParseIdDistribution);
+  node.Get("zipf_exponent", f.zipf_exponent);
+  node.Get("padding_fraction", f.padding_fraction);
+  if (!f.weights.empty()) {
+    // Synthetic ids carry no weights source yet; a silently ignored key would
+    // train something other than what the file says.
+    node.FailAt("weights", fmt::format("'{}': per-id weights are not supported yet (every id "
+                                       "weighs 1); remove the key", f.weights));
+  }
+  node.Finish();
+  return f;
+}
+
+template <typename T>
+void SortByName(std::vector<T>& items) {
+  std::sort(items.begin(), items.end(), [](const T& a, const T& b) { return a.name < b.name; });
+}
+
+// Tables and features in name order, as TPUEmbedding keeps them (infeed.md §5.1).
+EmbeddingSection ParseEmbedding(ConfigNode node) {
+  EmbeddingSection e;
+  embedding::Sharding sharding = embedding::Sharding::kDiv;
+  GetEnum(node, "sharding", sharding, &embedding::ParseSharding);
+  ConfigNode tables = node.Child("tables");
+  for (const std::string& name : tables.Keys()) {
+    e.config.tables.push_back(ParseTable(tables.Child(name), name, sharding));
+  }
+  ConfigNode features = node.Child("features");
+  for (const std::string& name : features.Keys()) {
+    e.config.features.push_back(ParseEmbeddingFeature(features.Child(name), name));
+  }
+  SortByName(e.config.tables);
+  SortByName(e.config.features);
+  InFile(node.source(), [&] { embedding::Validate(e.config); });
+  node.Finish();
+  return e;
+}
+
+// Embedding features travel beside the dense input features, so a shared name
+// would make reports and placement logs ambiguous.
+void CheckEmbeddingNames(const RunConfig& config) {
+  for (const embedding::FeatureConfig& f : config.embedding.config.features) {
+    if (config.input.features.count(f.name) || f.name == "label") {
+      Fail("{}: embedding.features.{}: the name is already an input feature", config.source, f.name);
+    }
+  }
+}
+
 std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
   std::filesystem::path dir = std::filesystem::path(run_path).parent_path();
   return {(dir / "topologies").string(), (dir / ".." / "topologies").string()};
@@ -210,7 +316,9 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.train = ParseTrain(top.Child("train"));
   config.model = ParseModel(top.Child("model"));
   config.device = ParseDevice(top.Child("device"));
+  config.embedding = ParseEmbedding(top.Child("embedding"));
   top.Finish();
+  CheckEmbeddingNames(config);
   config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));
   return config;
 }

@@ -11,6 +11,7 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "embedding/config.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 #include "sim/model/mlp.h"
@@ -73,6 +74,15 @@ struct DeviceConfig {
   double step_time_us = 0;           // modeled accelerator time per step on top of real work
 };
 
+// The TPU embedding of the model (design.md §4.1 `embedding:`): tables and the
+// features that look them up, kept in name order (infeed.md §5.1) so activations,
+// model input columns and params never depend on the order of keys in a file.
+// An empty feature list means the run has no embedding path.
+struct EmbeddingSection {
+  embedding::EmbeddingConfig config;
+  bool enabled() const { return !config.features.empty(); }
+};
+
 struct RunConfig {
   std::string source;                // the run file
   std::string topology_ref = "v3-8";
@@ -83,6 +93,7 @@ struct RunConfig {
   TrainConfig train;
   ModelSection model;
   DeviceConfig device;
+  EmbeddingSection embedding;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 

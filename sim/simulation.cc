@@ -15,6 +15,8 @@
 #include "infeed/infeed_transport.h"
 #include "base/npy.h"
 #include "sim/core_trainer.h"
+#include "sim/embedding_infeed.h"
+#include "sim/embedding_layer.h"
 #include "sim/input_pipeline.h"
 #include "sim/loop_plan.h"
 #include "sim/outfeed.h"
@@ -69,6 +71,11 @@ infeed::TransportOptions Transport(const SimulationContext& ctx, const LoopPlan&
   t.parallelism = ctx.config.infeed.parallelism;
   t.queue_depth = ctx.config.infeed.queue_depth;
   t.num_steps = loops.infeed_steps;
+  if (ctx.config.embedding.enabled()) {
+    t.trailer_capacity = [&config = ctx.config.embedding.config](const infeed::ShardRoute& route) {
+      return TrailerCapacity(config, route);
+    };
+  }
   return t;
 }
 
@@ -140,11 +147,23 @@ json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   outfeed.on_loop_done = [&](const LoopSummary& s) { PrintLoop(ctx, loops, s, &last_end); };
   options.poll = [&] { outfeed.Poll(); };
   options.on_foreign_message = [&](const MPI_Status& status) { outfeed.Receive(status); };
+  // Embedding ids ride in each shard's trailer. tpu_infeed_parallelism > 1 is fine
+  // here, unlike Lingvo (infeed.md §5.3): workers build steps concurrently but the
+  // sender sends them in step order, so dense rows and ids of a core always match.
+  std::unique_ptr<EmbeddingEnqueue> enqueue;
+  if (ctx.config.embedding.enabled() && plan.host_plan(ctx.role.host)) {
+    enqueue = std::make_unique<EmbeddingEnqueue>(ctx.config.embedding.config, ctx.config.input.seed);
+    options.encode_trailer = [&enqueue](int64_t step, std::span<const int64_t> ids,
+                                        const infeed::ShardRoute& route, std::vector<std::byte>& out) {
+      enqueue->Encode(step, ids, route, out);
+    };
+  }
   infeed::HostFeedStats stats =
       infeed::RunHostInfeed(plan, ctx.slice.layout, ctx.comms.world, ctx.role.host, options, input.Filler());
   outfeed.Finish();
   const infeed::HostPlan* hp = plan.host_plan(ctx.role.host);
   return {{"kind", "host"},
+          {"embedding_ids_enqueued", enqueue ? enqueue->ids_enqueued() : 0},
           {"loops", LoopsJson(outfeed.summaries())},
           {"host", ctx.role.host},
           {"rows_per_step", hp ? hp->rows_per_step : 0},
@@ -199,8 +218,30 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   }
 }
 
-// Replica 0's variables, name -> (shape, values), serialised for rank 0.
-void SendParams(const SimulationContext& ctx, const model::Mlp& model) {
+// An embedding table gathered for --params-out, written as embedding.NAME.npy.
+struct GatheredTable {
+  std::string name;
+  embedding::RowMatrix values;  // [vocab, dim], rows in global id order
+};
+
+// Collective over every core: each table in full on the core that sends params to
+// rank 0 (replica 0, logical core 0), nothing elsewhere.
+std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingLayer& layer) {
+  bool root = ctx.role.replica == 0 && ctx.role.logical_core == 0;
+  double root_rank = root ? ctx.comms.cores.rank() : -1;
+  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), MPI_MAX);
+  std::vector<GatheredTable> tables;
+  for (size_t t = 0; t < layer.config().tables.size(); ++t) {
+    embedding::RowMatrix full = layer.GatherTable(t, static_cast<int>(root_rank));
+    if (root) tables.push_back({layer.config().tables[t].name, std::move(full)});
+  }
+  return tables;
+}
+
+// Replica 0's variables and the embedding tables, name -> (shape, values),
+// serialised for rank 0.
+void SendParams(const SimulationContext& ctx, const model::Mlp& model,
+                const std::vector<GatheredTable>& tables) {
   if (ctx.options.params_out_dir.empty()) return;
   json index = json::array();
   std::vector<float> values;
@@ -209,6 +250,11 @@ void SendParams(const SimulationContext& ctx, const model::Mlp& model) {
       index.push_back({{"name", v.spec.name}, {"shape", v.spec.shape}, {"offset", values.size()}});
       values.insert(values.end(), v.value.data(), v.value.data() + v.value.size());
     }
+  }
+  for (const GatheredTable& t : tables) {
+    std::vector<int64_t> shape{t.values.rows(), t.values.cols()};
+    index.push_back({{"name", "embedding." + t.name}, {"shape", shape}, {"offset", values.size()}});
+    values.insert(values.end(), t.values.data(), t.values.data() + t.values.size());
   }
   std::string header = index.dump();
   std::vector<std::byte> message(8 + header.size() + values.size() * sizeof(float));
@@ -240,20 +286,106 @@ void ReceiveParams(const SimulationContext& ctx) {
   }
 }
 
+// A core's embedding work per step, for the report.
+struct EmbeddingLog {
+  std::vector<double> forward_s, backward_s;
+  std::vector<int64_t> ids_looked_up, rows_served, bytes_sent;
+
+  void Add(const EmbeddingStepLog& step) {
+    forward_s.push_back(step.forward_s);
+    backward_s.push_back(step.backward_s);
+    ids_looked_up.push_back(step.engine.ids_looked_up);
+    rows_served.push_back(step.engine.rows_served);
+    bytes_sent.push_back(step.engine.bytes_sent);
+  }
+  json ToJson() const {
+    return {{"forward_s", forward_s}, {"backward_s", backward_s}, {"ids_looked_up", ids_looked_up},
+            {"rows_served", rows_served}, {"bytes_sent", bytes_sent}};
+  }
+};
+
 // A core's per-step timing (seconds) and what it consumed.
 struct CoreLog {
   std::vector<double> wait_s, done_s, compute_s, crs_s, apply_s, outfeed_s;
   int64_t occupancy = 0;
   int64_t bytes = 0;
   std::string placement;
+  EmbeddingLog embedding;
 };
+
+// A core's embedding ids per step: decoded from its shard's trailer (and with
+// infeed.verify checked against the ids its examples must have, so a misrouted
+// piece fails loudly), or zero-row pieces for a core without infeed.
+class CoreEmbeddingIds {
+ public:
+  explicit CoreEmbeddingIds(const RunConfig& config) : config_(config.embedding.config) {
+    if (config.infeed.verify) expected_ = std::make_unique<EmbeddingEnqueue>(config_, config.input.seed);
+  }
+
+  std::span<const embedding::CooPiece> Take(int64_t step, const infeed::ShardCodec::View* shard) {
+    if (!shard) {
+      EmptyPieces(config_, pieces_);
+      return pieces_;
+    }
+    DecodeCoo(shard->trailer, config_, pieces_);
+    if (expected_) {
+      const infeed::PieceSlice& rows = shard->slices[0];
+      std::span<const int64_t> ids = shard->example_ids.subspan(
+          static_cast<size_t>(rows.begin[0]), static_cast<size_t>(rows.end[0] - rows.begin[0]));
+      CheckSamePieces(config_, step, pieces_, expected_->Pieces(step, ids));
+    }
+    return pieces_;
+  }
+
+ private:
+  const embedding::EmbeddingConfig& config_;
+  std::unique_ptr<EmbeddingEnqueue> expected_;
+  std::vector<embedding::CooPiece> pieces_;
+};
+
+// A core outside every replica still owns a shard of every table, so it takes part
+// in every lookup and update with no ids of its own, and in the final gather.
+json ServeEmbedding(SimulationContext& ctx, const LoopPlan& loops, json out) {
+  if (!ctx.config.model.enabled || !ctx.config.embedding.enabled()) return out;
+  EmbeddingLayer layer(ctx.config.embedding.config, ctx.comms.cores);
+  std::vector<embedding::CooPiece> none;
+  EmptyPieces(ctx.config.embedding.config, none);
+  Eigen::MatrixXf inputs(0, layer.width()), grads(0, layer.width());
+  EmbeddingLog log;
+  for (int64_t step = 0; step < loops.infeed_steps; ++step) {
+    layer.Forward(none, inputs, 0);
+    layer.Backward(grads, 0);
+    log.Add(layer.last());
+  }
+  if (!ctx.options.params_out_dir.empty()) GatherTables(ctx, layer);
+  out["embedding"] = log.ToJson();
+  return out;
+}
+
+// After the last step: the core's CRS figures for the report, and the params
+// (tables gathered collectively over all cores first) from replica 0 to rank 0.
+void FinishTraining(const SimulationContext& ctx, CoreTrainer& trainer, json& out) {
+  cluster::CrsTimingSummary crs = trainer.crs().Summarize();
+  out["crs"] = {{"calls", crs.calls}, {"bytes", crs.bytes}, {"total_s", crs.total_seconds},
+                {"compute_s", crs.compute_seconds}, {"sync_s", crs.sync_seconds},
+                {"algbw", crs.algbw_bytes_per_sec}, {"busbw", crs.busbw_bytes_per_sec},
+                {"group_size", trainer.crs().group_size()}};
+  out["global_step"] = trainer.global_step();
+  std::vector<GatheredTable> tables;
+  if (trainer.embedding() && !ctx.options.params_out_dir.empty()) {
+    tables = GatherTables(ctx, *trainer.embedding());
+  }
+  if (ctx.role.replica == 0 && ctx.role.logical_core == 0) SendParams(ctx, trainer.model(), tables);
+}
 
 json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops) {
   json out = {{"kind", "core"}, {"host", ctx.role.host}, {"ordinal", ctx.role.ordinal},
               {"replica", ctx.role.replica}, {"logical_core", ctx.role.logical_core}};
   const infeed::ShardRoute* route = plan.route_to(ctx.role.host, ctx.role.ordinal);
   out["fed"] = route != nullptr;
-  if (!ctx.role.in_replica()) return out;
+  if (!ctx.role.in_replica()) return ServeEmbedding(ctx, loops, std::move(out));
+  std::optional<CoreEmbeddingIds> embedding_ids;
+  if (ctx.config.embedding.enabled()) embedding_ids.emplace(ctx.config);
   std::optional<infeed::SyntheticData> data;
   if (ctx.config.infeed.verify && route) data.emplace(MakeSyntheticData(ctx.config));
   std::optional<infeed::CoreInfeedQueue> queue;
@@ -274,10 +406,14 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
       CheckShard(ctx, plan, data ? &*data : nullptr, *shard);
       if (placement) log.placement += PlacementRecord(ctx, plan, *shard).dump() + "\n";
       for (const auto& t : shard->tensor_bytes) log.bytes += static_cast<int64_t>(t.size());
+      log.bytes += static_cast<int64_t>(shard->trailer.size());
     }
+    std::span<const embedding::CooPiece> ids;
+    if (embedding_ids) ids = embedding_ids->Take(step, shard ? &*shard : nullptr);
     OutfeedRecord record{step, ctx.role.replica, ctx.role.logical_core, 0, 0, 0};
     if (trainer) {
-      MicroStepResult r = trainer->MicroStep(shard ? &*shard : nullptr);
+      MicroStepResult r = trainer->MicroStep(shard ? &*shard : nullptr, ids);
+      if (trainer->embedding()) log.embedding.Add(trainer->embedding()->last());
       record.loss_sum = r.loss_sum;
       record.rows = r.rows;
       record.global_step = trainer->global_step();
@@ -305,15 +441,8 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   out["mean_occupancy"] = static_cast<double>(log.occupancy) / static_cast<double>(loops.infeed_steps);
   out["bytes_received"] = log.bytes;
   out["placement"] = log.placement;
-  if (trainer) {
-    cluster::CrsTimingSummary crs = trainer->crs().Summarize();
-    out["crs"] = {{"calls", crs.calls}, {"bytes", crs.bytes}, {"total_s", crs.total_seconds},
-                  {"compute_s", crs.compute_seconds}, {"sync_s", crs.sync_seconds},
-                  {"algbw", crs.algbw_bytes_per_sec}, {"busbw", crs.busbw_bytes_per_sec},
-                  {"group_size", trainer->crs().group_size()}};
-    out["global_step"] = trainer->global_step();
-    if (ctx.role.replica == 0 && ctx.role.logical_core == 0) SendParams(ctx, trainer->model());
-  }
+  if (trainer) FinishTraining(ctx, *trainer, out);
+  if (!log.embedding.forward_s.empty()) out["embedding"] = log.embedding.ToJson();
   return out;
 }
 

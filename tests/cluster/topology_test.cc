@@ -213,7 +213,7 @@ TEST(ShippedTopologyTest, EveryShippedFileLoadsWithPositiveFiguresAndItsOwnName)
     EXPECT_GT(hw.core_peak_tflops, 0);
     EXPECT_GT(hw.hbm_gib_per_core, 0);
   }
-  EXPECT_EQ(files, 8);
+  EXPECT_EQ(files, 9);
 }
 
 TEST(ShippedTopologyTest, V3HardwareFigures) {
@@ -422,7 +422,7 @@ TEST(ResolveTopologyPathTest, ConfigDirFromEnvironmentComesBeforeTheSourceTree) 
 TEST(ResolveTopologyPathTest, UnknownNameListsAvailableNames) {
   EXPECT_THAT(ErrorOf([] { ResolveTopologyPath("v9-1024"); }),
               AllOf(HasSubstr("topology 'v9-1024'"), HasSubstr("configs/topologies"),
-                    HasSubstr("available: "), HasSubstr("jf-8x8, v2-8, v3-32, v3-8, v3-8-degraded, "
+                    HasSubstr("available: "), HasSubstr("jf-8x8, v1-1, v2-8, v3-32, v3-8, v3-8-degraded, "
                                                         "v4-32, v4-8, v5e-16")));
 }
 

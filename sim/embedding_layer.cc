@@ -1,0 +1,83 @@
+#include "sim/embedding_layer.h"
+
+#include <chrono>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using embedding::RowMatrix;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// A feature's activations [rows * L, dim] seen as one model row per example
+// [rows, L * dim]: row-major storage makes that a reshape, not a copy.
+Eigen::Map<const RowMatrix> PerExample(const RowMatrix& rows_by_dim, int64_t examples,
+                                       int64_t width) {
+  return Eigen::Map<const RowMatrix>(rows_by_dim.data(), examples, width);
+}
+
+}  // namespace
+
+int64_t EmbeddingFeatureWidth(const embedding::EmbeddingConfig& config, size_t feature) {
+  const embedding::FeatureConfig& f = config.features[feature];
+  int64_t dim = config.tables[embedding::TableIndex(config, f.table)].dim;
+  return f.max_sequence_length > 0 ? f.max_sequence_length * dim : dim;
+}
+
+int64_t EmbeddingWidth(const embedding::EmbeddingConfig& config) {
+  int64_t width = 0;
+  for (size_t f = 0; f < config.features.size(); ++f) width += EmbeddingFeatureWidth(config, f);
+  return width;
+}
+
+EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
+                               const cluster::Communicator& cores)
+    : config_(config),
+      exchange_(cores),
+      engine_(config_, exchange_),
+      width_(EmbeddingWidth(config_)),
+      grads_(config_.features.size()) {}
+
+void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
+                             int64_t first_col) {
+  SteadyClock::time_point start = SteadyClock::now();
+  const int64_t rows = inputs.rows();
+  for (size_t f = 0; f < pieces.size(); ++f) {
+    if (pieces[f].rows != rows) {
+      Fail("embedding.features.{}: {} rows of ids for {} dense rows", config_.features[f].name,
+           pieces[f].rows, rows);
+    }
+  }
+  const std::vector<RowMatrix>& acts = engine_.Forward(pieces);
+  int64_t col = first_col;
+  for (size_t f = 0; f < acts.size(); ++f) {
+    int64_t width = EmbeddingFeatureWidth(config_, f);
+    inputs.middleCols(col, width) = PerExample(acts[f], rows, width);
+    col += width;
+  }
+  log_.forward_s = SecondsSince(start);
+  log_.engine = engine_.stats();
+}
+
+void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
+  SteadyClock::time_point start = SteadyClock::now();
+  const int64_t rows = input_grad.rows();
+  int64_t col = first_col;
+  for (size_t f = 0; f < grads_.size(); ++f) {
+    int64_t width = EmbeddingFeatureWidth(config_, f);
+    int64_t dim = config_.tables[embedding::TableIndex(config_, config_.features[f].table)].dim;
+    grads_[f].resize(rows * width / dim, dim);
+    Eigen::Map<RowMatrix>(grads_[f].data(), rows, width) = input_grad.middleCols(col, width);
+    col += width;
+  }
+  engine_.Backward(grads_);
+  log_.backward_s = SecondsSince(start);
+  log_.engine = engine_.stats();
+}
+
+}  // namespace tpusim::sim
