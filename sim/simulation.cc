@@ -21,6 +21,7 @@
 #include "sim/loop_plan.h"
 #include "sim/outfeed.h"
 #include "sim/report.h"
+#include "sim/trace.h"
 
 namespace tpusim::sim {
 namespace {
@@ -162,7 +163,12 @@ json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
       infeed::RunHostInfeed(plan, ctx.slice.layout, ctx.comms.world, ctx.role.host, options, input.Filler());
   outfeed.Finish();
   const infeed::HostPlan* hp = plan.host_plan(ctx.role.host);
-  return {{"kind", "host"},
+  TraceLog trace(!ctx.options.trace_path.empty());
+  for (size_t s = 0; s < stats.step_sent_s.size(); ++s) {
+    double begin = s == 0 ? 0.0 : stats.step_sent_s[s - 1];
+    trace.Add(fmt::format("enqueue step {}", s), begin, stats.step_sent_s[s] - begin);
+  }
+  json out = {{"kind", "host"},
           {"embedding_ids_enqueued", enqueue ? enqueue->ids_enqueued() : 0},
           {"loops", LoopsJson(outfeed.summaries())},
           {"host", ctx.role.host},
@@ -173,6 +179,8 @@ json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
           {"step_sent_s", stats.step_sent_s},
           {"credit_wait_s", stats.credit_wait_s},
           {"build_wait_s", stats.build_wait_s}};
+  if (trace.enabled()) out["trace"] = trace.ToJson();
+  return out;
 }
 
 // One placement-log line for a shard this core dequeued (design.md §3).
@@ -304,6 +312,21 @@ struct EmbeddingLog {
   }
 };
 
+// The phases of one micro-step in execution order, laid out from their measured
+// durations: forward (with the embedding lookups), embedding backward, the
+// gradient reduction, the optimizer.
+void TraceMicroStep(TraceLog& trace, double start_s, const MicroStepResult& r) {
+  if (!trace.enabled()) return;
+  double t = start_s;
+  for (auto [name, seconds] : {std::pair<const char*, double>{"forward+backward", r.compute_s + r.embedding_forward_s},
+                               {"embedding backward", r.embedding_backward_s},
+                               {"cross-replica sum", r.crs_s},
+                               {"optimizer apply", r.apply_s}}) {
+    if (seconds > 0) trace.Add(name, t, seconds);
+    t += seconds;
+  }
+}
+
 // A core's per-step timing (seconds) and what it consumed.
 struct CoreLog {
   std::vector<double> wait_s, done_s, compute_s, crs_s, apply_s, outfeed_s;
@@ -395,14 +418,17 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   if (ctx.config.model.enabled) trainer.emplace(ctx.config, plan, ctx.role, ctx.comms);
   CoreLog log;
   bool placement = !ctx.options.placement_log_path.empty();
+  TraceLog trace(!ctx.options.trace_path.empty());
   auto device_time = std::chrono::duration<double, std::micro>(ctx.config.device.step_time_us);
   SteadyClock::time_point start = SteadyClock::now();
   for (int64_t step = 0; step < loops.infeed_steps; ++step) {
     double wait = 0;
     int full = 0;
+    double step_start = SecondsSince(start);
     std::optional<infeed::ShardCodec::View> shard;
     if (queue) {
       shard = queue->Dequeue(step, &wait, &full);
+      trace.Add("infeed wait", step_start, wait);
       CheckShard(ctx, plan, data ? &*data : nullptr, *shard);
       if (placement) log.placement += PlacementRecord(ctx, plan, *shard).dump() + "\n";
       for (const auto& t : shard->tensor_bytes) log.bytes += static_cast<int64_t>(t.size());
@@ -412,7 +438,9 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
     if (embedding_ids) ids = embedding_ids->Take(step, shard ? &*shard : nullptr);
     OutfeedRecord record{step, ctx.role.replica, ctx.role.logical_core, 0, 0, 0};
     if (trainer) {
+      double train_start = SecondsSince(start);
       MicroStepResult r = trainer->MicroStep(shard ? &*shard : nullptr, ids);
+      TraceMicroStep(trace, train_start, r);
       if (trainer->embedding()) log.embedding.Add(trainer->embedding()->last());
       record.loss_sum = r.loss_sum;
       record.rows = r.rows;
@@ -423,11 +451,15 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
     } else if (shard) {
       record.rows = shard->slices[0].end[0] - shard->slices[0].begin[0];
     }
-    if (device_time.count() > 0) std::this_thread::sleep_for(device_time);
+    if (device_time.count() > 0) {
+      trace.Add("modeled device time", SecondsSince(start), device_time.count() * 1e-6);
+      std::this_thread::sleep_for(device_time);
+    }
     if (queue) queue->Release(step);
-    SteadyClock::time_point before_outfeed = SteadyClock::now();
+    double outfeed_start = SecondsSince(start);
     SendOutfeed(ctx.comms.world, host_rank, record);
-    log.outfeed_s.push_back(SecondsSince(before_outfeed));
+    log.outfeed_s.push_back(SecondsSince(start) - outfeed_start);
+    trace.Add("outfeed", outfeed_start, log.outfeed_s.back());
     log.wait_s.push_back(wait);
     log.occupancy += full;
     log.done_s.push_back(SecondsSince(start));
@@ -441,6 +473,7 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   out["mean_occupancy"] = static_cast<double>(log.occupancy) / static_cast<double>(loops.infeed_steps);
   out["bytes_received"] = log.bytes;
   out["placement"] = log.placement;
+  if (trace.enabled()) out["trace"] = trace.ToJson();
   if (trainer) FinishTraining(ctx, *trainer, out);
   if (!log.embedding.forward_s.empty()) out["embedding"] = log.embedding.ToJson();
   return out;
@@ -482,6 +515,7 @@ int RunSimulation(SimulationContext& ctx) {
     ReceiveParams(ctx);
   }
   mine["rank"] = ctx.comms.world.rank();
+  mine["role"] = ctx.role.Describe();
   double run_s = SecondsSince(start);
   MpiBaseline baseline = MeasureMpiBaseline(ctx, plan);
   std::vector<std::string> all = GatherStrings(ctx.comms.world, mine.dump());
@@ -489,6 +523,10 @@ int RunSimulation(SimulationContext& ctx) {
   std::vector<json> ranks;
   for (const std::string& s : all) ranks.push_back(json::parse(s));
   if (!ctx.options.placement_log_path.empty()) WritePlacementLog(ctx.options.placement_log_path, ranks);
+  if (!ctx.options.trace_path.empty()) {
+    WriteTrace(ctx.options.trace_path, ranks);
+    for (json& r : ranks) r.erase("trace");
+  }
   json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);

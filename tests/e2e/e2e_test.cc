@@ -471,3 +471,33 @@ TEST(EmbeddingInvariants, ConfigErrorsNameTheKey) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(EndToEnd, TraceHasOneTrackPerRankWithItsWork) {
+  std::string trace = TempDir() + "/trace.json";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                       "--set train.steps=4 --set train.iterations_per_loop=2 --trace " + trace);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  json t = json::parse(std::ifstream(trace));
+  std::map<int, std::string> tracks;
+  std::map<int, std::set<std::string>> names;
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") tracks[e["pid"]] = e["args"]["name"];
+    if (e["ph"] == "X") {
+      names[e["pid"]].insert(e["name"].get<std::string>().substr(0, 12));
+      EXPECT_GE(e["dur"].get<double>(), 0);
+    }
+  }
+  ASSERT_EQ(tracks.size(), 9u);
+  EXPECT_EQ(tracks[0], "rank 0: host 0");
+  EXPECT_EQ(tracks[3], "rank 3: core 0/2 (replica 2, logical core 0)");
+  EXPECT_TRUE(names[0].count("enqueue step"));
+  for (int core = 1; core <= 8; ++core) {
+    EXPECT_TRUE(names[core].count("infeed wait")) << core;
+    EXPECT_TRUE(names[core].count("cross-replic")) << core;
+    EXPECT_TRUE(names[core].count("forward+back")) << core;
+  }
+}
+
+}  // namespace
