@@ -54,7 +54,9 @@ class HostSender {
     boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
     std::deque<std::future<std::unique_ptr<Package>>> ahead;
     int64_t next = 0;
-    int64_t window = 2 * options_.parallelism;
+    // Build far enough ahead that a worker never has to wake up for the step the
+    // sender wants next: the credit window plus what the workers run at once.
+    int64_t window = 2 * options_.parallelism + options_.queue_depth;
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
       SteadyClock::time_point before = SteadyClock::now();
@@ -388,7 +390,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
                 std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
   requests_.assign(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
   statuses_.resize(static_cast<size_t>(depth_));
-  // The wire bytes scatter into the slot so every tensor lands at an aligned offset.
+  // The wire bytes fill the slot block by block (contiguous: the layout is packed).
   std::vector<int> lengths;
   std::vector<MPI_Aint> offsets;
   for (const ShardCodec::Block& b : codec_.SlotBlocks()) {

@@ -7,7 +7,6 @@
 namespace tpusim::infeed {
 namespace {
 
-size_t AlignUp(size_t n) { return (n + kShardAlignment - 1) / kShardAlignment * kShardAlignment; }
 
 // The piece of the host batch a route slice covers: the replica's rows shifted in.
 PieceSlice InHostBatch(const PieceSlice& slice, int64_t replica_row_begin) {
@@ -27,12 +26,13 @@ ShardCodec::ShardCodec(const std::vector<FeatureSpec>& features, const ShardRout
   ids_offset_ = slices_offset_ + dims * 2 * sizeof(int64_t);
   meta_bytes_ = ids_offset_ + static_cast<size_t>(route.replica_rows) * sizeof(int64_t);
   wire_bytes_ = meta_bytes_;
-  size_t offset = AlignUp(meta_bytes_);
+  // Packed: a slot is one contiguous receive, the simplest layout for MPI to fill.
+  size_t offset = meta_bytes_;
   for (size_t f = 0; f < features.size(); ++f) {
     piece_bytes_.push_back(static_cast<size_t>(NumElements(route.slices[f].shape())) *
                            DTypeSize(features[f].dtype));
     tensor_offsets_.push_back(offset);
-    offset = AlignUp(offset + piece_bytes_[f]);
+    offset += piece_bytes_[f];
     wire_bytes_ += piece_bytes_[f];
   }
   message_bytes_ = offset;

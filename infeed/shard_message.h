@@ -1,7 +1,8 @@
 // The wire format of one infeed shard, host rank -> core rank: a fixed header that
 // says what the host claims to send (step, source host, replica, logical core), the
 // slice each tensor piece covers, the global example id of every row of the replica
-// batch, then the tensor bytes at 64-byte aligned offsets. Cores audit and verify what the
+// batch, then the tensor bytes packed back to back
+// (read them with memcpy: a piece after a bfloat16 one may be unaligned). Cores audit and verify what the
 // header claims against what arrived, never against their own plan.
 #pragma once
 
@@ -31,7 +32,7 @@ class ShardCodec {
  public:
   ShardCodec(const std::vector<FeatureSpec>& features, const ShardRoute& route);
 
-  // Size of a received message in a queue slot (tensors at aligned offsets).
+  // Size of a received message in a queue slot (without any trailer).
   size_t message_bytes() const { return message_bytes_; }
   // Bytes on the wire: the meta block and the tensor pieces back to back.
   size_t wire_bytes() const { return wire_bytes_; }
