@@ -1,5 +1,6 @@
 """Prints, for every BM_X/arg in Google Benchmark JSON files, its throughput as a
-ratio of BM_XBaseline/arg measured in the same run (bytes_per_second, or busbw)."""
+ratio of BM_XBaseline/arg measured in the same run (bytes_per_second, or busbw).
+With repetitions, the medians are compared."""
 import json
 import pathlib
 import sys
@@ -14,7 +15,10 @@ def rate(b):
 
 def main(outdir):
     for path in sorted(pathlib.Path(outdir).glob("*.json")):
-        runs = {b["name"]: b for b in json.loads(path.read_text())["benchmarks"]}
+        benchmarks = json.loads(path.read_text())["benchmarks"]
+        if any(b.get("aggregate_name") == "median" for b in benchmarks):
+            benchmarks = [b for b in benchmarks if b.get("aggregate_name") == "median"]
+        runs = {b["run_name"] if "run_name" in b else b["name"]: b for b in benchmarks}
         print(f"-- {path.stem}")
         for name, b in runs.items():
             base, _, arg = name.partition("/")

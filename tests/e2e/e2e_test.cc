@@ -501,3 +501,31 @@ TEST(EndToEnd, TraceHasOneTrackPerRankWithItsWork) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(EndToEnd, LaunchBuildsTheFittingMpirunLine) {
+  std::string tpusim = std::getenv("TPUSIM_BIN");
+  Result r = Shell(tpusim + " launch " + Source("configs/runs/v3-32-per-host.yaml") +
+                   " --dry-run --set train.steps=3 --report /tmp/r.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("mpirun -np 36 --bind-to none --oversubscribe"));
+  EXPECT_THAT(r.output, HasSubstr(" run " + Source("configs/runs/v3-32-per-host.yaml") +
+                                  " --set train.steps=3 --report /tmp/r.json"));
+  Result ranks = Shell(tpusim + " ranks v5e-16");
+  EXPECT_EQ(ranks.output, "20\n");
+  Result topo = Shell(tpusim + " topology v3-32 --split 2 --json");
+  json j = json::parse(topo.output);
+  EXPECT_EQ(j["order"], "ring");
+  EXPECT_EQ(j["num_replicas"], 16);
+  // D3: replica 7 -> task 2, ordinal 2, played by rank 2 * 9 + 1 + 2.
+  for (const json& a : j["assignment"]) {
+    if (a["replica"] == 7 && a["logical_core"] == 0) {
+      EXPECT_EQ(a["host"], 2);
+      EXPECT_EQ(a["ordinal"], 2);
+      EXPECT_EQ(a["rank"], 21);
+    }
+  }
+}
+
+}  // namespace
