@@ -34,7 +34,8 @@ SyntheticIdGenerator::SyntheticIdGenerator(const FeatureConfig& feature, int64_t
       max_ids_(feature.max_ids),
       padding_fraction_(feature.padding_fraction),
       seed_(seed),
-      feature_key_(FeatureKey(feature.name)) {
+      feature_key_(FeatureKey(feature.name)),
+      weights_key_(FeatureKey(feature.weights)) {
   if (vocab < 1) Fail("embedding.features.{}: table vocab {} must be >= 1", feature.name, vocab);
   if (feature.distribution == IdDistribution::kZipf) {
     zipf_cdf_ = ZipfCdf(vocab, feature.zipf_exponent);
@@ -78,6 +79,22 @@ void SyntheticIdGenerator::Fill(int64_t first_example_id, int64_t rows,
     const int64_t valid = ValidCount(example);
     int64_t* row = out.data() + r * max_ids_;
     for (int64_t p = 0; p < max_ids_; ++p) row[p] = p < valid ? DrawId(example, p) : -1;
+  }
+}
+
+float SyntheticIdGenerator::Weight(int64_t example_id, int64_t position) const {
+  return 0.5f + static_cast<float>(BitsToUniform01(SyntheticBits(seed_, example_id, weights_key_, position)));
+}
+
+void SyntheticIdGenerator::FillWeights(int64_t first_example_id, int64_t rows,
+                                       std::span<float> out) const {
+  if (out.size() != static_cast<size_t>(rows * max_ids_)) {
+    Fail("synthetic weights: buffer holds {} values, need {} x {}", out.size(), rows, max_ids_);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < max_ids_; ++p) {
+      out[static_cast<size_t>(r * max_ids_ + p)] = Weight(first_example_id + r, p);
+    }
   }
 }
 

@@ -29,6 +29,14 @@ class SyntheticIdGenerator {
   // [rows, max_ids] block into `out`, which must hold exactly rows * max_ids values.
   void Fill(int64_t first_example_id, int64_t rows, std::span<int64_t> out) const;
 
+  // The weight of the id at `position` of example `example_id` when the feature
+  // names a `weights` input: a pure function of (seed, example id, weights name,
+  // position), uniform in [0.5, 1.5) so mean and sqrtn see unequal weights.
+  float Weight(int64_t example_id, int64_t position) const;
+  // Weights of rows [first_example_id, first_example_id + rows) as a dense
+  // [rows, max_ids] block (padding positions get weights too; they are never read).
+  void FillWeights(int64_t first_example_id, int64_t rows, std::span<float> out) const;
+
  private:
   int64_t DrawId(int64_t example_id, int64_t position) const;
 
@@ -37,6 +45,7 @@ class SyntheticIdGenerator {
   double padding_fraction_;
   uint64_t seed_;
   uint64_t feature_key_;
+  uint64_t weights_key_;
   std::vector<double> zipf_cdf_;  // empty for uniform
 };
 

@@ -105,6 +105,7 @@ std::vector<CooPiece> EmbeddingEnqueue::Pieces(int64_t step,
   const int64_t rows = static_cast<int64_t>(example_ids.size());
   std::vector<CooPiece> pieces(config_.features.size());
   std::vector<int64_t> dense;
+  std::vector<float> weights;
   std::vector<CooPiece> out;
   for (size_t f = 0; f < config_.features.size(); ++f) {
     const int64_t width = config_.features[f].max_ids;
@@ -114,9 +115,18 @@ std::vector<CooPiece> EmbeddingEnqueue::Pieces(int64_t step,
           example_ids[static_cast<size_t>(r)], 1,
           std::span(dense).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
     }
+    weights.clear();
+    if (!config_.features[f].weights.empty()) {
+      weights.resize(dense.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        generators_[f].FillWeights(
+            example_ids[static_cast<size_t>(r)], 1,
+            std::span(weights).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
+      }
+    }
     embedding::BatchOrigin origin{step, rows > 0 ? example_ids[0] : 0};
-    embedding::EnqueueFeature(config_.features[f], vocab_[f], {dense, rows, width, {}}, kOnePiece,
-                              origin, out);
+    embedding::EnqueueFeature(config_.features[f], vocab_[f], {dense, rows, width, weights},
+                              kOnePiece, origin, out);
     pieces[f] = std::move(out[0]);
   }
   return pieces;

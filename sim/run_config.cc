@@ -244,12 +244,6 @@ embedding::FeatureConfig ParseEmbeddingFeature(ConfigNode node, const std::strin
   GetEnum(node, "distribution", f.distribution, &embedding::ParseIdDistribution);
   node.Get("zipf_exponent", f.zipf_exponent);
   node.Get("padding_fraction", f.padding_fraction);
-  if (!f.weights.empty()) {
-    // Synthetic ids carry no weights source yet; a silently ignored key would
-    // train something other than what the file says.
-    node.FailAt("weights", fmt::format("'{}': per-id weights are not supported yet (every id "
-                                       "weighs 1); remove the key", f.weights));
-  }
   node.Finish();
   return f;
 }

@@ -381,6 +381,11 @@ std::string EmbeddingArgs(const EmbeddingCase& c) {
     args += key + "sharding=" + c.sharding + key + "combiner=" + c.combiner + key + "optimizer=" +
             c.optimizer + key + "learning_rate=" + c.learning_rate;
   }
+  // mean and sqrtn also run with per-id weights, where they differ most from sum.
+  if (std::string(c.combiner) != "sum") {
+    args += " --set embedding.features.user.weights=user_weights"
+            " --set embedding.features.history.weights=history_weights";
+  }
   return args;
 }
 

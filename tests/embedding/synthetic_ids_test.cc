@@ -71,5 +71,27 @@ TEST(SyntheticIdsTest, ZipfFrequencies) {
   EXPECT_GT(count[99], 0.0);
 }
 
+TEST(SyntheticIdsTest, WeightsArePureAndSpreadOverTheirRange) {
+  FeatureConfig feature = Feature(IdDistribution::kUniform, 0.0);
+  feature.weights = "w";
+  SyntheticIdGenerator gen(feature, 100, 7);
+  std::vector<float> block(static_cast<size_t>(3 * feature.max_ids));
+  gen.FillWeights(40, 3, block);
+  double lo = 2, hi = 0;
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t p = 0; p < feature.max_ids; ++p) {
+      float w = block[static_cast<size_t>(r * feature.max_ids + p)];
+      EXPECT_EQ(w, gen.Weight(40 + r, p));
+      lo = std::min<double>(lo, w);
+      hi = std::max<double>(hi, w);
+    }
+  }
+  EXPECT_GE(lo, 0.5);
+  EXPECT_LT(hi, 1.5);
+  EXPECT_NE(lo, hi);  // not a constant
+  feature.weights = "other";
+  EXPECT_NE(SyntheticIdGenerator(feature, 100, 7).Weight(40, 0), gen.Weight(40, 0));
+}
+
 }  // namespace
 }  // namespace tpusim::embedding
