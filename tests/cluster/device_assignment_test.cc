@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tests/common/error_of.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -49,15 +50,7 @@ DeviceAssignment Assign(const Topology& topology, const Coord& shape, int replic
   return DeviceAssignment::Build(topology, options);
 }
 
-std::string ErrorOf(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected tpusim::Error";
-  return "";
-}
+using tpusim::testing::ErrorOf;
 
 // host(r, k) for every replica r.
 std::vector<int> Hosts(const DeviceAssignment& da, int k = 0) {

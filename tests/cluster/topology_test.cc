@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tests/common/error_of.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -24,16 +25,7 @@ Topology LoadShipped(const std::string& name) {
   return LoadTopologyFile(kTopologyDir + "/" + name + ".yaml");
 }
 
-// The message of the Error `body` throws; fails the test when it throws nothing.
-std::string ErrorOf(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected tpusim::Error";
-  return "";
-}
+using tpusim::testing::ErrorOf;
 
 // A scratch directory per test, removed afterwards.
 class TempDir {
