@@ -1,9 +1,6 @@
 #include "sim/simulation.h"
 
 #include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,14 +10,15 @@
 #include "base/error.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
-#include "base/npy.h"
 #include "sim/core_trainer.h"
 #include "sim/embedding_infeed.h"
 #include "sim/embedding_layer.h"
 #include "sim/input_pipeline.h"
 #include "sim/loop_plan.h"
 #include "sim/outfeed.h"
+#include "sim/params_out.h"
 #include "sim/report.h"
+#include "sim/shard_audit.h"
 #include "sim/trace.h"
 
 namespace tpusim::sim {
@@ -28,8 +26,6 @@ namespace {
 
 using json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
-
-constexpr int kTagParams = 402;
 
 double NowSeconds() {
   return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count();
@@ -181,117 +177,6 @@ json RunHost(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
           {"build_wait_s", stats.build_wait_s}};
   if (trace.enabled()) out["trace"] = trace.ToJson();
   return out;
-}
-
-// One placement-log line for a shard this core dequeued (design.md §3).
-json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                     const infeed::ShardCodec::View& shard) {
-  json tensors = json::object();
-  for (size_t f = 0; f < plan.features().size(); ++f) {
-    const infeed::PieceSlice& s = shard.slices[f];
-    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
-    json t = {{"shape", s.shape()}, {"example_ids", ids}};
-    if (plan.partitioned()) {
-      json slice = json::array();
-      for (size_t d = 0; d < s.begin.size(); ++d) slice.push_back({s.begin[d], s.end[d]});
-      t["slice"] = slice;
-    }
-    tensors[plan.features()[f].name] = t;
-  }
-  return {{"step", shard.header.step},     {"host", ctx.role.host},
-          {"ordinal", ctx.role.ordinal},   {"replica", ctx.role.replica},
-          {"logical_core", ctx.role.logical_core}, {"src_host", shard.header.src_host},
-          {"tensors", tensors}};
-}
-
-// Fails loudly when what arrived is not what this core is: a mis-routed shard, or
-// (with infeed.verify) bytes that differ from the synthetic function of their ids.
-void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
-  const infeed::ShardHeader& h = shard.header;
-  if (h.dst_host != ctx.role.host || h.dst_ordinal != ctx.role.ordinal || h.replica != ctx.role.replica ||
-      h.logical_core != ctx.role.logical_core) {
-    Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step,
-         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, ctx.role.Describe());
-  }
-  if (!data) return;
-  infeed::Batch pieces = shard.ToBatch(plan.features());
-  for (size_t f = 0; f < plan.features().size(); ++f) {
-    const infeed::PieceSlice& s = shard.slices[f];
-    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
-    std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
-    infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
-                                              pieces.at(plan.features()[f].name), ids, inner);
-    if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
-  }
-}
-
-// An embedding table gathered for --params-out, written as embedding.NAME.npy.
-struct GatheredTable {
-  std::string name;
-  embedding::RowMatrix values;  // [vocab, dim], rows in global id order
-};
-
-// Collective over every core: each table in full on the core that sends params to
-// rank 0 (replica 0, logical core 0), nothing elsewhere.
-std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingLayer& layer) {
-  bool root = ctx.role.replica == 0 && ctx.role.logical_core == 0;
-  double root_rank = root ? ctx.comms.cores.rank() : -1;
-  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), MPI_MAX);
-  std::vector<GatheredTable> tables;
-  for (size_t t = 0; t < layer.config().tables.size(); ++t) {
-    embedding::RowMatrix full = layer.GatherTable(t, static_cast<int>(root_rank));
-    if (root) tables.push_back({layer.config().tables[t].name, std::move(full)});
-  }
-  return tables;
-}
-
-// Replica 0's variables and the embedding tables, name -> (shape, values),
-// serialised for rank 0.
-void SendParams(const SimulationContext& ctx, const model::Mlp& model,
-                const std::vector<GatheredTable>& tables) {
-  if (ctx.options.params_out_dir.empty()) return;
-  json index = json::array();
-  std::vector<float> values;
-  for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
-    for (const model::Variable& v : *list) {
-      index.push_back({{"name", v.spec.name}, {"shape", v.spec.shape}, {"offset", values.size()}});
-      values.insert(values.end(), v.value.data(), v.value.data() + v.value.size());
-    }
-  }
-  for (const GatheredTable& t : tables) {
-    std::vector<int64_t> shape{t.values.rows(), t.values.cols()};
-    index.push_back({{"name", "embedding." + t.name}, {"shape", shape}, {"offset", values.size()}});
-    values.insert(values.end(), t.values.data(), t.values.data() + t.values.size());
-  }
-  std::string header = index.dump();
-  std::vector<std::byte> message(8 + header.size() + values.size() * sizeof(float));
-  uint64_t header_size = header.size();
-  std::memcpy(message.data(), &header_size, 8);
-  std::memcpy(message.data() + 8, header.data(), header.size());
-  std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
-  ctx.comms.world.Send(message, 0, kTagParams);
-}
-
-// Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
-void ReceiveParams(const SimulationContext& ctx) {
-  int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
-  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, kTagParams);
-  std::vector<std::byte> message(pending.bytes);
-  ctx.comms.world.Recv(message, source, kTagParams);
-  uint64_t header_size = 0;
-  std::memcpy(&header_size, message.data(), 8);
-  json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));
-  const std::byte* values = message.data() + 8 + header_size;
-  for (const json& v : index) {
-    NpyArray array{"<f4", v["shape"].get<std::vector<int64_t>>(), {}};
-    size_t bytes = static_cast<size_t>(array.num_elements()) * sizeof(float);
-    const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
-    array.data.assign(begin, begin + bytes);
-    std::filesystem::path path = std::filesystem::path(ctx.options.params_out_dir) / (v["name"].get<std::string>() + ".npy");
-    std::filesystem::create_directories(path.parent_path());
-    WriteNpy(path.string(), array);
-  }
 }
 
 // A core's embedding work per step, for the report.
@@ -477,28 +362,6 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
   if (trainer) FinishTraining(ctx, *trainer, out);
   if (!log.embedding.forward_s.empty()) out["embedding"] = log.embedding.ToJson();
   return out;
-}
-
-void WritePlacementLog(const std::string& path, std::vector<json>& ranks) {
-  std::vector<std::string> lines;
-  for (json& r : ranks) {
-    if (!r.contains("placement")) continue;
-    std::string text = r["placement"].get<std::string>();
-    for (size_t start = 0; start < text.size();) {
-      size_t end = text.find('\n', start);
-      lines.push_back(text.substr(start, end - start));
-      start = end + 1;
-    }
-    r.erase("placement");
-  }
-  // Lines were produced per core in step order; the log is ordered step-major.
-  std::stable_sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
-    return json::parse(a)["step"].get<int64_t>() < json::parse(b)["step"].get<int64_t>();
-  });
-  std::ofstream out(path);
-  if (!out) Fail("--placement-log {}: cannot open for writing", path);
-  for (const std::string& l : lines) out << l << "\n";
-  if (!out) Fail("--placement-log {}: write failed", path);
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+#include "sim/params_out.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "base/npy.h"
+
+namespace tpusim::sim {
+
+using json = nlohmann::json;
+
+// Collective over every core: each table in full on the core that sends params to
+// rank 0 (replica 0, logical core 0), nothing elsewhere.
+std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingLayer& layer) {
+  bool root = ctx.role.replica == 0 && ctx.role.logical_core == 0;
+  double root_rank = root ? ctx.comms.cores.rank() : -1;
+  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), MPI_MAX);
+  std::vector<GatheredTable> tables;
+  for (size_t t = 0; t < layer.config().tables.size(); ++t) {
+    embedding::RowMatrix full = layer.GatherTable(t, static_cast<int>(root_rank));
+    if (root) tables.push_back({layer.config().tables[t].name, std::move(full)});
+  }
+  return tables;
+}
+
+// Replica 0's variables and the embedding tables, name -> (shape, values),
+// serialised for rank 0.
+void SendParams(const SimulationContext& ctx, const model::Mlp& model,
+                const std::vector<GatheredTable>& tables) {
+  if (ctx.options.params_out_dir.empty()) return;
+  json index = json::array();
+  std::vector<float> values;
+  for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
+    for (const model::Variable& v : *list) {
+      index.push_back({{"name", v.spec.name}, {"shape", v.spec.shape}, {"offset", values.size()}});
+      values.insert(values.end(), v.value.data(), v.value.data() + v.value.size());
+    }
+  }
+  for (const GatheredTable& t : tables) {
+    std::vector<int64_t> shape{t.values.rows(), t.values.cols()};
+    index.push_back({{"name", "embedding." + t.name}, {"shape", shape}, {"offset", values.size()}});
+    values.insert(values.end(), t.values.data(), t.values.data() + t.values.size());
+  }
+  std::string header = index.dump();
+  std::vector<std::byte> message(8 + header.size() + values.size() * sizeof(float));
+  uint64_t header_size = header.size();
+  std::memcpy(message.data(), &header_size, 8);
+  std::memcpy(message.data() + 8, header.data(), header.size());
+  std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
+  ctx.comms.world.Send(message, 0, kTagParams);
+}
+
+// Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
+void ReceiveParams(const SimulationContext& ctx) {
+  int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
+  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, kTagParams);
+  std::vector<std::byte> message(pending.bytes);
+  ctx.comms.world.Recv(message, source, kTagParams);
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, message.data(), 8);
+  json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));
+  const std::byte* values = message.data() + 8 + header_size;
+  for (const json& v : index) {
+    NpyArray array{"<f4", v["shape"].get<std::vector<int64_t>>(), {}};
+    size_t bytes = static_cast<size_t>(array.num_elements()) * sizeof(float);
+    const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
+    array.data.assign(begin, begin + bytes);
+    std::filesystem::path path = std::filesystem::path(ctx.options.params_out_dir) / (v["name"].get<std::string>() + ".npy");
+    std::filesystem::create_directories(path.parent_path());
+    WriteNpy(path.string(), array);
+  }
+}
+
+}  // namespace tpusim::sim
