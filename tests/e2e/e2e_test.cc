@@ -534,3 +534,22 @@ TEST(EndToEnd, LaunchBuildsTheFittingMpirunLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// reference §7.2: the stop condition is checked between loops, so 5 steps in loops
+// of 2 run 3 loops = 6 steps (and the infeed delivers exactly those 6 batches).
+TEST(EndToEnd, TrainingOvershootsToALoopBoundaryAndSaysSo) {
+  std::string report = TempDir() + "/overshoot.json", log = TempDir() + "/overshoot.jsonl";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                       "--set train.steps=5 --set train.iterations_per_loop=2 --report " + report +
+                           " --placement-log " + log);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("train.steps 5 is not a multiple of steps_per_loop 2: running 3 loops = 6 steps"));
+  json rep = json::parse(std::ifstream(report));
+  EXPECT_EQ(rep["loops"]["global_steps"], 6);
+  EXPECT_EQ(rep["training"]["global_steps"], 6);
+  EXPECT_EQ(ReadLines(log).size(), 6u * 8);
+}
+
+}  // namespace
