@@ -103,9 +103,11 @@ void PrintAssignmentTable(const Slice& slice) {
 
 Slice SliceForTarget(const ConfigTarget& target) {
   cluster::Topology topology = cluster::LoadTopologyFile(target.topology_path);
+  // A bare topology is played with the defaults of a run: one core per replica,
+  // every core a replica.
   cluster::DeviceAssignmentOptions options =
       target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
-                    : cluster::DeviceAssignmentOptions{};
+                    : AssignmentOptions(ClusterConfig{}, topology, target.topology_path);
   return BuildSlice(topology, options);
 }
 
