@@ -516,7 +516,9 @@ TEST(EndToEnd, LaunchBuildsTheFittingMpirunLine) {
                    " --dry-run --set train.steps=3 --report /tmp/r.json");
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("mpirun -np 36 --bind-to none"));
-  if (std::thread::hardware_concurrency() < 36) EXPECT_THAT(r.output, HasSubstr("--oversubscribe"));
+  if (std::thread::hardware_concurrency() < 36) {
+    EXPECT_THAT(r.output, HasSubstr("--oversubscribe"));
+  }
   EXPECT_THAT(r.output, HasSubstr(" run " + Source("configs/runs/v3-32-per-host.yaml") +
                                   " --set train.steps=3 --report /tmp/r.json"));
   Result ranks = Shell(tpusim + " ranks v5e-16");
