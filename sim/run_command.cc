@@ -43,7 +43,8 @@ void ConfigureLogger(const std::string& tag) {
 bool AllRanksReady(bool ready) {
   int mine = ready ? 1 : 0;
   int all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  cluster::CheckMpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
+                    "MPI_Allreduce (setup agreement)");
   return all == 1;
 }
 
