@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "infeed/infeed_queue.h"
 #include "infeed/split.h"
 
 namespace tpusim::infeed {
@@ -60,10 +61,16 @@ std::vector<int> FedReplicas(const Layout& l, int host) {
   return l.da.replicas_on_host(host, 0);
 }
 
-void CheckDivides(int64_t rows, int64_t parts, const std::string& what) {
-  if (parts <= 0 || rows % parts != 0) {
-    Fail("input.global_batch: {} of {} rows cannot be sharded {} ways along dimension 0", what,
-         rows, parts);
+// The InfeedQueue shape check of reference §3.2 on every tensor of a host batch of
+// `rows` rows split `parts` ways, with the config key and the host in the message.
+void CheckDivides(const Layout& l, int64_t rows, int64_t parts, const std::string& what) {
+  if (parts <= 0) Fail("infeed: {} has no shard to go to", what);
+  for (const FeatureSpec& spec : l.options.features) {
+    try {
+      ShardedShape(BatchShape(spec, rows), parts, 0);
+    } catch (const Error& e) {
+      Fail("input.global_batch: {} of {} rows, tensor '{}': {}", what, rows, spec.name, e.what());
+    }
   }
 }
 
@@ -84,7 +91,7 @@ void PlanDataParallel(const Layout& l, HostPlan& host) {
            host.host, reps.size(), fmt::join(reps, ","), shards, l.cores_per_host, l.K());
     }
   }
-  CheckDivides(host.rows_per_step, static_cast<int64_t>(reps.size()),
+  CheckDivides(l, host.rows_per_step, static_cast<int64_t>(reps.size()),
                fmt::format("the batch of host {}", host.host));
   int64_t b = host.rows_per_step / static_cast<int64_t>(reps.size());
   for (size_t i = 0; i < reps.size(); ++i) {
@@ -121,7 +128,7 @@ std::vector<int> PartitionedReplicas(const Layout& l, int host) {
 // replicated to every core of the replica).
 void PlanPartitioned(const Layout& l, HostPlan& host) {
   std::vector<int> reps = PartitionedReplicas(l, host.host);
-  CheckDivides(host.rows_per_step, static_cast<int64_t>(reps.size()),
+  CheckDivides(l, host.rows_per_step, static_cast<int64_t>(reps.size()),
                fmt::format("the batch of host {}", host.host));
   int64_t b = host.rows_per_step / static_cast<int64_t>(reps.size());
   std::vector<std::vector<PieceSlice>> pieces;  // per feature
@@ -150,7 +157,7 @@ void PlanPerCore(const Layout& l, HostPlan& host) {
     Fail("infeed.per_core: needs infeed.per_host: true, infeed.partitioned: false and more than one "
          "core per replica (cluster.split > 1)");
   }
-  CheckDivides(host.rows_per_step, l.cores_per_host, fmt::format("the batch of host {}", host.host));
+  CheckDivides(l, host.rows_per_step, l.cores_per_host, fmt::format("the batch of host {}", host.host));
   int64_t b = host.rows_per_step / l.cores_per_host;
   for (int i = 0; i < l.cores_per_host; ++i) {
     DeviceAssignment::ReplicaCore at = l.da.replica_core_at(host.host, i);

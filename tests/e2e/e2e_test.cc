@@ -219,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"WrongWorldSize", "", 4, "world size 4 does not fit topology v3-8: it needs 9 ranks"},
         BadCase{"IndivisibleBatch", "--set input.global_batch=100", 0,
-                "100 rows cannot be sharded 8 ways along dimension 0"},
+                "tensor 'x': shape [100, 64] cannot be sharded 8 ways along dimension 0"},
         BadCase{"UnknownKey", "--set infeed.queue_dept=3", 0, "infeed.queue_dept: unknown key"},
         BadCase{"BadValue", "--set cluster.order=spiral", 0, "cluster.order: 'spiral' is not one of"},
         BadCase{"PartitionDims", "--set cluster.split=8 --set infeed.partitioned=true "

@@ -213,7 +213,7 @@ TEST(InfeedPlanTest, PerHostReplicaLargerThanHostIsRejected) {
 TEST(InfeedPlanTest, IndivisibleBatchesAreRejected) {
   Fixture f = Load("v3-8", 1);
   EXPECT_THAT(ErrorOf(f, Options(100, true)),
-              HasSubstr("100 rows cannot be sharded 8 ways along dimension 0"));
+              HasSubstr("tensor 'x': shape [100, 3] cannot be sharded 8 ways along dimension 0"));
   Fixture f32 = Load("v3-32", 1);
   EXPECT_THAT(ErrorOf(f32, Options(510, true)), HasSubstr("510 does not divide evenly over 4"));
 }
