@@ -72,6 +72,17 @@ std::vector<int64_t> Range(int64_t first, int64_t count) {
   return out;
 }
 
+// Runs tpusim with a placement log and returns its lines; none (and a test failure
+// naming the output) when the run failed.
+std::vector<json> RunWithPlacementLog(const std::string& name, const std::string& config,
+                                      const std::string& args, int np = 0) {
+  std::string log = TempDir() + "/" + name + ".jsonl";
+  std::filesystem::remove(log);
+  Result r = RunTpusim(Source(config), args + " --placement-log " + log, np);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  return r.rc == 0 ? ReadLines(log) : std::vector<json>{};
+}
+
 // Every example of every step once, across all lines of the log.
 void ExpectEachExampleOnce(const std::vector<json>& lines, const std::string& tensor, int64_t steps,
                            int64_t global_batch) {
@@ -111,13 +122,10 @@ TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
 TEST(EndToEnd, SingleHostV432RelaysThroughOtherHosts) {
   // v4-32 split 1 (D5 ring): host 0 builds all 64 rows; piece r (rows 4r..4r+3) goes
   // to replica r wherever it lives, through that host's rank.
-  std::string log = TempDir() + "/single.jsonl";
-  Result r = RunTpusim(Source("configs/runs/v3-8-single-host.yaml"),
-                 "--set topology=v4-32 --set input.global_batch=64 --set train.steps=3 "
-                 "--set train.iterations_per_loop=3 --set infeed.verify=true --placement-log " + log,
-                       20);
-  ASSERT_EQ(r.rc, 0) << r.output;
-  std::vector<json> lines = ReadLines(log);
+  std::vector<json> lines = RunWithPlacementLog(
+      "single", "configs/runs/v3-8-single-host.yaml",
+      "--set topology=v4-32 --set input.global_batch=64 --set train.steps=3 "
+      "--set train.iterations_per_loop=3 --set infeed.verify=true", 20);
   ASSERT_EQ(lines.size(), 3u * 16);
   const std::map<int, std::pair<int, int>> d5 = {{0, {0, 0}}, {3, {0, 2}}, {6, {1, 1}}, {13, {3, 0}},
                                                   {14, {2, 0}}, {15, {1, 0}}};
@@ -135,13 +143,10 @@ TEST(EndToEnd, SingleHostV432RelaysThroughOtherHosts) {
 }
 
 TEST(EndToEnd, PerHostV432FollowsL5) {
-  std::string log = TempDir() + "/l5.jsonl";
-  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                 "--set topology=v4-32 --set input.global_batch=256 --set train.steps=2 "
-                 "--set train.iterations_per_loop=1 --placement-log " + log,
-                       20);
-  ASSERT_EQ(r.rc, 0) << r.output;
-  std::vector<json> lines = ReadLines(log);
+  std::vector<json> lines = RunWithPlacementLog(
+      "l5", "configs/runs/v3-8-per-host.yaml",
+      "--set topology=v4-32 --set input.global_batch=256 --set train.steps=2 "
+      "--set train.iterations_per_loop=1", 20);
   ASSERT_EQ(lines.size(), 2u * 16);
   // L5: host 1's shards 0..3 -> replicas [4,5,6,15] -> ordinals [2,3,1,0].
   const int ordinal_of_shard[4] = {2, 3, 1, 0};
@@ -158,12 +163,10 @@ TEST(EndToEnd, PerHostV432FollowsL5) {
 }
 
 TEST(EndToEnd, PartitionedV38FollowsL6WithZeroRowPieces) {
-  std::string log = TempDir() + "/l6.jsonl";
-  Result r = RunTpusim(Source("configs/runs/v3-8-partitioned.yaml"),
-                 "--set input.global_batch=10 --set train.steps=2 --set train.iterations_per_loop=1 "
-                 "--set infeed.verify=true --placement-log " + log);
-  ASSERT_EQ(r.rc, 0) << r.output;
-  std::vector<json> lines = ReadLines(log);
+  std::vector<json> lines = RunWithPlacementLog(
+      "l6", "configs/runs/v3-8-partitioned.yaml",
+      "--set input.global_batch=10 --set train.steps=2 --set train.iterations_per_loop=1 "
+      "--set infeed.verify=true");
   ASSERT_EQ(lines.size(), 16u);
   const int ordinal_of_core[8] = {0, 1, 2, 3, 6, 7, 4, 5};
   const int64_t rows[8] = {2, 2, 2, 2, 2, 0, 0, 0};
