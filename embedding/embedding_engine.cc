@@ -4,10 +4,15 @@
 #include <utility>
 
 #include "base/error.h"
-#include "embedding/internal/wire.h"
+#include "base/wire.h"
 
 namespace tpusim::embedding {
 namespace {
+
+// Reads the all-to-all message that peer `p` sent.
+WireReader ReaderFrom(std::span<const std::byte> bytes, int p) {
+  return WireReader(bytes, fmt::format("embedding all-to-all: message from peer {}", p));
+}
 
 using Messages = std::vector<std::vector<std::byte>>;
 
@@ -154,8 +159,8 @@ Messages EmbeddingEngine::BuildRequests() const {
     for (const TablePlan& plan : tables_) {
       const int64_t begin = plan.offsets[p];
       const int64_t count = plan.offsets[p + 1] - begin;
-      internal::Append(out[p], count);
-      internal::Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin,
+      Append(out[p], count);
+      Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin,
                                                         static_cast<size_t>(count)));
     }
   }
@@ -167,7 +172,7 @@ Messages EmbeddingEngine::BuildRequests() const {
 Messages EmbeddingEngine::ServeRequests(const Messages& requests) {
   Messages replies(static_cast<size_t>(num_cores_));
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(requests[p], p);
+    WireReader reader = ReaderFrom(requests[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) {
       const TableSharding& sharding = shards_[t].sharding();
       std::vector<int64_t>& rows = requests_[p][t];
@@ -195,7 +200,7 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
     tables_[t].rows.resize(static_cast<int64_t>(tables_[t].ids_by_owner.size()), shards_[t].dim());
   }
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(replies[p], p);
+    WireReader reader = ReaderFrom(replies[p], p);
     for (TablePlan& plan : tables_) {
       const int64_t dim = plan.rows.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
@@ -257,7 +262,7 @@ Messages EmbeddingEngine::BuildGradientMessages() const {
     for (const TablePlan& plan : tables_) {
       const int64_t dim = plan.partial.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
-      internal::Append(out[p], std::span<const float>(plan.partial.data() + plan.offsets[p] * dim,
+      Append(out[p], std::span<const float>(plan.partial.data() + plan.offsets[p] * dim,
                                                       static_cast<size_t>(count * dim)));
     }
   }
@@ -270,7 +275,7 @@ void EmbeddingEngine::ApplyGradients(const Messages& messages,
                                      std::span<const float> learning_rates) {
   for (size_t t = 0; t < shards_.size(); ++t) ResetAccumulator(t);
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(messages[p], p);
+    WireReader reader = ReaderFrom(messages[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) AccumulateFrom(t, p, reader);
     reader.ExpectEnd();
   }
@@ -295,7 +300,7 @@ void EmbeddingEngine::ResetAccumulator(size_t t) {
 }
 
 // Adds peer p's partial sums of table t (one per row it requested) into the sums.
-void EmbeddingEngine::AccumulateFrom(size_t t, int p, internal::WireReader& reader) {
+void EmbeddingEngine::AccumulateFrom(size_t t, int p, WireReader& reader) {
   Accumulator& acc = accumulators_[t];
   for (int64_t local : requests_[p][t]) {
     reader.Read(acc.row.data(), acc.row.size());
@@ -316,13 +321,13 @@ RowMatrix EmbeddingEngine::GatherTable(size_t table, int root) {
   }
   const RowMatrix& params = shards_[table].params();
   Messages send(static_cast<size_t>(num_cores_));
-  internal::Append(send[root], std::span<const float>(params.data(), static_cast<size_t>(params.size())));
+  Append(send[root], std::span<const float>(params.data(), static_cast<size_t>(params.size())));
   Messages received = Exchange(std::move(send));
   if (core_ != root) return RowMatrix();
   const TableSharding& sharding = shards_[table].sharding();
   RowMatrix full(sharding.vocab(), shards_[table].dim());
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(received[p], p);
+    WireReader reader = ReaderFrom(received[p], p);
     for (int64_t r = 0; r < sharding.rows_on_shard(p); ++r) {
       reader.Read(full.row(sharding.global_id(p, r)).data(), static_cast<size_t>(full.cols()));
     }

@@ -27,10 +27,11 @@
 #include "embedding/sharded_table.h"
 #include "embedding/sparse_enqueue.h"
 
-namespace tpusim::embedding {
-namespace internal {
+namespace tpusim {
 class WireReader;
-}  // namespace internal
+}  // namespace tpusim
+
+namespace tpusim::embedding {
 
 // What one core did in the last step (reset by Forward).
 struct EngineStepStats {
@@ -119,7 +120,7 @@ class EmbeddingEngine {
   void ApplyGradients(const std::vector<std::vector<std::byte>>& messages,
                       std::span<const float> learning_rates);
   void ResetAccumulator(size_t t);
-  void AccumulateFrom(size_t t, int p, internal::WireReader& reader);
+  void AccumulateFrom(size_t t, int p, WireReader& reader);
   std::vector<std::vector<std::byte>> Exchange(std::vector<std::vector<std::byte>> send);
 
   EmbeddingConfig config_;

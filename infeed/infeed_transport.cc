@@ -4,21 +4,21 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tpusim::infeed {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
+using cluster::kTagCredit;
+using cluster::kTagForwardBase;
+using cluster::kTagShard;
 
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
@@ -50,7 +50,6 @@ class HostSender {
   }
 
   HostFeedStats Run() {
-    start_ = SteadyClock::now();
     boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
     std::deque<std::future<std::unique_ptr<Package>>> ahead;
     int64_t next = 0;
@@ -59,7 +58,7 @@ class HostSender {
     int64_t window = 2 * options_.parallelism + options_.queue_depth;
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
-      SteadyClock::time_point before = SteadyClock::now();
+      MonotonicTime before = std::chrono::steady_clock::now();
       std::unique_ptr<Package> package = Await(ahead.front());
       ahead.pop_front();
       stats_.build_wait_s += SecondsSince(before);
@@ -98,9 +97,14 @@ class HostSender {
   std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
+      Poll();
       std::this_thread::yield();
     }
     return future.get();
+  }
+
+  void Poll() const {
+    if (options_.poll) options_.poll();
   }
 
   std::unique_ptr<Package> TakeFree() {
@@ -168,8 +172,8 @@ class HostSender {
   void Send(Package& p) {
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
-      SteadyClock::time_point before = SteadyClock::now();
-      while (credits_[i] == 0) ReceiveCredit();
+      MonotonicTime before = std::chrono::steady_clock::now();
+      while (credits_[i] == 0) AwaitCredit();
       stats_.credit_wait_s += SecondsSince(before);
       --credits_[i];
       bool local = r.dst_host == host_.host;
@@ -182,7 +186,7 @@ class HostSender {
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
     }
-    stats_.step_sent_s.push_back(SecondsSince(start_));
+    stats_.step_sent_s.push_back(MonotonicSeconds() - options_.origin_s);
     if (options_.on_step_sent) options_.on_step_sent(p.step);
   }
 
@@ -213,11 +217,22 @@ class HostSender {
     return type;
   }
 
-  void ReceiveCredit() {
+  // Takes one credit, keeping every other protocol of this host moving meanwhile.
+  void AwaitCredit() {
+    std::optional<cluster::Communicator::Pending> pending;
+    while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
+      Recycle(false);
+      Poll();
+      std::this_thread::yield();
+    }
+    ReceiveCredit(pending->source);
+  }
+
+  void ReceiveCredit(int source) {
     int32_t credit[2];
     MPI_Status status;
-    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, MPI_ANY_SOURCE, kTagCredit, world_.get(), &status),
-                      "MPI_Recv (infeed credit)");
+    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, source, kTagCredit, world_.get(), &status),
+                      "MPI_Recv (infeed credit)", source);
     int route = credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 &&
                         credit[1] < layout_.cores_per_host()
                     ? route_of_core_[CoreKey(credit[0], credit[1])]
@@ -232,7 +247,7 @@ class HostSender {
 
   void DrainCredits() {
     int64_t expected = options_.num_steps * static_cast<int64_t>(host_.shards.size());
-    while (credits_received_ < expected) ReceiveCredit();
+    while (credits_received_ < expected) AwaitCredit();
   }
 
   // Returns packages whose sends have all completed to the free list.
@@ -268,7 +283,6 @@ class HostSender {
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
-  SteadyClock::time_point start_;
   HostFeedStats stats_;
 };
 
@@ -279,7 +293,7 @@ class HostRelay {
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Communicator& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        on_foreign_(options.on_foreign_message) {
+        poll_(options.poll), on_foreign_(options.on_foreign_message) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
       if (!route) continue;
@@ -295,19 +309,22 @@ class HostRelay {
   HostFeedStats Run() {
     int64_t forwarded = 0, credits = 0;
     while (forwarded < expected_ || credits < expected_) {
-      MPI_Status status;
-      cluster::CheckMpi(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_.get(), &status), "MPI_Probe (relay)");
-      if (status.MPI_TAG == kTagCredit) {
-        RelayCredit(status.MPI_SOURCE);
+      std::optional<cluster::Communicator::Pending> pending =
+          world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
+      if (!pending) {
+        if (poll_) poll_();
+        std::this_thread::yield();
+      } else if (pending->tag == kTagCredit) {
+        RelayCredit(pending->source);
         ++credits;
-      } else if (status.MPI_TAG >= kTagForwardBase) {
-        Forward(status);
+      } else if (pending->tag >= kTagForwardBase) {
+        Forward(*pending);
         ++forwarded;
       } else if (on_foreign_) {
-        on_foreign_(status);
+        on_foreign_(*pending);
       } else {
-        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, status.MPI_TAG,
-             status.MPI_SOURCE);
+        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, pending->tag,
+             pending->source);
       }
     }
     for (auto& r : requests_) {
@@ -327,19 +344,18 @@ class HostRelay {
     Fail("infeed relay on host {}: shard for ordinal {}, which gets no infeed", host_, ordinal);
   }
 
-  void Forward(const MPI_Status& probed) {
-    int ordinal = probed.MPI_TAG - kTagForwardBase;
+  void Forward(const cluster::Communicator::Pending& probed) {
+    int ordinal = probed.tag - kTagForwardBase;
     size_t i = LocalIndex(ordinal);
     size_t slot = static_cast<size_t>(counts_[i]++ % depth_);
     // The infeed host sends shard n + depth only after the credit of shard n, which
     // the core returns after receiving it, so this wait never blocks for long.
     cluster::CheckMpi(MPI_Wait(&requests_[i][slot], MPI_STATUS_IGNORE), "MPI_Wait (relay)");
-    int bytes = 0;
-    MPI_Get_count(&probed, MPI_BYTE, &bytes);
+    int bytes = static_cast<int>(probed.bytes);
     std::vector<std::byte>& buffer = slots_[i][slot];
     buffer.resize(static_cast<size_t>(bytes));
-    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.MPI_SOURCE, probed.MPI_TAG,
-                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.MPI_SOURCE);
+    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.source, probed.tag,
+                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.source);
     int core = layout_.core_rank(host_, ordinal);
     cluster::CheckMpi(MPI_Isend(buffer.data(), bytes, MPI_BYTE, core, kTagShard, world_.get(),
                                 &requests_[i][slot]), "MPI_Isend (relay)", core);
@@ -358,7 +374,8 @@ class HostRelay {
   const cluster::Communicator& world_;
   int host_;
   int depth_;
-  std::function<void(const MPI_Status&)> on_foreign_;
+  std::function<void()> poll_;
+  std::function<void(const cluster::Communicator::Pending&)> on_foreign_;
   int source_host_ = 0;
   int64_t expected_ = 0;
   std::vector<int> local_cores_;
@@ -434,7 +451,7 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
     ++full;
   }
   if (occupancy) *occupancy = full;
-  SteadyClock::time_point before = SteadyClock::now();
+  MonotonicTime before = std::chrono::steady_clock::now();
   if (requests_[slot] != MPI_REQUEST_NULL) {
     cluster::CheckMpi(MPI_Wait(&requests_[slot], &statuses_[slot]), "MPI_Wait (infeed dequeue)", host_rank_);
   }

@@ -18,28 +18,28 @@
 #include <vector>
 
 #include "cluster/communicator.h"
+#include "cluster/message_tags.h"
 #include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/shard_message.h"
 
 namespace tpusim::infeed {
 
-inline constexpr int kTagShard = 100;
-inline constexpr int kTagCredit = 101;
-inline constexpr int kTagForwardBase = 1000;  // + destination ordinal
-
 struct TransportOptions {
   int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
   int queue_depth = 4;     // slots per core
   int64_t num_steps = 0;   // infeed steps in the run
+  // MonotonicSeconds() at the run's start: step_sent_s counts from here.
+  double origin_s = 0;
   // Called on the sending thread after each step's shards are on their way.
   std::function<void(int64_t step)> on_step_sent;
-  // Host ranks also receive other protocols' messages (the outfeed) while the
-  // infeed runs: an infeed host calls `poll` after every step; a relay host hands
-  // every probed message that is not the infeed's to `on_foreign_message`, which
-  // must receive it.
+  // Host ranks also serve other protocols (the outfeed and the post-loop work)
+  // while the infeed runs, and must never block them: a host calls `poll` after
+  // every step and whenever it would otherwise wait (for a credit, a worker or a
+  // relayed shard); a relay host hands every probed message that is not the
+  // infeed's to `on_foreign_message`, which must receive it.
   std::function<void()> poll;
-  std::function<void(const MPI_Status&)> on_foreign_message;
+  std::function<void(const cluster::Communicator::Pending&)> on_foreign_message;
   // Optional variable-size bytes sent after a shard's tensors in the same message
   // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
   // the shard's credit, slot and ordering and cannot overtake or deadlock it.

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "infeed/clock.h"
+#include "infeed/token_bucket.h"
 #include "infeed/feature_spec.h"
 #include "infeed/tensor.h"
 

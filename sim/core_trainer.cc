@@ -3,18 +3,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 
 namespace tpusim::sim {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
 
 constexpr const char* kLabel = "label";
 
@@ -155,6 +150,7 @@ bool CoreTrainer::ApplyGradients() {
   if (accumulator_) {
     applied = accumulator_->is_apply_step(global_step_);
     for (size_t i = 0; i < vars.size(); ++i) accumulator_->Apply(static_cast<int>(i), vars[i].value, grads_[i], ctx);
+    accumulator_->FinishStep();
     ++global_step_;  // Lingvo's Accumulator: the global step counts micro-steps
   } else {
     for (size_t i = 0; i < vars.size(); ++i) aggregation_->Apply(static_cast<int>(i), vars[i].value, grads_[i], ctx);
@@ -165,10 +161,19 @@ bool CoreTrainer::ApplyGradients() {
   return applied;
 }
 
+optim::Optimizer& CoreTrainer::optimizer() {
+  if (accumulator_) return *accumulator_;
+  return aggregation_->inner();
+}
+
+std::vector<optim::SlotView> CoreTrainer::Slots(int var_index) {
+  return accumulator_ ? accumulator_->Slots(var_index) : aggregation_->Slots(var_index);
+}
+
 MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
                                        std::span<const embedding::CooPiece> embedding_ids) {
   MicroStepResult result;
-  SteadyClock::time_point start = SteadyClock::now();
+  MonotonicTime start = std::chrono::steady_clock::now();
   BuildInputs(shard);
   result.rows = inputs_.rows();
   if (embedding_) {
@@ -185,10 +190,10 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
     embedding_->Backward(model_.input_grad(), dense_width_);
     result.embedding_backward_s = embedding_->last().backward_s;
   }
-  start = SteadyClock::now();
+  start = std::chrono::steady_clock::now();
   ReduceGradients();
   result.crs_s = SecondsSince(start);
-  start = SteadyClock::now();
+  start = std::chrono::steady_clock::now();
   result.applied = ApplyGradients();
   result.apply_s = SecondsSince(start);
   return result;

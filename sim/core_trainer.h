@@ -58,6 +58,12 @@ class CoreTrainer {
                             std::span<const embedding::CooPiece> embedding_ids = {});
 
   int64_t global_step() const { return global_step_; }
+  // The optimizer tree the gradients reach (inside the accumulation wrapper), e.g.
+  // for Shampoo's post-loop work.
+  optim::Optimizer& optimizer();
+  // The optimizer slots of trainable variable `var_index` (model order), with
+  // Lingvo's names, including the accumulation wrapper's.
+  std::vector<optim::SlotView> Slots(int var_index);
   const model::Mlp& model() const { return model_; }
   cluster::CrossReplicaSum& crs() { return *crs_; }
   // The embedding layer, or nullptr when the run has no embedding features.

@@ -2,17 +2,13 @@
 
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tpusim::sim {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using embedding::RowMatrix;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
 
 // A feature's activations [rows * L, dim] seen as one model row per example
 // [rows, L * dim]: row-major storage makes that a reshape, not a copy.
@@ -45,7 +41,7 @@ EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
 
 void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
                              int64_t first_col) {
-  SteadyClock::time_point start = SteadyClock::now();
+  MonotonicTime start = std::chrono::steady_clock::now();
   const int64_t rows = inputs.rows();
   for (size_t f = 0; f < pieces.size(); ++f) {
     if (pieces[f].rows != rows) {
@@ -65,7 +61,7 @@ void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen:
 }
 
 void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
-  SteadyClock::time_point start = SteadyClock::now();
+  MonotonicTime start = std::chrono::steady_clock::now();
   const int64_t rows = input_grad.rows();
   int64_t col = first_col;
   for (size_t f = 0; f < grads_.size(); ++f) {

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "infeed/clock.h"
+#include "infeed/token_bucket.h"
 #include "infeed/file_source.h"
 
 namespace tpusim::sim {
@@ -34,7 +34,7 @@ std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config) {
 }
 
 struct InputPipeline::Impl {
-  infeed::SteadyClock clock;
+  SteadyClock clock;
   std::optional<infeed::SyntheticSource> synthetic;
   std::optional<infeed::FileSource> files;
   const infeed::InfeedPlan& plan;

@@ -7,16 +7,20 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include "base/checksum.h"
 #include "base/error.h"
 #include "cluster/cross_replica_sum.h"
+#include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
+#include "sim/shampoo/key_table.h"
+#include "sim/shampoo/metrics.h"
 
 namespace tpusim::sim {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr int kTagBaseline = 200;
+using cluster::kTagBaseline;
 constexpr int kBaselineMessages = 16;
 
 std::string Verdict(double infeed_percent) {
@@ -208,7 +212,49 @@ json Projection(const SimulationContext& ctx, const json& breakdown, const json&
   return p;
 }
 
+// Every training core's parameter checksums: one per replica (its logical core
+// 0), and the first variable on which any two cores' bits differ (null if none).
+json ReplicaReport(const std::vector<json>& ranks) {
+  const json* reference = nullptr;
+  std::string reference_name;
+  json per_replica = json::array(), first = nullptr;
+  for (const json& r : ranks) {
+    if (r["kind"] != "core" || !r.contains("param_checksums")) continue;
+    const std::string name = fmt::format("replica {} (core {}/{})", r["replica"].get<int>(),
+                                         r["host"].get<int>(), r["ordinal"].get<int>());
+    if (r["logical_core"] == 0) {
+      std::string combined;
+      for (const json& v : r["param_checksums"]) combined += v[1].get<std::string>();
+      per_replica.push_back({{"replica", r["replica"]},
+                             {"checksum", HexDigest(Fnv1a64(std::as_bytes(std::span(combined))))}});
+    }
+    if (!reference) {
+      reference = &r["param_checksums"];
+      reference_name = name;
+      continue;
+    }
+    for (size_t v = 0; v < reference->size() && first.is_null(); ++v) {
+      if ((*reference)[v] != r["param_checksums"][v]) {
+        first = {{"variable", (*reference)[v][0]}, {"a", reference_name}, {"b", name}};
+      }
+    }
+  }
+  if (!reference) return nullptr;
+  return {{"checksums", per_replica}, {"identical", first.is_null()}, {"first_difference", first}};
+}
+
 }  // namespace
+
+json ShampooReport(const shampoo::KeyTable& keys, const std::vector<json>& ranks) {
+  std::vector<shampoo::HostMetrics> hosts;
+  std::vector<shampoo::CoreMetrics> cores;
+  for (const json& r : ranks) {
+    if (!r.contains("shampoo")) continue;
+    if (r["kind"] == "host") hosts.push_back(r["shampoo"].get<shampoo::HostMetrics>());
+    if (r["kind"] == "core") cores.push_back(r["shampoo"].get<shampoo::CoreMetrics>());
+  }
+  return shampoo::ReportSection(keys, hosts, cores);
+}
 
 std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text) {
   std::vector<int> counts;
@@ -371,6 +417,8 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
     training["global_steps"] = training["loops"].back()["global_step"];
     report["training"] = training;
   }
+  json replicas = ReplicaReport(ranks);
+  if (!replicas.is_null()) report["replicas"] = replicas;
   report["mpi_baseline"] = {{"bytes_per_s", baseline.seconds > 0 ? baseline.bytes / baseline.seconds : 0.0},
                             {"note", "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same "
                                      "message sizes, measured after the run on the same ranks"}};
@@ -433,6 +481,19 @@ void PrintSummary(const json& report) {
   if (report.contains("training")) {
     fmt::print("training: {} global steps, final loss {:.6f}\n", report["training"]["global_steps"].get<int64_t>(),
                report["training"]["final_loss"].get<double>());
+  }
+  if (report.contains("shampoo")) shampoo::PrintReportSection(report["shampoo"]);
+  if (report.contains("replicas")) {
+    const json& r = report["replicas"];
+    if (r["identical"].get<bool>()) {
+      fmt::print("replicas: {} with identical parameters (checksum {})\n", r["checksums"].size(),
+                 r["checksums"][0]["checksum"].get<std::string>());
+    } else {
+      fmt::print("replicas: DIFFER at variable {} ({} vs {})\n",
+                 r["first_difference"]["variable"].get<std::string>(),
+                 r["first_difference"]["a"].get<std::string>(),
+                 r["first_difference"]["b"].get<std::string>());
+    }
   }
   fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n",
              report["mpi_baseline"]["bytes_per_s"].get<double>() / 1e6);

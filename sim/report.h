@@ -17,6 +17,10 @@
 
 namespace tpusim::sim {
 
+namespace shampoo {
+class KeyTable;
+}
+
 inline constexpr int kReportVersion = 1;
 
 // Every rank's `text`, in rank order, at rank 0 (empty elsewhere). Collective.
@@ -33,6 +37,9 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
 nlohmann::json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
                            const LoopPlan& loops, const std::vector<nlohmann::json>& ranks,
                            double run_s, const MpiBaseline& baseline);
+
+// The `shampoo` section from the hosts' and cores' Shampoo metrics.
+nlohmann::json ShampooReport(const shampoo::KeyTable& keys, const std::vector<nlohmann::json>& ranks);
 
 // The end-of-run table on stdout.
 void PrintSummary(const nlohmann::json& report);

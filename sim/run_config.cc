@@ -1,6 +1,7 @@
 #include "sim/run_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -109,6 +110,46 @@ void ParseAdafactor(ConfigNode node, optim::AdafactorParams& a) {
   node.Finish();
 }
 
+void ParseShampoo(ConfigNode node, optim::ShampooParams& p,
+                  optim::PreconditionerServiceConfig& service) {
+  node.Get("momentum", p.momentum);
+  node.Get("start_preconditioning_steps", p.start_preconditioning_steps);
+  node.Get("initial_accumulator_value", p.initial_accumulator_value);
+  node.Get("block_size", p.block_size);
+  node.Get("block_partition_threshold_size", p.block_partition_threshold_size);
+  node.Get("max_any_dim", p.max_any_dim);
+  node.Get("matrix_epsilon", p.matrix_epsilon);
+  node.Get("second_moment_averaging", p.second_moment_averaging);
+  node.Get("fallback_to_diagonal_dim", p.fallback_to_diagonal_dim);
+  node.Get("statistics_computation_frequency", p.statistics_computation_frequency);
+  node.Get("inverse_failure_threshold", p.inverse_failure_threshold);
+  ConfigNode pre = node.Child("preconditioner");
+  auto parse = [&pre](const std::string& key, auto parser, auto& out) {
+    std::string text;
+    pre.Get(key, text);
+    if (pre.Has(key)) out = parser(text, pre.source() + ": " + pre.KeyPath(key));
+  };
+  parse("mode", &optim::ParsePreconditionerMode, service.mode);
+  parse("placement", &optim::ParsePreconditionerPlacement, service.placement);
+  parse("method", &optim::ParseInverseRootMethod, service.method);
+  pre.Get("delay_loops", service.delay_loops);
+  pre.Get("threads", service.threads);
+  pre.Finish();
+  node.Finish();
+}
+
+void ParseAdaGraft(ConfigNode node, optim::AdaGraftConfig& a) {
+  for (const char* child : {"magnitude_optimizer", "direction_optimizer"}) {
+    if (!node.Has(child)) continue;
+    auto parsed = std::make_shared<optim::OptimizerConfig>(ParseOptimizer(node.Child(child)));
+    (std::string(child) == "magnitude_optimizer" ? a.magnitude_optimizer : a.direction_optimizer) =
+        std::move(parsed);
+  }
+  node.GetOptional("direction_optimizer_lr", a.direction_optimizer_lr);
+  node.Get("use_global_norm", a.use_global_norm);
+  node.Finish();
+}
+
 optim::OptimizerConfig ParseOptimizer(ConfigNode node) {
   optim::OptimizerConfig o;
   node.Get("name", o.name);
@@ -126,6 +167,8 @@ optim::OptimizerConfig ParseOptimizer(ConfigNode node) {
   adam.Get("epsilon", o.adam.epsilon);
   adam.Finish();
   ParseAdafactor(node.Child("adafactor"), o.adafactor);
+  ParseShampoo(node.Child("shampoo"), o.shampoo, o.shampoo_preconditioner);
+  ParseAdaGraft(node.Child("adagraft"), o.adagraft);
   for (ConfigNode& entry : node.Sequence("optimizer_map")) {
     optim::CompositeEntry e;
     entry.Get("pattern", e.pattern);
@@ -150,10 +193,12 @@ TrainConfig ParseTrain(ConfigNode node) {
   node.Get("clip_gradient_norm_to_value", t.adjust.clip_gradient_norm_to_value);
   node.Get("clip_gradient_single_norm_to_value", t.adjust.clip_gradient_single_norm_to_value);
   node.Get("grad_norm_to_clip_to_zero", t.adjust.grad_norm_to_clip_to_zero);
+  node.Get("check_replicas", t.check_replicas);
   t.optimizer = ParseOptimizer(node.Child("optimizer"));
   RequireOneOf(node, "accumulator", t.accumulator, {"gradient_aggregation", "lingvo"});
   RequireOneOf(node, "crs", t.crs, {"ring", "mpi"});
   optim::ValidateOptimizerConfig(t.optimizer, node.source() + ": train.optimizer");
+  optim::ShampooServiceConfig(t.optimizer, node.source() + ": train.optimizer");
   optim::ValidateGradientAdjustmentParams(t.adjust, node.source() + ": train");
   RequirePositive(node, "steps", t.steps);
   RequirePositive(node, "iterations_per_loop", t.iterations_per_loop);
@@ -174,6 +219,20 @@ ModelSection ParseModel(ConfigNode node) {
   model::ValidateModelConfig(m.config, node.source() + ": model");
   node.Finish();
   return m;
+}
+
+FaultsConfig ParseFaults(ConfigNode node) {
+  FaultsConfig f;
+  node.Get("preconditioner_delay_ms", f.preconditioner_delay_ms);
+  node.Get("nonfinite_statistics_loop", f.nonfinite_statistics_loop);
+  if (!(f.preconditioner_delay_ms >= 0) || !std::isfinite(f.preconditioner_delay_ms)) {
+    node.FailAt("preconditioner_delay_ms", "must be a finite number >= 0");
+  }
+  if (f.nonfinite_statistics_loop < -1) {
+    node.FailAt("nonfinite_statistics_loop", "must be >= 0, or -1 for none");
+  }
+  node.Finish();
+  return f;
 }
 
 DeviceConfig ParseDevice(ConfigNode node) {
@@ -311,6 +370,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.model = ParseModel(top.Child("model"));
   config.device = ParseDevice(top.Child("device"));
   config.embedding = ParseEmbedding(top.Child("embedding"));
+  config.faults = ParseFaults(top.Child("faults"));
   top.Finish();
   CheckEmbeddingNames(config);
   config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));

@@ -63,6 +63,10 @@ struct TrainConfig {
   std::string crs = "ring";          // ring | mpi
   optim::OptimizerConfig optimizer;
   optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
+  // Fail the run (after writing the report) when two training cores end with
+  // different parameter bits: replicas must assign the same updates at the same
+  // step, so a difference is a bug, never rounding.
+  bool check_replicas = true;
 };
 
 struct ModelSection {
@@ -83,6 +87,12 @@ struct EmbeddingSection {
   bool enabled() const { return !config.features.empty(); }
 };
 
+// Faults injected on purpose, for tests of what a run does when things go wrong.
+struct FaultsConfig {
+  double preconditioner_delay_ms = 0;       // every Shampoo root also sleeps this long
+  int64_t nonfinite_statistics_loop = -1;   // the Shampoo statistics sent after this loop are NaN
+};
+
 struct RunConfig {
   std::string source;                // the run file
   std::string topology_ref = "v3-8";
@@ -94,6 +104,7 @@ struct RunConfig {
   ModelSection model;
   DeviceConfig device;
   EmbeddingSection embedding;
+  FaultsConfig faults;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 
