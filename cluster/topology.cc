@@ -33,11 +33,11 @@ void CheckMeshShape(const std::string& source, const Coord& mesh_shape) {
       Fail("{}: mesh_shape[{}] = {}: every extent of mesh_shape {} must be >= 1", source, i,
            mesh_shape[i], mesh_shape);
     }
-    cores *= mesh_shape[i];
-  }
-  if (cores > kMaxMeshCores) {
-    Fail("{}: mesh_shape {} has {} core positions, more than the supported {}", source,
-         mesh_shape, cores, kMaxMeshCores);
+    cores *= mesh_shape[i];  // stays below 2^53: checked after every factor
+    if (cores > kMaxMeshCores) {
+      Fail("{}: mesh_shape {} has more than the supported {} core positions", source, mesh_shape,
+           kMaxMeshCores);
+    }
   }
 }
 

@@ -373,6 +373,12 @@ TEST(TopologyParseTest, HardwareFiguresAreRequiredAndPositive) {
               HasSubstr("missing required key 'name'"));
 }
 
+TEST(TopologyParseTest, MeshSizeIsCheckedWithoutOverflow) {
+  EXPECT_THAT(ParseError("name: t\nmesh_shape: [2147483647, 2147483647, 2147483647, 2147483647]\n"
+                         "host_bounds: [1, 1, 1]\n" + std::string(kHardware)),
+              HasSubstr("more than the supported 4194304 core positions"));
+}
+
 TEST(TopologyParseTest, MissingFileIsAnError) {
   EXPECT_THAT(ErrorOf([] { LoadTopologyFile("/nonexistent/tpusim/none.yaml"); }),
               AllOf(HasSubstr("/nonexistent/tpusim/none.yaml"), HasSubstr("not found")));
