@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "cluster/accelerator_type.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -183,6 +184,36 @@ std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std:
   return Topology::HostBoundsLayout(Where(source, bounds), mesh_shape, host_bounds);
 }
 
+std::string ReadName(const YAML::Node& node, const std::string& source) {
+  const YAML::Node name = Require(node, source, "name");
+  if (!name.IsScalar() || name.Scalar().empty()) {
+    Fail("{}: name: expected a non-empty string", Where(source, name));
+  }
+  return name.Scalar();
+}
+
+std::string ReadScalar(const YAML::Node& node, const std::string& source, const std::string& key,
+                       const char* what) {
+  const YAML::Node value = Require(node, source, key);
+  if (!value.IsScalar()) Fail("{}: {}: expected {}", Where(source, value), key, what);
+  return value.Scalar();
+}
+
+// `generation: v5p` plus `shape: 4x4x8`: everything else follows from the
+// generation's rules (accelerator_type.h).
+Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& source) {
+  CheckKeys(node, source, "", {"name", "generation", "shape"});
+  const std::string name = ReadName(node, source);
+  const std::string generation_name =
+      ReadScalar(node, source, "generation", "a TPU generation such as v5p");
+  const Generation& generation =
+      RequireGeneration(generation_name, Where(source, node["generation"]) + ": generation");
+  const std::string text = ReadScalar(node, source, "shape", "a chip shape such as 4x4x8");
+  const std::string where = Where(source, node["shape"]);
+  const ChipShape shape = ParseChipShape(text, generation, where);
+  return GenerateTopology(generation, shape, name, where);
+}
+
 // ---------------------------------------------------------------------------
 // Path resolution
 
@@ -329,21 +360,19 @@ int Topology::index(const Coord& coord) const {
 Topology ParseTopology(const YAML::Node& node, const std::string& source) {
   if (!node.IsMap()) {
     Fail("{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
-         "device_coordinates, and hardware",
+         "device_coordinates, and hardware (or name, generation and shape)",
          source);
   }
+  if (node["generation"]) return ParseGeneratedTopology(node, source);
   CheckKeys(node, source, "",
             {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
-  const YAML::Node name = Require(node, source, "name");
-  if (!name.IsScalar() || name.Scalar().empty()) {
-    Fail("{}: name: expected a non-empty string", Where(source, name));
-  }
+  const std::string name = ReadName(node, source);
   const YAML::Node mesh = Require(node, source, "mesh_shape");
   const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");
   CheckMeshShape(Where(source, mesh), mesh_shape);
   auto table = ReadOwnership(node, source, mesh_shape);
   const HardwareFigures hardware = ReadHardware(Require(node, source, "hardware"), source);
-  return Topology::Create(source, name.Scalar(), mesh_shape, std::move(table), hardware);
+  return Topology::Create(source, name, mesh_shape, std::move(table), hardware);
 }
 
 Topology LoadTopologyFile(const std::string& path) {

@@ -81,8 +81,10 @@ class Topology {
   HardwareFigures hardware_;
 };
 
-// Parses a topology document (schema in configs/topologies/README.md). `source` names
-// the file in error messages. Throws Error on any schema violation.
+// Parses a topology document (schema in configs/topologies/README.md): an explicit
+// mesh with host_bounds or device_coordinates and hardware, or a generation with a
+// chip shape. `source` names the file in error messages. Throws Error on any
+// schema violation.
 Topology ParseTopology(const YAML::Node& node, const std::string& source);
 
 // Loads a topology from a file path. Throws Error naming the file when it is
