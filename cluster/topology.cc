@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <initializer_list>
-#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -17,8 +14,6 @@
 
 namespace tpusim::cluster {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Guards the inverse tables against absurd meshes (the largest real slice,
 // a full v5p pod, has under 20k cores).
@@ -65,12 +60,6 @@ std::string Where(const std::string& source, const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
   if (mark.is_null()) return source;
   return fmt::format("{}:{}", source, mark.line + 1);
-}
-
-std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {
-  if (e.mark.is_null()) return fmt::format("{}: malformed YAML: {}", source, e.msg);
-  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1,
-                     e.msg);
 }
 
 // Rejects keys outside `allowed`, so a typo never silently falls back to a default.
@@ -214,37 +203,6 @@ Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& sourc
   return GenerateTopology(generation, shape, name, where);
 }
 
-// ---------------------------------------------------------------------------
-// Path resolution
-
-std::vector<std::string> TopologySearchDirs(const std::vector<std::string>& search_dirs) {
-  std::vector<std::string> dirs = search_dirs;
-  if (const char* config_dir = std::getenv("TPUSIM_CONFIG_DIR"); config_dir && *config_dir) {
-    dirs.push_back((fs::path(config_dir) / "topologies").string());
-  }
-  dirs.push_back(TPUSIM_SOURCE_DIR "/configs/topologies");
-  return dirs;
-}
-
-bool IsRegularFile(const fs::path& path) {
-  std::error_code ignored;
-  return fs::is_regular_file(path, ignored);
-}
-
-// Names (file stems) of the *.yaml files in `dirs`, sorted and without repeats.
-std::set<std::string> AvailableTopologies(const std::vector<std::string>& dirs) {
-  std::set<std::string> names;
-  for (const auto& dir : dirs) {
-    std::error_code error;
-    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-      if (it->path().extension() == ".yaml" && IsRegularFile(it->path())) {
-        names.insert(it->path().stem().string());
-      }
-    }
-  }
-  return names;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -373,29 +331,6 @@ Topology ParseTopology(const YAML::Node& node, const std::string& source) {
   auto table = ReadOwnership(node, source, mesh_shape);
   const HardwareFigures hardware = ReadHardware(Require(node, source, "hardware"), source);
   return Topology::Create(source, name, mesh_shape, std::move(table), hardware);
-}
-
-Topology LoadTopologyFile(const std::string& path) {
-  if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
-  try {
-    return ParseTopology(YAML::LoadFile(path), path);
-  } catch (const YAML::Exception& e) {
-    throw Error(FormatYamlError(path, e));
-  }
-}
-
-std::string ResolveTopologyPath(const std::string& name_or_path,
-                                const std::vector<std::string>& search_dirs) {
-  if (IsRegularFile(name_or_path)) return name_or_path;
-  const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
-  const bool has_suffix = fs::path(name_or_path).extension() == ".yaml";
-  const std::string file_name = has_suffix ? name_or_path : name_or_path + ".yaml";
-  for (const auto& dir : dirs) {
-    const fs::path candidate = fs::path(dir) / file_name;
-    if (IsRegularFile(candidate)) return candidate.string();
-  }
-  Fail("topology '{}' is neither an existing file nor a known name; searched {}; available: {}",
-       name_or_path, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "));
 }
 
 }  // namespace tpusim::cluster

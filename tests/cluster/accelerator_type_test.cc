@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster/device_assignment.h"
+#include "cluster/topology_source.h"
 #include "tests/common/error_of.h"
 
 namespace tpusim::cluster {

@@ -19,37 +19,16 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "tests/e2e/shell.h"
 
 namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
-
-struct Result {
-  int rc = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string Source(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
-
-std::string TempDir() {
-  static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("tpusim_e2e_" + std::to_string(getpid()))).string();
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-Result Shell(const std::string& command) {
-  Result r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) r.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
+using tpusim::e2e::Result;
+using tpusim::e2e::Shell;
+using tpusim::e2e::Source;
+using tpusim::e2e::TempDir;
 
 // tpusim run under mpirun with `np` ranks (0 = what the config needs).
 Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
@@ -244,7 +223,8 @@ TEST(EndToEnd, MalformedYamlAndMissingFileAreOneLineErrors) {
   EXPECT_THAT(malformed.output, HasSubstr("malformed YAML"));
   Result missing = Shell(tpusim + " validate " + TempDir() + "/nope.yaml");
   EXPECT_EQ(missing.rc, 2);
-  EXPECT_THAT(missing.output, HasSubstr("is neither an existing file nor a known name"));
+  EXPECT_THAT(missing.output,
+              HasSubstr("is neither an existing file, a known name nor a Cloud TPU accelerator type"));
 }
 
 TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
