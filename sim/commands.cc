@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <ranges>
 #include <thread>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cluster/topology_import.h"
 #include "infeed/file_source.h"
 #include "sim/input_pipeline.h"
 #include "sim/slice.h"
@@ -102,12 +105,12 @@ void PrintAssignmentTable(const Slice& slice) {
 }
 
 Slice SliceForTarget(const ConfigTarget& target) {
-  cluster::Topology topology = cluster::LoadTopologyFile(target.topology_path);
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
   // A bare topology is played with the defaults of a run: one core per replica,
   // every core a replica.
   cluster::DeviceAssignmentOptions options =
       target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
-                    : AssignmentOptions(ClusterConfig{}, topology, target.topology_path);
+                    : AssignmentOptions(ClusterConfig{}, topology, topology.name());
   return BuildSlice(topology, options);
 }
 
@@ -117,8 +120,8 @@ int RunTopologyCommand(const TopologyOptions& options) {
   if (options.split > 0 && !options.computation_shape.empty()) {
     Fail("--split and --computation-shape are alternatives; give one");
   }
-  ConfigTarget target = ResolveConfigTarget(options.config, {});
-  cluster::Topology topology = cluster::LoadTopologyFile(target.topology_path);
+  ConfigTarget target = ResolveConfigTarget(options.config, {}, options.generation);
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
   Slice slice = BuildSlice(topology, TopologyAssignmentOptions(options, target, topology));
   if (options.json) {
     std::cout << AssignmentJson(slice).dump(2) << "\n";
@@ -128,8 +131,29 @@ int RunTopologyCommand(const TopologyOptions& options) {
   return 0;
 }
 
-int RunRanksCommand(const std::string& config) {
-  fmt::print("{}\n", SliceForTarget(ResolveConfigTarget(config, {})).layout.world_size());
+int RunTopologyImportCommand(const ImportOptions& options) {
+  const std::string name =
+      options.name.empty() ? std::filesystem::path(options.out).stem().string() : options.name;
+  cluster::Topology imported = cluster::LoadTopologyFile(options.file, options.generation);
+  cluster::Topology topology = cluster::Topology::Create(
+      options.file, name, imported.mesh_shape(), imported.device_coordinates(), imported.hardware());
+  const std::string yaml = cluster::TopologyYaml(
+      topology, {fmt::format("Imported by `tpusim topology import` from {}.", options.file),
+                 "Hosts in process_index / task order, ordinals in device order within a host.",
+                 "Hardware: the generation's figures (configs/topologies/README.md gives sources",
+                 "and marks approximations)."});
+  std::ofstream out(options.out);
+  out << yaml;
+  out.close();
+  if (!out) Fail("{}: cannot write the topology file", options.out);
+  fmt::print("{}: {} with {} hosts x {} cores, mesh [{}]\n", options.out, topology.name(),
+             topology.num_hosts(), topology.cores_per_host(), fmt::join(topology.mesh_shape(), ","));
+  return 0;
+}
+
+int RunRanksCommand(const std::string& config, const std::string& generation) {
+  fmt::print("{}\n",
+             SliceForTarget(ResolveConfigTarget(config, {}, generation)).layout.world_size());
   return 0;
 }
 

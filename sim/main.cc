@@ -48,18 +48,31 @@ int main(int argc, char** argv) {
 
   TopologyOptions topo;
   CLI::App* topology = app.add_subcommand("topology", "print the device assignment (no MPI)");
-  topology->add_option("CONFIG", topo.config, "topology name, topology file or run file")
-      ->required();
+  topology->add_option("CONFIG", topo.config,
+                       "accelerator type (v5p-128), topology name or file, or run file");
   topology->add_option("--split", topo.split, "cores per replica");
   topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
   topology->add_option("--replicas", topo.replicas, "number of replicas (default: all that fit)");
   topology->add_option("--order", topo.order, "auto | ring | mesh");
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
+  topology->add_option("--generation", topo.generation,
+                       "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
   topology->add_flag("--json", topo.json, "one JSON object instead of a table");
 
-  std::string ranks_config;
+  tpusim::sim::ImportOptions import_opts;
+  CLI::App* import = topology->add_subcommand(
+      "import", "write a JAX device list or TopologyProto as a topology YAML");
+  import->add_option("FILE", import_opts.file, "devices.json or a serialized TopologyProto")
+      ->required();
+  import->add_option("--out", import_opts.out, "topology YAML to write")->required();
+  import->add_option("--generation", import_opts.generation,
+                     "TPU generation (default: from device_kind)");
+  import->add_option("--name", import_opts.name, "topology name (default: the --out stem)");
+
+  std::string ranks_config, ranks_generation;
   CLI::App* ranks = app.add_subcommand("ranks", "print the MPI world size a config needs");
   ranks->add_option("CONFIG", ranks_config)->required();
+  ranks->add_option("--generation", ranks_generation, "TPU generation of a TopologyProto");
 
   std::string validate_config;
   std::vector<std::string> validate_sets;
@@ -96,8 +109,12 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*topology) return tpusim::sim::RunTopologyCommand(topo);
-    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config);
+    if (*import) return tpusim::sim::RunTopologyImportCommand(import_opts);
+    if (*topology) {
+      if (topo.config.empty()) tpusim::Fail("topology: give CONFIG, or `import FILE --out TOPO.yaml`");
+      return tpusim::sim::RunTopologyCommand(topo);
+    }
+    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation);
     if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
     if (*launch) {
       return tpusim::sim::RunLaunchCommand(launch_opts.config, ForwardedRunArgs(launch_opts),

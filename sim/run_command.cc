@@ -25,7 +25,7 @@ struct Setup {
 Setup LoadSetup(const RunOptions& options, int world_rank, int world_size) {
   Setup setup;
   setup.config = LoadRunConfig(options.config, options.overrides);
-  cluster::Topology topology = cluster::LoadTopologyFile(setup.config.topology_path);
+  cluster::Topology topology = cluster::LoadTopology(setup.config.topology);
   setup.slice = BuildSlice(topology, AssignmentOptions(setup.config.cluster, topology,
                                                        setup.config.source));
   setup.slice->layout.CheckWorldSize(world_size, topology.name(), options.config);

@@ -349,11 +349,6 @@ std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
 
 }  // namespace
 
-bool IsTopologyFile(const std::string& path) {
-  YAML::Node node = LoadYamlFile(path);
-  return node.IsMap() && node["mesh_shape"];
-}
-
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
   YAML::Node root = LoadYamlFile(path);
   if (!root.IsMap()) Fail("{}: expected a map of keys at the top level", path);
@@ -363,6 +358,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.resolved = YAML::Clone(root);
   ConfigNode top(root, "", path);
   top.Get("topology", config.topology_ref);
+  top.Get("topology_generation", config.topology_generation);
   config.cluster = ParseCluster(top.Child("cluster"));
   config.input = ParseInput(top.Child("input"));
   config.infeed = ParseInfeed(top.Child("infeed"));
@@ -373,7 +369,8 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.faults = ParseFaults(top.Child("faults"));
   top.Finish();
   CheckEmbeddingNames(config);
-  config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));
+  config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),
+                                             config.topology_generation);
   return config;
 }
 

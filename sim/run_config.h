@@ -11,6 +11,7 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 #include "embedding/config.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
@@ -96,7 +97,8 @@ struct FaultsConfig {
 struct RunConfig {
   std::string source;                // the run file
   std::string topology_ref = "v3-8";
-  std::string topology_path;         // resolved
+  std::string topology_generation;   // figures for an imported device list / TopologyProto
+  cluster::TopologySource topology;  // resolved from topology_ref
   ClusterConfig cluster;
   InputConfig input;
   InfeedConfig infeed;
@@ -116,8 +118,5 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source);
-
-// True when `path` is a topology document (has mesh_shape) rather than a run file.
-bool IsTopologyFile(const std::string& path);
 
 }  // namespace tpusim::sim

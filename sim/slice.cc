@@ -14,16 +14,18 @@ Slice BuildSlice(const cluster::Topology& topology,
 }
 
 ConfigTarget ResolveConfigTarget(const std::string& config,
-                                 const std::vector<std::string>& overrides) {
+                                 const std::vector<std::string>& overrides,
+                                 const std::string& generation) {
   ConfigTarget target;
-  if (std::filesystem::is_regular_file(config) && !IsTopologyFile(config)) {
+  if (std::filesystem::is_regular_file(config) && !cluster::IsTopologyFile(config)) {
     target.is_run = true;
     target.run = LoadRunConfig(config, overrides);
-    target.topology_path = target.run.topology_path;
+    target.topology = target.run.topology;
+    if (!generation.empty()) target.topology.generation = generation;
     return target;
   }
   if (!overrides.empty()) Fail("--set applies to run files only; {} is a topology", config);
-  target.topology_path = cluster::ResolveTopologyPath(config);
+  target.topology = cluster::ResolveTopology(config, {}, generation);
   return target;
 }
 

@@ -19,52 +19,18 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "tests/e2e/tpusim_runs.h"
 
 namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
-
-struct Result {
-  int rc = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string Source(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
-
-std::string TempDir() {
-  static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("tpusim_e2e_" + std::to_string(getpid()))).string();
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-Result Shell(const std::string& command) {
-  Result r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) r.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-// tpusim run under mpirun with `np` ranks (0 = what the config needs).
-Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
-  std::string tpusim = std::getenv("TPUSIM_BIN");
-  if (np == 0) np = std::stoi(Shell(tpusim + " ranks " + config).output);
-  return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
-               " --oversubscribe --bind-to none " + tpusim + " run " + config + " --quiet " + args);
-}
-
-std::vector<json> ReadLines(const std::string& path) {
-  std::vector<json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-  return lines;
-}
+using tpusim::e2e::ReadLines;
+using tpusim::e2e::Result;
+using tpusim::e2e::RunTpusim;
+using tpusim::e2e::Shell;
+using tpusim::e2e::Source;
+using tpusim::e2e::TempDir;
 
 std::vector<int64_t> Range(int64_t first, int64_t count) {
   std::vector<int64_t> out;
@@ -244,7 +210,8 @@ TEST(EndToEnd, MalformedYamlAndMissingFileAreOneLineErrors) {
   EXPECT_THAT(malformed.output, HasSubstr("malformed YAML"));
   Result missing = Shell(tpusim + " validate " + TempDir() + "/nope.yaml");
   EXPECT_EQ(missing.rc, 2);
-  EXPECT_THAT(missing.output, HasSubstr("is neither an existing file nor a known name"));
+  EXPECT_THAT(missing.output,
+              HasSubstr("is neither an existing file, a known name nor a Cloud TPU accelerator type"));
 }
 
 TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
@@ -262,30 +229,11 @@ TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
 
 namespace {
 
-// Every replica-0 variable written by --params-out, by relative path.
-std::map<std::string, std::vector<float>> ReadParams(const std::string& dir) {
-  std::map<std::string, std::vector<float>> params;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (entry.path().extension() != ".npy") continue;
-    tpusim::NpyArray a = tpusim::ReadNpy(entry.path().string());
-    std::vector<float> values(a.data.size() / sizeof(float));
-    std::memcpy(values.data(), a.data.data(), a.data.size());
-    params[std::filesystem::relative(entry.path(), dir).string()] = values;
-  }
-  return params;
-}
-
-// Largest |a - b| over every element of every variable (inf if the sets differ).
-double MaxDifference(const std::string& dir_a, const std::string& dir_b) {
-  auto a = ReadParams(dir_a), b = ReadParams(dir_b);
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0;
-  for (const auto& [name, values] : a) {
-    if (!b.count(name) || b[name].size() != values.size()) return INFINITY;
-    for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(double(values[i]) - b[name][i]));
-  }
-  return worst;
-}
+using tpusim::e2e::MaxDifference;
+using tpusim::e2e::ReadParams;
+using tpusim::e2e::RunTpusim;
+using tpusim::e2e::Source;
+using tpusim::e2e::TempDir;
 
 std::string TrainParams(const std::string& name, const std::string& config, const std::string& args,
                         int np = 0) {

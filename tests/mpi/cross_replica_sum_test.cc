@@ -20,6 +20,7 @@
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -42,7 +43,7 @@ struct CrsSetup {
 
 CrsSetup TopologySetup(const std::string& name) {
   const char* split_env = std::getenv("TPUSIM_TEST_SPLIT");
-  Topology topology = LoadTopologyFile(ResolveTopologyPath(name));
+  Topology topology = LoadTopology(ResolveTopology(name));
   CrsSetup setup;
   setup.topology = name;
   setup.split = split_env ? std::atoi(split_env) : 1;
