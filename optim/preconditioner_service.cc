@@ -9,59 +9,41 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/spellings.h"
 
 namespace tpusim::optim {
 namespace {
 
-template <typename Enum, size_t N>
-Enum ParseName(std::string_view text, std::string_view key,
-               const std::array<std::pair<const char*, Enum>, N>& names) {
-  std::string allowed;
-  for (const auto& [name, value] : names) {
-    if (text == name) return value;
-    allowed += allowed.empty() ? name : std::string(", ") + name;
-  }
-  Fail("{}: '{}' is not one of {}", key, text, allowed);
-}
-
-constexpr std::array<std::pair<const char*, PreconditionerMode>, 3> kModes{
+constexpr Spellings<PreconditionerMode, 3> kModes{
     {{"sync", PreconditionerMode::kSync},
      {"delay", PreconditionerMode::kDelay},
      {"async", PreconditionerMode::kAsync}}};
-constexpr std::array<std::pair<const char*, PreconditionerPlacement>, 2> kPlacements{
+constexpr Spellings<PreconditionerPlacement, 2> kPlacements{
     {{"host0", PreconditionerPlacement::kHost0}, {"spread", PreconditionerPlacement::kSpread}}};
-constexpr std::array<std::pair<const char*, InverseRootMethod>, 4> kMethods{
+constexpr Spellings<InverseRootMethod, 4> kMethods{
     {{"auto", InverseRootMethod::kAuto},
      {"svd", InverseRootMethod::kSvd},
      {"eigen", InverseRootMethod::kEigen},
      {"newton", InverseRootMethod::kNewton}}};
 
-template <typename Enum, size_t N>
-const char* NameOf(Enum value, const std::array<std::pair<const char*, Enum>, N>& names) {
-  for (const auto& [name, v] : names) {
-    if (v == value) return name;
-  }
-  return "?";
-}
-
 }  // namespace
 
 PreconditionerMode ParsePreconditionerMode(std::string_view text, std::string_view key) {
-  return ParseName(text, key, kModes);
+  return ParseSpelling(kModes, text, key);
 }
 
 PreconditionerPlacement ParsePreconditionerPlacement(std::string_view text, std::string_view key) {
-  return ParseName(text, key, kPlacements);
+  return ParseSpelling(kPlacements, text, key);
 }
 
 InverseRootMethod ParseInverseRootMethod(std::string_view text, std::string_view key) {
-  return ParseName(text, key, kMethods);
+  return ParseSpelling(kMethods, text, key);
 }
 
-const char* PreconditionerModeName(PreconditionerMode mode) { return NameOf(mode, kModes); }
+std::string_view PreconditionerModeName(PreconditionerMode mode) { return SpellingOf(kModes, mode); }
 
-const char* PreconditionerPlacementName(PreconditionerPlacement placement) {
-  return NameOf(placement, kPlacements);
+std::string_view PreconditionerPlacementName(PreconditionerPlacement placement) {
+  return SpellingOf(kPlacements, placement);
 }
 
 void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config,
@@ -89,7 +71,8 @@ struct PreconditionerService::Pool {
 };
 
 PreconditionerService::PreconditionerService(const Options& options)
-    : threads_(options.threads), method_(options.method), extra_delay_us_(options.extra_delay_us) {
+    : threads_(options.threads), method_(options.method), extra_delay_us_(options.extra_delay_us),
+      supersede_(options.supersede) {
   if (options.threads < 1) Fail("preconditioner service: threads {} must be >= 1", options.threads);
   if (options.clock) {
     clock_ = options.clock;
@@ -100,30 +83,68 @@ PreconditionerService::PreconditionerService(const Options& options)
   pool_ = std::make_unique<Pool>(threads_);
 }
 
-PreconditionerService::~PreconditionerService() { pool_->pool.join(); }
+PreconditionerService::~PreconditionerService() {
+  CancelQueued();
+  pool_->pool.join();
+}
 
 bool PreconditionerService::Submit(RootRequest request) {
+  const std::string key = request.key;
   {
     std::lock_guard lock(mu_);
-    auto it = last_step_.find(request.key);
+    auto it = last_step_.find(key);
     if (it != last_step_.end() && it->second == request.step) return false;
-    last_step_[request.key] = request.step;
+    last_step_[key] = request.step;
+    std::deque<RootRequest>& queue = queued_[key];
+    if (supersede_ && !queue.empty()) {
+      queue.back() = std::move(request);  // the queued task computes the newer one
+      ++superseded_;
+      return true;
+    }
+    queue.push_back(std::move(request));
     ++outstanding_;
   }
-  boost::asio::post(pool_->pool, [this, request = std::move(request)] {
-    RootResult result;
-    try {
-      result = Compute(request, pool_->WorkerIndex());
-    } catch (const std::exception& e) {  // e.g. a non-square matrix: reject, keep going
-      result.key = request.key;
-      result.step = request.step;
-      result.diff = INFINITY;
-      result.error = e.what();
-    }
-    std::lock_guard lock(mu_);
-    finished_.push_back(std::move(result));
-  });
+  boost::asio::post(pool_->pool, [this, key] { Run(key); });
   return true;
+}
+
+// One task of the pool: the oldest queued request of `key`, if still queued.
+void PreconditionerService::Run(const std::string& key) {
+  RootRequest request;
+  {
+    std::lock_guard lock(mu_);
+    std::deque<RootRequest>& queue = queued_[key];
+    if (queue.empty()) return;  // cancelled
+    request = std::move(queue.front());
+    queue.pop_front();
+  }
+  RootResult result;
+  try {
+    result = Compute(request, pool_->WorkerIndex());
+  } catch (const std::exception& e) {  // e.g. a non-square matrix: reject, keep going
+    result.key = request.key;
+    result.step = request.step;
+    result.diff = INFINITY;
+    result.error = e.what();
+  }
+  std::lock_guard lock(mu_);
+  finished_.push_back(std::move(result));
+}
+
+int PreconditionerService::CancelQueued() {
+  std::lock_guard lock(mu_);
+  int cancelled = 0;
+  for (auto& [key, queue] : queued_) {
+    cancelled += static_cast<int>(queue.size());
+    queue.clear();
+  }
+  outstanding_ -= cancelled;
+  return cancelled;
+}
+
+int64_t PreconditionerService::superseded() const {
+  std::lock_guard lock(mu_);
+  return superseded_;
 }
 
 RootResult PreconditionerService::Compute(const RootRequest& request, int worker) const {

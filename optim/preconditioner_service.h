@@ -56,8 +56,8 @@ struct PreconditionerServiceConfig {
 PreconditionerMode ParsePreconditionerMode(std::string_view text, std::string_view key);
 PreconditionerPlacement ParsePreconditionerPlacement(std::string_view text, std::string_view key);
 InverseRootMethod ParseInverseRootMethod(std::string_view text, std::string_view key);
-const char* PreconditionerModeName(PreconditionerMode mode);
-const char* PreconditionerPlacementName(PreconditionerPlacement placement);
+std::string_view PreconditionerModeName(PreconditionerMode mode);
+std::string_view PreconditionerPlacementName(PreconditionerPlacement placement);
 // Throws tpusim::Error naming `<key_prefix>.<field>` for a negative delay or threads.
 void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config,
                                          std::string_view key_prefix);
@@ -96,6 +96,12 @@ class PreconditionerService {
     InverseRootMethod method = InverseRootMethod::kAuto;
     int64_t extra_delay_us = 0;        // tests only: each root also sleeps this long
     Clock* clock = nullptr;            // stamps start/end; null = a SteadyClock
+    // A request replaces a queued (not yet started) one of the same key instead
+    // of queueing behind it. Right for async assignment, which only ever wants
+    // the newest root; with few workers it keeps a backlog of stale statistics
+    // from growing without bound. (Lingvo's captain queues every job on 64
+    // threads.) Sync and delay assignment need every root, so they keep it off.
+    bool supersede = false;
   };
 
   // Throws tpusim::Error for threads < 1.
@@ -110,24 +116,33 @@ class PreconditionerService {
   bool Submit(RootRequest request);
   // Roots finished since the last call, in completion order. Thread-safe.
   std::vector<RootResult> TakeFinished();
-  // Roots submitted and not yet taken by TakeFinished.
+  // Drops every queued root that has not started; returns how many.
+  int CancelQueued();
+  // Roots submitted (and not superseded or cancelled) and not yet taken by
+  // TakeFinished.
   int outstanding() const;
+  // Queued roots replaced by a newer request of their key (supersede mode).
+  int64_t superseded() const;
   int threads() const { return threads_; }
 
  private:
   struct Pool;
   RootResult Compute(const RootRequest& request, int worker) const;
+  void Run(const std::string& key);
 
   int threads_;
   InverseRootMethod method_;
   int64_t extra_delay_us_;
+  bool supersede_;
   std::unique_ptr<SteadyClock> own_clock_;
   Clock* clock_;
   mutable std::mutex mu_;
   std::map<std::string, int64_t> last_step_;  // the captain's dedupe table
+  std::map<std::string, std::deque<RootRequest>> queued_;  // not started, by key
   std::deque<RootResult> finished_;
   int outstanding_ = 0;
-  std::unique_ptr<Pool> pool_;  // last: joined first on destruction
+  int64_t superseded_ = 0;
+  std::unique_ptr<Pool> pool_;  // last: joined first
 };
 
 }  // namespace tpusim::optim

@@ -32,6 +32,7 @@ HostService::HostService(const KeyTable& table, const cluster::Communicator& wor
   service.threads = options.threads;
   service.method = table.service().method;
   service.extra_delay_us = options.extra_delay_us;
+  service.supersede = table.service().mode == optim::PreconditionerMode::kAsync;
   service_ = std::make_unique<optim::PreconditionerService>(service);
 }
 
@@ -115,6 +116,8 @@ bool HostService::Done() const {
 }
 
 void HostService::Drain() {
+  // Every delivery is out: roots that have not started would never be assigned.
+  metrics_.roots_cancelled += service_->CancelQueued();
   while (service_->outstanding() > 0) {
     for (const optim::RootResult& r : service_->TakeFinished()) Record(r);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -123,6 +126,7 @@ void HostService::Drain() {
 
 HostMetrics HostService::Metrics() const {
   HostMetrics m = metrics_;
+  m.roots_superseded = service_->superseded();
   m.methods = SummariseMethods(roots_);
   m.busy_s = TotalSeconds(BusyIntervals(roots_));
   for (int key : planner_.owned()) {

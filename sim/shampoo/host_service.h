@@ -46,8 +46,9 @@ class HostService final : public PostLoopHook {
   void Progress() override;
   // Every loop's delivery has been sent and completed.
   bool Done() const override;
-  // After the run: waits for roots still running (async mode submits the last
-  // loop's and never assigns them) so the metrics count every root. Blocks.
+  // After the run: drops roots that have not started (no delivery is left to
+  // assign them) and waits for the running ones so the metrics count every root
+  // computed. Blocks.
   void Drain();
 
   // What this host did, for the report (complete after Drain()).

@@ -62,6 +62,8 @@ struct HostMetrics {
   int64_t roots_rejected = 0;     // diff at or above the threshold, or non-finite input
   int64_t roots_nonfinite = 0;    // of those, statistics that were not finite
   int64_t roots_deduplicated = 0; // submissions dropped: same key and step already held
+  int64_t roots_superseded = 0;   // async: a queued root replaced by newer statistics
+  int64_t roots_cancelled = 0;    // queued at the end of the run, never started
   double root_s_total = 0;
   std::vector<MethodTimes> methods;
   double held_s_total = 0;        // deliveries waiting for roots after the loop ended
@@ -88,6 +90,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KeyMetrics, key, name, owner, size, roots, re
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MethodTimes, method, count, total_s, p50_s, p99_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostMetrics, host, threads, keys_owned, roots_done,
                                    roots_rejected, roots_nonfinite, roots_deduplicated,
+                                   roots_superseded, roots_cancelled,
                                    root_s_total, methods, held_s_total, busy_s, keys,
                                    infeed_busy_s, infeed_idle_s, examples_busy, examples_idle)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreMetrics, deliveries, assigned, wait_s_total, wait_s_max)

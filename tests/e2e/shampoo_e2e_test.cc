@@ -130,14 +130,21 @@ TEST(ShampooEndToEnd, DelayOneAssignsTheRootsOfTheStatisticsOneLoopEarlier) {
   }
 }
 
-// design.md §3: R replicas of G/R train what one replica of G trains.
+// Comparisons of runs that sum in different orders use a ridge of 1e-3: with the
+// default 1e-6 a direction whose eigenvalue is near the ridge gets a root near
+// 1e-6^(-1/4) = 31.6 that float32 rounding of the statistics (~1e-9) moves by
+// ~1e-4 relative, so summation order alone moves parameters by ~5e-5 (measured:
+// 6e-5 at 1e-6, 1.4e-7 at 1e-3 for the same pair of runs).
+const char* kRidge = "matrix_epsilon: 0.001, ";
+
+// design.md §3: 8 replicas of G/8 train what one replica of G trains.
 TEST(ShampooEndToEnd, ReplicasOfGOverREqualOneReplicaOfG) {
   for (const char* service : {"mode: sync", "mode: delay, delay_loops: 1"}) {
-    const std::string args = "--set topology=v4-8 --set input.global_batch=64 " + ShampooArgs(service);
-    const std::string four = Train("r4", 3, args, 5);
+    const std::string args = ShampooArgs(service, kRidge);
+    const std::string eight = Train("r8", 3, args);
     const std::string one =
-        Train("r1", 3, args + " --set cluster.replicas=1 --set infeed.per_host=false", 5);
-    EXPECT_LT(MaxDifference(four + "/params", one + "/params"), 1e-5) << service;
+        Train("r1", 3, args + " --set cluster.replicas=1 --set infeed.per_host=false");
+    EXPECT_LT(MaxDifference(eight + "/params", one + "/params"), 1e-6) << service;
   }
 }
 
@@ -152,9 +159,9 @@ TEST(ShampooEndToEnd, Host0AndSpreadPlacementsTrainIdentically) {
 }
 
 TEST(ShampooEndToEnd, RingAndMpiCrossReplicaSumsAgree) {
-  const std::string ring = Train("ring", 3, ShampooArgs("mode: sync") + " --set train.crs=ring");
-  const std::string mpi = Train("mpi", 3, ShampooArgs("mode: sync") + " --set train.crs=mpi");
-  EXPECT_LT(MaxDifference(ring + "/params", mpi + "/params"), 1e-5);
+  const std::string ring = Train("ring", 3, ShampooArgs("mode: sync", kRidge) + " --set train.crs=ring");
+  const std::string mpi = Train("mpi", 3, ShampooArgs("mode: sync", kRidge) + " --set train.crs=mpi");
+  EXPECT_LT(MaxDifference(ring + "/params", mpi + "/params"), 1e-6);
 }
 
 // Per rank of the trace: total duration of the events whose name starts with
@@ -241,14 +248,17 @@ TEST(ShampooEndToEnd, CompositeWithAShampooChildAndAdaGraftWithAShampooDirection
 // async mode the cores never wait for a root.
 TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
   const std::string run =
-      Train("slow", 4,
+      Train("slow", 5,
             ShampooArgs("mode: async, threads: 1") +
                 " --set faults.preconditioner_delay_ms=150 --set device.step_time_us=20000",
             0, true);
   const json report = ReadJson(run + "/report.json");
   const json& host = report["shampoo"]["hosts"][0];
   EXPECT_GT(host["busy_s"].get<double>(), 0.75 * 5 * 0.15);
-  EXPECT_GT(host["infeed_busy_s"].get<double>(), 0.2) << "steps were enqueued while roots ran";
+  // Over the measured window (loops 2-5) the service is busy from start to end,
+  // and the host's enqueue went on all that time.
+  const double busy = host["infeed_busy_s"], idle = host["infeed_idle_s"];
+  EXPECT_GT(busy, 0.5 * (busy + idle)) << "steps were enqueued while roots ran";
   EXPECT_GT(host["examples_per_s_while_busy"].get<double>(), 0.0);
   EXPECT_LT(report["shampoo"]["cores"]["stall_s_max"].get<double>(), host["busy_s"].get<double>());
   // In the trace: enqueue steps of host 0 that start while one of its roots runs.

@@ -108,7 +108,7 @@ TEST(ConfigTest, ParsesSpellings) {
     ParseCombiner("max", "embedding.tables.t.combiner");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "embedding.tables.t.combiner: 'max' is not one of sum|mean|sqrtn");
+    EXPECT_STREQ(e.what(), "embedding.tables.t.combiner: 'max' is not one of sum, mean, sqrtn");
   }
   EXPECT_EQ(ToString(OptimizerKind::kAdam), "adam");
 }

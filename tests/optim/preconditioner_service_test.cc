@@ -95,6 +95,33 @@ TEST(PreconditionerServiceTest, SubmitNeverWaitsForARoot) {
   for (const RootResult& r : results) EXPECT_GE(r.end_s - r.start_s, 0.2);
 }
 
+// Async assignment only wants the newest root: a queued request of a key is
+// replaced by a newer one; cancelling drops what has not started.
+TEST(PreconditionerServiceTest, SupersedeKeepsOnlyTheNewestQueuedRootPerKey) {
+  PreconditionerService::Options options{1, InverseRootMethod::kAuto, 100'000, nullptr};
+  options.supersede = true;
+  PreconditionerService service(options);
+  for (int step = 0; step < 4; ++step) service.Submit(Request("k", step));
+  // Step 0 may or may not have started; what is queued behind it is replaced by
+  // each newer request, so every request is either computed or superseded, and
+  // the last one is always computed.
+  std::vector<RootResult> results;
+  for (int i = 0; i < 10000 && service.outstanding() > 0; ++i) {
+    for (RootResult& r : service.TakeFinished()) results.push_back(std::move(r));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_FALSE(results.empty());
+  EXPECT_LE(results.size(), 2u);
+  EXPECT_EQ(static_cast<int64_t>(results.size()) + service.superseded(), 4);
+  EXPECT_EQ(results.back().step, 3);
+  service.Submit(Request("k", 4));
+  service.Submit(Request("other", 4));
+  const int cancelled = service.CancelQueued();
+  EXPECT_GE(cancelled, 1) << "one worker: at most one of the two started";
+  EXPECT_EQ(WaitFor(service, static_cast<size_t>(2 - cancelled)).size(), static_cast<size_t>(2 - cancelled));
+  EXPECT_EQ(service.outstanding(), 0);
+}
+
 TEST(PreconditionerServiceTest, ConfigNamesAndErrors) {
   EXPECT_EQ(ParsePreconditionerMode("delay", "k"), PreconditionerMode::kDelay);
   EXPECT_EQ(ErrorOf([] { ParsePreconditionerMode("eventually", "x.mode"); }),
