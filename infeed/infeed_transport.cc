@@ -59,6 +59,7 @@ class HostSender {
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
       MonotonicTime before = std::chrono::steady_clock::now();
+      next_to_send_ = step;
       std::unique_ptr<Package> package = Await(ahead.front());
       ahead.pop_front();
       stats_.build_wait_s += SecondsSince(before);
@@ -95,6 +96,8 @@ class HostSender {
   // fragments only while this rank is inside MPI, so blocking on the future alone
   // would stall every transfer in flight until the next MPI call.
   std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
+    Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
+                         -1, "its own worker threads");
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
       Poll();
@@ -173,7 +176,11 @@ class HostSender {
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
       MonotonicTime before = std::chrono::steady_clock::now();
-      while (credits_[i] == 0) AwaitCredit();
+      if (credits_[i] == 0) {
+        Watchdog::Scope wait(options_.watchdog, "a free queue slot (credit) to send step", p.step,
+                             CreditPeer(r));
+        while (credits_[i] == 0) AwaitCredit();
+      }
       stats_.credit_wait_s += SecondsSince(before);
       --credits_[i];
       bool local = r.dst_host == host_.host;
@@ -245,8 +252,17 @@ class HostSender {
     ++credits_received_;
   }
 
+  // Who returns the credits of route r: its core, or in single-host mode the
+  // host rank that relays for it.
+  int CreditPeer(const ShardRoute& r) const {
+    return r.dst_host == host_.host ? layout_.core_rank(r.dst_host, r.dst_ordinal)
+                                    : layout_.host_rank(r.dst_host);
+  }
+
   void DrainCredits() {
     int64_t expected = options_.num_steps * static_cast<int64_t>(host_.shards.size());
+    Watchdog::Scope wait(options_.watchdog, "the last credits from its cores", -1, -1,
+                         "the cores it feeds");
     while (credits_received_ < expected) AwaitCredit();
   }
 
@@ -280,6 +296,7 @@ class HostSender {
   std::vector<int> credits_;
   std::vector<int> route_of_core_;
   int64_t credits_received_ = 0;
+  int64_t next_to_send_ = 0;
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
@@ -293,7 +310,7 @@ class HostRelay {
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Communicator& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        poll_(options.poll), on_foreign_(options.on_foreign_message) {
+        poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
       if (!route) continue;
@@ -308,6 +325,8 @@ class HostRelay {
 
   HostFeedStats Run() {
     int64_t forwarded = 0, credits = 0;
+    Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
+                         expected_ > 0 ? layout_.host_rank(source_host_) : -1);
     while (forwarded < expected_ || credits < expected_) {
       std::optional<cluster::Communicator::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
@@ -376,6 +395,7 @@ class HostRelay {
   int depth_;
   std::function<void()> poll_;
   std::function<void(const cluster::Communicator::Pending&)> on_foreign_;
+  Watchdog* watchdog_;
   int source_host_ = 0;
   int64_t expected_ = 0;
   std::vector<int> local_cores_;
@@ -401,7 +421,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
     : codec_(plan.features(), route),
       trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
       world_(world), host_rank_(host_rank),
-      depth_(options.queue_depth), num_steps_(options.num_steps),
+      depth_(options.queue_depth), num_steps_(options.num_steps), watchdog_(options.watchdog),
       credit_{route.dst_host, route.dst_ordinal} {
   slots_.assign(static_cast<size_t>(depth_),
                 std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
@@ -453,6 +473,7 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   if (occupancy) *occupancy = full;
   MonotonicTime before = std::chrono::steady_clock::now();
   if (requests_[slot] != MPI_REQUEST_NULL) {
+    Watchdog::Scope wait(watchdog_, "the infeed shard of step", step, host_rank_);
     cluster::CheckMpi(MPI_Wait(&requests_[slot], &statuses_[slot]), "MPI_Wait (infeed dequeue)", host_rank_);
   }
   if (wait_s) *wait_s = SecondsSince(before);

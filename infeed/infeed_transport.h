@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cluster/communicator.h"
+#include "base/watchdog.h"
 #include "cluster/message_tags.h"
 #include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
@@ -40,6 +41,8 @@ struct TransportOptions {
   // infeed's to `on_foreign_message`, which must receive it.
   std::function<void()> poll;
   std::function<void(const cluster::Communicator::Pending&)> on_foreign_message;
+  // Deadline on the host's and core's waits (null: none); borrowed.
+  Watchdog* watchdog = nullptr;
   // Optional variable-size bytes sent after a shard's tensors in the same message
   // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
   // the shard's credit, slot and ordering and cannot overtake or deadlock it.
@@ -101,6 +104,7 @@ class CoreInfeedQueue {
   int host_rank_;
   int depth_;
   int64_t num_steps_;
+  Watchdog* watchdog_;
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<MPI_Request> requests_;

@@ -109,6 +109,9 @@ json ServeEmbedding(const RunSetup& run, json out) {
   Eigen::MatrixXf inputs(0, layer.width()), grads(0, layer.width());
   EmbeddingLog log;
   for (int64_t step = 0; step < run.loops.infeed_steps; ++step) {
+    InjectFaults(run, step);
+    Watchdog::Scope wait(run.watchdog, "the embedding all-to-alls of step", step, -1,
+                         "every core (embedding all-to-all)");
     layer.Forward(none, inputs, 0);
     layer.Backward(grads, 0);
     log.Add(layer.last());
@@ -138,7 +141,9 @@ class CoreLoop {
     if (route) queue_.emplace(run.plan, *route, ctx_.comms.world, host_rank_, RunTransportOptions(run));
     if (ctx_.config.infeed.verify && route) data_.emplace(MakeSyntheticData(ctx_.config));
     if (ctx_.config.embedding.enabled()) embedding_ids_.emplace(ctx_.config);
-    if (ctx_.config.model.enabled) trainer_.emplace(ctx_.config, run.plan, ctx_.role, ctx_.comms);
+    if (ctx_.config.model.enabled) {
+      trainer_.emplace(ctx_.config, run.plan, ctx_.role, ctx_.comms, run.watchdog);
+    }
     if (trainer_ && !run.keys.empty()) StartShampoo();
   }
 
@@ -159,6 +164,7 @@ class CoreLoop {
     options.sends_statistics = shampoo::StatisticsSenderOrdinal(ctx_.slice, ctx_.role.host) == ctx_.role.ordinal;
     options.nonfinite_statistics_loop = ctx_.config.faults.nonfinite_statistics_loop;
     options.num_loops = run_.loops.num_loops;
+    options.watchdog = run_.watchdog;
     for (int host : run_.keys.owners()) options.owner_ranks.push_back(ctx_.slice.layout.host_rank(host));
     shampoo_.emplace(run_.keys, trainer_->optimizer(), ctx_.comms.world, options);
   }
@@ -166,6 +172,7 @@ class CoreLoop {
   // One infeed step: dequeue and audit, train, model device time, free the slot,
   // push the outfeed record (with the loop's statistics on its last step).
   void Step(int64_t step) {
+    InjectFaults(run_, step);
     double wait = 0;
     int full = 0;
     std::optional<infeed::ShardCodec::View> shard;
@@ -224,9 +231,13 @@ class CoreLoop {
   void PushOutfeed(int64_t step, const OutfeedRecord& record) {
     const double start = Now();
     const bool last_of_loop = (step + 1) % run_.loops.infeed_steps_per_loop() == 0;
+    InjectFaults(run_, step, FaultsConfig::Phase::kOutfeed);
     std::vector<std::byte> payload;
     if (shampoo_ && last_of_loop) payload = shampoo_->StatisticsPayload(step / run_.loops.infeed_steps_per_loop());
-    SendOutfeed(ctx_.comms.world, host_rank_, record, payload);
+    {
+      Watchdog::Scope wait(run_.watchdog, "the host to take the outfeed of step", step, host_rank_);
+      SendOutfeed(ctx_.comms.world, host_rank_, record, payload);
+    }
     log_.outfeed_s.push_back(Now() - start);
     trace_.Add("outfeed", start, log_.outfeed_s.back());
   }

@@ -49,8 +49,9 @@ int TrainerInputWidth(const RunConfig& config, const infeed::InfeedPlan& plan) {
 }
 
 CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
-                         const cluster::RankRole& role, cluster::Communicators& comms)
-    : config_(config), plan_(plan), comms_(comms),
+                         const cluster::RankRole& role, cluster::Communicators& comms,
+                         Watchdog* watchdog)
+    : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
       dense_width_(ModelInputWidth(plan)) {
   for (size_t f = 0; f < plan.features().size(); ++f) {
@@ -82,6 +83,8 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
         std::move(inner), optim::AccumulatorParams{config.train.num_micro_batches});
   } else {
     optim::CrossReplicaSum reduce = [this](Eigen::Ref<Eigen::ArrayXf> g) {
+      Watchdog::Scope wait(watchdog_, "the cross-replica sum of step", global_step_, -1,
+                           "the cores sharing its logical core");
       crs_->Sum(std::span<float>(g.data(), static_cast<size_t>(g.size())));
     };
     aggregation_ = std::make_unique<optim::GradientAggregation>(
@@ -130,9 +133,17 @@ void CoreTrainer::ReduceGradients() {
     offset += v.grad.size();
   }
   std::span<float> all(fused_.data(), static_cast<size_t>(fused_.size()));
-  if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(all, MPI_SUM);
+  if (comms_.replica.size() > 1) {
+    Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
+                         "the other cores of its replica");
+    comms_.replica.AllreduceInPlace(all, MPI_SUM);
+  }
   bool reduce_now = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
-  if (reduce_now) crs_->Sum(all);
+  if (reduce_now) {
+    Watchdog::Scope wait(watchdog_, "the cross-replica sum of step", global_step_, -1,
+                         "the cores sharing its logical core");
+    crs_->Sum(all);
+  }
   offset = 0;
   for (size_t i = 0; i < vars.size(); ++i) {
     grads_[i] = fused_.segment(offset, vars[i].grad.size());
@@ -177,6 +188,8 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   BuildInputs(shard);
   result.rows = inputs_.rows();
   if (embedding_) {
+    Watchdog::Scope wait(watchdog_, "the embedding lookups of step", global_step_, -1,
+                         "every core (embedding all-to-all)");
     embedding_->Forward(embedding_ids, inputs_, dense_width_);
     result.embedding_forward_s = embedding_->last().forward_s;
   }
@@ -187,6 +200,8 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   result.loss_sum = static_cast<double>(loss) * static_cast<double>(result.rows);
   result.compute_s = SecondsSince(start) - result.embedding_forward_s;
   if (embedding_) {
+    Watchdog::Scope wait(watchdog_, "the embedding gradient exchange of step", global_step_, -1,
+                         "every core (embedding all-to-all)");
     embedding_->Backward(model_.input_grad(), dense_width_);
     result.embedding_backward_s = embedding_->last().backward_s;
   }

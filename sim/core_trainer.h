@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 
+#include "base/watchdog.h"
 #include "cluster/communicators.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/rank_layout.h"
@@ -49,7 +50,8 @@ class CoreTrainer {
   // Error when the infeed layout cannot train (features partitioned along a
   // non-batch dim, no float feature, no label).
   CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
-              const cluster::RankRole& role, cluster::Communicators& comms);
+              const cluster::RankRole& role, cluster::Communicators& comms,
+              Watchdog* watchdog = nullptr);
 
   // One micro-step on `shard` (nullptr for a core of the replica that gets no infeed).
   // `embedding_ids[f]` holds the ids of embedding feature f for the shard's rows
@@ -77,6 +79,7 @@ class CoreTrainer {
   const RunConfig& config_;
   const infeed::InfeedPlan& plan_;
   cluster::Communicators& comms_;
+  Watchdog* watchdog_;  // borrowed; null: no deadline
   model::Mlp model_;
   std::unique_ptr<optim::GradientAggregation> aggregation_;  // accumulator: gradient_aggregation
   std::unique_ptr<optim::AccumulatorOptimizer> accumulator_;  // accumulator: lingvo

@@ -104,7 +104,7 @@ class HostLoop {
     infeed::TransportOptions options = Transport();
     infeed::HostFeedStats stats = infeed::RunHostInfeed(run_.plan, ctx_.slice.layout, ctx_.comms.world,
                                                         ctx_.role.host, options, input_.Filler());
-    outfeed_.Finish();
+    outfeed_.Finish(run_.watchdog);
     if (shampoo_) shampoo_->Drain();
     return Stats(stats);
   }
@@ -126,7 +126,10 @@ class HostLoop {
 
   infeed::TransportOptions Transport() {
     infeed::TransportOptions options = RunTransportOptions(run_);
-    if (ctx_.comms.world.rank() == 0) options.on_step_sent = std::ref(progress_);
+    options.on_step_sent = [this](int64_t step) {
+      if (ctx_.comms.world.rank() == 0) progress_(step);
+      InjectFaults(run_, step + 1);
+    };
     options.poll = [this] { outfeed_.Poll(); };
     options.on_foreign_message = [this](const cluster::Communicator::Pending& p) { outfeed_.Receive(p); };
     // Embedding ids ride in each shard's trailer. tpu_infeed_parallelism > 1 is fine

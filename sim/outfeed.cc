@@ -106,10 +106,12 @@ bool OutfeedHost::Done() const {
          std::all_of(hooks_.begin(), hooks_.end(), [](PostLoopHook* h) { return h->Done(); });
 }
 
-void OutfeedHost::Finish() {
+void OutfeedHost::Finish(Watchdog* watchdog) {
   if (records_per_step_ == 0) {
     while (loops_completed_ < loops_.num_loops) CompleteLoop(loops_completed_);
   }
+  Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop",
+                       loops_completed_, -1, "its cores, the other hosts or its root workers");
   while (!Done()) {
     Poll();
     std::this_thread::yield();

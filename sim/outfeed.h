@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "sim/loop_plan.h"
 
@@ -82,8 +83,8 @@ class OutfeedHost {
   // Receives one probed outfeed or summary message.
   void Receive(const cluster::Communicator::Pending& pending);
   // Polls until every record (and at rank 0 every summary) has arrived and every
-  // hook is done.
-  void Finish();
+  // hook is done; the wait is under `watchdog` (may be null).
+  void Finish(Watchdog* watchdog = nullptr);
   // Rank 0: the loops, complete once Finish() returned.
   const std::map<int64_t, LoopSummary>& summaries() const { return summaries_; }
   // Called at rank 0 for each loop whose summaries from every host are in.

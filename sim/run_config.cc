@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 
+#include "base/spellings.h"
 #include "sim/config_node.h"
 
 namespace tpusim::sim {
@@ -231,8 +232,39 @@ FaultsConfig ParseFaults(ConfigNode node) {
   if (f.nonfinite_statistics_loop < -1) {
     node.FailAt("nonfinite_statistics_loop", "must be >= 0, or -1 for none");
   }
+  ConfigNode stall = node.Child("stall");
+  stall.Get("rank", f.stall.rank);
+  stall.Get("step", f.stall.step);
+  stall.Get("seconds", f.stall.seconds);
+  std::string phase;
+  stall.Get("phase", phase);
+  if (stall.Has("phase")) {
+    static constexpr Spellings<FaultsConfig::Phase, 2> kPhases{
+        {{"step", FaultsConfig::Phase::kStep}, {"outfeed", FaultsConfig::Phase::kOutfeed}}};
+    f.stall.phase = ParseSpelling(kPhases, phase, node.source() + ": " + stall.KeyPath("phase"));
+  }
+  if (f.stall.step < 0) stall.FailAt("step", "must be >= 0");
+  if (!(f.stall.seconds >= 0) || !std::isfinite(f.stall.seconds)) {
+    stall.FailAt("seconds", "must be a finite number >= 0");
+  }
+  stall.Finish();
+  ConfigNode kill = node.Child("kill");
+  kill.Get("rank", f.kill.rank);
+  kill.Get("step", f.kill.step);
+  if (f.kill.step < 0) kill.FailAt("step", "must be >= 0");
+  kill.Finish();
   node.Finish();
   return f;
+}
+
+RunSection ParseRunSection(ConfigNode node) {
+  RunSection r;
+  node.GetOptional("watchdog_s", r.watchdog_s);
+  if (r.watchdog_s && (!(*r.watchdog_s >= 0) || !std::isfinite(*r.watchdog_s))) {
+    node.FailAt("watchdog_s", "must be a finite number of seconds >= 0 (0 = no watchdog)");
+  }
+  node.Finish();
+  return r;
 }
 
 DeviceConfig ParseDevice(ConfigNode node) {
@@ -367,6 +399,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.device = ParseDevice(top.Child("device"));
   config.embedding = ParseEmbedding(top.Child("embedding"));
   config.faults = ParseFaults(top.Child("faults"));
+  config.run = ParseRunSection(top.Child("run"));
   top.Finish();
   CheckEmbeddingNames(config);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,24 @@ struct EmbeddingSection {
 struct FaultsConfig {
   double preconditioner_delay_ms = 0;       // every Shampoo root also sleeps this long
   int64_t nonfinite_statistics_loop = -1;   // the Shampoo statistics sent after this loop are NaN
+  enum class Phase { kStep, kOutfeed };
+  struct Stall {
+    int rank = -1;       // this world rank stops responding ...
+    int64_t step = 0;    // ... when it reaches this infeed step ...
+    double seconds = 0;  // ... for this long (busy, not waiting) ...
+    Phase phase = Phase::kStep;  // ... at its start, or (a core) right before its outfeed
+  } stall;
+  struct Kill {
+    int rank = -1;       // this world rank kills itself (SIGKILL) ...
+    int64_t step = 0;    // ... when it reaches this infeed step
+  } kill;
+};
+
+// How a run guards itself.
+struct RunSection {
+  // Deadline of every blocking wait; empty = generous default scaled with the
+  // slice (120 s + 0.5 s per rank); 0 = no watchdog.
+  std::optional<double> watchdog_s;
 };
 
 struct RunConfig {
@@ -107,6 +126,7 @@ struct RunConfig {
   DeviceConfig device;
   EmbeddingSection embedding;
   FaultsConfig faults;
+  RunSection run;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 

@@ -11,6 +11,10 @@
 #include "sim/run_config.h"
 #include "sim/slice.h"
 
+namespace tpusim {
+class Watchdog;
+}
+
 namespace tpusim::sim {
 
 namespace shampoo {
@@ -33,7 +37,13 @@ struct RunSetup {
   const shampoo::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
   double origin_s = 0;            // MonotonicSeconds() right after the start barrier
   int host_ranks_on_node = 1;     // host ranks sharing this machine (for thread counts)
+  Watchdog* watchdog = nullptr;   // deadline on every blocking wait (run.watchdog_s)
 };
+
+// Injects faults.stall / faults.kill when this rank reaches `phase` of infeed
+// step `step`.
+void InjectFaults(const RunSetup& run, int64_t step,
+                  FaultsConfig::Phase phase = FaultsConfig::Phase::kStep);
 
 // The infeed transport settings of a run, the same on hosts and cores.
 infeed::TransportOptions RunTransportOptions(const RunSetup& run);

@@ -61,7 +61,10 @@ std::vector<std::byte> CoreClient::StatisticsPayload(int64_t loop) const {
 
 double CoreClient::AwaitDeliveries(int64_t loop) {
   const double start = MonotonicSeconds();
-  for (Owner& owner : owners_) owner.receive.Wait();
+  for (Owner& owner : owners_) {
+    Watchdog::Scope wait(options_.watchdog, "the preconditioners of loop", loop, owner.rank);
+    owner.receive.Wait();
+  }
   const double waited = MonotonicSeconds() - start;
   for (Owner& owner : owners_) {
     const Delivery d = DecodeDelivery(

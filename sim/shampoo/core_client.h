@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "optim/optimizer.h"
 #include "optim/shampoo_optimizer.h"
@@ -26,6 +27,7 @@ struct CoreClientOptions {
   int64_t nonfinite_statistics_loop = -1;  // faults: the sent statistics of this loop are NaN
   std::vector<int> owner_ranks;      // world rank of each owner host, in table.owners() order
   int64_t num_loops = 0;             // no receives are posted past the last loop
+  Watchdog* watchdog = nullptr;      // deadline on the wait for deliveries; borrowed
 };
 
 class CoreClient {
