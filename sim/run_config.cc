@@ -45,7 +45,7 @@ FeatureConfig ParseFeature(ConfigNode node) {
   FeatureConfig f;
   node.Get("dtype", f.dtype);
   node.Get("shape", f.shape);
-  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64"});
+  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
   for (int64_t d : f.shape) {
     if (d < 1) node.FailAt("shape", fmt::format("every dimension must be >= 1, got {}", d));
   }

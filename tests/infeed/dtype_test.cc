@@ -26,7 +26,14 @@ TEST(DTypeTest, SizesNamesAndNpyDescrs) {
   EXPECT_EQ(NpyDescr(DType::kBFloat16), "<u2");
   EXPECT_EQ(NpyDescr(DType::kInt32), "<i4");
   EXPECT_EQ(NpyDescr(DType::kInt64), "<i8");
-  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kInt32, DType::kInt64}) {
+  EXPECT_EQ(DTypeSize(DType::kUInt8), 1u);
+  EXPECT_EQ(DTypeSize(DType::kInt8), 1u);
+  EXPECT_EQ(NpyDescr(DType::kUInt8), "|u1");
+  EXPECT_EQ(NpyDescr(DType::kInt8), "|i1");
+  EXPECT_EQ(DTypeName(DType::kUInt8), "uint8");
+  EXPECT_EQ(DTypeName(DType::kInt8), "int8");
+  EXPECT_FALSE(IsFloating(DType::kUInt8));
+  for (DType d : kAllDTypes) {
     EXPECT_EQ(ParseDType(DTypeName(d), "k"), d);
   }
   EXPECT_EQ(DTypeName(DType::kBFloat16), "bfloat16");
@@ -38,7 +45,7 @@ TEST(DTypeTest, ParseErrorNamesKeyValueAndAllowed) {
     FAIL() << "expected Error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64)");
+              "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64, uint8, int8)");
   }
 }
 
