@@ -15,6 +15,7 @@
 #include "sim/report.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/shard_audit.h"
+#include "sim/simulator_ceiling.h"
 #include "sim/trace.h"
 
 namespace tpusim::sim {
@@ -103,6 +104,7 @@ int RunSimulation(SimulationContext& ctx) {
   mine["role"] = ctx.role.Describe();
   double run_s = MonotonicSeconds() - run.origin_s;
   MpiBaseline baseline = MeasureMpiBaseline(ctx, plan);
+  mine["simulator_ceiling"] = MeasureSimulatorCeiling(run);
   std::vector<std::string> all = GatherStrings(ctx.comms.world, mine.dump());
   if (ctx.comms.world.rank() != 0) return 0;
   std::vector<json> ranks;
@@ -113,6 +115,7 @@ int RunSimulation(SimulationContext& ctx) {
     for (json& r : ranks) r.erase("trace");
   }
   json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
+  report["simulator_ceiling"] = SimulatorCeilingReport(ranks, CeilingSteps(run));
   if (!keys.empty()) report["shampoo"] = ShampooReport(keys, ranks);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);
