@@ -2,12 +2,10 @@
 // image examples ([224, 224, 3] per example: bfloat16, uint8 or float32), against a
 // memcpy of the same bytes: how far the generator is from the memory bandwidth a
 // cached source would run at. The arg is the dtype (0 bfloat16, 1 uint8, 2 float32).
-#include <cstring>
-#include <vector>
-
 #include <benchmark/benchmark.h>
 
 #include "infeed/synthetic_source.h"
+#include "tests/bench/memcpy_baseline.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -37,15 +35,7 @@ void BM_SyntheticFill(benchmark::State& state) {
 }
 
 void BM_SyntheticFillBaseline(benchmark::State& state) {
-  size_t total = static_cast<size_t>(kRows) * ExampleBytes({"image", DTypeArg(state), {224, 224, 3}});
-  std::vector<std::byte> source(total, std::byte{1});
-  std::vector<std::byte> target(total);
-  for (auto _ : state) {
-    std::memcpy(target.data(), source.data(), total);
-    benchmark::ClobberMemory();
-  }
-  if (target != source) state.SkipWithError("memcpy baseline copied wrong bytes");
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(total));
+  bench::RunMemcpyBaseline(state, static_cast<size_t>(kRows) * ExampleBytes({"image", DTypeArg(state), {224, 224, 3}}));
   state.SetItemsProcessed(state.iterations() * kRows);
 }
 
