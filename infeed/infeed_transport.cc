@@ -1,5 +1,6 @@
 #include "infeed/infeed_transport.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -73,6 +74,7 @@ class HostSender {
     pool.join();
     DrainCredits();
     Recycle(true);
+    stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
     return stats_;
   }
 
@@ -86,7 +88,10 @@ class HostSender {
     std::future<std::unique_ptr<Package>> future = promise->get_future();
     boost::asio::post(pool, [this, promise, step] {
       try {
-        promise->set_value(Build(step));
+        MonotonicTime start = std::chrono::steady_clock::now();
+        std::unique_ptr<Package> package = Build(step);
+        build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+        promise->set_value(std::move(package));
       } catch (...) {
         promise->set_exception(std::current_exception());
       }
@@ -292,6 +297,7 @@ class HostSender {
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
   HostFeedStats stats_;
+  std::atomic<int64_t> build_ns_{0};  // summed over workers
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host

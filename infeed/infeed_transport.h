@@ -73,6 +73,7 @@ struct HostFeedStats {
   double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
   double build_wait_s = 0;           // time the sender waited for workers to build a step
   double send_s = 0;                 // time in the enqueue itself, credit waits included
+  double build_s = 0;                // workers' time building steps (fill, encode), summed
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an

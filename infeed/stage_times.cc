@@ -12,14 +12,16 @@ StageTimes& StageTimes::operator+=(const StageTimes& other) {
   return *this;
 }
 
-std::string_view BoundBy(const StageTimes& times) {
+std::string_view BoundBy(const StageTimes& times, double build_wait_s) {
+  if (times.enqueue_s >= build_wait_s) return "enqueue";
   const std::pair<std::string_view, double> stages[] = {{"file read", times.file_read_s},
                                                         {"preprocessing", times.preprocessing_s},
-                                                        {"shuffle", times.shuffle_s},
-                                                        {"enqueue", times.enqueue_s}};
-  const auto* best = &stages[0];
+                                                        {"shuffle", times.shuffle_s}};
+  const auto* best = &stages[1];
   for (const auto& stage : stages) {
-    if (stage.second > best->second) best = &stage;
+    if (stage.second > best->second || (stage.second == best->second && stage.second > 0 && &stage < best)) {
+      best = &stage;
+    }
   }
   return best->first;
 }

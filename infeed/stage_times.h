@@ -27,8 +27,11 @@ struct StageTimes {
   StageTimes& operator+=(const StageTimes& other);
 };
 
-// The stage with the most time: "file read", "preprocessing", "shuffle" or
-// "enqueue" (ties go to the earlier stage in that order).
-std::string_view BoundBy(const StageTimes& times);
+// The stage that bounds a host, "file read", "preprocessing", "shuffle" or "enqueue".
+// The sender either enqueues (times.enqueue_s, credit waits included) or waits for
+// the workers to build the next step (`build_wait_s`): when it enqueued at least as
+// long as it waited, "enqueue"; otherwise the building stage with the most time
+// (ties go to the earlier one; "preprocessing" when none took any).
+std::string_view BoundBy(const StageTimes& times, double build_wait_s);
 
 }  // namespace tpusim::infeed

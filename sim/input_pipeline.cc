@@ -1,6 +1,5 @@
 #include "sim/input_pipeline.h"
 
-#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -93,7 +92,6 @@ struct InputPipeline::Impl {
   std::optional<infeed::FilePipeline> file_pipeline;
   std::optional<infeed::CachedSource> cached;
   StepSequencer sequencer;
-  std::atomic<int64_t> generate_us{0};  // synthetic: summed over workers
 
   Impl(const RunConfig& r, const infeed::InfeedPlan& p, int host, int num_hosts) : run(r), plan(p) {
     host_plan = plan.host_plan(host);
@@ -134,11 +132,9 @@ struct InputPipeline::Impl {
       return;
     }
     if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
-    const int64_t start = clock.NowUs();
     int64_t first = plan.example_id(step, *host_plan, 0);
     synthetic->ReadInto(first, batch);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
-    generate_us += clock.NowUs() - start;
   }
 
   const infeed::Batch& Borrow(int64_t step, std::span<int64_t> ids) const {
@@ -149,9 +145,13 @@ struct InputPipeline::Impl {
 
   infeed::StageTimes Times(const infeed::HostFeedStats& feed) const {
     infeed::StageTimes times;
-    if (file_pipeline) times = file_pipeline->times();
-    // Workers generate in parallel: their time per worker.
-    times.preprocessing_s += static_cast<double>(generate_us.load()) * 1e-6 / run.infeed.parallelism;
+    if (file_pipeline) {
+      times = file_pipeline->times();
+    } else {
+      // Generating (or borrowing) a step is all its building: the workers' time
+      // building steps (filling, allocating, encoding), per worker.
+      times.preprocessing_s = feed.build_s / run.infeed.parallelism;
+    }
     times.enqueue_s = feed.send_s;
     return times;
   }
@@ -184,7 +184,7 @@ nlohmann::json InputPipeline::StagesJson(const infeed::HostFeedStats& feed) cons
                                     {"preprocessing_s", t.preprocessing_s},
                                     {"shuffle_s", t.shuffle_s},
                                     {"enqueue_s", t.enqueue_s}}},
-                        {"bound_by", infeed::BoundBy(t)}};
+                        {"bound_by", infeed::BoundBy(t, feed.build_wait_s)}};
   if (impl_->files && impl_->run.input.storage.direct_io) {
     const std::string refusal = impl_->files->direct_io_refusal();
     out["direct_io"] = {{"active", refusal.empty()}, {"note", refusal}};

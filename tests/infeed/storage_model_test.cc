@@ -30,12 +30,16 @@ TEST(StorageModelTest, UnlimitedStorageDoesNotWait) {
   EXPECT_EQ(clock.NowUs(), 0);
 }
 
-TEST(StageTimesTest, BoundByNamesTheStageWithTheMostTime) {
-  EXPECT_EQ(BoundBy({0.5, 0.2, 0.1, 0.3}), "file read");
-  EXPECT_EQ(BoundBy({0.1, 0.2, 0.1, 0.3}), "enqueue");
-  EXPECT_EQ(BoundBy({0.1, 0.4, 0.1, 0.3}), "preprocessing");
-  EXPECT_EQ(BoundBy({0.1, 0.1, 0.4, 0.3}), "shuffle");
-  EXPECT_EQ(BoundBy({}), "file read");  // ties go to the earlier stage
+TEST(StageTimesTest, BoundByIsEnqueueOrTheBuildingStageWithTheMostTime) {
+  // The sender enqueued 0.3 s and waited 0.6 s for steps: a building stage bounds.
+  EXPECT_EQ(BoundBy({0.5, 0.2, 0.1, 0.3}, 0.6), "file read");
+  EXPECT_EQ(BoundBy({0.1, 0.4, 0.1, 0.3}, 0.6), "preprocessing");
+  EXPECT_EQ(BoundBy({0.1, 0.1, 0.4, 0.3}, 0.6), "shuffle");
+  EXPECT_EQ(BoundBy({0.2, 0.2, 0.1, 0.3}, 0.6), "file read");  // ties: the earlier stage
+  EXPECT_EQ(BoundBy({0, 0, 0, 0.3}, 0.6), "preprocessing");    // building took no stage time
+  // It enqueued at least as long as it waited for workers: enqueue, whatever they took.
+  EXPECT_EQ(BoundBy({0.5, 0.2, 0.1, 0.3}, 0.3), "enqueue");
+  EXPECT_EQ(BoundBy({}, 0), "enqueue");
   StageTimes sum{1, 2, 3, 4};
   sum += StageTimes{1, 1, 1, 1};
   EXPECT_EQ(sum.enqueue_s, 5);
