@@ -69,7 +69,7 @@ int64_t CeilingSteps(const RunSetup& run) {
     step_bytes += static_cast<double>(ExampleBytes(spec)) * static_cast<double>(run.plan.global_batch());
   }
   const auto wanted = static_cast<int64_t>(kTargetBytes / std::max(step_bytes, 1.0)) + 1;
-  return std::clamp<int64_t>(wanted, 2 * int64_t{run.ctx.config.infeed.queue_depth}, kMaxSteps);
+  return std::clamp<int64_t>(wanted, 4 * int64_t{run.ctx.config.infeed.queue_depth}, kMaxSteps);
 }
 
 json MeasureSimulatorCeiling(const RunSetup& run) {

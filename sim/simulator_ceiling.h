@@ -14,8 +14,9 @@
 
 namespace tpusim::sim {
 
-// Steps the measurement sends: enough for ~256 MiB of global batches, at least two
-// queue depths of credit round trips and at most 64 steps, so it stays short.
+// Steps the measurement sends: enough for ~256 MiB of global batches, at least four
+// queue depths (so filling and draining the queues is a small part of the time) and
+// at most 64 steps, so it stays short.
 int64_t CeilingSteps(const RunSetup& run);
 
 // Collective over the world. Returns this rank's part for the report: on a host
