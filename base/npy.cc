@@ -84,8 +84,8 @@ size_t NpyItemSize(const std::string& descr) {
   if (descr == "<f4" || descr == "<i4") return 4;
   if (descr == "<i8" || descr == "<f8") return 8;
   if (descr == "<u2") return 2;
-  if (descr == "|b1" || descr == "|u1") return 1;
-  Fail("unsupported .npy dtype '{}' (supported: <f4 <f8 <i4 <i8 <u2 |b1 |u1)", descr);
+  if (descr == "|b1" || descr == "|u1" || descr == "|i1") return 1;
+  Fail("unsupported .npy dtype '{}' (supported: <f4 <f8 <i4 <i8 <u2 |b1 |u1 |i1)", descr);
 }
 
 NpyArray ReadNpyHeader(const std::string& path) {

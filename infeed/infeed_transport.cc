@@ -1,5 +1,6 @@
 #include "infeed/infeed_transport.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -23,7 +24,8 @@ using cluster::kTagShard;
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
-  Batch batch;
+  Batch batch;                                   // filled by the BatchFiller (unused when borrowing)
+  const Batch* send = nullptr;                   // what the shards are cut from: batch or a borrowed one
   std::vector<int64_t> ids;                      // example id per host batch row
   std::vector<std::vector<std::byte>> meta;      // per route: header, slices, ids
   // Per route and feature: a packed copy of a piece that is not contiguous in the
@@ -55,7 +57,7 @@ class HostSender {
     int64_t next = 0;
     // Build far enough ahead that a worker never has to wake up for the step the
     // sender wants next: the credit window plus what the workers run at once.
-    int64_t window = 2 * options_.parallelism + options_.queue_depth;
+    int64_t window = options_.prefetch > 0 ? options_.prefetch : 2 * options_.parallelism + options_.queue_depth;
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
       MonotonicTime before = std::chrono::steady_clock::now();
@@ -63,7 +65,9 @@ class HostSender {
       std::unique_ptr<Package> package = Await(ahead.front());
       ahead.pop_front();
       stats_.build_wait_s += SecondsSince(before);
+      MonotonicTime send_start = std::chrono::steady_clock::now();
       Send(*package);
+      stats_.send_s += SecondsSince(send_start);
       in_flight_.push_back(std::move(package));
       Recycle(false);
       if (options_.poll) options_.poll();
@@ -71,6 +75,7 @@ class HostSender {
     pool.join();
     DrainCredits();
     Recycle(true);
+    stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
     return stats_;
   }
 
@@ -84,7 +89,10 @@ class HostSender {
     std::future<std::unique_ptr<Package>> future = promise->get_future();
     boost::asio::post(pool, [this, promise, step] {
       try {
-        promise->set_value(Build(step));
+        MonotonicTime start = std::chrono::steady_clock::now();
+        std::unique_ptr<Package> package = Build(step);
+        build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+        promise->set_value(std::move(package));
       } catch (...) {
         promise->set_exception(std::current_exception());
       }
@@ -123,7 +131,7 @@ class HostSender {
     std::unique_ptr<Package> p = TakeFree();
     if (!p) {
       p = std::make_unique<Package>();
-      p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
+      if (!options_.borrow_batch) p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
       p->ids.resize(static_cast<size_t>(host_.rows_per_step));
       for (const ShardCodec& codec : codecs_) {
         p->meta.emplace_back(codec.meta_bytes());
@@ -136,11 +144,16 @@ class HostSender {
       p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
     }
     p->step = step;
-    fill_(step, p->batch, p->ids);
+    if (options_.borrow_batch) {
+      p->send = &options_.borrow_batch(step, p->ids);
+    } else {
+      fill_(step, p->batch, p->ids);
+      p->send = &p->batch;
+    }
     for (size_t i = 0; i < codecs_.size(); ++i) {
       codecs_[i].EncodeMeta(Header(step, i), p->ids, p->meta[i]);
       for (size_t f = 0; f < plan_.features().size(); ++f) {
-        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(p->batch, f, p->staging[i][f]);
+        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(*p->send, f, p->staging[i][f]);
       }
       if (options_.encode_trailer) EncodeTrailer(step, i, *p);
     }
@@ -212,7 +225,7 @@ class HostSender {
     };
     add(p.meta[i]);
     for (size_t f = 0; f < plan_.features().size(); ++f) {
-      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(p.batch, f)
+      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(*p.send, f)
                                      : std::span<const std::byte>(p.staging[i][f]));
     }
     add(p.trailer[i]);
@@ -301,6 +314,7 @@ class HostSender {
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
   HostFeedStats stats_;
+  std::atomic<int64_t> build_ns_{0};  // summed over workers
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host

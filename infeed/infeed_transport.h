@@ -53,6 +53,14 @@ struct TransportOptions {
   std::function<void(int64_t step, std::span<const int64_t> host_ids, const ShardRoute& route,
                      std::vector<std::byte>& out)>
       encode_trailer;
+  // Optional, used instead of the BatchFiller: returns the host batch of `step` from
+  // storage the caller keeps unchanged until RunHostInfeed returns (a cached pool)
+  // and writes each row's example id to `ids`; shards are sent straight from it, so
+  // no package batch is allocated or filled. Called on enqueue workers.
+  std::function<const Batch&(int64_t step, std::span<int64_t> ids)> borrow_batch;
+  // Steps built ahead of the sender (the prefetch depth); 0 = 2 * parallelism +
+  // queue_depth, enough that a worker never has to wake up for the next step.
+  int prefetch = 0;
 };
 
 // Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global
@@ -67,6 +75,8 @@ struct HostFeedStats {
   std::vector<double> step_sent_s;   // per step: time (s since start) its last shard left
   double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
   double build_wait_s = 0;           // time the sender waited for workers to build a step
+  double send_s = 0;                 // time in the enqueue itself, credit waits included
+  double build_s = 0;                // workers' time building steps (fill, encode), summed
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an

@@ -168,14 +168,14 @@ int RunValidateCommand(const std::string& config, const std::vector<std::string>
 }
 
 int RunGenDataCommand(const std::string& config, const std::vector<std::string>& overrides,
-                      const std::string& out_dir, int64_t examples, int64_t shards) {
+                      const std::string& out_dir, int64_t examples, int64_t shards, bool compress) {
   ConfigTarget target = ResolveConfigTarget(config, overrides);
   if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", config);
   int hosts = SliceForTarget(target).topology.num_hosts();
   if (examples <= 0) examples = 10 * target.run.input.global_batch;
   if (shards <= 0) shards = 2 * hosts;
-  infeed::WriteSyntheticDataset(out_dir, MakeSyntheticData(target.run), examples, shards);
-  fmt::print("{}: {} examples in {} shards (features: {})\n", out_dir, examples, shards,
+  infeed::WriteSyntheticDataset(out_dir, MakeSyntheticData(target.run), examples, shards, compress);
+  fmt::print("{}: {} examples in {} {}shards (features: {})\n", out_dir, examples, shards, compress ? "zlib-compressed " : "",
              fmt::join(RunFeatureSpecs(target.run) |
                            std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
                        ", "));

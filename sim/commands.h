@@ -41,8 +41,9 @@ int RunLaunchCommand(const std::string& config, const std::vector<std::string>& 
                      const std::vector<std::string>& overrides, bool dry_run);
 
 // Writes `examples` examples of the run's synthetic source (default: ten global
-// batches) as `shards` .npy shards (default: two per host) into `out_dir`.
+// batches) as `shards` .npy shards (default: two per host) into `out_dir`, with
+// `compress` as zlib-compressed FEATURE.npy.zlib files.
 int RunGenDataCommand(const std::string& config, const std::vector<std::string>& overrides,
-                      const std::string& out_dir, int64_t examples, int64_t shards);
+                      const std::string& out_dir, int64_t examples, int64_t shards, bool compress = false);
 
 }  // namespace tpusim::sim

@@ -126,6 +126,7 @@ class HostLoop {
 
   infeed::TransportOptions Transport() {
     infeed::TransportOptions options = RunTransportOptions(run_);
+    input_.Configure(options);
     options.on_step_sent = [this](int64_t step) {
       if (ctx_.comms.world.rank() == 0) progress_(step);
       InjectFaults(run_, step + 1);
@@ -176,6 +177,7 @@ class HostLoop {
                 {"step_sent_s", stats.step_sent_s},
                 {"credit_wait_s", stats.credit_wait_s},
                 {"build_wait_s", stats.build_wait_s}};
+    out.update(input_.StagesJson(stats));
     if (shampoo_) out["shampoo"] = ShampooStats(stats, hp ? hp->rows_per_step : 0);
     if (trace_.enabled()) out["trace"] = trace_.ToJson();
     return out;

@@ -95,11 +95,13 @@ int main(int argc, char** argv) {
   std::string gen_config, gen_out;
   std::vector<std::string> gen_sets;
   int64_t gen_examples = 0, gen_shards = 0;
+  bool gen_compress = false;
   CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
   gen->add_option("CONFIG", gen_config)->required();
   gen->add_option("--out", gen_out, "dataset directory")->required();
   gen->add_option("--examples", gen_examples, "examples to write (default: 10 global batches)");
   gen->add_option("--shards", gen_shards, "shards to write (default: 2 per host)");
+  gen->add_flag("--compress", gen_compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--set", gen_sets, "override a config key: a.b=value")->take_all();
 
   try {
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
                                            launch_opts.overrides, dry_run);
     }
     if (*gen) {
-      return tpusim::sim::RunGenDataCommand(gen_config, gen_sets, gen_out, gen_examples, gen_shards);
+      return tpusim::sim::RunGenDataCommand(gen_config, gen_sets, gen_out, gen_examples, gen_shards, gen_compress);
     }
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
   } catch (const tpusim::Error& e) {

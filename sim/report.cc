@@ -14,6 +14,7 @@
 #include "infeed/shard_message.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/shampoo/metrics.h"
+#include "sim/simulator_ceiling.h"
 
 namespace tpusim::sim {
 namespace {
@@ -324,6 +325,10 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
       const json& sent = r["step_sent_s"];
       json h = {{"host", r["host"]}, {"shards_forwarded", r["shards_forwarded"]},
                 {"credit_wait_s", r["credit_wait_s"]}, {"build_wait_s", r["build_wait_s"]}};
+      for (const char* key : {"stages", "bound_by", "direct_io"}) {
+        if (r.contains(key)) h[key] = r[key];
+      }
+      if (r.contains("simulator_ceiling")) h["simulator_ceiling"] = HostCeiling(r["simulator_ceiling"]);
       if (!sent.empty()) {
         double seconds = At(sent, loops.infeed_steps - 1) - At(sent, w0 - 1);
         double per_step_bytes = r["bytes_sent"].get<double>() / static_cast<double>(loops.infeed_steps);
@@ -425,20 +430,42 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
   return report;
 }
 
+namespace {
+
+// A ceiling's bytes/s, 0 when it was not measured.
+double CeilingBytesPerS(const json& ceiling) {
+  return ceiling.is_object() ? ceiling["bytes_per_s"].get<double>() : 0.0;
+}
+
+// One host of the end-of-run table: its rates, its ceiling and its stage times.
+void PrintHostRow(const json& h) {
+  const json stages = h.value("stages", json::object());
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}  {}\n", h["host"].get<int>(),
+             h["examples_per_s"].get<double>(), h["bytes_per_s"].get<double>() / 1e6,
+             CeilingBytesPerS(h.value("simulator_ceiling", json())) / 1e6, stages.value("file_read_s", 0.0),
+             stages.value("preprocessing_s", 0.0), stages.value("shuffle_s", 0.0), stages.value("enqueue_s", 0.0),
+             h.value("bound_by", std::string("-")));
+  if (h.contains("direct_io") && !h["direct_io"]["active"].get<bool>()) {
+    fmt::print("       note: {}\n", h["direct_io"]["note"].get<std::string>());
+  }
+}
+
+}  // namespace
+
 void PrintSummary(const json& report) {
   fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
              report["version"].get<int>(), report["topology"]["name"].get<std::string>(),
              report["topology"]["order"].get<std::string>(), report["loops"]["num_loops"].get<int64_t>(),
              report["loops"]["steps_per_loop"].get<int64_t>(), report["window"]["infeed_steps"].get<int64_t>(),
              report["window"]["note"].get<std::string>());
-  fmt::print("{:>6} {:>14} {:>12}\n", "host", "examples/s", "MB/s");
+  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s", "MB/s",
+             "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
   for (const json& h : report["hosts"]) {
-    if (!h.contains("examples_per_s")) continue;
-    fmt::print("{:>6} {:>14.0f} {:>12.1f}\n", h["host"].get<int>(), h["examples_per_s"].get<double>(),
-               h["bytes_per_s"].get<double>() / 1e6);
+    if (h.contains("examples_per_s")) PrintHostRow(h);
   }
-  fmt::print("{:>6} {:>14.0f} {:>12.1f}   (cores' dequeue rate)\n", "total",
-             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6);
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
+             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6,
+             CeilingBytesPerS(report.value("simulator_ceiling", json())) / 1e6);
   fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
   for (const json& c : report["cores"]) {
     if (!c["fed"].get<bool>()) continue;
@@ -497,6 +524,13 @@ void PrintSummary(const json& report) {
   }
   fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n",
              report["mpi_baseline"]["bytes_per_s"].get<double>() / 1e6);
+  if (report.value("simulator_ceiling", json()).is_object()) {
+    const json& c = report["simulator_ceiling"];
+    fmt::print("simulator ceiling (cached source, same shapes, same ranks): {:.0f} examples/s, {:.1f} MB/s; "
+               "this run reached {:.0f}% of it\n", c["examples_per_s"].get<double>(),
+               c["bytes_per_s"].get<double>() / 1e6,
+               100.0 * report["totals"]["bytes_per_s"].get<double>() / std::max(c["bytes_per_s"].get<double>(), 1e-9));
+  }
   std::fflush(stdout);
 }
 

@@ -46,12 +46,51 @@ FeatureConfig ParseFeature(ConfigNode node) {
   FeatureConfig f;
   node.Get("dtype", f.dtype);
   node.Get("shape", f.shape);
-  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64"});
+  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
   for (int64_t d : f.shape) {
     if (d < 1) node.FailAt("shape", fmt::format("every dimension must be >= 1, got {}", d));
   }
   node.Finish();
   return f;
+}
+
+void RequireFiniteNonNegative(ConfigNode& node, const std::string& key, double value, const std::string& zero) {
+  if (!(value >= 0) || !std::isfinite(value)) {
+    node.FailAt(key, fmt::format("must be a finite number >= 0{}, got {}", zero, value));
+  }
+}
+
+infeed::StorageConfig ParseStorage(ConfigNode node) {
+  infeed::StorageConfig s;
+  node.Get("bandwidth_mb_s", s.bandwidth_mb_s);
+  node.Get("latency_us", s.latency_us);
+  node.Get("request_kib", s.request_kib);
+  node.Get("concurrency", s.concurrency);
+  node.Get("direct_io", s.direct_io);
+  RequireFiniteNonNegative(node, "bandwidth_mb_s", s.bandwidth_mb_s, " (0 = unlimited)");
+  RequireFiniteNonNegative(node, "latency_us", s.latency_us, "");
+  RequirePositive(node, "request_kib", s.request_kib);
+  RequirePositive(node, "concurrency", s.concurrency);
+  node.Finish();
+  return s;
+}
+
+// Keys that only one source reads are errors with the others, so a run never
+// silently ignores what the user asked for.
+void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
+  if (in.source != "files") {
+    for (const char* key : {"storage", "shuffle_buffer"}) {
+      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: files reads it (source is {})", in.source));
+    }
+  }
+  if (in.source != "cached" && node.Has("cache_steps")) {
+    node.FailAt("cache_steps", fmt::format("only input.source: cached reads it (source is {})", in.source));
+  }
+  if (in.source == "cached") {
+    for (const char* key : {"cpu_us_per_example", "max_examples_per_sec"}) {
+      if (node.Has(key)) node.FailAt(key, "the cached source has no preprocessing (it measures the transport)");
+    }
+  }
 }
 
 InputConfig ParseInput(ConfigNode node) {
@@ -62,7 +101,17 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("global_batch", in.global_batch);
   node.Get("max_examples_per_sec", in.max_examples_per_sec);
   node.Get("cpu_us_per_example", in.cpu_us_per_example);
-  RequireOneOf(node, "source", in.source, {"synthetic", "files"});
+  node.Get("cache_steps", in.cache_steps);
+  node.Get("shuffle_buffer", in.shuffle_buffer);
+  node.Get("prefetch", in.prefetch);
+  if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
+  RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
+  CheckSourceKeys(node, in);
+  RequirePositive(node, "cache_steps", in.cache_steps);
+  if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
+  if (in.prefetch < 0) {
+    node.FailAt("prefetch", fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
+  }
   RequirePositive(node, "global_batch", in.global_batch);
   if (in.source == "files" && in.data_dir.empty()) {
     node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");

@@ -14,6 +14,7 @@
 #include "cluster/topology.h"
 #include "cluster/topology_source.h"
 #include "embedding/config.h"
+#include "infeed/storage_model.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 #include "sim/model/mlp.h"
@@ -34,8 +35,12 @@ struct FeatureConfig {
 };
 
 struct InputConfig {
-  std::string source = "synthetic";  // synthetic | files
+  std::string source = "synthetic";  // synthetic | files | cached
   std::string data_dir;              // files: dataset directory (tpusim gen-data)
+  int64_t cache_steps = 2;           // cached: pre-built host batches, cycled over the steps
+  int64_t shuffle_buffer = 0;        // files: examples in the shuffle buffer; 0 = none
+  int prefetch = 0;                  // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
+  infeed::StorageConfig storage;     // files: the storage model charged for every read
   uint64_t seed = 1;
   int64_t global_batch = 128;
   std::map<std::string, FeatureConfig> features{{"x", {"float32", {64}}}};

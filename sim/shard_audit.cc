@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "sim/input_pipeline.h"
 
 namespace tpusim::sim {
 
@@ -31,7 +32,8 @@ json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& pla
 }
 
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or
-// (with infeed.verify) bytes that differ from the synthetic function of their ids.
+// (with infeed.verify) bytes that differ from the synthetic function of their ids
+// (for the cached source: of the ids whose values the pool holds, ValueExampleId).
 void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
                 const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
   const infeed::ShardHeader& h = shard.header;
@@ -45,6 +47,7 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    for (int64_t& id : ids) id = ValueExampleId(ctx.config, id);
     std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
     infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
                                               pieces.at(plan.features()[f].name), ids, inner);

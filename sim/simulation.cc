@@ -20,6 +20,7 @@
 #include "sim/report.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/shard_audit.h"
+#include "sim/simulator_ceiling.h"
 #include "sim/trace.h"
 
 namespace tpusim::sim {
@@ -150,6 +151,7 @@ int RunSimulation(SimulationContext& ctx) {
     Watchdog::Scope wait(idle ? nullptr : &watchdog, "the end of the run (baseline and gather)", -1,
                          -1, "every rank", 2.0);
     baseline = MeasureMpiBaseline(ctx, plan);
+    mine["simulator_ceiling"] = MeasureSimulatorCeiling(run);
     all = GatherStrings(ctx.comms.world, mine.dump());
   }
   if (ctx.comms.world.rank() != 0) return 0;
@@ -161,6 +163,7 @@ int RunSimulation(SimulationContext& ctx) {
     for (json& r : ranks) r.erase("trace");
   }
   json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
+  report["simulator_ceiling"] = SimulatorCeilingReport(ranks, CeilingSteps(run));
   if (!keys.empty()) report["shampoo"] = ShampooReport(keys, ranks);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);

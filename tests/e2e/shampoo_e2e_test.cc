@@ -254,7 +254,10 @@ TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
             0, true);
   const json report = ReadJson(run + "/report.json");
   const json& host = report["shampoo"]["hosts"][0];
-  EXPECT_GT(host["busy_s"].get<double>(), 0.75 * 5 * 0.15);
+  // One worker and 5 keys of 150 ms per loop: it cannot keep up, so async mode
+  // computes the newest statistics of each key and drops what a newer loop replaced.
+  EXPECT_GT(host["busy_s"].get<double>(), 2 * 0.15);
+  EXPECT_GT(host["roots_superseded"].get<int64_t>() + host["roots_cancelled"].get<int64_t>(), 0);
   // Over the measured window (loops 2-5) the service is busy from start to end,
   // and the host's enqueue went on all that time.
   const double busy = host["infeed_busy_s"], idle = host["infeed_idle_s"];
