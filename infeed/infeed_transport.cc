@@ -24,6 +24,7 @@ using cluster::kTagShard;
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
+  double build_s = 0;                            // the worker's time building it
   Batch batch;                                   // filled by the BatchFiller (unused when borrowing)
   const Batch* send = nullptr;                   // what the shards are cut from: batch or a borrowed one
   std::vector<int64_t> ids;                      // example id per host batch row
@@ -128,6 +129,7 @@ class HostSender {
 
   // Runs on a worker: fills the host batch and encodes every shard of the step.
   std::unique_ptr<Package> Build(int64_t step) {
+    const MonotonicTime start = std::chrono::steady_clock::now();
     std::unique_ptr<Package> p = TakeFree();
     if (!p) {
       p = std::make_unique<Package>();
@@ -157,6 +159,9 @@ class HostSender {
       }
       if (options_.encode_trailer) EncodeTrailer(step, i, *p);
     }
+    p->build_s = SecondsSince(start);
+    if (options_.after_build) options_.after_build(step, p->build_s);
+    p->build_s = SecondsSince(start);
     return p;
   }
 
@@ -186,6 +191,7 @@ class HostSender {
   }
 
   void Send(Package& p) {
+    const MonotonicTime start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
       MonotonicTime before = std::chrono::steady_clock::now();
@@ -206,8 +212,9 @@ class HostSender {
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
     }
-    stats_.step_sent_s.push_back(MonotonicSeconds() - options_.origin_s);
-    if (options_.on_step_sent) options_.on_step_sent(p.step);
+    if (options_.on_step_sent) {
+      options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s});
+    }
   }
 
   // The wire bytes of route i as one datatype over absolute addresses: the meta

@@ -26,14 +26,25 @@
 
 namespace tpusim::infeed {
 
+// One step of a host's infeed, as the sender saw it leave.
+struct SentStep {
+  int64_t step = 0;
+  double build_s = 0;    // a worker's wall time filling and encoding it
+  double enqueue_s = 0;  // the sender's time on it, credit waits included
+  double sent_s = 0;     // when its last shard left, seconds since TransportOptions::origin_s
+};
+
 struct TransportOptions {
   int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
   int queue_depth = 4;     // slots per core
   int64_t num_steps = 0;   // infeed steps in the run
-  // MonotonicSeconds() at the run's start: step_sent_s counts from here.
+  // MonotonicSeconds() at the run's start: SentStep::sent_s counts from here.
   double origin_s = 0;
   // Called on the sending thread after each step's shards are on their way.
-  std::function<void(int64_t step)> on_step_sent;
+  std::function<void(const SentStep& step)> on_step_sent;
+  // Called on the worker that built `step` after `build_s` seconds of building
+  // (a slow host's extra work plugs in here); must be thread-safe.
+  std::function<void(int64_t step, double build_s)> after_build;
   // Host ranks also serve other protocols (the outfeed and the post-loop work)
   // while the infeed runs, and must never block them: a host calls `poll` after
   // every step and whenever it would otherwise wait (for a credit, a worker or a
@@ -72,7 +83,6 @@ struct HostFeedStats {
   int64_t shards_sent = 0;
   int64_t bytes_sent = 0;            // payload + headers put on the wire by this host
   int64_t shards_forwarded = 0;      // single-host mode: relayed for another host
-  std::vector<double> step_sent_s;   // per step: time (s since start) its last shard left
   double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
   double build_wait_s = 0;           // time the sender waited for workers to build a step
   double send_s = 0;                 // time in the enqueue itself, credit waits included

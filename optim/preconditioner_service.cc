@@ -117,6 +117,7 @@ void PreconditionerService::Run(const std::string& key) {
     if (queue.empty()) return;  // cancelled
     request = std::move(queue.front());
     queue.pop_front();
+    running_.fetch_add(1, std::memory_order_relaxed);
   }
   RootResult result;
   try {
@@ -129,6 +130,7 @@ void PreconditionerService::Run(const std::string& key) {
   }
   std::lock_guard lock(mu_);
   finished_.push_back(std::move(result));
+  running_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 int PreconditionerService::CancelQueued() {

@@ -13,6 +13,7 @@
 // too, so that optim/ holds the whole of Shampoo's configuration.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -123,6 +124,8 @@ class PreconditionerService {
   int outstanding() const;
   // Queued roots replaced by a newer request of their key (supersede mode).
   int64_t superseded() const;
+  // Roots being computed right now.
+  int running() const { return running_.load(std::memory_order_relaxed); }
   int threads() const { return threads_; }
 
  private:
@@ -142,6 +145,7 @@ class PreconditionerService {
   std::deque<RootResult> finished_;
   int outstanding_ = 0;
   int64_t superseded_ = 0;
+  std::atomic<int> running_{0};
   std::unique_ptr<Pool> pool_;  // last: joined first
 };
 

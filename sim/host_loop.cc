@@ -12,6 +12,7 @@
 #include "sim/embedding_infeed.h"
 #include "sim/input_pipeline.h"
 #include "sim/outfeed.h"
+#include "sim/rank_streams.h"
 #include "sim/shampoo/host_service.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/trace.h"
@@ -55,11 +56,11 @@ int OutfeedCoresOnHost(const SimulationContext& ctx, int host) {
   return n;
 }
 
-json LoopsJson(const std::map<int64_t, LoopSummary>& summaries) {
-  json out = json::array();
+std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
+  std::vector<LoopRecord> out;
   for (const auto& [loop, s] : summaries) {
-    out.push_back({{"loop", loop}, {"global_step", s.global_step}, {"end_s", s.end_s},
-                   {"loss", s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0}});
+    out.push_back({loop, s.global_step, s.end_s,
+                   s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0});
   }
   return out;
 }
@@ -87,26 +88,42 @@ std::vector<int> TrainingCoreRanks(const SimulationContext& ctx) {
   return ranks;
 }
 
+// faults.slow_hosts of `host`: how much longer its workers take from a step on.
+double SlowHostFactor(const FaultsConfig& faults, int host, int64_t step) {
+  double factor = 1;
+  for (const FaultsConfig::SlowHost& h : faults.slow_hosts) {
+    if (h.host == host && step >= h.from_step) factor *= h.factor;
+  }
+  return factor;
+}
+
 class HostLoop {
  public:
   explicit HostLoop(const RunSetup& run)
-      : run_(run), ctx_(run.ctx), trace_(!ctx_.options.trace_path.empty()),
+      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world.rank()),
         input_(ctx_.config, run.plan, ctx_.role.host, ctx_.slice.topology.num_hosts()),
         progress_(run.loops, ctx_.config.input.global_batch,
                   ctx_.comms.world.rank() == 0 && !ctx_.options.quiet && !ctx_.config.model.enabled),
         outfeed_(ctx_.comms.world, run.loops, OutfeedCoresOnHost(ctx_, ctx_.role.host),
-                 ctx_.slice.topology.num_hosts(), run.origin_s) {
+                 ctx_.slice.topology.num_hosts(), run.origin_s),
+        window_start_(run.loops.num_loops > 1 ? run.loops.infeed_steps_per_loop() : 0) {
     outfeed_.on_loop_done = [this](const LoopSummary& s) { PrintLoop(s); };
+    metrics_.host = ctx_.role.host;
+    const infeed::HostPlan* hp = run.plan.host_plan(ctx_.role.host);
+    metrics_.rows_per_step = hp ? hp->rows_per_step : 0;
+    if (hp && !ctx_.options.steps_csv_path.empty()) {
+      steps_ = RankStream(ctx_.options.steps_csv_path, ctx_.comms.world.rank());
+    }
     StartShampoo();
   }
 
-  json Run() {
+  RankMetrics Run() {
     infeed::TransportOptions options = Transport();
-    infeed::HostFeedStats stats = infeed::RunHostInfeed(run_.plan, ctx_.slice.layout, ctx_.comms.world,
-                                                        ctx_.role.host, options, input_.Filler());
+    const infeed::HostFeedStats stats = infeed::RunHostInfeed(run_.plan, ctx_.slice.layout, ctx_.comms.world,
+                                                              ctx_.role.host, options, input_.Filler());
     outfeed_.Finish(run_.watchdog);
     if (shampoo_) shampoo_->Drain();
-    return Stats(stats);
+    return Finish(stats);
   }
 
  private:
@@ -120,17 +137,26 @@ class HostLoop {
     options.origin_s = run_.origin_s;
     options.num_loops = run_.loops.num_loops;
     options.core_ranks = TrainingCoreRanks(ctx_);
+    options.on_root = [this](const shampoo::RootTiming& r) {
+      trace_.Add(fmt::format("root {} ({}, step {}{})", run_.keys.key(r.key).spec.key, r.method, r.step,
+                             r.accepted ? "" : ", rejected"),
+                 r.start_s, r.end_s - r.start_s, 1 + r.worker);
+    };
     shampoo_ = std::make_unique<shampoo::HostService>(run_.keys, ctx_.comms.world, options);
     outfeed_.AddHook(shampoo_.get());
+    for (int w = 0; w < options.threads; ++w) trace_.NameLane(1 + w, fmt::format("preconditioner worker {}", w));
   }
 
   infeed::TransportOptions Transport() {
     infeed::TransportOptions options = RunTransportOptions(run_);
     input_.Configure(options);
-    options.on_step_sent = [this](int64_t step) {
-      if (ctx_.comms.world.rank() == 0) progress_(step);
-      InjectFaults(run_, step + 1);
-    };
+    options.on_step_sent = [this](const infeed::SentStep& s) { StepSent(s); };
+    if (!ctx_.config.faults.slow_hosts.empty()) {
+      options.after_build = [this](int64_t step, double build_s) {
+        const double factor = SlowHostFactor(ctx_.config.faults, ctx_.role.host, step);
+        if (factor > 1) SteadyClock().SpinUs(static_cast<int64_t>((factor - 1) * build_s * 1e6));
+      };
+    }
     options.poll = [this] { outfeed_.Poll(); };
     options.on_foreign_message = [this](const cluster::Communicator::Pending& p) { outfeed_.Receive(p); };
     // Embedding ids ride in each shard's trailer. tpu_infeed_parallelism > 1 is fine
@@ -144,6 +170,36 @@ class HostLoop {
       };
     }
     return options;
+  }
+
+  // A step left: progress, faults, the step's record (metrics, --steps-csv,
+  // trace) and, with Shampoo, whether its service was busy meanwhile.
+  void StepSent(const infeed::SentStep& s) {
+    if (ctx_.comms.world.rank() == 0) progress_(s.step);
+    const bool in_window = s.step >= window_start_;
+    metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
+    if (steps_.enabled()) {
+      steps_.WriteLine(fmt::format("{},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s, s.sent_s));
+    }
+    trace_.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
+    if (shampoo_) CountInfeedWhileBusy(s, in_window);
+    last_sent_s_ = s.sent_s;
+    InjectFaults(run_, s.step + 1);
+  }
+
+  // The input pipeline's cost of the service: this step's share of wall time
+  // with a root running, and the examples it enqueued meanwhile.
+  void CountInfeedWhileBusy(const infeed::SentStep& s, bool in_window) {
+    const double busy_now = shampoo_->BusySeconds();
+    const double busy = std::min(busy_now - busy_at_last_step_, s.sent_s - last_sent_s_);
+    busy_at_last_step_ = busy_now;
+    if (!in_window) return;
+    const double length = s.sent_s - last_sent_s_;
+    const double share = length > 0 ? busy / length : 0.0;
+    infeed_busy_s_ += busy;
+    infeed_idle_s_ += length - busy;
+    examples_busy_ += share * static_cast<double>(metrics_.rows_per_step);
+    examples_idle_ += (1 - share) * static_cast<double>(metrics_.rows_per_step);
   }
 
   // Rank 0's line per finished loop: global step, mean loss and throughput.
@@ -160,51 +216,29 @@ class HostLoop {
                examples / std::max(seconds, 1e-9), eta);
   }
 
-  json Stats(const infeed::HostFeedStats& stats) {
-    const infeed::HostPlan* hp = run_.plan.host_plan(ctx_.role.host);
-    for (size_t s = 0; s < stats.step_sent_s.size(); ++s) {
-      double begin = s == 0 ? 0.0 : stats.step_sent_s[s - 1];
-      trace_.Add(fmt::format("enqueue step {}", s), begin, stats.step_sent_s[s] - begin);
+  RankMetrics Finish(const infeed::HostFeedStats& stats) {
+    metrics_.shards_sent = stats.shards_sent;
+    metrics_.bytes_sent = stats.bytes_sent;
+    metrics_.shards_forwarded = stats.shards_forwarded;
+    metrics_.credit_wait_s = stats.credit_wait_s;
+    metrics_.build_wait_s = stats.build_wait_s;
+    metrics_.embedding_ids_enqueued = enqueue_ ? enqueue_->ids_enqueued() : 0;
+    metrics_.loops = Loops(outfeed_.summaries());
+    metrics_.pipeline = input_.StagesJson(stats);
+    if (shampoo_) {
+      shampoo::HostMetrics m = shampoo_->Metrics();
+      m.infeed_busy_s = infeed_busy_s_;
+      m.infeed_idle_s = infeed_idle_s_;
+      m.examples_busy = examples_busy_;
+      m.examples_idle = examples_idle_;
+      metrics_.shampoo = m;
     }
-    json out = {{"kind", "host"},
-                {"embedding_ids_enqueued", enqueue_ ? enqueue_->ids_enqueued() : 0},
-                {"loops", LoopsJson(outfeed_.summaries())},
-                {"host", ctx_.role.host},
-                {"rows_per_step", hp ? hp->rows_per_step : 0},
-                {"shards_sent", stats.shards_sent},
-                {"bytes_sent", stats.bytes_sent},
-                {"shards_forwarded", stats.shards_forwarded},
-                {"step_sent_s", stats.step_sent_s},
-                {"credit_wait_s", stats.credit_wait_s},
-                {"build_wait_s", stats.build_wait_s}};
-    out.update(input_.StagesJson(stats));
-    if (shampoo_) out["shampoo"] = ShampooStats(stats, hp ? hp->rows_per_step : 0);
-    if (trace_.enabled()) out["trace"] = trace_.ToJson();
+    steps_.Close();
+    trace_.Close();
+    RankMetrics out;
+    out.host = metrics_;
+    out.trace_lanes = trace_.lanes();
     return out;
-  }
-
-  // The service's metrics plus the infeed's cost: over the report's window, the
-  // steps this host enqueued split by whether a root was running meanwhile.
-  shampoo::HostMetrics ShampooStats(const infeed::HostFeedStats& stats, int64_t rows_per_step) {
-    shampoo::HostMetrics m = shampoo_->Metrics();
-    const std::vector<shampoo::Interval> busy = shampoo::BusyIntervals(shampoo_->roots());
-    const size_t first = run_.loops.num_loops > 1 ? static_cast<size_t>(run_.loops.infeed_steps_per_loop()) : 0;
-    for (size_t s = std::max<size_t>(first, 1); s < stats.step_sent_s.size(); ++s) {
-      const double begin = stats.step_sent_s[s - 1], end = stats.step_sent_s[s];
-      const double covered = shampoo::Overlap(busy, begin, end);
-      const double share = end > begin ? covered / (end - begin) : 0.0;
-      m.infeed_busy_s += covered;
-      m.infeed_idle_s += (end - begin) - covered;
-      m.examples_busy += share * static_cast<double>(rows_per_step);
-      m.examples_idle += (1.0 - share) * static_cast<double>(rows_per_step);
-    }
-    for (int w = 0; w < m.threads; ++w) trace_.NameLane(1 + w, fmt::format("preconditioner worker {}", w));
-    for (const shampoo::RootTiming& r : shampoo_->roots()) {
-      trace_.Add(fmt::format("root {} ({}, step {}{})", run_.keys.key(r.key).spec.key, r.method, r.step,
-                             r.accepted ? "" : ", rejected"),
-                 r.start_s, r.end_s - r.start_s, 1 + r.worker);
-    }
-    return m;
   }
 
   const RunSetup& run_;
@@ -213,13 +247,19 @@ class HostLoop {
   InputPipeline input_;
   Progress progress_;
   OutfeedHost outfeed_;
+  int64_t window_start_;
+  HostMetrics metrics_;
+  RankStream steps_;
   double last_loop_end_ = 0;
+  double last_sent_s_ = 0;
+  double busy_at_last_step_ = 0;
+  double infeed_busy_s_ = 0, infeed_idle_s_ = 0, examples_busy_ = 0, examples_idle_ = 0;
   std::unique_ptr<EmbeddingEnqueue> enqueue_;
   std::unique_ptr<shampoo::HostService> shampoo_;
 };
 
 }  // namespace
 
-json RunHostLoop(const RunSetup& run) { return HostLoop(run).Run(); }
+RankMetrics RunHostLoop(const RunSetup& run) { return HostLoop(run).Run(); }
 
 }  // namespace tpusim::sim

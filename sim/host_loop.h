@@ -4,16 +4,15 @@
 // Shampoo's preconditioner service when this host owns keys — and at rank 0
 // prints the progress and per-loop lines. All of it is one thread that never
 // blocks on any single protocol (sim/outfeed.h). Run() returns the host's
-// statistics for the report.
+// metrics for the report.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
+#include "sim/metrics.h"
 #include "sim/simulation.h"
 
 namespace tpusim::sim {
 
-// Runs the host loop of `run.ctx.role` (a host) and returns its report JSON.
-nlohmann::json RunHostLoop(const RunSetup& run);
+// Runs the host loop of `run.ctx.role` (a host) and returns what it measured.
+RankMetrics RunHostLoop(const RunSetup& run);
 
 }  // namespace tpusim::sim

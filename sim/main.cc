@@ -24,6 +24,10 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
   cmd->add_option("--placement-log", run.placement_log_path,
                   "write one JSON line per shard a core dequeues");
   cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
+  cmd->add_option("--steps-csv", run.steps_csv_path, "write one row per step and core");
+  cmd->add_option("--expect-au", run.expect_au,
+                  "exit 3 when accelerator utilization falls below this (0..1)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--quiet", run.quiet, "no progress line");
 }
 
@@ -36,6 +40,8 @@ std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
   add("--trace", run.trace_path);
   add("--placement-log", run.placement_log_path);
   add("--params-out", run.params_out_dir);
+  add("--steps-csv", run.steps_csv_path);
+  if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
   if (run.quiet) args.push_back("--quiet");
   return args;
 }

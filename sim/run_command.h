@@ -16,8 +16,14 @@ struct RunOptions {
   std::string trace_path;
   std::string placement_log_path;
   std::string params_out_dir;
+  std::string steps_csv_path;
+  double expect_au = 0;   // > 0: exit with kExitBelowExpectedAu when AU falls short
   bool quiet = false;
 };
+
+// Exit code of a run whose accelerator utilization fell below --expect-au (the
+// run itself worked; errors exit 2).
+inline constexpr int kExitBelowExpectedAu = 3;
 
 int RunRunCommand(const RunOptions& options, int* argc, char*** argv);
 

@@ -281,6 +281,27 @@ FaultsConfig ParseFaults(ConfigNode node) {
   if (f.nonfinite_statistics_loop < -1) {
     node.FailAt("nonfinite_statistics_loop", "must be >= 0, or -1 for none");
   }
+  for (ConfigNode& entry : node.Sequence("slow_cores")) {
+    FaultsConfig::SlowCore c;
+    entry.Get("host", c.host);
+    entry.Get("ordinal", c.ordinal);
+    entry.Get("factor", c.factor);
+    entry.Get("from_step", c.from_step);
+    if (!std::isfinite(c.factor) || c.factor <= 0) entry.FailAt("factor", "must be a finite number > 0");
+    if (c.from_step < 0) entry.FailAt("from_step", "must be >= 0");
+    entry.Finish();
+    f.slow_cores.push_back(c);
+  }
+  for (ConfigNode& entry : node.Sequence("slow_hosts")) {
+    FaultsConfig::SlowHost h;
+    entry.Get("host", h.host);
+    entry.Get("factor", h.factor);
+    entry.Get("from_step", h.from_step);
+    if (!std::isfinite(h.factor) || h.factor <= 0) entry.FailAt("factor", "must be a finite number > 0");
+    if (h.from_step < 0) entry.FailAt("from_step", "must be >= 0");
+    entry.Finish();
+    f.slow_hosts.push_back(h);
+  }
   ConfigNode stall = node.Child("stall");
   stall.Get("rank", f.stall.rank);
   stall.Get("step", f.stall.step);
@@ -316,10 +337,53 @@ RunSection ParseRunSection(ConfigNode node) {
   return r;
 }
 
+void RequireFiniteAtLeast(ConfigNode& node, const std::string& key, double value, double low) {
+  if (!std::isfinite(value) || value < low) {
+    node.FailAt(key, fmt::format("must be a finite number >= {}, got {}", low, value));
+  }
+}
+
 DeviceConfig ParseDevice(ConfigNode node) {
+  static constexpr Spellings<StepTimeDistribution, 5> kDistributions{
+      {{"constant", StepTimeDistribution::kConstant},
+       {"normal", StepTimeDistribution::kNormal},
+       {"uniform", StepTimeDistribution::kUniform},
+       {"lognormal", StepTimeDistribution::kLognormal},
+       {"gamma", StepTimeDistribution::kGamma}}};
   DeviceConfig d;
   node.Get("step_time_us", d.step_time_us);
-  if (d.step_time_us < 0) node.FailAt("step_time_us", "must be >= 0");
+  RequireFiniteAtLeast(node, "step_time_us", d.step_time_us, 0);
+  d.mean_us = d.step_time_us;
+  ConfigNode step_time = node.Child("step_time");
+  std::string distribution;
+  step_time.Get("distribution", distribution);
+  if (step_time.Has("distribution")) {
+    d.distribution = ParseSpelling(kDistributions, distribution,
+                                   node.source() + ": " + step_time.KeyPath("distribution"));
+  }
+  step_time.Get("mean_us", d.mean_us);
+  step_time.Get("stddev_us", d.stddev_us);
+  RequireFiniteAtLeast(step_time, "mean_us", d.mean_us, 0);
+  RequireFiniteAtLeast(step_time, "stddev_us", d.stddev_us, 0);
+  if (step_time.Has("mean_us") && node.Has("step_time_us")) {
+    node.FailAt("step_time_us", "give either step_time_us or step_time.mean_us, not both");
+  }
+  step_time.Finish();
+  node.Get("flops_per_example", d.flops_per_example);
+  RequireFiniteAtLeast(node, "flops_per_example", d.flops_per_example, 0);
+  if (d.flops_per_example > 0 && d.mean_us > 0) {
+    node.FailAt("flops_per_example", "sets the mean step time; leave step_time.mean_us at 0");
+  }
+  node.Get("core_jitter", d.core_jitter);
+  RequireFiniteAtLeast(node, "core_jitter", d.core_jitter, 0);
+  const bool spread = d.distribution != StepTimeDistribution::kConstant;
+  if ((d.distribution == StepTimeDistribution::kLognormal ||
+       d.distribution == StepTimeDistribution::kGamma) && d.mean_us <= 0 && d.flops_per_example <= 0) {
+    node.FailAt("step_time.mean_us", "must be > 0 for a lognormal or gamma step time");
+  }
+  if (!spread && d.stddev_us > 0) {
+    node.FailAt("step_time.stddev_us", "needs a distribution other than constant");
+  }
   node.Finish();
   return d;
 }

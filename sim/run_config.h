@@ -81,8 +81,17 @@ struct ModelSection {
   sim::model::ModelConfig config;
 };
 
+// The modeled accelerator time of a core's step, on top of the real work
+// (sim/device_model.h): a distribution sampled per core and step, seeded.
+enum class StepTimeDistribution { kConstant, kNormal, kUniform, kLognormal, kGamma };
+
 struct DeviceConfig {
-  double step_time_us = 0;           // modeled accelerator time per step on top of real work
+  double step_time_us = 0;           // shorthand for a constant step_time.mean_us
+  StepTimeDistribution distribution = StepTimeDistribution::kConstant;
+  double mean_us = 0;                // step_time.mean_us (set from step_time_us when given)
+  double stddev_us = 0;              // step_time.stddev_us, >= 0; truncated at 0
+  double flops_per_example = 0;      // > 0: the mean is rows x FLOPs / core_peak_tflops
+  double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
 };
 
 // The TPU embedding of the model (design.md §4.1 `embedding:`): tables and the
@@ -109,6 +118,21 @@ struct FaultsConfig {
     int rank = -1;       // this world rank kills itself (SIGKILL) ...
     int64_t step = 0;    // ... when it reaches this infeed step
   } kill;
+  // Stragglers: a core whose device time, or a host whose input pipeline, takes
+  // `factor` times as long from infeed step `from_step` on.
+  struct SlowCore {
+    int host = 0;
+    int ordinal = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  struct SlowHost {
+    int host = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  std::vector<SlowCore> slow_cores;
+  std::vector<SlowHost> slow_hosts;
 };
 
 // How a run guards itself.

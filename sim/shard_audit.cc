@@ -55,27 +55,6 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   }
 }
 
-void WritePlacementLog(const std::string& path, std::vector<json>& ranks) {
-  std::vector<std::string> lines;
-  for (json& r : ranks) {
-    if (!r.contains("placement")) continue;
-    std::string text = r["placement"].get<std::string>();
-    for (size_t start = 0; start < text.size();) {
-      size_t end = text.find('\n', start);
-      lines.push_back(text.substr(start, end - start));
-      start = end + 1;
-    }
-    r.erase("placement");
-  }
-  // Lines were produced per core in step order; the log is ordered step-major.
-  std::stable_sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
-    return json::parse(a)["step"].get<int64_t>() < json::parse(b)["step"].get<int64_t>();
-  });
-  std::ofstream out(path);
-  if (!out) Fail("--placement-log {}: cannot open for writing", path);
-  for (const std::string& l : lines) out << l << "\n";
-  if (!out) Fail("--placement-log {}: write failed", path);
-}
 
 
 }  // namespace tpusim::sim

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "sim/input_pipeline.h"
 #include "sim/params_out.h"
 #include "sim/report.h"
+#include "sim/rank_streams.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/shard_audit.h"
 #include "sim/simulator_ceiling.h"
@@ -81,6 +83,43 @@ Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
   return o;
 }
 
+// A part left by an earlier run that crashed must not be merged into this one.
+void RemoveStalePart(const std::string& path, int rank) {
+  if (!path.empty()) std::filesystem::remove(PartPath(path, rank));
+}
+
+// Rank 0: the streamed outputs, each merged from every rank's part.
+void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                  const std::vector<RankMetrics>& ranks) {
+  const cluster::RankLayout& layout = ctx.slice.layout;
+  std::vector<int> fed, stepping, builders(static_cast<size_t>(layout.num_hosts()), -1);
+  for (const RankMetrics& r : ranks) {
+    if (r.core && r.core->fed) fed.push_back(r.rank);
+    if (r.core && (r.core->fed || r.core->trains)) stepping.push_back(r.rank);
+    if (r.host && plan.host_plan(r.host->host)) builders[static_cast<size_t>(r.host->host)] = r.rank;
+  }
+  if (!ctx.options.placement_log_path.empty()) MergePlacementLog(ctx.options.placement_log_path, fed);
+  if (!ctx.options.steps_csv_path.empty()) {
+    MergeStepsCsv(ctx.options.steps_csv_path, kStepsCsvHeader, stepping, builders);
+  }
+  if (!ctx.options.trace_path.empty()) WriteTrace(ctx.options.trace_path, ranks);
+}
+
+// Rank 0, --expect-au: one line naming the worst core and its host, and the
+// distinct exit code, when the run's accelerator utilization falls short.
+int CheckUtilization(const SimulationContext& ctx, const json& report) {
+  if (ctx.options.expect_au <= 0 || report["accelerator_utilization"].is_null()) return 0;
+  const json& au = report["accelerator_utilization"];
+  const double worst = au["min"].get<double>();
+  if (worst >= ctx.options.expect_au) return 0;
+  const json& core = au["worst_core"];
+  fmt::print(stderr, "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
+             "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n", worst * 100,
+             ctx.options.expect_au * 100, core["host"].get<int>(), core["ordinal"].get<int>(),
+             core["replica"].get<int>(), core["host"].get<int>(), au["mean"].get<double>() * 100);
+  return kExitBelowExpectedAu;
+}
+
 // Rank 0: fails naming the first variable on which two training cores' bits
 // differ (train.check_replicas), after the report has been written.
 void CheckReplicas(const SimulationContext& ctx, const json& report) {
@@ -133,14 +172,17 @@ int RunSimulation(SimulationContext& ctx) {
   run.host_ranks_on_node = HostRanksOnThisNode(ctx);
   ctx.comms.world.Barrier();
   run.origin_s = MonotonicSeconds();
-  json mine = ctx.role.is_host() ? RunHostLoop(run) : RunCoreLoop(run);
+  RemoveStalePart(ctx.options.trace_path, ctx.comms.world.rank());
+  RemoveStalePart(ctx.options.placement_log_path, ctx.comms.world.rank());
+  RemoveStalePart(ctx.options.steps_csv_path, ctx.comms.world.rank());
+  RankMetrics mine = ctx.role.is_host() ? RunHostLoop(run) : RunCoreLoop(run);
   if (ctx.comms.world.rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     Watchdog::Scope wait(&watchdog, "the parameters of replica 0", -1,
                          ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0));
     ReceiveParams(ctx);
   }
-  mine["rank"] = ctx.comms.world.rank();
-  mine["role"] = ctx.role.Describe();
+  mine.rank = ctx.comms.world.rank();
+  mine.role = ctx.role.Describe();
   double run_s = MonotonicSeconds() - run.origin_s;
   std::vector<std::string> all;
   MpiBaseline baseline;
@@ -151,24 +193,21 @@ int RunSimulation(SimulationContext& ctx) {
     Watchdog::Scope wait(idle ? nullptr : &watchdog, "the end of the run (baseline and gather)", -1,
                          -1, "every rank", 2.0);
     baseline = MeasureMpiBaseline(ctx, plan);
-    mine["simulator_ceiling"] = MeasureSimulatorCeiling(run);
-    all = GatherStrings(ctx.comms.world, mine.dump());
+    mine.simulator_ceiling = MeasureSimulatorCeiling(run);
+    all = GatherStrings(ctx.comms.world, json(mine).dump());
   }
   if (ctx.comms.world.rank() != 0) return 0;
-  std::vector<json> ranks;
-  for (const std::string& s : all) ranks.push_back(json::parse(s));
-  if (!ctx.options.placement_log_path.empty()) WritePlacementLog(ctx.options.placement_log_path, ranks);
-  if (!ctx.options.trace_path.empty()) {
-    WriteTrace(ctx.options.trace_path, ranks);
-    for (json& r : ranks) r.erase("trace");
-  }
-  json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
-  report["simulator_ceiling"] = SimulatorCeilingReport(ranks, CeilingSteps(run));
-  if (!keys.empty()) report["shampoo"] = ShampooReport(keys, ranks);
+  ReportInputs inputs{ctx.config, ctx.slice, plan.global_batch(), loops, {}, run_s, baseline,
+                      Environment(ctx)};
+  for (const std::string& s : all) inputs.ranks.push_back(json::parse(s).get<RankMetrics>());
+  MergeStreams(ctx, plan, inputs.ranks);
+  json report = BuildReport(inputs);
+  report["simulator_ceiling"] = SimulatorCeilingReport(inputs.ranks, CeilingSteps(run));
+  if (!keys.empty()) report["shampoo"] = ShampooReport(keys, inputs.ranks);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);
   CheckReplicas(ctx, report);
-  return 0;
+  return CheckUtilization(ctx, report);
 }
 
 }  // namespace tpusim::sim

@@ -91,11 +91,11 @@ json HostCeiling(const json& part) {
           {"examples_per_s", Rate(part["examples"].get<double>(), seconds)}};
 }
 
-json SimulatorCeilingReport(const std::vector<json>& ranks, int64_t steps) {
+json SimulatorCeilingReport(const std::vector<RankMetrics>& ranks, int64_t steps) {
   double bytes = 0, examples = 0, seconds = 0;
-  for (const json& r : ranks) {
-    if (!r.contains("simulator_ceiling") || r["simulator_ceiling"].is_null()) continue;
-    const json& part = r["simulator_ceiling"];
+  for (const RankMetrics& r : ranks) {
+    if (r.simulator_ceiling.is_null()) continue;
+    const json& part = r.simulator_ceiling;
     bytes += part["bytes"].get<double>();
     examples += part["examples"].get<double>();
     seconds = std::max(seconds, part["seconds"].get<double>());

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/metrics.h"
 #include "sim/simulation.h"
 
 namespace tpusim::sim {
@@ -26,7 +27,7 @@ nlohmann::json MeasureSimulatorCeiling(const RunSetup& run);
 // Rank 0: the run's ceiling from every rank's "simulator_ceiling" part:
 // {"bytes_per_s", "examples_per_s", "steps", "note"} (hosts run in parallel, so the
 // slowest host's time); null when no host measured anything.
-nlohmann::json SimulatorCeilingReport(const std::vector<nlohmann::json>& ranks, int64_t steps);
+nlohmann::json SimulatorCeilingReport(const std::vector<RankMetrics>& ranks, int64_t steps);
 
 // Per host: bytes_per_s and examples_per_s of its own part (null when absent).
 nlohmann::json HostCeiling(const nlohmann::json& part);

@@ -73,10 +73,15 @@ void HostService::SubmitStatistics(const LoopOutfeed& outfeed, int64_t step) {
 }
 
 void HostService::Record(const optim::RootResult& result) {
-  roots_.push_back({table_.Find(result.key), result.step,
-                    result.finite ? optim::InverseRootMethodName(result.method) : "-",
-                    result.start_s - options_.origin_s, result.end_s - options_.origin_s,
-                    result.worker, result.accepted, result.finite});
+  const RootTiming timing{table_.Find(result.key), result.step,
+                          result.finite ? optim::InverseRootMethodName(result.method) : "-",
+                          result.start_s - options_.origin_s, result.end_s - options_.origin_s,
+                          result.worker, result.accepted, result.finite};
+  if (options_.on_root) options_.on_root(timing);
+  methods_.Add(timing.method, result.end_s - result.start_s);
+  KeyCounts& counts = key_counts_[timing.key];
+  ++counts.roots;
+  if (!result.accepted) ++counts.rejected;
   ++metrics_.roots_done;
   metrics_.root_s_total += result.end_s - result.start_s;
   if (!result.accepted) ++metrics_.roots_rejected;
@@ -95,7 +100,15 @@ void HostService::Send(std::vector<std::byte> bytes) {
   ++delivered_;
 }
 
+void HostService::TickBusy() { busy_.Tick(MonotonicSeconds(), service_->running() > 0); }
+
+double HostService::BusySeconds() {
+  TickBusy();
+  return busy_.busy_s();
+}
+
 void HostService::Progress() {
+  TickBusy();
   for (const optim::RootResult& r : service_->TakeFinished()) Record(r);
   double ready_s = 0;
   while (std::optional<std::vector<std::byte>> delivery = planner_.Next(&ready_s)) {
@@ -119,6 +132,7 @@ void HostService::Drain() {
   // Every delivery is out: roots that have not started would never be assigned.
   metrics_.roots_cancelled += service_->CancelQueued();
   while (service_->outstanding() > 0) {
+    TickBusy();
     for (const optim::RootResult& r : service_->TakeFinished()) Record(r);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -127,17 +141,14 @@ void HostService::Drain() {
 HostMetrics HostService::Metrics() const {
   HostMetrics m = metrics_;
   m.roots_superseded = service_->superseded();
-  m.methods = SummariseMethods(roots_);
-  m.busy_s = TotalSeconds(BusyIntervals(roots_));
+  m.methods = methods_.Summary();
+  m.busy_s = busy_.busy_s();
   for (int key : planner_.owned()) {
     const KeyEntry& entry = table_.key(key);
-    KeyMetrics k{key, entry.spec.key, entry.owner, entry.spec.size, 0, 0, planner_.staleness(key)};
-    for (const RootTiming& r : roots_) {
-      if (r.key != key) continue;
-      ++k.roots;
-      if (!r.accepted) ++k.rejected;
-    }
-    m.keys.push_back(k);
+    const auto counts = key_counts_.find(key);
+    const KeyCounts c = counts == key_counts_.end() ? KeyCounts{} : counts->second;
+    m.keys.push_back({key, entry.spec.key, entry.owner, entry.spec.size, c.roots, c.rejected,
+                      planner_.staleness(key)});
   }
   return m;
 }

@@ -6,10 +6,13 @@
 // decision to every training core of every replica. Everything here runs on the
 // host rank's main thread from the outfeed poll, so nothing waits: a delivery
 // that needs a root still running stays queued until Progress finds it done.
+// Memory is bounded: roots are counted and timed as they finish, not kept.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -29,6 +32,8 @@ struct HostServiceOptions {
   double origin_s = 0;             // MonotonicSeconds() at the run's start
   int64_t num_loops = 0;           // deliveries to send before Done()
   std::vector<int> core_ranks;     // world ranks of every training core, ascending
+  // Called for every root as it finishes (the trace's root events).
+  std::function<void(const RootTiming&)> on_root;
 };
 
 class HostService final : public PostLoopHook {
@@ -51,20 +56,25 @@ class HostService final : public PostLoopHook {
   // computed. Blocks.
   void Drain();
 
+  // Seconds so far during which at least one root was running.
+  double BusySeconds();
   // What this host did, for the report (complete after Drain()).
   HostMetrics Metrics() const;
-  // Every root this host computed, for the trace: [start, end) since the run's start.
-  const std::vector<RootTiming>& roots() const { return roots_; }
 
  private:
   struct InFlight {
     std::vector<std::byte> bytes;
     std::vector<cluster::Request> sends;
   };
+  struct KeyCounts {
+    int64_t roots = 0;
+    int64_t rejected = 0;
+  };
 
   void SubmitStatistics(const LoopOutfeed& outfeed, int64_t step);
   void Record(const optim::RootResult& result);
   void Send(std::vector<std::byte> bytes);
+  void TickBusy();
 
   const KeyTable& table_;
   const cluster::Communicator& world_;
@@ -72,7 +82,9 @@ class HostService final : public PostLoopHook {
   DeliveryPlanner planner_;
   std::deque<InFlight> in_flight_;
   int64_t delivered_ = 0;
-  std::vector<RootTiming> roots_;
+  std::map<int, KeyCounts> key_counts_;
+  MethodTimer methods_;
+  BusyClock busy_;
   HostMetrics metrics_;
   std::unique_ptr<optim::PreconditionerService> service_;  // last: joined first
 };

@@ -9,14 +9,6 @@
 #include "sim/shampoo/key_table.h"
 
 namespace tpusim::sim::shampoo {
-namespace {
-
-double NearestRank(std::vector<double>& sorted, double q) {
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
-
-}  // namespace
 
 void StalenessSummary::Add(int64_t steps) {
   min_steps = deliveries == 0 ? steps : std::min(min_steps, steps);
@@ -29,52 +21,18 @@ double StalenessSummary::mean_steps() const {
   return deliveries == 0 ? 0.0 : static_cast<double>(total_steps) / static_cast<double>(deliveries);
 }
 
-std::vector<MethodTimes> SummariseMethods(const std::vector<RootTiming>& roots) {
-  std::map<std::string, std::vector<double>> by_method;
-  for (const RootTiming& r : roots) by_method[r.method].push_back(r.end_s - r.start_s);
+std::vector<MethodTimes> MethodTimer::Summary() const {
   std::vector<MethodTimes> out;
-  for (auto& [method, times] : by_method) {
-    std::sort(times.begin(), times.end());
-    MethodTimes m;
-    m.method = method;
-    m.count = static_cast<int64_t>(times.size());
-    for (double t : times) m.total_s += t;
-    m.p50_s = NearestRank(times, 0.50);
-    m.p99_s = NearestRank(times, 0.99);
-    out.push_back(m);
+  for (const auto& [method, h] : by_method_) {
+    out.push_back({method, h.count(), h.sum_s(), h.Quantile(0.50), h.Quantile(0.99)});
   }
   return out;
 }
 
-std::vector<Interval> BusyIntervals(const std::vector<RootTiming>& roots) {
-  std::vector<Interval> spans;
-  for (const RootTiming& r : roots) spans.push_back({r.start_s, r.end_s});
-  std::sort(spans.begin(), spans.end(),
-            [](const Interval& a, const Interval& b) { return a.begin_s < b.begin_s; });
-  std::vector<Interval> merged;
-  for (const Interval& s : spans) {
-    if (!merged.empty() && s.begin_s <= merged.back().end_s) {
-      merged.back().end_s = std::max(merged.back().end_s, s.end_s);
-    } else {
-      merged.push_back(s);
-    }
-  }
-  return merged;
-}
-
-double TotalSeconds(const std::vector<Interval>& intervals) {
-  double total = 0;
-  for (const Interval& i : intervals) total += i.end_s - i.begin_s;
-  return total;
-}
-
-double Overlap(const std::vector<Interval>& intervals, double begin_s, double end_s) {
-  double total = 0;
-  for (const Interval& i : intervals) {
-    if (i.begin_s >= end_s) break;
-    total += std::max(0.0, std::min(i.end_s, end_s) - std::max(i.begin_s, begin_s));
-  }
-  return total;
+void BusyClock::Tick(double now_s, bool busy) {
+  if (last_s_ >= 0 && busy_) busy_s_ += now_s - last_s_;
+  last_s_ = now_s;
+  busy_ = busy;
 }
 
 namespace {

@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "base/histogram.h"
 
 namespace tpusim::sim::shampoo {
 
@@ -23,7 +26,7 @@ struct StalenessSummary {
   double mean_steps() const;
 };
 
-// One root computation, seconds since the run's start.
+// One root computation, seconds since the run's start (for the trace).
 struct RootTiming {
   int key = 0;
   int64_t step = 0;
@@ -95,18 +98,30 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostMetrics, host, threads, keys_owned, roots
                                    infeed_busy_s, infeed_idle_s, examples_busy, examples_idle)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreMetrics, deliveries, assigned, wait_s_total, wait_s_max)
 
-// Per method: count, total, p50 and p99 (nearest rank) of the roots' durations.
-std::vector<MethodTimes> SummariseMethods(const std::vector<RootTiming>& roots);
-// The union of the roots' [start_s, end_s) as disjoint intervals, ascending: when
-// the service was busy.
-struct Interval {
-  double begin_s = 0;
-  double end_s = 0;
+// Durations of roots by method, in bounded memory: count, total, p50 and p99.
+class MethodTimer {
+ public:
+  void Add(const std::string& method, double seconds) { by_method_[method].Add(seconds); }
+  std::vector<MethodTimes> Summary() const;
+
+ private:
+  std::map<std::string, DurationHistogram> by_method_;
 };
-std::vector<Interval> BusyIntervals(const std::vector<RootTiming>& roots);
-double TotalSeconds(const std::vector<Interval>& intervals);
-// Of [begin_s, end_s), the seconds `intervals` cover.
-double Overlap(const std::vector<Interval>& intervals, double begin_s, double end_s);
+
+// Wall time during which something was busy, from samples: each Tick says
+// whether it is busy now, and the time since the previous Tick counts as busy
+// when it was then. The host samples its service on every poll (microseconds
+// apart), so this is the busy time to that resolution.
+class BusyClock {
+ public:
+  void Tick(double now_s, bool busy);
+  double busy_s() const { return busy_s_; }
+
+ private:
+  double last_s_ = -1;
+  bool busy_ = false;
+  double busy_s_ = 0;
+};
 
 class KeyTable;
 

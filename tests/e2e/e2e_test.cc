@@ -78,7 +78,7 @@ TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
   }
   ExpectEachExampleOnce(lines, "x", 4, 128);
   json rep = json::parse(std::ifstream(report));
-  EXPECT_EQ(rep["version"], 1);
+  EXPECT_EQ(rep["version"], 2);
   EXPECT_EQ(rep["loops"]["num_loops"], 2);
   EXPECT_EQ(rep["window"]["first_infeed_step"], 2);
   EXPECT_GT(rep["totals"]["examples_per_s"].get<double>(), 0);

@@ -232,7 +232,7 @@ TEST_P(CrsTest, SummarizeSplitsTimeIntoComputeAndSync) {
   CrsTimingSummary summary = crs.Summarize();
   EXPECT_EQ(summary.calls, 3);
   EXPECT_EQ(summary.bytes, 3 * 4096 * 4);
-  EXPECT_EQ(crs.durations_seconds().size(), 3u);
+  EXPECT_EQ(crs.durations_seconds().size(), 0u) << "Summarize folds the per-call log";
   EXPECT_GT(summary.total_seconds, 0);
   EXPECT_GE(summary.sync_seconds, 0);
   EXPECT_LE(summary.compute_seconds, summary.total_seconds);
