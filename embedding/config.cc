@@ -21,6 +21,8 @@ constexpr Spellings<OptimizerKind, 3> kOptimizers{{{"sgd", OptimizerKind::kSgd},
                                                    {"adam", OptimizerKind::kAdam}}};
 constexpr Spellings<IdDistribution, 2> kDistributions{
     {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
+constexpr Spellings<UpdateMode, 2> kUpdateModes{
+    {{"global_step", UpdateMode::kGlobalStep}, {"micro_step", UpdateMode::kMicroStep}}};
 
 template <typename Enum, size_t N>
 Enum Parse(const Spellings<Enum, N>& spellings, std::string_view value, std::string_view key) {
@@ -92,6 +94,9 @@ void Validate(const TableConfig& table) {
 }
 
 void Validate(const EmbeddingConfig& config) {
+  if (config.num_micro_batches < 1) {
+    Fail("train.num_micro_batches: {} must be >= 1", config.num_micro_batches);
+  }
   std::set<std::string_view> names;
   for (const TableConfig& table : config.tables) {
     Validate(table);
@@ -106,6 +111,10 @@ void Validate(const EmbeddingConfig& config) {
       Fail("embedding.features.{}: declared twice", feature.name);
     }
   }
+}
+
+int64_t MicroStepsPerUpdate(const EmbeddingConfig& config) {
+  return config.update == UpdateMode::kGlobalStep ? config.num_micro_batches : 1;
 }
 
 size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
@@ -127,9 +136,13 @@ OptimizerKind ParseOptimizer(std::string_view value, std::string_view key) {
 IdDistribution ParseIdDistribution(std::string_view value, std::string_view key) {
   return Parse(kDistributions, value, key);
 }
+UpdateMode ParseUpdateMode(std::string_view value, std::string_view key) {
+  return Parse(kUpdateModes, value, key);
+}
 
 std::string_view ToString(Combiner combiner) { return Name(kCombiners, combiner); }
 std::string_view ToString(Sharding sharding) { return Name(kShardings, sharding); }
 std::string_view ToString(OptimizerKind optimizer) { return Name(kOptimizers, optimizer); }
+std::string_view ToString(UpdateMode update) { return Name(kUpdateModes, update); }
 
 }  // namespace tpusim::embedding
