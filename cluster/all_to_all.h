@@ -13,9 +13,10 @@ namespace tpusim::cluster {
 
 // Collective over `comm`. `send_per_peer[q]` goes to rank q (including this rank
 // itself); returns `received[q]` = what rank q sent to this rank, owned by the
-// caller. Exchanges the byte counts first (MPI_Alltoall), then the payload
-// (MPI_Alltoallv). Throws Error when `send_per_peer` does not have comm.size()
-// entries, when a total exceeds MPI's int count, or when an MPI call fails.
+// caller. Exchanges the byte counts first (MPI_Alltoall), then the payload: one
+// MPI_Alltoallv, or, when some rank's total exceeds one MPI message
+// (cluster/large_messages.h), point-to-point chunks. Throws Error when
+// `send_per_peer` does not have comm.size() entries or when an MPI call fails.
 // Not thread-safe with other calls on `comm`.
 std::vector<std::vector<std::byte>> AllToAllBytes(const Communicator& comm,
                                                   std::vector<std::vector<std::byte>> send_per_peer);

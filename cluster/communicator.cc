@@ -194,25 +194,6 @@ void Communicator::AllreduceInPlace(std::span<float> values, MPI_Op op) const {
            "MPI_Allreduce");
 }
 
-std::vector<std::byte> Communicator::Gatherv(std::span<const std::byte> data, int root,
-                                             std::vector<int>* counts_out) const {
-  int mine = static_cast<int>(data.size());
-  std::vector<int> counts(rank_ == root ? size_ : 0);
-  CheckMpi(MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, root, comm_), "MPI_Gather");
-  std::vector<int> displs(counts.size());
-  int total = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    displs[i] = total;
-    total += counts[i];
-  }
-  std::vector<std::byte> out(static_cast<size_t>(total));
-  CheckMpi(MPI_Gatherv(data.data(), mine, MPI_BYTE, out.data(), counts.data(), displs.data(),
-                       MPI_BYTE, root, comm_),
-           "MPI_Gatherv");
-  if (counts_out) *counts_out = std::move(counts);
-  return out;
-}
-
 void Communicator::Broadcast(std::span<std::byte> data, int root) const {
   CheckMpi(MPI_Bcast(data.data(), static_cast<int>(data.size()), MPI_BYTE, root, comm_),
            "MPI_Bcast");

@@ -114,9 +114,6 @@ class Communicator {
   // Allreduce of doubles with `op` (MPI_SUM, MPI_MAX, MPI_MIN) in place.
   void AllreduceInPlace(std::span<double> values, MPI_Op op) const;
   void AllreduceInPlace(std::span<float> values, MPI_Op op) const;
-  // Gathers `bytes` bytes from every rank at `root` (ragged sizes allowed).
-  std::vector<std::byte> Gatherv(std::span<const std::byte> data, int root,
-                                 std::vector<int>* counts_out) const;
   void Broadcast(std::span<std::byte> data, int root) const;
 
  private:
