@@ -1,0 +1,104 @@
+#include "cluster/hostfile.h"
+
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace tpusim::cluster {
+namespace {
+
+int ParseCount(const std::string& value, const std::string& where) {
+  int n = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, n);
+  if (ec != std::errc() || ptr != end || n < 1) Fail("{}: '{}' is not a slot count >= 1", where, value);
+  return n;
+}
+
+std::string Range(int first, int count) {
+  return count == 1 ? std::to_string(first) : fmt::format("{}-{}", first, first + count - 1);
+}
+
+}  // namespace
+
+std::vector<HostfileNode> ParseHostfile(const std::string& text, const std::string& path) {
+  std::vector<HostfileNode> nodes;
+  std::map<std::string, size_t> index;
+  std::istringstream in(text);
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const std::string where = fmt::format("hostfile {} line {}", path, number);
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string name;
+    if (!(words >> name)) continue;
+    int slots = 1;
+    for (std::string word; words >> word;) {
+      const size_t eq = word.find('=');
+      const std::string key = word.substr(0, eq);
+      if (eq == std::string::npos || (key != "slots" && key != "max_slots")) {
+        Fail("{}: '{}' is not slots=N or max_slots=N", where, word);
+      }
+      const int n = ParseCount(word.substr(eq + 1), where);
+      if (key == "slots") slots = n;
+    }
+    auto [it, added] = index.emplace(name, nodes.size());
+    if (added) nodes.push_back({name, 0});
+    nodes[it->second].slots += slots;
+  }
+  if (nodes.empty()) Fail("hostfile {} names no node", path);
+  return nodes;
+}
+
+std::vector<HostfileNode> ReadHostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail("hostfile {}: cannot read it", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseHostfile(text.str(), path);
+}
+
+std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes, int num_tpu_hosts,
+                                         int ranks_per_tpu_host, const std::string& path) {
+  std::vector<NodePlacement> placement;
+  int host = 0, capacity = 0, slots = 0;
+  for (const HostfileNode& n : nodes) {
+    const int fits = n.slots / ranks_per_tpu_host;
+    capacity += fits;
+    slots += n.slots;
+    const int take = std::min(fits, num_tpu_hosts - host);
+    if (take <= 0) continue;
+    placement.push_back({n.name, host, take, host * ranks_per_tpu_host, take * ranks_per_tpu_host});
+    host += take;
+  }
+  if (host < num_tpu_hosts) {
+    Fail("hostfile {}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
+         "stay on one node); the slice needs {} ({} ranks)",
+         path, slots, nodes.size(), capacity, ranks_per_tpu_host, num_tpu_hosts,
+         num_tpu_hosts * ranks_per_tpu_host);
+  }
+  return placement;
+}
+
+std::string PlacementHostfile(const std::vector<NodePlacement>& placement) {
+  std::string out;
+  for (const NodePlacement& p : placement) out += fmt::format("{} slots={}\n", p.node, p.num_ranks);
+  return out;
+}
+
+std::vector<std::string> DescribePlacement(const std::vector<NodePlacement>& placement) {
+  std::vector<std::string> lines;
+  for (const NodePlacement& p : placement) {
+    lines.push_back(fmt::format("node {}: TPU host{} {} (ranks {})", p.node, p.num_tpu_hosts == 1 ? "" : "s",
+                                Range(p.first_tpu_host, p.num_tpu_hosts), Range(p.first_rank, p.num_ranks)));
+  }
+  return lines;
+}
+
+}  // namespace tpusim::cluster
