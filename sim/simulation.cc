@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -31,15 +32,44 @@ namespace {
 
 using json = nlohmann::json;
 
-// Gathers every rank's role description at rank 0 and prints who plays what.
+// The node this rank runs on as Open MPI names it (the hostfile's name), else the
+// machine's hostname.
+std::string NodeName() {
+  if (const char* pmix = std::getenv("PMIX_HOSTNAME"); pmix && *pmix) return pmix;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Rank 0: a note for every TPU host whose ranks ended up on several nodes (its
+// host-to-core hop then crosses the network).
+void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<std::string>& nodes) {
+  const cluster::RankLayout& layout = ctx.slice.layout;
+  for (int h = 0; h < layout.num_hosts(); ++h) {
+    const std::string& home = nodes[static_cast<size_t>(layout.host_rank(h))];
+    for (int o = 0; o < layout.cores_per_host(); ++o) {
+      const std::string& node = nodes[static_cast<size_t>(layout.core_rank(h, o))];
+      if (node == home) continue;
+      fmt::print("note: TPU host {}'s rank is on node {} but its core {} on node {}: that host-to-core "
+                 "hop crosses the network (tpusim launch --hostfile keeps them together)\n",
+                 h, home, o, node);
+      break;
+    }
+  }
+}
+
+// Gathers every rank's role description at rank 0 and prints who plays what where.
 void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
-  std::vector<std::string> roles =
-      GatherStrings(ctx.comms.world, fmt::format("{}, pid {}", ctx.role.Describe(), ::getpid()));
+  const std::string node = NodeName();
+  std::vector<std::string> roles = GatherStrings(
+      ctx.comms.world, fmt::format("{}, node {}, pid {}", ctx.role.Describe(), node, ::getpid()));
+  std::vector<std::string> nodes = GatherStrings(ctx.comms.world, node);
   if (ctx.comms.world.rank() != 0) return;
   fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path)\n", ctx.config.source,
              ctx.slice.topology.name(), ctx.comms.world.size(), ctx.slice.assignment.num_replicas(),
              ctx.slice.assignment.num_cores_per_replica(), ctx.slice.assignment.path());
   for (size_t r = 0; r < roles.size(); ++r) fmt::print("  rank {:>3}: {}\n", r, roles[r]);
+  NoteSplitTpuHosts(ctx, nodes);
   if (loops.overshoots(ctx.config.train)) {
     fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
                "{} steps, as Lingvo overshoots to a loop boundary\n",
