@@ -82,6 +82,13 @@ Communicator Communicator::Split(int color, int key) const {
   return Communicator(out, true);
 }
 
+Communicator Communicator::SplitByNode() const {
+  MPI_Comm out = MPI_COMM_NULL;
+  CheckMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
+           "MPI_Comm_split_type");
+  return Communicator(out, true);
+}
+
 void Communicator::Barrier() const { CheckMpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 void Communicator::Send(std::span<const std::byte> data, int peer, int tag) const {

@@ -51,6 +51,8 @@ class Communicator {
   // Collective over this communicator: ranks with the same color >= 0 form a new
   // communicator ordered by key; color < 0 yields an invalid communicator.
   Communicator Split(int color, int key) const;
+  // Collective: the ranks of this communicator that share this rank's node (memory).
+  Communicator SplitByNode() const;
 
   bool valid() const { return comm_ != MPI_COMM_NULL; }
   int rank() const { return rank_; }

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/strict_yaml.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -349,7 +350,7 @@ Topology ParseTopology(const YAML::Node& node, const std::string& source) {
 Topology LoadTopologyFile(const std::string& path) {
   if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
   try {
-    return ParseTopology(YAML::LoadFile(path), path);
+    return ParseTopology(LoadStrictYamlFile(path), path);
   } catch (const YAML::Exception& e) {
     throw Error(FormatYamlError(path, e));
   }
