@@ -37,7 +37,7 @@ nlohmann::json BuildReport(const SimulationContext& ctx, const infeed::InfeedPla
 // The end-of-run table on stdout.
 void PrintSummary(const nlohmann::json& report);
 
-// Writes `value` to `path`; throws Error naming the path on failure.
-void WriteJsonFile(const std::string& path, const nlohmann::json& value);
+// Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.
+void WriteJsonFile(const std::string& path, const std::string& label, const nlohmann::json& value);
 
 }  // namespace tpusim::sim

@@ -1,8 +1,8 @@
 #include "sim/shard_audit.h"
 
 #include <algorithm>
-#include <fstream>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace tpusim::sim {
@@ -68,10 +68,9 @@ void WritePlacementLog(const std::string& path, std::vector<json>& ranks) {
   std::stable_sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
     return json::parse(a)["step"].get<int64_t>() < json::parse(b)["step"].get<int64_t>();
   });
-  std::ofstream out(path);
-  if (!out) Fail("--placement-log {}: cannot open for writing", path);
-  for (const std::string& l : lines) out << l << "\n";
-  if (!out) Fail("--placement-log {}: write failed", path);
+  std::string text;
+  for (const std::string& l : lines) text.append(l).push_back('\n');
+  WriteFileAtomically(path, "--placement-log " + path, text);
 }
 
 

@@ -18,6 +18,8 @@
 #include "sim/outfeed.h"
 #include "sim/params_out.h"
 #include "sim/report.h"
+#include "sim/run_outputs.h"
+#include "sim/run_validation.h"
 #include "sim/shard_audit.h"
 #include "sim/trace.h"
 
@@ -39,9 +41,10 @@ double SecondsSince(SteadyClock::time_point start) {
 void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
   std::vector<std::string> roles = GatherStrings(ctx.comms.world, ctx.role.Describe());
   if (ctx.comms.world.rank() != 0) return;
-  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path)\n", ctx.config.source,
-             ctx.slice.topology.name(), ctx.comms.world.size(), ctx.slice.assignment.num_replicas(),
-             ctx.slice.assignment.num_cores_per_replica(), ctx.slice.assignment.path());
+  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
+             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world.size(),
+             ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
+             ctx.slice.assignment.path(), ctx.slice.idle_cores());
   for (size_t r = 0; r < roles.size(); ++r) fmt::print("  rank {:>3}: {}\n", r, roles[r]);
   if (loops.overshoots(ctx.config.train)) {
     fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
@@ -49,18 +52,6 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
                ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
   }
   std::fflush(stdout);
-}
-
-infeed::InfeedPlan BuildPlan(const SimulationContext& ctx) {
-  infeed::InfeedPlanOptions options;
-  options.per_host = ctx.config.infeed.per_host;
-  options.partitioned = ctx.config.infeed.partitioned;
-  options.per_core = ctx.config.infeed.per_core;
-  options.partition_dims = ctx.config.infeed.partition_dims;
-  options.global_batch = ctx.config.input.global_batch;
-  options.features = RunFeatureSpecs(ctx.config);
-  return infeed::InfeedPlan::Build(ctx.slice.assignment, ctx.slice.topology.num_hosts(),
-                                   ctx.slice.topology.cores_per_host(), options);
 }
 
 infeed::TransportOptions Transport(const SimulationContext& ctx, const LoopPlan& loops) {
@@ -369,13 +360,14 @@ json RunCore(SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopP
 int RunSimulation(SimulationContext& ctx) {
   LoopPlan loops = MakeLoopPlan(ctx.config.train);
   PrintRoles(ctx, loops);
-  infeed::InfeedPlan plan = BuildPlan(ctx);
+  infeed::InfeedPlan plan = BuildInfeedPlan(ctx.config, ctx.slice);
   ctx.comms.world.Barrier();
   SteadyClock::time_point start = SteadyClock::now();
   double start_s = NowSeconds();
   json mine = ctx.role.is_host() ? RunHost(ctx, plan, loops, start_s) : RunCore(ctx, plan, loops);
+  OutputWrites outputs;  // a failed output must not lose the others
   if (ctx.comms.world.rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
-    ReceiveParams(ctx);
+    outputs.Try([&] { ReceiveParams(ctx); });
   }
   mine["rank"] = ctx.comms.world.rank();
   mine["role"] = ctx.role.Describe();
@@ -385,14 +377,19 @@ int RunSimulation(SimulationContext& ctx) {
   if (ctx.comms.world.rank() != 0) return 0;
   std::vector<json> ranks;
   for (const std::string& s : all) ranks.push_back(json::parse(s));
-  if (!ctx.options.placement_log_path.empty()) WritePlacementLog(ctx.options.placement_log_path, ranks);
+  if (!ctx.options.placement_log_path.empty()) {
+    outputs.Try([&] { WritePlacementLog(ctx.options.placement_log_path, ranks); });
+  }
   if (!ctx.options.trace_path.empty()) {
-    WriteTrace(ctx.options.trace_path, ranks);
+    outputs.Try([&] { WriteTrace(ctx.options.trace_path, ranks); });
     for (json& r : ranks) r.erase("trace");
   }
   json report = BuildReport(ctx, plan, loops, ranks, run_s, baseline);
   PrintSummary(report);
-  if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);
+  if (!ctx.options.report_path.empty()) {
+    outputs.Try([&] { WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, report); });
+  }
+  outputs.ThrowIfAnyFailed();
   return 0;
 }
 

@@ -1,8 +1,8 @@
 #include "sim/trace.h"
 
-#include <fstream>
+#include <fmt/format.h>
 
-#include "base/error.h"
+#include "base/atomic_file.h"
 
 namespace tpusim::sim {
 
@@ -31,10 +31,8 @@ void WriteTrace(const std::string& path, const std::vector<json>& ranks) {
       events.push_back({{"ph", "X"}, {"name", e[0]}, {"pid", rank}, {"tid", 0}, {"ts", e[1]}, {"dur", e[2]}});
     }
   }
-  std::ofstream out(path);
-  if (!out) Fail("--trace {}: cannot open for writing", path);
-  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  if (!out) Fail("--trace {}: write failed", path);
+  WriteFileAtomically(path, "--trace " + path,
+                      json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
 }
 
 }  // namespace tpusim::sim
