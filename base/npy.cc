@@ -113,7 +113,7 @@ uint64_t Remaining(std::istream& in) {
 }
 
 // Reads the header and checks that the payload it announces is all there.
-NpyArray ReadHeader(std::istream& in, const std::string& path) {
+NpyArray ReadHeader(std::istream& in, const std::string& path, NpyPayload payload) {
   if (!in) Fail("{}: cannot open file", path);
   std::string header(ReadHeaderLength(in, path), '\0');
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
@@ -126,6 +126,10 @@ NpyArray ReadHeader(std::istream& in, const std::string& path) {
   array.shape = ParseShape(header, path);
   size_t bytes = PayloadBytes(array, path);
   uint64_t found = Remaining(in);
+  if (payload == NpyPayload::kCompressed) {
+    if (found == 0) Fail("{}: truncated: no compressed payload after the .npy header", path);
+    return array;
+  }
   if (found < bytes) {
     Fail("{}: truncated .npy payload: expected {} bytes for shape [{}], found {}", path, bytes,
          fmt::join(array.shape, ", "), found);
@@ -143,17 +147,17 @@ size_t NpyItemSize(const std::string& descr) {
   if (descr == "<f4" || descr == "<i4") return 4;
   if (descr == "<i8" || descr == "<f8") return 8;
   if (descr == "<u2") return 2;
-  if (descr == "|b1" || descr == "|u1") return 1;
-  Fail("unsupported .npy dtype '{}' (supported: <f4 <f8 <i4 <i8 <u2 |b1 |u1)", descr);
+  if (descr == "|b1" || descr == "|u1" || descr == "|i1") return 1;
+  Fail("unsupported .npy dtype '{}' (supported: <f4 <f8 <i4 <i8 <u2 |b1 |u1 |i1)", descr);
 }
 
-NpyArray ReadNpyHeader(const std::string& path) {
+NpyArray ReadNpyHeader(const std::string& path, NpyPayload payload) {
   std::ifstream in(path, std::ios::binary);
-  return ReadHeader(in, path);
+  return ReadHeader(in, path, payload);
 }
 
 NpyArray ReadNpy(std::istream& in, const std::string& path) {
-  NpyArray array = ReadHeader(in, path);
+  NpyArray array = ReadHeader(in, path, NpyPayload::kRaw);
   size_t bytes = PayloadBytes(array, path);
   array.data.resize(bytes);
   in.read(reinterpret_cast<char*>(array.data.data()), static_cast<std::streamsize>(bytes));

@@ -29,9 +29,13 @@ NpyArray ReadNpy(const std::string& path);
 // The same from a seekable stream; `path` names it in messages.
 NpyArray ReadNpy(std::istream& in, const std::string& path);
 
+// What follows the header: `kRaw` bytes as the shape and dtype announce, or a
+// `kCompressed` payload (FEATURE.npy.zlib) of any non-zero length.
+enum class NpyPayload { kRaw, kCompressed };
+
 // Reads only the header of `path` (descr and shape), leaving the payload unread;
 // fails as ReadNpy does, a truncated payload included.
-NpyArray ReadNpyHeader(const std::string& path);
+NpyArray ReadNpyHeader(const std::string& path, NpyPayload payload = NpyPayload::kRaw);
 
 // Writes `array` to `path` atomically (base/atomic_file.h). Throws Error naming the
 // file when it cannot be written or when data.size() does not match shape and dtype.

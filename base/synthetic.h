@@ -23,12 +23,23 @@ constexpr uint64_t FeatureKey(std::string_view name) {
   return h;
 }
 
+// SyntheticBits in three stages, so a generator hashes the seed and feature once per
+// feature, the example id once per row, and only the last mix per element.
+constexpr uint64_t SyntheticFeatureSeed(uint64_t seed, uint64_t feature_key) {
+  return Mix64(seed ^ Mix64(feature_key));
+}
+constexpr uint64_t SyntheticRowKey(uint64_t feature_seed, int64_t example_id) {
+  return Mix64(feature_seed ^ static_cast<uint64_t>(example_id));
+}
+constexpr uint64_t SyntheticElementBits(uint64_t row_key, int64_t element) {
+  return Mix64(row_key ^ (static_cast<uint64_t>(element) * 0xd1b54a32d192ed03ULL));
+}
+
 // 64 random bits for one element of one feature of one example.
 constexpr uint64_t SyntheticBits(uint64_t seed, int64_t example_id, uint64_t feature_key,
                                  int64_t element) {
-  uint64_t h = Mix64(seed ^ Mix64(feature_key));
-  h = Mix64(h ^ static_cast<uint64_t>(example_id));
-  return Mix64(h ^ (static_cast<uint64_t>(element) * 0xd1b54a32d192ed03ULL));
+  return SyntheticElementBits(SyntheticRowKey(SyntheticFeatureSeed(seed, feature_key), example_id),
+                              element);
 }
 
 // Maps random bits to a float uniformly spread over [-1, 1).

@@ -82,7 +82,7 @@ Communicator Communicator::Split(int color, int key) const {
   return Communicator(out, true);
 }
 
-Communicator Communicator::SplitByNode() const {
+Communicator Communicator::SplitShared() const {
   MPI_Comm out = MPI_COMM_NULL;
   CheckMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
            "MPI_Comm_split_type");
@@ -109,6 +109,77 @@ Communicator::Pending Communicator::Probe(int peer, int tag) const {
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
   return {status.MPI_SOURCE, status.MPI_TAG, static_cast<size_t>(count)};
+}
+
+std::optional<Communicator::Pending> Communicator::TryProbe(int peer, int tag) const {
+  int flag = 0;
+  MPI_Status status;
+  CheckMpi(MPI_Iprobe(peer, tag, comm_, &flag, &status), "MPI_Iprobe", peer);
+  if (!flag) return std::nullopt;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  return Pending{status.MPI_SOURCE, status.MPI_TAG, static_cast<size_t>(count)};
+}
+
+Request Communicator::Isend(std::span<const std::byte> data, int peer, int tag,
+                            std::string_view call) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  CheckMpi(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_,
+                     &request),
+           call, peer);
+  return Request(request, call, peer);
+}
+
+Request Communicator::Irecv(std::span<std::byte> data, int peer, int tag,
+                            std::string_view call) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  CheckMpi(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_,
+                     &request),
+           call, peer);
+  return Request(request, call, peer);
+}
+
+Request::~Request() { Cancel(); }
+
+Request::Request(Request&& other) noexcept
+    : request_(other.request_), status_(other.status_), call_(other.call_), peer_(other.peer_) {
+  other.request_ = MPI_REQUEST_NULL;
+}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    Cancel();
+    request_ = other.request_;
+    status_ = other.status_;
+    call_ = other.call_;
+    peer_ = other.peer_;
+    other.request_ = MPI_REQUEST_NULL;
+  }
+  return *this;
+}
+
+void Request::Cancel() {
+  if (request_ == MPI_REQUEST_NULL) return;
+  MPI_Cancel(&request_);
+  MPI_Request_free(&request_);
+}
+
+bool Request::Test() {
+  if (request_ == MPI_REQUEST_NULL) return true;
+  int flag = 0;
+  CheckMpi(MPI_Test(&request_, &flag, &status_), call_, peer_);
+  return flag != 0;
+}
+
+void Request::Wait() {
+  if (request_ == MPI_REQUEST_NULL) return;
+  CheckMpi(MPI_Wait(&request_, &status_), call_, peer_);
+}
+
+size_t Request::received_bytes() const {
+  int count = 0;
+  MPI_Get_count(&status_, MPI_BYTE, &count);
+  return static_cast<size_t>(count);
 }
 
 void Communicator::AllreduceInPlace(std::span<double> values, MPI_Op op) const {

@@ -7,9 +7,10 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace tpusim::cluster {
 
@@ -36,6 +37,37 @@ class MpiEnvironment {
   int world_size_ = 1;
 };
 
+inline constexpr int kAnySource = MPI_ANY_SOURCE;
+inline constexpr int kAnyTag = MPI_ANY_TAG;
+
+// A non-blocking operation in flight. Move-only; a request still pending when it
+// is destroyed is cancelled (only ever at teardown: callers Wait or Test first).
+class Request {
+ public:
+  Request() = default;
+  Request(MPI_Request request, std::string_view call, int peer)
+      : request_(request), call_(call), peer_(peer) {}
+  ~Request();
+  Request(Request&& other) noexcept;
+  Request& operator=(Request&& other) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // True once the operation completed (then the request is done for good).
+  bool Test();
+  void Wait();
+  bool done() const { return request_ == MPI_REQUEST_NULL; }
+  // A completed receive: how many bytes arrived (they may be fewer than the buffer).
+  size_t received_bytes() const;
+
+ private:
+  void Cancel();
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  MPI_Status status_{};
+  std::string_view call_;  // a string literal naming the call, for errors
+  int peer_ = -1;
+};
+
 // A communicator handle; owned handles are freed on destruction. A default or
 // "null" communicator (a rank outside the group of a Split) is not valid().
 class Communicator {
@@ -51,8 +83,9 @@ class Communicator {
   // Collective over this communicator: ranks with the same color >= 0 form a new
   // communicator ordered by key; color < 0 yields an invalid communicator.
   Communicator Split(int color, int key) const;
-  // Collective: the ranks of this communicator that share this rank's node (memory).
-  Communicator SplitByNode() const;
+  // Collective: the ranks of this communicator that share this rank's machine
+  // (MPI_COMM_TYPE_SHARED), ordered by rank.
+  Communicator SplitShared() const;
 
   bool valid() const { return comm_ != MPI_COMM_NULL; }
   int rank() const { return rank_; }
@@ -70,6 +103,14 @@ class Communicator {
     size_t bytes = 0;
   };
   Pending Probe(int peer, int tag) const;
+  // Like Probe, but returns at once: empty when no such message is pending.
+  std::optional<Pending> TryProbe(int peer, int tag) const;
+  // Non-blocking send and receive of bytes; the buffer must outlive the request.
+  // `call` names the protocol in errors ("MPI_Isend (preconditioners)").
+  Request Isend(std::span<const std::byte> data, int peer, int tag,
+                std::string_view call = "MPI_Isend") const;
+  Request Irecv(std::span<std::byte> data, int peer, int tag,
+                std::string_view call = "MPI_Irecv") const;
   // Allreduce of doubles with `op` (MPI_SUM, MPI_MAX, MPI_MIN) in place.
   void AllreduceInPlace(std::span<double> values, MPI_Op op) const;
   void AllreduceInPlace(std::span<float> values, MPI_Op op) const;

@@ -264,22 +264,28 @@ std::span<std::byte> CrossReplicaSum::Scratch(size_t bytes) {
   return {scratch_.data(), bytes};
 }
 
-CrsTimingSummary CrossReplicaSum::Summarize() const {
+std::vector<double> CrossReplicaSum::Fold() {
   const double calls = static_cast<double>(durations_seconds_.size());
   std::vector<double> call_range{calls, -calls};
   group_.AllreduceInPlace(call_range, MPI_MIN);
   if (call_range[0] != calls || -call_range[1] != calls) {
-    Fail("CrossReplicaSum::Summarize: members of group {} made between {} and {} Sum calls; "
+    Fail("CrossReplicaSum::Fold: members of group {} made between {} and {} Sum calls; "
          "the min-duration method needs the same calls on every member",
          group_index_, call_range[0], -call_range[1]);
   }
   std::vector<double> fastest = durations_seconds_;
   group_.AllreduceInPlace(fastest, MPI_MIN);
-  CrsTimingSummary summary;
-  summary.calls = static_cast<int64_t>(durations_seconds_.size());
+  folded_.calls += static_cast<int64_t>(durations_seconds_.size());
+  folded_.total_seconds += std::accumulate(durations_seconds_.begin(), durations_seconds_.end(), 0.0);
+  folded_.compute_seconds += std::accumulate(fastest.begin(), fastest.end(), 0.0);
+  durations_seconds_.clear();
+  return fastest;
+}
+
+CrsTimingSummary CrossReplicaSum::Summarize() {
+  Fold();
+  CrsTimingSummary summary = folded_;
   summary.bytes = bytes_summed_;
-  summary.total_seconds = std::accumulate(durations_seconds_.begin(), durations_seconds_.end(), 0.0);
-  summary.compute_seconds = std::accumulate(fastest.begin(), fastest.end(), 0.0);
   summary.sync_seconds = summary.total_seconds - summary.compute_seconds;
   if (summary.total_seconds > 0) {
     const double n = group_.size();
@@ -292,6 +298,7 @@ CrsTimingSummary CrossReplicaSum::Summarize() const {
 void CrossReplicaSum::ResetTiming() {
   durations_seconds_.clear();
   bytes_summed_ = 0;
+  folded_ = {};
 }
 
 double ModeledRingAllReduceSeconds(size_t bytes, int group_size, const HardwareFigures& hw) {

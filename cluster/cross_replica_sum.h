@@ -87,13 +87,19 @@ class CrossReplicaSum {
   const std::vector<int>& group_members() const { return members_; }  // replica ids
   CrsAlgorithm algorithm() const { return options_.algorithm; }
 
-  // Wall duration of every Sum so far, in call order.
+  // Wall duration of every Sum since the last Fold, in call order.
   const std::vector<double>& durations_seconds() const { return durations_seconds_; }
   int64_t bytes_summed() const { return bytes_summed_; }
-  // Collective over the group: combines every member's per-call durations into the
-  // min-duration totals above. Throws Error when members made different numbers
-  // of calls.
-  CrsTimingSummary Summarize() const;
+  // Collective over the group: the fastest member's duration of every Sum since
+  // the last Fold (the min-duration method's compute part of each call), in call
+  // order, folded into the running totals; the per-call log is then emptied, so
+  // memory stays bounded however long the run when callers fold regularly (tpusim
+  // folds at every loop end). Throws Error when members made different numbers of
+  // calls.
+  std::vector<double> Fold();
+  // Collective over the group: folds what is pending, then the totals since the
+  // start (or ResetTiming).
+  CrsTimingSummary Summarize();
   void ResetTiming();
 
  private:
@@ -114,8 +120,9 @@ class CrossReplicaSum {
   std::vector<std::byte> scratch_;        // one incoming ring segment
   std::vector<MPI_Request> requests_;     // in-flight chunk sends and receives
   std::vector<size_t> segment_offsets_;   // n + 1 element offsets of the ring segments
-  std::vector<double> durations_seconds_;
+  std::vector<double> durations_seconds_;  // since the last Fold
   int64_t bytes_summed_ = 0;
+  CrsTimingSummary folded_;                // totals of the folded calls
 };
 
 // Time an all-reduce of `bytes` per member over `group_size` chips would take on

@@ -3,22 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <initializer_list>
-#include <set>
 #include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "base/error.h"
-#include "base/strict_yaml.h"
+#include "cluster/accelerator_type.h"
 
 namespace tpusim::cluster {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Guards the inverse tables against absurd meshes (the largest real slice,
 // a full v5p pod, has under 20k cores).
@@ -34,11 +29,11 @@ void CheckMeshShape(const std::string& source, const Coord& mesh_shape) {
       Fail("{}: mesh_shape[{}] = {}: every extent of mesh_shape {} must be >= 1", source, i,
            mesh_shape[i], mesh_shape);
     }
-    cores *= mesh_shape[i];
-  }
-  if (cores > kMaxMeshCores) {
-    Fail("{}: mesh_shape {} has {} core positions, more than the supported {}", source,
-         mesh_shape, cores, kMaxMeshCores);
+    cores *= mesh_shape[i];  // stays below 2^53: checked after every factor
+    if (cores > kMaxMeshCores) {
+      Fail("{}: mesh_shape {} has more than the supported {} core positions", source, mesh_shape,
+           kMaxMeshCores);
+    }
   }
 }
 
@@ -65,12 +60,6 @@ std::string Where(const std::string& source, const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
   if (mark.is_null()) return source;
   return fmt::format("{}:{}", source, mark.line + 1);
-}
-
-std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {
-  if (e.mark.is_null()) return fmt::format("{}: malformed YAML: {}", source, e.msg);
-  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1,
-                     e.msg);
 }
 
 // Rejects keys outside `allowed`, so a typo never silently falls back to a default.
@@ -184,35 +173,34 @@ std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std:
   return Topology::HostBoundsLayout(Where(source, bounds), mesh_shape, host_bounds);
 }
 
-// ---------------------------------------------------------------------------
-// Path resolution
-
-std::vector<std::string> TopologySearchDirs(const std::vector<std::string>& search_dirs) {
-  std::vector<std::string> dirs = search_dirs;
-  if (const char* config_dir = std::getenv("TPUSIM_CONFIG_DIR"); config_dir && *config_dir) {
-    dirs.push_back((fs::path(config_dir) / "topologies").string());
+std::string ReadName(const YAML::Node& node, const std::string& source) {
+  const YAML::Node name = Require(node, source, "name");
+  if (!name.IsScalar() || name.Scalar().empty()) {
+    Fail("{}: name: expected a non-empty string", Where(source, name));
   }
-  dirs.push_back(TPUSIM_SOURCE_DIR "/configs/topologies");
-  return dirs;
+  return name.Scalar();
 }
 
-bool IsRegularFile(const fs::path& path) {
-  std::error_code ignored;
-  return fs::is_regular_file(path, ignored);
+std::string ReadScalar(const YAML::Node& node, const std::string& source, const std::string& key,
+                       const char* what) {
+  const YAML::Node value = Require(node, source, key);
+  if (!value.IsScalar()) Fail("{}: {}: expected {}", Where(source, value), key, what);
+  return value.Scalar();
 }
 
-// Names (file stems) of the *.yaml files in `dirs`, sorted and without repeats.
-std::set<std::string> AvailableTopologies(const std::vector<std::string>& dirs) {
-  std::set<std::string> names;
-  for (const auto& dir : dirs) {
-    std::error_code error;
-    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-      if (it->path().extension() == ".yaml" && IsRegularFile(it->path())) {
-        names.insert(it->path().stem().string());
-      }
-    }
-  }
-  return names;
+// `generation: v5p` plus `shape: 4x4x8`: everything else follows from the
+// generation's rules (accelerator_type.h).
+Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& source) {
+  CheckKeys(node, source, "", {"name", "generation", "shape"});
+  const std::string name = ReadName(node, source);
+  const std::string generation_name =
+      ReadScalar(node, source, "generation", "a TPU generation such as v5p");
+  const Generation& generation =
+      RequireGeneration(generation_name, Where(source, node["generation"]) + ": generation");
+  const std::string text = ReadScalar(node, source, "shape", "a chip shape such as 4x4x8");
+  const std::string where = Where(source, node["shape"]);
+  const ChipShape shape = ParseChipShape(text, generation, where);
+  return GenerateTopology(generation, shape, name, where);
 }
 
 }  // namespace
@@ -330,44 +318,19 @@ int Topology::index(const Coord& coord) const {
 Topology ParseTopology(const YAML::Node& node, const std::string& source) {
   if (!node.IsMap()) {
     Fail("{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
-         "device_coordinates, and hardware",
+         "device_coordinates, and hardware (or name, generation and shape)",
          source);
   }
+  if (node["generation"]) return ParseGeneratedTopology(node, source);
   CheckKeys(node, source, "",
             {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
-  const YAML::Node name = Require(node, source, "name");
-  if (!name.IsScalar() || name.Scalar().empty()) {
-    Fail("{}: name: expected a non-empty string", Where(source, name));
-  }
+  const std::string name = ReadName(node, source);
   const YAML::Node mesh = Require(node, source, "mesh_shape");
   const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");
   CheckMeshShape(Where(source, mesh), mesh_shape);
   auto table = ReadOwnership(node, source, mesh_shape);
   const HardwareFigures hardware = ReadHardware(Require(node, source, "hardware"), source);
-  return Topology::Create(source, name.Scalar(), mesh_shape, std::move(table), hardware);
-}
-
-Topology LoadTopologyFile(const std::string& path) {
-  if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
-  try {
-    return ParseTopology(LoadStrictYamlFile(path), path);
-  } catch (const YAML::Exception& e) {
-    throw Error(FormatYamlError(path, e));
-  }
-}
-
-std::string ResolveTopologyPath(const std::string& name_or_path,
-                                const std::vector<std::string>& search_dirs) {
-  if (IsRegularFile(name_or_path)) return name_or_path;
-  const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
-  const bool has_suffix = fs::path(name_or_path).extension() == ".yaml";
-  const std::string file_name = has_suffix ? name_or_path : name_or_path + ".yaml";
-  for (const auto& dir : dirs) {
-    const fs::path candidate = fs::path(dir) / file_name;
-    if (IsRegularFile(candidate)) return candidate.string();
-  }
-  Fail("topology '{}' is neither an existing file nor a known name; searched {}; available: {}",
-       name_or_path, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "));
+  return Topology::Create(source, name, mesh_shape, std::move(table), hardware);
 }
 
 }  // namespace tpusim::cluster

@@ -1,6 +1,7 @@
 // A TPU slice as the runtime reports it: the physical mesh, which host (TF task)
 // owns which core coordinates, and the hardware figures used to project a step onto
-// the real machine. Loaded from configs/topologies/NAME.yaml (reference/infeed.md §1).
+// the real machine (reference/infeed.md §1). Where a topology comes from — a YAML
+// file, an accelerator type, an imported device list — is topology_source.h.
 #pragma once
 
 #include <array>
@@ -81,18 +82,10 @@ class Topology {
   HardwareFigures hardware_;
 };
 
-// Parses a topology document (schema in configs/topologies/README.md). `source` names
-// the file in error messages. Throws Error on any schema violation.
+// Parses a topology document (schema in configs/topologies/README.md): an explicit
+// mesh with host_bounds or device_coordinates and hardware, or a generation with a
+// chip shape. `source` names the file in error messages. Throws Error on any
+// schema violation.
 Topology ParseTopology(const YAML::Node& node, const std::string& source);
-
-// Loads a topology from a file path. Throws Error naming the file when it is
-// unreadable or malformed.
-Topology LoadTopologyFile(const std::string& path);
-
-// Resolves a topology reference: an existing file path, or NAME looked up as
-// NAME.yaml in, in order, each of `search_dirs`, $TPUSIM_CONFIG_DIR/topologies and
-// the source tree's configs/topologies. Throws Error listing the names available.
-std::string ResolveTopologyPath(const std::string& name_or_path,
-                                const std::vector<std::string>& search_dirs = {});
 
 }  // namespace tpusim::cluster

@@ -6,12 +6,10 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/spellings.h"
 
 namespace tpusim::embedding {
 namespace {
-
-template <typename Enum, size_t N>
-using Spellings = std::array<std::pair<std::string_view, Enum>, N>;
 
 constexpr Spellings<Combiner, 3> kCombiners{
     {{"sum", Combiner::kSum}, {"mean", Combiner::kMean}, {"sqrtn", Combiner::kSqrtn}}};
@@ -21,25 +19,8 @@ constexpr Spellings<OptimizerKind, 3> kOptimizers{{{"sgd", OptimizerKind::kSgd},
                                                    {"adam", OptimizerKind::kAdam}}};
 constexpr Spellings<IdDistribution, 2> kDistributions{
     {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
-
-template <typename Enum, size_t N>
-Enum Parse(const Spellings<Enum, N>& spellings, std::string_view value, std::string_view key) {
-  std::string allowed;
-  for (const auto& [spelling, e] : spellings) {
-    if (spelling == value) return e;
-    allowed += allowed.empty() ? "" : "|";
-    allowed += spelling;
-  }
-  Fail("{}: '{}' is not one of {}", key, value, allowed);
-}
-
-template <typename Enum, size_t N>
-std::string_view Name(const Spellings<Enum, N>& spellings, Enum e) {
-  for (const auto& [spelling, candidate] : spellings) {
-    if (candidate == e) return spelling;
-  }
-  return "?";
-}
+constexpr Spellings<UpdateMode, 2> kUpdateModes{
+    {{"global_step", UpdateMode::kGlobalStep}, {"micro_step", UpdateMode::kMicroStep}}};
 
 // Throws unless `value` is finite and in (low, high) / [low, high) as requested.
 void CheckRange(std::string_view key, double value, double low, bool low_inclusive, double high) {
@@ -112,6 +93,9 @@ void Validate(const TableConfig& table) {
 }
 
 void Validate(const EmbeddingConfig& config) {
+  if (config.num_micro_batches < 1) {
+    Fail("train.num_micro_batches: {} must be >= 1", config.num_micro_batches);
+  }
   std::set<std::string_view> names;
   for (const TableConfig& table : config.tables) {
     Validate(table);
@@ -128,6 +112,10 @@ void Validate(const EmbeddingConfig& config) {
   }
 }
 
+int64_t MicroStepsPerUpdate(const EmbeddingConfig& config) {
+  return config.update == UpdateMode::kGlobalStep ? config.num_micro_batches : 1;
+}
+
 size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
   size_t index = FindTable(config, name);
   if (index == config.tables.size()) Fail("embedding.tables: '{}' is not a declared table", name);
@@ -135,20 +123,24 @@ size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
 }
 
 Combiner ParseCombiner(std::string_view value, std::string_view key) {
-  return Parse(kCombiners, value, key);
+  return ParseSpelling(kCombiners, value, key);
 }
 Sharding ParseSharding(std::string_view value, std::string_view key) {
-  return Parse(kShardings, value, key);
+  return ParseSpelling(kShardings, value, key);
 }
 OptimizerKind ParseOptimizer(std::string_view value, std::string_view key) {
-  return Parse(kOptimizers, value, key);
+  return ParseSpelling(kOptimizers, value, key);
 }
 IdDistribution ParseIdDistribution(std::string_view value, std::string_view key) {
-  return Parse(kDistributions, value, key);
+  return ParseSpelling(kDistributions, value, key);
+}
+UpdateMode ParseUpdateMode(std::string_view value, std::string_view key) {
+  return ParseSpelling(kUpdateModes, value, key);
 }
 
-std::string_view ToString(Combiner combiner) { return Name(kCombiners, combiner); }
-std::string_view ToString(Sharding sharding) { return Name(kShardings, sharding); }
-std::string_view ToString(OptimizerKind optimizer) { return Name(kOptimizers, optimizer); }
+std::string_view ToString(Combiner combiner) { return SpellingOf(kCombiners, combiner); }
+std::string_view ToString(Sharding sharding) { return SpellingOf(kShardings, sharding); }
+std::string_view ToString(OptimizerKind optimizer) { return SpellingOf(kOptimizers, optimizer); }
+std::string_view ToString(UpdateMode update) { return SpellingOf(kUpdateModes, update); }
 
 }  // namespace tpusim::embedding

@@ -4,10 +4,15 @@
 #include <utility>
 
 #include "base/error.h"
-#include "embedding/internal/wire.h"
+#include "base/wire.h"
 
 namespace tpusim::embedding {
 namespace {
+
+// Reads the all-to-all message that peer `p` sent.
+WireReader ReaderFrom(std::span<const std::byte> bytes, int p) {
+  return WireReader(bytes, fmt::format("embedding all-to-all: message from peer {}", p));
+}
 
 using Messages = std::vector<std::vector<std::byte>>;
 
@@ -43,7 +48,8 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchan
     : config_(config),
       exchange_(exchange),
       core_(exchange.peer()),
-      num_cores_(exchange.num_peers()) {
+      num_cores_(exchange.num_peers()),
+      micro_steps_per_update_(MicroStepsPerUpdate(config)) {
   Validate(config_);
   for (const FeatureConfig& feature : config_.features) {
     table_of_feature_.push_back(TableIndex(config_, feature.table));
@@ -55,6 +61,9 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchan
   features_.resize(config_.features.size());
   activations_.resize(config_.features.size());
   accumulators_.resize(config_.tables.size());
+  for (size_t t = 0; t < shards_.size(); ++t) {
+    accumulators_[t].row.resize(static_cast<size_t>(shards_[t].dim()));
+  }
   requests_.assign(static_cast<size_t>(num_cores_),
                    std::vector<std::vector<int64_t>>(config_.tables.size()));
 }
@@ -154,8 +163,8 @@ Messages EmbeddingEngine::BuildRequests() const {
     for (const TablePlan& plan : tables_) {
       const int64_t begin = plan.offsets[p];
       const int64_t count = plan.offsets[p + 1] - begin;
-      internal::Append(out[p], count);
-      internal::Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin,
+      Append(out[p], count);
+      Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin,
                                                         static_cast<size_t>(count)));
     }
   }
@@ -167,7 +176,7 @@ Messages EmbeddingEngine::BuildRequests() const {
 Messages EmbeddingEngine::ServeRequests(const Messages& requests) {
   Messages replies(static_cast<size_t>(num_cores_));
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(requests[p], p);
+    WireReader reader = ReaderFrom(requests[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) {
       const TableSharding& sharding = shards_[t].sharding();
       std::vector<int64_t>& rows = requests_[p][t];
@@ -195,7 +204,7 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
     tables_[t].rows.resize(static_cast<int64_t>(tables_[t].ids_by_owner.size()), shards_[t].dim());
   }
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(replies[p], p);
+    WireReader reader = ReaderFrom(replies[p], p);
     for (TablePlan& plan : tables_) {
       const int64_t dim = plan.rows.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
@@ -207,12 +216,21 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
 
 // --- Backward --------------------------------------------------------------------
 
-void EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
+bool EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
                                std::span<const float> learning_rates) {
   CheckGradients(activation_grads, learning_rates);
   forward_done_ = false;
   SumPartials(activation_grads);
-  ApplyGradients(Exchange(BuildGradientMessages()), learning_rates);
+  AccumulateGradients(Exchange(BuildGradientMessages()));
+  const bool update = ++micro_steps_ == micro_steps_per_update_;
+  if (update) {
+    ApplyAccumulated(learning_rates);
+    micro_steps_ = 0;
+  }
+  for (const Accumulator& acc : accumulators_) {
+    stats_.rows_pending += static_cast<int64_t>(acc.local_rows.size());
+  }
+  return update;
 }
 
 void EmbeddingEngine::CheckGradients(std::span<const RowMatrix> grads,
@@ -257,53 +275,56 @@ Messages EmbeddingEngine::BuildGradientMessages() const {
     for (const TablePlan& plan : tables_) {
       const int64_t dim = plan.partial.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
-      internal::Append(out[p], std::span<const float>(plan.partial.data() + plan.offsets[p] * dim,
+      Append(out[p], std::span<const float>(plan.partial.data() + plan.offsets[p] * dim,
                                                       static_cast<size_t>(count * dim)));
     }
   }
   return out;
 }
 
-// Owner side: adds the partial sums of all cores per local row, then applies the
-// optimizer once per touched row.
-void EmbeddingEngine::ApplyGradients(const Messages& messages,
-                                     std::span<const float> learning_rates) {
-  for (size_t t = 0; t < shards_.size(); ++t) ResetAccumulator(t);
+// Owner side: adds the partial sums of all cores per local row to the sums of the
+// update in progress.
+void EmbeddingEngine::AccumulateGradients(const Messages& messages) {
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(messages[p], p);
+    WireReader reader = ReaderFrom(messages[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) AccumulateFrom(t, p, reader);
     reader.ExpectEnd();
   }
-  for (size_t t = 0; t < shards_.size(); ++t) {
-    const float lr = learning_rates.empty() ? config_.tables[t].learning_rate : learning_rates[t];
-    const Accumulator& acc = accumulators_[t];
-    for (size_t i = 0; i < acc.local_rows.size(); ++i) {
-      shards_[t].Apply(acc.local_rows[i], acc.sums.row(static_cast<int64_t>(i)).data(), lr);
-    }
-    stats_.rows_updated += static_cast<int64_t>(acc.local_rows.size());
-  }
 }
 
-void EmbeddingEngine::ResetAccumulator(size_t t) {
+// Adds peer p's partial sums of table t (one per row it requested), divided by the
+// micro-steps per update, into the sums; a row seen first gets a zero sum.
+void EmbeddingEngine::AccumulateFrom(size_t t, int p, WireReader& reader) {
   Accumulator& acc = accumulators_[t];
-  acc.index_of_row.clear();
-  acc.local_rows.clear();
-  int64_t upper_bound = 0;
-  for (int p = 0; p < num_cores_; ++p) upper_bound += static_cast<int64_t>(requests_[p][t].size());
-  acc.sums.setZero(upper_bound, shards_[t].dim());
-  acc.row.resize(static_cast<size_t>(shards_[t].dim()));
-}
-
-// Adds peer p's partial sums of table t (one per row it requested) into the sums.
-void EmbeddingEngine::AccumulateFrom(size_t t, int p, internal::WireReader& reader) {
-  Accumulator& acc = accumulators_[t];
+  const int64_t dim = static_cast<int64_t>(acc.row.size());
+  const float divisor = static_cast<float>(micro_steps_per_update_);
   for (int64_t local : requests_[p][t]) {
     reader.Read(acc.row.data(), acc.row.size());
     const auto [it, inserted] =
         acc.index_of_row.try_emplace(local, static_cast<int64_t>(acc.local_rows.size()));
-    if (inserted) acc.local_rows.push_back(local);
-    acc.sums.row(it->second) +=
-        Eigen::Map<const Eigen::RowVectorXf>(acc.row.data(), static_cast<int64_t>(acc.row.size()));
+    if (inserted) {
+      acc.local_rows.push_back(local);
+      acc.sums.resize(acc.sums.size() + acc.row.size(), 0.0f);
+    }
+    Eigen::Map<Eigen::RowVectorXf>(acc.sums.data() + it->second * dim, dim) +=
+        Eigen::Map<const Eigen::RowVectorXf>(acc.row.data(), dim) / divisor;
+  }
+}
+
+// One optimizer step per row touched since the last update, then an empty
+// accumulator (its buffers keep their capacity for the next update).
+void EmbeddingEngine::ApplyAccumulated(std::span<const float> learning_rates) {
+  for (size_t t = 0; t < shards_.size(); ++t) {
+    const float lr = learning_rates.empty() ? config_.tables[t].learning_rate : learning_rates[t];
+    Accumulator& acc = accumulators_[t];
+    const size_t dim = acc.row.size();
+    for (size_t i = 0; i < acc.local_rows.size(); ++i) {
+      shards_[t].Apply(acc.local_rows[i], acc.sums.data() + i * dim, lr);
+    }
+    stats_.rows_updated += static_cast<int64_t>(acc.local_rows.size());
+    acc.index_of_row.clear();
+    acc.local_rows.clear();
+    acc.sums.clear();
   }
 }
 
@@ -316,13 +337,13 @@ RowMatrix EmbeddingEngine::GatherTable(size_t table, int root) {
   }
   const RowMatrix& params = shards_[table].params();
   Messages send(static_cast<size_t>(num_cores_));
-  internal::Append(send[root], std::span<const float>(params.data(), static_cast<size_t>(params.size())));
+  Append(send[root], std::span<const float>(params.data(), static_cast<size_t>(params.size())));
   Messages received = Exchange(std::move(send));
   if (core_ != root) return RowMatrix();
   const TableSharding& sharding = shards_[table].sharding();
   RowMatrix full(sharding.vocab(), shards_[table].dim());
   for (int p = 0; p < num_cores_; ++p) {
-    internal::WireReader reader(received[p], p);
+    WireReader reader = ReaderFrom(received[p], p);
     for (int64_t r = 0; r < sharding.rows_on_shard(p); ++r) {
       reader.Read(full.row(sharding.global_id(p, r)).data(), static_cast<size_t>(full.cols()));
     }

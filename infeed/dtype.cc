@@ -12,6 +12,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kBFloat16: return 2;
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
   }
   return 0;
 }
@@ -22,6 +24,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
   }
   return "?";
 }
@@ -29,10 +33,10 @@ std::string_view DTypeName(DType dtype) {
 bool IsFloating(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
 
 DType ParseDType(std::string_view name, std::string_view key) {
-  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kInt32, DType::kInt64}) {
+  for (DType d : kAllDTypes) {
     if (name == DTypeName(d)) return d;
   }
-  Fail("{}: unknown dtype '{}' (allowed: float32, bfloat16, int32, int64)", key, name);
+  Fail("{}: unknown dtype '{}' (allowed: float32, bfloat16, int32, int64, uint8, int8)", key, name);
 }
 
 std::string NpyDescr(DType dtype) {
@@ -41,6 +45,8 @@ std::string NpyDescr(DType dtype) {
     case DType::kBFloat16: return "<u2";
     case DType::kInt32: return "<i4";
     case DType::kInt64: return "<i8";
+    case DType::kUInt8: return "|u1";
+    case DType::kInt8: return "|i1";
   }
   return "?";
 }

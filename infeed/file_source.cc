@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/ranges.h>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/strict_yaml.h"
+#include "infeed/internal/zlib_codec.h"
 
 namespace tpusim::infeed {
 namespace fs = std::filesystem;
@@ -32,14 +34,37 @@ std::vector<fs::path> ListShardDirs(const std::string& dir) {
   return shards;
 }
 
+// Bytes before the payload of a .npy file whose header ReadNpyHeader already checked.
+size_t NpyPreambleBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[12] = {};
+  in.read(reinterpret_cast<char*>(head), 12);
+  if (head[6] == 1) return 10 + (head[8] | (size_t{head[9]} << 8));
+  return 12 + (head[8] | (size_t{head[9]} << 8) | (size_t{head[10]} << 16) | (size_t{head[11]} << 24));
+}
+
 std::string FeaturePath(const fs::path& shard, const FeatureSpec& spec) {
   return (shard / (spec.name + ".npy")).string();
 }
 
-// Checks one feature file against its spec and returns its example count.
-int64_t CheckFeatureFile(const std::string& path, const FeatureSpec& spec) {
-  if (!fs::exists(path)) Fail("{}: missing feature file for feature '{}'", path, spec.name);
-  NpyArray header = ReadNpyHeader(path);
+// Where a feature of a shard is stored: FEATURE.npy, or FEATURE.npy.zlib if only that exists.
+struct StoredFeature {
+  std::string path;
+  bool compressed = false;
+};
+
+StoredFeature LocateFeature(const fs::path& shard, const FeatureSpec& spec) {
+  std::string plain = FeaturePath(shard, spec);
+  if (fs::exists(plain)) return {plain, false};
+  if (fs::exists(plain + ".zlib")) return {plain + ".zlib", true};
+  Fail("{}: missing feature file for feature '{}'", plain, spec.name);
+}
+
+// Checks one feature file against its spec and returns its example count. The
+// payload of a compressed file is checked when it is inflated.
+int64_t CheckFeatureFile(const StoredFeature& stored, const FeatureSpec& spec) {
+  const std::string& path = stored.path;
+  NpyArray header = ReadNpyHeader(path, stored.compressed ? NpyPayload::kCompressed : NpyPayload::kRaw);
   if (header.descr != NpyDescr(spec.dtype)) {
     Fail("{}: dtype '{}' does not match feature '{}' ({}, stored as '{}')", path, header.descr, spec.name,
          DTypeName(spec.dtype), NpyDescr(spec.dtype));
@@ -49,21 +74,30 @@ int64_t CheckFeatureFile(const std::string& path, const FeatureSpec& spec) {
     Fail("{}: shape {} does not match feature '{}' (expected [examples, {}])", path,
          ShapeToString(header.shape), spec.name, fmt::join(spec.shape, ", "));
   }
-  return header.shape[0];  // ReadNpyHeader checked that the payload is all there
+  return header.shape[0];
 }
 
-// Checks every feature file of a shard and returns the shard's example count.
-int64_t CheckShard(const fs::path& shard, const std::vector<FeatureSpec>& specs) {
+// Checks every feature file of a shard; returns where each is and the shard's
+// example count.
+struct CheckedShard {
+  std::vector<StoredFeature> features;
+  int64_t rows = 0;
+};
+
+CheckedShard CheckShard(const fs::path& shard, const std::vector<FeatureSpec>& specs) {
+  CheckedShard checked;
   int64_t rows = -1;
-  for (size_t f = 0; f < specs.size(); ++f) {
-    int64_t n = CheckFeatureFile(FeaturePath(shard, specs[f]), specs[f]);
+  for (const FeatureSpec& spec : specs) {
+    checked.features.push_back(LocateFeature(shard, spec));
+    int64_t n = CheckFeatureFile(checked.features.back(), spec);
     if (rows >= 0 && n != rows) {
       Fail("{}: {} examples, but {} has {} (every feature of a shard needs the same first dimension)",
-           FeaturePath(shard, specs[f]), n, FeaturePath(shard, specs[0]), rows);
+           checked.features.back().path, n, checked.features.front().path, rows);
     }
     rows = n;
   }
-  return std::max<int64_t>(rows, 0);
+  checked.rows = std::max<int64_t>(rows, 0);
+  return checked;
 }
 
 // The dataset.yaml gen-data writes: how many shards and examples it made.
@@ -112,7 +146,7 @@ DatasetShards ScanDataset(const std::string& dir, const std::vector<FeatureSpec>
   DatasetShards found;
   for (const fs::path& shard : ListShardDirs(dir)) {
     found.dirs.push_back(shard.string());
-    found.examples.push_back(CheckShard(shard, specs));
+    found.examples.push_back(CheckShard(shard, specs).rows);
   }
   if (found.dirs.empty()) {
     Fail("{}: no shard directories (expected {}/{}/FEATURE.npy)", dir, dir, ShardDirName(0));
@@ -151,8 +185,10 @@ std::vector<int64_t> ShardsOfHost(int64_t num_shards, int64_t host, int64_t num_
   return shards;
 }
 
-FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts)
-    : specs_(std::move(specs)) {
+FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts,
+                       const StorageConfig& storage, Clock* clock)
+    : specs_(std::move(specs)), clock_(clock ? *clock : steady_clock_), storage_(storage, clock_),
+      inflated_(specs_.size()) {
   if (num_hosts <= 0 || host < 0 || host >= num_hosts) {
     Fail("{}: host {} is not one of {} hosts", dir, host, num_hosts);
   }
@@ -161,17 +197,32 @@ FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, i
   num_shards_ = static_cast<int64_t>(shards.dirs.size());
   int64_t first_id = 0;
   for (int64_t j = 0; j < num_shards_; ++j) {
-    int64_t rows = shards.examples[static_cast<size_t>(j)];
+    const int64_t rows = shards.examples[static_cast<size_t>(j)];
     if (j % num_hosts == host) {
       LocalShard local{first_id, local_count_, rows, {}};
-      for (const FeatureSpec& spec : specs_) {
-        local.arrays.push_back(ReadNpy(FeaturePath(shards.dirs[static_cast<size_t>(j)], spec)));
+      for (const FeatureSpec& spec : specs_) {  // ScanDataset checked every file
+        StoredFeature stored = LocateFeature(shards.dirs[static_cast<size_t>(j)], spec);
+        auto preamble = static_cast<int64_t>(NpyPreambleBytes(stored.path));
+        auto file_bytes = static_cast<int64_t>(fs::file_size(stored.path));
+        local.files.push_back({std::make_unique<internal::ReadOnlyFile>(stored.path, storage.direct_io), preamble,
+                               file_bytes - preamble, stored.compressed});
       }
       local_.push_back(std::move(local));
       local_count_ += rows;
     }
     first_id += rows;
   }
+}
+
+FileSource::~FileSource() = default;
+
+std::string FileSource::direct_io_refusal() const {
+  for (const LocalShard& shard : local_) {
+    for (const FeatureFile& f : shard.files) {
+      if (!f.file->refusal().empty()) return f.file->refusal();
+    }
+  }
+  return "";
 }
 
 FileSource::Position FileSource::Locate(int64_t local_index) const {
@@ -188,8 +239,35 @@ int64_t FileSource::ExampleIdAt(int64_t local_index) const {
   return local_[p.shard].first_id + p.row;
 }
 
-// Copies rows shard by shard: one memcpy per contiguous run inside a shard.
-void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor) const {
+void FileSource::ReadPayload(const FeatureFile& f, int64_t offset, std::span<std::byte> out,
+                             StageTimes* times) const {
+  const int64_t start = clock_.NowUs();
+  storage_.Pay(static_cast<int64_t>(out.size()));
+  f.file->ReadAt(f.payload_offset + offset, out);
+  if (times) times->file_read_s += SecondsSinceUs(clock_, start);
+}
+
+void FileSource::CopyCompressedRows(size_t feature, size_t shard, int64_t row, int64_t n, std::byte* out,
+                                    StageTimes* times) const {
+  const size_t row_bytes = ExampleBytes(specs_[feature]);
+  std::lock_guard lock(inflated_mu_);
+  Inflated& cache = inflated_[feature];
+  if (cache.shard != shard) {
+    const FeatureFile& f = local_[shard].files[feature];
+    std::vector<std::byte> stored(static_cast<size_t>(f.stored_bytes));
+    ReadPayload(f, 0, stored, times);
+    const int64_t start = clock_.NowUs();
+    cache.bytes.resize(static_cast<size_t>(local_[shard].rows) * row_bytes);
+    internal::Inflate(stored, cache.bytes, f.file->path());
+    cache.shard = shard;
+    if (times) times->preprocessing_s += SecondsSinceUs(clock_, start);
+  }
+  std::memcpy(out, cache.bytes.data() + static_cast<size_t>(row) * row_bytes, static_cast<size_t>(n) * row_bytes);
+}
+
+// Reads rows shard by shard: one read per contiguous run inside a shard, straight
+// into the tensor (or one copy out of an inflated shard).
+void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor, StageTimes* times) const {
   size_t row_bytes = ExampleBytes(specs_[feature]);
   int64_t rows = tensor.shape()[0];
   std::byte* out = tensor.bytes().data();
@@ -198,30 +276,40 @@ void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor) c
     const LocalShard& shard = local_[p.shard];
     int64_t run = std::min(rows - done, shard.rows - p.row);
     size_t bytes = static_cast<size_t>(run) * row_bytes;
-    if (bytes > 0) std::memcpy(out, shard.arrays[feature].data.data() + static_cast<size_t>(p.row) * row_bytes, bytes);
+    if (shard.files[feature].compressed) {
+      CopyCompressedRows(feature, p.shard, p.row, run, out, times);
+    } else if (bytes > 0) {
+      ReadPayload(shard.files[feature], p.row * static_cast<int64_t>(row_bytes), {out, bytes}, times);
+    }
     out += bytes;
     done += run;
   }
 }
 
-void FileSource::ReadInto(int64_t local_first, ExampleRows& out) const {
+void FileSource::CheckTensor(size_t feature, const Tensor& tensor, int64_t rows) const {
+  const FeatureSpec& spec = specs_[feature];
+  if (tensor.dtype() != spec.dtype || tensor.shape().empty() ||
+      tensor.shape() != BatchShape(spec, rows < 0 ? tensor.shape()[0] : rows)) {
+    Fail("file source: tensor '{}' is {} {}, feature is {} [rows, {}]", spec.name, DTypeName(tensor.dtype()),
+         ShapeToString(tensor.shape()), DTypeName(spec.dtype), fmt::join(spec.shape, ", "));
+  }
+}
+
+void FileSource::ReadRows(int64_t local_first, Batch& batch, std::span<int64_t> ids, StageTimes* times) const {
   if (local_first < 0) Fail("file source: local example index must be >= 0, got {}", local_first);
-  int64_t rows = -1;
+  const auto rows = static_cast<int64_t>(ids.size());
   for (size_t f = 0; f < specs_.size(); ++f) {
-    Tensor& tensor = out.batch.at(specs_[f].name);
-    if (tensor.dtype() != specs_[f].dtype || tensor.shape().empty() ||
-        tensor.shape() != BatchShape(specs_[f], rows < 0 ? tensor.shape()[0] : rows)) {
-      Fail("file source: tensor '{}' is {} {}, feature is {} [rows, {}]", specs_[f].name,
-           DTypeName(tensor.dtype()), ShapeToString(tensor.shape()), DTypeName(specs_[f].dtype),
-           fmt::join(specs_[f].shape, ", "));
-    }
-    rows = tensor.shape()[0];
-    CopyRows(f, local_first, tensor);
+    Tensor& tensor = batch.at(specs_[f].name);
+    CheckTensor(f, tensor, rows);
+    CopyRows(f, local_first, tensor, times);
   }
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = ExampleIdAt(local_first + static_cast<int64_t>(i));
+}
+
+void FileSource::ReadInto(int64_t local_first, ExampleRows& out) const {
+  int64_t rows = specs_.empty() ? 0 : out.batch.at(specs_[0].name).shape().at(0);
   out.example_ids.resize(static_cast<size_t>(std::max<int64_t>(rows, 0)));
-  for (size_t i = 0; i < out.example_ids.size(); ++i) {
-    out.example_ids[i] = ExampleIdAt(local_first + static_cast<int64_t>(i));
-  }
+  ReadRows(local_first, out.batch, out.example_ids);
 }
 
 ExampleRows FileSource::Read(int64_t local_first, int64_t rows) const {
@@ -238,9 +326,20 @@ NpyArray ToNpy(const Tensor& tensor) {
   return array;
 }
 
-}  // namespace
-
-namespace {
+// FEATURE.npy.zlib: the .npy preamble WriteNpy writes (taken from a plain file
+// written first, so the header format has one home), then the deflated payload.
+void WriteCompressedNpy(const std::string& path, const Tensor& tensor) {
+  const std::string plain = path.substr(0, path.size() - std::string(".zlib").size());
+  WriteNpy(plain, ToNpy(tensor));
+  std::vector<char> preamble(NpyPreambleBytes(plain));
+  std::ifstream(plain, std::ios::binary).read(preamble.data(), static_cast<std::streamsize>(preamble.size()));
+  fs::remove(plain);
+  std::vector<std::byte> deflated = internal::Deflate(tensor.bytes());
+  std::ofstream out(path, std::ios::binary);
+  out.write(preamble.data(), static_cast<std::streamsize>(preamble.size()));
+  out.write(reinterpret_cast<const char*>(deflated.data()), static_cast<std::streamsize>(deflated.size()));
+  if (!out) Fail("{}: write failed", path);
+}
 
 // Whether gen-data may replace `dir`: absent, an empty folder, or a dataset it wrote.
 void CheckReplaceable(const std::string& dir) {
@@ -278,7 +377,7 @@ void ReplaceFolder(const std::string& built, const std::string& dir) {
 }
 
 void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                 int64_t num_shards) {
+                 int64_t num_shards, bool compress) {
   int64_t first_id = 0;
   for (int64_t j = 0; j < num_shards; ++j) {
     int64_t rows = num_examples / num_shards + (j < num_examples % num_shards ? 1 : 0);
@@ -287,7 +386,13 @@ void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_
     fs::create_directories(shard, ec);
     if (ec) Fail("{}: cannot create directory: {}", shard.string(), ec.message());
     Batch batch = data.Generate(first_id, rows);
-    for (const FeatureSpec& spec : data.specs()) WriteNpy(FeaturePath(shard, spec), ToNpy(batch.at(spec.name)));
+    for (const FeatureSpec& spec : data.specs()) {
+      if (compress) {
+        WriteCompressedNpy(FeaturePath(shard, spec) + ".zlib", batch.at(spec.name));
+      } else {
+        WriteNpy(FeaturePath(shard, spec), ToNpy(batch.at(spec.name)));
+      }
+    }
     first_id += rows;
   }
 }
@@ -295,7 +400,7 @@ void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_
 }  // namespace
 
 void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                           int64_t num_shards) {
+                           int64_t num_shards, bool compress) {
   if (num_shards <= 0) Fail("gen-data: number of shards must be > 0, got {}", num_shards);
   if (num_examples < 0) Fail("gen-data: number of examples must be >= 0, got {}", num_examples);
   CheckReplaceable(dir);
@@ -303,7 +408,7 @@ void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, in
   std::error_code ec;
   fs::remove_all(built, ec);
   try {
-    WriteShards(built, data, num_examples, num_shards);
+    WriteShards(built, data, num_examples, num_shards, compress);
     WriteManifest(built, data, num_examples, num_shards);
   } catch (const Error&) {
     fs::remove_all(built, ec);

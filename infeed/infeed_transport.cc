@@ -1,29 +1,32 @@
 #include "infeed/infeed_transport.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tpusim::infeed {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
+using cluster::kTagCredit;
+using cluster::kTagForwardBase;
+using cluster::kTagShard;
 
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
-  Batch batch;
+  double build_s = 0;                            // the worker's time building it
+  Batch batch;                                   // filled by the BatchFiller (unused when borrowing)
+  const Batch* send = nullptr;                   // what the shards are cut from: batch or a borrowed one
   std::vector<int64_t> ids;                      // example id per host batch row
   std::vector<std::vector<std::byte>> meta;      // per route: header, slices, ids
   // Per route and feature: a packed copy of a piece that is not contiguous in the
@@ -50,20 +53,22 @@ class HostSender {
   }
 
   HostFeedStats Run() {
-    start_ = SteadyClock::now();
     boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
     std::deque<std::future<std::unique_ptr<Package>>> ahead;
     int64_t next = 0;
     // Build far enough ahead that a worker never has to wake up for the step the
     // sender wants next: the credit window plus what the workers run at once.
-    int64_t window = 2 * options_.parallelism + options_.queue_depth;
+    int64_t window = options_.prefetch > 0 ? options_.prefetch : 2 * options_.parallelism + options_.queue_depth;
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
-      SteadyClock::time_point before = SteadyClock::now();
+      MonotonicTime before = std::chrono::steady_clock::now();
+      next_to_send_ = step;
       std::unique_ptr<Package> package = Await(ahead.front());
       ahead.pop_front();
       stats_.build_wait_s += SecondsSince(before);
+      MonotonicTime send_start = std::chrono::steady_clock::now();
       Send(*package);
+      stats_.send_s += SecondsSince(send_start);
       in_flight_.push_back(std::move(package));
       Recycle(false);
       if (options_.poll) options_.poll();
@@ -71,6 +76,7 @@ class HostSender {
     pool.join();
     DrainCredits();
     Recycle(true);
+    stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
     return stats_;
   }
 
@@ -84,7 +90,10 @@ class HostSender {
     std::future<std::unique_ptr<Package>> future = promise->get_future();
     boost::asio::post(pool, [this, promise, step] {
       try {
-        promise->set_value(Build(step));
+        MonotonicTime start = std::chrono::steady_clock::now();
+        std::unique_ptr<Package> package = Build(step);
+        build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+        promise->set_value(std::move(package));
       } catch (...) {
         promise->set_exception(std::current_exception());
       }
@@ -96,11 +105,18 @@ class HostSender {
   // fragments only while this rank is inside MPI, so blocking on the future alone
   // would stall every transfer in flight until the next MPI call.
   std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
+    Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
+                         -1, "its own worker threads");
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
+      Poll();
       std::this_thread::yield();
     }
     return future.get();
+  }
+
+  void Poll() const {
+    if (options_.poll) options_.poll();
   }
 
   std::unique_ptr<Package> TakeFree() {
@@ -113,10 +129,11 @@ class HostSender {
 
   // Runs on a worker: fills the host batch and encodes every shard of the step.
   std::unique_ptr<Package> Build(int64_t step) {
+    const MonotonicTime start = std::chrono::steady_clock::now();
     std::unique_ptr<Package> p = TakeFree();
     if (!p) {
       p = std::make_unique<Package>();
-      p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
+      if (!options_.borrow_batch) p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
       p->ids.resize(static_cast<size_t>(host_.rows_per_step));
       for (const ShardCodec& codec : codecs_) {
         p->meta.emplace_back(codec.meta_bytes());
@@ -129,14 +146,22 @@ class HostSender {
       p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
     }
     p->step = step;
-    fill_(step, p->batch, p->ids);
+    if (options_.borrow_batch) {
+      p->send = &options_.borrow_batch(step, p->ids);
+    } else {
+      fill_(step, p->batch, p->ids);
+      p->send = &p->batch;
+    }
     for (size_t i = 0; i < codecs_.size(); ++i) {
       codecs_[i].EncodeMeta(Header(step, i), p->ids, p->meta[i]);
       for (size_t f = 0; f < plan_.features().size(); ++f) {
-        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(p->batch, f, p->staging[i][f]);
+        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(*p->send, f, p->staging[i][f]);
       }
       if (options_.encode_trailer) EncodeTrailer(step, i, *p);
     }
+    p->build_s = SecondsSince(start);
+    if (options_.after_build) options_.after_build(step, p->build_s);
+    p->build_s = SecondsSince(start);
     return p;
   }
 
@@ -166,10 +191,15 @@ class HostSender {
   }
 
   void Send(Package& p) {
+    const MonotonicTime start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
-      SteadyClock::time_point before = SteadyClock::now();
-      while (credits_[i] == 0) ReceiveCredit();
+      MonotonicTime before = std::chrono::steady_clock::now();
+      if (credits_[i] == 0) {
+        Watchdog::Scope wait(options_.watchdog, "a free queue slot (credit) to send step", p.step,
+                             CreditPeer(r));
+        while (credits_[i] == 0) AwaitCredit();
+      }
       stats_.credit_wait_s += SecondsSince(before);
       --credits_[i];
       bool local = r.dst_host == host_.host;
@@ -182,8 +212,9 @@ class HostSender {
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
     }
-    stats_.step_sent_s.push_back(SecondsSince(start_));
-    if (options_.on_step_sent) options_.on_step_sent(p.step);
+    if (options_.on_step_sent) {
+      options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s});
+    }
   }
 
   // The wire bytes of route i as one datatype over absolute addresses: the meta
@@ -201,7 +232,7 @@ class HostSender {
     };
     add(p.meta[i]);
     for (size_t f = 0; f < plan_.features().size(); ++f) {
-      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(p.batch, f)
+      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(*p.send, f)
                                      : std::span<const std::byte>(p.staging[i][f]));
     }
     add(p.trailer[i]);
@@ -213,11 +244,22 @@ class HostSender {
     return type;
   }
 
-  void ReceiveCredit() {
+  // Takes one credit, keeping every other protocol of this host moving meanwhile.
+  void AwaitCredit() {
+    std::optional<cluster::Communicator::Pending> pending;
+    while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
+      Recycle(false);
+      Poll();
+      std::this_thread::yield();
+    }
+    ReceiveCredit(pending->source);
+  }
+
+  void ReceiveCredit(int source) {
     int32_t credit[2];
     MPI_Status status;
-    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, MPI_ANY_SOURCE, kTagCredit, world_.get(), &status),
-                      "MPI_Recv (infeed credit)");
+    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, source, kTagCredit, world_.get(), &status),
+                      "MPI_Recv (infeed credit)", source);
     int route = credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 &&
                         credit[1] < layout_.cores_per_host()
                     ? route_of_core_[CoreKey(credit[0], credit[1])]
@@ -230,9 +272,18 @@ class HostSender {
     ++credits_received_;
   }
 
+  // Who returns the credits of route r: its core, or in single-host mode the
+  // host rank that relays for it.
+  int CreditPeer(const ShardRoute& r) const {
+    return r.dst_host == host_.host ? layout_.core_rank(r.dst_host, r.dst_ordinal)
+                                    : layout_.host_rank(r.dst_host);
+  }
+
   void DrainCredits() {
     int64_t expected = options_.num_steps * static_cast<int64_t>(host_.shards.size());
-    while (credits_received_ < expected) ReceiveCredit();
+    Watchdog::Scope wait(options_.watchdog, "the last credits from its cores", -1, -1,
+                         "the cores it feeds");
+    while (credits_received_ < expected) AwaitCredit();
   }
 
   // Returns packages whose sends have all completed to the free list.
@@ -265,11 +316,12 @@ class HostSender {
   std::vector<int> credits_;
   std::vector<int> route_of_core_;
   int64_t credits_received_ = 0;
+  int64_t next_to_send_ = 0;
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
-  SteadyClock::time_point start_;
   HostFeedStats stats_;
+  std::atomic<int64_t> build_ns_{0};  // summed over workers
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host
@@ -279,7 +331,7 @@ class HostRelay {
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Communicator& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        on_foreign_(options.on_foreign_message) {
+        poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
       if (!route) continue;
@@ -294,20 +346,25 @@ class HostRelay {
 
   HostFeedStats Run() {
     int64_t forwarded = 0, credits = 0;
+    Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
+                         expected_ > 0 ? layout_.host_rank(source_host_) : -1);
     while (forwarded < expected_ || credits < expected_) {
-      MPI_Status status;
-      cluster::CheckMpi(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_.get(), &status), "MPI_Probe (relay)");
-      if (status.MPI_TAG == kTagCredit) {
-        RelayCredit(status.MPI_SOURCE);
+      std::optional<cluster::Communicator::Pending> pending =
+          world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
+      if (!pending) {
+        if (poll_) poll_();
+        std::this_thread::yield();
+      } else if (pending->tag == kTagCredit) {
+        RelayCredit(pending->source);
         ++credits;
-      } else if (status.MPI_TAG >= kTagForwardBase) {
-        Forward(status);
+      } else if (pending->tag >= kTagForwardBase) {
+        Forward(*pending);
         ++forwarded;
       } else if (on_foreign_) {
-        on_foreign_(status);
+        on_foreign_(*pending);
       } else {
-        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, status.MPI_TAG,
-             status.MPI_SOURCE);
+        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, pending->tag,
+             pending->source);
       }
     }
     for (auto& r : requests_) {
@@ -327,19 +384,18 @@ class HostRelay {
     Fail("infeed relay on host {}: shard for ordinal {}, which gets no infeed", host_, ordinal);
   }
 
-  void Forward(const MPI_Status& probed) {
-    int ordinal = probed.MPI_TAG - kTagForwardBase;
+  void Forward(const cluster::Communicator::Pending& probed) {
+    int ordinal = probed.tag - kTagForwardBase;
     size_t i = LocalIndex(ordinal);
     size_t slot = static_cast<size_t>(counts_[i]++ % depth_);
     // The infeed host sends shard n + depth only after the credit of shard n, which
     // the core returns after receiving it, so this wait never blocks for long.
     cluster::CheckMpi(MPI_Wait(&requests_[i][slot], MPI_STATUS_IGNORE), "MPI_Wait (relay)");
-    int bytes = 0;
-    MPI_Get_count(&probed, MPI_BYTE, &bytes);
+    int bytes = static_cast<int>(probed.bytes);
     std::vector<std::byte>& buffer = slots_[i][slot];
     buffer.resize(static_cast<size_t>(bytes));
-    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.MPI_SOURCE, probed.MPI_TAG,
-                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.MPI_SOURCE);
+    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.source, probed.tag,
+                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.source);
     int core = layout_.core_rank(host_, ordinal);
     cluster::CheckMpi(MPI_Isend(buffer.data(), bytes, MPI_BYTE, core, kTagShard, world_.get(),
                                 &requests_[i][slot]), "MPI_Isend (relay)", core);
@@ -358,7 +414,9 @@ class HostRelay {
   const cluster::Communicator& world_;
   int host_;
   int depth_;
-  std::function<void(const MPI_Status&)> on_foreign_;
+  std::function<void()> poll_;
+  std::function<void(const cluster::Communicator::Pending&)> on_foreign_;
+  Watchdog* watchdog_;
   int source_host_ = 0;
   int64_t expected_ = 0;
   std::vector<int> local_cores_;
@@ -384,7 +442,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
     : codec_(plan.features(), route),
       trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
       world_(world), host_rank_(host_rank),
-      depth_(options.queue_depth), num_steps_(options.num_steps),
+      depth_(options.queue_depth), num_steps_(options.num_steps), watchdog_(options.watchdog),
       credit_{route.dst_host, route.dst_ordinal} {
   slots_.assign(static_cast<size_t>(depth_),
                 std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
@@ -434,8 +492,9 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
     ++full;
   }
   if (occupancy) *occupancy = full;
-  SteadyClock::time_point before = SteadyClock::now();
+  MonotonicTime before = std::chrono::steady_clock::now();
   if (requests_[slot] != MPI_REQUEST_NULL) {
+    Watchdog::Scope wait(watchdog_, "the infeed shard of step", step, host_rank_);
     cluster::CheckMpi(MPI_Wait(&requests_[slot], &statuses_[slot]), "MPI_Wait (infeed dequeue)", host_rank_);
   }
   if (wait_s) *wait_s = SecondsSince(before);

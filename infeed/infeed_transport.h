@@ -18,28 +18,42 @@
 #include <vector>
 
 #include "cluster/communicator.h"
+#include "base/watchdog.h"
+#include "cluster/message_tags.h"
 #include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/shard_message.h"
 
 namespace tpusim::infeed {
 
-inline constexpr int kTagShard = 100;
-inline constexpr int kTagCredit = 101;
-inline constexpr int kTagForwardBase = 1000;  // + destination ordinal
+// One step of a host's infeed, as the sender saw it leave.
+struct SentStep {
+  int64_t step = 0;
+  double build_s = 0;    // a worker's wall time filling and encoding it
+  double enqueue_s = 0;  // the sender's time on it, credit waits included
+  double sent_s = 0;     // when its last shard left, seconds since TransportOptions::origin_s
+};
 
 struct TransportOptions {
   int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
   int queue_depth = 4;     // slots per core
   int64_t num_steps = 0;   // infeed steps in the run
+  // MonotonicSeconds() at the run's start: SentStep::sent_s counts from here.
+  double origin_s = 0;
   // Called on the sending thread after each step's shards are on their way.
-  std::function<void(int64_t step)> on_step_sent;
-  // Host ranks also receive other protocols' messages (the outfeed) while the
-  // infeed runs: an infeed host calls `poll` after every step; a relay host hands
-  // every probed message that is not the infeed's to `on_foreign_message`, which
-  // must receive it.
+  std::function<void(const SentStep& step)> on_step_sent;
+  // Called on the worker that built `step` after `build_s` seconds of building
+  // (a slow host's extra work plugs in here); must be thread-safe.
+  std::function<void(int64_t step, double build_s)> after_build;
+  // Host ranks also serve other protocols (the outfeed and the post-loop work)
+  // while the infeed runs, and must never block them: a host calls `poll` after
+  // every step and whenever it would otherwise wait (for a credit, a worker or a
+  // relayed shard); a relay host hands every probed message that is not the
+  // infeed's to `on_foreign_message`, which must receive it.
   std::function<void()> poll;
-  std::function<void(const MPI_Status&)> on_foreign_message;
+  std::function<void(const cluster::Communicator::Pending&)> on_foreign_message;
+  // Deadline on the host's and core's waits (null: none); borrowed.
+  Watchdog* watchdog = nullptr;
   // Optional variable-size bytes sent after a shard's tensors in the same message
   // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
   // the shard's credit, slot and ordering and cannot overtake or deadlock it.
@@ -50,6 +64,14 @@ struct TransportOptions {
   std::function<void(int64_t step, std::span<const int64_t> host_ids, const ShardRoute& route,
                      std::vector<std::byte>& out)>
       encode_trailer;
+  // Optional, used instead of the BatchFiller: returns the host batch of `step` from
+  // storage the caller keeps unchanged until RunHostInfeed returns (a cached pool)
+  // and writes each row's example id to `ids`; shards are sent straight from it, so
+  // no package batch is allocated or filled. Called on enqueue workers.
+  std::function<const Batch&(int64_t step, std::span<int64_t> ids)> borrow_batch;
+  // Steps built ahead of the sender (the prefetch depth); 0 = 2 * parallelism +
+  // queue_depth, enough that a worker never has to wake up for the next step.
+  int prefetch = 0;
 };
 
 // Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global
@@ -61,9 +83,10 @@ struct HostFeedStats {
   int64_t shards_sent = 0;
   int64_t bytes_sent = 0;            // payload + headers put on the wire by this host
   int64_t shards_forwarded = 0;      // single-host mode: relayed for another host
-  std::vector<double> step_sent_s;   // per step: time (s since start) its last shard left
   double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
   double build_wait_s = 0;           // time the sender waited for workers to build a step
+  double send_s = 0;                 // time in the enqueue itself, credit waits included
+  double build_s = 0;                // workers' time building steps (fill, encode), summed
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an
@@ -101,6 +124,7 @@ class CoreInfeedQueue {
   int host_rank_;
   int depth_;
   int64_t num_steps_;
+  Watchdog* watchdog_;
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<MPI_Request> requests_;

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/synthetic.h"
+#include "infeed/internal/synthetic_rows.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -21,6 +22,8 @@ double DecodeElement(DType dtype, const std::byte* p) {
     case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return BFloat16ToFloat(v); }
     case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::kUInt8: return static_cast<double>(std::to_integer<uint8_t>(*p));
+    case DType::kInt8: return static_cast<double>(static_cast<int8_t>(std::to_integer<uint8_t>(*p)));
   }
   return 0;
 }
@@ -69,6 +72,7 @@ SyntheticData::SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, L
   label_index_ = label_.kind != LabelKind::kNone ? specs_.size() : specs_.size() + 1;
   if (label_.kind != LabelKind::kNone) specs_.push_back({label_.name, DType::kFloat32, {}});
   for (const FeatureSpec& spec : specs_) keys_.push_back(FeatureKey(spec.name));
+  for (uint64_t key : keys_) feature_seeds_.push_back(SyntheticFeatureSeed(seed_, key));
   ValidateSpecs();
   BuildTeacher();
 }
@@ -112,9 +116,9 @@ const FeatureSpec& SyntheticData::spec(std::string_view name) const {
   return specs_[f];
 }
 
-float SyntheticData::FloatFeatureValue(size_t feature, int64_t example_id, int64_t element) const {
-  float v = BitsToUnitFloat(SyntheticBits(seed_, example_id, keys_[feature], element));
-  return specs_[feature].dtype == DType::kBFloat16 ? BFloat16ToFloat(FloatToBFloat16(v)) : v;
+float SyntheticData::FloatFeatureValue(uint64_t row_key, DType dtype, int64_t element) {
+  float v = BitsToUnitFloat(SyntheticElementBits(row_key, element));
+  return dtype == DType::kBFloat16 ? BFloat16ToFloat(FloatToBFloat16(v)) : v;
 }
 
 float SyntheticData::Label(int64_t example_id) const {
@@ -122,8 +126,9 @@ float SyntheticData::Label(int64_t example_id) const {
   double s = 0;
   for (size_t f = 0; f < teacher_weights_.size(); ++f) {
     const std::vector<float>& w = teacher_weights_[f];
+    uint64_t row_key = SyntheticRowKey(feature_seeds_[f], example_id);
     for (size_t j = 0; j < w.size(); ++j) {
-      s += static_cast<double>(w[j]) * FloatFeatureValue(f, example_id, static_cast<int64_t>(j));
+      s += static_cast<double>(w[j]) * FloatFeatureValue(row_key, specs_[f].dtype, static_cast<int64_t>(j));
     }
   }
   s *= teacher_scale_;
@@ -131,21 +136,27 @@ float SyntheticData::Label(int64_t example_id) const {
   return static_cast<float>(s);
 }
 
-void SyntheticData::WriteElement(size_t feature, int64_t example_id, int64_t element,
-                                 std::byte* out) const {
+void SyntheticData::FillRow(size_t feature, int64_t example_id, int64_t first, int64_t n,
+                            std::byte* out) const {
   if (feature == label_index_) {
     float v = Label(example_id);
     std::memcpy(out, &v, 4);
     return;
   }
-  uint64_t bits = SyntheticBits(seed_, example_id, keys_[feature], element);
-  auto int_value = static_cast<int64_t>(bits % static_cast<uint64_t>(int_range_));
+  uint64_t key = SyntheticRowKey(feature_seeds_[feature], example_id);
+  auto range = static_cast<uint64_t>(int_range_);
   switch (specs_[feature].dtype) {
-    case DType::kFloat32: { float v = BitsToUnitFloat(bits); std::memcpy(out, &v, 4); return; }
-    case DType::kBFloat16: { uint16_t v = FloatToBFloat16(BitsToUnitFloat(bits)); std::memcpy(out, &v, 2); return; }
-    case DType::kInt32: { auto v = static_cast<int32_t>(int_value); std::memcpy(out, &v, 4); return; }
-    case DType::kInt64: { std::memcpy(out, &int_value, 8); return; }
+    case DType::kFloat32: return internal::FillFloat32Row(key, first, n, reinterpret_cast<float*>(out));
+    case DType::kBFloat16: return internal::FillBFloat16Row(key, first, n, reinterpret_cast<uint16_t*>(out));
+    case DType::kInt32: return internal::FillInt32Row(key, first, n, range, reinterpret_cast<int32_t*>(out));
+    case DType::kInt64: return internal::FillInt64Row(key, first, n, range, reinterpret_cast<int64_t*>(out));
+    case DType::kUInt8:
+    case DType::kInt8: return internal::FillByteRow(key, first, n, reinterpret_cast<uint8_t*>(out));
   }
+}
+
+void SyntheticData::WriteElement(size_t feature, int64_t example_id, int64_t element, std::byte* out) const {
+  FillRow(feature, example_id, element, 1, out);
 }
 
 double SyntheticData::ExpectedValue(std::string_view name, int64_t example_id, int64_t element) const {
@@ -163,11 +174,11 @@ void SyntheticData::FillTensor(size_t feature, int64_t first_id, Tensor& tensor)
          DTypeName(tensor.dtype()), ShapeToString(tensor.shape()), DTypeName(spec.dtype),
          fmt::join(spec.shape, ", "));
   }
-  size_t element_bytes = DTypeSize(spec.dtype);
+  size_t row_bytes = ExampleBytes(spec);
   int64_t per_example = NumElements(spec.shape);
   std::byte* out = tensor.bytes().data();
-  for (int64_t row = 0; row < tensor.shape()[0]; ++row) {
-    for (int64_t j = 0; j < per_example; ++j, out += element_bytes) WriteElement(feature, first_id + row, j, out);
+  for (int64_t row = 0; row < tensor.shape()[0]; ++row, out += row_bytes) {
+    FillRow(feature, first_id + row, 0, per_example, out);
   }
 }
 
@@ -224,48 +235,55 @@ VerifyResult SyntheticData::VerifyRows(std::string_view name, const Tensor& piec
   }
   Shape extent(piece.shape().begin() + 1, piece.shape().end());
   if (NumElements(extent) == 0) return {};
-  size_t element_bytes = DTypeSize(s.dtype);
-  const std::byte* actual = piece.bytes().data();
+  const size_t piece_row_bytes = static_cast<size_t>(NumElements(extent)) * DTypeSize(s.dtype);
+  const bool whole_rows = extent == s.shape;  // PieceFits: then every inner offset is 0
+  std::vector<std::byte> expected(whole_rows ? piece_row_bytes : 0);
   for (size_t row = 0; row < example_ids.size(); ++row) {
-    std::vector<int64_t> pos(extent.size(), 0);
-    do {
-      std::byte expected[8];
-      int64_t element = ElementIndex(s.shape, inner_begin, pos);
-      WriteElement(feature, example_ids[row], element, expected);
-      if (std::memcmp(expected, actual, element_bytes) != 0) {
-        return Mismatch(fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}",
-                                    name, row, example_ids[row], element, fmt::join(pos, ", "),
-                                    DecodeElement(s.dtype, expected), DecodeElement(s.dtype, actual)));
-      }
-      actual += element_bytes;
-    } while (NextIndex(pos, extent));
+    const std::byte* actual = piece.bytes().data() + row * piece_row_bytes;
+    if (whole_rows) {
+      // Fast path: a whole example generated at once; elements only on a mismatch.
+      FillRow(feature, example_ids[row], 0, NumElements(extent), expected.data());
+      if (std::memcmp(expected.data(), actual, piece_row_bytes) == 0) continue;
+    }
+    VerifyResult r = VerifyRowElements(feature, name, row, example_ids[row], extent, inner_begin, actual);
+    if (!r.ok) return r;
   }
+  return {};
+}
+
+VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view name, size_t row,
+                                              int64_t example_id, const Shape& extent,
+                                              std::span<const int64_t> inner_begin,
+                                              const std::byte* actual) const {
+  const FeatureSpec& s = specs_[feature];
+  size_t element_bytes = DTypeSize(s.dtype);
+  std::vector<int64_t> pos(extent.size(), 0);
+  do {
+    std::byte expected[8];
+    int64_t element = ElementIndex(s.shape, inner_begin, pos);
+    WriteElement(feature, example_id, element, expected);
+    if (std::memcmp(expected, actual, element_bytes) != 0) {
+      return Mismatch(fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}",
+                                  name, row, example_id, element, fmt::join(pos, ", "),
+                                  DecodeElement(s.dtype, expected), DecodeElement(s.dtype, actual)));
+    }
+    actual += element_bytes;
+  } while (NextIndex(pos, extent));
   return {};
 }
 
 SyntheticSource::SyntheticSource(SyntheticConfig config, Clock& clock)
     : data_(config.seed, std::move(config.features), std::move(config.label), config.int_range),
-      cpu_us_per_example_(config.cpu_us_per_example),
-      clock_(clock),
-      // A tenth of a second of burst: smooths batch-sized bursts without letting an
-      // idle host bank an unbounded allowance.
-      bucket_(config.max_examples_per_sec, config.max_examples_per_sec * 0.1, clock) {}
-
-void SyntheticSource::PayCost(int64_t rows) {
-  bucket_.Acquire(rows);
-  if (cpu_us_per_example_ > 0) {
-    clock_.SpinUs(static_cast<int64_t>(std::llround(cpu_us_per_example_ * static_cast<double>(rows))));
-  }
-}
+      cost_(config.cpu_us_per_example, config.max_examples_per_sec, clock) {}
 
 Batch SyntheticSource::Read(int64_t first_id, int64_t rows) {
-  PayCost(rows);
+  cost_.Pay(rows);
   return data_.Generate(first_id, rows);
 }
 
 void SyntheticSource::ReadInto(int64_t first_id, Batch& batch) {
   int64_t rows = batch.size() == 0 ? 0 : batch.begin()->second.shape().at(0);
-  PayCost(rows);
+  cost_.Pay(rows);
   data_.Fill(first_id, batch);
 }
 

@@ -6,6 +6,9 @@
 //   float32   BitsToUnitFloat(SyntheticBits(seed, id, FeatureKey(name), element)), in [-1, 1)
 //   bfloat16  the float32 value above rounded to nearest-even bfloat16
 //   int32/64  SyntheticBits(...) % int_range, in [0, int_range) (default 1000)
+//   uint8     SyntheticBits(...) >> 56, in [0, 256) (raw image bytes; int_range unused)
+//   int8      the same byte read as signed, in [-128, 128)
+// Generation fills whole rows with vectorised kernels (infeed/internal/synthetic_rows.h).
 // Label (optional, float32, one scalar per example, tensor [n]): a fixed hidden teacher
 // with weights w(f, j) = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(f), j))
 // (id -1 is never a real example) over every float feature f of the example, as stored
@@ -21,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "infeed/clock.h"
 #include "infeed/feature_spec.h"
+#include "infeed/preprocess_cost.h"
 #include "infeed/tensor.h"
 
 namespace tpusim::infeed {
@@ -95,9 +98,16 @@ class SyntheticData {
   void BuildTeacher();
   size_t IndexOf(std::string_view name) const;  // specs_.size() if absent
   void FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const;
+  // Writes elements [first, first + n) of example `example_id` of specs_[feature] to
+  // `out` (the label: its one value).
+  void FillRow(size_t feature, int64_t example_id, int64_t first, int64_t n, std::byte* out) const;
+  // Checks one row of a piece element by element; `actual` points at its first byte.
+  VerifyResult VerifyRowElements(size_t feature, std::string_view name, size_t row, int64_t example_id,
+                                 const Shape& extent, std::span<const int64_t> inner_begin,
+                                 const std::byte* actual) const;
   // Writes element `element` of example `example_id` of specs_[feature] to `out`.
   void WriteElement(size_t feature, int64_t example_id, int64_t element, std::byte* out) const;
-  float FloatFeatureValue(size_t feature, int64_t example_id, int64_t element) const;
+  static float FloatFeatureValue(uint64_t row_key, DType dtype, int64_t element);
   float Label(int64_t example_id) const;
 
   uint64_t seed_;
@@ -105,6 +115,7 @@ class SyntheticData {
   int64_t int_range_;
   std::vector<FeatureSpec> specs_;
   std::vector<uint64_t> keys_;  // FeatureKey of each spec, hashed once
+  std::vector<uint64_t> feature_seeds_;  // SyntheticFeatureSeed of each spec
   size_t label_index_;          // index of the label in specs_, specs_.size() if none
   std::vector<std::vector<float>> teacher_weights_;  // per feature; empty if not float
   double teacher_scale_ = 0;
@@ -127,12 +138,8 @@ class SyntheticSource {
   void ReadInto(int64_t first_id, Batch& batch);
 
  private:
-  void PayCost(int64_t rows);
-
   SyntheticData data_;
-  double cpu_us_per_example_;
-  Clock& clock_;
-  TokenBucket bucket_;
+  PreprocessCost cost_;
 };
 
 }  // namespace tpusim::infeed

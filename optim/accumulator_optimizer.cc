@@ -34,6 +34,12 @@ void AccumulatorOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> 
   accum *= static_cast<float>(1.0 / static_cast<double>(params_.accum_steps));
   inner_->Apply(var_index, value, accum, ctx);
   accum.setZero();
+  inner_applied_ = true;
+}
+
+void AccumulatorOptimizer::FinishStep() {
+  if (inner_applied_) inner_->FinishStep();
+  inner_applied_ = false;
 }
 
 std::vector<SlotView> AccumulatorOptimizer::StateSlots(int var_index) {

@@ -34,6 +34,11 @@ class AccumulatorOptimizer final : public Optimizer {
     return global_step % params_.accum_steps == params_.accum_steps - 1;
   }
   Optimizer& inner() { return *inner_; }
+  // Finishes the inner optimizer's step when this step applied it.
+  void FinishStep() override;
+  void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) override {
+    inner_->CollectPostLoopOptimizers(out);
+  }
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
@@ -47,6 +52,7 @@ class AccumulatorOptimizer final : public Optimizer {
   std::unique_ptr<Optimizer> inner_;
   AccumulatorParams params_;
   std::deque<Eigen::ArrayXf> accum_;
+  bool inner_applied_ = false;  // since the last FinishStep
 };
 
 }  // namespace tpusim::optim

@@ -94,8 +94,14 @@ std::vector<SlotView> AdafactorOptimizer::StateSlots(int var_index) {
   State& st = states_[var_index];
   std::vector<SlotView> slots;
   if (st.dims) {
-    slots.push_back({"vr", &st.vr});
-    slots.push_back({"vc", &st.vc});
+    // vr drops the factored dim d0, vc drops d1 (the variable's other dims stay).
+    auto without = [shape = variable(var_index).shape](int dim) {
+      std::vector<int64_t> out = shape;
+      out.erase(out.begin() + dim);
+      return out;
+    };
+    slots.push_back({"vr", &st.vr, without(st.dims->d0)});
+    slots.push_back({"vc", &st.vc, without(st.dims->d1)});
   } else {
     slots.push_back({"v", &st.v});
   }

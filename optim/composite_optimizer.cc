@@ -148,4 +148,12 @@ std::vector<SlotView> CompositeOptimizer::StateSlots(int var_index) {
   return children_[r.child].optimizer->Slots(r.child_var);
 }
 
+void CompositeOptimizer::FinishStep() {
+  for (CompositeChild& c : children_) c.optimizer->FinishStep();
+}
+
+void CompositeOptimizer::CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) {
+  for (CompositeChild& c : children_) c.optimizer->CollectPostLoopOptimizers(out);
+}
+
 }  // namespace tpusim::optim

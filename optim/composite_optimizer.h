@@ -45,6 +45,12 @@ class CompositeOptimizer final : public Optimizer {
   Optimizer& child(int child_index) { return *children_.at(child_index).optimizer; }
   const std::string& pattern(int child_index) const { return children_.at(child_index).pattern; }
 
+  // Every child finishes its step; every child's post-loop work runs (training.md
+  // §4). QUIRK: in Lingvo a DistributedShampoo child cannot build its post-loop
+  // hook inside Composite; here it can, which is the intended behaviour.
+  void FinishStep() override;
+  void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) override;
+
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
   void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,

@@ -69,13 +69,16 @@ bool GradientAggregation::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
 
 bool GradientAggregation::EndStep() {
   const bool applied = is_apply_step();
+  if (applied) inner_->FinishStep();
   ++update_count_;
   return applied;
 }
 
 std::vector<SlotView> GradientAggregation::Slots(int var_index) {
   std::vector<SlotView> slots = inner_->Slots(var_index);
-  if (params_.num_micro_batches > 1) slots.push_back({"grad_accum", &accum_[var_index]});
+  if (params_.num_micro_batches > 1) {
+    slots.push_back({"grad_accum", &accum_[var_index], inner_->variable(var_index).shape});
+  }
   return slots;
 }
 

@@ -75,8 +75,9 @@ class GradientAggregation {
   bool Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
              const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx);
 
-  // Ends the current micro-step. Returns whether it was an apply step (advance the
-  // global step iff true), then increments the counter.
+  // Ends the current micro-step: on an apply step the inner optimizer finishes its
+  // step (Optimizer::FinishStep). Returns whether it was an apply step (advance
+  // the global step iff true), then increments the counter.
   bool EndStep();
 
   // Whether the current (not yet ended) micro-step applies.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <Eigen/Eigenvalues>
 #include <Eigen/SVD>
 
 #include "base/error.h"
@@ -16,7 +17,6 @@ constexpr int64_t kNewtonMinDim = 4096;  // Newton only for n above this
 constexpr int kNewtonIterations = 40;
 constexpr double kNewtonTolerance = 1e-6;
 constexpr double kImprovingFactor = 1.2;  // "improving" = error_new < 1.2 error_old
-constexpr double kAcceptDiff = 0.05;
 
 // p = -1/e as an integer, or 0 when it is not (close to) a positive integer.
 int IntegerRoot(double exponent) {
@@ -46,6 +46,33 @@ InverseRootResult SvdRoot(const Eigen::MatrixXd& stats, double exponent, double 
   InverseRootResult result;
   result.out = svd.matrixU() * powered.asDiagonal() * svd.matrixV().transpose();
   result.diff = MaxAbsDiff(svd.matrixU(), svd.matrixV());
+  return result;
+}
+
+// A = stats + eps I = Q diag(l) Q^T; out = Q diag(max(l, eps)^e) Q^T. Where l < 0
+// the SVD would have U = -V for that vector (singular value |l|), so diff is
+// max|U - V| = 2 max|q| there, as the SVD branch would report it.
+InverseRootResult EigenRoot(const Eigen::MatrixXd& stats, double exponent, double eps) {
+  const int64_t n = stats.rows();
+  const Eigen::MatrixXd a = stats + eps * Eigen::MatrixXd::Identity(n, n);
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(a);
+  InverseRootResult result;
+  if (eigen.info() != Eigen::Success) {
+    result.diff = INFINITY;
+    return result;
+  }
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  const Eigen::MatrixXd& q = eigen.eigenvectors();
+  // The SVD's singular value of a negative eigenvalue l is |l| with U = -V, so its
+  // root carries the sign of l; mirrored here so both branches agree everywhere.
+  Eigen::VectorXd powered = values.cwiseAbs().cwiseMax(eps).array().pow(exponent);
+  for (int64_t j = 0; j < n; ++j) {
+    if (values(j) < 0.0) powered(j) = -powered(j);
+  }
+  result.out = q * powered.asDiagonal() * q.transpose();
+  for (int64_t j = 0; j < n; ++j) {
+    if (values(j) < 0.0) result.diff = std::max(result.diff, 2.0 * q.col(j).cwiseAbs().maxCoeff());
+  }
   return result;
 }
 
@@ -127,6 +154,16 @@ void CheckArguments(const Eigen::MatrixXd& stats, double exponent) {
 
 }  // namespace
 
+const char* InverseRootMethodName(InverseRootMethod method) {
+  switch (method) {
+    case InverseRootMethod::kAuto: return "auto";
+    case InverseRootMethod::kSvd: return "svd";
+    case InverseRootMethod::kEigen: return "eigen";
+    case InverseRootMethod::kNewton: return "newton";
+  }
+  return "?";
+}
+
 InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double exponent,
                                      double matrix_epsilon, const InverseRootOptions& options) {
   CheckArguments(stats, exponent);
@@ -137,10 +174,16 @@ InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double expone
       Fail("inverse root: Newton needs an integer p = -1/exponent, got {}", -1.0 / exponent);
     }
     result = NewtonRoot(stats, exponent, p, matrix_epsilon, options.newton_stop);
+    result.method = InverseRootMethod::kNewton;
+  } else if (options.method == InverseRootMethod::kEigen) {
+    result = EigenRoot(stats, exponent, matrix_epsilon);
+    result.method = InverseRootMethod::kEigen;
   } else {
     result = SvdRoot(stats, exponent, matrix_epsilon);
+    result.method = InverseRootMethod::kSvd;
   }
-  result.accepted = result.diff < kAcceptDiff;
+  // NaN compares false, so a non-finite diff is never accepted.
+  result.accepted = result.diff < options.max_diff;
   return result;
 }
 

@@ -6,7 +6,8 @@
 // Two branches, chosen as Lingvo's stored graph chooses them: an SVD for n <= 4096
 // or an exponent whose p = -1/e is not 2, 4 or 8, and the coupled Newton
 // (Schur-Newton) iteration of matrix_functions.inlined_matrix_inverse_pth_root
-// otherwise. Pure math: no threads, no I/O; safe to call concurrently.
+// otherwise; a symmetric eigendecomposition can replace the SVD on request. Pure
+// math: no threads, no I/O; safe to call concurrently.
 #pragma once
 
 #include <Eigen/Core>
@@ -15,10 +16,17 @@ namespace tpusim::optim {
 
 // Which branch computes the root.
 enum class InverseRootMethod {
-  kAuto,    // Lingvo's rule: Newton iff n > 4096 and p in {2, 4, 8}
+  kAuto,    // Lingvo's rule: Newton iff n > 4096 and p in {2, 4, 8}, else SVD
   kSvd,     // always the SVD branch
+  kEigen,   // a symmetric eigendecomposition instead of the SVD (same result for
+            // a symmetric PSD input, several times faster); diff is what the SVD's
+            // max|U - V| would be: 2 max|q| over eigenvectors q of negative
+            // eigenvalues (where U = -V), 0 otherwise
   kNewton,  // always the Newton branch (p = -1/e must be a positive integer)
 };
+
+// "auto", "svd", "eigen", "newton".
+const char* InverseRootMethodName(InverseRootMethod method);
 
 // Termination of the Newton loop. Every iteration runs while i < 40 and ...
 enum class NewtonStop {
@@ -34,12 +42,14 @@ enum class NewtonStop {
 struct InverseRootOptions {
   InverseRootMethod method = InverseRootMethod::kAuto;
   NewtonStop newton_stop = NewtonStop::kLingvoOr;
+  double max_diff = 0.05;  // accepted iff diff < max_diff (Lingvo: 0.05)
 };
 
 struct InverseRootResult {
   Eigen::MatrixXd out;    // (stats + eps I)^exponent, same shape as stats
   double diff = 0.0;      // SVD: max|U - V|; Newton: max|M - I| of the last M
-  bool accepted = false;  // diff < 0.05: the host service stores `out` only then
+  bool accepted = false;  // diff < max_diff: the host service stores `out` only then
+  InverseRootMethod method = InverseRootMethod::kSvd;  // the branch that ran
 };
 
 // The §3.7 computation for a square `stats` (n >= 1) and exponent < 0 (Lingvo

@@ -51,10 +51,18 @@ const VariableSpec& Optimizer::variable(int var_index) const {
 
 std::vector<SlotView> Optimizer::Slots(int var_index) {
   CheckIndex(var_index);
-  return StateSlots(var_index);
+  std::vector<SlotView> slots = StateSlots(var_index);
+  for (SlotView& slot : slots) {
+    if (slot.shape.empty() && slot.values->size() == sizes_[var_index]) {
+      slot.shape = specs_[var_index].shape;
+    }
+  }
+  return slots;
 }
 
 std::vector<SlotView> Optimizer::StateSlots(int /*var_index*/) { return {}; }
+
+void Optimizer::CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& /*out*/) {}
 
 void Optimizer::CheckIndex(int var_index) const {
   if (var_index < 0 || var_index >= num_variables()) {

@@ -39,12 +39,17 @@ struct StepContext {
 };
 
 // One named piece of per-variable optimizer state (a TF "slot"), exposed for
-// checkpoints and tests. `values` points into the optimizer and stays valid for
-// the optimizer's lifetime; it holds the slot's elements in C order.
+// checkpoints, --params-out and tests. `values` points into the optimizer and
+// stays valid for the optimizer's lifetime; it holds the slot's elements in C
+// order. `shape` is the slot's own shape; Optimizer::Slots fills in the
+// variable's shape for slots that leave it empty (most slots mirror the variable).
 struct SlotView {
   std::string name;
   Eigen::ArrayXf* values = nullptr;
+  std::vector<int64_t> shape;
 };
+
+class ShampooOptimizer;
 
 // Base class using the non-virtual-interface pattern: the public methods validate
 // arguments once, subclasses implement only the math. Not thread-safe: one caller
@@ -66,6 +71,17 @@ class Optimizer {
   // global step; the variable is then untouched.
   void Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
              const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx);
+
+  // Ends one update step after Apply ran for every variable that takes part in
+  // it. Optimizers whose update needs all variables at once (AdaGraft with
+  // global norms) finish it here; wrappers forward it to their children. The
+  // values passed to this step's Apply calls must still be alive.
+  virtual void FinishStep() {}
+
+  // Lingvo's ApplyPostTrainingLoop: the optimizers in this tree that need host
+  // work after every training loop (DistributedShampoo's preconditioners), in a
+  // fixed order. Wrappers list their children's; the result is not owned.
+  virtual void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out);
 
   int num_variables() const { return static_cast<int>(specs_.size()); }
   // The spec registered under `var_index`; throws tpusim::Error if unknown.

@@ -178,14 +178,14 @@ void ShampooOptimizer::AddBlocks(State& st, const std::string& var_name) {
 void ShampooOptimizer::RegisterKeys(State& st, const std::string& var_name) {
   for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
     for (const DimState& d : st.blocks[pt].dims) {
-      if (preconditioner_by_key_.count(HostKey(pt, d.dim, var_name)) > 0) {
+      if (dim_by_key_.count(HostKey(pt, d.dim, var_name)) > 0) {
         Fail("shampoo: variable name '{}' is registered twice; host keys must be unique", var_name);
       }
     }
   }
   for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
     for (DimState& d : st.blocks[pt].dims) {
-      preconditioner_by_key_[HostKey(pt, d.dim, var_name)] = &d.preconditioner;
+      dim_by_key_[HostKey(pt, d.dim, var_name)] = &d;
     }
   }
 }
@@ -217,9 +217,11 @@ std::vector<SlotView> ShampooOptimizer::StateSlots(int var_index) {
   if (momentum) slots.push_back({"precond_grad_momentum", &st.precond_grad_momentum});
   for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
     for (DimState& d : st.blocks[pt].dims) {
-      slots.push_back({SlotName("mat_statistics", d.dim, pt, st.blocks.size()), &d.statistics});
+      const std::vector<int64_t> square{d.size, d.size};
       slots.push_back(
-          {SlotName("mat_preconditioner", d.dim, pt, st.blocks.size()), &d.preconditioner});
+          {SlotName("mat_statistics", d.dim, pt, st.blocks.size()), &d.statistics, square});
+      slots.push_back({SlotName("mat_preconditioner", d.dim, pt, st.blocks.size()),
+                       &d.preconditioner, square});
     }
   }
   return slots;
@@ -241,21 +243,51 @@ std::vector<PreconditionerKey> ShampooOptimizer::StatisticsToCompute(int64_t glo
   return keys;
 }
 
+std::vector<PreconditionerKeySpec> ShampooOptimizer::PreconditionerKeys() const {
+  std::vector<PreconditionerKeySpec> keys;
+  for (size_t v = 0; v < states_.size(); ++v) {
+    const State& st = states_[v];
+    for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
+      for (const DimState& d : st.blocks[pt].dims) {
+        keys.push_back({HostKey(pt, d.dim, variable(static_cast<int>(v)).name), d.size,
+                        st.blocks[pt].exponent, params_.matrix_epsilon,
+                        params_.inverse_failure_threshold});
+      }
+    }
+  }
+  return keys;
+}
+
+ShampooOptimizer::DimState& ShampooOptimizer::DimOf(const std::string& key) const {
+  const auto it = dim_by_key_.find(key);
+  if (it == dim_by_key_.end()) Fail("shampoo: unknown preconditioner key '{}'", key);
+  return *it->second;
+}
+
+std::span<const float> ShampooOptimizer::Statistics(const std::string& key) const {
+  const DimState& d = DimOf(key);
+  return {d.statistics.data(), static_cast<size_t>(d.statistics.size())};
+}
+
 void ShampooOptimizer::AssignPreconditioner(const std::string& key, const Eigen::MatrixXd& value) {
-  const auto it = preconditioner_by_key_.find(key);
-  if (it == preconditioner_by_key_.end()) {
-    Fail("shampoo: unknown preconditioner key '{}'", key);
-  }
-  Eigen::ArrayXf& slot = *it->second;
-  const int64_t size = std::llround(std::sqrt(static_cast<double>(slot.size())));
-  if (value.rows() != size || value.cols() != size) {
+  const DimState& d = DimOf(key);
+  if (value.rows() != d.size || value.cols() != d.size) {
     Fail("shampoo: preconditioner '{}' is {}x{}, expected {}x{}", key, value.rows(), value.cols(),
-         size, size);
+         d.size, d.size);
   }
-  Eigen::Map<RowMajorMatrixXf> p(slot.data(), size, size);
+  const RowMajorMatrixXf single = value.cast<float>();
+  AssignPreconditioner(key, std::span<const float>(single.data(), single.size()));
+}
+
+void ShampooOptimizer::AssignPreconditioner(const std::string& key, std::span<const float> value) {
+  DimState& d = DimOf(key);
+  if (static_cast<int64_t>(value.size()) != d.size * d.size) {
+    Fail("shampoo: preconditioner '{}' has {} values, expected {}x{}", key, value.size(), d.size,
+         d.size);
+  }
   // Lingvo assigns (1 - ok) P + ok value with ok = 1; the 0 * P term keeps its NaN
   // for a non-finite old P.
-  p = p * 0.0f + value.cast<float>();
+  d.preconditioner = d.preconditioner * 0.0f + ConstArrayMap(value.data(), d.size * d.size);
 }
 
 ShampooOptimizer::StepScalars ShampooOptimizer::Scalars(const StepContext& ctx) const {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,20 @@ struct ShampooParams {
   float second_moment_averaging = 1.0f;     // 1 = plain sum of statistics
   int64_t fallback_to_diagonal_dim = 4096;  // block dims above this get no preconditioner
   int64_t statistics_computation_frequency = 1;
+  // The host keeps a root only if its error measure `diff` is below this
+  // (Lingvo's preconditioner op: 0.05).
+  double inverse_failure_threshold = 0.05;
+};
+
+// What the host needs to know about one preconditioner key before any statistics
+// exist: its name, the matrix size and the root's exponent, and the ridge and
+// acceptance threshold of the Shampoo instance that owns it.
+struct PreconditionerKeySpec {
+  std::string key;                  // "P_<pt>_D_<i>_<variable name>"
+  int64_t size = 0;                 // statistics and preconditioner are [size, size]
+  double exponent = 0.0;            // -1/(2 r_B)
+  double matrix_epsilon = 1e-6;
+  double inverse_failure_threshold = 0.05;
 };
 
 // One statistics matrix the host must turn into a preconditioner.
@@ -102,11 +117,25 @@ class ShampooOptimizer final : public Optimizer {
   // `global_step` is only recorded in the result. Allocates; not for the hot path.
   std::vector<PreconditionerKey> StatisticsToCompute(int64_t global_step) const;
 
+  // Every host key of the registered variables, in the order of
+  // StatisticsToCompute; no statistics are copied.
+  std::vector<PreconditionerKeySpec> PreconditionerKeys() const;
+  // The current statistics of `key`, [size, size] in C order, valid until the
+  // next Apply. Throws tpusim::Error for an unknown key.
+  std::span<const float> Statistics(const std::string& key) const;
+
   // Sets the preconditioner slot of `key` to `value` (cast to float), as Lingvo's
   // arithmetic blend P = (1-ok) P + ok value with ok = 1 does, including its NaN
   // when the old P is not finite. Throws tpusim::Error for an unknown key or a
   // value that is not [B_i, B_i].
   void AssignPreconditioner(const std::string& key, const Eigen::MatrixXd& value);
+  // The same for a float32 value of size * size elements in C order, as the
+  // host's delivery carries it.
+  void AssignPreconditioner(const std::string& key, std::span<const float> value);
+
+  void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) override {
+    out.push_back(this);
+  }
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
@@ -158,8 +187,9 @@ class ShampooOptimizer final : public Optimizer {
 
   ShampooParams params_;
   std::deque<State> states_;  // deque: SlotView pointers survive later AddVariable
-  // Host key -> the preconditioner slot it assigns.
-  std::map<std::string, Eigen::ArrayXf*> preconditioner_by_key_;
+  // Host key -> its block dim (statistics and the preconditioner slot it assigns).
+  std::map<std::string, DimState*> dim_by_key_;
+  DimState& DimOf(const std::string& key) const;
   // Scratch shared by all variables, grown in AddState so Apply never allocates.
   Eigen::ArrayXf gbar_;         // d, then gbar when there is no momentum slot
   Eigen::ArrayXf pg_;           // preconditioned gradient, whole variable

@@ -16,7 +16,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
+#include "cluster/topology_import.h"
 #include "infeed/file_source.h"
 #include "sim/input_pipeline.h"
 #include "sim/run_outputs.h"
@@ -126,12 +128,12 @@ void PrintAssignmentTable(const Slice& slice) {
 }
 
 Slice SliceForTarget(const ConfigTarget& target) {
-  cluster::Topology topology = cluster::LoadTopologyFile(target.topology_path);
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
   // A bare topology is played with the defaults of a run: one core per replica,
   // every core a replica.
   cluster::DeviceAssignmentOptions options =
       target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
-                    : AssignmentOptions(ClusterConfig{}, topology, target.topology_path);
+                    : AssignmentOptions(ClusterConfig{}, topology, topology.name());
   return BuildSlice(topology, options);
 }
 
@@ -143,8 +145,8 @@ int RunTopologyCommand(const TopologyOptions& options) {
   }
   CheckFlagRange("--split", options.split);
   CheckFlagRange("--replicas", options.replicas);
-  ConfigTarget target = ResolveConfigTarget(options.config, {});
-  cluster::Topology topology = cluster::LoadTopologyFile(target.topology_path);
+  ConfigTarget target = ResolveConfigTarget(options.config, {}, options.generation);
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
   cluster::DeviceAssignmentOptions assignment = TopologyAssignmentOptions(options, target, topology);
   Slice slice = InContext(options.config, [&] { return BuildSlice(topology, assignment); });
   if (options.json) {
@@ -155,8 +157,26 @@ int RunTopologyCommand(const TopologyOptions& options) {
   return 0;
 }
 
-int RunRanksCommand(const std::string& config) {
-  fmt::print("{}\n", SliceForTarget(ResolveConfigTarget(config, {})).layout.world_size());
+int RunTopologyImportCommand(const ImportOptions& options) {
+  const std::string name =
+      options.name.empty() ? std::filesystem::path(options.out).stem().string() : options.name;
+  cluster::Topology imported = cluster::LoadTopologyFile(options.file, options.generation);
+  cluster::Topology topology = cluster::Topology::Create(
+      options.file, name, imported.mesh_shape(), imported.device_coordinates(), imported.hardware());
+  const std::string yaml = cluster::TopologyYaml(
+      topology, {fmt::format("Imported by `tpusim topology import` from {}.", options.file),
+                 "Hosts in process_index / task order, ordinals in device order within a host.",
+                 "Hardware: the generation's figures (configs/topologies/README.md gives sources",
+                 "and marks approximations)."});
+  WriteFileAtomically(options.out, "topology import --out " + options.out, yaml);
+  fmt::print("{}: {} with {} hosts x {} cores, mesh [{}]\n", options.out, topology.name(),
+             topology.num_hosts(), topology.cores_per_host(), fmt::join(topology.mesh_shape(), ","));
+  return 0;
+}
+
+int RunRanksCommand(const std::string& config, const std::string& generation) {
+  fmt::print("{}\n",
+             SliceForTarget(ResolveConfigTarget(config, {}, generation)).layout.world_size());
   return 0;
 }
 
@@ -220,8 +240,9 @@ int RunGenDataCommand(const GenDataOptions& options) {
   int64_t shards = options.shards.value_or(2 * hosts);
   CheckGenDataCounts(options, examples, shards, ExampleBytes(RunFeatureSpecs(target.run)));
   infeed::SyntheticData data = MakeSyntheticData(target.run);
-  infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards);
-  fmt::print("{}: {} examples in {} shards (features: {})\n", options.out_dir, examples, shards,
+  infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards, options.compress);
+  fmt::print("{}: {} examples in {} {}shards (features: {})\n", options.out_dir, examples, shards,
+             options.compress ? "zlib-compressed " : "",
              fmt::join(data.specs() | std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
                        ", "));
   return 0;
@@ -278,18 +299,20 @@ int RunChild(std::vector<std::string>& argv) {
 }
 
 // mpirun's exit, told in one line when no rank has said anything: tpusim's ranks
-// exit with 2 or 3 after printing their own line.
-int ReportMpirunExit(int status, const std::vector<std::string>& argv) {
+// exit with one of run_command.h's codes after printing their own line, and with
+// the watchdog on (`watchdog`) the survivors name a rank that died.
+int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog) {
   if (WIFSIGNALED(status)) {
     fmt::print(stderr, "tpusim: error: mpirun was killed by signal {} ({})\n", WTERMSIG(status),
                strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
-  if (code > 128) {
+  if (code > 128 && !watchdog) {
     fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
                code - 128, strsignal(code - 128));
-  } else if (code != 0 && code != 2 && code != 3 && code != 127) {
+  } else if (code != 0 && code != kExitInputError && code != kExitBelowExpectedAu &&
+             code != kExitNonFinite && code != kExitInternalError && code != 127) {
     fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported; run "
                "it without --quiet to see why: {}\n", code, fmt::join(argv, " "));
   }
@@ -317,7 +340,7 @@ int RunLaunchCommand(const RunOptions& options, const std::vector<std::string>& 
     fmt::print("{}\n", fmt::join(argv, " "));
     return 0;
   }
-  return ReportMpirunExit(RunChild(argv), argv);
+  return ReportMpirunExit(RunChild(argv), argv, target.run.run.watchdog_s.value_or(1.0) > 0);
 }
 
 }  // namespace tpusim::sim

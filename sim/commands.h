@@ -1,4 +1,5 @@
-// The subcommands of `tpusim` that need no MPI (topology, ranks, validate, launch)
+// The subcommands of `tpusim` that need no MPI (topology, topology import, ranks,
+// validate, launch)
 // and the option structs CLI11 fills for them. Each returns the process exit code
 // and throws Error on bad input; main() prints the error.
 #pragma once
@@ -19,11 +20,22 @@ struct TopologyOptions {
   std::optional<int> replicas;         // unset = from the run file, else as many as fit
   std::string order;                   // empty = from the run file, else auto
   std::string ring_rule;
+  std::string generation;              // figures for an imported device list / TopologyProto
   bool json = false;
 };
 int RunTopologyCommand(const TopologyOptions& options);
 
-int RunRanksCommand(const std::string& config);
+struct ImportOptions {
+  std::string file;        // a JAX device list or a TopologyProto
+  std::string out;         // the topology YAML to write
+  std::string generation;  // "" = from the devices' device_kind
+  std::string name;        // "" = the stem of `out`
+};
+// Writes `file` as an explicit-device_coordinates topology YAML and prints a line
+// saying what it wrote.
+int RunTopologyImportCommand(const ImportOptions& options);
+
+int RunRanksCommand(const std::string& config, const std::string& generation);
 
 // Checks a run file with sim/run_validation.h (a topology: its default slice).
 int RunValidateCommand(const std::string& config, const std::vector<std::string>& overrides);
@@ -42,6 +54,7 @@ struct GenDataOptions {
   std::string out_dir;
   std::optional<int64_t> examples;  // default: ten global batches
   std::optional<int64_t> shards;    // default: two per host
+  bool compress = false;            // zlib-compressed FEATURE.npy.zlib files
 };
 // Writes the run's synthetic examples as .npy shards into `out_dir` (replacing a
 // dataset gen-data wrote there before, refusing a folder holding anything else).

@@ -85,10 +85,4 @@ void ApplyOverride(YAML::Node& root, const std::string& assignment) {
   chain.back()[parts.back()] = value;
 }
 
-YAML::Node LoadYamlFile(const std::string& path) {
-  YAML::Node node = LoadStrictYamlFile(path);
-  if (!node || node.IsNull()) return YAML::Node(YAML::NodeType::Map);
-  return node;
-}
-
 }  // namespace tpusim::sim

@@ -140,7 +140,4 @@ void ConfigNode::Get(const std::string& key, T& out) {
 // (so "[64, 32]" is a list). Throws Error for a malformed assignment.
 void ApplyOverride(YAML::Node& root, const std::string& assignment);
 
-// Loads a YAML file, turning parse errors into Error with file and line.
-YAML::Node LoadYamlFile(const std::string& path);
-
 }  // namespace tpusim::sim

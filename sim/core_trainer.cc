@@ -4,18 +4,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 
 namespace tpusim::sim {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
 
 constexpr const char* kLabel = "label";
 
@@ -76,8 +71,9 @@ void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan) {
 }
 
 CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
-                         const cluster::RankRole& role, cluster::Communicators& comms)
-    : config_(config), plan_(plan), comms_(comms),
+                         const cluster::RankRole& role, cluster::Communicators& comms,
+                         Watchdog* watchdog)
+    : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
       dense_width_(ModelInputWidth(plan)) {
   CheckTrainable(config, plan);
@@ -96,6 +92,8 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
         std::move(inner), optim::AccumulatorParams{config.train.num_micro_batches});
   } else {
     optim::CrossReplicaSum reduce = [this](Eigen::Ref<Eigen::ArrayXf> g) {
+      Watchdog::Scope wait(watchdog_, "the cross-replica sum of step", global_step_, -1,
+                           "the cores sharing its logical core");
       crs_->Sum(std::span<float>(g.data(), static_cast<size_t>(g.size())));
     };
     aggregation_ = std::make_unique<optim::GradientAggregation>(
@@ -144,9 +142,17 @@ void CoreTrainer::ReduceGradients() {
     offset += v.grad.size();
   }
   std::span<float> all(fused_.data(), static_cast<size_t>(fused_.size()));
-  if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(all, MPI_SUM);
+  if (comms_.replica.size() > 1) {
+    Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
+                         "the other cores of its replica");
+    comms_.replica.AllreduceInPlace(all, MPI_SUM);
+  }
   bool reduce_now = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
-  if (reduce_now) crs_->Sum(all);
+  if (reduce_now) {
+    Watchdog::Scope wait(watchdog_, "the cross-replica sum of step", global_step_, -1,
+                         "the cores sharing its logical core");
+    crs_->Sum(all);
+  }
   offset = 0;
   for (size_t i = 0; i < vars.size(); ++i) {
     grads_[i] = fused_.segment(offset, vars[i].grad.size());
@@ -164,6 +170,7 @@ bool CoreTrainer::ApplyGradients() {
   if (accumulator_) {
     applied = accumulator_->is_apply_step(global_step_);
     for (size_t i = 0; i < vars.size(); ++i) accumulator_->Apply(static_cast<int>(i), vars[i].value, grads_[i], ctx);
+    accumulator_->FinishStep();
     ++global_step_;  // Lingvo's Accumulator: the global step counts micro-steps
   } else {
     for (size_t i = 0; i < vars.size(); ++i) aggregation_->Apply(static_cast<int>(i), vars[i].value, grads_[i], ctx);
@@ -174,13 +181,24 @@ bool CoreTrainer::ApplyGradients() {
   return applied;
 }
 
+optim::Optimizer& CoreTrainer::optimizer() {
+  if (accumulator_) return *accumulator_;
+  return aggregation_->inner();
+}
+
+std::vector<optim::SlotView> CoreTrainer::Slots(int var_index) {
+  return accumulator_ ? accumulator_->Slots(var_index) : aggregation_->Slots(var_index);
+}
+
 MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
                                        std::span<const embedding::CooPiece> embedding_ids) {
   MicroStepResult result;
-  SteadyClock::time_point start = SteadyClock::now();
+  MonotonicTime start = std::chrono::steady_clock::now();
   BuildInputs(shard);
   result.rows = inputs_.rows();
   if (embedding_) {
+    Watchdog::Scope wait(watchdog_, "the embedding lookups of step", global_step_, -1,
+                         "every core (embedding all-to-all)");
     embedding_->Forward(embedding_ids, inputs_, dense_width_);
     result.embedding_forward_s = embedding_->last().forward_s;
   }
@@ -190,17 +208,32 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   float loss = model_.ForwardBackward(inputs_, labels_, scale);
   result.loss_sum = static_cast<double>(loss) * static_cast<double>(result.rows);
   result.compute_s = SecondsSince(start) - result.embedding_forward_s;
+  bool tables_updated = false;
   if (embedding_) {
-    embedding_->Backward(model_.input_grad(), dense_width_);
+    Watchdog::Scope wait(watchdog_, "the embedding gradient exchange of step", global_step_, -1,
+                         "every core (embedding all-to-all)");
+    tables_updated = embedding_->Backward(model_.input_grad(), dense_width_);
     result.embedding_backward_s = embedding_->last().backward_s;
   }
-  start = SteadyClock::now();
+  start = std::chrono::steady_clock::now();
   ReduceGradients();
   result.crs_s = SecondsSince(start);
-  start = SteadyClock::now();
+  start = std::chrono::steady_clock::now();
   result.applied = ApplyGradients();
   result.apply_s = SecondsSince(start);
+  if (embedding_) CheckTablesFollowDenseParams(tables_updated, result.applied);
   return result;
+}
+
+// Both count micro-steps from the start of the run and apply on every k-th, so a
+// difference is a bug in one of the two counters, never a configuration.
+void CoreTrainer::CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const {
+  if (config_.embedding.config.update != embedding::UpdateMode::kGlobalStep) return;
+  if (tables_updated != dense_applied) {
+    Fail("embedding.update: global_step: at global step {} the tables {} but the dense "
+         "params {} (internal error)", global_step_, tables_updated ? "updated" : "did not update",
+         dense_applied ? "did" : "did not");
+  }
 }
 
 }  // namespace tpusim::sim

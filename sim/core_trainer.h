@@ -5,11 +5,16 @@
 // and hands it to the accumulation wrapper and the optimizer. Every replica applies
 // the same reduced gradient, so all replicas keep identical parameters. With an
 // embedding config the model's inputs are the dense features followed by the
-// embedding activations (sim/embedding_layer.h), looked up and updated every
-// micro-step collectively over all cores. The table optimizer runs once per
-// micro-step (the engine has no accumulation across micro-batches), so with
-// num_micro_batches > 1 tables move k times per global step while dense params
-// move once; the "k micro-batches equal one batch" invariant holds for dense params only.
+// embedding activations (sim/embedding_layer.h), looked up every micro-step
+// collectively over all cores. Their gradients accumulate like the dense ones
+// (embedding.update: global_step, the default): the engine sums each micro-step's
+// table gradient divided by num_micro_batches and applies the table optimizer once
+// per touched row on the micro-step where the dense optimizer applies, so k
+// micro-batches of G equal one batch of k*G for dense params and tables alike. With
+// train.accumulator lingvo that is the micro-step where Lingvo's Accumulator applies
+// (global steps k-1, 2k-1, ..., the global step counting micro-steps there). With
+// embedding.update: micro_step the tables move every micro-step, as in Lingvo, whose
+// accumulation wrappers never see the embedding tables.
 #pragma once
 
 #include <memory>
@@ -18,6 +23,7 @@
 
 #include <Eigen/Core>
 
+#include "base/watchdog.h"
 #include "cluster/communicators.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/rank_layout.h"
@@ -49,7 +55,8 @@ class CoreTrainer {
   // Error when the infeed layout cannot train (features partitioned along a
   // non-batch dim, no float feature, no label).
   CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
-              const cluster::RankRole& role, cluster::Communicators& comms);
+              const cluster::RankRole& role, cluster::Communicators& comms,
+              Watchdog* watchdog = nullptr);
 
   // One micro-step on `shard` (nullptr for a core of the replica that gets no infeed).
   // `embedding_ids[f]` holds the ids of embedding feature f for the shard's rows
@@ -58,6 +65,12 @@ class CoreTrainer {
                             std::span<const embedding::CooPiece> embedding_ids = {});
 
   int64_t global_step() const { return global_step_; }
+  // The optimizer tree the gradients reach (inside the accumulation wrapper), e.g.
+  // for Shampoo's post-loop work.
+  optim::Optimizer& optimizer();
+  // The optimizer slots of trainable variable `var_index` (model order), with
+  // Lingvo's names, including the accumulation wrapper's.
+  std::vector<optim::SlotView> Slots(int var_index);
   const model::Mlp& model() const { return model_; }
   cluster::CrossReplicaSum& crs() { return *crs_; }
   // The embedding layer, or nullptr when the run has no embedding features.
@@ -67,10 +80,12 @@ class CoreTrainer {
   void BuildInputs(const infeed::ShardCodec::View* shard);
   void ReduceGradients();
   bool ApplyGradients();
+  void CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const;
 
   const RunConfig& config_;
   const infeed::InfeedPlan& plan_;
   cluster::Communicators& comms_;
+  Watchdog* watchdog_;  // borrowed; null: no deadline
   model::Mlp model_;
   std::unique_ptr<optim::GradientAggregation> aggregation_;  // accumulator: gradient_aggregation
   std::unique_ptr<optim::AccumulatorOptimizer> accumulator_;  // accumulator: lingvo

@@ -2,17 +2,13 @@
 
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tpusim::sim {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using embedding::RowMatrix;
-
-double SecondsSince(SteadyClock::time_point start) {
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
-}
 
 // A feature's activations [rows * L, dim] seen as one model row per example
 // [rows, L * dim]: row-major storage makes that a reshape, not a copy.
@@ -45,7 +41,7 @@ EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
 
 void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
                              int64_t first_col) {
-  SteadyClock::time_point start = SteadyClock::now();
+  MonotonicTime start = std::chrono::steady_clock::now();
   const int64_t rows = inputs.rows();
   for (size_t f = 0; f < pieces.size(); ++f) {
     if (pieces[f].rows != rows) {
@@ -64,8 +60,8 @@ void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen:
   log_.engine = engine_.stats();
 }
 
-void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
-  SteadyClock::time_point start = SteadyClock::now();
+bool EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
+  MonotonicTime start = std::chrono::steady_clock::now();
   const int64_t rows = input_grad.rows();
   int64_t col = first_col;
   for (size_t f = 0; f < grads_.size(); ++f) {
@@ -75,9 +71,10 @@ void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_c
     Eigen::Map<RowMatrix>(grads_[f].data(), rows, width) = input_grad.middleCols(col, width);
     col += width;
   }
-  engine_.Backward(grads_);
+  const bool updated = engine_.Backward(grads_);
   log_.backward_s = SecondsSince(start);
   log_.engine = engine_.stats();
+  return updated;
 }
 
 }  // namespace tpusim::sim

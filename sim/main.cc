@@ -1,8 +1,6 @@
 // The tpusim command: topology, ranks, validate, launch, run, gen-data. The only
 // place that decides to stop: every error arrives here (or in run_command.cc once
-// MPI is up) and is printed as one line. Exit codes: 0 ok, 2 bad input (a config,
-// a file, a command-line value, an output path, memory the machine lacks), 3 an
-// internal error (a bug: an exception tpusim did not expect).
+// MPI is up) and is printed as one line. Exit codes: sim/run_command.h.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +25,10 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
   cmd->add_option("--placement-log", run.placement_log_path,
                   "write one JSON line per shard a core dequeues");
   cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
+  cmd->add_option("--steps-csv", run.steps_csv_path, "write one row per step and core");
+  cmd->add_option("--expect-au", run.expect_au,
+                  "exit 3 when accelerator utilization falls below this (0..1)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--quiet", run.quiet, "no progress line");
 }
 
@@ -39,6 +41,8 @@ std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
   add("--trace", run.trace_path);
   add("--placement-log", run.placement_log_path);
   add("--params-out", run.params_out_dir);
+  add("--steps-csv", run.steps_csv_path);
+  if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
   if (run.quiet) args.push_back("--quiet");
   return args;
 }
@@ -51,19 +55,32 @@ int main(int argc, char** argv) {
 
   TopologyOptions topo;
   CLI::App* topology = app.add_subcommand("topology", "print the device assignment (no MPI)");
-  topology->add_option("CONFIG", topo.config, "topology name, topology file or run file")
-      ->required();
+  topology->add_option("CONFIG", topo.config,
+                       "accelerator type (v5p-128), topology name or file, or run file");
   topology->add_option("--split", topo.split, "cores per replica");
   topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
   topology->add_option("--replicas", topo.replicas,
                        "number of replicas (default: as many as TF's device_assignment fits)");
   topology->add_option("--order", topo.order, "auto | ring | mesh");
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
+  topology->add_option("--generation", topo.generation,
+                       "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
   topology->add_flag("--json", topo.json, "one JSON object instead of a table");
 
-  std::string ranks_config;
+  tpusim::sim::ImportOptions import_opts;
+  CLI::App* import = topology->add_subcommand(
+      "import", "write a JAX device list or TopologyProto as a topology YAML");
+  import->add_option("FILE", import_opts.file, "devices.json or a serialized TopologyProto")
+      ->required();
+  import->add_option("--out", import_opts.out, "topology YAML to write")->required();
+  import->add_option("--generation", import_opts.generation,
+                     "TPU generation (default: from device_kind)");
+  import->add_option("--name", import_opts.name, "topology name (default: the --out stem)");
+
+  std::string ranks_config, ranks_generation;
   CLI::App* ranks = app.add_subcommand("ranks", "print the MPI world size a config needs");
   ranks->add_option("CONFIG", ranks_config)->required();
+  ranks->add_option("--generation", ranks_generation, "TPU generation of a TopologyProto");
 
   std::string validate_config;
   std::vector<std::string> validate_sets;
@@ -89,6 +106,7 @@ int main(int argc, char** argv) {
   gen->add_option("--out", gen_opts.out_dir, "dataset directory")->required();
   gen->add_option("--examples", gen_opts.examples, "examples to write (default: 10 global batches)");
   gen->add_option("--shards", gen_opts.shards, "shards to write (default: 2 per host)");
+  gen->add_flag("--compress", gen_opts.compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--set", gen_opts.overrides, "override a config key: a.b=value")->take_all();
 
   try {
@@ -96,15 +114,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     fmt::print(stderr, "tpusim: error: {}\n", e.what());
-    return 2;
+    return tpusim::sim::kExitInputError;
   }
   // A write past a file-size limit fails with EFBIG (reported by the writer)
   // instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
 
   try {
-    if (*topology) return tpusim::sim::RunTopologyCommand(topo);
-    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config);
+    if (*import) return tpusim::sim::RunTopologyImportCommand(import_opts);
+    if (*topology) {
+      if (topo.config.empty()) tpusim::Fail("topology: give CONFIG, or `import FILE --out TOPO.yaml`");
+      return tpusim::sim::RunTopologyCommand(topo);
+    }
+    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation);
     if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
     if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), dry_run);
     if (*gen) return tpusim::sim::RunGenDataCommand(gen_opts);
@@ -113,7 +135,7 @@ int main(int argc, char** argv) {
     bool internal = false;
     std::string message = tpusim::CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: error: {}\n", message);
-    return internal ? 3 : 2;
+    return internal ? tpusim::sim::kExitInternalError : tpusim::sim::kExitInputError;
   }
   return 0;
 }

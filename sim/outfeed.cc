@@ -1,57 +1,56 @@
 #include "sim/outfeed.h"
 
 #include <algorithm>
-#include <chrono>
+#include <cstring>
+#include <thread>
+#include <tuple>
 
+#include "base/clock.h"
 #include "base/error.h"
+#include "cluster/message_tags.h"
 
 namespace tpusim::sim {
-namespace {
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 OutfeedHost::OutfeedHost(const cluster::Communicator& world, const LoopPlan& loops,
-                         int records_per_step, int num_hosts, double start_s_offset)
+                         int records_per_step, int num_hosts, double origin_s)
     : world_(world), loops_(loops), records_per_step_(records_per_step), num_hosts_(num_hosts),
-      start_(start_s_offset) {
-  // Loops with nothing to collect (a host whose cores are outside every replica)
-  // complete as soon as they are looked at.
+      origin_s_(origin_s) {}
+
+// Receives one pending outfeed record or (rank 0) loop summary; false if none.
+bool OutfeedHost::ReceiveOne() {
+  std::optional<cluster::Communicator::Pending> pending =
+      world_.TryProbe(cluster::kAnySource, cluster::kTagOutfeed);
+  if (!pending && world_.rank() == 0) {
+    pending = world_.TryProbe(cluster::kAnySource, cluster::kTagLoopSummary);
+  }
+  if (pending) Receive(*pending);
+  return pending.has_value();
 }
 
 void OutfeedHost::Poll() {
-  for (;;) {
-    int flag = 0;
-    MPI_Status status;
-    cluster::CheckMpi(MPI_Iprobe(MPI_ANY_SOURCE, kTagOutfeed, world_.get(), &flag, &status), "MPI_Iprobe (outfeed)");
-    if (!flag && world_.rank() == 0) {
-      cluster::CheckMpi(MPI_Iprobe(MPI_ANY_SOURCE, kTagLoopSummary, world_.get(), &flag, &status),
-                        "MPI_Iprobe (loop summary)");
-    }
-    if (!flag) return;
-    Receive(status);
+  while (ReceiveOne()) {
   }
+  for (PostLoopHook* hook : hooks_) hook->Progress();
 }
 
-void OutfeedHost::Receive(const MPI_Status& status) {
-  if (status.MPI_TAG == kTagLoopSummary) {
+void OutfeedHost::Receive(const cluster::Communicator::Pending& pending) {
+  if (pending.tag == cluster::kTagLoopSummary) {
     LoopSummary s;
-    cluster::CheckMpi(MPI_Recv(&s, sizeof(s), MPI_BYTE, status.MPI_SOURCE, kTagLoopSummary, world_.get(),
-                               MPI_STATUS_IGNORE), "MPI_Recv (loop summary)", status.MPI_SOURCE);
+    world_.Recv(std::as_writable_bytes(std::span(&s, 1)), pending.source, cluster::kTagLoopSummary);
     AddSummary(s);
     return;
   }
-  if (status.MPI_TAG != kTagOutfeed) {
-    Fail("host rank {}: unexpected message tag {} from rank {}", world_.rank(), status.MPI_TAG, status.MPI_SOURCE);
+  if (pending.tag != cluster::kTagOutfeed || pending.bytes < sizeof(OutfeedRecord)) {
+    Fail("host rank {}: unexpected message (tag {}, {} bytes) from rank {}", world_.rank(),
+         pending.tag, pending.bytes, pending.source);
   }
-  OutfeedRecord r;
-  cluster::CheckMpi(MPI_Recv(&r, sizeof(r), MPI_BYTE, status.MPI_SOURCE, kTagOutfeed, world_.get(),
-                             MPI_STATUS_IGNORE), "MPI_Recv (outfeed)", status.MPI_SOURCE);
-  int64_t loop = r.step / loops_.infeed_steps_per_loop();
-  pending_[loop].push_back(r);
+  std::vector<std::byte> bytes(pending.bytes);
+  world_.Recv(bytes, pending.source, cluster::kTagOutfeed);
+  OutfeedMessage m;
+  std::memcpy(&m.record, bytes.data(), sizeof(OutfeedRecord));
+  m.payload.assign(bytes.begin() + sizeof(OutfeedRecord), bytes.end());
+  const int64_t loop = m.record.step / loops_.infeed_steps_per_loop();
+  pending_[loop].push_back(std::move(m));
   while (loops_completed_ < loops_.num_loops &&
          static_cast<int64_t>(pending_[loops_completed_].size()) ==
              loops_.infeed_steps_per_loop() * records_per_step_) {
@@ -63,24 +62,26 @@ void OutfeedHost::CompleteLoop(int64_t loop) {
   LoopOutfeed out{loop, std::move(pending_[loop])};
   pending_.erase(loop);
   // Dequeue order of §7.2: step-major, then replica id, then logical core.
-  std::sort(out.records.begin(), out.records.end(), [](const OutfeedRecord& a, const OutfeedRecord& b) {
-    return std::tie(a.step, a.replica, a.logical_core) < std::tie(b.step, b.replica, b.logical_core);
-  });
-  for (auto& hook : hooks_) hook->AfterLoop(out);
+  std::sort(out.records.begin(), out.records.end(),
+            [](const OutfeedMessage& a, const OutfeedMessage& b) {
+              return std::tie(a.record.step, a.record.replica, a.record.logical_core) <
+                     std::tie(b.record.step, b.record.replica, b.record.logical_core);
+            });
+  for (PostLoopHook* hook : hooks_) hook->AfterLoop(out);
   LoopSummary s;
   s.loop = loop;
   s.hosts = 1;
-  s.end_s = NowSeconds() - start_;
-  for (const OutfeedRecord& r : out.records) {
-    s.loss_sum += r.loss_sum;
-    s.rows += r.rows;
-    s.global_step = std::max(s.global_step, r.global_step);
+  s.end_s = MonotonicSeconds() - origin_s_;
+  for (const OutfeedMessage& m : out.records) {
+    s.loss_sum += m.record.loss_sum;
+    s.rows += m.record.rows;
+    s.global_step = std::max(s.global_step, m.record.global_step);
   }
   ++loops_completed_;
   if (world_.rank() == 0) {
     AddSummary(s);
   } else {
-    cluster::CheckMpi(MPI_Send(&s, sizeof(s), MPI_BYTE, 0, kTagLoopSummary, world_.get()), "MPI_Send (loop summary)", 0);
+    world_.Send(std::as_bytes(std::span(&s, 1)), 0, cluster::kTagLoopSummary);
   }
 }
 
@@ -99,24 +100,34 @@ void OutfeedHost::AddSummary(const LoopSummary& s) {
 }
 
 bool OutfeedHost::Done() const {
-  bool mine = loops_completed_ == loops_.num_loops;
-  return world_.rank() == 0 ? mine && summaries_done_ == loops_.num_loops : mine;
+  const bool mine = loops_completed_ == loops_.num_loops;
+  const bool summaries = world_.rank() != 0 || summaries_done_ == loops_.num_loops;
+  return mine && summaries &&
+         std::all_of(hooks_.begin(), hooks_.end(), [](PostLoopHook* h) { return h->Done(); });
 }
 
-void OutfeedHost::Finish() {
+void OutfeedHost::Finish(Watchdog* watchdog) {
   if (records_per_step_ == 0) {
     while (loops_completed_ < loops_.num_loops) CompleteLoop(loops_completed_);
   }
+  Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop",
+                       loops_completed_, -1, "its cores, the other hosts or its root workers");
   while (!Done()) {
-    MPI_Status status;
-    cluster::CheckMpi(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_.get(), &status), "MPI_Probe (outfeed)");
-    Receive(status);
+    Poll();
+    std::this_thread::yield();
   }
 }
 
-void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record) {
-  cluster::CheckMpi(MPI_Send(&record, sizeof(record), MPI_BYTE, host_rank, kTagOutfeed, world.get()),
-                    "MPI_Send (outfeed)", host_rank);
+void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record,
+                 std::span<const std::byte> payload) {
+  if (payload.empty()) {
+    world.Send(std::as_bytes(std::span(&record, 1)), host_rank, cluster::kTagOutfeed);
+    return;
+  }
+  std::vector<std::byte> message(sizeof(OutfeedRecord) + payload.size());
+  std::memcpy(message.data(), &record, sizeof(OutfeedRecord));
+  std::memcpy(message.data() + sizeof(OutfeedRecord), payload.data(), payload.size());
+  world.Send(message, host_rank, cluster::kTagOutfeed);
 }
 
 }  // namespace tpusim::sim

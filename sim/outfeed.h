@@ -1,24 +1,29 @@
-// The outfeed and the post-loop hook (infeed.md §7). After every micro-step each
-// core of a replica pushes a record (loss, rows) to its host rank; a host dequeues
-// a loop's records in step, replica, logical-core order once all have arrived, runs
-// the post-loop hooks (host-side work such as a preconditioner service plugs in
-// here) and reports the loop to rank 0, which prints loss and throughput per loop.
+// The outfeed and the post-loop hooks (infeed.md §7). After every micro-step each
+// core of a replica pushes a record (loss, rows) to its host rank; the last record
+// of a loop may carry a payload (Shampoo's statistics). A host dequeues a loop's
+// records in step, replica, logical-core order once all have arrived, runs the
+// post-loop hooks (the preconditioner service plugs in here) and reports the loop
+// to rank 0, which prints loss and throughput per loop.
+//
+// Host ranks never block here: Poll receives what has arrived and lets the hooks
+// make progress, and the infeed transport calls it whenever it would wait, so a
+// hook whose work is still running (roots on a thread pool) never stalls the
+// host's infeed, relay or outfeed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
-#include <mpi.h>
-
+#include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "sim/loop_plan.h"
 
 namespace tpusim::sim {
-
-inline constexpr int kTagOutfeed = 400;
-inline constexpr int kTagLoopSummary = 401;
 
 // One core's outfeed for one micro-step (plain data, sent as bytes).
 struct OutfeedRecord {
@@ -30,18 +35,27 @@ struct OutfeedRecord {
   int64_t global_step = 0; // after this micro-step
 };
 
+// A record and the payload that travelled with it (empty for most records).
+struct OutfeedMessage {
+  OutfeedRecord record;
+  std::vector<std::byte> payload;
+};
+
 // A host's view of one finished loop.
 struct LoopOutfeed {
   int64_t loop = 0;
-  std::vector<OutfeedRecord> records;  // step-major, then replica, then logical core
+  std::vector<OutfeedMessage> records;  // step-major, then replica, then logical core
 };
 
-// Host-side work after each training loop. Implementations run on the host rank's
-// main thread, between infeed steps; they must not block on the cores.
+// Host-side work after each training loop, on the host rank's main thread.
+// AfterLoop must not block; work that takes time (a thread pool's) is finished
+// from Progress, which the host calls whenever it waits, until Done.
 class PostLoopHook {
  public:
   virtual ~PostLoopHook() = default;
   virtual void AfterLoop(const LoopOutfeed& outfeed) = 0;
+  virtual void Progress() {}
+  virtual bool Done() const { return true; }
 };
 
 // What rank 0 learns about each loop from every host.
@@ -57,22 +71,27 @@ struct LoopSummary {
 class OutfeedHost {
  public:
   // `records_per_step`: cores of this host that push outfeed. Rank 0 also collects
-  // the loop summaries of `num_hosts` hosts.
+  // the loop summaries of `num_hosts` hosts. `origin_s` is MonotonicSeconds() at
+  // the run's start.
   OutfeedHost(const cluster::Communicator& world, const LoopPlan& loops, int records_per_step,
-              int num_hosts, double start_s_offset);
-  void AddHook(std::unique_ptr<PostLoopHook> hook) { hooks_.push_back(std::move(hook)); }
-  // Receives whatever outfeed has arrived, without blocking.
+              int num_hosts, double origin_s);
+  // Borrows `hook`, which must outlive this; hooks run in the order added.
+  void AddHook(PostLoopHook* hook) { hooks_.push_back(hook); }
+  // Receives whatever outfeed (and at rank 0 loop summaries) has arrived and lets
+  // the hooks progress, without blocking.
   void Poll();
   // Receives one probed outfeed or summary message.
-  void Receive(const MPI_Status& status);
-  // Blocks until every record (and at rank 0 every summary) has arrived.
-  void Finish();
+  void Receive(const cluster::Communicator::Pending& pending);
+  // Polls until every record (and at rank 0 every summary) has arrived and every
+  // hook is done; the wait is under `watchdog` (may be null).
+  void Finish(Watchdog* watchdog = nullptr);
   // Rank 0: the loops, complete once Finish() returned.
   const std::map<int64_t, LoopSummary>& summaries() const { return summaries_; }
   // Called at rank 0 for each loop whose summaries from every host are in.
   std::function<void(const LoopSummary&)> on_loop_done;
 
  private:
+  bool ReceiveOne();
   void CompleteLoop(int64_t loop);
   void AddSummary(const LoopSummary& s);
   bool Done() const;
@@ -81,15 +100,17 @@ class OutfeedHost {
   const LoopPlan& loops_;
   int records_per_step_;
   int num_hosts_;
-  double start_;
-  std::map<int64_t, std::vector<OutfeedRecord>> pending_;  // by loop
+  double origin_s_;
+  std::map<int64_t, std::vector<OutfeedMessage>> pending_;  // by loop
   int64_t loops_completed_ = 0;
   std::map<int64_t, LoopSummary> summaries_;
   int64_t summaries_done_ = 0;
-  std::vector<std::unique_ptr<PostLoopHook>> hooks_;
+  std::vector<PostLoopHook*> hooks_;
 };
 
-// Core side: pushes one record to the core's host rank.
-void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record);
+// Core side: pushes one record, and `payload` after it in the same message, to
+// the core's host rank.
+void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record,
+                 std::span<const std::byte> payload = {});
 
 }  // namespace tpusim::sim

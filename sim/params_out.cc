@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "base/npy.h"
+#include "cluster/message_tags.h"
 
 namespace tpusim::sim {
 
@@ -25,23 +27,37 @@ std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingL
   return tables;
 }
 
-// Replica 0's variables and the embedding tables, name -> (shape, values),
-// serialised for rank 0.
-void SendParams(const SimulationContext& ctx, const model::Mlp& model,
-                const std::vector<GatheredTable>& tables) {
-  if (ctx.options.params_out_dir.empty()) return;
-  json index = json::array();
-  std::vector<float> values;
+std::vector<NamedArray> ParamsToWrite(const model::Mlp& model,
+                                      const std::vector<GatheredTable>& tables,
+                                      const std::vector<std::vector<optim::SlotView>>& slots) {
+  std::vector<NamedArray> arrays;
   for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
     for (const model::Variable& v : *list) {
-      index.push_back({{"name", v.spec.name}, {"shape", v.spec.shape}, {"offset", values.size()}});
-      values.insert(values.end(), v.value.data(), v.value.data() + v.value.size());
+      arrays.push_back({v.spec.name, v.spec.shape,
+                        {v.value.data(), static_cast<size_t>(v.value.size())}});
     }
   }
   for (const GatheredTable& t : tables) {
-    std::vector<int64_t> shape{t.values.rows(), t.values.cols()};
-    index.push_back({{"name", "embedding." + t.name}, {"shape", shape}, {"offset", values.size()}});
-    values.insert(values.end(), t.values.data(), t.values.data() + t.values.size());
+    arrays.push_back({"embedding." + t.name, {t.values.rows(), t.values.cols()},
+                      {t.values.data(), static_cast<size_t>(t.values.size())}});
+  }
+  for (size_t v = 0; v < slots.size(); ++v) {
+    for (const optim::SlotView& slot : slots[v]) {
+      arrays.push_back({"slots/" + model.trainable()[v].spec.name + "/" + slot.name, slot.shape,
+                        {slot.values->data(), static_cast<size_t>(slot.values->size())}});
+    }
+  }
+  return arrays;
+}
+
+// name -> (shape, offset) as a JSON index, then every array's values, for rank 0.
+void SendParams(const SimulationContext& ctx, const std::vector<NamedArray>& arrays) {
+  if (ctx.options.params_out_dir.empty()) return;
+  json index = json::array();
+  std::vector<float> values;
+  for (const NamedArray& a : arrays) {
+    index.push_back({{"name", a.name}, {"shape", a.shape}, {"offset", values.size()}});
+    values.insert(values.end(), a.values.begin(), a.values.end());
   }
   std::string header = index.dump();
   std::vector<std::byte> message(8 + header.size() + values.size() * sizeof(float));
@@ -49,15 +65,15 @@ void SendParams(const SimulationContext& ctx, const model::Mlp& model,
   std::memcpy(message.data(), &header_size, 8);
   std::memcpy(message.data() + 8, header.data(), header.size());
   std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
-  ctx.comms.world.Send(message, 0, kTagParams);
+  ctx.comms.world.Send(message, 0, cluster::kTagParams);
 }
 
 // Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
 void ReceiveParams(const SimulationContext& ctx) {
   int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
-  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, kTagParams);
+  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, cluster::kTagParams);
   std::vector<std::byte> message(pending.bytes);
-  ctx.comms.world.Recv(message, source, kTagParams);
+  ctx.comms.world.Recv(message, source, cluster::kTagParams);
   uint64_t header_size = 0;
   std::memcpy(&header_size, message.data(), 8);
   json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));
@@ -68,8 +84,10 @@ void ReceiveParams(const SimulationContext& ctx) {
     const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
     array.data.assign(begin, begin + bytes);
     std::filesystem::path path = std::filesystem::path(ctx.options.params_out_dir) / (v["name"].get<std::string>() + ".npy");
-    std::filesystem::create_directories(path.parent_path());
-    WriteNpy(path.string(), array);
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) Fail("--params-out {}: cannot create {}: {}", ctx.options.params_out_dir, path.parent_path().string(), ec.message());
+    WriteNpy(path.string(), array);  // atomically (base/npy.h)
   }
 }
 

@@ -10,16 +10,21 @@
 #include <mpi.h>
 
 #include "base/atomic_file.h"
+#include "base/checksum.h"
 #include "base/error.h"
 #include "cluster/cross_replica_sum.h"
+#include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
+#include "sim/shampoo/key_table.h"
+#include "sim/shampoo/metrics.h"
+#include "sim/simulator_ceiling.h"
 
 namespace tpusim::sim {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr int kTagBaseline = 200;
+using cluster::kTagBaseline;
 constexpr int kBaselineMessages = 16;
 
 std::string Verdict(double infeed_percent) {
@@ -63,8 +68,7 @@ std::string GitCommit() {
   return "";
 }
 
-// When, from which config and from which commit the report was made.
-json Provenance(const SimulationContext& ctx) {
+json ProvenanceOf(const SimulationContext& ctx) {
   std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
@@ -77,7 +81,7 @@ json Provenance(const SimulationContext& ctx) {
           {"git_commit", GitCommit()}};
 }
 
-json Environment(const SimulationContext& ctx) {
+json EnvironmentOf(const SimulationContext& ctx) {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
   MPI_Get_library_version(version, &length);
@@ -92,16 +96,6 @@ json Environment(const SimulationContext& ctx) {
           {"build_type", "debug"}
 #endif
   };
-}
-
-// Index of the first infeed step of the measured window: the first loop is warm-up
-// unless the run has only one loop.
-int64_t WindowStart(const LoopPlan& loops) {
-  return loops.num_loops > 1 ? loops.infeed_steps_per_loop() : 0;
-}
-
-double At(const json& times, int64_t index) {
-  return index < 0 ? 0.0 : times[static_cast<size_t>(index)].get<double>();
 }
 
 // The resolved config as JSON (scalars typed as YAML would read them).
@@ -126,99 +120,207 @@ json YamlToJson(const YAML::Node& node) {
   return node.Scalar();
 }
 
-double Sum(const json& values, int64_t from) {
-  double total = 0;
-  for (size_t i = static_cast<size_t>(from); i < values.size(); ++i) total += values[i].get<double>();
-  return total;
+// Index of the first infeed step of the measured window: the first loop is warm-up
+// unless the run has only one loop.
+int64_t WindowStart(const LoopPlan& loops) {
+  return loops.num_loops > 1 ? loops.infeed_steps_per_loop() : 0;
 }
 
-// Mean over the window's steps and over training cores of each part of a step.
-json StepBreakdown(const std::vector<json>& ranks, int64_t w0, int64_t window_steps, double step_s,
-                   double infeed_s) {
-  double compute = 0, crs = 0, apply = 0, outfeed = 0, lookup = 0, exchange = 0;
-  int cores = 0;
-  for (const json& r : ranks) {
-    if (r["kind"] != "core" || !r.contains("compute_s") || r["compute_s"].empty()) continue;
-    compute += Sum(r["compute_s"], w0);
-    crs += Sum(r["crs_s"], w0);
-    apply += Sum(r["apply_s"], w0);
-    outfeed += Sum(r["outfeed_s"], w0);
-    if (r.contains("embedding")) {
-      lookup += Sum(r["embedding"]["forward_s"], w0);
-      exchange += Sum(r["embedding"]["backward_s"], w0);
-    }
-    ++cores;
+double PerStep(double total, int64_t steps) {
+  return steps > 0 ? total / static_cast<double>(steps) : 0.0;
+}
+
+double Rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
+
+json Percentiles(const DurationHistogram& h) {
+  return {{"p50", h.Quantile(0.50)}, {"p90", h.Quantile(0.90)}, {"p99", h.Quantile(0.99)},
+          {"max", h.max_s()}};
+}
+
+std::string CoreName(const CoreMetrics& c) { return fmt::format("{}/{}", c.host, c.ordinal); }
+
+// The cores that take part in steps: fed, or training in a replica.
+std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks) {
+  std::vector<const CoreMetrics*> out;
+  for (const RankMetrics& r : ranks) {
+    if (r.core && (r.core->fed || r.core->trains)) out.push_back(&*r.core);
   }
-  double per = cores > 0 ? 1.0 / (static_cast<double>(cores) * static_cast<double>(window_steps)) : 0.0;
-  json b = {{"step_s", step_s}, {"infeed_s", infeed_s}, {"compute_s", compute * per},
-            {"crs_s", crs * per}, {"apply_s", apply * per}, {"outfeed_s", outfeed * per},
-            {"embedding_forward_s", lookup * per}, {"embedding_backward_s", exchange * per}};
-  double busy = infeed_s + (compute + crs + apply + outfeed + lookup + exchange) * per;
+  return out;
+}
+
+// One host's row: its enqueue rates over the window and its pipeline stages.
+json HostReport(const HostMetrics& h, const json& ceiling_part, int64_t window_steps) {
+  json out = {{"host", h.host}, {"shards_forwarded", h.shards_forwarded},
+              {"credit_wait_s", h.credit_wait_s}, {"build_wait_s", h.build_wait_s}};
+  for (const auto& [key, value] : h.pipeline.items()) out[key] = value;
+  if (!ceiling_part.is_null()) out["simulator_ceiling"] = HostCeiling(ceiling_part);
+  if (h.steps == 0) return out;
+  const double seconds = h.window_end_s - h.window_begin_s;
+  const double window = static_cast<double>(window_steps);
+  out["examples_per_s"] = Rate(static_cast<double>(h.rows_per_step) * window, seconds);
+  out["bytes_per_s"] = Rate(PerStep(static_cast<double>(h.bytes_sent), h.steps) * window, seconds);
+  out["build_s_per_step"] = PerStep(h.build_s, window_steps);
+  out["enqueue_s_per_step"] = PerStep(h.enqueue_s, window_steps);
+  if (h.embedding_ids_enqueued > 0) {
+    out["embedding_ids_per_s"] =
+        Rate(PerStep(static_cast<double>(h.embedding_ids_enqueued), h.steps) * window, seconds);
+  }
+  return out;
+}
+
+// One core's row. Infeed % as TPU profilers define it: the share of the core's
+// own step time spent waiting for infeed.
+json CoreReport(const CoreMetrics& c) {
+  json out = {{"host", c.host}, {"ordinal", c.ordinal}, {"replica", c.replica},
+              {"logical_core", c.logical_core}, {"fed", c.fed}};
+  if (!c.fed && !c.trains) return out;
+  const double wall = std::max(c.window_end_s - c.window_begin_s, 1e-9);
+  if (c.fed) {
+    out["infeed_percent"] = 100.0 * c.window.infeed_wait_s / wall;
+    out["infeed_wait_s"] = c.window.infeed_wait_s;
+    out["mean_queue_occupancy"] = PerStep(c.occupancy_sum, c.steps);
+  }
+  out["au"] = c.au();
+  out["device_s_per_step"] = PerStep(c.window.device_s, c.window_steps);
+  out["busy_s_per_step"] = PerStep(c.window.busy_s(), c.window_steps);
+  out["crs_sync_s_per_step"] = PerStep(c.window.crs_sync_s, c.window_steps);
+  out["step_s_per_step"] = PerStep(c.window.step_s, c.window_steps);
+  return out;
+}
+
+// Mean over the step cores and the window's steps of each part of a step.
+json StepBreakdown(const std::vector<const CoreMetrics*>& cores, double step_s, double infeed_s) {
+  StepParts sum;
+  int64_t steps = 0;
+  for (const CoreMetrics* c : cores) {
+    sum += c->window;
+    steps += c->window_steps;
+  }
+  auto mean = [steps](double total) { return PerStep(total, steps); };
+  json b = {{"step_s", step_s}, {"infeed_s", infeed_s}, {"compute_s", mean(sum.compute_s)},
+            {"crs_s", mean(sum.crs_s)}, {"crs_sync_s", mean(sum.crs_sync_s)},
+            {"apply_s", mean(sum.apply_s)}, {"device_s", mean(sum.device_s)},
+            {"outfeed_s", mean(sum.outfeed_s)}, {"post_loop_s", mean(sum.post_loop_s)},
+            {"embedding_forward_s", mean(sum.embedding_lookup_s)},
+            {"embedding_backward_s", mean(sum.embedding_exchange_s)}};
+  const double busy = infeed_s + mean(sum.compute_s + sum.crs_s + sum.apply_s + sum.device_s +
+                                      sum.outfeed_s + sum.post_loop_s + sum.embedding_lookup_s +
+                                      sum.embedding_exchange_s);
   b["idle_s"] = std::max(step_s - busy, 0.0);
   return b;
 }
 
-// Load of the embedding engine over the window: per step the most and the mean
-// rows a core served as table owner (max/mean shows sharding skew, e.g. Zipf ids
-// under div), the all-to-all payload of all cores, and the ids looked up.
-json EmbeddingReport(const std::vector<json>& ranks, int64_t w0, int64_t steps) {
-  std::vector<const json*> cores;
-  for (const json& r : ranks) {
-    if (r["kind"] == "core" && r.contains("embedding")) cores.push_back(&r["embedding"]);
+// Accelerator utilization (MLPerf Storage's AU): per core, accelerator work over
+// the window's wall time (StepParts::busy_s says what counts); the run's mean, its
+// minimum and the core that has it.
+json Utilization(const std::vector<const CoreMetrics*>& cores) {
+  if (cores.empty()) return nullptr;
+  const CoreMetrics* worst = cores.front();
+  double sum = 0;
+  for (const CoreMetrics* c : cores) {
+    sum += c->au();
+    if (c->au() < worst->au()) worst = c;
   }
-  if (cores.empty() || steps <= w0) return nullptr;
+  return {{"mean", sum / static_cast<double>(cores.size())},
+          {"min", worst->au()},
+          {"worst_core", {{"host", worst->host}, {"ordinal", worst->ordinal},
+                          {"replica", worst->replica}, {"au", worst->au()}}},
+          {"definition", "per core: (compute + embedding + cross-replica sum minus its wait for the "
+                         "slowest member + optimizer apply + modeled device time) / wall time of "
+                         "the measured window; infeed wait, outfeed, post-loop waits and idle gaps "
+                         "do not count"}};
+}
+
+// When one core's own work per step stands out, the others wait for it in every
+// cross-replica sum: the report names it and shows the others' wait as sync.
+json Stragglers(const std::vector<const CoreMetrics*>& cores) {
+  std::vector<const CoreMetrics*> trained;
+  for (const CoreMetrics* c : cores) {
+    if (c->trains && c->window_steps > 0) trained.push_back(c);
+  }
+  if (trained.size() < 2) return nullptr;
+  auto own = [](const CoreMetrics* c) { return PerStep(c->window.busy_s(), c->window_steps); };
+  std::vector<double> work;
+  for (const CoreMetrics* c : trained) work.push_back(own(c));
+  std::nth_element(work.begin(), work.begin() + static_cast<long>(work.size() / 2), work.end());
+  const double median = work[work.size() / 2];
+  const CoreMetrics* slowest = *std::max_element(trained.begin(), trained.end(),
+      [&](const CoreMetrics* a, const CoreMetrics* b) { return own(a) < own(b); });
+  double others_sync = 0;
+  for (const CoreMetrics* c : trained) {
+    if (c != slowest) others_sync += PerStep(c->window.crs_sync_s, c->window_steps);
+  }
+  others_sync /= static_cast<double>(trained.size() - 1);
+  const double ratio = median > 0 ? own(slowest) / median : 0.0;
+  json out = {{"slowest_core", {{"host", slowest->host}, {"ordinal", slowest->ordinal},
+                                {"replica", slowest->replica}, {"busy_s_per_step", own(slowest)},
+                                {"device_s_per_step", PerStep(slowest->window.device_s, slowest->window_steps)},
+                                {"crs_sync_s_per_step", PerStep(slowest->window.crs_sync_s, slowest->window_steps)}}},
+              {"median_busy_s_per_step", median},
+              {"others_crs_sync_s_per_step", others_sync},
+              {"ratio_to_median", ratio}};
+  out["cause"] = ratio >= 1.5 ? fmt::format("core {} (replica {}) works {:.1f}x the median per step; the other "
+                                            "replicas wait for it in the cross-replica sum ({:.3f} ms/step)",
+                                            CoreName(*slowest), slowest->replica, ratio, others_sync * 1e3)
+                              : std::string("none: no core works 1.5x the median");
+  return out;
+}
+
+// Load of the embedding engine over the window: the rows each core served as
+// table owner per step (the max over cores of a core's mean shows sharding skew,
+// e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up.
+json EmbeddingReport(const std::vector<RankMetrics>& ranks) {
+  std::vector<const CoreMetrics*> cores;
+  for (const RankMetrics& r : ranks) {
+    if (r.core && (r.core->rows_served > 0 || r.core->ids_looked_up > 0)) cores.push_back(&*r.core);
+  }
+  if (cores.empty()) return nullptr;
   double max_served = 0, mean_served = 0, bytes = 0, ids = 0;
-  for (int64_t s = w0; s < steps; ++s) {
-    int64_t most = 0, served = 0;
-    for (const json* c : cores) {
-      int64_t rows = (*c)["rows_served"][static_cast<size_t>(s)].get<int64_t>();
-      most = std::max(most, rows);
-      served += rows;
-      bytes += (*c)["bytes_sent"][static_cast<size_t>(s)].get<double>();
-      ids += (*c)["ids_looked_up"][static_cast<size_t>(s)].get<double>();
-    }
-    max_served += static_cast<double>(most);
-    mean_served += static_cast<double>(served) / static_cast<double>(cores.size());
+  for (const CoreMetrics* c : cores) {
+    const double served = PerStep(static_cast<double>(c->rows_served), c->window_steps);
+    max_served = std::max(max_served, served);
+    mean_served += served / static_cast<double>(cores.size());
+    bytes += PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
+    ids += PerStep(static_cast<double>(c->ids_looked_up), c->window_steps);
   }
-  double n = static_cast<double>(steps - w0);
   return {{"cores", cores.size()},
-          {"max_rows_served_per_step", max_served / n},
-          {"mean_rows_served_per_step", mean_served / n},
-          {"all_to_all_bytes_per_step", bytes / n},
-          {"ids_looked_up_per_step", ids / n}};
+          {"max_rows_served_per_step", max_served},
+          {"mean_rows_served_per_step", mean_served},
+          {"all_to_all_bytes_per_step", bytes},
+          {"ids_looked_up_per_step", ids}};
 }
 
 // The cross-replica sums of the gradients as the cores measured them, and what the
 // same sums would take on the topology's ICI.
-json CrsReport(const SimulationContext& ctx, const std::vector<json>& ranks) {
-  json crs = nullptr;
+json CrsReport(const ReportInputs& in) {
   int n = 0;
   double total = 0, compute = 0, sync = 0, algbw = 0, busbw = 0;
   int64_t calls = 0, bytes = 0, group = 1;
-  for (const json& r : ranks) {
-    if (!r.contains("crs")) continue;
-    const json& c = r["crs"];
-    total += c["total_s"].get<double>();
-    compute += c["compute_s"].get<double>();
-    sync += c["sync_s"].get<double>();
-    algbw += c["algbw"].get<double>();
-    busbw += c["busbw"].get<double>();
-    calls = c["calls"].get<int64_t>();
-    bytes = c["bytes"].get<int64_t>();
-    group = c["group_size"].get<int64_t>();
+  for (const RankMetrics& r : in.ranks) {
+    if (!r.core || !r.core->crs) continue;
+    const CoreCrs& c = *r.core->crs;
+    total += c.total_s;
+    compute += c.compute_s;
+    sync += c.sync_s;
+    algbw += c.algbw;
+    busbw += c.busbw;
+    calls = c.calls;
+    bytes = c.bytes;
+    group = c.group_size;
     ++n;
   }
-  if (n == 0 || calls == 0) return crs;
-  double per_call_bytes = static_cast<double>(bytes) / static_cast<double>(calls);
-  double modeled = cluster::ModeledRingAllReduceSeconds(static_cast<size_t>(per_call_bytes),
-                                                        static_cast<int>(group), ctx.slice.topology.hardware());
-  return {{"algorithm", ctx.config.train.crs},
+  if (n == 0 || calls == 0) return nullptr;
+  const double per_call_bytes = static_cast<double>(bytes) / static_cast<double>(calls);
+  const double modeled = cluster::ModeledRingAllReduceSeconds(
+      static_cast<size_t>(per_call_bytes), static_cast<int>(group), in.slice.topology.hardware());
+  const double per = 1.0 / (n * static_cast<double>(calls));
+  return {{"algorithm", in.config.train.crs},
           {"group_size", group},
           {"calls", calls},
           {"bytes_per_call", per_call_bytes},
-          {"mean_s_per_call", total / n / static_cast<double>(calls)},
-          {"compute_s_per_call", compute / n / static_cast<double>(calls)},
-          {"sync_s_per_call", sync / n / static_cast<double>(calls)},
+          {"mean_s_per_call", total * per},
+          {"compute_s_per_call", compute * per},
+          {"sync_s_per_call", sync * per},
           {"algbw_bytes_per_s", algbw / n},
           {"busbw_bytes_per_s", busbw / n},
           {"ici_projected_s_per_call", modeled}};
@@ -226,9 +328,9 @@ json CrsReport(const SimulationContext& ctx, const std::vector<json>& ranks) {
 
 // The same step on the topology's own hardware figures: shards over the host link,
 // gradients over ICI, next to what this machine measured.
-json Projection(const SimulationContext& ctx, const json& breakdown, const json& crs,
+json Projection(const ReportInputs& in, const json& breakdown, const json& crs,
                 double shard_bytes_per_core_step) {
-  const cluster::HardwareFigures& hw = ctx.slice.topology.hardware();
+  const cluster::HardwareFigures& hw = in.slice.topology.hardware();
   double h2d = shard_bytes_per_core_step / (hw.host_to_device_gbps * 1e9 / 8);
   json p = {{"hardware", {{"host_to_device_gbps", hw.host_to_device_gbps},
                           {"ici_link_gbps", hw.ici_link_gbps},
@@ -240,11 +342,87 @@ json Projection(const SimulationContext& ctx, const json& breakdown, const json&
     p["ici_crs_s_per_step"] = crs["ici_projected_s_per_call"];
     p["measured_crs_s_per_step"] = crs["mean_s_per_call"];
   }
-  p["modeled_device_step_s"] = ctx.config.device.step_time_us * 1e-6;
+  p["modeled_device_step_s"] = breakdown["device_s"];
   return p;
 }
 
+// Every training core's parameter checksums: one per replica (its logical core
+// 0), and the first variable on which any two cores' bits differ (null if none).
+json ReplicaReport(const std::vector<RankMetrics>& ranks) {
+  const CoreMetrics* reference = nullptr;
+  json per_replica = json::array(), first = nullptr;
+  auto name = [](const CoreMetrics& c) {
+    return fmt::format("replica {} (core {}/{})", c.replica, c.host, c.ordinal);
+  };
+  for (const RankMetrics& r : ranks) {
+    if (!r.core || r.core->param_checksums.empty()) continue;
+    const CoreMetrics& c = *r.core;
+    if (c.logical_core == 0) {
+      std::string combined;
+      for (const auto& v : c.param_checksums) combined += v[1];
+      per_replica.push_back({{"replica", c.replica},
+                             {"checksum", HexDigest(Fnv1a64(std::as_bytes(std::span(combined))))}});
+    }
+    if (!reference) {
+      reference = &c;
+      continue;
+    }
+    for (size_t v = 0; v < reference->param_checksums.size() && first.is_null(); ++v) {
+      if (reference->param_checksums[v] != c.param_checksums[v]) {
+        first = {{"variable", reference->param_checksums[v][0]}, {"a", name(*reference)}, {"b", name(c)}};
+      }
+    }
+  }
+  if (!reference) return nullptr;
+  return {{"checksums", per_replica}, {"identical", first.is_null()}, {"first_difference", first}};
+}
+
+// Every rank's peak resident memory after the first loop and at the end: memory
+// that grows with the run shows as growth here.
+json MemoryReport(const std::vector<RankMetrics>& ranks) {
+  json per_rank = json::array();
+  double worst_growth = 0;
+  int64_t max_peak = 0;
+  for (const RankMetrics& r : ranks) {
+    max_peak = std::max(max_peak, r.peak_rss_kib);
+    double growth = 0;
+    if (r.peak_rss_after_first_loop_kib > 0) {
+      growth = static_cast<double>(r.peak_rss_kib) / static_cast<double>(r.peak_rss_after_first_loop_kib) - 1;
+      worst_growth = std::max(worst_growth, growth);
+    }
+    per_rank.push_back({{"rank", r.rank}, {"peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
+                        {"peak_rss_after_first_loop_mib",
+                         static_cast<double>(r.peak_rss_after_first_loop_kib) / 1024},
+                        {"growth", growth}});
+  }
+  return {{"ranks", per_rank}, {"max_peak_rss_mib", static_cast<double>(max_peak) / 1024},
+          {"max_growth_after_first_loop", worst_growth}};
+}
+
+json TrainingReport(const ReportInputs& in) {
+  for (const RankMetrics& r : in.ranks) {
+    if (!r.host || r.host->loops.empty()) continue;
+    const std::vector<LoopRecord>& loops = r.host->loops;
+    return {{"loops", loops}, {"final_loss", loops.back().loss}, {"global_steps", loops.back().global_step}};
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+json Environment(const SimulationContext& ctx) { return EnvironmentOf(ctx); }
+
+json Provenance(const SimulationContext& ctx) { return ProvenanceOf(ctx); }
+
+json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>& ranks) {
+  std::vector<shampoo::HostMetrics> hosts;
+  std::vector<shampoo::CoreMetrics> cores;
+  for (const RankMetrics& r : ranks) {
+    if (r.host && r.host->shampoo) hosts.push_back(*r.host->shampoo);
+    if (r.core && r.core->shampoo) cores.push_back(*r.core->shampoo);
+  }
+  return shampoo::ReportSection(keys, hosts, cores);
+}
 
 std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text) {
   std::vector<int> counts;
@@ -299,70 +477,46 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
   return result;
 }
 
-json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, const LoopPlan& loops,
-                 const std::vector<json>& ranks, double run_s, const MpiBaseline& baseline) {
-  int64_t w0 = WindowStart(loops);
-  int64_t window_steps = loops.infeed_steps - w0;
+json BuildReport(const ReportInputs& in) {
+  const LoopPlan& loops = in.loops;
+  const int64_t w0 = WindowStart(loops);
+  const int64_t window_steps = loops.infeed_steps - w0;
+  const std::vector<const CoreMetrics*> step_cores = StepCores(in.ranks);
   json hosts = json::array(), cores = json::array();
-  double window_end = 0, window_begin = 0, total_wait = 0;
-  // Infeed % as TPU profilers define it: per core, the share of its own step time
-  // spent waiting for infeed; the report takes the worst core.
-  double infeed_percent = 0, max_core_wait = 0;
-  int64_t window_bytes = 0;
-  for (const json& r : ranks) {
-    if (r["kind"] == "host") {
-      const json& sent = r["step_sent_s"];
-      json h = {{"host", r["host"]}, {"shards_forwarded", r["shards_forwarded"]},
-                {"credit_wait_s", r["credit_wait_s"]}, {"build_wait_s", r["build_wait_s"]}};
-      if (!sent.empty()) {
-        double seconds = At(sent, loops.infeed_steps - 1) - At(sent, w0 - 1);
-        double per_step_bytes = r["bytes_sent"].get<double>() / static_cast<double>(loops.infeed_steps);
-        h["examples_per_s"] = r["rows_per_step"].get<double>() * static_cast<double>(window_steps) / seconds;
-        h["bytes_per_s"] = per_step_bytes * static_cast<double>(window_steps) / seconds;
-        double ids = r.value("embedding_ids_enqueued", int64_t{0});
-        if (ids > 0) {
-          h["embedding_ids_per_s"] = ids / static_cast<double>(loops.infeed_steps) *
-                                     static_cast<double>(window_steps) / seconds;
-        }
-      }
-      hosts.push_back(h);
-      continue;
-    }
-    json c = {{"host", r["host"]}, {"ordinal", r["ordinal"]}, {"replica", r["replica"]},
-              {"logical_core", r["logical_core"]}, {"fed", r["fed"]}};
-    if (r["fed"]) {
-      const json& wait = r["wait_s"];
-      double core_wait = 0;
-      for (int64_t s = w0; s < loops.infeed_steps; ++s) {
-        double w = At(wait, s);
-        core_wait += w;
-      }
-      window_begin = std::max(window_begin, At(r["done_s"], w0 - 1));
-      window_end = std::max(window_end, At(r["done_s"], loops.infeed_steps - 1));
-      double core_window = std::max(At(r["done_s"], loops.infeed_steps - 1) - At(r["done_s"], w0 - 1), 1e-9);
-      c["infeed_percent"] = 100.0 * core_wait / core_window;
-      infeed_percent = std::max(infeed_percent, c["infeed_percent"].get<double>());
-      max_core_wait = std::max(max_core_wait, core_wait);
-      c["infeed_wait_s"] = core_wait;
-      c["mean_queue_occupancy"] = r["mean_occupancy"];
-      window_bytes += r["bytes_received"].get<int64_t>() * window_steps / loops.infeed_steps;
-      total_wait += core_wait;
-    }
-    cores.push_back(c);
+  for (const RankMetrics& r : in.ranks) {
+    if (r.host) hosts.push_back(HostReport(*r.host, r.simulator_ceiling, window_steps));
+    if (r.core) cores.push_back(CoreReport(*r.core));
   }
-  double window_s = std::max(window_end - window_begin, 1e-9);
-  double max_wait_sum = max_core_wait;
+  double window_begin = 0, window_end = 0, total_wait = 0, max_wait = 0, infeed_percent = 0;
+  double window_bytes = 0;
+  int fed = 0;
+  DurationHistogram step_time, infeed_wait;
+  for (const CoreMetrics* c : step_cores) {
+    window_begin = std::max(window_begin, c->window_begin_s);
+    window_end = std::max(window_end, c->window_end_s);
+    step_time.Merge(c->step_time);
+    if (!c->fed) continue;
+    ++fed;
+    infeed_wait.Merge(c->infeed_wait);
+    total_wait += c->window.infeed_wait_s;
+    max_wait = std::max(max_wait, c->window.infeed_wait_s);
+    infeed_percent = std::max(infeed_percent, 100.0 * c->window.infeed_wait_s /
+                                                  std::max(c->window_end_s - c->window_begin_s, 1e-9));
+    window_bytes += PerStep(static_cast<double>(c->bytes_received), c->steps) * static_cast<double>(window_steps);
+  }
+  const double window_s = std::max(window_end - window_begin, 1e-9);
+  const double step_s = window_s / static_cast<double>(std::max<int64_t>(window_steps, 1));
   json report;
   report["version"] = kReportVersion;
-  report["config"] = YamlToJson(ctx.config.resolved);
-  report["environment"] = Environment(ctx);
-  report["provenance"] = Provenance(ctx);
-  report["topology"] = {{"name", ctx.slice.topology.name()},
-                        {"num_replicas", ctx.slice.assignment.num_replicas()},
-                        {"cores_per_replica", ctx.slice.assignment.num_cores_per_replica()},
-                        {"order", ctx.slice.assignment.path()},
-                        {"idle_cores", ctx.slice.idle_cores()}};
-  report["loops"] = {{"steps_requested", ctx.config.train.steps},
+  report["config"] = YamlToJson(in.config.resolved);
+  report["environment"] = in.environment;
+  report["provenance"] = in.provenance;
+  report["topology"] = {{"name", in.slice.topology.name()},
+                        {"num_replicas", in.slice.assignment.num_replicas()},
+                        {"cores_per_replica", in.slice.assignment.num_cores_per_replica()},
+                        {"order", in.slice.assignment.path()},
+                        {"idle_cores", in.slice.idle_cores()}};
+  report["loops"] = {{"steps_requested", in.config.train.steps},
                      {"steps_per_loop", loops.steps_per_loop},
                      {"num_loops", loops.num_loops},
                      {"global_steps", loops.global_steps},
@@ -373,47 +527,67 @@ json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan, c
                       {"excludes_first_loop", w0 > 0},
                       {"note", w0 > 0 ? "measured after the first loop (warm-up)"
                                       : "single loop: the whole run is measured"}};
-  report["run_seconds"] = run_s;
+  report["run_seconds"] = in.run_s;
   report["hosts"] = hosts;
   report["cores"] = cores;
-  double examples = static_cast<double>(window_steps * plan.global_batch());
+  const double examples = static_cast<double>(window_steps * in.global_batch);
   report["totals"] = {{"examples_per_s", examples / window_s},
-                      {"bytes_per_s", static_cast<double>(window_bytes) / window_s},
+                      {"bytes_per_s", window_bytes / window_s},
                       {"infeed_wait_s", total_wait}};
-  report["step"] = {{"mean_step_s", window_s / static_cast<double>(window_steps)},
+  const double max_wait_per_step = PerStep(max_wait, window_steps);
+  report["step"] = {{"mean_step_s", step_s},
                     {"infeed_percent", infeed_percent},
-                    {"infeed_wait_max_over_cores_s", max_wait_sum / static_cast<double>(window_steps)}};
+                    {"infeed_wait_max_over_cores_s", max_wait_per_step},
+                    {"percentiles", {{"step_time_s", Percentiles(step_time)},
+                                     {"infeed_wait_s", Percentiles(infeed_wait)},
+                                     {"note", "over every step of every core in the window"}}}};
   report["verdict"] = Verdict(infeed_percent);
-  double step_s = window_s / static_cast<double>(window_steps);
-  report["step_breakdown"] = StepBreakdown(ranks, w0, window_steps, step_s,
-                                           max_wait_sum / static_cast<double>(window_steps));
-  json crs = CrsReport(ctx, ranks);
+  report["step_breakdown"] = StepBreakdown(step_cores, step_s, max_wait_per_step);
+  report["accelerator_utilization"] = Utilization(step_cores);
+  const json stragglers = Stragglers(step_cores);
+  if (!stragglers.is_null()) report["stragglers"] = stragglers;
+  const json crs = CrsReport(in);
   report["crs"] = crs;
-  json embedding = EmbeddingReport(ranks, w0, loops.infeed_steps);
+  json embedding = EmbeddingReport(in.ranks);
   if (!embedding.is_null()) {
     double ids_per_s = 0;
     for (const json& h : hosts) ids_per_s += h.value("embedding_ids_per_s", 0.0);
     embedding["ids_enqueued_per_s"] = ids_per_s;
     report["embedding"] = embedding;
   }
-  int fed = 0;
-  for (const json& c : cores) fed += c["fed"].get<bool>() ? 1 : 0;
-  double shard_bytes = fed > 0 ? static_cast<double>(window_bytes) / fed / static_cast<double>(window_steps) : 0;
-  report["projection"] = Projection(ctx, report["step_breakdown"], crs, shard_bytes);
-  json training = nullptr;
-  for (const json& r : ranks) {
-    if (r["kind"] == "host" && r.contains("loops") && !r["loops"].empty()) training = {{"loops", r["loops"]}};
-  }
-  if (ctx.config.model.enabled && !training.is_null()) {
-    training["final_loss"] = training["loops"].back()["loss"];
-    training["global_steps"] = training["loops"].back()["global_step"];
-    report["training"] = training;
-  }
-  report["mpi_baseline"] = {{"bytes_per_s", baseline.seconds > 0 ? baseline.bytes / baseline.seconds : 0.0},
+  const double shard_bytes = fed > 0 ? window_bytes / fed / static_cast<double>(std::max<int64_t>(window_steps, 1)) : 0;
+  report["projection"] = Projection(in, report["step_breakdown"], crs, shard_bytes);
+  const json training = TrainingReport(in);
+  if (in.config.model.enabled && !training.is_null()) report["training"] = training;
+  const json replicas = ReplicaReport(in.ranks);
+  if (!replicas.is_null()) report["replicas"] = replicas;
+  report["memory"] = MemoryReport(in.ranks);
+  report["mpi_baseline"] = {{"bytes_per_s", Rate(static_cast<double>(in.baseline.bytes), in.baseline.seconds)},
                             {"note", "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same "
                                      "message sizes, measured after the run on the same ranks"}};
   return report;
 }
+
+namespace {
+
+double CeilingBytesPerS(const json& ceiling) {
+  return ceiling.is_object() ? ceiling["bytes_per_s"].get<double>() : 0.0;
+}
+
+// One host of the end-of-run table: its rates, its ceiling and its stage times.
+void PrintHostRow(const json& h) {
+  const json stages = h.value("stages", json::object());
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}  {}\n", h["host"].get<int>(),
+             h["examples_per_s"].get<double>(), h["bytes_per_s"].get<double>() / 1e6,
+             CeilingBytesPerS(h.value("simulator_ceiling", json())) / 1e6, stages.value("file_read_s", 0.0),
+             stages.value("preprocessing_s", 0.0), stages.value("shuffle_s", 0.0), stages.value("enqueue_s", 0.0),
+             h.value("bound_by", std::string("-")));
+  if (h.contains("direct_io") && !h["direct_io"]["active"].get<bool>()) {
+    fmt::print("       note: {}\n", h["direct_io"]["note"].get<std::string>());
+  }
+}
+
+}  // namespace
 
 void PrintSummary(const json& report) {
   fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
@@ -421,14 +595,14 @@ void PrintSummary(const json& report) {
              report["topology"]["order"].get<std::string>(), report["loops"]["num_loops"].get<int64_t>(),
              report["loops"]["steps_per_loop"].get<int64_t>(), report["window"]["infeed_steps"].get<int64_t>(),
              report["window"]["note"].get<std::string>());
-  fmt::print("{:>6} {:>14} {:>12}\n", "host", "examples/s", "MB/s");
+  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s", "MB/s",
+             "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
   for (const json& h : report["hosts"]) {
-    if (!h.contains("examples_per_s")) continue;
-    fmt::print("{:>6} {:>14.0f} {:>12.1f}\n", h["host"].get<int>(), h["examples_per_s"].get<double>(),
-               h["bytes_per_s"].get<double>() / 1e6);
+    if (h.contains("examples_per_s")) PrintHostRow(h);
   }
-  fmt::print("{:>6} {:>14.0f} {:>12.1f}   (cores' dequeue rate)\n", "total",
-             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6);
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
+             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6,
+             CeilingBytesPerS(report.value("simulator_ceiling", json())) / 1e6);
   fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
   for (const json& c : report["cores"]) {
     if (!c["fed"].get<bool>()) continue;
@@ -440,10 +614,27 @@ void PrintSummary(const json& report) {
              report["step"]["mean_step_s"].get<double>() * 1e3, report["step"]["infeed_percent"].get<double>(),
              report["verdict"].get<std::string>());
   const json& b = report["step_breakdown"];
-  fmt::print("step parts (ms): infeed {:.3f}  compute {:.3f}  crs {:.3f}  apply {:.3f}  outfeed {:.3f}  "
-             "idle {:.3f}\n", b["infeed_s"].get<double>() * 1e3, b["compute_s"].get<double>() * 1e3,
-             b["crs_s"].get<double>() * 1e3, b["apply_s"].get<double>() * 1e3,
-             b["outfeed_s"].get<double>() * 1e3, b["idle_s"].get<double>() * 1e3);
+  fmt::print("step parts (ms): infeed {:.3f}  compute {:.3f}  crs {:.3f} (sync {:.3f})  apply {:.3f}  "
+             "device {:.3f}  outfeed {:.3f}  post-loop {:.3f}  idle {:.3f}\n",
+             b["infeed_s"].get<double>() * 1e3, b["compute_s"].get<double>() * 1e3,
+             b["crs_s"].get<double>() * 1e3, b["crs_sync_s"].get<double>() * 1e3,
+             b["apply_s"].get<double>() * 1e3, b["device_s"].get<double>() * 1e3,
+             b["outfeed_s"].get<double>() * 1e3, b["post_loop_s"].get<double>() * 1e3,
+             b["idle_s"].get<double>() * 1e3);
+  const json& pct = report["step"]["percentiles"];
+  fmt::print("step time p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms; infeed wait p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms\n",
+             pct["step_time_s"]["p50"].get<double>() * 1e3, pct["step_time_s"]["p90"].get<double>() * 1e3,
+             pct["step_time_s"]["p99"].get<double>() * 1e3, pct["infeed_wait_s"]["p50"].get<double>() * 1e3,
+             pct["infeed_wait_s"]["p90"].get<double>() * 1e3, pct["infeed_wait_s"]["p99"].get<double>() * 1e3);
+  if (!report["accelerator_utilization"].is_null()) {
+    const json& au = report["accelerator_utilization"];
+    fmt::print("accelerator utilization: mean {:.1f}%, min {:.1f}% (core {}/{})\n",
+               au["mean"].get<double>() * 100, au["min"].get<double>() * 100,
+               au["worst_core"]["host"].get<int>(), au["worst_core"]["ordinal"].get<int>());
+  }
+  if (report.contains("stragglers") && report["stragglers"]["ratio_to_median"].get<double>() >= 1.5) {
+    fmt::print("straggler: {}\n", report["stragglers"]["cause"].get<std::string>());
+  }
   if (report.contains("embedding")) {
     const json& e = report["embedding"];
     fmt::print("embedding: {:.0f} ids/s enqueued; lookups {:.3f} ms, gradient exchange {:.3f} ms per step; "
@@ -472,8 +663,28 @@ void PrintSummary(const json& report) {
     fmt::print("training: {} global steps, final loss {:.6f}\n", report["training"]["global_steps"].get<int64_t>(),
                report["training"]["final_loss"].get<double>());
   }
+  if (report.contains("shampoo")) shampoo::PrintReportSection(report["shampoo"]);
+  if (report.contains("replicas")) {
+    const json& r = report["replicas"];
+    if (r["identical"].get<bool>()) {
+      fmt::print("replicas: {} with identical parameters (checksum {})\n", r["checksums"].size(),
+                 r["checksums"][0]["checksum"].get<std::string>());
+    } else {
+      fmt::print("replicas: DIFFER at variable {} ({} vs {})\n",
+                 r["first_difference"]["variable"].get<std::string>(),
+                 r["first_difference"]["a"].get<std::string>(),
+                 r["first_difference"]["b"].get<std::string>());
+    }
+  }
   fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n",
              report["mpi_baseline"]["bytes_per_s"].get<double>() / 1e6);
+  if (report.value("simulator_ceiling", json()).is_object()) {
+    const json& c = report["simulator_ceiling"];
+    fmt::print("simulator ceiling (cached source, same shapes, same ranks): {:.0f} examples/s, {:.1f} MB/s; "
+               "this run reached {:.0f}% of it\n", c["examples_per_s"].get<double>(),
+               c["bytes_per_s"].get<double>() / 1e6,
+               100.0 * report["totals"]["bytes_per_s"].get<double>() / std::max(c["bytes_per_s"].get<double>(), 1e-9));
+  }
   std::fflush(stdout);
 }
 

@@ -1,8 +1,10 @@
-// What a run reports (design.md §5): per host and total infeed throughput, per core
-// time waiting for infeed and queue occupancy, per step infeed %, the measured
-// window (the first loop is warm-up), the input-bound verdict and a plain-MPI
-// baseline measured on the same ranks in the same run. Rank 0 builds it from every
-// rank's JSON stats, prints the end-of-run table and writes the versioned JSON.
+// What a run reports (design.md §5): per host and total infeed throughput, per
+// core the time waiting for infeed, queue occupancy and accelerator utilization,
+// the measured window (the first loop is warm-up), the step broken into its parts
+// with percentiles, the input-bound verdict, the slowest core when one holds the
+// others back, and a plain-MPI baseline measured on the same ranks. BuildReport is
+// pure arithmetic over every rank's typed metrics (sim/metrics.h) and unit-tested;
+// rank 0 prints the end-of-run table and writes the versioned JSON.
 #pragma once
 
 #include <string>
@@ -13,11 +15,18 @@
 #include "cluster/communicator.h"
 #include "infeed/infeed_plan.h"
 #include "sim/loop_plan.h"
+#include "sim/metrics.h"
 #include "sim/simulation.h"
 
 namespace tpusim::sim {
 
-inline constexpr int kReportVersion = 1;
+namespace shampoo {
+class KeyTable;
+}
+
+// Version 2: per-step arrays gave way to window sums and histograms (percentiles
+// and accelerator utilization added); see the README for the changed fields.
+inline constexpr int kReportVersion = 2;
 
 // Every rank's `text`, in rank order, at rank 0 (empty elsewhere). Collective.
 std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text);
@@ -30,9 +39,30 @@ struct MpiBaseline {
 };
 MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::InfeedPlan& plan);
 
-nlohmann::json BuildReport(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                           const LoopPlan& loops, const std::vector<nlohmann::json>& ranks,
-                           double run_s, const MpiBaseline& baseline);
+// Hosts, world size, MPI version, git commit and build type of this run.
+nlohmann::json Environment(const SimulationContext& ctx);
+
+// When (UTC), from which config file (absolute path) and from which git commit of
+// the source tree ("" outside git) the report is made.
+nlohmann::json Provenance(const SimulationContext& ctx);
+
+// Everything a report is made of.
+struct ReportInputs {
+  const RunConfig& config;
+  const Slice& slice;
+  int64_t global_batch = 0;
+  LoopPlan loops;
+  std::vector<RankMetrics> ranks;  // in rank order
+  double run_s = 0;
+  MpiBaseline baseline;
+  nlohmann::json environment;
+  nlohmann::json provenance;
+};
+
+nlohmann::json BuildReport(const ReportInputs& inputs);
+
+// The `shampoo` section from the hosts' and cores' Shampoo metrics.
+nlohmann::json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>& ranks);
 
 // The end-of-run table on stdout.
 void PrintSummary(const nlohmann::json& report);

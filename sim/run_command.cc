@@ -19,9 +19,6 @@
 namespace tpusim::sim {
 namespace {
 
-constexpr int kExitInputError = 2;
-constexpr int kExitInternalError = 3;
-
 struct Setup {
   RunConfig config;
   std::optional<ValidatedRun> run;
@@ -31,7 +28,7 @@ struct Setup {
 // This machine's memory and the world ranks that share it.
 Machine MachineOfRank(const cluster::Communicator& world) {
   Machine machine = ThisMachine();
-  cluster::Communicator node = world.SplitByNode();
+  cluster::Communicator node = world.SplitShared();
   std::vector<double> here(static_cast<size_t>(world.size()), 0.0);
   here[static_cast<size_t>(world.rank())] = 1;
   node.AllreduceInPlace(here, MPI_SUM);
@@ -147,6 +144,11 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
     cluster::Communicators comms = cluster::Communicators::Create(*setup.role);
     SimulationContext context{setup.config, setup.run->slice, *setup.role, comms, options};
     return RunSimulation(context);
+  } catch (const OutputsFailed& e) {
+    // After the last collective: no peer waits for this rank, so it ends normally
+    // (MPI_Abort here has made mpirun itself crash in PMIx finalize).
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, e.what());
+    return kExitInputError;
   } catch (...) {
     // Alone or not, this rank prints its own line and brings every rank down;
     // `tpusim launch` runs mpirun --quiet so no banner follows it.

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
 #include <fmt/ranges.h>
 
+#include "base/spellings.h"
 #include "base/strict_yaml.h"
 #include "sim/config_node.h"
 
@@ -84,7 +86,7 @@ FeatureConfig ParseFeature(ConfigNode node) {
   FeatureConfig f;
   node.Get("dtype", f.dtype);
   node.Get("shape", f.shape);
-  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64"});
+  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
   int64_t elements = 1;
   for (int64_t d : f.shape) {
     if (d < 1 || d > kMaxCount) {
@@ -99,6 +101,45 @@ FeatureConfig ParseFeature(ConfigNode node) {
   return f;
 }
 
+void RequireFiniteNonNegative(ConfigNode& node, const std::string& key, double value, const std::string& zero) {
+  if (!(value >= 0) || !std::isfinite(value)) {
+    node.FailAt(key, fmt::format("must be a finite number >= 0{}, got {}", zero, value));
+  }
+}
+
+infeed::StorageConfig ParseStorage(ConfigNode node) {
+  infeed::StorageConfig s;
+  node.Get("bandwidth_mb_s", s.bandwidth_mb_s);
+  node.Get("latency_us", s.latency_us);
+  node.Get("request_kib", s.request_kib);
+  node.Get("concurrency", s.concurrency);
+  node.Get("direct_io", s.direct_io);
+  RequireFiniteNonNegative(node, "bandwidth_mb_s", s.bandwidth_mb_s, " (0 = unlimited)");
+  RequireFiniteNonNegative(node, "latency_us", s.latency_us, "");
+  RequirePositive(node, "request_kib", s.request_kib);
+  RequirePositive(node, "concurrency", s.concurrency);
+  node.Finish();
+  return s;
+}
+
+// Keys that only one source reads are errors with the others, so a run never
+// silently ignores what the user asked for.
+void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
+  if (in.source != "files") {
+    for (const char* key : {"storage", "shuffle_buffer"}) {
+      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: files reads it (source is {})", in.source));
+    }
+  }
+  if (in.source != "cached" && node.Has("cache_steps")) {
+    node.FailAt("cache_steps", fmt::format("only input.source: cached reads it (source is {})", in.source));
+  }
+  if (in.source == "cached") {
+    for (const char* key : {"cpu_us_per_example", "max_examples_per_sec"}) {
+      if (node.Has(key)) node.FailAt(key, "the cached source has no preprocessing (it measures the transport)");
+    }
+  }
+}
+
 InputConfig ParseInput(ConfigNode node) {
   InputConfig in;
   node.Get("source", in.source);
@@ -107,7 +148,19 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("global_batch", in.global_batch);
   node.Get("max_examples_per_sec", in.max_examples_per_sec);
   node.Get("cpu_us_per_example", in.cpu_us_per_example);
-  RequireOneOf(node, "source", in.source, {"synthetic", "files"});
+  node.Get("cache_steps", in.cache_steps);
+  node.Get("shuffle_buffer", in.shuffle_buffer);
+  node.Get("prefetch", in.prefetch);
+  if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
+  RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
+  CheckSourceKeys(node, in);
+  RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
+  if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
+  RequireRange(node, "shuffle_buffer", in.shuffle_buffer, 0, kMaxCount);
+  if (in.prefetch < 0) {
+    node.FailAt("prefetch", fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
+  }
+  RequireRange(node, "prefetch", in.prefetch, 0, kMaxQueueDepth);
   RequirePositive(node, "global_batch", in.global_batch);
   if (in.source == "files" && in.data_dir.empty()) {
     node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");
@@ -160,6 +213,46 @@ void ParseAdafactor(ConfigNode node, optim::AdafactorParams& a) {
   node.Finish();
 }
 
+void ParseShampoo(ConfigNode node, optim::ShampooParams& p,
+                  optim::PreconditionerServiceConfig& service) {
+  node.Get("momentum", p.momentum);
+  node.Get("start_preconditioning_steps", p.start_preconditioning_steps);
+  node.Get("initial_accumulator_value", p.initial_accumulator_value);
+  node.Get("block_size", p.block_size);
+  node.Get("block_partition_threshold_size", p.block_partition_threshold_size);
+  node.Get("max_any_dim", p.max_any_dim);
+  node.Get("matrix_epsilon", p.matrix_epsilon);
+  node.Get("second_moment_averaging", p.second_moment_averaging);
+  node.Get("fallback_to_diagonal_dim", p.fallback_to_diagonal_dim);
+  node.Get("statistics_computation_frequency", p.statistics_computation_frequency);
+  node.Get("inverse_failure_threshold", p.inverse_failure_threshold);
+  ConfigNode pre = node.Child("preconditioner");
+  auto parse = [&pre](const std::string& key, auto parser, auto& out) {
+    std::string text;
+    pre.Get(key, text);
+    if (pre.Has(key)) out = parser(text, pre.source() + ": " + pre.KeyPath(key));
+  };
+  parse("mode", &optim::ParsePreconditionerMode, service.mode);
+  parse("placement", &optim::ParsePreconditionerPlacement, service.placement);
+  parse("method", &optim::ParseInverseRootMethod, service.method);
+  pre.Get("delay_loops", service.delay_loops);
+  pre.Get("threads", service.threads);
+  pre.Finish();
+  node.Finish();
+}
+
+void ParseAdaGraft(ConfigNode node, optim::AdaGraftConfig& a) {
+  for (const char* child : {"magnitude_optimizer", "direction_optimizer"}) {
+    if (!node.Has(child)) continue;
+    auto parsed = std::make_shared<optim::OptimizerConfig>(ParseOptimizer(node.Child(child)));
+    (std::string(child) == "magnitude_optimizer" ? a.magnitude_optimizer : a.direction_optimizer) =
+        std::move(parsed);
+  }
+  node.GetOptional("direction_optimizer_lr", a.direction_optimizer_lr);
+  node.Get("use_global_norm", a.use_global_norm);
+  node.Finish();
+}
+
 optim::OptimizerConfig ParseOptimizer(ConfigNode node) {
   optim::OptimizerConfig o;
   node.Get("name", o.name);
@@ -177,6 +270,8 @@ optim::OptimizerConfig ParseOptimizer(ConfigNode node) {
   adam.Get("epsilon", o.adam.epsilon);
   adam.Finish();
   ParseAdafactor(node.Child("adafactor"), o.adafactor);
+  ParseShampoo(node.Child("shampoo"), o.shampoo, o.shampoo_preconditioner);
+  ParseAdaGraft(node.Child("adagraft"), o.adagraft);
   for (ConfigNode& entry : node.Sequence("optimizer_map")) {
     optim::CompositeEntry e;
     entry.Get("pattern", e.pattern);
@@ -201,10 +296,12 @@ TrainConfig ParseTrain(ConfigNode node) {
   node.Get("clip_gradient_norm_to_value", t.adjust.clip_gradient_norm_to_value);
   node.Get("clip_gradient_single_norm_to_value", t.adjust.clip_gradient_single_norm_to_value);
   node.Get("grad_norm_to_clip_to_zero", t.adjust.grad_norm_to_clip_to_zero);
+  node.Get("check_replicas", t.check_replicas);
   t.optimizer = ParseOptimizer(node.Child("optimizer"));
   RequireOneOf(node, "accumulator", t.accumulator, {"gradient_aggregation", "lingvo"});
   RequireOneOf(node, "crs", t.crs, {"ring", "mpi"});
   optim::ValidateOptimizerConfig(t.optimizer, node.source() + ": train.optimizer");
+  optim::ShampooServiceConfig(t.optimizer, node.source() + ": train.optimizer");
   optim::ValidateGradientAdjustmentParams(t.adjust, node.source() + ": train");
   RequirePositive(node, "steps", t.steps);
   RequirePositive(node, "iterations_per_loop", t.iterations_per_loop);
@@ -227,10 +324,119 @@ ModelSection ParseModel(ConfigNode node) {
   return m;
 }
 
+FaultsConfig ParseFaults(ConfigNode node) {
+  FaultsConfig f;
+  node.Get("preconditioner_delay_ms", f.preconditioner_delay_ms);
+  node.Get("nonfinite_statistics_loop", f.nonfinite_statistics_loop);
+  if (!(f.preconditioner_delay_ms >= 0) || !std::isfinite(f.preconditioner_delay_ms)) {
+    node.FailAt("preconditioner_delay_ms", "must be a finite number >= 0");
+  }
+  if (f.nonfinite_statistics_loop < -1) {
+    node.FailAt("nonfinite_statistics_loop", "must be >= 0, or -1 for none");
+  }
+  for (ConfigNode& entry : node.Sequence("slow_cores")) {
+    FaultsConfig::SlowCore c;
+    entry.Get("host", c.host);
+    entry.Get("ordinal", c.ordinal);
+    entry.Get("factor", c.factor);
+    entry.Get("from_step", c.from_step);
+    if (!std::isfinite(c.factor) || c.factor <= 0) entry.FailAt("factor", "must be a finite number > 0");
+    if (c.from_step < 0) entry.FailAt("from_step", "must be >= 0");
+    entry.Finish();
+    f.slow_cores.push_back(c);
+  }
+  for (ConfigNode& entry : node.Sequence("slow_hosts")) {
+    FaultsConfig::SlowHost h;
+    entry.Get("host", h.host);
+    entry.Get("factor", h.factor);
+    entry.Get("from_step", h.from_step);
+    if (!std::isfinite(h.factor) || h.factor <= 0) entry.FailAt("factor", "must be a finite number > 0");
+    if (h.from_step < 0) entry.FailAt("from_step", "must be >= 0");
+    entry.Finish();
+    f.slow_hosts.push_back(h);
+  }
+  ConfigNode stall = node.Child("stall");
+  stall.Get("rank", f.stall.rank);
+  stall.Get("step", f.stall.step);
+  stall.Get("seconds", f.stall.seconds);
+  std::string phase;
+  stall.Get("phase", phase);
+  if (stall.Has("phase")) {
+    static constexpr Spellings<FaultsConfig::Phase, 2> kPhases{
+        {{"step", FaultsConfig::Phase::kStep}, {"outfeed", FaultsConfig::Phase::kOutfeed}}};
+    f.stall.phase = ParseSpelling(kPhases, phase, node.source() + ": " + stall.KeyPath("phase"));
+  }
+  if (f.stall.step < 0) stall.FailAt("step", "must be >= 0");
+  if (!(f.stall.seconds >= 0) || !std::isfinite(f.stall.seconds)) {
+    stall.FailAt("seconds", "must be a finite number >= 0");
+  }
+  stall.Finish();
+  ConfigNode kill = node.Child("kill");
+  kill.Get("rank", f.kill.rank);
+  kill.Get("step", f.kill.step);
+  if (f.kill.step < 0) kill.FailAt("step", "must be >= 0");
+  kill.Finish();
+  node.Finish();
+  return f;
+}
+
+RunSection ParseRunSection(ConfigNode node) {
+  RunSection r;
+  node.GetOptional("watchdog_s", r.watchdog_s);
+  if (r.watchdog_s && (!(*r.watchdog_s >= 0) || !std::isfinite(*r.watchdog_s))) {
+    node.FailAt("watchdog_s", "must be a finite number of seconds >= 0 (0 = no watchdog)");
+  }
+  node.Finish();
+  return r;
+}
+
+void RequireFiniteAtLeast(ConfigNode& node, const std::string& key, double value, double low) {
+  if (!std::isfinite(value) || value < low) {
+    node.FailAt(key, fmt::format("must be a finite number >= {}, got {}", low, value));
+  }
+}
+
 DeviceConfig ParseDevice(ConfigNode node) {
+  static constexpr Spellings<StepTimeDistribution, 5> kDistributions{
+      {{"constant", StepTimeDistribution::kConstant},
+       {"normal", StepTimeDistribution::kNormal},
+       {"uniform", StepTimeDistribution::kUniform},
+       {"lognormal", StepTimeDistribution::kLognormal},
+       {"gamma", StepTimeDistribution::kGamma}}};
   DeviceConfig d;
   node.Get("step_time_us", d.step_time_us);
   RequireRealRange(node, "step_time_us", d.step_time_us, 0.0, kMaxMicros);
+  d.mean_us = d.step_time_us;
+  ConfigNode step_time = node.Child("step_time");
+  std::string distribution;
+  step_time.Get("distribution", distribution);
+  if (step_time.Has("distribution")) {
+    d.distribution = ParseSpelling(kDistributions, distribution,
+                                   node.source() + ": " + step_time.KeyPath("distribution"));
+  }
+  step_time.Get("mean_us", d.mean_us);
+  step_time.Get("stddev_us", d.stddev_us);
+  RequireRealRange(step_time, "mean_us", d.mean_us, 0.0, kMaxMicros);
+  RequireRealRange(step_time, "stddev_us", d.stddev_us, 0.0, kMaxMicros);
+  if (step_time.Has("mean_us") && node.Has("step_time_us")) {
+    node.FailAt("step_time_us", "give either step_time_us or step_time.mean_us, not both");
+  }
+  step_time.Finish();
+  node.Get("flops_per_example", d.flops_per_example);
+  RequireFiniteAtLeast(node, "flops_per_example", d.flops_per_example, 0);
+  if (d.flops_per_example > 0 && d.mean_us > 0) {
+    node.FailAt("flops_per_example", "sets the mean step time; leave step_time.mean_us at 0");
+  }
+  node.Get("core_jitter", d.core_jitter);
+  RequireFiniteAtLeast(node, "core_jitter", d.core_jitter, 0);
+  const bool spread = d.distribution != StepTimeDistribution::kConstant;
+  if ((d.distribution == StepTimeDistribution::kLognormal ||
+       d.distribution == StepTimeDistribution::kGamma) && d.mean_us <= 0 && d.flops_per_example <= 0) {
+    node.FailAt("step_time.mean_us", "must be > 0 for a lognormal or gamma step time");
+  }
+  if (!spread && d.stddev_us > 0) {
+    node.FailAt("step_time.stddev_us", "needs a distribution other than constant");
+  }
   node.Finish();
   return d;
 }
@@ -297,10 +503,13 @@ void SortByName(std::vector<T>& items) {
 }
 
 // Tables and features in name order, as TPUEmbedding keeps them (infeed.md §5.1).
-EmbeddingSection ParseEmbedding(ConfigNode node) {
+// The tables accumulate over the train section's micro-batches (embedding.update).
+EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
   EmbeddingSection e;
   embedding::Sharding sharding = embedding::Sharding::kDiv;
   GetEnum(node, "sharding", sharding, &embedding::ParseSharding);
+  GetEnum(node, "update", e.config.update, &embedding::ParseUpdateMode);
+  e.config.num_micro_batches = train.num_micro_batches;
   ConfigNode tables = node.Child("tables");
   for (const std::string& name : tables.Keys()) {
     RequireName(tables, name);
@@ -335,11 +544,6 @@ std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
 
 }  // namespace
 
-bool IsTopologyFile(const std::string& path) {
-  YAML::Node node = LoadYamlFile(path);
-  return node.IsMap() && node["mesh_shape"];
-}
-
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
   return ParseRunConfig(LoadStrictYamlFile(path), path, overrides);
 }
@@ -357,16 +561,20 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   config.resolved = YAML::Clone(root);
   ConfigNode top(root, "", path);
   top.Get("topology", config.topology_ref);
+  top.Get("topology_generation", config.topology_generation);
   config.cluster = ParseCluster(top.Child("cluster"));
   config.input = ParseInput(top.Child("input"));
   config.infeed = ParseInfeed(top.Child("infeed"));
   config.train = ParseTrain(top.Child("train"));
   config.model = ParseModel(top.Child("model"));
   config.device = ParseDevice(top.Child("device"));
-  config.embedding = ParseEmbedding(top.Child("embedding"));
+  config.embedding = ParseEmbedding(top.Child("embedding"), config.train);
+  config.faults = ParseFaults(top.Child("faults"));
+  config.run = ParseRunSection(top.Child("run"));
   top.Finish();
   CheckEmbeddingNames(config);
-  config.topology_path = cluster::ResolveTopologyPath(config.topology_ref, TopologySearchDirs(path));
+  config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),
+                                             config.topology_generation);
   return config;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 #include "embedding/config.h"
+#include "infeed/storage_model.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 #include "sim/model/mlp.h"
@@ -37,8 +40,12 @@ struct FeatureConfig {
 };
 
 struct InputConfig {
-  std::string source = "synthetic";  // synthetic | files
+  std::string source = "synthetic";  // synthetic | files | cached
   std::string data_dir;              // files: dataset directory (tpusim gen-data)
+  int64_t cache_steps = 2;           // cached: pre-built host batches, cycled over the steps
+  int64_t shuffle_buffer = 0;        // files: examples in the shuffle buffer; 0 = none
+  int prefetch = 0;                  // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
+  infeed::StorageConfig storage;     // files: the storage model charged for every read
   uint64_t seed = 1;
   int64_t global_batch = 128;
   std::map<std::string, FeatureConfig> features{{"x", {"float32", {64}}}};
@@ -68,6 +75,10 @@ struct TrainConfig {
   std::string crs = "ring";          // ring | mpi
   optim::OptimizerConfig optimizer;
   optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
+  // Fail the run (after writing the report) when two training cores end with
+  // different parameter bits: replicas must assign the same updates at the same
+  // step, so a difference is a bug, never rounding.
+  bool check_replicas = true;
 };
 
 struct ModelSection {
@@ -75,8 +86,17 @@ struct ModelSection {
   sim::model::ModelConfig config;
 };
 
+// The modeled accelerator time of a core's step, on top of the real work
+// (sim/device_model.h): a distribution sampled per core and step, seeded.
+enum class StepTimeDistribution { kConstant, kNormal, kUniform, kLognormal, kGamma };
+
 struct DeviceConfig {
-  double step_time_us = 0;           // modeled accelerator time per step on top of real work
+  double step_time_us = 0;           // shorthand for a constant step_time.mean_us
+  StepTimeDistribution distribution = StepTimeDistribution::kConstant;
+  double mean_us = 0;                // step_time.mean_us (set from step_time_us when given)
+  double stddev_us = 0;              // step_time.stddev_us, >= 0; truncated at 0
+  double flops_per_example = 0;      // > 0: the mean is rows x FLOPs / core_peak_tflops
+  double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
 };
 
 // The TPU embedding of the model (design.md §4.1 `embedding:`): tables and the
@@ -88,10 +108,50 @@ struct EmbeddingSection {
   bool enabled() const { return !config.features.empty(); }
 };
 
+// Faults injected on purpose, for tests of what a run does when things go wrong.
+struct FaultsConfig {
+  double preconditioner_delay_ms = 0;       // every Shampoo root also sleeps this long
+  int64_t nonfinite_statistics_loop = -1;   // the Shampoo statistics sent after this loop are NaN
+  enum class Phase { kStep, kOutfeed };
+  struct Stall {
+    int rank = -1;       // this world rank stops responding ...
+    int64_t step = 0;    // ... when it reaches this infeed step ...
+    double seconds = 0;  // ... for this long (busy, not waiting) ...
+    Phase phase = Phase::kStep;  // ... at its start, or (a core) right before its outfeed
+  } stall;
+  struct Kill {
+    int rank = -1;       // this world rank kills itself (SIGKILL) ...
+    int64_t step = 0;    // ... when it reaches this infeed step
+  } kill;
+  // Stragglers: a core whose device time, or a host whose input pipeline, takes
+  // `factor` times as long from infeed step `from_step` on.
+  struct SlowCore {
+    int host = 0;
+    int ordinal = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  struct SlowHost {
+    int host = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  std::vector<SlowCore> slow_cores;
+  std::vector<SlowHost> slow_hosts;
+};
+
+// How a run guards itself.
+struct RunSection {
+  // Deadline of every blocking wait; empty = generous default scaled with the
+  // slice (120 s + 0.5 s per rank); 0 = no watchdog.
+  std::optional<double> watchdog_s;
+};
+
 struct RunConfig {
   std::string source;                // the run file
   std::string topology_ref = "v3-8";
-  std::string topology_path;         // resolved
+  std::string topology_generation;   // figures for an imported device list / TopologyProto
+  cluster::TopologySource topology;  // resolved from topology_ref
   ClusterConfig cluster;
   InputConfig input;
   InfeedConfig infeed;
@@ -99,6 +159,8 @@ struct RunConfig {
   ModelSection model;
   DeviceConfig device;
   EmbeddingSection embedding;
+  FaultsConfig faults;
+  RunSection run;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 
@@ -124,8 +186,5 @@ cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
 void CheckComputationShape(const std::vector<int>& shape, const std::string& key);
 // The product of a checked computation shape (cores per replica).
 int64_t ShapeProduct(const std::vector<int>& shape);
-
-// True when `path` is a topology document (has mesh_shape) rather than a run file.
-bool IsTopologyFile(const std::string& path);
 
 }  // namespace tpusim::sim

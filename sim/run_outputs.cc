@@ -28,7 +28,8 @@ void CheckRunOutputs(const RunOptions& options) {
   std::map<std::string, const char*> seen;
   for (const OutputFile& out : {OutputFile{"--report", options.report_path},
                                 OutputFile{"--placement-log", options.placement_log_path},
-                                OutputFile{"--trace", options.trace_path}}) {
+                                OutputFile{"--trace", options.trace_path},
+                                OutputFile{"--steps-csv", options.steps_csv_path}}) {
     if (out.path.empty()) continue;
     auto [it, inserted] = seen.emplace(Canonical(out.path), out.flag);
     if (!inserted) Fail("{} {}: the same file as {}; give each output its own path", out.flag, out.path, it->second);
@@ -50,7 +51,7 @@ void OutputWrites::Try(const std::function<void()>& write) {
 
 void OutputWrites::ThrowIfAnyFailed() const {
   if (failures_.empty()) return;
-  Fail("{}", fmt::join(failures_, "; "));
+  throw OutputsFailed(fmt::format("{}", fmt::join(failures_, "; ")));
 }
 
 }  // namespace tpusim::sim

@@ -1,4 +1,5 @@
-// A run's output files (--report, --placement-log, --trace, --params-out): checked
+// A run's output files (--report, --placement-log, --trace, --steps-csv,
+// --params-out): checked
 // for writability before the first step by the rank that writes them (rank 0;
 // `tpusim launch` checks too, before mpirun starts), and written at the end so
 // that one failing output never loses the others. Each file is written atomically
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "sim/run_command.h"
 
 namespace tpusim::sim {
@@ -18,13 +20,20 @@ namespace tpusim::sim {
 // --params-out a folder that exists or can be created.
 void CheckRunOutputs(const RunOptions& options);
 
+// The outputs of a finished run failed. Thrown after the run's last collective, so
+// the rank need not bring its peers down: it prints the line and exits non-zero.
+class OutputsFailed : public Error {
+ public:
+  using Error::Error;
+};
+
 // Collects the failures of several independent writes so that every write is tried.
 class OutputWrites {
  public:
   // Runs `write`; whatever it throws is kept (as its one-line message) instead of
   // stopping the other writes.
   void Try(const std::function<void()>& write);
-  // Throws one Error listing every failure ("a; b"), if any.
+  // Throws one OutputsFailed listing every failure ("a; b"), if any.
   void ThrowIfAnyFailed() const;
 
  private:

@@ -17,6 +17,7 @@
 #include "sim/embedding_layer.h"
 #include "sim/input_pipeline.h"
 #include "sim/model/mlp.h"
+#include "sim/shampoo/key_table.h"
 
 namespace tpusim::sim {
 namespace {
@@ -68,10 +69,19 @@ void CheckBatchTime(const RunConfig& config, const infeed::InfeedPlan& plan) {
   }
 }
 
+// Host batches a host holds at once: built ahead of the enqueue (input.prefetch)
+// or cycled (input.cache_steps), plus the queue's.
+double HostBatchesHeld(const RunConfig& config) {
+  const InputConfig& in = config.input;
+  const double ahead = in.prefetch > 0 ? in.prefetch : 2.0 * config.infeed.parallelism + config.infeed.queue_depth;
+  return ahead + (in.source == "cached" ? static_cast<double>(in.cache_steps) : 0.0);
+}
+
 // Optimizer slots per parameter, at most (adafactor counted unfactored).
 int SlotsPerParameter(const optim::OptimizerConfig& o) {
   if (o.name == "momentum" || o.name == "adagrad") return 1;
   if (o.name == "adam" || o.name == "adafactor") return 2;
+  if (o.name == "shampoo") return 4;  // grafting, momentum and (blocked) statistics, roughly
   int slots = 0;
   for (const optim::CompositeEntry& e : o.optimizer_map) slots = std::max(slots, SlotsPerParameter(e.optimizer));
   return slots;
@@ -138,7 +148,8 @@ void CheckModelWidth(const RunConfig& config, double width) {
 // Builds the model's variables and registers them with the optimizer exactly as a
 // core does, so a composite pattern that matches twice or not at all, or a pattern
 // that cannot be compiled, fails here and not on a core mid-run.
-void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan) {
+// The Shampoo key table is built the way the run builds it too.
+void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan, const Slice& slice) {
   if (!config.model.enabled) return;
   InContext(config.source, [&] { CheckTrainable(config, plan); });
   CheckModelWidth(config, ModelWidth(config, plan.features()));
@@ -146,6 +157,7 @@ void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan) {
   std::unique_ptr<optim::Optimizer> optimizer =
       optim::MakeOptimizer(config.train.optimizer, config.source + ": train.optimizer");
   for (const model::Variable& v : model.trainable()) optimizer->AddVariable(v.spec);
+  InContext(config.source, [&] { shampoo::BuildRunKeyTable(config, plan, slice); });
 }
 
 void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
@@ -196,7 +208,8 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
   const double row_bytes = ExampleBytes(plan.features()) + sizeof(int64_t);
   for (const infeed::HostPlan& h : plan.hosts()) {
     if (!OnMachine(machine, layout.host_rank(h.host))) continue;
-    m.host_batches_bytes += (2.0 * in.parallelism + in.queue_depth) * static_cast<double>(h.rows_per_step) * row_bytes;
+    m.host_batches_bytes += HostBatchesHeld(config) * static_cast<double>(h.rows_per_step) * row_bytes +
+                            static_cast<double>(config.input.shuffle_buffer) * row_bytes;
   }
   for (const infeed::HostPlan& h : plan.hosts()) {
     for (const infeed::ShardRoute& r : h.shards) {
@@ -226,14 +239,15 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   LoopPlan loops = MakeLoopPlan(config.train);
   CheckExampleIdsFit(config, loops);
   CheckPartitionDimsNameFeatures(config);
-  cluster::Topology topology = cluster::LoadTopologyFile(config.topology_path);
+  cluster::Topology topology = cluster::LoadTopology(config.topology);
   cluster::DeviceAssignmentOptions options = AssignmentOptions(config.cluster, topology, config.source);
   Slice slice = InContext(config.source + ": cluster", [&] { return BuildSlice(topology, options); });
+  CheckAgainstSlice(config, slice);
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);
   MemoryEstimate memory = EstimateMemory(config, slice, plan, machine);
   CheckMemory(config, memory, machine);
-  CheckTrainer(config, plan);
+  CheckTrainer(config, plan, slice);
   CheckDataset(config, plan);
   return ValidatedRun{std::move(slice), std::move(plan), loops, memory};
 }

@@ -1,10 +1,12 @@
 // The one validation of a run. `tpusim validate`, `tpusim launch` (before it starts
 // mpirun) and every rank of `tpusim run` (before its first message) call
 // ValidateRun, so they accept and refuse exactly the same inputs with the same
-// message: the device assignment (TF's rules, idle cores allowed), the infeed plan
+// message: the device assignment (TF's rules, idle cores allowed), the fault
+// targets on the slice (sim/slice.h CheckAgainstSlice), the infeed plan
 // (a batch that cannot be sharded), sizes that would overflow, waits that would
 // not end, the memory the run needs against what the machine has, the trainer's
-// inputs and the composite optimizer's routing of the model's variable names, and
+// inputs, the composite optimizer's routing of the model's variable names and
+// Shampoo's key table, and
 // the dataset of input.source: files. Output paths are checked separately
 // (sim/run_outputs.h) by whoever writes them.
 #pragma once

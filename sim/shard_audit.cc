@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "base/atomic_file.h"
 #include "base/error.h"
+#include "sim/input_pipeline.h"
 
 namespace tpusim::sim {
 
@@ -31,7 +31,8 @@ json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& pla
 }
 
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or
-// (with infeed.verify) bytes that differ from the synthetic function of their ids.
+// (with infeed.verify) bytes that differ from the synthetic function of their ids
+// (for the cached source: of the ids whose values the pool holds, ValueExampleId).
 void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
                 const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
   const infeed::ShardHeader& h = shard.header;
@@ -45,6 +46,7 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    for (int64_t& id : ids) id = ValueExampleId(ctx.config, id);
     std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
     infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
                                               pieces.at(plan.features()[f].name), ids, inner);
@@ -52,26 +54,6 @@ void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   }
 }
 
-void WritePlacementLog(const std::string& path, std::vector<json>& ranks) {
-  std::vector<std::string> lines;
-  for (json& r : ranks) {
-    if (!r.contains("placement")) continue;
-    std::string text = r["placement"].get<std::string>();
-    for (size_t start = 0; start < text.size();) {
-      size_t end = text.find('\n', start);
-      lines.push_back(text.substr(start, end - start));
-      start = end + 1;
-    }
-    r.erase("placement");
-  }
-  // Lines were produced per core in step order; the log is ordered step-major.
-  std::stable_sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
-    return json::parse(a)["step"].get<int64_t>() < json::parse(b)["step"].get<int64_t>();
-  });
-  std::string text;
-  for (const std::string& l : lines) text.append(l).push_back('\n');
-  WriteFileAtomically(path, "--placement-log " + path, text);
-}
 
 
 }  // namespace tpusim::sim

@@ -1,7 +1,7 @@
 // Auditing what a core dequeued: the placement-log line of every shard
 // (design.md §3), the check that a shard reached the core it names (and, with
-// infeed.verify, holds the synthetic values of its example ids), and rank 0's
-// merged placement log.
+// infeed.verify, holds the synthetic values of its example ids). The log streams
+// to its file as the run goes (sim/rank_streams.h).
 #pragma once
 
 #include <string>
@@ -26,8 +26,5 @@ nlohmann::json PlacementRecord(const SimulationContext& ctx, const infeed::Infee
 void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
                 const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard);
 
-// Rank 0: writes every rank's "placement" lines step-major to `path` and drops them
-// from `ranks`. Throws Error naming the path when it cannot be written.
-void WritePlacementLog(const std::string& path, std::vector<nlohmann::json>& ranks);
 
 }  // namespace tpusim::sim

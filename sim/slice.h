@@ -8,6 +8,7 @@
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 #include "sim/run_config.h"
 
 namespace tpusim::sim {
@@ -26,13 +27,21 @@ struct Slice {
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options);
 
-// CONFIG on the command line may be a run file, a topology file or a topology
-// name; this resolves it to a topology and, for run files, the run config.
+// Checks what a run config names on the slice: faults.slow_cores / slow_hosts /
+// stall / kill must name hosts, cores and ranks that exist. Throws Error naming
+// the key, the value and what the slice has.
+void CheckAgainstSlice(const RunConfig& config, const Slice& slice);
+
+// CONFIG on the command line may be a run file, a topology file (YAML, JAX device
+// list or TopologyProto), a topology name or an accelerator type; this resolves it
+// to a topology and, for run files, the run config. A non-empty `generation`
+// (--generation) overrides the run file's topology_generation.
 struct ConfigTarget {
   bool is_run = false;
   RunConfig run;               // valid when is_run
-  std::string topology_path;
+  cluster::TopologySource topology;
 };
-ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides);
+ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides,
+                                 const std::string& generation = "");
 
 }  // namespace tpusim::sim

@@ -9,6 +9,7 @@
 
 #include "infeed/split.h"
 #include "infeed/synthetic_source.h"
+#include "tests/bench/memcpy_baseline.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -40,15 +41,7 @@ void BM_SplitCopy(benchmark::State& state) {
 }
 
 void BM_SplitCopyBaseline(benchmark::State& state) {
-  size_t total = static_cast<size_t>(RowsPerShard(state) * kShards * kRowBytes);
-  std::vector<std::byte> source(total, std::byte{1});
-  std::vector<std::byte> target(total);
-  for (auto _ : state) {
-    std::memcpy(target.data(), source.data(), total);
-    benchmark::ClobberMemory();
-  }
-  if (target != source) state.SkipWithError("memcpy baseline copied wrong bytes");
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(total));
+  bench::RunMemcpyBaseline(state, static_cast<size_t>(RowsPerShard(state) * kShards * kRowBytes));
 }
 
 BENCHMARK(BM_SplitCopy)->RangeMultiplier(4)->Range(64 << 10, 4 << 20);

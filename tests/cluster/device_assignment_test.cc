@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "cluster/topology_source.h"
 #include "tests/common/error_of.h"
 
 namespace tpusim::cluster {

@@ -1,4 +1,5 @@
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -379,30 +380,30 @@ TEST(TopologyParseTest, MissingFileIsAnError) {
 }
 
 // ---------------------------------------------------------------------------
-// ResolveTopologyPath
+// ResolveTopology
 
-TEST(ResolveTopologyPathTest, ExistingPathWins) {
+TEST(ResolveTopologyTest, ExistingPathWins) {
   TempDir dir;
   const std::string path = dir.Write("v3-8", "not even yaml");
-  EXPECT_EQ(ResolveTopologyPath(path, {kTopologyDir}), path);
+  EXPECT_EQ(ResolveTopology(path, {kTopologyDir}).path, path);
 }
 
-TEST(ResolveTopologyPathTest, SearchDirsComeBeforeTheSourceTree) {
+TEST(ResolveTopologyTest, SearchDirsComeBeforeTheSourceTree) {
   TempDir dir;
   const std::string mine = dir.Write("v3-8.yaml", "name: mine\n");
-  EXPECT_EQ(ResolveTopologyPath("v3-8", {dir.path()}), mine);
-  EXPECT_EQ(ResolveTopologyPath("v3-8.yaml", {dir.path()}), mine);
-  EXPECT_EQ(ResolveTopologyPath("v4-32", {dir.path()}), kTopologyDir + "/v4-32.yaml");
+  EXPECT_EQ(ResolveTopology("v3-8", {dir.path()}).path, mine);
+  EXPECT_EQ(ResolveTopology("v3-8.yaml", {dir.path()}).path, mine);
+  EXPECT_EQ(ResolveTopology("v4-32", {dir.path()}).path, kTopologyDir + "/v4-32.yaml");
 }
 
-TEST(ResolveTopologyPathTest, ConfigDirFromEnvironmentComesBeforeTheSourceTree) {
+TEST(ResolveTopologyTest, ConfigDirFromEnvironmentComesBeforeTheSourceTree) {
   TempDir dir;
   fs::create_directories(fs::path(dir.path()) / "topologies");
   const std::string mine = dir.Write("topologies/v3-8.yaml", "name: mine\n");
   const char* previous = std::getenv("TPUSIM_CONFIG_DIR");
   const std::string saved = previous ? previous : "";
   setenv("TPUSIM_CONFIG_DIR", dir.path().c_str(), 1);
-  const std::string resolved = ResolveTopologyPath("v3-8");
+  const std::string resolved = ResolveTopology("v3-8").path;
   if (previous) {
     setenv("TPUSIM_CONFIG_DIR", saved.c_str(), 1);
   } else {
@@ -411,15 +412,40 @@ TEST(ResolveTopologyPathTest, ConfigDirFromEnvironmentComesBeforeTheSourceTree) 
   EXPECT_EQ(resolved, mine);
 }
 
-TEST(ResolveTopologyPathTest, UnknownNameListsAvailableNames) {
-  EXPECT_THAT(ErrorOf([] { ResolveTopologyPath("v9-1024"); }),
+TEST(ResolveTopologyTest, UnknownNameListsAvailableNamesAndAcceleratorTypes) {
+  EXPECT_THAT(ErrorOf([] { ResolveTopology("v9-1024"); }),
               AllOf(HasSubstr("topology 'v9-1024'"), HasSubstr("configs/topologies"),
                     HasSubstr("available: "), HasSubstr("jf-8x8, v1-1, v2-8, v3-32, v3-8, v3-8-degraded, "
-                                                        "v4-32, v4-8, v5e-16")));
+                                                        "v4-32, v4-8, v5e-16"),
+                    HasSubstr("accelerator types: v2-N, v3-N, v4-N, v5litepod-N (alias v5e-N), "
+                              "v5p-N, v6e-N")));
 }
 
-TEST(ResolveTopologyPathTest, ResolvedShippedNameLoads) {
-  EXPECT_EQ(LoadTopologyFile(ResolveTopologyPath("v3-32")).num_hosts(), 4);
+TEST(ResolveTopologyTest, AcceleratorTypeWithoutAFileIsGenerated) {
+  const TopologySource source = ResolveTopology("v5p-128", {}, "v4");
+  EXPECT_EQ(source.path, "");
+  EXPECT_EQ(source.accelerator_type, "v5p-128");
+  EXPECT_EQ(source.generation, "v4");
+  EXPECT_EQ(LoadTopology(source).num_hosts(), 16);
+}
+
+TEST(ResolveTopologyTest, ResolvedShippedNameLoads) {
+  EXPECT_EQ(LoadTopology(ResolveTopology("v3-32")).num_hosts(), 4);
+}
+
+TEST(TopologyFileTest, RunConfigsAreNotTopologyFiles) {
+  TempDir dir;
+  EXPECT_FALSE(IsTopologyFile(dir.Write("run.yaml", "topology: v3-8\n")));
+  EXPECT_FALSE(IsTopologyFile(dir.Write("empty.yaml", "\n")));
+  EXPECT_TRUE(IsTopologyFile(kTopologyDir + "/v3-8.yaml"));
+  EXPECT_TRUE(IsTopologyFile(dir.Write("g.yaml", "name: g\ngeneration: v5p\nshape: 2x2x1\n")));
+  EXPECT_TRUE(IsTopologyFile(dir.Write("d.json", "[]")));
+}
+
+TEST(TopologyFileTest, MeshSizeIsCheckedWithoutOverflow) {
+  EXPECT_THAT(ParseError("name: t\nmesh_shape: [2147483647, 2147483647, 2147483647, 2147483647]\n"
+                         "host_bounds: [1, 1, 1]\n" + std::string(kHardware)),
+              HasSubstr("more than the supported 4194304 core positions"));
 }
 
 }  // namespace

@@ -19,52 +19,18 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "tests/e2e/tpusim_runs.h"
 
 namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
-
-struct Result {
-  int rc = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string Source(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
-
-std::string TempDir() {
-  static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("tpusim_e2e_" + std::to_string(getpid()))).string();
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-Result Shell(const std::string& command) {
-  Result r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) r.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
-
-// tpusim run under mpirun with `np` ranks (0 = what the config needs).
-Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
-  std::string tpusim = std::getenv("TPUSIM_BIN");
-  if (np == 0) np = std::stoi(Shell(tpusim + " ranks " + config).output);
-  return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
-               " --oversubscribe --bind-to none " + tpusim + " run " + config + " --quiet " + args);
-}
-
-std::vector<json> ReadLines(const std::string& path) {
-  std::vector<json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-  return lines;
-}
+using tpusim::e2e::ReadLines;
+using tpusim::e2e::Result;
+using tpusim::e2e::RunTpusim;
+using tpusim::e2e::Shell;
+using tpusim::e2e::Source;
+using tpusim::e2e::TempDir;
 
 std::vector<int64_t> Range(int64_t first, int64_t count) {
   std::vector<int64_t> out;
@@ -112,7 +78,7 @@ TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
   }
   ExpectEachExampleOnce(lines, "x", 4, 128);
   json rep = json::parse(std::ifstream(report));
-  EXPECT_EQ(rep["version"], 1);
+  EXPECT_EQ(rep["version"], 2);
   EXPECT_EQ(rep["loops"]["num_loops"], 2);
   EXPECT_EQ(rep["window"]["first_infeed_step"], 2);
   EXPECT_GT(rep["totals"]["examples_per_s"].get<double>(), 0);
@@ -244,48 +210,19 @@ TEST(EndToEnd, MalformedYamlAndMissingFileAreOneLineErrors) {
   EXPECT_THAT(malformed.output, HasSubstr("malformed YAML"));
   Result missing = Shell(tpusim + " validate " + TempDir() + "/nope.yaml");
   EXPECT_EQ(missing.rc, 2);
-  EXPECT_THAT(missing.output, HasSubstr("is neither an existing file nor a known name"));
-}
-
-TEST(EndToEnd, AKilledRankEndsTheRunWithoutHanging) {
-  std::string tpusim = std::getenv("TPUSIM_BIN");
-  std::string config = Source("configs/runs/v3-8-per-host.yaml");
-  // Cores model 20 ms per step, so the run lasts ~10 s; one core is killed after 2 s.
-  std::string run = "timeout -k 5 60 mpirun -np 9 --oversubscribe --bind-to none " + tpusim + " run " + config +
-                    " --quiet --set device.step_time_us=20000 --set train.steps=500";
-  Result r = Shell("(" + run + ") & sleep 3; pkill -9 -f 'tpusim run .*step_time_us=20000' -n; wait $!");
-  EXPECT_NE(r.rc, 0) << r.output;
-  EXPECT_NE(r.rc, 124) << "the run hung after a rank was killed: " << r.output;
+  EXPECT_THAT(missing.output,
+              HasSubstr("is neither an existing file, a known name nor a Cloud TPU accelerator type"));
 }
 
 }  // namespace
 
 namespace {
 
-// Every replica-0 variable written by --params-out, by relative path.
-std::map<std::string, std::vector<float>> ReadParams(const std::string& dir) {
-  std::map<std::string, std::vector<float>> params;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (entry.path().extension() != ".npy") continue;
-    tpusim::NpyArray a = tpusim::ReadNpy(entry.path().string());
-    std::vector<float> values(a.data.size() / sizeof(float));
-    std::memcpy(values.data(), a.data.data(), a.data.size());
-    params[std::filesystem::relative(entry.path(), dir).string()] = values;
-  }
-  return params;
-}
-
-// Largest |a - b| over every element of every variable (inf if the sets differ).
-double MaxDifference(const std::string& dir_a, const std::string& dir_b) {
-  auto a = ReadParams(dir_a), b = ReadParams(dir_b);
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0;
-  for (const auto& [name, values] : a) {
-    if (!b.count(name) || b[name].size() != values.size()) return INFINITY;
-    for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(double(values[i]) - b[name][i]));
-  }
-  return worst;
-}
+using tpusim::e2e::MaxDifference;
+using tpusim::e2e::ReadParams;
+using tpusim::e2e::RunTpusim;
+using tpusim::e2e::Source;
+using tpusim::e2e::TempDir;
 
 std::string TrainParams(const std::string& name, const std::string& config, const std::string& args,
                         int np = 0) {
@@ -318,6 +255,57 @@ TEST(TrainingInvariants, MicroBatchesOfGEqualOneStepOfKG) {
   std::string b = TrainParams("batch128", "configs/runs/v3-8-per-host.yaml", "--set input.global_batch=128");
   EXPECT_LT(MaxDifference(a, b), 1e-5);
 }
+
+// A dense feature and two tables (adagrad `users`, adam `items`); see the
+// embedding tests below.
+const char* kEmbeddingRun = "configs/runs/v3-8-embedding.yaml";
+
+struct TableAccumulationCase {
+  const char* name;
+  const char* table_optimizer;  // both tables
+  const char* table_learning_rate;
+  const char* micro_args;  // more --set for the runs of k micro-batches
+};
+
+class MicroBatchesWithTables : public ::testing::TestWithParam<TableAccumulationCase> {};
+
+// Issue 12 item 4: with embedding.update global_step (the default) the tables sum
+// the table gradients of the k micro-batches, scaled like the dense gradients, and
+// update once per global step, so k = 4 micro-batches of G = 32 train the tables and
+// the dense params like one step of 128 (the same examples: infeed step s holds
+// [32 s, 32 s + 32)). With micro_step (Lingvo's behaviour) the tables move four
+// times per global step and end up elsewhere, which shows the bound discriminates.
+TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
+  const TableAccumulationCase& c = GetParam();
+  std::string args;
+  for (const char* table : {"users", "items"}) {
+    std::string key = std::string(" --set embedding.tables.") + table + ".";
+    args += key + "optimizer=" + c.table_optimizer + key + "learning_rate=" + c.table_learning_rate;
+  }
+  const std::string micro =
+      " --set input.global_batch=32 --set train.num_micro_batches=4 " + std::string(c.micro_args);
+  std::string a = TrainParams(std::string("emb-micro4-") + c.name, kEmbeddingRun, args + micro);
+  std::string b = TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun,
+                              args + " --set input.global_batch=128");
+  auto params = ReadParams(a);
+  ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
+  ASSERT_EQ(params["embedding.items.npy"].size(), 5000u * 4);
+  EXPECT_LT(MaxDifference(a, b), 1e-5);
+  std::string lingvo = TrainParams(std::string("emb-micro4-per-micro-step-") + c.name,
+                                   kEmbeddingRun, args + micro + " --set embedding.update=micro_step");
+  EXPECT_GT(MaxDifference(lingvo, b), 1e-4);
+}
+
+// Lingvo's Accumulator counts micro-steps as global steps (train.steps = 6 x 4 in
+// the micro-batch runs); the tables apply when it applies, at global steps 3, 7, ...
+INSTANTIATE_TEST_SUITE_P(
+    TrainingInvariants, MicroBatchesWithTables,
+    ::testing::Values(TableAccumulationCase{"SgdTables", "sgd", "0.1", ""},
+                      TableAccumulationCase{"AdagradTables", "adagrad", "0.1", ""},
+                      TableAccumulationCase{"AdamTables", "adam", "0.0001", ""},
+                      TableAccumulationCase{"AdagradTablesLingvoAccumulator", "adagrad", "0.1",
+                                            "--set train.accumulator=lingvo --set train.steps=24"}),
+    [](const ::testing::TestParamInfo<TableAccumulationCase>& p) { return std::string(p.param.name); });
 
 TEST(TrainingInvariants, ReplicasOfGOverREqualOneReplicaOfG) {
   std::string a = TrainParams("r4", "configs/runs/v3-8-per-host.yaml",
@@ -367,7 +355,6 @@ namespace {
 // cores each owning a shard of both tables (9 ranks) must train what one core
 // holding whole tables (topology v1-1, 2 ranks) trains on the same examples —
 // tables and dense params alike.
-const char* kEmbeddingRun = "configs/runs/v3-8-embedding.yaml";
 
 struct EmbeddingCase {
   const char* name;
@@ -477,6 +464,10 @@ TEST(EmbeddingInvariants, ConfigErrorsNameTheKey) {
   Result combiner = RunTpusim(Source(kEmbeddingRun), "--set embedding.tables.users.combiner=max");
   EXPECT_NE(combiner.rc, 0);
   EXPECT_THAT(combiner.output, HasSubstr("embedding.tables.users.combiner"));
+  Result update = RunTpusim(Source(kEmbeddingRun), "--set embedding.update=loop");
+  EXPECT_NE(update.rc, 0);
+  EXPECT_THAT(update.output,
+              HasSubstr("embedding.update: 'loop' is not one of global_step|micro_step"));
 }
 
 }  // namespace

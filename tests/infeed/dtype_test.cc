@@ -17,19 +17,26 @@ using ::testing::HasSubstr;
 
 uint16_t Bf16OfBits(uint32_t float_bits) { return FloatToBFloat16(std::bit_cast<float>(float_bits)); }
 
+struct DTypeFacts {
+  DType dtype;
+  size_t size;
+  const char* name;
+  const char* descr;
+  bool floating;
+};
+
 TEST(DTypeTest, SizesNamesAndNpyDescrs) {
-  EXPECT_EQ(DTypeSize(DType::kFloat32), 4u);
-  EXPECT_EQ(DTypeSize(DType::kBFloat16), 2u);
-  EXPECT_EQ(DTypeSize(DType::kInt32), 4u);
-  EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
-  EXPECT_EQ(NpyDescr(DType::kFloat32), "<f4");
-  EXPECT_EQ(NpyDescr(DType::kBFloat16), "<u2");
-  EXPECT_EQ(NpyDescr(DType::kInt32), "<i4");
-  EXPECT_EQ(NpyDescr(DType::kInt64), "<i8");
-  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kInt32, DType::kInt64}) {
-    EXPECT_EQ(ParseDType(DTypeName(d), "k"), d);
+  const DTypeFacts facts[] = {{DType::kFloat32, 4, "float32", "<f4", true}, {DType::kBFloat16, 2, "bfloat16", "<u2", true},
+                              {DType::kInt32, 4, "int32", "<i4", false},    {DType::kInt64, 8, "int64", "<i8", false},
+                              {DType::kUInt8, 1, "uint8", "|u1", false},    {DType::kInt8, 1, "int8", "|i1", false}};
+  ASSERT_EQ(std::size(facts), std::size(kAllDTypes));
+  for (const DTypeFacts& f : facts) {
+    EXPECT_EQ(DTypeSize(f.dtype), f.size) << f.name;
+    EXPECT_EQ(DTypeName(f.dtype), f.name);
+    EXPECT_EQ(NpyDescr(f.dtype), f.descr) << f.name;
+    EXPECT_EQ(IsFloating(f.dtype), f.floating) << f.name;
+    EXPECT_EQ(ParseDType(f.name, "k"), f.dtype);
   }
-  EXPECT_EQ(DTypeName(DType::kBFloat16), "bfloat16");
 }
 
 TEST(DTypeTest, ParseErrorNamesKeyValueAndAllowed) {
@@ -38,7 +45,7 @@ TEST(DTypeTest, ParseErrorNamesKeyValueAndAllowed) {
     FAIL() << "expected Error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64)");
+              "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64, uint8, int8)");
   }
 }
 

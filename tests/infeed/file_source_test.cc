@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/npy.h"
+#include "infeed/stage_times.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -73,6 +74,81 @@ TEST_F(FileSourceTest, ShardsGoToHostsRoundRobin) {
   host1.ReadInto(1, rows1);  // reuses the tensors
   EXPECT_THAT(rows1.example_ids, ElementsAre(5, 6, 4, 5));
   EXPECT_TRUE(data.Verify(rows1.batch, rows1.example_ids).ok);
+}
+
+TEST_F(FileSourceTest, CompressedShardsReadTheSameExamples) {
+  SyntheticData data = Data();
+  WriteSyntheticDataset(dir_, data, 10, 3, /*compress=*/true);
+  EXPECT_FALSE(fs::exists(Path(0, "x")));
+  EXPECT_EQ(ReadNpyHeader(Path(1, "x") + ".zlib", NpyPayload::kCompressed).shape, (Shape{3, 3}));  // the header stays plain
+  FileSource source(dir_, data.specs(), 0, 1);
+  StageTimes times;
+  ExampleRows rows{MakeBatch(data.specs(), 12), std::vector<int64_t>(12)};
+  source.ReadRows(3, rows.batch, rows.example_ids, &times);
+  EXPECT_THAT(rows.example_ids, ElementsAre(3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4));
+  VerifyResult r = data.Verify(rows.batch, rows.example_ids);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST_F(FileSourceTest, CorruptCompressedPayloadIsNamed) {
+  WriteSyntheticDataset(dir_, Data(), 6, 1, true);
+  fs::resize_file(Path(0, "x") + ".zlib", fs::file_size(Path(0, "x") + ".zlib") - 8);
+  FileSource source(dir_, Data().specs(), 0, 1);
+  EXPECT_THAT([&] { source.Read(0, 2); },
+              ThrowsMessage<Error>(HasSubstr(Path(0, "x") + ".zlib: corrupt zlib payload")));
+}
+
+// Reads are charged to the storage model on the injected clock: with a fake clock
+// the file-read time is exactly the modeled one.
+TEST_F(FileSourceTest, ReadsPayTheStorageModel) {
+  SyntheticData data(11, {{"x", DType::kFloat32, {256}}}, {});  // 1 KiB per example
+  WriteSyntheticDataset(dir_, data, 64, 2);                       // shards of 32 examples
+  FakeClock clock;
+  StorageConfig storage;
+  storage.bandwidth_mb_s = 1;  // 1 byte per microsecond
+  storage.latency_us = 100;
+  storage.request_kib = 4;
+  storage.concurrency = 2;
+  FileSource source(dir_, data.specs(), 0, 1, storage, &clock);
+  StageTimes times;
+  ExampleRows rows{MakeBatch(data.specs(), 40), std::vector<int64_t>(40)};
+  // Rows [20, 60): 12 KiB from shard 0 (3 requests, 2 waves: 200 us of latency),
+  // then 28 KiB from shard 1 (7 requests, 4 waves: 400 us). The bandwidth bucket
+  // earns while latency is waited out, so at 1 byte/us the 40960 bytes set the time:
+  // 200 + 12088 (12288 bytes less the 200 earned), then 400 + 28272 (28672 less 400).
+  source.ReadRows(20, rows.batch, rows.example_ids, &times);
+  EXPECT_TRUE(data.Verify(rows.batch, rows.example_ids).ok);
+  EXPECT_EQ(clock.NowUs(), 40960);
+  EXPECT_DOUBLE_EQ(times.file_read_s, 40960e-6);
+  EXPECT_EQ(times.preprocessing_s, 0);
+}
+
+// /tmp is a disk filesystem here: O_DIRECT is used, with reads at offsets and of
+// lengths that are never block-aligned.
+TEST_F(FileSourceTest, DirectIoReadsUnalignedRowsExactly) {
+  SyntheticData data(11, {{"x", DType::kBFloat16, {7, 3}}}, {});  // 42-byte rows
+  StorageConfig direct;
+  direct.direct_io = true;
+  WriteSyntheticDataset(dir_, data, 300, 1);
+  FileSource on_disk(dir_, data.specs(), 0, 1, direct);
+  EXPECT_EQ(on_disk.direct_io_refusal(), "");
+  ExampleRows rows = on_disk.Read(97, 150);
+  EXPECT_TRUE(data.Verify(rows.batch, rows.example_ids).ok);
+  EXPECT_EQ(rows.batch, FileSource(dir_, data.specs(), 0, 1).Read(97, 150).batch);
+}
+
+// procfs refuses O_DIRECT (as tmpfs did before Linux 6.6): the file falls back to
+// buffered reads and says why.
+TEST(ReadOnlyFileTest, RefusedDirectIoFallsBackWithAReason) {
+  internal::ReadOnlyFile file("/proc/self/status", true);
+  EXPECT_FALSE(file.direct());
+  EXPECT_THAT(file.refusal(), HasSubstr("/proc/self/status: the filesystem refuses O_DIRECT (Invalid argument); "
+                                        "reading through the page cache"));
+  std::vector<std::byte> head(5);
+  file.ReadAt(0, head);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(head.data()), 5), "Name:");
+  EXPECT_THAT([] { internal::ReadOnlyFile f("/nonexistent/x.npy", false); },
+              ThrowsMessage<Error>("/nonexistent/x.npy: cannot open for reading: No such file or directory"));
 }
 
 TEST_F(FileSourceTest, MissingFeatureFileIsNamed) {

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -26,7 +27,7 @@ struct Fixture {
 };
 
 Fixture Load(const std::string& name, int split, int replicas = 0) {
-  Topology t = cluster::LoadTopologyFile(cluster::ResolveTopologyPath(name));
+  Topology t = cluster::LoadTopology(cluster::ResolveTopology(name));
   cluster::DeviceAssignmentOptions o;
   o.computation_shape = ComputationShape(split, t);
   o.num_replicas = replicas > 0 ? replicas : t.num_cores() / split;

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 
 struct Fixture {
-  cluster::Topology topology = cluster::LoadTopologyFile(cluster::ResolveTopologyPath("v3-8"));
+  cluster::Topology topology = cluster::LoadTopology(cluster::ResolveTopology("v3-8"));
   cluster::DeviceAssignment assignment = [this] {
     cluster::DeviceAssignmentOptions o;
     o.computation_shape = cluster::ComputationShape(8, topology);

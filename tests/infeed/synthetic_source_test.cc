@@ -45,6 +45,38 @@ TEST(SyntheticDataTest, ValuesFollowTheDocumentedFormulas) {
   for (float v : b.at("x").data<float>()) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
 }
 
+TEST(SyntheticDataTest, ByteFeaturesHoldTheTopByteOfTheBits) {
+  SyntheticData data(7, {{"img", DType::kUInt8, {4, 3}}, {"s", DType::kInt8, {5}}}, {});
+  Batch b = data.Generate(20, 3);
+  uint64_t bits = SyntheticBits(7, 22, FeatureKey("img"), 11);
+  EXPECT_EQ(b.at("img").data<uint8_t>()[2 * 12 + 11], static_cast<uint8_t>(bits >> 56));
+  bits = SyntheticBits(7, 21, FeatureKey("s"), 3);
+  EXPECT_EQ(b.at("s").data<int8_t>()[5 + 3], static_cast<int8_t>(static_cast<uint8_t>(bits >> 56)));
+  EXPECT_EQ(data.ExpectedValue("s", 21, 3), static_cast<int8_t>(static_cast<uint8_t>(bits >> 56)));
+  EXPECT_TRUE(data.Verify(b, 20).ok);
+  Batch bad = b.Clone();
+  bad.at("img").bytes()[13] ^= std::byte{1};
+  EXPECT_THAT(data.Verify(bad, 20).message, HasSubstr("tensor 'img' row 1 (example 21) element 1"));
+}
+
+// The row kernels against the element-wise definition, at lengths that exercise
+// every vector width's main loop and tail.
+TEST(SyntheticDataTest, WholeRowsEqualTheElementwiseDefinition) {
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 1000}) {
+    SyntheticData data(5, {{"f", DType::kFloat32, {n}}, {"h", DType::kBFloat16, {n}}, {"u", DType::kUInt8, {n}},
+                           {"i", DType::kInt32, {n}}, {"l", DType::kInt64, {n}}}, {}, 77);
+    Batch b = data.Generate(3, 2);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto k = static_cast<size_t>(n + j);  // row 1 = example 4
+      EXPECT_EQ(b.at("f").data<float>()[k], BitsToUnitFloat(SyntheticBits(5, 4, FeatureKey("f"), j)));
+      EXPECT_EQ(b.at("h").data<uint16_t>()[k], FloatToBFloat16(BitsToUnitFloat(SyntheticBits(5, 4, FeatureKey("h"), j))));
+      EXPECT_EQ(b.at("u").data<uint8_t>()[k], SyntheticBits(5, 4, FeatureKey("u"), j) >> 56);
+      EXPECT_EQ(b.at("i").data<int32_t>()[k], static_cast<int32_t>(SyntheticBits(5, 4, FeatureKey("i"), j) % 77));
+      EXPECT_EQ(b.at("l").data<int64_t>()[k], static_cast<int64_t>(SyntheticBits(5, 4, FeatureKey("l"), j) % 77));
+    }
+  }
+}
+
 TEST(SyntheticDataTest, PureAcrossRangesOrdersAndFeatureLists) {
   SyntheticData data = Data(LabelKind::kRegression);
   Batch wide = data.Generate(40, 32);

@@ -11,6 +11,7 @@
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
 #include "cluster/topology.h"
+#include "cluster/topology_source.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -25,7 +26,7 @@ struct World {
 World MakeWorld() {
   const char* name = std::getenv("TPUSIM_TEST_TOPOLOGY");
   const char* split_env = std::getenv("TPUSIM_TEST_SPLIT");
-  Topology topology = LoadTopologyFile(ResolveTopologyPath(name ? name : "v3-8"));
+  Topology topology = LoadTopology(ResolveTopology(name ? name : "v3-8"));
   int split = split_env ? std::atoi(split_env) : 1;
   DeviceAssignmentOptions options;
   options.computation_shape = ComputationShape(split, topology);

@@ -112,6 +112,48 @@ TEST(InverseRootTest, NonFiniteInputIsRejected) {
   EXPECT_FALSE(ComputeInverseRoot(stats, -0.25, 1e-6, kNewtonOr).accepted);
 }
 
+constexpr InverseRootOptions kEigen{InverseRootMethod::kEigen, NewtonStop::kLingvoOr};
+
+TEST(InverseRootTest, EigenAgreesWithSvdAndSaysWhichBranchRan) {
+  const InverseRootResult left = ComputeInverseRoot(Mat2(0.05, 0.01, 0.01, 0.1), -0.25, 1e-6, kEigen);
+  ExpectMatrixNear(left.out, Mat2(2.12252, -0.0679244, -0.0679244, 1.7829), 1e-5);
+  EXPECT_EQ(left.method, InverseRootMethod::kEigen);
+  EXPECT_TRUE(left.accepted);
+  const Eigen::MatrixXd stats = WellConditionedSpd(7);
+  for (double exponent : {-0.5, -0.25, -1.0 / 6.0}) {
+    const InverseRootResult svd = ComputeInverseRoot(stats, exponent);
+    const InverseRootResult eigen = ComputeInverseRoot(stats, exponent, 1e-6, kEigen);
+    EXPECT_EQ(svd.method, InverseRootMethod::kSvd);
+    ExpectMatrixNear(eigen.out, svd.out, 1e-10);
+    EXPECT_LT(eigen.diff, 1e-12);
+  }
+  EXPECT_EQ(ComputeInverseRoot(stats, -0.25, 1e-6, kNewtonOr).method, InverseRootMethod::kNewton);
+}
+
+// A negative eigenvalue (rounding can make float32 statistics indefinite): the
+// SVD gives U = -V for it, so |U - V| = 2 |q| and the root is rejected; the
+// eigen branch reports the same diff and the same signed root.
+TEST(InverseRootTest, EigenFlagsANegativeEigenvalueAsTheSvdDoes) {
+  const Eigen::MatrixXd stats = Mat2(0.3, 0.4, 0.4, 0.3);  // eigenvalues 0.7 and -0.1
+  const InverseRootResult svd = ComputeInverseRoot(stats, -0.5);
+  const InverseRootResult eigen = ComputeInverseRoot(stats, -0.5, 1e-6, kEigen);
+  EXPECT_FALSE(svd.accepted);
+  EXPECT_FALSE(eigen.accepted);
+  EXPECT_NEAR(eigen.diff, 2.0 / std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(svd.diff, eigen.diff, 1e-9);
+  ExpectMatrixNear(eigen.out, svd.out, 1e-9);
+}
+
+TEST(InverseRootTest, TheThresholdDecidesAcceptance) {
+  const Eigen::MatrixXd stats = Mat2(0.3, 0.4, 0.4, 0.3);
+  InverseRootOptions lenient;
+  lenient.max_diff = 2.0;
+  EXPECT_TRUE(ComputeInverseRoot(stats, -0.5, 1e-6, lenient).accepted);
+  InverseRootOptions strict;
+  strict.max_diff = 0.0;
+  EXPECT_FALSE(ComputeInverseRoot(WellConditionedSpd(3), -0.5, 1e-6, strict).accepted);
+}
+
 TEST(InverseRootTest, BadArgumentsAreErrors) {
   EXPECT_EQ(ErrorOf([] { ComputeInverseRoot(Eigen::MatrixXd::Zero(2, 3), -0.25); }),
             "inverse root: statistics are 2x3, must be square and non-empty");

@@ -50,7 +50,7 @@ TEST(OptimizerConfigTest, UnknownNameListsTheAllowedOnes) {
   c.name = "adamw";
   EXPECT_EQ(ErrorOf(c),
             "train.optimizer.name: 'adamw' is not one of sgd, momentum, adagrad, adam, "
-            "adafactor, composite");
+            "adafactor, shampoo, adagraft, composite");
 }
 
 TEST(OptimizerConfigTest, BadFieldsAreNamed) {
@@ -90,7 +90,7 @@ TEST(OptimizerConfigTest, CompositeChildErrorsNameTheEntry) {
   c.optimizer_map.push_back({"default_optimizer", bad});
   EXPECT_EQ(ErrorOf(c),
             "train.optimizer.optimizer_map['default_optimizer'].name: 'rmsprop' is not one of "
-            "sgd, momentum, adagrad, adam, adafactor, composite");
+            "sgd, momentum, adagrad, adam, adafactor, shampoo, adagraft, composite");
 }
 
 TEST(OptimizerConfigTest, CompositeRoutesWithChildRates) {

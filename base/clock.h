@@ -1,12 +1,27 @@
-// The clock the infeed layer reads, behind a narrow interface so that throttling and
-// emulated CPU cost are tested with a fake clock instead of real waiting. Also the
-// token bucket that caps a host's examples/s.
+// The one clock of tpusim. Code that measures or waits reads time through the
+// narrow Clock interface, so throttling, emulated CPU cost and service timing are
+// tested with FakeClock instead of real waiting; code that only stamps durations
+// uses MonotonicSeconds / SecondsSince (std::chrono::steady_clock).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 
-namespace tpusim::infeed {
+namespace tpusim {
+
+using MonotonicTime = std::chrono::steady_clock::time_point;
+
+// Seconds on the steady clock since an arbitrary fixed origin (the same on every
+// thread of a process); differences between two calls are durations.
+inline double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds elapsed since `start`.
+inline double SecondsSince(MonotonicTime start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 class Clock {
  public:
@@ -20,7 +35,7 @@ class Clock {
   virtual void SpinUs(int64_t us) = 0;
 };
 
-// std::chrono::steady_clock. Thread-safe.
+// std::chrono::steady_clock; NowUs() * 1e-6 equals MonotonicSeconds(). Thread-safe.
 class SteadyClock final : public Clock {
  public:
   int64_t NowUs() const override;
@@ -42,26 +57,4 @@ class FakeClock final : public Clock {
   int64_t now_us_;
 };
 
-// Caps a rate (examples/s) with a token bucket holding at most `burst` tokens; starts
-// empty so the first batch already pays for itself. Acquire reserves tokens under a
-// lock and sleeps outside it, so concurrent callers share the rate fairly.
-class TokenBucket {
- public:
-  // rate_per_sec <= 0 means unlimited. Borrows `clock`, which must outlive this.
-  TokenBucket(double rate_per_sec, double burst, Clock& clock);
-
-  // Takes `tokens`, sleeping on the clock until the bucket has paid for them.
-  void Acquire(int64_t tokens);
-
- private:
-  int64_t ReserveUs(int64_t tokens);
-
-  double rate_per_sec_;
-  double burst_;
-  Clock& clock_;
-  std::mutex mu_;
-  double tokens_ = 0;
-  int64_t last_us_;
-};
-
-}  // namespace tpusim::infeed
+}  // namespace tpusim

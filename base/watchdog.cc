@@ -1,0 +1,267 @@
+#include "base/watchdog.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace tpusim {
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr auto kCheckEvery = std::chrono::milliseconds(250);
+
+// States of a rank on the board.
+constexpr int32_t kBusy = 0;
+constexpr int32_t kWaiting = 1;
+constexpr int32_t kFinished = 2;
+
+// Set by SIGTERM (mpirun stopping the job): the thread then looks for a dead
+// rank to report and ends the process.
+std::atomic<bool> g_terminating{false};
+
+extern "C" void OnTerminate(int /*signal*/) { g_terminating.store(true); }
+
+}  // namespace
+
+// One slot per rank in a shared-memory segment of the job (steady_clock is
+// CLOCK_MONOTONIC, shared by every process of a machine).
+struct Watchdog::Board {
+  struct Slot {
+    std::atomic<int64_t> since_us;   // 0: the rank never wrote (another machine)
+    std::atomic<int64_t> step;
+    std::atomic<int32_t> state;      // kBusy, kWaiting, kFinished
+    std::atomic<int32_t> pid;
+    char what[40];                   // best effort: may tear, it is only printed
+  };
+  struct Header {
+    std::atomic<int32_t> fired;
+  };
+  static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+  Header* header = nullptr;
+  Slot* slots = nullptr;
+  size_t bytes = 0;
+  int size = 0;
+
+  static Board* Open(const std::string& name, int world_size) {
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd < 0) return nullptr;
+    auto* board = new Board;
+    board->size = world_size;
+    board->bytes = sizeof(Header) + sizeof(Slot) * static_cast<size_t>(world_size);
+    // Every rank sizes it the same; zero-filled by the kernel.
+    void* memory = ::ftruncate(fd, static_cast<off_t>(board->bytes)) == 0
+                       ? ::mmap(nullptr, board->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                       : MAP_FAILED;
+    ::close(fd);
+    if (memory == MAP_FAILED) {
+      delete board;
+      return nullptr;
+    }
+    board->header = static_cast<Header*>(memory);
+    board->slots = reinterpret_cast<Slot*>(static_cast<char*>(memory) + sizeof(Header));
+    return board;
+  }
+
+  ~Board() {
+    if (header) ::munmap(header, bytes);
+  }
+};
+
+Watchdog::Watchdog(Options options) : options_(std::move(options)) {
+  if (options_.deadline_s <= 0) return;
+  if (!options_.board.empty()) board_ = Board::Open(options_.board, options_.world_size);
+  if (board_ && options_.rank >= 0 && options_.rank < board_->size) {
+    board_->slots[options_.rank].pid.store(static_cast<int32_t>(::getpid()));
+  }
+  Publish(kBusy, "", -1);
+  std::signal(SIGTERM, OnTerminate);
+  thread_ = std::thread([this] { Run(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  Publish(kFinished, "", -1);
+  // The name goes now; ranks still running keep their mapping.
+  if (board_) ::shm_unlink(options_.board.c_str());
+  delete board_;
+}
+
+void Watchdog::Publish(int state, const char* what, int64_t step) {
+  if (!board_ || options_.rank < 0 || options_.rank >= board_->size) return;
+  Board::Slot& slot = board_->slots[options_.rank];
+  std::strncpy(slot.what, what, sizeof(slot.what) - 1);
+  slot.step.store(step, std::memory_order_relaxed);
+  slot.state.store(state, std::memory_order_relaxed);
+  slot.since_us.store(NowUs(), std::memory_order_release);
+}
+
+void Watchdog::SetStep(int64_t step) {
+  current_step_.store(step, std::memory_order_relaxed);
+  // Busy with a new step from now (unless inside a wait, which says more).
+  if (options_.deadline_s > 0 && sequence_.load(std::memory_order_relaxed) % 2 == 0) {
+    Publish(kBusy, "", step);
+  }
+}
+
+Watchdog::Scope::Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group,
+                       double patience)
+    : dog_(dog && dog->options_.deadline_s > 0 ? dog : nullptr) {
+  if (!dog_) return;
+  // Fields first, then the sequence turns odd: the thread reads them only while
+  // the sequence is odd and unchanged across its read.
+  dog_->what_.store(what, std::memory_order_relaxed);
+  dog_->group_.store(group, std::memory_order_relaxed);
+  dog_->step_.store(step, std::memory_order_relaxed);
+  dog_->peer_.store(peer, std::memory_order_relaxed);
+  dog_->patience_.store(patience, std::memory_order_relaxed);
+  dog_->start_us_.store(NowUs(), std::memory_order_relaxed);
+  dog_->sequence_.fetch_add(1, std::memory_order_release);
+  dog_->Publish(kWaiting, what, step);
+}
+
+Watchdog::Scope::~Scope() {
+  if (!dog_) return;
+  dog_->sequence_.fetch_add(1, std::memory_order_release);
+  dog_->Publish(kBusy, "", dog_->current_step_.load(std::memory_order_relaxed));
+}
+
+// The rank of this machine that has been busy (not waiting) longest, if longer
+// than the deadline: a stalled rank the others are all waiting for.
+std::string Watchdog::Culprit() const {
+  if (!board_) return "";
+  const int64_t now = NowUs();
+  int worst = -1;
+  int64_t worst_since = now;
+  for (int r = 0; r < board_->size; ++r) {
+    const Board::Slot& slot = board_->slots[r];
+    const int64_t since = slot.since_us.load(std::memory_order_acquire);
+    if (since == 0 || slot.state.load(std::memory_order_relaxed) != kBusy) continue;
+    if (since < worst_since) {
+      worst = r;
+      worst_since = since;
+    }
+  }
+  const double busy_s = static_cast<double>(now - worst_since) * 1e-6;
+  if (worst < 0 || busy_s <= options_.deadline_s) return "";
+  const int64_t step = board_->slots[worst].step.load(std::memory_order_relaxed);
+  std::string who = fmt::format("rank {}", worst);
+  if (options_.describe) who += ", " + options_.describe(worst);
+  return fmt::format("; {} has been busy without waiting for {:.1f} s{}", who, busy_s,
+                     step >= 0 ? fmt::format(" (at step {})", step) : "");
+}
+
+std::string Watchdog::Message(double waited_s) const {
+  const char* what = what_.load(std::memory_order_relaxed);
+  const char* group = group_.load(std::memory_order_relaxed);
+  const int64_t step = step_.load(std::memory_order_relaxed);
+  const int peer = peer_.load(std::memory_order_relaxed);
+  std::string waited_for = what ? what : "?";
+  if (step >= 0) waited_for += fmt::format(" {}", step);
+  std::string from;
+  if (peer >= 0) {
+    from = fmt::format(" from rank {}", peer);
+    if (options_.describe) from += ", " + options_.describe(peer);
+  } else if (group) {
+    from = fmt::format(" from {}", group);
+  }
+  return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} "
+                     "(run.watchdog_s = {:g}); stopping the job",
+                     options_.self, waited_s, waited_for, from, Culprit(), options_.deadline_s);
+}
+
+void Watchdog::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_cv_.wait_for(lock, kCheckEvery, [this] { return stop_; })) Check();
+}
+
+// One look: a dead peer, mpirun stopping us, or the open wait past its deadline.
+void Watchdog::Check() {
+  const int dead = DeadRank();
+  if (dead >= 0) ReportDeath(dead);
+  if (g_terminating.load()) std::_Exit(143);  // stopped by mpirun; nothing to add
+  const uint64_t before = sequence_.load(std::memory_order_acquire);
+  if (before % 2 == 0) return;  // no wait open
+  const double waited_s =
+      static_cast<double>(NowUs() - start_us_.load(std::memory_order_relaxed)) * 1e-6;
+  if (waited_s <= options_.deadline_s * patience_.load(std::memory_order_relaxed)) return;
+  // Still the same wait? (It may have closed and another opened meanwhile.)
+  if (sequence_.load(std::memory_order_acquire) != before) return;
+  Fire(waited_s);
+}
+
+int Watchdog::DeadRank() const {
+  if (!board_) return -1;
+  for (int r = 0; r < board_->size; ++r) {
+    const Board::Slot& slot = board_->slots[r];
+    const int32_t pid = slot.pid.load(std::memory_order_relaxed);
+    if (pid <= 0 || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return r;
+  }
+  return -1;
+}
+
+void Watchdog::ReportDeath(int rank) {
+  int32_t expected = 0;
+  if (board_->header->fired.compare_exchange_strong(expected, 1)) {
+    const Board::Slot& slot = board_->slots[rank];
+    const int64_t step = slot.step.load(std::memory_order_relaxed);
+    std::string who = fmt::format("rank {}", rank);
+    if (options_.describe) who += ", " + options_.describe(rank);
+    const std::string line = fmt::format(
+        "tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job\n",
+        options_.self, who, slot.pid.load(std::memory_order_relaxed),
+        step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  std::_Exit(2);
+}
+
+// Prints the line (unless another rank of the job already did) and ends the
+// process: mpirun then stops every other rank.
+void Watchdog::Fire(double waited_s) {
+  int32_t expected = 0;
+  const bool first = !board_ || board_->header->fired.compare_exchange_strong(expected, 1);
+  if (first) {
+    const std::string line = Message(waited_s) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
+  if (board_ && first) ::shm_unlink(options_.board.c_str());
+  std::_Exit(2);
+}
+
+std::string JobBoardName() {
+  for (const char* variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}) {
+    if (const char* id = std::getenv(variable)) {
+      std::string name = std::string("/tpusim-watchdog-") + id;
+      std::replace_if(name.begin() + 1, name.end(), [](char c) { return c == '/' || c == '@'; }, '-');
+      return name;
+    }
+  }
+  return "";
+}
+
+}  // namespace tpusim

@@ -1,0 +1,113 @@
+// A deadline on every blocking wait of a rank (run.watchdog_s). The rank opens a
+// Scope around each wait — what it waits for, for which step, from which peer —
+// and a background thread checks four times a second whether the open wait has
+// lasted longer than the deadline. If so it prints one line naming this rank's
+// role, the wait and the peer (with the peer's role), and ends the process with
+// exit code 2, so mpirun stops the job within seconds instead of letting it hang.
+//
+// Every rank also publishes what it is doing on a board in shared memory (one
+// slot per rank of the job on this machine: its pid, waiting for what since
+// when, or busy since when). The rank that fires reads the board to name the
+// likely culprit — a rank that has been busy, not waiting, for longer than the
+// deadline (stalled) — and only the first rank of the job to fire prints, so a
+// job whose ranks all wait on one stalled peer ends with one line. The thread
+// also watches the board for a rank whose process is gone (killed, crashed)
+// before it finished, and reports it by role; when mpirun stops a survivor with
+// SIGTERM first, the survivor looks for the dead rank before it goes.
+//
+// Opening and closing a Scope is a few relaxed atomic stores: cheap enough for
+// every wait of every step. The thread never calls MPI.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace tpusim {
+
+class Watchdog {
+ public:
+  struct Options {
+    double deadline_s = 0;          // <= 0: no watchdog (scopes do nothing)
+    int rank = 0;
+    int world_size = 1;
+    std::string self;               // "rank 3, core 0/2 (replica 2, logical core 0)"
+    // The role of another rank, for the message ("host 0"); called only on expiry.
+    std::function<std::string(int rank)> describe;
+    // Name of the job's shared-memory board (shm_open); empty: no board, every
+    // expiring rank prints.
+    std::string board;
+  };
+
+  explicit Watchdog(Options options);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Marks one wait; scopes do not nest (a rank waits for one thing at a time).
+  // `what` must be a string literal ("the infeed shard of step"); `step` (or -1)
+  // is printed after it; `peer` is the world rank waited for, or -1 with
+  // `group` (a literal) naming who instead ("the other cores (all-to-all)").
+  // `patience` multiplies the deadline for waits that may rightly last longer
+  // (the end of a run, where ranks finish at different times).
+  class Scope {
+   public:
+    Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group = nullptr,
+          double patience = 1.0);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Watchdog* dog_;
+  };
+
+  // A Scope on `dog`, which may be null (no watchdog).
+  static Scope Wait(Watchdog* dog, const char* what, int64_t step, int peer,
+                    const char* group = nullptr, double patience = 1.0) {
+    return Scope(dog, what, step, peer, group, patience);
+  }
+
+  // Publishes the step this rank is working on (shown when it is the culprit).
+  void SetStep(int64_t step);
+
+  // The line printed on expiry of the wait now open after `waited_s`, with the
+  // culprit found on the board (exposed for tests).
+  std::string Message(double waited_s) const;
+
+ private:
+  struct Board;
+  void Run();
+  void Fire(double waited_s);
+  void Publish(int state, const char* what, int64_t step);
+  std::string Culprit() const;
+  // A rank of this machine whose process is gone before it finished, or -1.
+  int DeadRank() const;
+  void ReportDeath(int rank);
+  void Check();
+
+  Options options_;
+  std::atomic<uint64_t> sequence_{0};   // odd while a wait is open
+  std::atomic<int64_t> start_us_{0};
+  std::atomic<const char*> what_{nullptr};
+  std::atomic<const char*> group_{nullptr};
+  std::atomic<int64_t> step_{-1};
+  std::atomic<int> peer_{-1};
+  std::atomic<double> patience_{1.0};
+  std::atomic<int64_t> current_step_{-1};
+  Board* board_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The name of this job's watchdog board, from the launcher's environment
+// (Open MPI / PMIx job id); empty when there is none.
+std::string JobBoardName();
+
+}  // namespace tpusim

@@ -1,0 +1,315 @@
+#include "cluster/topology_import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "cluster/accelerator_type.h"
+#include "cluster/internal/topology_proto.h"
+
+namespace tpusim::cluster {
+namespace {
+
+using json = nlohmann::json;
+
+// Bounds on what a device list may hold; a full v5p pod has under 9000 devices
+// and coordinates below 30.
+constexpr int64_t kMaxDevices = internal::kMaxProtoDevices;
+constexpr int64_t kMaxCoordinate = 4095;
+
+// ---------------------------------------------------------------------------
+// Generation and figures
+
+// JAX's Device.device_kind for each generation (lower case).
+const Generation* GenerationOfDeviceKind(std::string kind) {
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static const std::map<std::string, std::string> kinds = {
+      {"tpu v2", "v2"},        {"tpu v3", "v3"},         {"tpu v4", "v4"},
+      {"tpu v5 lite", "v5e"},  {"tpu v5e", "v5e"},       {"tpu v5", "v5p"},
+      {"tpu v5p", "v5p"},      {"tpu v6 lite", "v6e"},   {"tpu v6e", "v6e"}};
+  const auto it = kinds.find(kind);
+  return it == kinds.end() ? nullptr : FindGeneration(it->second);
+}
+
+// The generation whose figures an imported topology gets: `flag` when given (it
+// must agree with `device_kind` when that names one), else `device_kind`.
+const Generation& ImportGeneration(const std::string& flag, const std::string& device_kind,
+                                   const std::string& source) {
+  const Generation* from_kind = device_kind.empty() ? nullptr : GenerationOfDeviceKind(device_kind);
+  if (!flag.empty()) {
+    const Generation& chosen = RequireGeneration(flag, source + ": --generation");
+    if (from_kind && from_kind != &chosen) {
+      Fail("{}: --generation {} contradicts the devices' device_kind '{}' ({})", source, flag,
+           device_kind, GenerationName(*from_kind));
+    }
+    return chosen;
+  }
+  if (from_kind) return *from_kind;
+  const std::string why = device_kind.empty()
+                              ? "the file does not name the chip"
+                              : fmt::format("device_kind '{}' is not a known TPU", device_kind);
+  Fail("{}: cannot tell the TPU generation for the hardware figures ({}); pass --generation NAME "
+       "or set topology_generation: NAME in the run file (known: {})",
+       source, why, GenerationNames());
+}
+
+Topology Assemble(const std::string& source, const std::string& name, const Coord& mesh_shape,
+                  std::vector<std::vector<Coord>> table, const Generation& generation) {
+  if (mesh_shape[3] != DevicesPerChip(generation)) {
+    Fail("{}: the mesh has {} devices per chip but {} has {}", source, mesh_shape[3],
+         GenerationName(generation), DevicesPerChip(generation));
+  }
+  const double chips_per_host =
+      table.empty() ? 0.0 : static_cast<double>(table[0].size()) / mesh_shape[3];
+  return Topology::Create(source, name, mesh_shape, std::move(table),
+                          GenerationHardware(generation, chips_per_host));
+}
+
+// ---------------------------------------------------------------------------
+// JAX device list
+
+struct JaxDevice {
+  int64_t id = 0;
+  int64_t process = 0;
+  Coord coord{};
+  std::string kind;
+};
+
+int64_t JsonInt(const json& value, const std::string& where, int64_t max) {
+  if (!value.is_number_integer()) Fail("{}: expected an integer, got {}", where, value.dump());
+  const bool negative = value.is_number_unsigned() ? false : value.get<int64_t>() < 0;
+  if (negative) Fail("{} = {}: must be >= 0", where, value.dump());
+  if (value.get<uint64_t>() > static_cast<uint64_t>(max)) {
+    Fail("{} = {}: larger than the supported {}", where, value.dump(), max);
+  }
+  return value.get<int64_t>();
+}
+
+const json& JsonKey(const json& entry, const std::string& where, const char* key) {
+  const auto it = entry.find(key);
+  if (it == entry.end()) Fail("{}: missing key '{}'", where, key);
+  return *it;
+}
+
+JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
+  if (!entry.is_object()) {
+    Fail("{}: expected an object {{id, process_index, coords, core_on_chip}}", where);
+  }
+  static const std::set<std::string> allowed = {"id", "process_index", "coords", "core_on_chip",
+                                                "device_kind"};
+  for (const auto& item : entry.items()) {
+    if (!allowed.count(item.key())) {
+      Fail("{}: unknown key '{}' (allowed: {})", where, item.key(), fmt::join(allowed, ", "));
+    }
+  }
+  JaxDevice d;
+  d.id = JsonInt(JsonKey(entry, where, "id"), where + ".id", INT32_MAX);
+  d.process = JsonInt(JsonKey(entry, where, "process_index"), where + ".process_index", kMaxDevices);
+  const json& coords = JsonKey(entry, where, "coords");
+  if (!coords.is_array() || coords.size() != 3) {
+    Fail("{}.coords: expected [x, y, z], got {}", where, coords.dump());
+  }
+  for (int i = 0; i < 3; ++i) {
+    d.coord[i] = static_cast<int>(
+        JsonInt(coords[i], fmt::format("{}.coords[{}]", where, i), kMaxCoordinate));
+  }
+  d.coord[3] = static_cast<int>(
+      JsonInt(JsonKey(entry, where, "core_on_chip"), where + ".core_on_chip", kMaxCoordinate));
+  if (entry.contains("device_kind")) {
+    if (!entry["device_kind"].is_string()) Fail("{}.device_kind: expected a string", where);
+    d.kind = entry["device_kind"].get<std::string>();
+  }
+  return d;
+}
+
+// Parses with a depth limit: a device list nests three deep ([ { "coords": [ ).
+json ParseJson(std::string_view text, const std::string& source) {
+  json::parser_callback_t limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > 3) Fail("{}: JSON nested deeper than a device list ({} levels)", source, depth);
+    return true;
+  };
+  try {
+    return json::parse(text, limit);
+  } catch (const json::exception& e) {
+    Fail("{}: not valid JSON: {}", source, e.what());
+  }
+}
+
+std::vector<JaxDevice> ReadJaxDevices(std::string_view text, const std::string& source) {
+  const json root = ParseJson(text, source);
+  if (!root.is_array() || root.empty()) {
+    Fail("{}: a JAX device list must be a non-empty JSON array of devices", source);
+  }
+  if (static_cast<int64_t>(root.size()) > kMaxDevices) {
+    Fail("{}: {} devices, more than the supported {}", source, root.size(), kMaxDevices);
+  }
+  std::vector<JaxDevice> devices;
+  for (size_t i = 0; i < root.size(); ++i) {
+    devices.push_back(ReadJaxDevice(root[i], fmt::format("{}: device [{}]", source, i)));
+  }
+  return devices;
+}
+
+std::string CommonDeviceKind(const std::vector<JaxDevice>& devices, const std::string& source) {
+  for (const JaxDevice& d : devices) {
+    if (d.kind != devices[0].kind) {
+      Fail("{}: devices of different kinds ('{}', id {}: '{}')", source, devices[0].kind, d.id,
+           d.kind);
+    }
+  }
+  return devices[0].kind;
+}
+
+void CheckUnique(const std::vector<JaxDevice>& devices, const std::string& source) {
+  std::map<int64_t, const JaxDevice*> ids;
+  std::map<Coord, const JaxDevice*> coords;
+  for (const JaxDevice& d : devices) {
+    if (!ids.emplace(d.id, &d).second) Fail("{}: device id {} is listed twice", source, d.id);
+    const auto [it, fresh] = coords.emplace(d.coord, &d);
+    if (!fresh) {
+      Fail("{}: devices {} and {} both sit at coords [{}] core {}", source, it->second->id, d.id,
+           fmt::join(std::vector<int>(d.coord.begin(), d.coord.begin() + 3), ", "), d.coord[3]);
+    }
+  }
+}
+
+// Hosts in process_index order (0..H-1, no gaps), ordinals in id order.
+std::vector<std::vector<Coord>> JaxOwnership(std::vector<JaxDevice> devices,
+                                             const std::string& source) {
+  std::sort(devices.begin(), devices.end(), [](const JaxDevice& a, const JaxDevice& b) {
+    return std::pair(a.process, a.id) < std::pair(b.process, b.id);
+  });
+  std::vector<std::vector<Coord>> table;
+  for (const JaxDevice& d : devices) {
+    if (d.process >= static_cast<int64_t>(table.size()) + 1) {
+      Fail("{}: process_index {} is listed but {} is not; processes must be numbered 0..H-1",
+           source, d.process, table.size());
+    }
+    if (d.process == static_cast<int64_t>(table.size())) table.emplace_back();
+    table.back().push_back(d.coord);
+  }
+  for (size_t h = 1; h < table.size(); ++h) {
+    if (table[h].size() != table[0].size()) {
+      Fail("{}: process {} has {} devices but process 0 has {}; every host must own the same "
+           "number",
+           source, h, table[h].size(), table[0].size());
+    }
+  }
+  return table;
+}
+
+Coord MeshOf(const std::vector<JaxDevice>& devices) {
+  Coord mesh{1, 1, 1, 1};
+  for (const JaxDevice& d : devices) {
+    for (int i = 0; i < 4; ++i) mesh[i] = std::max(mesh[i], d.coord[i] + 1);
+  }
+  return mesh;
+}
+
+// ---------------------------------------------------------------------------
+// TopologyProto
+
+void CheckProtoCounts(const internal::TopologyProtoFields& p, const std::string& source) {
+  if (p.mesh_shape.size() != 4) {
+    Fail("{}: mesh_shape has {} entries; tpusim reads rank-4 [x, y, z, cores_per_chip] "
+         "topologies",
+         source, p.mesh_shape.size());
+  }
+  if (p.num_tasks < 1 || p.num_tpu_devices_per_task < 1) {
+    Fail("{}: num_tasks = {} and num_tpu_devices_per_task = {}: both must be >= 1", source,
+         p.num_tasks, p.num_tpu_devices_per_task);
+  }
+  const int64_t devices = int64_t{p.num_tasks} * p.num_tpu_devices_per_task;
+  if (devices > kMaxDevices) {
+    Fail("{}: {} tasks x {} devices is more than the supported {} devices", source, p.num_tasks,
+         p.num_tpu_devices_per_task, kMaxDevices);
+  }
+  if (static_cast<int64_t>(p.device_coordinates.size()) != devices * 4) {
+    Fail("{}: device_coordinates has {} values but num_tasks {} x num_tpu_devices_per_task {} x 4 "
+         "= {}",
+         source, p.device_coordinates.size(), p.num_tasks, p.num_tpu_devices_per_task,
+         devices * 4);
+  }
+}
+
+}  // namespace
+
+const char* FormatName(TopologyFileFormat format) {
+  switch (format) {
+    case TopologyFileFormat::kJaxDevices: return "JAX device list";
+    case TopologyFileFormat::kTopologyProto: return "TopologyProto";
+    case TopologyFileFormat::kYaml: break;
+  }
+  return "topology YAML";
+}
+
+TopologyFileFormat DetectTopologyFormat(std::string_view bytes, const std::string& source) {
+  const bool binary = std::any_of(bytes.begin(), bytes.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\t' && u != '\n' && u != '\r') || u == 0x7f;
+  });
+  if (binary) return TopologyFileFormat::kTopologyProto;
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) {
+    Fail("{}: empty file; expected a topology YAML, a JAX device list (JSON array) or a "
+         "TensorFlow TopologyProto",
+         source);
+  }
+  return bytes[first] == '[' ? TopologyFileFormat::kJaxDevices : TopologyFileFormat::kYaml;
+}
+
+Topology ImportJaxDevices(std::string_view text, const std::string& source,
+                          const std::string& name, const std::string& generation) {
+  const std::vector<JaxDevice> devices = ReadJaxDevices(text, source);
+  CheckUnique(devices, source);
+  const Generation& g = ImportGeneration(generation, CommonDeviceKind(devices, source), source);
+  return Assemble(source, name, MeshOf(devices), JaxOwnership(devices, source), g);
+}
+
+Topology ImportTopologyProto(std::string_view bytes, const std::string& source,
+                             const std::string& name, const std::string& generation) {
+  const internal::TopologyProtoFields p = internal::ParseTopologyProto(bytes, source);
+  CheckProtoCounts(p, source);
+  const Coord mesh{p.mesh_shape[0], p.mesh_shape[1], p.mesh_shape[2], p.mesh_shape[3]};
+  std::vector<std::vector<Coord>> table(static_cast<size_t>(p.num_tasks));
+  size_t next = 0;
+  for (auto& host : table) {
+    for (int o = 0; o < p.num_tpu_devices_per_task; ++o, next += 4) {
+      host.push_back({p.device_coordinates[next], p.device_coordinates[next + 1],
+                      p.device_coordinates[next + 2], p.device_coordinates[next + 3]});
+    }
+  }
+  const Generation& g = ImportGeneration(generation, "", source);
+  return Assemble(source, name, mesh, std::move(table), g);
+}
+
+std::string TopologyYaml(const Topology& topology, const std::vector<std::string>& comment) {
+  std::string out;
+  for (const std::string& line : comment) out += fmt::format("# {}\n", line);
+  out += fmt::format("name: {}\nmesh_shape: [{}]\ndevice_coordinates:\n", topology.name(),
+                     fmt::join(topology.mesh_shape(), ", "));
+  const auto& table = topology.device_coordinates();
+  for (size_t h = 0; h < table.size(); ++h) {
+    std::vector<std::string> coords;
+    for (const Coord& c : table[h]) coords.push_back(fmt::format("[{}]", fmt::join(c, ", ")));
+    out += fmt::format("  - [{}]  # host {}\n", fmt::join(coords, ", "), h);
+  }
+  const HardwareFigures& hw = topology.hardware();
+  out += fmt::format(
+      "hardware:\n  core_peak_tflops: {}\n  hbm_gib_per_core: {}\n  ici_link_gbps: {}\n"
+      "  host_to_device_gbps: {}\n  dcn_gbps_per_host: {}\n",
+      hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps,
+      hw.dcn_gbps_per_host);
+  return out;
+}
+
+}  // namespace tpusim::cluster

@@ -1,0 +1,140 @@
+#include "cluster/topology_source.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "base/strict_yaml.h"
+#include "cluster/accelerator_type.h"
+#include "cluster/topology_import.h"
+
+namespace tpusim::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A full v5p pod's device list is under 1 MiB; anything past this is not a topology.
+constexpr uintmax_t kMaxFileBytes = uintmax_t{64} << 20;
+
+std::vector<std::string> TopologySearchDirs(const std::vector<std::string>& search_dirs) {
+  std::vector<std::string> dirs = search_dirs;
+  if (const char* config_dir = std::getenv("TPUSIM_CONFIG_DIR"); config_dir && *config_dir) {
+    dirs.push_back((fs::path(config_dir) / "topologies").string());
+  }
+  dirs.push_back(TPUSIM_SOURCE_DIR "/configs/topologies");
+  return dirs;
+}
+
+bool IsRegularFile(const fs::path& path) {
+  std::error_code ignored;
+  return fs::is_regular_file(path, ignored);
+}
+
+// Names (file stems) of the *.yaml files in `dirs`, sorted and without repeats.
+std::set<std::string> AvailableTopologies(const std::vector<std::string>& dirs) {
+  std::set<std::string> names;
+  for (const auto& dir : dirs) {
+    std::error_code error;
+    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+      if (it->path().extension() == ".yaml" && IsRegularFile(it->path())) {
+        names.insert(it->path().stem().string());
+      }
+    }
+  }
+  return names;
+}
+
+std::string FindInDirs(const std::string& name, const std::vector<std::string>& dirs) {
+  const bool has_suffix = fs::path(name).extension() == ".yaml";
+  const std::string file_name = has_suffix ? name : name + ".yaml";
+  for (const auto& dir : dirs) {
+    const fs::path candidate = fs::path(dir) / file_name;
+    if (IsRegularFile(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+std::string ReadBoundedFile(const std::string& path) {
+  if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  if (error) Fail("{}: cannot read the topology file: {}", path, error.message());
+  if (size > kMaxFileBytes) {
+    Fail("{}: {} bytes, larger than {} MiB; not a topology file", path, size, kMaxFileBytes >> 20);
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (!in || static_cast<uintmax_t>(in.gcount()) != size) {
+    Fail("{}: cannot read the topology file", path);
+  }
+  return bytes;
+}
+
+std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {
+  if (e.mark.is_null()) return fmt::format("{}: malformed YAML: {}", source, e.msg);
+  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1,
+                     e.msg);
+}
+
+// Duplicate keys, non-scalar keys and alias bombs are errors (base/strict_yaml.h).
+YAML::Node ParseYaml(const std::string& text, const std::string& path) {
+  return LoadStrictYaml(text, path);
+}
+
+}  // namespace
+
+TopologySource ResolveTopology(const std::string& reference,
+                               const std::vector<std::string>& search_dirs,
+                               const std::string& generation) {
+  if (IsRegularFile(reference)) return {reference, "", generation};
+  const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
+  if (std::string path = FindInDirs(reference, dirs); !path.empty()) return {path, "", generation};
+  if (AcceleratorTypeShape(reference)) return {"", reference, generation};
+  Fail("topology '{}' is neither an existing file, a known name nor a Cloud TPU accelerator type; "
+       "searched {}; available: {}; accelerator types: {}",
+       reference, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "),
+       AcceleratorTypePatterns());
+}
+
+Topology LoadTopology(const TopologySource& source) {
+  if (!source.accelerator_type.empty()) return GenerateAcceleratorType(source.accelerator_type);
+  return LoadTopologyFile(source.path, source.generation);
+}
+
+Topology LoadTopologyFile(const std::string& path, const std::string& generation) {
+  const std::string bytes = ReadBoundedFile(path);
+  const std::string name = fs::path(path).stem().string();
+  switch (DetectTopologyFormat(bytes, path)) {
+    case TopologyFileFormat::kJaxDevices: return ImportJaxDevices(bytes, path, name, generation);
+    case TopologyFileFormat::kTopologyProto:
+      return ImportTopologyProto(bytes, path, name, generation);
+    case TopologyFileFormat::kYaml: break;
+  }
+  try {
+    return ParseTopology(ParseYaml(bytes, path), path);
+  } catch (const YAML::Exception& e) {
+    throw Error(FormatYamlError(path, e));
+  }
+}
+
+bool IsTopologyFile(const std::string& path) {
+  const std::string bytes = ReadBoundedFile(path);
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos) {
+    // An empty .yaml is a run file of defaults; an empty devices.json or .pb is a
+    // broken topology (LoadTopologyFile says so).
+    const fs::path extension = fs::path(path).extension();
+    return extension != ".yaml" && extension != ".yml";
+  }
+  if (DetectTopologyFormat(bytes, path) != TopologyFileFormat::kYaml) return true;
+  const YAML::Node node = ParseYaml(bytes, path);
+  return node.IsMap() && (node["mesh_shape"] || node["generation"]);
+}
+
+}  // namespace tpusim::cluster

@@ -1,0 +1,29 @@
+#include "infeed/stage_times.h"
+
+#include <utility>
+
+namespace tpusim::infeed {
+
+StageTimes& StageTimes::operator+=(const StageTimes& other) {
+  file_read_s += other.file_read_s;
+  preprocessing_s += other.preprocessing_s;
+  shuffle_s += other.shuffle_s;
+  enqueue_s += other.enqueue_s;
+  return *this;
+}
+
+std::string_view BoundBy(const StageTimes& times, double build_wait_s) {
+  if (times.enqueue_s >= build_wait_s) return "enqueue";
+  const std::pair<std::string_view, double> stages[] = {{"file read", times.file_read_s},
+                                                        {"preprocessing", times.preprocessing_s},
+                                                        {"shuffle", times.shuffle_s}};
+  const auto* best = &stages[1];
+  for (const auto& stage : stages) {
+    if (stage.second > best->second || (stage.second == best->second && stage.second > 0 && &stage < best)) {
+      best = &stage;
+    }
+  }
+  return best->first;
+}
+
+}  // namespace tpusim::infeed

@@ -1,0 +1,37 @@
+// Where a host's input pipeline spends its time, stage by stage, in the words TPU
+// profilers use for the input pipeline: file read, preprocessing, shuffle, enqueue.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "base/clock.h"
+
+namespace tpusim::infeed {
+
+// Seconds on `clock` since `start_us` (a NowUs() reading): how stages time
+// themselves, so tests on a FakeClock see exact stage times.
+inline double SecondsSinceUs(const Clock& clock, int64_t start_us) {
+  return static_cast<double>(clock.NowUs() - start_us) * 1e-6;
+}
+
+// Seconds per stage. A stage run by several workers at once counts its time per
+// worker (summed over workers, divided by their number), so every figure is at
+// most the run's duration and the stages compare as lanes of one pipeline.
+struct StageTimes {
+  double file_read_s = 0;      // reads of the dataset's files, storage model included
+  double preprocessing_s = 0;  // decompression, emulated CPU, rate cap, generation
+  double shuffle_s = 0;        // the shuffle buffer
+  double enqueue_s = 0;        // sending shards, waiting for credits included
+
+  StageTimes& operator+=(const StageTimes& other);
+};
+
+// The stage that bounds a host, "file read", "preprocessing", "shuffle" or "enqueue".
+// The sender either enqueues (times.enqueue_s, credit waits included) or waits for
+// the workers to build the next step (`build_wait_s`): when it enqueued at least as
+// long as it waited, "enqueue"; otherwise the building stage with the most time
+// (ties go to the earlier one; "preprocessing" when none took any).
+std::string_view BoundBy(const StageTimes& times, double build_wait_s);
+
+}  // namespace tpusim::infeed

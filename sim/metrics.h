@@ -1,0 +1,172 @@
+// What every rank measured, as typed structs serialised once (strict from_json:
+// a missing or misspelt field is an error, never a silent zero) — the only input
+// of the report (sim/report.h). Per-step figures are folded as they happen into
+// fixed-size summaries (window sums and histograms), so a rank's memory does not
+// grow with the run; the steps themselves stream to --steps-csv (sim/rank_streams.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/histogram.h"
+#include "sim/shampoo/metrics.h"
+
+namespace tpusim::sim {
+
+// The parts of one core step, seconds. A step runs from its dequeue to its
+// outfeed (and, at a loop's end, its post-loop); `idle` is what is left.
+struct StepParts {
+  double infeed_wait_s = 0;
+  double compute_s = 0;       // forward and backward
+  double embedding_lookup_s = 0;    // embedding lookups (forward)
+  double embedding_exchange_s = 0;  // embedding gradient exchange and table update
+  double crs_s = 0;           // gradient reduction (within the replica, then across)
+  double crs_sync_s = 0;      // of crs_s: waiting for the slowest member of the sum
+  double apply_s = 0;         // adjustment, accumulation, optimizer
+  double device_s = 0;        // modeled accelerator time
+  double outfeed_s = 0;
+  double post_loop_s = 0;     // waiting for Shampoo's preconditioners after the loop
+  double step_s = 0;          // the whole step
+
+  // Accelerator work: everything a TPU core would be busy with (compute,
+  // embedding, the reduction's own work, apply, device time); waiting for
+  // input, for a slower peer, for the host and idle gaps are not.
+  double busy_s() const {
+    return compute_s + embedding_lookup_s + embedding_exchange_s + (crs_s - crs_sync_s) + apply_s +
+           device_s;
+  }
+  double idle_s() const;
+  StepParts& operator+=(const StepParts& other);
+};
+
+// The columns of --steps-csv: a core's step (sim/core_loop.cc writes them), then
+// the build and enqueue times of that step on the host that built the shard.
+inline constexpr const char* kStepsCsvHeader =
+    "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
+    "embedding_lookup_s,embedding_exchange_s,"
+    "crs_s,crs_sync_s,apply_s,device_s,outfeed_s,post_loop_s,idle_s,step_s,"
+    "host_build_s,host_enqueue_s,host_sent_s";
+
+// One core step: a row of --steps-csv.
+struct CoreStepRecord {
+  int64_t step = 0;
+  double start_s = 0;         // since the run's start
+  StepParts parts;
+  int occupancy = 0;          // queue slots already full when the dequeue began
+  int64_t bytes = 0;          // shard bytes received
+  int src_host = -1;          // the host that built the shard (-1: none)
+  int64_t rows_served = 0;    // embedding rows this core served as table owner
+  int64_t ids_looked_up = 0;
+  int64_t all_to_all_bytes = 0;
+};
+
+// One host step: what the host spent building and enqueueing it.
+struct HostStepRecord {
+  int64_t step = 0;
+  double build_s = 0;         // a worker's wall time filling and encoding it
+  double enqueue_s = 0;       // the sender's time on it, credit waits included
+  double sent_s = 0;          // when its last shard left, since the run's start
+};
+
+// The figures of a core's cross-replica sums (cluster::CrsTimingSummary).
+struct CoreCrs {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+  double total_s = 0;
+  double compute_s = 0;
+  double sync_s = 0;
+  double algbw = 0;
+  double busbw = 0;
+  int group_size = 1;
+};
+
+// One core over the run. The window is the report's: infeed steps >= window_first_step.
+struct CoreMetrics {
+  int host = 0;
+  int ordinal = 0;
+  int replica = -1;
+  int logical_core = -1;
+  bool fed = false;
+  bool trains = false;
+  int64_t steps = 0;
+  int64_t window_steps = 0;
+  double window_begin_s = 0;  // done time of the step before the window (0: the run's start)
+  double window_end_s = 0;    // done time of the last step
+  StepParts window;           // sums over the window
+  DurationHistogram step_time;    // over the window
+  DurationHistogram infeed_wait;  // over the window
+  double occupancy_sum = 0;       // whole run
+  int64_t bytes_received = 0;     // whole run
+  int64_t rows_served = 0;        // window
+  int64_t ids_looked_up = 0;      // window
+  int64_t all_to_all_bytes = 0;   // window
+  std::optional<CoreCrs> crs;
+  int64_t global_step = 0;
+  std::vector<std::vector<std::string>> param_checksums;  // [variable, hex digest]
+  std::optional<shampoo::CoreMetrics> shampoo;
+
+  // Folds one step in (the window's sums only when `in_window`).
+  void Add(const CoreStepRecord& record, bool in_window);
+  // Busy share of the window's wall time (accelerator utilization), 0 if empty.
+  double au() const;
+};
+
+// One loop as rank 0 learns it from the hosts (the report's training section).
+struct LoopRecord {
+  int64_t loop = 0;
+  int64_t global_step = 0;
+  double end_s = 0;
+  double loss = 0;
+};
+
+// One host over the run.
+struct HostMetrics {
+  int host = 0;
+  int64_t rows_per_step = 0;
+  int64_t shards_sent = 0;
+  int64_t bytes_sent = 0;
+  int64_t shards_forwarded = 0;
+  double credit_wait_s = 0;
+  double build_wait_s = 0;
+  int64_t steps = 0;
+  double window_begin_s = 0;   // when the step before the window left (0: the run's start)
+  double window_end_s = 0;     // when the last step left
+  int64_t embedding_ids_enqueued = 0;
+  double build_s = 0;          // window: workers' wall time building steps
+  double enqueue_s = 0;        // window: the sender's time on steps
+  std::vector<LoopRecord> loops;   // rank 0 only
+  nlohmann::json pipeline = nlohmann::json::object();  // input pipeline stages (sim/input_pipeline.h)
+  std::optional<shampoo::HostMetrics> shampoo;
+
+  void Add(const HostStepRecord& record, bool in_window);
+};
+
+void to_json(nlohmann::json& j, const StepParts& p);
+void from_json(const nlohmann::json& j, StepParts& p);
+void to_json(nlohmann::json& j, const CoreMetrics& m);
+void from_json(const nlohmann::json& j, CoreMetrics& m);
+void to_json(nlohmann::json& j, const HostMetrics& m);
+void from_json(const nlohmann::json& j, HostMetrics& m);
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw,
+                                   group_size)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopRecord, loop, global_step, end_s, loss)
+
+// A rank's whole contribution to the report, as gathered at rank 0.
+struct RankMetrics {
+  int rank = 0;
+  std::string role;
+  std::optional<HostMetrics> host;
+  std::optional<CoreMetrics> core;
+  nlohmann::json simulator_ceiling;  // null when not measured
+  nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
+  int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
+  int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run
+};
+void to_json(nlohmann::json& j, const RankMetrics& m);
+void from_json(const nlohmann::json& j, RankMetrics& m);
+
+}  // namespace tpusim::sim

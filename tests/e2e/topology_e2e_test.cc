@@ -1,0 +1,141 @@
+// End-to-end: `tpusim topology` and `tpusim ranks` on Cloud TPU accelerator types,
+// and `tpusim topology import` on what a pod reports. The JAX device list and the
+// TopologyProto bytes are written by the test's own encoder
+// (tests/common/pod_reports.h) from the observed v4-32 table of reference/infeed.md
+// §1.2, imported through the binary and compared with the named v4-32.
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/pod_reports.h"
+#include "tests/e2e/shell.h"
+
+namespace tpusim::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string Write(const std::string& name, const std::string& bytes) {
+  const std::string path = TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+json TopologyJson(const std::string& args) {
+  const Result r = Shell(Tpusim() + " topology " + args + " --json");
+  EXPECT_EQ(r.rc, 0) << args << ": " << r.output;
+  return r.rc == 0 ? json::parse(r.output) : json();
+}
+
+// Everything but the topology's name, which follows the file.
+json WithoutName(json j) {
+  j.erase("topology");
+  return j;
+}
+
+// Hosts own 2x2x1 chip blocks numbered x-block first (configs/topologies/README.md):
+// every assignment row's host and ordinal follow from its coordinates.
+void ExpectTwoByTwoHosts(const json& j, int blocks_x, int blocks_y) {
+  for (const json& row : j["assignment"]) {
+    const int x = row["coords"][0], y = row["coords"][1], z = row["coords"][2];
+    EXPECT_EQ(row["host"], x / 2 + blocks_x * (y / 2) + blocks_x * blocks_y * z) << row;
+    EXPECT_EQ(row["ordinal"], x % 2 + 2 * (y % 2)) << row;
+  }
+}
+
+TEST(TopologyEndToEnd, AcceleratorTypesFollowThePublishedHostLayout) {
+  struct Case {
+    std::string name;
+    std::vector<int> mesh;
+    int hosts, blocks_x, blocks_y;
+  };
+  for (const Case& c : {Case{"v5p-128", {4, 4, 4, 1}, 16, 2, 2}, Case{"v4-256", {4, 4, 8, 1}, 32, 2, 2},
+                        Case{"v5litepod-64", {8, 8, 1, 1}, 16, 4, 4},
+                        Case{"v6e-32", {4, 8, 1, 1}, 8, 2, 4}}) {
+    SCOPED_TRACE(c.name);
+    const json j = TopologyJson(c.name);
+    EXPECT_EQ(j["topology"], c.name);
+    EXPECT_EQ(j["mesh_shape"], c.mesh);
+    EXPECT_EQ(j["num_hosts"], c.hosts);
+    EXPECT_EQ(j["cores_per_host"], 4);  // 4 chips per host, one TF device per chip
+    EXPECT_EQ(j["world_size"], c.hosts * 5);
+    EXPECT_EQ(j["assignment"].size(), static_cast<size_t>(c.hosts * 4));
+    ExpectTwoByTwoHosts(j, c.blocks_x, c.blocks_y);
+  }
+}
+
+TEST(TopologyEndToEnd, RanksOfV5p128AreHostsTimesOnePlusCores) {
+  const Result r = Shell(Tpusim() + " ranks v5p-128");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.output, "80\n");  // 16 hosts x (1 + 4)
+}
+
+TEST(TopologyEndToEnd, ImportedDeviceListAndTopologyProtoAssignLikeTheNamedSlice) {
+  const std::string devices = Write("v4-32-devices.json", testing::V4_32JaxDevices(false));
+  const std::string kinds = Write("v4-32-kinds.json", testing::V4_32JaxDevices(true));
+  const std::string proto =
+      Write("v4-32.pb", testing::EncodeTopologyProto(testing::V4_32Proto()));
+  const std::string from_json = TempDir() + "/from-json.yaml";
+  const std::string from_proto = TempDir() + "/from-proto.yaml";
+  Result r = Shell(Tpusim() + " topology import " + devices + " --generation v4 --out " + from_json);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output, from_json + ": from-json with 4 hosts x 4 cores, mesh [2,2,4,1]\n");
+  r = Shell(Tpusim() + " topology import " + proto + " --generation v4 --out " + from_proto);
+  ASSERT_EQ(r.rc, 0) << r.output;
+
+  const json named = WithoutName(TopologyJson("v4-32 --split 2"));
+  EXPECT_EQ(WithoutName(TopologyJson(from_json + " --split 2")), named);
+  EXPECT_EQ(WithoutName(TopologyJson(from_proto + " --split 2")), named);
+  EXPECT_EQ(WithoutName(TopologyJson(devices + " --generation v4 --split 2")), named);
+  EXPECT_EQ(WithoutName(TopologyJson(kinds + " --split 2")), named);
+  EXPECT_EQ(WithoutName(TopologyJson(proto + " --generation v4 --split 2")), named);
+  EXPECT_EQ(TopologyJson(proto + " --generation v4")["topology"], "v4-32");
+}
+
+TEST(TopologyEndToEnd, RunConfigNamesATopologyProtoAndItsGeneration) {
+  const std::string proto = Write("run-v4-32.pb", testing::EncodeTopologyProto(testing::V4_32Proto()));
+  const std::string run = Write("run.yaml", "topology: " + proto + "\ntopology_generation: v4\n");
+  Result r = Shell(Tpusim() + " ranks " + run);
+  EXPECT_EQ(r.output, "20\n");
+  const std::string bare = Write("run-bare.yaml", "topology: " + proto + "\n");
+  r = Shell(Tpusim() + " validate " + bare);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("cannot tell the TPU generation"));
+  EXPECT_THAT(r.output, HasSubstr("set topology_generation: NAME in the run file"));
+}
+
+TEST(TopologyEndToEnd, BadFilesAreOneLineErrorsWithExitCode2) {
+  const std::string truncated =
+      testing::EncodeTopologyProto(testing::V4_32Proto()).substr(0, 20);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Write("empty.pb", ""), "empty file"},
+      {Write("truncated.pb", truncated), "not a valid TopologyProto: byte"},
+      {Write("garbage.json", "[{\"id\": 0,"), "not valid JSON"},
+      {Write("garbage.yaml", "hello: [1, 2\n"), "malformed YAML"},
+      {Write("dup.json", R"([{"id": 0, "process_index": 0, "coords": [0,0,0], "core_on_chip": 0},
+                             {"id": 1, "process_index": 0, "coords": [0,0,0], "core_on_chip": 0}])"),
+       "both sit at coords [0, 0, 0] core 0"},
+  };
+  for (const auto& [file, message] : cases) {
+    for (const std::string& command : {" topology " + file + " --generation v4",
+                                       " topology import " + file + " --generation v4 --out " +
+                                           TempDir() + "/never.yaml"}) {
+      const Result r = Shell(Tpusim() + command);
+      EXPECT_EQ(r.rc, 2) << command << ": " << r.output;
+      EXPECT_THAT(r.output, StartsWith("tpusim: error: " + file)) << command;
+      EXPECT_THAT(r.output, HasSubstr(message)) << command;
+      EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    }
+  }
+  const Result r = Shell(Tpusim() + " topology v5p-9");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("v5p sizes are v5p-8, v5p-16, v5p-32, v5p-64 and v5p-128*k"));
+}
+
+}  // namespace
+}  // namespace tpusim::e2e

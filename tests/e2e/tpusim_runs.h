@@ -1,0 +1,77 @@
+// Running `tpusim run` under mpirun from an end-to-end test and reading what it
+// wrote: placement-log lines, --params-out arrays, and the largest difference
+// between two runs' parameters. Shared by the e2e test binaries.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/npy.h"
+#include "tests/e2e/shell.h"
+
+namespace tpusim::e2e {
+
+// tpusim run under mpirun with `np` ranks (0 = what the config needs).
+inline Result RunTpusim(const std::string& config, const std::string& args, int np = 0,
+                        int seconds = 120) {
+  if (np == 0) np = std::stoi(Shell(Tpusim() + " ranks " + config).output);
+  return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
+               " --oversubscribe --bind-to none " + Tpusim() + " run " + config + " --quiet " + args);
+}
+
+inline std::vector<nlohmann::json> ReadLines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+inline nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(std::ifstream(path));
+}
+
+// One float32 .npy file's values.
+inline std::vector<float> ReadFloats(const std::string& path) {
+  NpyArray a = ReadNpy(path);
+  std::vector<float> values(a.data.size() / sizeof(float));
+  std::memcpy(values.data(), a.data.data(), a.data.size());
+  return values;
+}
+
+// Every array written by --params-out, by path relative to `dir`; with
+// `with_slots` false the optimizer slots (slots/...) are left out.
+inline std::map<std::string, std::vector<float>> ReadParams(const std::string& dir,
+                                                            bool with_slots = false) {
+  std::map<std::string, std::vector<float>> params;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".npy") continue;
+    const std::string name = std::filesystem::relative(entry.path(), dir).string();
+    if (!with_slots && name.rfind("slots/", 0) == 0) continue;
+    params[name] = ReadFloats(entry.path().string());
+  }
+  return params;
+}
+
+// Largest |a - b| over every element of every parameter (inf if the sets differ).
+inline double MaxDifference(const std::string& dir_a, const std::string& dir_b,
+                            bool with_slots = false) {
+  auto a = ReadParams(dir_a, with_slots), b = ReadParams(dir_b, with_slots);
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, values] : a) {
+    if (!b.count(name) || b[name].size() != values.size()) return INFINITY;
+    for (size_t i = 0; i < values.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(values[i]) - b[name][i]));
+    }
+  }
+  return worst;
+}
+
+}  // namespace tpusim::e2e
