@@ -4,6 +4,8 @@
 // catches it, prints it once tagged with rank and role, and decides to abort.
 #pragma once
 
+#include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,6 +23,39 @@ class Error : public std::runtime_error {
 template <typename... Args>
 [[noreturn]] void Fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// The one-line message of the exception being handled; call it inside a catch
+// block. An Error gives its own message and std::bad_alloc says memory ran out
+// (both bad input: `*internal` false); anything else is a bug in tpusim and says
+// so ("internal error: ..."), with `*internal` true.
+inline std::string CurrentExceptionMessage(bool* internal) {
+  *internal = false;
+  try {
+    throw;
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory: an allocation failed (std::bad_alloc); the input asks for more than "
+           "this machine has";
+  } catch (const std::exception& e) {
+    *internal = true;
+    return std::string("internal error: ") + e.what();
+  } catch (...) {
+    *internal = true;
+    return "internal error: an exception of unknown type";
+  }
+}
+
+// Runs `body`; an Error it throws comes back with "<context>: " in front, for a
+// module that names the key in its messages but not the file the key came from.
+template <typename F>
+auto InContext(const std::string& context, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    throw Error(context + ": " + e.what());
+  }
 }
 
 }  // namespace tpusim

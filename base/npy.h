@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -21,14 +22,23 @@ struct NpyArray {
 };
 
 // Reads `path`. Throws Error naming the file when it cannot be opened, the header
-// is malformed, the layout is Fortran order or the payload is truncated.
+// is malformed (including a shape whose byte size overflows), the layout is
+// Fortran order or the payload is shorter than the header announces; nothing is
+// allocated for a payload that is not there.
 NpyArray ReadNpy(const std::string& path);
+// The same from a seekable stream; `path` names it in messages.
+NpyArray ReadNpy(std::istream& in, const std::string& path);
 
-// Reads only the header of `path` (descr and shape), leaving the payload unread.
-NpyArray ReadNpyHeader(const std::string& path);
+// What follows the header: `kRaw` bytes as the shape and dtype announce, or a
+// `kCompressed` payload (FEATURE.npy.zlib) of any non-zero length.
+enum class NpyPayload { kRaw, kCompressed };
 
-// Writes `array` to `path`. Throws Error naming the file when it cannot be written
-// or when data.size() does not match shape and dtype.
+// Reads only the header of `path` (descr and shape), leaving the payload unread;
+// fails as ReadNpy does, a truncated payload included.
+NpyArray ReadNpyHeader(const std::string& path, NpyPayload payload = NpyPayload::kRaw);
+
+// Writes `array` to `path` atomically (base/atomic_file.h). Throws Error naming the
+// file when it cannot be written or when data.size() does not match shape and dtype.
 void WriteNpy(const std::string& path, const NpyArray& array);
 
 // Bytes per element of a NumPy dtype string; throws Error for unsupported ones.

@@ -42,13 +42,13 @@ void CheckAtLeastOne(const Coord& values, const char* key) {
   }
 }
 
-Capacity ValidateOptions(const Topology& topology, const DeviceAssignmentOptions& options) {
+// Steps 3-5 of infeed.md §2.3.1 without the replica count: the footprint must fit.
+Capacity ComputeCapacity(const Topology& topology, const DeviceAssignmentOptions& options) {
   const Coord& shape = options.computation_shape;
   const Coord& stride = options.computation_stride;
   const Coord& mesh = topology.mesh_shape();
   CheckAtLeastOne(shape, "computation_shape");
   CheckAtLeastOne(stride, "computation_stride");
-  if (options.num_replicas < 1) Fail("num_replicas = {}: must be >= 1", options.num_replicas);
   Capacity capacity;
   for (int i = 0; i < 4; ++i) capacity.footprint[i] = shape[i] * stride[i];
   for (int i = 0; i < 4; ++i) {
@@ -60,6 +60,15 @@ Capacity ValidateOptions(const Topology& topology, const DeviceAssignmentOptions
     capacity.replica_counts[i] = mesh[i] / capacity.footprint[i] * stride[i];
   }
   capacity.max_replicas = Product(capacity.replica_counts);
+  return capacity;
+}
+
+Capacity ValidateOptions(const Topology& topology, const DeviceAssignmentOptions& options) {
+  const Coord& shape = options.computation_shape;
+  const Coord& stride = options.computation_stride;
+  const Coord& mesh = topology.mesh_shape();
+  Capacity capacity = ComputeCapacity(topology, options);
+  if (options.num_replicas < 1) Fail("num_replicas = {}: must be >= 1", options.num_replicas);
   if (options.num_replicas > capacity.max_replicas) {
     Fail("requested {} replicas but only {} fit: computation_shape {}, computation_stride {}, "
          "mesh_shape {} give replica_counts {}",
@@ -306,6 +315,19 @@ std::string ToString(DeviceOrderMode mode) {
       return "mesh";
   }
   return "unknown";
+}
+
+int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options) {
+  int64_t max_replicas = ComputeCapacity(topology, options).max_replicas;
+  if (topology.has_missing_devices()) {
+    max_replicas = std::min(max_replicas, topology.num_cores() / Product(options.computation_shape));
+  }
+  if (max_replicas < 1) {
+    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices",
+         options.computation_shape, Product(options.computation_shape), topology.name(),
+         topology.num_cores());
+  }
+  return static_cast<int>(max_replicas);
 }
 
 DeviceAssignment DeviceAssignment::Build(const Topology& topology,

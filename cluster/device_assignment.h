@@ -88,6 +88,12 @@ class DeviceAssignment {
   std::vector<std::vector<ReplicaCore>> at_;                 // [host][ordinal]
 };
 
+// The most replicas TF's device_assignment accepts for `options`' computation shape
+// and stride on `topology` (infeed.md §2.3.1: prod(replica_counts); on a degraded
+// slice also at most num_cores / K, §2.3.5). options.num_replicas is ignored.
+// Throws Error as Build does when the footprint does not fit the mesh.
+int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options);
+
 // Lingvo's py_utils.ComputationShape(split_size, topology): the block of cores one
 // replica occupies for `split_size` cores per replica. Throws Error for sizes
 // Lingvo does not support. The result is not checked against the mesh; Build does that.

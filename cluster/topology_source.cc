@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/strict_yaml.h"
 #include "cluster/accelerator_type.h"
 #include "cluster/topology_import.h"
 
@@ -82,12 +83,9 @@ std::string FormatYamlError(const std::string& source, const YAML::Exception& e)
                      e.msg);
 }
 
+// Duplicate keys, non-scalar keys and alias bombs are errors (base/strict_yaml.h).
 YAML::Node ParseYaml(const std::string& text, const std::string& path) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(FormatYamlError(path, e));
-  }
+  return LoadStrictYaml(text, path);
 }
 
 }  // namespace

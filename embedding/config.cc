@@ -37,12 +37,32 @@ void ValidateAdam(const std::string& key, const AdamConfig& adam) {
   if (!adam.lazy) Fail("{}.lazy: false is not supported (only lazy Adam is modelled)", key);
 }
 
+// Index of the table `name`, or tables.size() when there is none. Run configs keep
+// tables in name order, so a binary search finds it in O(log n) (n features each
+// naming a table must not cost n^2); the scan still finds it in a list in any order.
+size_t FindTable(const EmbeddingConfig& config, std::string_view name) {
+  size_t lo = 0, hi = config.tables.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (config.tables[mid].name < name) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < config.tables.size() && config.tables[lo].name == name) return lo;
+  for (size_t i = 0; i < config.tables.size(); ++i) {
+    if (config.tables[i].name == name) return i;
+  }
+  return config.tables.size();
+}
+
 void ValidateFeature(const EmbeddingConfig& config, const FeatureConfig& feature) {
   const std::string key = "embedding.features." + feature.name;
   if (feature.name.empty()) Fail("embedding.features: a feature has an empty name");
-  bool declared = false;
-  for (const TableConfig& table : config.tables) declared |= table.name == feature.table;
-  if (!declared) Fail("{}.table: '{}' is not a declared table", key, feature.table);
+  if (FindTable(config, feature.table) == config.tables.size()) {
+    Fail("{}.table: '{}' is not a declared table", key, feature.table);
+  }
   if (feature.max_ids < 1) Fail("{}.max_ids: {} must be >= 1", key, feature.max_ids);
   if (feature.max_sequence_length < 0) {
     Fail("{}.max_sequence_length: {} must be >= 0", key, feature.max_sequence_length);
@@ -97,10 +117,9 @@ int64_t MicroStepsPerUpdate(const EmbeddingConfig& config) {
 }
 
 size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
-  for (size_t i = 0; i < config.tables.size(); ++i) {
-    if (config.tables[i].name == name) return i;
-  }
-  Fail("embedding.tables: '{}' is not a declared table", name);
+  size_t index = FindTable(config, name);
+  if (index == config.tables.size()) Fail("embedding.tables: '{}' is not a declared table", name);
+  return index;
 }
 
 Combiner ParseCombiner(std::string_view value, std::string_view key) {

@@ -1,5 +1,7 @@
 #include "infeed/file_source.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -7,27 +9,32 @@
 
 #include <fmt/ranges.h>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/strict_yaml.h"
 #include "infeed/internal/zlib_codec.h"
 
 namespace tpusim::infeed {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr const char* kManifestFormat = "tpusim-dataset";
+
 std::vector<fs::path> ListShardDirs(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) Fail("{}: dataset directory does not exist", dir);
   std::vector<fs::path> shards;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
-    if (entry.is_directory() && entry.path().filename().string().starts_with("shard-")) {
-      shards.push_back(entry.path());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && it->path().filename().string().starts_with("shard-")) {
+      shards.push_back(it->path());
     }
   }
+  if (ec) Fail("{}: cannot list the dataset directory: {}", dir, ec.message());
   std::sort(shards.begin(), shards.end());
   return shards;
 }
 
-// Bytes before the payload of a .npy file whose magic ReadNpyHeader already checked.
+// Bytes before the payload of a .npy file whose header ReadNpyHeader already checked.
 size_t NpyPreambleBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   unsigned char head[12] = {};
@@ -57,7 +64,7 @@ StoredFeature LocateFeature(const fs::path& shard, const FeatureSpec& spec) {
 // payload of a compressed file is checked when it is inflated.
 int64_t CheckFeatureFile(const StoredFeature& stored, const FeatureSpec& spec) {
   const std::string& path = stored.path;
-  NpyArray header = ReadNpyHeader(path);
+  NpyArray header = ReadNpyHeader(path, stored.compressed ? NpyPayload::kCompressed : NpyPayload::kRaw);
   if (header.descr != NpyDescr(spec.dtype)) {
     Fail("{}: dtype '{}' does not match feature '{}' ({}, stored as '{}')", path, header.descr, spec.name,
          DTypeName(spec.dtype), NpyDescr(spec.dtype));
@@ -66,11 +73,6 @@ int64_t CheckFeatureFile(const StoredFeature& stored, const FeatureSpec& spec) {
   if (header.shape.empty() || per_example != spec.shape) {
     Fail("{}: shape {} does not match feature '{}' (expected [examples, {}])", path,
          ShapeToString(header.shape), spec.name, fmt::join(spec.shape, ", "));
-  }
-  size_t payload = stored.compressed ? 1 : static_cast<size_t>(header.num_elements()) * DTypeSize(spec.dtype);
-  size_t needed = NpyPreambleBytes(path) + payload;
-  if (fs::file_size(path) < needed) {
-    Fail("{}: truncated: {} bytes, shape {} needs {}", path, fs::file_size(path), ShapeToString(header.shape), needed);
   }
   return header.shape[0];
 }
@@ -98,7 +100,82 @@ CheckedShard CheckShard(const fs::path& shard, const std::vector<FeatureSpec>& s
   return checked;
 }
 
+// The dataset.yaml gen-data writes: how many shards and examples it made.
+struct Manifest {
+  int64_t shards = 0;
+  int64_t examples = 0;
+};
+
+std::string ManifestPath(const std::string& dir) { return (fs::path(dir) / kDatasetManifest).string(); }
+
+int64_t ManifestCount(const YAML::Node& root, const std::string& path, const char* key) {
+  const YAML::Node value = root.IsMap() ? root[key] : YAML::Node();
+  try {
+    if (value && value.IsScalar() && value.as<int64_t>() >= 0) return value.as<int64_t>();
+  } catch (const YAML::Exception&) {
+  }
+  Fail("{}: {} must be an integer >= 0 (this file is written by tpusim gen-data)", path, key);
+}
+
+Manifest ReadManifest(const std::string& path) {
+  YAML::Node root = LoadStrictYamlFile(path);
+  if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() ||
+      root["format"].Scalar() != kManifestFormat) {
+    Fail("{}: not a tpusim dataset manifest (format: {} expected)", path, kManifestFormat);
+  }
+  return {ManifestCount(root, path, "shards"), ManifestCount(root, path, "examples")};
+}
+
+// A dataset whose folder holds other shards than its manifest lists was mixed with
+// an earlier one; reading it would feed stale examples.
+void CheckAgainstManifest(const std::string& dir, const DatasetShards& found) {
+  if (!fs::exists(ManifestPath(dir))) return;  // a hand-made dataset: no manifest
+  Manifest m = ReadManifest(ManifestPath(dir));
+  int64_t examples = 0;
+  for (int64_t n : found.examples) examples += n;
+  if (m.shards != static_cast<int64_t>(found.dirs.size()) || m.examples != examples) {
+    Fail("{}: holds {} shards of {} examples but {} lists {} shards of {}; the folder mixes "
+         "datasets (write it again with tpusim gen-data)",
+         dir, found.dirs.size(), examples, ManifestPath(dir), m.shards, m.examples);
+  }
+}
+
 }  // namespace
+
+DatasetShards ScanDataset(const std::string& dir, const std::vector<FeatureSpec>& specs) {
+  DatasetShards found;
+  for (const fs::path& shard : ListShardDirs(dir)) {
+    found.dirs.push_back(shard.string());
+    found.examples.push_back(CheckShard(shard, specs).rows);
+  }
+  if (found.dirs.empty()) {
+    Fail("{}: no shard directories (expected {}/{}/FEATURE.npy)", dir, dir, ShardDirName(0));
+  }
+  CheckAgainstManifest(dir, found);
+  return found;
+}
+
+void CheckDatasetFeedsHosts(const std::string& dir, const DatasetShards& shards, int64_t num_hosts,
+                            int64_t rows_per_step) {
+  const int64_t num_shards = static_cast<int64_t>(shards.dirs.size());
+  if (num_shards < num_hosts) {
+    Fail("{}: {} shards cannot feed {} hosts (shard i goes to host i % {}; each host needs at least one)",
+         dir, num_shards, num_hosts, num_hosts);
+  }
+  for (int64_t host = 0; host < num_hosts; ++host) {
+    int64_t examples = 0;
+    for (int64_t j : ShardsOfHost(num_shards, host, num_hosts)) examples += shards.examples[static_cast<size_t>(j)];
+    if (examples == 0) {
+      Fail("{}: the shards of host {} ([{}]) hold no examples", dir, host,
+           fmt::join(ShardsOfHost(num_shards, host, num_hosts), ", "));
+    }
+    if (examples < rows_per_step) {
+      Fail("{}: the shards of host {} hold {} examples, fewer than the {} rows it builds per step, "
+           "so examples would repeat inside a batch (write more with tpusim gen-data --examples)",
+           dir, host, examples, rows_per_step);
+    }
+  }
+}
 
 std::string ShardDirName(int64_t shard) { return fmt::format("shard-{:05d}", shard); }
 
@@ -115,32 +192,25 @@ FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, i
   if (num_hosts <= 0 || host < 0 || host >= num_hosts) {
     Fail("{}: host {} is not one of {} hosts", dir, host, num_hosts);
   }
-  std::vector<fs::path> shards = ListShardDirs(dir);
-  num_shards_ = static_cast<int64_t>(shards.size());
-  if (shards.empty()) Fail("{}: no shard directories (expected {}/{}/FEATURE.npy)", dir, dir, ShardDirName(0));
-  if (num_shards_ < num_hosts) {
-    Fail("{}: {} shards cannot feed {} hosts (shard i goes to host i % {}; each host needs at least one)",
-         dir, num_shards_, num_hosts, num_hosts);
-  }
+  DatasetShards shards = ScanDataset(dir, specs_);
+  CheckDatasetFeedsHosts(dir, shards, num_hosts, 0);
+  num_shards_ = static_cast<int64_t>(shards.dirs.size());
   int64_t first_id = 0;
   for (int64_t j = 0; j < num_shards_; ++j) {
-    CheckedShard checked = CheckShard(shards[static_cast<size_t>(j)], specs_);
+    const int64_t rows = shards.examples[static_cast<size_t>(j)];
     if (j % num_hosts == host) {
-      LocalShard local{first_id, local_count_, checked.rows, {}};
-      for (const StoredFeature& stored : checked.features) {
+      LocalShard local{first_id, local_count_, rows, {}};
+      for (const FeatureSpec& spec : specs_) {  // ScanDataset checked every file
+        StoredFeature stored = LocateFeature(shards.dirs[static_cast<size_t>(j)], spec);
         auto preamble = static_cast<int64_t>(NpyPreambleBytes(stored.path));
         auto file_bytes = static_cast<int64_t>(fs::file_size(stored.path));
         local.files.push_back({std::make_unique<internal::ReadOnlyFile>(stored.path, storage.direct_io), preamble,
                                file_bytes - preamble, stored.compressed});
       }
       local_.push_back(std::move(local));
-      local_count_ += checked.rows;
+      local_count_ += rows;
     }
-    first_id += checked.rows;
-  }
-  if (local_count_ == 0) {
-    Fail("{}: the shards of host {} ([{}]) hold no examples", dir, host,
-         fmt::join(ShardsOfHost(num_shards_, host, num_hosts), ", "));
+    first_id += rows;
   }
 }
 
@@ -271,12 +341,43 @@ void WriteCompressedNpy(const std::string& path, const Tensor& tensor) {
   if (!out) Fail("{}: write failed", path);
 }
 
-}  // namespace
+// Whether gen-data may replace `dir`: absent, an empty folder, or a dataset it wrote.
+void CheckReplaceable(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  if (!fs::is_directory(dir, ec)) Fail("gen-data --out {}: exists and is not a folder", dir);
+  if (fs::is_empty(dir, ec) || fs::exists(ManifestPath(dir), ec)) return;
+  Fail("gen-data --out {}: the folder holds files but no {} (not a dataset tpusim wrote); give a "
+       "new or empty folder", dir, kDatasetManifest);
+}
 
-void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                           int64_t num_shards, bool compress) {
-  if (num_shards <= 0) Fail("gen-data: number of shards must be > 0, got {}", num_shards);
-  if (num_examples < 0) Fail("gen-data: number of examples must be >= 0, got {}", num_examples);
+void WriteManifest(const std::string& dir, const SyntheticData& data, int64_t num_examples,
+                   int64_t num_shards) {
+  std::vector<std::string> names;
+  for (const FeatureSpec& spec : data.specs()) names.push_back(spec.name);
+  WriteFileAtomically(ManifestPath(dir), ManifestPath(dir),
+                      fmt::format("# Written by tpusim gen-data; tpusim reads exactly these shards.\n"
+                                  "format: {}\nversion: 1\nexamples: {}\nshards: {}\nfeatures: [{}]\n",
+                                  kManifestFormat, num_examples, num_shards, fmt::join(names, ", ")));
+}
+
+// Swaps the finished dataset in: the old one (if any) moves aside, the new one takes
+// its name, then the old one is removed.
+void ReplaceFolder(const std::string& built, const std::string& dir) {
+  std::error_code ec;
+  std::string old = dir + ".old." + std::to_string(getpid());
+  bool had_old = fs::exists(dir, ec);
+  if (had_old) fs::rename(dir, old, ec);
+  if (!ec) fs::rename(built, dir, ec);
+  if (ec) {
+    fs::remove_all(built, ec);
+    Fail("gen-data --out {}: cannot move the new dataset in place: {}", dir, ec.message());
+  }
+  if (had_old) fs::remove_all(old, ec);
+}
+
+void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_examples,
+                 int64_t num_shards, bool compress) {
   int64_t first_id = 0;
   for (int64_t j = 0; j < num_shards; ++j) {
     int64_t rows = num_examples / num_shards + (j < num_examples % num_shards ? 1 : 0);
@@ -294,6 +395,26 @@ void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, in
     }
     first_id += rows;
   }
+}
+
+}  // namespace
+
+void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
+                           int64_t num_shards, bool compress) {
+  if (num_shards <= 0) Fail("gen-data: number of shards must be > 0, got {}", num_shards);
+  if (num_examples < 0) Fail("gen-data: number of examples must be >= 0, got {}", num_examples);
+  CheckReplaceable(dir);
+  std::string built = dir + ".tmp." + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove_all(built, ec);
+  try {
+    WriteShards(built, data, num_examples, num_shards, compress);
+    WriteManifest(built, data, num_examples, num_shards);
+  } catch (const Error&) {
+    fs::remove_all(built, ec);
+    throw;
+  }
+  ReplaceFolder(built, dir);
 }
 
 }  // namespace tpusim::infeed

@@ -19,6 +19,10 @@
 // The writer stores the synthetic values of that id there, so a file example with id e
 // equals the synthetic example e bit for bit.
 //
+// DIR/dataset.yaml (written by gen-data, optional for hand-made datasets) lists how
+// many shards and examples the dataset has; a folder whose shards disagree with it
+// (left over from an earlier dataset) is an error.
+//
 // Hosts: shard j is read by host j % H. Host t's local stream is its shards' rows in
 // shard order (t, t+H, t+2H, ...), cycling when exhausted: local index i stands for
 // row (i mod L) of that concatenation, L = host t's example count, and ExampleIdAt(i)
@@ -44,8 +48,27 @@
 
 namespace tpusim::infeed {
 
+inline constexpr const char* kDatasetManifest = "dataset.yaml";
+
 // "shard-00007".
 std::string ShardDirName(int64_t shard);
+
+// A dataset's shard folders in order and the examples each holds.
+struct DatasetShards {
+  std::vector<std::string> dirs;
+  std::vector<int64_t> examples;
+};
+
+// Lists and checks every shard of `dir` against `specs` (presence, dtype, shape,
+// equal first dims, complete payload: headers only, nothing is loaded) and against
+// the manifest when there is one. Throws Error naming the file or directory.
+DatasetShards ScanDataset(const std::string& dir, const std::vector<FeatureSpec>& specs);
+
+// Throws Error naming `dir` unless each of `num_hosts` reading hosts gets at least
+// one shard and at least max(1, rows_per_step) examples (fewer would repeat
+// examples inside one batch).
+void CheckDatasetFeedsHosts(const std::string& dir, const DatasetShards& shards, int64_t num_hosts,
+                            int64_t rows_per_step);
 
 // The shards host `host` of `num_hosts` reads: host, host + H, ... below num_shards.
 std::vector<int64_t> ShardsOfHost(int64_t num_shards, int64_t host, int64_t num_hosts);
@@ -137,8 +160,10 @@ class FileSource {
 // `tpusim gen-data`: writes examples [0, num_examples) of `data` (all of data.specs(),
 // label included) to `dir` as num_shards shards, shard j holding a contiguous block of
 // num_examples / num_shards examples (the first num_examples % num_shards shards one
-// more); with `compress` as FEATURE.npy.zlib files. Creates directories as needed;
-// throws Error naming the path on failure.
+// more), with `compress` as FEATURE.npy.zlib files, and the manifest. The dataset
+// is built beside `dir` and then replaces it whole, so no shard of an earlier
+// dataset survives; `dir` must be absent, empty or a dataset gen-data wrote. Throws
+// Error naming the path on failure (and leaves `dir` as it was).
 void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
                            int64_t num_shards, bool compress = false);
 

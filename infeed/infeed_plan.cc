@@ -83,12 +83,14 @@ void PlanDataParallel(const Layout& l, HostPlan& host) {
            "cores; per-host infeed needs it to (set infeed.per_host: false)",
            l.K(), l.cores_per_host);
     }
-    size_t shards = static_cast<size_t>(l.cores_per_host / l.K());
-    if (reps.size() != shards) {
-      Fail("infeed.per_host: host {} holds logical core 0 of {} replicas [{}] but per-host infeed "
-           "sends {} shards per host ({} cores / split {}); this slice's replicas do not tile the "
-           "hosts (set infeed.per_host: false)",
-           host.host, reps.size(), fmt::join(reps, ","), shards, l.cores_per_host, l.K());
+    // Every host feeds as many replicas as host 0: cores_per_host / K on a full
+    // slice, fewer when cluster.replicas leaves cores idle.
+    size_t shards = l.da.replicas_on_host(0, 0).size();
+    if (reps.empty() || reps.size() != shards) {
+      Fail("infeed.per_host: host {} holds logical core 0 of {} replicas [{}] but host 0 holds {}; "
+           "per-host infeed sends every host the same number of shards, so this slice's replicas do "
+           "not tile the hosts (set infeed.per_host: false)",
+           host.host, reps.size(), fmt::join(reps, ","), shards);
     }
   }
   CheckDivides(l, host.rows_per_step, static_cast<int64_t>(reps.size()),

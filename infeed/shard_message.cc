@@ -92,12 +92,20 @@ ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {
     Fail("infeed: shard header claims {} tensors of {} replica rows, expected {} of {}",
          v.header.num_tensors, v.header.replica_rows, features_.size(), route_->replica_rows);
   }
-  const auto* slice_in = reinterpret_cast<const int64_t*>(message.data() + slices_offset_);
+  const std::byte* slice_in = message.data() + slices_offset_;
   for (size_t f = 0; f < features_.size(); ++f) {
     PieceSlice s;
     for (size_t dim = 0; dim < route_->slices[f].begin.size(); ++dim) {
-      s.begin.push_back(*slice_in++);
-      s.end.push_back(*slice_in++);
+      int64_t bounds[2];
+      std::memcpy(bounds, slice_in, sizeof(bounds));  // the sender's alignment is not ours
+      slice_in += sizeof(bounds);
+      int64_t extent = dim == 0 ? route_->replica_rows : features_[f].shape[dim - 1];
+      if (bounds[0] < 0 || bounds[0] > bounds[1] || bounds[1] > extent) {
+        Fail("infeed: shard slice of '{}' claims [{}, {}) on dim {}, outside [0, {})", features_[f].name,
+             bounds[0], bounds[1], dim, extent);
+      }
+      s.begin.push_back(bounds[0]);
+      s.end.push_back(bounds[1]);
     }
     if (s.shape() != route_->slices[f].shape()) {
       Fail("infeed: shard slice of '{}' has shape {}, expected {}", features_[f].name,

@@ -7,6 +7,10 @@
 #include <regex>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +21,60 @@ namespace tpusim::optim {
 struct CompositeOptimizer::Matchers {
   std::vector<std::regex> regexes;
 };
+
+namespace {
+
+// libstdc++'s std::regex compiles and matches recursively, and its default
+// (backtracking) matcher takes exponential time on patterns like (a*)*b. Patterns
+// only route variable names, so they are kept small enough that the automaton (at
+// most ~length x the product of the {n,m} bounds states) cannot overflow the
+// stack, and are matched by libstdc++'s polynomial engine, which back-references
+// would switch off.
+constexpr size_t kMaxPatternLength = 256;
+constexpr int64_t kMaxPatternStates = 4096;
+
+// The largest count of the {n}, {n,} or {n,m} quantifier at `text`, or 1.
+int64_t RepeatBound(std::string_view text) {
+  int64_t n = 0, m = -1, *field = &n;
+  size_t i = 1;
+  for (; i < text.size() && text[i] != '}'; ++i) {
+    if (text[i] == ',' && field == &n) {
+      field = &m;
+      m = 0;
+    } else if (std::isdigit(static_cast<unsigned char>(text[i])) && *field < kMaxPatternStates) {
+      *field = *field * 10 + (text[i] - '0');
+    }
+  }
+  return std::max<int64_t>({n, m, 1}) + (m == 0 ? 1 : 0);
+}
+
+void CheckPatternSize(const std::string& key, const std::string& pattern) {
+  if (pattern.size() > kMaxPatternLength) {
+    Fail("{}: pattern '{}...' is {} characters; at most {}", key, pattern.substr(0, 32),
+         pattern.size(), kMaxPatternLength);
+  }
+  int64_t repeats = 1;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      if (!in_class && pattern[i + 1] >= '1' && pattern[i + 1] <= '9') {
+        Fail("{}: pattern '{}': back-references (\\{}) are not supported", key, pattern, pattern[i + 1]);
+      }
+      ++i;
+    } else if (c == '[' || (c == ']' && in_class)) {
+      in_class = c == '[';
+    } else if (c == '{' && !in_class) {
+      repeats = std::min(repeats * RepeatBound(std::string_view(pattern).substr(i)), kMaxPatternStates + 1);
+    }
+  }
+  if (repeats * static_cast<int64_t>(pattern.size()) > kMaxPatternStates) {
+    Fail("{}: pattern '{}': its {{n,m}} repetitions multiply to more than {} states; repeat less",
+         key, pattern, kMaxPatternStates);
+  }
+}
+
+}  // namespace
 
 CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children,
                                        std::string key)
@@ -32,8 +90,10 @@ CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children,
       }
     }
     if (c.pattern == kDefaultKey) default_child_ = i;
+    CheckPatternSize(key_, c.pattern);
     try {
-      matchers_->regexes.emplace_back(c.pattern, std::regex::ECMAScript);
+      matchers_->regexes.emplace_back(c.pattern,
+                                      std::regex::ECMAScript | std::regex_constants::__polynomial);
     } catch (const std::regex_error& e) {
       Fail("{}: pattern '{}' is not a valid regex ({})", key_, c.pattern, e.what());
     }

@@ -4,16 +4,20 @@
 // and throws Error on bad input; main() prints the error.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "sim/run_command.h"
 
 namespace tpusim::sim {
 
 struct TopologyOptions {
   std::string config;
-  int split = 0;                       // 0 = from the run file, else 1
+  std::optional<int> split;            // unset = from the run file, else 1
   std::string computation_shape;       // "X,Y,Z,C"
-  int replicas = 0;
+  std::optional<int> replicas;         // unset = from the run file, else as many as fit
   std::string order;                   // empty = from the run file, else auto
   std::string ring_rule;
   std::string generation;              // figures for an imported device list / TopologyProto
@@ -33,17 +37,27 @@ int RunTopologyImportCommand(const ImportOptions& options);
 
 int RunRanksCommand(const std::string& config, const std::string& generation);
 
+// Checks a run file with sim/run_validation.h (a topology: its default slice).
 int RunValidateCommand(const std::string& config, const std::vector<std::string>& overrides);
 
-// Replaces this process with mpirun running `tpusim run CONFIG run_args...` on the
-// right number of ranks with the flags this kind of machine needs.
-int RunLaunchCommand(const std::string& config, const std::vector<std::string>& run_args,
-                     const std::vector<std::string>& overrides, bool dry_run);
+// Validates the run and its output paths in this process exactly as every rank
+// will, then runs mpirun --quiet with `tpusim run CONFIG run_args...` on the right
+// number of ranks and the flags this kind of machine needs, forwarding signals to
+// it; returns its exit code and says in one line when a rank died of a signal or
+// mpirun failed on its own. `run_args` are the forwarded flags of `options`.
+int RunLaunchCommand(const RunOptions& options, const std::vector<std::string>& run_args,
+                     bool dry_run);
 
-// Writes `examples` examples of the run's synthetic source (default: ten global
-// batches) as `shards` .npy shards (default: two per host) into `out_dir`, with
-// `compress` as zlib-compressed FEATURE.npy.zlib files.
-int RunGenDataCommand(const std::string& config, const std::vector<std::string>& overrides,
-                      const std::string& out_dir, int64_t examples, int64_t shards, bool compress = false);
+struct GenDataOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out_dir;
+  std::optional<int64_t> examples;  // default: ten global batches
+  std::optional<int64_t> shards;    // default: two per host
+  bool compress = false;            // zlib-compressed FEATURE.npy.zlib files
+};
+// Writes the run's synthetic examples as .npy shards into `out_dir` (replacing a
+// dataset gen-data wrote there before, refusing a folder holding anything else).
+int RunGenDataCommand(const GenDataOptions& options);
 
 }  // namespace tpusim::sim

@@ -1,7 +1,6 @@
 #include "sim/config_node.h"
 
-#include <filesystem>
-#include <fstream>
+#include "base/strict_yaml.h"
 
 namespace tpusim::sim {
 
@@ -10,10 +9,18 @@ ConfigNode::ConfigNode(YAML::Node node, std::string path, std::string source)
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
     Fail("{}: {}: expected a map of keys", source_, path_.empty() ? "(top level)" : path_);
   }
+  if (!node_ || !node_.IsMap()) return;
+  for (const auto& entry : node_) {
+    // Documents come through LoadStrictYaml, which has rejected non-scalar and repeated keys.
+    if (!entry.first.IsScalar()) Fail("{}: {}: a key must be a plain string", source_, path_);
+    std::string key = entry.first.Scalar();
+    if (index_.emplace(key, entry.second).second) keys_.push_back(std::move(key));
+  }
 }
 
 bool ConfigNode::Has(const std::string& key) const {
-  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+  auto it = index_.find(key);
+  return it != index_.end() && !it->second.IsNull();
 }
 
 std::string ConfigNode::KeyPath(const std::string& key) const {
@@ -27,26 +34,20 @@ void ConfigNode::FailAt(const std::string& key, const std::string& message) cons
 ConfigNode ConfigNode::Child(const std::string& key) {
   used_.insert(key);
   if (!Has(key)) return ConfigNode(YAML::Node(YAML::NodeType::Map), KeyPath(key), source_);
-  if (!node_[key].IsMap()) FailAt(key, "expected a map of keys");
-  return ConfigNode(node_[key], KeyPath(key), source_);
+  if (!At(key).IsMap()) FailAt(key, "expected a map of keys");
+  return ConfigNode(At(key), KeyPath(key), source_);
 }
 
 std::vector<ConfigNode> ConfigNode::Sequence(const std::string& key) {
   used_.insert(key);
   std::vector<ConfigNode> items;
   if (!Has(key)) return items;
-  if (!node_[key].IsSequence()) FailAt(key, "expected a list");
-  for (size_t i = 0; i < node_[key].size(); ++i) {
-    items.emplace_back(node_[key][i], fmt::format("{}[{}]", KeyPath(key), i), source_);
+  const YAML::Node& list = At(key);
+  if (!list.IsSequence()) FailAt(key, "expected a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    items.emplace_back(list[i], fmt::format("{}[{}]", KeyPath(key), i), source_);
   }
   return items;
-}
-
-std::vector<std::string> ConfigNode::Keys() const {
-  std::vector<std::string> keys;
-  if (!node_ || !node_.IsMap()) return keys;
-  for (const auto& entry : node_) keys.push_back(entry.first.as<std::string>());
-  return keys;
 }
 
 void ConfigNode::Finish() const {
@@ -61,16 +62,15 @@ void ApplyOverride(YAML::Node& root, const std::string& assignment) {
     Fail("--set {}: expected key=value, e.g. --set train.steps=20", assignment);
   }
   std::string key = assignment.substr(0, eq);
-  YAML::Node value;
-  try {
-    value = YAML::Load(assignment.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    Fail("--set {}: value is not valid YAML: {}", assignment, e.msg);
-  }
+  YAML::Node value = LoadStrictYaml(assignment.substr(eq + 1), "--set " + assignment);
   std::vector<std::string> parts;
   for (size_t start = 0;;) {
     size_t dot = key.find('.', start);
     parts.push_back(key.substr(start, dot - start));
+    if (parts.back().empty()) {
+      Fail("--set {}: '{}' has an empty key part; expected key=value, e.g. --set train.steps=20",
+           assignment, key);
+    }
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -83,19 +83,6 @@ void ApplyOverride(YAML::Node& root, const std::string& assignment) {
     chain.push_back(chain.back()[parts[i]]);
   }
   chain.back()[parts.back()] = value;
-}
-
-YAML::Node LoadYamlFile(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) Fail("{}: no such file", path);
-  std::ifstream in(path);
-  if (!in) Fail("{}: cannot open file", path);
-  try {
-    YAML::Node node = YAML::Load(in);
-    if (!node || node.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    return node;
-  } catch (const YAML::ParserException& e) {
-    Fail("{}:{}:{}: malformed YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
 }
 
 }  // namespace tpusim::sim

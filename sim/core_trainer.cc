@@ -1,5 +1,6 @@
 #include "sim/core_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -48,30 +49,38 @@ int TrainerInputWidth(const RunConfig& config, const infeed::InfeedPlan& plan) {
   return ModelInputWidth(plan) + static_cast<int>(EmbeddingWidth(config.embedding.config));
 }
 
+void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  const std::vector<infeed::FeatureSpec>& features = plan.features();
+  if (std::none_of(features.begin(), features.end(), [](const auto& s) { return s.name == kLabel; })) {
+    Fail("model: the input has no '{}' feature to train on", kLabel);
+  }
+  if (std::none_of(features.begin(), features.end(), IsModelInput) && !config.embedding.enabled()) {
+    Fail("model: input.features declares no float feature and embedding.features is empty");
+  }
+  for (const infeed::HostPlan& h : plan.hosts()) {
+    for (const infeed::ShardRoute& r : h.shards) {
+      infeed::ShardCodec codec(features, r);
+      for (size_t f = 0; f < r.slices.size(); ++f) {
+        if (!codec.IsContiguous(f)) {
+          Fail("infeed.partition_dims.{}: training splits examples across cores, so only the batch "
+               "dim may be partitioned", features[f].name);
+        }
+      }
+    }
+  }
+}
+
 CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
                          const cluster::RankRole& role, cluster::Communicators& comms,
                          Watchdog* watchdog)
     : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
       dense_width_(ModelInputWidth(plan)) {
+  CheckTrainable(config, plan);
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
     if (spec.name == kLabel) label_feature_ = static_cast<int>(f);
     if (IsModelInput(spec)) input_features_.push_back(f);
-  }
-  if (label_feature_ < 0) Fail("model: the input has no '{}' feature to train on", kLabel);
-  if (input_features_.empty() && !config.embedding.enabled()) {
-    Fail("model: input.features declares no float feature and embedding.features is empty");
-  }
-  for (const infeed::HostPlan& h : plan.hosts()) {
-    for (const infeed::ShardRoute& r : h.shards) {
-      for (size_t f = 0; f < r.slices.size(); ++f) {
-        if (!infeed::ShardCodec(plan.features(), r).IsContiguous(f)) {
-          Fail("infeed.partition_dims.{}: training splits examples across cores, so only the batch "
-               "dim may be partitioned", plan.features()[f].name);
-        }
-      }
-    }
   }
   crs_.emplace(comms.logical_core, role.replica, CrsOptions(config));
   if (config.embedding.enabled()) {

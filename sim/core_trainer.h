@@ -102,6 +102,11 @@ class CoreTrainer {
   std::vector<Eigen::ArrayXf> values_;   // scratch view for the adjustment's L2 term
 };
 
+// Throws Error when `plan` cannot train a model: no label, neither a float feature
+// nor an embedding feature, or a feature partitioned along a non-batch dim. The
+// constructor checks it; sim/run_validation.h checks it before a run starts.
+void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan);
+
 // Model input width of a plan: the per-example element counts of its float
 // features other than the label.
 int ModelInputWidth(const infeed::InfeedPlan& plan);

@@ -1,5 +1,7 @@
 #include "sim/embedding_infeed.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -46,6 +48,7 @@ class TrailerReader {
     Read(std::span<int64_t>(&value, 1));
     return value;
   }
+  size_t remaining() const { return bytes_.size() - offset_; }
   void ExpectEnd() const {
     if (offset_ != bytes_.size()) {
       Fail("embedding infeed: trailer has {} bytes after its last feature",
@@ -58,12 +61,31 @@ class TrailerReader {
   size_t offset_ = 0;
 };
 
-void ReadPiece(TrailerReader& reader, int64_t max_entries, const std::string& feature,
+// Every entry must address a row of the piece, a position of the feature and a row
+// of its table, or a core would index outside its arrays.
+void CheckEntries(const CooPiece& piece, const embedding::FeatureConfig& feature, int64_t vocab) {
+  const int64_t positions = std::max(feature.max_ids, feature.max_sequence_length);
+  for (int64_t e = 0; e < piece.nnz(); ++e) {
+    int64_t row = piece.sample_indices[static_cast<size_t>(2 * e)];
+    int64_t position = piece.sample_indices[static_cast<size_t>(2 * e + 1)];
+    int64_t id = piece.embedding_indices[static_cast<size_t>(e)];
+    if (row < 0 || row >= piece.rows || position < 0 || position >= positions || id < 0 ||
+        id >= vocab || !std::isfinite(piece.aggregation_weights[static_cast<size_t>(e)])) {
+      Fail("embedding.features.{}: trailer entry {} (row {}, position {}, id {}) is outside {} rows, "
+           "{} positions and vocab {}", feature.name, e, row, position, id, piece.rows, positions, vocab);
+    }
+  }
+}
+
+void ReadPiece(TrailerReader& reader, const embedding::FeatureConfig& feature, int64_t vocab,
                CooPiece& piece) {
   piece.rows = reader.ReadInt();
   int64_t nnz = reader.ReadInt();
-  if (piece.rows < 0 || nnz < 0 || nnz > max_entries * std::max<int64_t>(piece.rows, 0)) {
-    Fail("embedding.features.{}: trailer claims {} ids in {} rows", feature, nnz, piece.rows);
+  int64_t max_nnz = 0;
+  if (piece.rows < 0 || nnz < 0 || __builtin_mul_overflow(feature.max_ids, piece.rows, &max_nnz) ||
+      nnz > max_nnz || static_cast<uint64_t>(nnz) > reader.remaining() / kBytesPerId) {
+    Fail("embedding.features.{}: trailer claims {} ids in {} rows ({} bytes left)", feature.name, nnz,
+         piece.rows, reader.remaining());
   }
   piece.sample_indices.resize(static_cast<size_t>(2 * nnz));
   piece.embedding_indices.resize(static_cast<size_t>(nnz));
@@ -71,6 +93,7 @@ void ReadPiece(TrailerReader& reader, int64_t max_entries, const std::string& fe
   reader.Read(std::span(piece.sample_indices));
   reader.Read(std::span(piece.embedding_indices));
   reader.Read(std::span(piece.aggregation_weights));
+  CheckEntries(piece, feature, vocab);
 }
 
 }  // namespace
@@ -161,7 +184,9 @@ void DecodeCoo(std::span<const std::byte> trailer, const embedding::EmbeddingCon
   }
   pieces.resize(config.features.size());
   for (size_t f = 0; f < config.features.size(); ++f) {
-    ReadPiece(reader, config.features[f].max_ids, config.features[f].name, pieces[f]);
+    const embedding::FeatureConfig& feature = config.features[f];
+    int64_t vocab = config.tables[embedding::TableIndex(config, feature.table)].vocab;
+    ReadPiece(reader, feature, vocab, pieces[f]);
   }
   reader.ExpectEnd();
 }

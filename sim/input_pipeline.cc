@@ -33,8 +33,13 @@ infeed::SyntheticData MakeSyntheticData(const RunConfig& config) {
   return infeed::SyntheticData(config.input.seed, FeatureSpecs(config.input), RunLabel(config));
 }
 
+// The specs SyntheticData would give, without building its teacher (whose size
+// grows with the features: it must not be allocated before the memory check).
 std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config) {
-  return MakeSyntheticData(config).specs();
+  std::vector<infeed::FeatureSpec> specs = FeatureSpecs(config.input);
+  infeed::LabelConfig label = RunLabel(config);
+  if (label.kind != infeed::LabelKind::kNone) specs.push_back({label.name, infeed::DType::kFloat32, {}});
+  return specs;
 }
 
 int64_t ValueExampleId(const RunConfig& config, int64_t example_id) {

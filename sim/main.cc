@@ -1,6 +1,7 @@
 // The tpusim command: topology, ranks, validate, launch, run, gen-data. The only
-// place that decides to stop a run: every error arrives here as tpusim::Error and is
-// printed once, tagged with rank and role where MPI is up.
+// place that decides to stop: every error arrives here (or in run_command.cc once
+// MPI is up) and is printed as one line. Exit codes: sim/run_command.h.
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
                        "accelerator type (v5p-128), topology name or file, or run file");
   topology->add_option("--split", topo.split, "cores per replica");
   topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
-  topology->add_option("--replicas", topo.replicas, "number of replicas (default: all that fit)");
+  topology->add_option("--replicas", topo.replicas,
+                       "number of replicas (default: as many as TF's device_assignment fits)");
   topology->add_option("--order", topo.order, "auto | ring | mesh");
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
   topology->add_option("--generation", topo.generation,
@@ -98,23 +100,25 @@ int main(int argc, char** argv) {
   run->add_option("CONFIG", run_opts.config)->required();
   AddRunFlags(run, run_opts);
 
-  std::string gen_config, gen_out;
-  std::vector<std::string> gen_sets;
-  int64_t gen_examples = 0, gen_shards = 0;
-  bool gen_compress = false;
+  tpusim::sim::GenDataOptions gen_opts;
   CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
-  gen->add_option("CONFIG", gen_config)->required();
-  gen->add_option("--out", gen_out, "dataset directory")->required();
-  gen->add_option("--examples", gen_examples, "examples to write (default: 10 global batches)");
-  gen->add_option("--shards", gen_shards, "shards to write (default: 2 per host)");
-  gen->add_flag("--compress", gen_compress, "write zlib-compressed FEATURE.npy.zlib files");
-  gen->add_option("--set", gen_sets, "override a config key: a.b=value")->take_all();
+  gen->add_option("CONFIG", gen_opts.config)->required();
+  gen->add_option("--out", gen_opts.out_dir, "dataset directory")->required();
+  gen->add_option("--examples", gen_opts.examples, "examples to write (default: 10 global batches)");
+  gen->add_option("--shards", gen_opts.shards, "shards to write (default: 2 per host)");
+  gen->add_flag("--compress", gen_opts.compress, "write zlib-compressed FEATURE.npy.zlib files");
+  gen->add_option("--set", gen_opts.overrides, "override a config key: a.b=value")->take_all();
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "tpusim: error: {}\n", e.what());
+    return tpusim::sim::kExitInputError;
   }
+  // A write past a file-size limit fails with EFBIG (reported by the writer)
+  // instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   try {
     if (*import) return tpusim::sim::RunTopologyImportCommand(import_opts);
@@ -124,17 +128,14 @@ int main(int argc, char** argv) {
     }
     if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation);
     if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
-    if (*launch) {
-      return tpusim::sim::RunLaunchCommand(launch_opts.config, ForwardedRunArgs(launch_opts),
-                                           launch_opts.overrides, dry_run);
-    }
-    if (*gen) {
-      return tpusim::sim::RunGenDataCommand(gen_config, gen_sets, gen_out, gen_examples, gen_shards, gen_compress);
-    }
+    if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), dry_run);
+    if (*gen) return tpusim::sim::RunGenDataCommand(gen_opts);
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
-  } catch (const tpusim::Error& e) {
-    fmt::print(stderr, "tpusim: error: {}\n", e.what());
-    return 2;
+  } catch (...) {
+    bool internal = false;
+    std::string message = tpusim::CurrentExceptionMessage(&internal);
+    fmt::print(stderr, "tpusim: error: {}\n", message);
+    return internal ? tpusim::sim::kExitInternalError : tpusim::sim::kExitInputError;
   }
   return 0;
 }

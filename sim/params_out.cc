@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "base/npy.h"
 #include "cluster/large_messages.h"
 #include "cluster/message_tags.h"
@@ -82,8 +83,10 @@ void ReceiveParams(const SimulationContext& ctx) {
     const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
     array.data.assign(begin, begin + bytes);
     std::filesystem::path path = std::filesystem::path(ctx.options.params_out_dir) / (v["name"].get<std::string>() + ".npy");
-    std::filesystem::create_directories(path.parent_path());
-    WriteNpy(path.string(), array);
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) Fail("--params-out {}: cannot create {}: {}", ctx.options.params_out_dir, path.parent_path().string(), ec.message());
+    WriteNpy(path.string(), array);  // atomically (base/npy.h)
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace tpusim::sim {
@@ -24,7 +25,8 @@ class PartReader {
   const std::string& path() const { return path_; }
   void Remove() {
     in_.close();
-    std::filesystem::remove(path_);
+    std::error_code ignored;  // a part left behind costs disk space, not the output
+    std::filesystem::remove(path_, ignored);
   }
 
  private:
@@ -32,22 +34,29 @@ class PartReader {
   std::ifstream in_;
 };
 
-// Writes `path` through PATH.tmp and a rename, so a failure never leaves half a file.
+// Writes `path` atomically (base/atomic_file.h: PATH.tmp.<pid>, synced, renamed),
+// so a failure never leaves half a file, through a bounded buffer.
 class MergedFile {
  public:
-  explicit MergedFile(const std::string& path) : path_(path), tmp_(path + ".tmp"), out_(tmp_) {
-    if (!out_) Fail("{}: cannot open for writing", tmp_);
+  MergedFile(const std::string& path, const std::string& label) : file_(path, label) {}
+  void Append(std::string_view text) {
+    buffer_.append(text);
+    if (buffer_.size() >= kFlushBytes) Flush();
   }
-  std::ofstream& out() { return out_; }
   void Commit() {
-    out_.close();
-    if (!out_) Fail("{}: write failed", tmp_);
-    std::filesystem::rename(tmp_, path_);
+    Flush();
+    file_.Commit();
   }
 
  private:
-  std::string path_, tmp_;
-  std::ofstream out_;
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+  void Flush() {
+    file_.Write(buffer_);
+    buffer_.clear();
+  }
+
+  AtomicFile file_;
+  std::string buffer_;
 };
 
 int64_t LeadingStep(const std::string& line, char separator, const std::string& part) {
@@ -106,7 +115,7 @@ void RankStream::Close() {
 void MergePlacementLog(const std::string& path, const std::vector<int>& ranks) {
   std::vector<std::unique_ptr<PartReader>> parts;
   for (int rank : ranks) parts.push_back(std::make_unique<PartReader>(path, rank));
-  MergedFile merged(path);
+  MergedFile merged(path, "--placement-log " + path);
   // Lockstep: every part has the same steps, one line each, in order.
   std::string line;
   for (bool more = true; more;) {
@@ -116,7 +125,8 @@ void MergePlacementLog(const std::string& path, const std::vector<int>& ranks) {
       more = true;
       const size_t tab = line.find('\t');
       LeadingStep(line, '\t', part->path());
-      merged.out() << std::string_view(line).substr(tab + 1) << '\n';
+      merged.Append(std::string_view(line).substr(tab + 1));
+      merged.Append("\n");
     }
   }
   merged.Commit();
@@ -130,8 +140,9 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
   for (size_t h = 0; h < host_ranks.size(); ++h) {
     if (host_ranks[h] >= 0) hosts[h] = std::make_unique<PartReader>(path, host_ranks[h]);
   }
-  MergedFile merged(path);
-  merged.out() << header << '\n';
+  MergedFile merged(path, "--steps-csv " + path);
+  merged.Append(header);
+  merged.Append("\n");
   std::vector<std::string> host_columns(hosts.size(), ",,");
   std::string line;
   for (int64_t step = 0;; ++step) {
@@ -152,7 +163,10 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
       const size_t a = line.find(',') + 1, b = line.find(',', a);
       const int src = std::atoi(line.c_str() + a);
       const bool known = b != std::string::npos && src >= 0 && static_cast<size_t>(src) < hosts.size();
-      merged.out() << line << ',' << (known ? host_columns[static_cast<size_t>(src)] : ",,") << '\n';
+      merged.Append(line);
+      merged.Append(",");
+      merged.Append(known ? host_columns[static_cast<size_t>(src)] : ",,");
+      merged.Append("\n");
     }
     if (!any) break;
   }
@@ -164,20 +178,22 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
 }
 
 void MergeTrace(const std::string& path, const std::string& prefix, int num_ranks) {
-  MergedFile merged(path);
-  merged.out() << "{\"traceEvents\":[" << prefix;
+  MergedFile merged(path, "--trace " + path);
+  merged.Append("{\"traceEvents\":[");
+  merged.Append(prefix);
   bool first = prefix.empty();
   std::string line;
   for (int rank = 0; rank < num_ranks; ++rank) {
     if (!std::filesystem::exists(PartPath(path, rank))) continue;
     PartReader part(path, rank);
     while (part.Next(line)) {
-      merged.out() << (first ? "" : ",") << line;
+      merged.Append(first ? "" : ",");
+      merged.Append(line);
       first = false;
     }
     part.Remove();
   }
-  merged.out() << "],\"displayTimeUnit\":\"ms\"}\n";
+  merged.Append("],\"displayTimeUnit\":\"ms\"}\n");
   merged.Commit();
 }
 

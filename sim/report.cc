@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include "base/atomic_file.h"
 #include "base/checksum.h"
 #include "base/error.h"
 #include "cluster/cross_replica_sum.h"
@@ -31,20 +34,52 @@ std::string Verdict(double infeed_percent) {
   return "not input-bound: infeed waits < 5% of step time";
 }
 
+std::string FirstLine(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The source tree's git directory: .git itself, or where a worktree's .git file points.
+std::filesystem::path GitDir() {
+  std::filesystem::path dot = std::filesystem::path(TPUSIM_SOURCE_DIR) / ".git";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dot, ec)) return dot;
+  std::string line = FirstLine(dot);
+  return line.rfind("gitdir: ", 0) == 0 ? std::filesystem::path(line.substr(8)) : dot;
+}
+
+// The commit HEAD names: a detached id, or the branch's id from the worktree's own
+// refs, the common refs or packed-refs. Empty when the source is not a git tree.
 std::string GitCommit() {
-#ifdef TPUSIM_SOURCE_DIR
-  std::ifstream head(std::string(TPUSIM_SOURCE_DIR) + "/.git/HEAD");
-  std::string ref;
-  std::getline(head, ref);
-  if (ref.rfind("ref: ", 0) == 0) {
-    std::ifstream file(std::string(TPUSIM_SOURCE_DIR) + "/.git/" + ref.substr(5));
-    std::string commit;
-    if (std::getline(file, commit)) return commit;
+  std::filesystem::path dir = GitDir();
+  std::string head = FirstLine(dir / "HEAD");
+  if (head.rfind("ref: ", 0) != 0) return head;
+  std::string ref = head.substr(5);
+  std::string common_rel = FirstLine(dir / "commondir");
+  std::filesystem::path common = common_rel.empty() ? dir : dir / common_rel;
+  for (const std::filesystem::path& d : {dir, common}) {
+    if (std::string commit = FirstLine(d / ref); !commit.empty()) return commit;
   }
-  return ref;
-#else
+  std::ifstream packed(common / "packed-refs");
+  for (std::string line; std::getline(packed, line);) {
+    if (line.size() > ref.size() && line.ends_with(" " + ref)) return line.substr(0, line.find(' '));
+  }
   return "";
-#endif
+}
+
+json ProvenanceOf(const SimulationContext& ctx) {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char created[32] = {};
+  std::strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::error_code ec;
+  std::filesystem::path config = std::filesystem::absolute(ctx.config.source, ec);
+  return {{"created_utc", created},
+          {"config_file", ec ? ctx.config.source : config.string()},
+          {"git_commit", GitCommit()}};
 }
 
 json EnvironmentOf(const SimulationContext& ctx) {
@@ -378,6 +413,8 @@ json TrainingReport(const ReportInputs& in) {
 
 json Environment(const SimulationContext& ctx) { return EnvironmentOf(ctx); }
 
+json Provenance(const SimulationContext& ctx) { return ProvenanceOf(ctx); }
+
 json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>& ranks) {
   std::vector<shampoo::HostMetrics> hosts;
   std::vector<shampoo::CoreMetrics> cores;
@@ -474,10 +511,12 @@ json BuildReport(const ReportInputs& in) {
   report["version"] = kReportVersion;
   report["config"] = YamlToJson(in.config.resolved);
   report["environment"] = in.environment;
+  report["provenance"] = in.provenance;
   report["topology"] = {{"name", in.slice.topology.name()},
                         {"num_replicas", in.slice.assignment.num_replicas()},
                         {"cores_per_replica", in.slice.assignment.num_cores_per_replica()},
-                        {"order", in.slice.assignment.path()}};
+                        {"order", in.slice.assignment.path()},
+                        {"idle_cores", in.slice.idle_cores()}};
   report["loops"] = {{"steps_requested", in.config.train.steps},
                      {"steps_per_loop", loops.steps_per_loop},
                      {"num_loops", loops.num_loops},
@@ -650,11 +689,8 @@ void PrintSummary(const json& report) {
   std::fflush(stdout);
 }
 
-void WriteJsonFile(const std::string& path, const json& value) {
-  std::ofstream out(path);
-  if (!out) Fail("{}: cannot open for writing", path);
-  out << value.dump(2) << "\n";
-  if (!out) Fail("{}: write failed", path);
+void WriteJsonFile(const std::string& path, const std::string& label, const json& value) {
+  WriteFileAtomically(path, label, value.dump(2) + "\n");
 }
 
 }  // namespace tpusim::sim

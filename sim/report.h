@@ -42,6 +42,10 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
 // Hosts, world size, MPI version, git commit and build type of this run.
 nlohmann::json Environment(const SimulationContext& ctx);
 
+// When (UTC), from which config file (absolute path) and from which git commit of
+// the source tree ("" outside git) the report is made.
+nlohmann::json Provenance(const SimulationContext& ctx);
+
 // Everything a report is made of.
 struct ReportInputs {
   const RunConfig& config;
@@ -52,6 +56,7 @@ struct ReportInputs {
   double run_s = 0;
   MpiBaseline baseline;
   nlohmann::json environment;
+  nlohmann::json provenance;
 };
 
 nlohmann::json BuildReport(const ReportInputs& inputs);
@@ -62,7 +67,7 @@ nlohmann::json ShampooReport(const shampoo::KeyTable& keys, const std::vector<Ra
 // The end-of-run table on stdout.
 void PrintSummary(const nlohmann::json& report);
 
-// Writes `value` to `path`; throws Error naming the path on failure.
-void WriteJsonFile(const std::string& path, const nlohmann::json& value);
+// Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.
+void WriteJsonFile(const std::string& path, const std::string& label, const nlohmann::json& value);
 
 }  // namespace tpusim::sim

@@ -1,37 +1,54 @@
 #include "sim/run_command.h"
 
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
-#include "cluster/communicators.h"
 #include "cluster/communicator.h"
+#include "cluster/communicators.h"
+#include "sim/report.h"
+#include "sim/run_outputs.h"
+#include "sim/run_validation.h"
 #include "sim/simulation.h"
-#include "sim/slice.h"
 
 namespace tpusim::sim {
 namespace {
 
 struct Setup {
   RunConfig config;
-  std::optional<Slice> slice;
-  cluster::RankRole role;
+  std::optional<ValidatedRun> run;
+  std::optional<cluster::RankRole> role;  // known once the slice is
 };
 
-// Loads and checks everything a rank needs before it talks to any peer.
-Setup LoadSetup(const RunOptions& options, int world_rank, int world_size) {
-  Setup setup;
+// This machine's memory and the world ranks that share it.
+Machine MachineOfRank(const cluster::Communicator& world) {
+  Machine machine = ThisMachine();
+  cluster::Communicator node = world.SplitShared();
+  std::vector<double> here(static_cast<size_t>(world.size()), 0.0);
+  here[static_cast<size_t>(world.rank())] = 1;
+  node.AllreduceInPlace(here, MPI_SUM);
+  for (size_t r = 0; r < here.size(); ++r) {
+    if (here[r] > 0) machine.ranks.push_back(static_cast<int>(r));
+  }
+  return machine;
+}
+
+// Loads and checks everything a rank needs before it talks to any peer: the same
+// validation as `tpusim validate`, plus the world size and, on rank 0 (which writes
+// every output), the output paths. Fills `setup` as far as it gets.
+void LoadSetup(const RunOptions& options, const cluster::Communicator& world, const Machine& machine,
+               Setup& setup) {
   setup.config = LoadRunConfig(options.config, options.overrides);
-  cluster::Topology topology = cluster::LoadTopology(setup.config.topology);
-  setup.slice = BuildSlice(topology, AssignmentOptions(setup.config.cluster, topology,
-                                                       setup.config.source));
-  setup.slice->layout.CheckWorldSize(world_size, topology.name(), options.config);
-  CheckAgainstSlice(setup.config, *setup.slice);
-  setup.role = setup.slice->layout.RoleOf(world_rank, setup.slice->assignment);
-  return setup;
+  setup.run.emplace(ValidateRun(setup.config, machine));
+  const Slice& slice = setup.run->slice;
+  slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
+  setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
+  if (world.rank() == 0) CheckRunOutputs(options);
 }
 
 void ConfigureLogger(const std::string& tag) {
@@ -40,42 +57,106 @@ void ConfigureLogger(const std::string& tag) {
   spdlog::set_default_logger(logger);
 }
 
-// Every rank reports whether setup worked; all learn whether to go on.
-bool AllRanksReady(bool ready) {
-  int mine = ready ? 1 : 0;
-  int all = 0;
-  cluster::CheckMpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
-                    "MPI_Allreduce (setup agreement)");
-  return all == 1;
+// "1-8" or "0,9,18": sorted ranks as ranges.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    parts.push_back(j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+// "rank 3 (core 0/2 ...)", "ranks 1-8 (cores)" or "ranks 0,4 (hosts and cores)".
+std::string DescribeRanks(const std::vector<int>& ranks, const std::vector<std::string>& roles) {
+  if (ranks.size() == 1) {
+    const std::string& role = roles[static_cast<size_t>(ranks[0])];
+    return role.empty() ? fmt::format("rank {}", ranks[0]) : fmt::format("rank {} ({})", ranks[0], role);
+  }
+  bool hosts = false, cores = false;
+  for (int r : ranks) {
+    hosts = hosts || roles[static_cast<size_t>(r)].starts_with("host");
+    cores = cores || roles[static_cast<size_t>(r)].starts_with("core");
+  }
+  const char* kinds = hosts && cores ? " (hosts and cores)" : hosts ? " (hosts)" : cores ? " (cores)" : "";
+  return fmt::format("ranks {}{}", RankRanges(ranks), kinds);
+}
+
+// Rank 0's one line for the setup errors of all ranks: the message alone when every
+// rank failed the same way (as `tpusim validate` prints it), else each distinct
+// message with the ranks that reported it.
+std::string SetupErrorLine(const std::vector<std::string>& errors, const std::vector<std::string>& roles) {
+  std::map<std::string, std::vector<int>> by_message;
+  std::vector<std::string> order;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r].empty()) continue;
+    auto [it, inserted] = by_message.try_emplace(errors[r]);
+    if (inserted) order.push_back(errors[r]);
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (order.size() == 1 && by_message[order[0]].size() == errors.size()) {
+    return fmt::format("tpusim: error: {}", order[0]);
+  }
+  std::vector<std::string> parts;
+  for (const std::string& message : order) {
+    parts.push_back(fmt::format("[{}] error: {}", DescribeRanks(by_message[message], roles), message));
+  }
+  return fmt::format("tpusim: {}", fmt::join(parts, "; also "));
+}
+
+// Every rank reports its setup error ("" if none); rank 0 prints one line for all
+// and every rank learns whether to go on. Collective.
+bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, const std::string& role) {
+  std::vector<std::string> errors = GatherStrings(world, error);
+  std::vector<std::string> roles = GatherStrings(world, role);
+  if (world.rank() == 0) {
+    bool any = std::any_of(errors.begin(), errors.end(), [](const std::string& e) { return !e.empty(); });
+    if (any) fmt::print(stderr, "{}\n", SetupErrorLine(errors, roles));
+    std::fflush(stderr);
+  }
+  double failed = error.empty() ? 0 : 1;
+  world.AllreduceInPlace(std::span<double>(&failed, 1), MPI_MAX);
+  return failed == 0;
 }
 
 }  // namespace
 
 int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
   cluster::MpiEnvironment mpi(argc, argv);
+  cluster::Communicator world = cluster::Communicator::World();
   std::string where = fmt::format("rank {}", mpi.world_rank());
   Setup setup;
-  std::optional<std::string> setup_error;
+  std::string setup_error;
   try {
-    setup = LoadSetup(options, mpi.world_rank(), mpi.world_size());
-    where = fmt::format("rank {} {}", mpi.world_rank(), setup.role.Describe());
-  } catch (const Error& e) {
-    setup_error = e.what();
+    LoadSetup(options, world, MachineOfRank(world), setup);
+  } catch (...) {
+    bool internal = false;
+    setup_error = CurrentExceptionMessage(&internal);
   }
-  if (!AllRanksReady(!setup_error)) {
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where,
-               setup_error.value_or("another rank failed during setup (see its message)"));
-    return 2;
+  if (setup.role) where = fmt::format("rank {} {}", mpi.world_rank(), setup.role->Describe());
+  if (!AgreeOnSetup(world, setup_error, setup.role ? setup.role->Describe() : "")) {
+    return kExitInputError;
   }
   ConfigureLogger(where);
   try {
-    cluster::Communicators comms = cluster::Communicators::Create(setup.role);
-    SimulationContext context{setup.config, *setup.slice, setup.role, comms, options};
+    cluster::Communicators comms = cluster::Communicators::Create(*setup.role);
+    SimulationContext context{setup.config, setup.run->slice, *setup.role, comms, options};
     return RunSimulation(context);
-  } catch (const Error& e) {
+  } catch (const OutputsFailed& e) {
+    // After the last collective: no peer waits for this rank, so it ends normally
+    // (MPI_Abort here has made mpirun itself crash in PMIx finalize).
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, e.what());
+    return kExitInputError;
+  } catch (...) {
+    // Alone or not, this rank prints its own line and brings every rank down;
+    // `tpusim launch` runs mpirun --quiet so no banner follows it.
+    bool internal = false;
+    std::string message = CurrentExceptionMessage(&internal);
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
     std::fflush(stderr);
-    cluster::MpiEnvironment::Abort(2);
+    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
   }
 }
 

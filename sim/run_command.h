@@ -21,9 +21,16 @@ struct RunOptions {
   bool quiet = false;
 };
 
-// Exit code of a run whose accelerator utilization fell below --expect-au (the
-// run itself worked; errors exit 2).
+// Exit codes of tpusim (README "Exit codes"). Each failure prints one line first.
+// Bad input (a config key, a file, a flag, an output path) or a failed run.
+inline constexpr int kExitInputError = 2;
+// The accelerator utilization fell below --expect-au (the run itself worked).
 inline constexpr int kExitBelowExpectedAu = 3;
+// train.stop_on_nan stopped the run at the first non-finite loss or gradient (the
+// report is still written).
+inline constexpr int kExitNonFinite = 4;
+// An exception tpusim did not expect: a bug.
+inline constexpr int kExitInternalError = 5;
 
 int RunRunCommand(const RunOptions& options, int* argc, char*** argv);
 

@@ -1,6 +1,7 @@
 #include "sim/run_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -8,13 +9,49 @@
 #include <fmt/ranges.h>
 
 #include "base/spellings.h"
+#include "base/strict_yaml.h"
 #include "sim/config_node.h"
 
 namespace tpusim::sim {
 namespace {
 
+// Upper bounds that keep every size computed from the config inside 64 bits and
+// every thread pool and wait finite; the run's memory estimate bounds the rest.
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+constexpr int kMaxParallelism = 256;
+constexpr int kMaxQueueDepth = 1 << 16;
+constexpr int kMaxClusterExtent = 1 << 22;
+constexpr double kMaxMicros = 3.6e9;  // one hour
+constexpr size_t kMaxNameLength = 128;
+constexpr int64_t kMaxEmbeddingWidth = 1 << 20;
+
+void RequireRange(ConfigNode& node, const std::string& key, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    node.FailAt(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+  }
+}
+
 void RequirePositive(ConfigNode& node, const std::string& key, int64_t value) {
-  if (value < 1) node.FailAt(key, fmt::format("must be >= 1, got {}", value));
+  RequireRange(node, key, value, 1, kMaxCount);
+}
+
+void RequireRealRange(ConfigNode& node, const std::string& key, double value, double lo, double hi) {
+  if (!(value >= lo && value <= hi)) {
+    node.FailAt(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+  }
+}
+
+// Names become file names (FEATURE.npy in a dataset, embedding.TABLE.npy under
+// --params-out) and JSON keys, so they are kept to a portable set.
+void RequireName(ConfigNode& node, const std::string& name) {
+  bool ok = !name.empty() && name.size() <= kMaxNameLength && name[0] != '.' &&
+            std::all_of(name.begin(), name.end(), [](char c) {
+              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+            });
+  if (!ok) {
+    node.FailAt(name, fmt::format("is not a valid name: use 1 to {} of A-Z a-z 0-9 _ - . "
+                                  "(not starting with '.')", kMaxNameLength));
+  }
 }
 
 void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& value,
@@ -24,6 +61,8 @@ void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& v
   }
 }
 
+// An explicit computation shape with no explicit split gives the split (Lingvo
+// asserts prod(shape) == devices_per_split; AssignmentOptions checks it).
 ClusterConfig ParseCluster(ConfigNode node) {
   ClusterConfig c;
   node.Get("split", c.split);
@@ -31,13 +70,14 @@ ClusterConfig ParseCluster(ConfigNode node) {
   node.Get("ring_rule", c.ring_rule);
   node.Get("computation_shape", c.computation_shape);
   node.Get("replicas", c.replicas);
-  RequirePositive(node, "split", c.split);
+  RequireRange(node, "split", c.split, 1, kMaxClusterExtent);
   RequireOneOf(node, "order", c.order, {"auto", "ring", "mesh"});
   RequireOneOf(node, "ring_rule", c.ring_rule, {"current", "legacy_two_core"});
-  if (!c.computation_shape.empty() && c.computation_shape.size() != 4) {
-    node.FailAt("computation_shape", "expected 4 entries [x, y, z, cores]");
+  CheckComputationShape(c.computation_shape, node.source() + ": cluster.computation_shape");
+  if (!c.computation_shape.empty() && !node.Has("split")) {
+    c.split = static_cast<int>(ShapeProduct(c.computation_shape));
   }
-  if (c.replicas < 0) node.FailAt("replicas", "must be >= 0 (0 = as many as fit)");
+  RequireRange(node, "replicas", c.replicas, 0, kMaxClusterExtent);
   node.Finish();
   return c;
 }
@@ -47,8 +87,15 @@ FeatureConfig ParseFeature(ConfigNode node) {
   node.Get("dtype", f.dtype);
   node.Get("shape", f.shape);
   RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
+  int64_t elements = 1;
   for (int64_t d : f.shape) {
-    if (d < 1) node.FailAt("shape", fmt::format("every dimension must be >= 1, got {}", d));
+    if (d < 1 || d > kMaxCount) {
+      node.FailAt("shape", fmt::format("every dimension must be in [1, {}], got {}", kMaxCount, d));
+    }
+    if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxCount) {
+      node.FailAt("shape", fmt::format("{} has more than {} elements per example",
+                                       fmt::join(f.shape, "x"), kMaxCount));
+    }
   }
   node.Finish();
   return f;
@@ -107,21 +154,27 @@ InputConfig ParseInput(ConfigNode node) {
   if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
   RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
   CheckSourceKeys(node, in);
-  RequirePositive(node, "cache_steps", in.cache_steps);
+  RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
   if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
+  RequireRange(node, "shuffle_buffer", in.shuffle_buffer, 0, kMaxCount);
   if (in.prefetch < 0) {
     node.FailAt("prefetch", fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
   }
+  RequireRange(node, "prefetch", in.prefetch, 0, kMaxQueueDepth);
   RequirePositive(node, "global_batch", in.global_batch);
   if (in.source == "files" && in.data_dir.empty()) {
     node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");
   }
-  if (in.max_examples_per_sec < 0) node.FailAt("max_examples_per_sec", "must be >= 0");
-  if (in.cpu_us_per_example < 0) node.FailAt("cpu_us_per_example", "must be >= 0");
-  if (node.Has("features")) {
+  RequireRealRange(node, "max_examples_per_sec", in.max_examples_per_sec, 0.0, 1e15);
+  RequireRealRange(node, "cpu_us_per_example", in.cpu_us_per_example, 0.0, kMaxMicros);
+  ConfigNode features = node.Child("features");
+  if (node.Present("features")) {
     in.features.clear();
-    ConfigNode features = node.Child("features");
     for (const std::string& name : features.Keys()) {
+      RequireName(features, name);
+      if (name == kLabelFeature) {
+        features.FailAt(name, "the name is reserved for the teacher's target a training run adds");
+      }
       in.features[name] = ParseFeature(features.Child(name));
     }
     if (in.features.empty()) node.FailAt("features", "must declare at least one feature");
@@ -139,8 +192,8 @@ InfeedConfig ParseInfeed(ConfigNode node) {
   node.Get("parallelism", c.parallelism);
   node.Get("queue_depth", c.queue_depth);
   node.Get("verify", c.verify);
-  RequirePositive(node, "parallelism", c.parallelism);
-  RequirePositive(node, "queue_depth", c.queue_depth);
+  RequireRange(node, "parallelism", c.parallelism, 1, kMaxParallelism);
+  RequireRange(node, "queue_depth", c.queue_depth, 1, kMaxQueueDepth);
   node.Finish();
   return c;
 }
@@ -352,7 +405,7 @@ DeviceConfig ParseDevice(ConfigNode node) {
        {"gamma", StepTimeDistribution::kGamma}}};
   DeviceConfig d;
   node.Get("step_time_us", d.step_time_us);
-  RequireFiniteAtLeast(node, "step_time_us", d.step_time_us, 0);
+  RequireRealRange(node, "step_time_us", d.step_time_us, 0.0, kMaxMicros);
   d.mean_us = d.step_time_us;
   ConfigNode step_time = node.Child("step_time");
   std::string distribution;
@@ -363,8 +416,8 @@ DeviceConfig ParseDevice(ConfigNode node) {
   }
   step_time.Get("mean_us", d.mean_us);
   step_time.Get("stddev_us", d.stddev_us);
-  RequireFiniteAtLeast(step_time, "mean_us", d.mean_us, 0);
-  RequireFiniteAtLeast(step_time, "stddev_us", d.stddev_us, 0);
+  RequireRealRange(step_time, "mean_us", d.mean_us, 0.0, kMaxMicros);
+  RequireRealRange(step_time, "stddev_us", d.stddev_us, 0.0, kMaxMicros);
   if (step_time.Has("mean_us") && node.Has("step_time_us")) {
     node.FailAt("step_time_us", "give either step_time_us or step_time.mean_us, not both");
   }
@@ -388,18 +441,6 @@ DeviceConfig ParseDevice(ConfigNode node) {
   return d;
 }
 
-// Runs a check of the embedding module, whose messages name the YAML key
-// ("embedding.tables.t.dim: ..."), and puts the file name in front like every
-// other config error.
-template <typename F>
-auto InFile(const std::string& source, F&& check) -> decltype(check()) {
-  try {
-    return check();
-  } catch (const Error& e) {
-    Fail("{}: {}", source, e.what());
-  }
-}
-
 // Reads an enum spelled as a string: `parse` is one of embedding::Parse*.
 template <typename Enum>
 void GetEnum(ConfigNode& node, const std::string& key, Enum& out,
@@ -407,7 +448,7 @@ void GetEnum(ConfigNode& node, const std::string& key, Enum& out,
   std::string text;
   node.Get(key, text);
   if (!node.Has(key)) return;
-  out = InFile(node.source(), [&] { return parse(text, node.KeyPath(key)); });
+  out = InContext(node.source(), [&] { return parse(text, node.KeyPath(key)); });
 }
 
 void ParseAdamTable(ConfigNode node, embedding::AdamConfig& adam) {
@@ -434,6 +475,8 @@ embedding::TableConfig ParseTable(ConfigNode node, const std::string& name,
   ParseAdamTable(node.Child("adam"), t.adam);
   node.Get("init_seed", t.init_seed);
   node.Get("init_scale", t.init_scale);
+  RequireRange(node, "vocab", t.vocab, 1, kMaxCount);
+  RequireRange(node, "dim", t.dim, 1, kMaxEmbeddingWidth);
   node.Finish();
   return t;
 }
@@ -448,6 +491,8 @@ embedding::FeatureConfig ParseEmbeddingFeature(ConfigNode node, const std::strin
   GetEnum(node, "distribution", f.distribution, &embedding::ParseIdDistribution);
   node.Get("zipf_exponent", f.zipf_exponent);
   node.Get("padding_fraction", f.padding_fraction);
+  RequireRange(node, "max_ids", f.max_ids, 1, kMaxEmbeddingWidth);
+  RequireRange(node, "max_sequence_length", f.max_sequence_length, 0, kMaxEmbeddingWidth);
   node.Finish();
   return f;
 }
@@ -467,15 +512,17 @@ EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
   e.config.num_micro_batches = train.num_micro_batches;
   ConfigNode tables = node.Child("tables");
   for (const std::string& name : tables.Keys()) {
+    RequireName(tables, name);
     e.config.tables.push_back(ParseTable(tables.Child(name), name, sharding));
   }
   ConfigNode features = node.Child("features");
   for (const std::string& name : features.Keys()) {
+    RequireName(features, name);
     e.config.features.push_back(ParseEmbeddingFeature(features.Child(name), name));
   }
   SortByName(e.config.tables);
   SortByName(e.config.features);
-  InFile(node.source(), [&] { embedding::Validate(e.config); });
+  InContext(node.source(), [&] { embedding::Validate(e.config); });
   node.Finish();
   return e;
 }
@@ -484,7 +531,7 @@ EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
 // would make reports and placement logs ambiguous.
 void CheckEmbeddingNames(const RunConfig& config) {
   for (const embedding::FeatureConfig& f : config.embedding.config.features) {
-    if (config.input.features.count(f.name) || f.name == "label") {
+    if (config.input.features.count(f.name) || f.name == kLabelFeature) {
       Fail("{}: embedding.features.{}: the name is already an input feature", config.source, f.name);
     }
   }
@@ -498,7 +545,15 @@ std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
 }  // namespace
 
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
-  YAML::Node root = LoadYamlFile(path);
+  return ParseRunConfig(LoadStrictYamlFile(path), path, overrides);
+}
+
+RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
+                         const std::vector<std::string>& overrides) {
+  if (!root || root.IsNull() || (root.IsMap() && root.size() == 0)) {
+    Fail("{}: the run file is empty; name at least the topology (e.g. 'topology: v3-8'), every "
+         "other key has a default", path);
+  }
   if (!root.IsMap()) Fail("{}: expected a map of keys at the top level", path);
   for (const std::string& assignment : overrides) ApplyOverride(root, assignment);
   RunConfig config;
@@ -523,33 +578,57 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   return config;
 }
 
+void CheckComputationShape(const std::vector<int>& shape, const std::string& key) {
+  if (shape.empty()) return;
+  if (shape.size() != 4) {
+    Fail("{}: expected 4 entries [x, y, z, cores], got {}", key, shape.size());
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 1 || shape[i] > kMaxClusterExtent) {
+      Fail("{}: entry {} is {}, every entry must be in [1, {}]", key, i, shape[i], kMaxClusterExtent);
+    }
+  }
+  if (ShapeProduct(shape) > kMaxClusterExtent) {
+    Fail("{}: [{}] has {} cores per replica, more than {}", key, fmt::join(shape, ", "),
+         ShapeProduct(shape), kMaxClusterExtent);
+  }
+}
+
+int64_t ShapeProduct(const std::vector<int>& shape) {
+  int64_t product = 1;
+  for (int v : shape) product *= v;  // entries are <= 2^22 once checked: no overflow in 4 of them
+  return product;
+}
+
+// TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose
+// footprint fits the mesh and up to the replicas that fit; cores outside every
+// replica stay idle. Without cluster.replicas a run takes as many as fit.
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source) {
   cluster::DeviceAssignmentOptions options;
   options.order = cluster::ParseDeviceOrderMode(config.order, source + ": cluster.order");
+  if (config.ring_rule != "current" && config.ring_rule != "legacy_two_core") {
+    Fail("{}: cluster.ring_rule: '{}' is not one of current, legacy_two_core", source,
+         config.ring_rule);
+  }
   options.ring_rule = config.ring_rule == "legacy_two_core" ? cluster::RingRule::kLegacyTwoCore
                                                             : cluster::RingRule::kCurrent;
+  if (config.split < 1) Fail("{}: cluster.split: must be >= 1, got {}", source, config.split);
+  if (config.replicas < 0) Fail("{}: cluster.replicas: must be >= 0, got {}", source, config.replicas);
   if (config.computation_shape.empty()) {
     options.computation_shape = cluster::ComputationShape(config.split, topology);
   } else {
-    cluster::Coord shape{};
-    int product = 1;
-    for (int i = 0; i < 4; ++i) {
-      shape[i] = config.computation_shape[i];
-      product *= shape[i];
-    }
-    if (product != config.split) {
+    CheckComputationShape(config.computation_shape, source + ": cluster.computation_shape");
+    if (ShapeProduct(config.computation_shape) != config.split) {
       Fail("{}: cluster.computation_shape: product {} must equal cluster.split ({})", source,
-           product, config.split);
+           ShapeProduct(config.computation_shape), config.split);
     }
-    options.computation_shape = shape;
+    std::copy(config.computation_shape.begin(), config.computation_shape.end(),
+              options.computation_shape.begin());
   }
-  if (topology.num_cores() % config.split != 0) {
-    Fail("{}: cluster.split: {} does not divide the {} cores of {}", source, config.split,
-         topology.num_cores(), topology.name());
-  }
-  options.num_replicas = config.replicas > 0 ? config.replicas : topology.num_cores() / config.split;
+  options.num_replicas = config.replicas > 0 ? config.replicas
+                                             : cluster::MaxReplicas(topology, options);
   return options;
 }
 

@@ -21,12 +21,17 @@
 
 namespace tpusim::sim {
 
+// The name of the teacher's target that a training run adds to every shard; no
+// declared feature may use it.
+inline constexpr const char* kLabelFeature = "label";
+
 struct ClusterConfig {
-  int split = 1;                    // cores per replica (Lingvo num_devices_per_split)
+  int split = 1;                    // cores per replica (Lingvo num_devices_per_split);
+                                    // without it, the product of computation_shape
   std::string order = "auto";       // auto | ring | mesh (train.tpu_device_order_mode)
   std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
   std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
-  int replicas = 0;                 // 0 = as many as fit (num_cores / split)
+  int replicas = 0;                 // 0 = as many as fit (TF's replica_counts product)
 };
 
 struct FeatureConfig {
@@ -160,12 +165,26 @@ struct RunConfig {
 };
 
 // Loads `path` (a run file), applies `overrides` ("a.b=value") and validates every
-// key. Throws Error naming file, key and value on any problem.
+// key for type, range and finiteness. Throws Error naming file, key and value on any
+// problem, for an empty run file and for YAML that LoadStrictYaml rejects. What
+// needs the topology (sharding, memory, files) is checked by sim/run_validation.h.
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides);
+// The same from a parsed document; `path` names it in messages.
+RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
+                         const std::vector<std::string>& overrides);
 
-// The device assignment options a run config asks for on `topology`.
+// The device assignment options a run config asks for on `topology`: Lingvo's
+// computation shape for the split (or the explicit one, whose product must equal
+// the split) and, unless cluster.replicas is set, as many replicas as TF's
+// device_assignment fits. Throws Error naming the key.
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source);
+
+// Throws Error "<key>: ..." unless `shape` is empty or 4 entries in [1, 2^22]
+// whose product is at most 2^22.
+void CheckComputationShape(const std::vector<int>& shape, const std::string& key);
+// The product of a checked computation shape (cores per replica).
+int64_t ShapeProduct(const std::vector<int>& shape);
 
 }  // namespace tpusim::sim

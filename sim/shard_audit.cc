@@ -1,7 +1,6 @@
 #include "sim/shard_audit.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "base/error.h"
 #include "sim/input_pipeline.h"

@@ -22,6 +22,8 @@
 #include "sim/params_out.h"
 #include "sim/report.h"
 #include "sim/rank_streams.h"
+#include "sim/run_outputs.h"
+#include "sim/run_validation.h"
 #include "sim/shampoo/key_table.h"
 #include "sim/shard_audit.h"
 #include "sim/simulator_ceiling.h"
@@ -65,9 +67,10 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
       ctx.comms.world, fmt::format("{}, node {}, pid {}", ctx.role.Describe(), node, ::getpid()));
   std::vector<std::string> nodes = GatherStrings(ctx.comms.world, node);
   if (ctx.comms.world.rank() != 0) return;
-  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path)\n", ctx.config.source,
-             ctx.slice.topology.name(), ctx.comms.world.size(), ctx.slice.assignment.num_replicas(),
-             ctx.slice.assignment.num_cores_per_replica(), ctx.slice.assignment.path());
+  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
+             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world.size(),
+             ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
+             ctx.slice.assignment.path(), ctx.slice.idle_cores());
   for (size_t r = 0; r < roles.size(); ++r) fmt::print("  rank {:>3}: {}\n", r, roles[r]);
   NoteSplitTpuHosts(ctx, nodes);
   if (loops.overshoots(ctx.config.train)) {
@@ -76,18 +79,6 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
                ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
   }
   std::fflush(stdout);
-}
-
-infeed::InfeedPlan BuildPlan(const SimulationContext& ctx) {
-  infeed::InfeedPlanOptions options;
-  options.per_host = ctx.config.infeed.per_host;
-  options.partitioned = ctx.config.infeed.partitioned;
-  options.per_core = ctx.config.infeed.per_core;
-  options.partition_dims = ctx.config.infeed.partition_dims;
-  options.global_batch = ctx.config.input.global_batch;
-  options.features = RunFeatureSpecs(ctx.config);
-  return infeed::InfeedPlan::Build(ctx.slice.assignment, ctx.slice.topology.num_hosts(),
-                                   ctx.slice.topology.cores_per_host(), options);
 }
 
 // How many host ranks share this rank's machine (collective over the world).
@@ -116,12 +107,14 @@ Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
 
 // A part left by an earlier run that crashed must not be merged into this one.
 void RemoveStalePart(const std::string& path, int rank) {
-  if (!path.empty()) std::filesystem::remove(PartPath(path, rank));
+  std::error_code ignored;  // a part that cannot be removed fails when it is opened
+  if (!path.empty()) std::filesystem::remove(PartPath(path, rank), ignored);
 }
 
-// Rank 0: the streamed outputs, each merged from every rank's part.
+// Rank 0: the streamed outputs, each merged from every rank's part; a failed one
+// is kept in `outputs` and the others are still written.
 void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                  const std::vector<RankMetrics>& ranks) {
+                  const std::vector<RankMetrics>& ranks, OutputWrites& outputs) {
   const cluster::RankLayout& layout = ctx.slice.layout;
   std::vector<int> fed, stepping, builders(static_cast<size_t>(layout.num_hosts()), -1);
   for (const RankMetrics& r : ranks) {
@@ -129,11 +122,12 @@ void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
     if (r.core && (r.core->fed || r.core->trains)) stepping.push_back(r.rank);
     if (r.host && plan.host_plan(r.host->host)) builders[static_cast<size_t>(r.host->host)] = r.rank;
   }
-  if (!ctx.options.placement_log_path.empty()) MergePlacementLog(ctx.options.placement_log_path, fed);
-  if (!ctx.options.steps_csv_path.empty()) {
-    MergeStepsCsv(ctx.options.steps_csv_path, kStepsCsvHeader, stepping, builders);
+  const RunOptions& o = ctx.options;
+  if (!o.placement_log_path.empty()) outputs.Try([&] { MergePlacementLog(o.placement_log_path, fed); });
+  if (!o.steps_csv_path.empty()) {
+    outputs.Try([&] { MergeStepsCsv(o.steps_csv_path, kStepsCsvHeader, stepping, builders); });
   }
-  if (!ctx.options.trace_path.empty()) WriteTrace(ctx.options.trace_path, ranks);
+  if (!o.trace_path.empty()) outputs.Try([&] { WriteTrace(o.trace_path, ranks); });
 }
 
 // Rank 0, --expect-au: one line naming the worst core and its host, and the
@@ -195,7 +189,7 @@ void InjectFaults(const RunSetup& run, int64_t step, FaultsConfig::Phase phase) 
 int RunSimulation(SimulationContext& ctx) {
   LoopPlan loops = MakeLoopPlan(ctx.config.train);
   PrintRoles(ctx, loops);
-  infeed::InfeedPlan plan = BuildPlan(ctx);
+  infeed::InfeedPlan plan = BuildInfeedPlan(ctx.config, ctx.slice);
   const shampoo::KeyTable keys = shampoo::BuildRunKeyTable(ctx.config, plan, ctx.slice);
   Watchdog watchdog(WatchdogOptions(ctx));
   RunSetup run{ctx, plan, loops, keys};
@@ -207,10 +201,11 @@ int RunSimulation(SimulationContext& ctx) {
   RemoveStalePart(ctx.options.placement_log_path, ctx.comms.world.rank());
   RemoveStalePart(ctx.options.steps_csv_path, ctx.comms.world.rank());
   RankMetrics mine = ctx.role.is_host() ? RunHostLoop(run) : RunCoreLoop(run);
+  OutputWrites outputs;  // a failed output must not lose the others
   if (ctx.comms.world.rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     Watchdog::Scope wait(&watchdog, "the parameters of replica 0", -1,
                          ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0));
-    ReceiveParams(ctx);
+    outputs.Try([&] { ReceiveParams(ctx); });
   }
   mine.rank = ctx.comms.world.rank();
   mine.role = ctx.role.Describe();
@@ -230,14 +225,17 @@ int RunSimulation(SimulationContext& ctx) {
   }
   if (ctx.comms.world.rank() != 0) return 0;
   ReportInputs inputs{ctx.config, ctx.slice, plan.global_batch(), loops, {}, run_s, baseline,
-                      Environment(ctx)};
+                      Environment(ctx), Provenance(ctx)};
   for (const std::string& s : all) inputs.ranks.push_back(json::parse(s).get<RankMetrics>());
-  MergeStreams(ctx, plan, inputs.ranks);
+  MergeStreams(ctx, plan, inputs.ranks, outputs);
   json report = BuildReport(inputs);
   report["simulator_ceiling"] = SimulatorCeilingReport(inputs.ranks, CeilingSteps(run));
   if (!keys.empty()) report["shampoo"] = ShampooReport(keys, inputs.ranks);
   PrintSummary(report);
-  if (!ctx.options.report_path.empty()) WriteJsonFile(ctx.options.report_path, report);
+  if (!ctx.options.report_path.empty()) {
+    outputs.Try([&] { WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, report); });
+  }
+  outputs.ThrowIfAnyFailed();
   CheckReplicas(ctx, report);
   return CheckUtilization(ctx, report);
 }

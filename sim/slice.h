@@ -17,6 +17,12 @@ struct Slice {
   cluster::Topology topology;
   cluster::DeviceAssignment assignment;
   cluster::RankLayout layout;
+
+  // Cores outside every replica (TF accepts fewer replicas than fit): they get no
+  // infeed and train nothing, though they still own embedding table shards.
+  int idle_cores() const {
+    return topology.num_cores() - assignment.num_replicas() * assignment.num_cores_per_replica();
+  }
 };
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options);

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -58,6 +60,45 @@ TEST(NpyTest, MissingFileAndBadMagicAreErrors) {
   std::string path = TempPath("bad.npy");
   std::ofstream(path) << "hello world, not numpy";
   EXPECT_THROW(ReadNpy(path), Error);
+}
+
+// A header is read before anything is allocated for the payload it announces.
+std::string Header(const std::string& dict) {
+  std::string padded = dict + std::string((64 - (10 + dict.size() + 1) % 64) % 64, ' ') + "\n";
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(padded.size() & 0xff) +
+         static_cast<char>(padded.size() >> 8) + padded;
+}
+
+std::string ErrorOfBytes(const std::string& bytes) {
+  std::istringstream in(bytes);
+  try {
+    ReadNpy(in, "f.npy");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NpyTest, CraftedHeadersAreErrorsNotAllocations) {
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }")),
+            "f.npy: .npy shape [4611686018427387904, 4] of '<f4' is too large to be held (more than 2^63 bytes)");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 64), }")),
+            "f.npy: truncated .npy payload: expected 256000000000 bytes for shape [1000000000, 64], found 0");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (-3, 2), }")),
+            "f.npy: malformed .npy shape '(-3, 2)': '-3' is not a dimension (an integer >= 0)");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (3,,2), }")),
+            "f.npy: malformed .npy shape '(3,,2)': '' is not a dimension (an integer >= 0)");
+  EXPECT_THAT(ErrorOfBytes(Header("{'descr': '<f4', 'fortran_order': False, }")),
+              ::testing::StartsWith("f.npy: malformed .npy header (no 'shape'): {'descr': '<f4', "));
+  EXPECT_EQ(ErrorOfBytes(std::string("\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12)),
+            "f.npy: .npy header of 2147483647 bytes (at most 1048576 supported)");
+}
+
+TEST(NpyTest, ScalarAndOneTupleShapes) {
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }") +
+                         std::string(8, '\0')), "");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (2, ), }") +
+                         std::string(16, '\0')), "");
 }
 
 TEST(NpyTest, SizeMismatchOnWriteIsAnError) {

@@ -1,0 +1,201 @@
+// Seeded mutation fuzzing of every reader of untrusted bytes (issue 12, item 3):
+// the run-config loader with --set overrides and the whole run validation, the
+// topology loader, the .npy reader, the shard wire decoder and the embedding COO
+// trailer decoder. Each accepts its input or throws tpusim::Error; the sanitizer
+// build of scripts/test runs the same cases under ASan/UBSan.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "base/npy.h"
+#include "base/strict_yaml.h"
+#include "cluster/device_assignment.h"
+#include "cluster/topology.h"
+#include "infeed/shard_message.h"
+#include "sim/embedding_infeed.h"
+#include "sim/run_config.h"
+#include "sim/run_validation.h"
+#include "tests/fuzz/mutation_fuzzer.h"
+
+namespace tpusim {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Fuzz;
+using testing::Mutator;
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every file of a folder of the source tree, as text.
+std::vector<std::string> SourceFiles(const std::string& folder) {
+  std::vector<std::string> texts;
+  for (const auto& entry : fs::directory_iterator(fs::path(TPUSIM_SOURCE_DIR) / folder)) {
+    if (entry.path().extension() == ".yaml") texts.push_back(ReadText(entry.path()));
+  }
+  return texts;
+}
+
+std::string Int64Bytes(int64_t value) { return std::string(reinterpret_cast<const char*>(&value), 8); }
+
+// Raw little-endian int64 tokens at the edges, for the binary formats.
+std::vector<std::string> BinaryDictionary() {
+  std::vector<std::string> out;
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{7}, INT64_MAX, INT64_MIN,
+                    int64_t{1} << 40, int64_t{1} << 31, int64_t{-8}}) {
+    out.push_back(Int64Bytes(v));
+  }
+  return out;
+}
+
+TEST(FuzzTest, RunConfigLoaderAndValidation) {
+  Mutator files(SourceFiles("configs/runs"),
+                {"topology: ", "cluster:\n  ", "split: ", "replicas: ", "computation_shape: ",
+                 "global_batch: ", "features: ", "shape: [", "dtype: bfloat16", "queue_depth: ",
+                 "steps: ", "optimizer_map: ", "pattern: ", "{", "}", "[", "]", ": ", "\n", "- ",
+                 "&a ", "*a", "? ", "'", "\"", "~", "!!str ", "v4-32", "v1-1", "v3-8-degraded"},
+                11);
+  Mutator sets({"train.steps=20", "cluster.split=2", "cluster.replicas=3", "input.global_batch=64",
+                "infeed.partitioned=true", "infeed.per_host=false", "infeed.per_core=true",
+                "topology=v4-32", "topology=v3-8-degraded", "cluster.computation_shape=[1,1,1,2]",
+                "model.hidden=[4]", "input.source=files", "infeed.partition_dims.x=[8,1]",
+                "train.optimizer={name: composite, optimizer_map: [{pattern: 'dense_.*', optimizer: "
+                "{name: adam}}, {pattern: default_optimizer, optimizer: {name: sgd}}]}",
+                "train.num_micro_batches=4", "input.max_examples_per_sec=1"},
+               {"=", ".", "[", "]", "{", "}", "(a*)*b", "\\1", "{64}", "{65535}", "((((", ","}, 12);
+  const sim::Machine machine{256.0 * 1024 * 1024, {}};
+  Fuzz(files, 3000, [&](const std::string& text) {
+    std::vector<std::string> overrides;
+    for (size_t i = sets.Below(3); i > 0; --i) overrides.push_back(sets.Next());
+    if (std::getenv("TPUSIM_FUZZ_TRACE")) {
+      for (const std::string& o : overrides) fmt::print(stderr, "  --set \"{}\"\n", testing::Escaped(o));
+    }
+    sim::RunConfig config = sim::ParseRunConfig(LoadStrictYaml(text, "fuzz.yaml"), "fuzz.yaml", overrides);
+    sim::ValidateRun(config, machine);
+  });
+}
+
+TEST(FuzzTest, TopologyLoader) {
+  Mutator mutator(SourceFiles("configs/topologies"),
+                  {"mesh_shape: [", "host_bounds: [", "device_coordinates:\n  - [[", "hardware:\n  ",
+                   "name: ", ", ", "]", "[", "- ", "\n", "{", "}", ": ", "? ", "&a ", "*a"},
+                  21);
+  Fuzz(mutator, 3000, [](const std::string& text) {
+    cluster::Topology topology = cluster::ParseTopology(LoadStrictYaml(text, "fuzz.yaml"), "fuzz.yaml");
+    for (int split : {1, 2, topology.num_cores()}) {
+      cluster::DeviceAssignmentOptions options;
+      options.computation_shape = cluster::ComputationShape(split, topology);
+      options.num_replicas = cluster::MaxReplicas(topology, options);
+      cluster::DeviceAssignment::Build(topology, options);
+    }
+  });
+}
+
+std::string NpyBytes(const NpyArray& array) {
+  std::string path = (fs::temp_directory_path() / fmt::format("tpusim_fuzz_{}.npy", getpid())).string();
+  WriteNpy(path, array);
+  std::string bytes = ReadText(path);
+  fs::remove(path);
+  return bytes;
+}
+
+TEST(FuzzTest, NpyReader) {
+  std::vector<std::string> seeds{
+      NpyBytes({"<f4", {2, 3}, std::vector<std::byte>(24)}),
+      NpyBytes({"<i8", {5}, std::vector<std::byte>(40)}),
+      NpyBytes({"<u2", {}, std::vector<std::byte>(2)}),
+      NpyBytes({"|u1", {0, 7}, {}}),
+      std::string("\x93NUMPY\x02\x00\x30\x00\x00\x00", 12) +
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }" + std::string(4, '\0')};
+  Mutator mutator(seeds, {"'shape': (", "9223372036854775807, ", "4611686018427387904, 4", ")",
+                          "'descr': '<f8'", "'fortran_order': True", "\x93NUMPY", ",", "-"},
+                  31);
+  Fuzz(mutator, 20000, [](const std::string& bytes) {
+    std::istringstream in(bytes);
+    NpyArray array = ReadNpy(in, "fuzz.npy");
+    EXPECT_EQ(array.data.size(), static_cast<size_t>(array.num_elements()) * NpyItemSize(array.descr));
+  });
+}
+
+// The plan of a run file of configs/runs.
+struct RunFixture {
+  explicit RunFixture(const std::string& file, std::vector<std::string> overrides = {})
+      : config(sim::LoadRunConfig(std::string(TPUSIM_SOURCE_DIR) + "/configs/runs/" + file, overrides)),
+        run(sim::ValidateRun(config, sim::ThisMachine())) {}
+  sim::RunConfig config;
+  sim::ValidatedRun run;
+};
+
+// Every byte a host sends for `route`, meta block and pieces, with arbitrary values.
+std::string WireMessage(const infeed::InfeedPlan& plan, const infeed::ShardRoute& route) {
+  infeed::ShardCodec codec(plan.features(), route);
+  const infeed::HostPlan& host = plan.hosts()[0];
+  infeed::Batch batch = infeed::MakeBatch(plan.features(), host.rows_per_step);
+  std::vector<int64_t> ids(static_cast<size_t>(host.rows_per_step));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) + 1000;
+  infeed::ShardHeader header{3, route.replica_rows, 0, route.dst_host, route.dst_ordinal, route.replica,
+                             route.logical_core, static_cast<int32_t>(plan.features().size())};
+  std::vector<std::byte> wire(codec.meta_bytes());
+  codec.EncodeMeta(header, ids, wire);
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    std::vector<std::byte> piece(codec.piece_bytes(f));
+    codec.PackPiece(batch, f, piece);
+    wire.insert(wire.end(), piece.begin(), piece.end());
+  }
+  return std::string(reinterpret_cast<const char*>(wire.data()), wire.size());
+}
+
+TEST(FuzzTest, ShardWireDecoder) {
+  RunFixture fx("v3-8-partitioned.yaml", {"input.global_batch=16"});
+  const infeed::InfeedPlan& plan = fx.run.plan;
+  const infeed::ShardRoute& route = plan.hosts()[0].shards[5];
+  infeed::ShardCodec codec(plan.features(), route);
+  Mutator mutator({WireMessage(plan, route)}, BinaryDictionary(), 41);
+  Fuzz(mutator, 20000, [&](std::string bytes) {
+    bytes.resize(codec.message_bytes());  // keep the size so decoding goes past the length check
+    std::vector<std::byte> message(bytes.size());
+    std::memcpy(message.data(), bytes.data(), bytes.size());
+    infeed::ShardCodec::View view = codec.Decode(message);
+    for (size_t f = 0; f < view.slices.size(); ++f) {
+      EXPECT_EQ(view.slices[f].shape(), route.slices[f].shape());
+      EXPECT_GE(view.tensor_bytes[f].data(), message.data());
+      EXPECT_LE(view.tensor_bytes[f].data() + view.tensor_bytes[f].size(), message.data() + message.size());
+    }
+    EXPECT_EQ(view.example_ids.size(), static_cast<size_t>(route.replica_rows));
+    view.ToBatch(plan.features());
+  });
+}
+
+TEST(FuzzTest, EmbeddingTrailerDecoder) {
+  RunFixture fx("v3-8-embedding.yaml");
+  const embedding::EmbeddingConfig& config = fx.config.embedding.config;
+  const infeed::HostPlan& host = fx.run.plan.hosts()[0];
+  sim::EmbeddingEnqueue enqueue(config, 1);
+  std::vector<int64_t> ids(static_cast<size_t>(host.rows_per_step));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  std::vector<std::string> seeds;
+  for (size_t s = 0; s < 3; ++s) {
+    std::vector<std::byte> trailer;
+    enqueue.Encode(static_cast<int64_t>(s), ids, host.shards[s], trailer);
+    seeds.emplace_back(reinterpret_cast<const char*>(trailer.data()), trailer.size());
+  }
+  Mutator mutator(seeds, BinaryDictionary(), 51);
+  std::vector<embedding::CooPiece> pieces;
+  Fuzz(mutator, 20000, [&](const std::string& bytes) {
+    std::vector<std::byte> trailer(bytes.size());
+    std::memcpy(trailer.data(), bytes.data(), bytes.size());
+    sim::DecodeCoo(trailer, config, pieces);
+    ASSERT_EQ(pieces.size(), config.features.size());
+    for (const embedding::CooPiece& p : pieces) EXPECT_EQ(p.sample_indices.size(), 2 * p.embedding_indices.size());
+  });
+}
+
+}  // namespace
+}  // namespace tpusim

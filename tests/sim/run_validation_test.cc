@@ -1,0 +1,114 @@
+// The one validation of a run (sim/run_validation.h), without MPI: what TF's
+// device_assignment accepts is accepted (idle cores counted), and what a run would
+// fail on later is refused now with one line naming the key and the numbers.
+#include "sim/run_validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/strict_yaml.h"
+#include "tests/common/error_of.h"
+
+namespace tpusim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using tpusim::testing::ErrorOf;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+RunConfig Config(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return ParseRunConfig(LoadStrictYaml(yaml, "t.yaml"), "t.yaml", overrides);
+}
+
+ValidatedRun Validate(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return ValidateRun(Config(yaml, overrides), Machine{16 * kGiB, {}});
+}
+
+std::string ErrorOfRun(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return ErrorOf([&] { Validate(yaml, overrides); });
+}
+
+TEST(RunValidationTest, ShapesTfAcceptsRunWithIdleCores) {
+  // v3-32 [4,4,1,2] with [3,1,1,2]: replica_counts [1,4,1,1], so 4 replicas of 6 cores.
+  ValidatedRun run = Validate("topology: v3-32\ncluster: {computation_shape: [3, 1, 1, 2]}\n"
+                              "infeed: {per_host: false}\ninput: {global_batch: 96}\n");
+  EXPECT_EQ(run.slice.assignment.num_replicas(), 4);
+  EXPECT_EQ(run.slice.assignment.num_cores_per_replica(), 6);
+  EXPECT_EQ(run.slice.idle_cores(), 8);
+  ValidatedRun fewer = Validate("topology: v3-8\ncluster: {replicas: 4}\ninput: {global_batch: 64}\n");
+  EXPECT_EQ(fewer.slice.idle_cores(), 4);
+  EXPECT_EQ(fewer.plan.hosts()[0].shards.size(), 4u);  // idle cores get no infeed
+}
+
+TEST(RunValidationTest, ABatchThatCannotBeShardedIsRefused) {
+  EXPECT_EQ(ErrorOfRun("topology: v3-8\ninput: {global_batch: 100}\n"),
+            "t.yaml: input.global_batch: the batch of host 0 of 100 rows, tensor 'x': shape [100, 64] "
+            "cannot be sharded 8 ways along dimension 0");
+}
+
+TEST(RunValidationTest, TooManyReplicasNameTheClusterKeys) {
+  EXPECT_EQ(ErrorOfRun("topology: v3-8\ncluster: {replicas: 9}\n"),
+            "t.yaml: cluster: requested 9 replicas but only 8 fit: computation_shape [1, 1, 1, 1], "
+            "computation_stride [1, 1, 1, 1], mesh_shape [2, 2, 1, 2] give replica_counts [2, 2, 1, 2]");
+}
+
+TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
+  RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
+  std::string message = ErrorOf([&] { ValidateRun(config, Machine{1 * kGiB, {}}); });
+  EXPECT_THAT(message, StartsWith("t.yaml: memory: the run needs about "));
+  EXPECT_THAT(message, HasSubstr("(infeed queues 16.0 GiB, host batches 24.0 GiB,"));
+  EXPECT_THAT(message, HasSubstr("but it has 1.0 GiB; lower input.global_batch"));
+}
+
+TEST(RunValidationTest, CompositePatternsRouteTheModelsVariablesInValidation) {
+  std::string yaml = "topology: v3-8\ntrain:\n  optimizer:\n    name: composite\n    optimizer_map:\n"
+                     "      - {pattern: 'dense_', optimizer: {name: adam}}\n"
+                     "      - {pattern: 'dense_0', optimizer: {name: sgd}}\n"
+                     "      - {pattern: default_optimizer, optimizer: {name: sgd}}\n";
+  EXPECT_EQ(ErrorOfRun(yaml), "t.yaml: train.optimizer.optimizer_map: variable 'dense_0/w' matches 2 "
+                              "patterns ('dense_', 'dense_0'); at most one may match");
+}
+
+TEST(RunValidationTest, PatternsTheRegexEngineCannotBoundAreRefused) {
+  auto with = [](const std::string& pattern) {
+    return "topology: v3-8\ntrain:\n  optimizer:\n    name: composite\n    optimizer_map:\n"
+           "      - {pattern: '" + pattern + "', optimizer: {name: adam}}\n"
+           "      - {pattern: default_optimizer, optimizer: {name: sgd}}\n";
+  };
+  EXPECT_EQ(ErrorOfRun(with("(a)\\1")),
+            "t.yaml: train.optimizer.optimizer_map: pattern '(a)\\1': back-references (\\1) are not supported");
+  EXPECT_EQ(ErrorOfRun(with("((a?){40}){40}")),
+            "t.yaml: train.optimizer.optimizer_map: pattern '((a?){40}){40}': its {n,m} repetitions "
+            "multiply to more than 4096 states; repeat less");
+  EXPECT_THAT(ErrorOfRun(with(std::string(300, 'a'))), HasSubstr("is 300 characters; at most 256"));
+  EXPECT_THAT(ErrorOfRun(with("(a")), StartsWith("t.yaml: train.optimizer.optimizer_map: pattern '(a' is not a valid regex"));
+  Validate(with("(a*)*b"));  // matched in polynomial time
+}
+
+TEST(RunValidationTest, ExampleIdsThatOverflowAreRefused) {
+  EXPECT_EQ(ErrorOfRun("topology: v1-1\ninput: {global_batch: 1099511627776}\n"
+                       "train: {steps: 1099511627776, iterations_per_loop: 1}\nmodel: {enabled: false}\n"),
+            "t.yaml: train.steps: 1099511627776 steps (1099511627776 infeed steps of input.global_batch "
+            "1099511627776) overflow the 64-bit example ids; at most 8388607 infeed steps fit");
+}
+
+TEST(RunValidationTest, WaitsThatLookLikeHangsAreRefused) {
+  EXPECT_EQ(ErrorOfRun("topology: v3-8\ninput: {max_examples_per_sec: 0.001}\n"),
+            "t.yaml: input.max_examples_per_sec: 0.001 makes one host batch of 128 rows take 128000 s; "
+            "at least 0.03556 keeps a batch under an hour");
+}
+
+TEST(RunValidationTest, PartitionDimsMustNameAFeature) {
+  EXPECT_EQ(ErrorOfRun("topology: v3-8\ninfeed: {partition_dims: {y: [8, 1]}}\n"),
+            "t.yaml: infeed.partition_dims.y: no such feature (declared: x)");
+}
+
+TEST(RunValidationTest, AMissingDatasetIsRefusedBeforeTheRun) {
+  EXPECT_EQ(ErrorOfRun("topology: v3-8\ninput: {source: files, data_dir: /nonexistent/ds}\n"),
+            "/nonexistent/ds: dataset directory does not exist");
+}
+
+}  // namespace
+}  // namespace tpusim::sim
