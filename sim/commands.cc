@@ -18,6 +18,8 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/temp_file.h"
+#include "cluster/hostfile.h"
 #include "cluster/topology_import.h"
 #include "infeed/file_source.h"
 #include "sim/input_pipeline.h"
@@ -322,21 +324,36 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
 }  // namespace
 
 int RunLaunchCommand(const RunOptions& options, const std::vector<std::string>& run_args,
-                     bool dry_run) {
+                     const LaunchOptions& launch) {
   ConfigTarget target = ResolveConfigTarget(options.config, options.overrides);
   if (!target.is_run) Fail("launch needs a run file, {} is a topology", options.config);
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   ValidatedRun run = ValidateRun(target.run, ThisMachine());
   CheckRunOutputs(options);
-  int np = run.slice.layout.world_size();
+  const cluster::RankLayout& layout = run.slice.layout;
+  const int np = layout.world_size();
   SetMpiEnvironment();
   // --quiet: no Open MPI banner after a rank's own one-line error (README).
   std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none", "--quiet"};
-  if (np > static_cast<int>(std::thread::hardware_concurrency())) argv.push_back("--oversubscribe");
+  std::optional<TempFile> placed;
+  if (!launch.hostfile.empty()) {
+    std::vector<cluster::NodePlacement> placement =
+        cluster::PlaceTpuHosts(cluster::ReadHostfile(launch.hostfile), layout.num_hosts(),
+                               layout.ranks_per_host(), launch.hostfile);
+    fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", layout.num_hosts(),
+               layout.ranks_per_host(), placement.size(), launch.hostfile);
+    for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
+    std::fflush(stdout);
+    placed.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));
+    argv.insert(argv.end(), {"--hostfile", placed->path(), "--map-by", "slot"});
+  } else if (np > static_cast<int>(std::thread::hardware_concurrency())) {
+    argv.push_back("--oversubscribe");
+  }
+  argv.insert(argv.end(), launch.mpirun_args.begin(), launch.mpirun_args.end());
   argv.insert(argv.end(), {SelfPath(), "run", options.config});
   for (const std::string& o : options.overrides) argv.insert(argv.end(), {"--set", o});
   argv.insert(argv.end(), run_args.begin(), run_args.end());
-  if (dry_run) {
+  if (launch.dry_run) {
     fmt::print("{}\n", fmt::join(argv, " "));
     return 0;
   }

@@ -45,8 +45,15 @@ int RunValidateCommand(const std::string& config, const std::vector<std::string>
 // number of ranks and the flags this kind of machine needs, forwarding signals to
 // it; returns its exit code and says in one line when a rank died of a signal or
 // mpirun failed on its own. `run_args` are the forwarded flags of `options`.
+// With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h): the
+// placement is printed and mpirun gets a hostfile with exactly those slots.
+struct LaunchOptions {
+  bool dry_run = false;                  // print the mpirun command instead
+  std::string hostfile;                  // an Open MPI hostfile, "" = this machine
+  std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
+};
 int RunLaunchCommand(const RunOptions& options, const std::vector<std::string>& run_args,
-                     bool dry_run);
+                     const LaunchOptions& launch);
 
 struct GenDataOptions {
   std::string config;

@@ -89,11 +89,14 @@ int main(int argc, char** argv) {
   validate->add_option("--set", validate_sets, "override a config key: a.b=value")->take_all();
 
   RunOptions launch_opts;
-  bool dry_run = false;
-  CLI::App* launch = app.add_subcommand("launch", "exec mpirun with the right -np and flags");
+  tpusim::sim::LaunchOptions launch_how;
+  CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
   launch->add_option("CONFIG", launch_opts.config)->required();
+  launch->add_option("MPIRUN_ARGS", launch_how.mpirun_args, "after --: more mpirun arguments");
   AddRunFlags(launch, launch_opts);
-  launch->add_flag("--dry-run", dry_run, "print the mpirun command instead of running it");
+  launch->add_flag("--dry-run", launch_how.dry_run, "print the mpirun command instead of running it");
+  launch->add_option("--hostfile", launch_how.hostfile,
+                     "Open MPI hostfile: each TPU host's ranks go to one node");
 
   RunOptions run_opts;
   CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {
     }
     if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation);
     if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
-    if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), dry_run);
+    if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), launch_how);
     if (*gen) return tpusim::sim::RunGenDataCommand(gen_opts);
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
   } catch (...) {
