@@ -264,8 +264,8 @@ TEST(TrainingInvariants, ADivergingRunStopsAtTheFirstNonFiniteValue) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
   size_t lines = 0;
-  for (size_t at = r.output.find("train.stop_on_nan:"); at != std::string::npos;
-       at = r.output.find("train.stop_on_nan:", at + 1)) {
+  for (size_t at = r.output.find("error: train.stop_on_nan:"); at != std::string::npos;
+       at = r.output.find("error: train.stop_on_nan:", at + 1)) {
     ++lines;
   }
   EXPECT_EQ(lines, 1u) << r.output;  // printed once, not once per rank
