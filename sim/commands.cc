@@ -310,9 +310,11 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
-  if (code > 128 && !watchdog) {
-    fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
-               code - 128, strsignal(code - 128));
+  if (code > 128) {
+    if (!watchdog) {
+      fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
+                 code - 128, strsignal(code - 128));
+    }
   } else if (code != 0 && code != kExitInputError && code != kExitBelowExpectedAu &&
              code != kExitNonFinite && code != kExitInternalError && code != 127) {
     fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported; run "

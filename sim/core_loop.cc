@@ -243,6 +243,11 @@ class CoreLoop {
 
   void Train(const infeed::ShardCodec::View* shard, std::span<const embedding::CooPiece> ids,
              CoreStepRecord& record, OutfeedRecord& outfeed) {
+    if (trainer_->stopped()) {  // train.stop_on_nan: the rest of the infeed is drained
+      trainer_->IdleStep();
+      outfeed.global_step = trainer_->global_step();
+      return;
+    }
     const double start = Now();
     crs_calls_before_.push_back(trainer_->crs().durations_seconds().size());
     MicroStepResult r = trainer_->MicroStep(shard, ids);
@@ -258,9 +263,10 @@ class CoreLoop {
     record.parts.apply_s = r.apply_s;
   }
 
-  // Sleeps for the step's modeled device time; returns the seconds it took.
+  // Sleeps for the step's modeled device time; returns the seconds it took. A
+  // training core stopped on a non-finite value models none.
   double ModelDeviceTime(int64_t step) {
-    const double seconds = device_->SecondsAt(step);
+    const double seconds = trainer_ && trainer_->stopped() ? 0.0 : device_->SecondsAt(step);
     if (seconds <= 0) return 0;
     const double start = Now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -350,6 +356,9 @@ class CoreLoop {
                            crs.algbw_bytes_per_sec, crs.busbw_bytes_per_sec, trainer.crs().group_size()};
     metrics_.global_step = trainer.global_step();
     metrics_.param_checksums = ParamChecksums(trainer.model());
+    metrics_.non_finite_steps = trainer.non_finite_steps();
+    metrics_.non_finite = trainer.first_non_finite();
+    metrics_.stopped_on_non_finite = trainer.stopped();
     std::vector<GatheredTable> tables;
     if (trainer.embedding() && !ctx_.options.params_out_dir.empty()) {
       tables = GatherTables(ctx_, *trainer.embedding());

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
+#include "sim/embedding_infeed.h"
 
 namespace tpusim::sim {
 namespace {
@@ -75,7 +78,7 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
                          Watchdog* watchdog)
     : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
-      dense_width_(ModelInputWidth(plan)) {
+      dense_width_(ModelInputWidth(plan)), replica_(role.replica) {
   CheckTrainable(config, plan);
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
@@ -140,6 +143,9 @@ void CoreTrainer::ReduceGradients() {
   for (model::Variable& v : vars) {
     fused_.segment(offset, v.grad.size()) = v.grad;
     offset += v.grad.size();
+  }
+  if (loss_not_finite_ && fused_.size() > 0) {
+    fused_[0] = std::numeric_limits<float>::quiet_NaN();  // the loss: see MicroStep
   }
   std::span<float> all(fused_.data(), static_cast<size_t>(fused_.size()));
   if (comms_.replica.size() > 1) {
@@ -207,6 +213,7 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   float scale = static_cast<float>(result.rows) / static_cast<float>(plan_.global_batch());
   float loss = model_.ForwardBackward(inputs_, labels_, scale);
   result.loss_sum = static_cast<double>(loss) * static_cast<double>(result.rows);
+  NoteLocalNonFinite(loss);
   result.compute_s = SecondsSince(start) - result.embedding_forward_s;
   bool tables_updated = false;
   if (embedding_) {
@@ -218,11 +225,98 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   start = std::chrono::steady_clock::now();
   ReduceGradients();
   result.crs_s = SecondsSince(start);
+  const bool summed = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
+  result.non_finite = summed && ReducedIsNonFinite();
+  if (result.non_finite) RecordNonFinite();
+  if (result.non_finite && config_.train.stop_on_nan) {
+    stopped_ = true;  // nothing of this micro-step is applied
+    return result;
+  }
   start = std::chrono::steady_clock::now();
   result.applied = ApplyGradients();
   result.apply_s = SecondsSince(start);
+  if (!summed && result.applied && ParamsAreNonFinite()) {
+    result.non_finite = true;
+    RecordNonFinite();
+    stopped_ = config_.train.stop_on_nan;
+  }
   if (embedding_) CheckTablesFollowDenseParams(tables_updated, result.applied);
   return result;
+}
+
+void CoreTrainer::IdleStep() {
+  if (!embedding_) return;
+  std::vector<embedding::CooPiece> none;
+  EmptyPieces(config_.embedding.config, none);
+  inputs_.resize(0, model_.input_width());
+  const Eigen::MatrixXf grads(0, model_.input_width());
+  Watchdog::Scope wait(watchdog_, "the embedding all-to-alls of step", global_step_, -1,
+                       "every core (embedding all-to-all)");
+  embedding_->Forward(none, inputs_, dense_width_);
+  embedding_->Backward(grads, dense_width_);
+}
+
+void CoreTrainer::NoteLocalNonFinite(float loss) {
+  loss_not_finite_ = !std::isfinite(loss);
+  if (local_non_finite_ >= 0) return;
+  if (!std::isfinite(loss)) {
+    local_non_finite_ = 0;
+    return;
+  }
+  const std::vector<model::Variable>& vars = model_.trainable();
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (!vars[i].grad.allFinite()) {
+      local_non_finite_ = static_cast<int>(i) + 1;
+      return;
+    }
+  }
+}
+
+bool CoreTrainer::ReducedIsNonFinite() const { return !fused_.allFinite(); }
+
+bool CoreTrainer::ParamsAreNonFinite() const {
+  for (const model::Variable& v : model_.trainable()) {
+    if (!v.value.allFinite()) return true;
+  }
+  return false;
+}
+
+// The variable whose reduced gradient (or, `in_params`, value) is non-finite.
+std::string CoreTrainer::NonFiniteVariable(bool in_params) const {
+  const std::vector<model::Variable>& vars = model_.trainable();
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const bool bad = in_params ? !vars[i].value.allFinite() : !grads_[i].allFinite();
+    if (bad) return vars[i].spec.name;
+  }
+  return vars.empty() ? "loss" : vars.front().spec.name;
+}
+
+// Collective over the training cores, reached by all of them at the same micro-step
+// (the reduced gradient is the same everywhere): the first time, they agree on the
+// lowest replica whose own loss or gradient was non-finite and on its variable.
+void CoreTrainer::RecordNonFinite() {
+  ++non_finite_steps_;
+  if (first_non_finite_) return;
+  const int slots = static_cast<int>(model_.trainable().size()) + 1;
+  constexpr double kNone = std::numeric_limits<double>::max();
+  double key = local_non_finite_ >= 0 ? static_cast<double>(replica_) * slots + local_non_finite_ : kNone;
+  {
+    Watchdog::Scope wait(watchdog_, "the agreement on a non-finite value at step", global_step_, -1,
+                         "every training core");
+    if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(std::span<double>(&key, 1), MPI_MIN);
+    if (comms_.logical_core.valid()) comms_.logical_core.AllreduceInPlace(std::span<double>(&key, 1), MPI_MIN);
+  }
+  NonFiniteValue first{global_step_, -1, ""};
+  if (key == kNone) {
+    const bool summed = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
+    first.variable = NonFiniteVariable(!summed);
+  } else {
+    const auto k = static_cast<int64_t>(key);
+    first.replica = static_cast<int>(k / slots);
+    const int slot = static_cast<int>(k % slots);
+    first.variable = slot == 0 ? "loss" : model_.trainable()[static_cast<size_t>(slot - 1)].spec.name;
+  }
+  first_non_finite_ = std::move(first);
 }
 
 // Both count micro-steps from the start of the run and apply on every k-th, so a

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 #include <Eigen/Core>
 
@@ -33,6 +34,7 @@
 #include "optim/accumulator_optimizer.h"
 #include "optim/gradient_aggregation.h"
 #include "sim/embedding_layer.h"
+#include "sim/metrics.h"
 #include "sim/model/mlp.h"
 #include "sim/run_config.h"
 
@@ -42,6 +44,9 @@ struct MicroStepResult {
   double loss_sum = 0;   // local mean loss x rows (so sums over cores give the total)
   int64_t rows = 0;
   bool applied = false;  // the optimizer updated the parameters this micro-step
+  // A loss or gradient of some training core was not finite this micro-step (the
+  // same answer on every training core: see CoreTrainer::MicroStep).
+  bool non_finite = false;
   double compute_s = 0;  // forward + backward
   double crs_s = 0;      // gradient reduction (replica + cross-replica)
   double apply_s = 0;    // adjustment + accumulation + optimizer
@@ -61,8 +66,25 @@ class CoreTrainer {
   // One micro-step on `shard` (nullptr for a core of the replica that gets no infeed).
   // `embedding_ids[f]` holds the ids of embedding feature f for the shard's rows
   // (zero-row pieces without a shard); ignored without an embedding config.
+  //
+  // Non-finite values (train.stop_on_nan): a core whose own loss is not finite
+  // poisons its gradient, so the reduced gradient, which every training core
+  // holds alike, is non-finite exactly when some core's loss or gradient was
+  // (with apply_crs_to_grad and k > 1, where the sum runs inside the apply, the
+  // parameters after it are checked instead). Every training core thus sees it at
+  // the same micro-step; the first time they agree (two small all-reduces, the
+  // only extra collectives) on which replica and variable to name. With
+  // stop_on_nan the micro-step then applies nothing and stopped() turns true.
   MicroStepResult MicroStep(const infeed::ShardCodec::View* shard,
                             std::span<const embedding::CooPiece> embedding_ids = {});
+  // After stopped(): the collective part of a micro-step with no rows (the
+  // embedding all-to-alls every core takes part in), so that cores outside every
+  // replica, which serve embedding shards each step, are not left waiting.
+  void IdleStep();
+  bool stopped() const { return stopped_; }
+  const std::optional<NonFiniteValue>& first_non_finite() const { return first_non_finite_; }
+  // Micro-steps on which some training core's loss or gradient was non-finite.
+  int64_t non_finite_steps() const { return non_finite_steps_; }
 
   int64_t global_step() const { return global_step_; }
   // The optimizer tree the gradients reach (inside the accumulation wrapper), e.g.
@@ -81,6 +103,11 @@ class CoreTrainer {
   void ReduceGradients();
   bool ApplyGradients();
   void CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const;
+  void NoteLocalNonFinite(float loss);
+  bool ReducedIsNonFinite() const;
+  bool ParamsAreNonFinite() const;
+  void RecordNonFinite();
+  std::string NonFiniteVariable(bool in_params) const;
 
   const RunConfig& config_;
   const infeed::InfeedPlan& plan_;
@@ -95,6 +122,14 @@ class CoreTrainer {
   int label_feature_ = -1;
   int64_t dense_width_ = 0;  // model input columns before the embedding activations
   int64_t global_step_ = 0;
+  int replica_ = -1;
+  // This core's own first non-finite value since the run began: 0 the loss, i + 1
+  // trainable variable i; -1 none.
+  int local_non_finite_ = -1;
+  bool loss_not_finite_ = false;  // this micro-step's own loss
+  std::optional<NonFiniteValue> first_non_finite_;
+  int64_t non_finite_steps_ = 0;
+  bool stopped_ = false;
   Eigen::MatrixXf inputs_;
   Eigen::VectorXf labels_;
   Eigen::ArrayXf fused_;                 // every gradient back to back, reduced at once

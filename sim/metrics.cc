@@ -1,6 +1,7 @@
 #include "sim/metrics.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace tpusim::sim {
 
@@ -120,9 +121,11 @@ void to_json(json& j, const CoreMetrics& m) {
        {"infeed_wait", HistogramJson(m.infeed_wait)}, {"occupancy_sum", m.occupancy_sum},
        {"bytes_received", m.bytes_received}, {"rows_served", m.rows_served},
        {"ids_looked_up", m.ids_looked_up}, {"all_to_all_bytes", m.all_to_all_bytes},
-       {"global_step", m.global_step}, {"param_checksums", m.param_checksums}};
+       {"global_step", m.global_step}, {"param_checksums", m.param_checksums},
+       {"non_finite_steps", m.non_finite_steps}, {"stopped_on_non_finite", m.stopped_on_non_finite}};
   PutOptional(j, "crs", m.crs);
   PutOptional(j, "shampoo", m.shampoo);
+  PutOptional(j, "non_finite", m.non_finite);
 }
 
 void from_json(const json& j, CoreMetrics& m) {
@@ -146,8 +149,23 @@ void from_json(const json& j, CoreMetrics& m) {
   j.at("all_to_all_bytes").get_to(m.all_to_all_bytes);
   j.at("global_step").get_to(m.global_step);
   j.at("param_checksums").get_to(m.param_checksums);
+  j.at("non_finite_steps").get_to(m.non_finite_steps);
+  j.at("stopped_on_non_finite").get_to(m.stopped_on_non_finite);
   GetOptional(j, "crs", m.crs);
   GetOptional(j, "shampoo", m.shampoo);
+  GetOptional(j, "non_finite", m.non_finite);
+}
+
+void to_json(json& j, const LoopRecord& r) {
+  j = {{"loop", r.loop}, {"global_step", r.global_step}, {"end_s", r.end_s}, {"loss", r.loss}};
+}
+
+void from_json(const json& j, LoopRecord& r) {
+  j.at("loop").get_to(r.loop);
+  j.at("global_step").get_to(r.global_step);
+  j.at("end_s").get_to(r.end_s);
+  const json& loss = j.at("loss");
+  r.loss = loss.is_null() ? std::numeric_limits<double>::quiet_NaN() : loss.get<double>();
 }
 
 void to_json(json& j, const HostMetrics& m) {

@@ -84,6 +84,15 @@ struct CoreCrs {
   int group_size = 1;
 };
 
+// The first non-finite value of a run (train.stop_on_nan): the global step, the
+// replica whose own loss or gradient it was (-1: every replica's was finite and
+// their sum overflowed) and the variable ("loss" for the loss).
+struct NonFiniteValue {
+  int64_t global_step = 0;
+  int replica = -1;
+  std::string variable;
+};
+
 // One core over the run. The window is the report's: infeed steps >= window_first_step.
 struct CoreMetrics {
   int host = 0;
@@ -108,6 +117,9 @@ struct CoreMetrics {
   int64_t global_step = 0;
   std::vector<std::vector<std::string>> param_checksums;  // [variable, hex digest]
   std::optional<shampoo::CoreMetrics> shampoo;
+  int64_t non_finite_steps = 0;              // micro-steps with a non-finite loss or gradient
+  std::optional<NonFiniteValue> non_finite;  // the first one
+  bool stopped_on_non_finite = false;        // train.stop_on_nan stopped training there
 
   // Folds one step in (the window's sums only when `in_window`).
   void Add(const CoreStepRecord& record, bool in_window);
@@ -153,7 +165,10 @@ void to_json(nlohmann::json& j, const HostMetrics& m);
 void from_json(const nlohmann::json& j, HostMetrics& m);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw,
                                    group_size)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopRecord, loop, global_step, end_s, loss)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NonFiniteValue, global_step, replica, variable)
+// A non-finite loss travels as null (JSON has no NaN) and comes back as NaN.
+void to_json(nlohmann::json& j, const LoopRecord& r);
+void from_json(const nlohmann::json& j, LoopRecord& r);
 
 // A rank's whole contribution to the report, as gathered at rank 0.
 struct RankMetrics {

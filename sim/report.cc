@@ -400,6 +400,21 @@ json MemoryReport(const std::vector<RankMetrics>& ranks) {
           {"max_growth_after_first_loop", worst_growth}};
 }
 
+// train.stop_on_nan: whether the run stopped on a non-finite loss or gradient,
+// the first one (global step, replica, variable) and how many micro-steps had one;
+// every training core holds the same answer.
+json NonFiniteReport(const ReportInputs& in) {
+  for (const RankMetrics& r : in.ranks) {
+    if (!r.core || !r.core->trains) continue;
+    const CoreMetrics& c = *r.core;
+    return {{"stop_on_nan", in.config.train.stop_on_nan},
+            {"stopped", c.stopped_on_non_finite},
+            {"steps", c.non_finite_steps},
+            {"first", c.non_finite ? json(*c.non_finite) : json(nullptr)}};
+  }
+  return nullptr;
+}
+
 json TrainingReport(const ReportInputs& in) {
   for (const RankMetrics& r : in.ranks) {
     if (!r.host || r.host->loops.empty()) continue;
@@ -560,6 +575,7 @@ json BuildReport(const ReportInputs& in) {
   report["projection"] = Projection(in, report["step_breakdown"], crs, shard_bytes);
   const json training = TrainingReport(in);
   if (in.config.model.enabled && !training.is_null()) report["training"] = training;
+  if (const json non_finite = NonFiniteReport(in); !non_finite.is_null()) report["non_finite"] = non_finite;
   const json replicas = ReplicaReport(in.ranks);
   if (!replicas.is_null()) report["replicas"] = replicas;
   report["memory"] = MemoryReport(in.ranks);

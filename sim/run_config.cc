@@ -291,6 +291,7 @@ TrainConfig ParseTrain(ConfigNode node) {
   node.Get("accumulator", t.accumulator);
   node.Get("apply_crs_to_grad", t.apply_crs_to_grad);
   node.Get("crs", t.crs);
+  node.Get("stop_on_nan", t.stop_on_nan);
   node.Get("l2_regularizer_weight", t.adjust.l2_regularizer_weight);
   node.Get("l1_regularizer_weight", t.adjust.l1_regularizer_weight);
   node.Get("clip_gradient_norm_to_value", t.adjust.clip_gradient_norm_to_value);

@@ -79,6 +79,10 @@ struct TrainConfig {
   // different parameter bits: replicas must assign the same updates at the same
   // step, so a difference is a bug, never rounding.
   bool check_replicas = true;
+  // Stop the run at the first non-finite loss or gradient on any training core
+  // (the report is still written, exit kExitNonFinite); false: go on and count
+  // the non-finite steps in the report.
+  bool stop_on_nan = true;
 };
 
 struct ModelSection {

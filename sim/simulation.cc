@@ -145,6 +145,22 @@ int CheckUtilization(const SimulationContext& ctx, const json& report) {
   return kExitBelowExpectedAu;
 }
 
+// Rank 0, train.stop_on_nan: the run's one line when training stopped on a
+// non-finite value (after the report was written); true if it did.
+bool StoppedOnNonFinite(const json& report) {
+  if (!report.contains("non_finite") || !report["non_finite"]["stopped"].get<bool>()) return false;
+  const json& first = report["non_finite"]["first"];
+  const int replica = first["replica"].get<int>();
+  const std::string variable = first["variable"].get<std::string>();
+  fmt::print(stderr, "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
+             "there and the report was written (train.stop_on_nan: false goes on)\n",
+             variable == "loss" ? "loss" : fmt::format("gradient of '{}'", variable),
+             first["global_step"].get<int64_t>(),
+             replica >= 0 ? fmt::format("replica {}", replica) : std::string("the cross-replica sum of finite gradients"));
+  std::fflush(stderr);
+  return true;
+}
+
 // Rank 0: fails naming the first variable on which two training cores' bits
 // differ (train.check_replicas), after the report has been written.
 void CheckReplicas(const SimulationContext& ctx, const json& report) {
@@ -236,6 +252,7 @@ int RunSimulation(SimulationContext& ctx) {
     outputs.Try([&] { WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, report); });
   }
   outputs.ThrowIfAnyFailed();
+  if (StoppedOnNonFinite(report)) return kExitNonFinite;
   CheckReplicas(ctx, report);
   return CheckUtilization(ctx, report);
 }

@@ -155,7 +155,7 @@ TEST(Capacity, DistributionsAndFaultsAreValidated) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--set device.step_time.distribution=normal --set device.step_time.mean_us=100 "
        "--set device.step_time.stddev_us=-1",
-       "device.step_time.stddev_us: must be a finite number >= 0, got -1"},
+       "device.step_time.stddev_us: must be in [0, 3600000000], got -1"},
       {"--set device.step_time.distribution=poisson",
        "device.step_time.distribution: 'poisson' is not one of constant, normal, uniform, lognormal, gamma"},
       {"--set 'faults.slow_cores=[{host: 0, ordinal: 9, factor: 3}]'",

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -247,6 +248,48 @@ TEST(TrainingInvariants, LossFallsAndTheReportShowsIt) {
   EXPECT_EQ(rep["training"]["global_steps"], 60);
   EXPECT_GT(rep["crs"]["busbw_bytes_per_s"].get<double>(), 0);
   EXPECT_EQ(rep["crs"]["group_size"], 8);
+}
+
+// train.stop_on_nan: a diverging run (a huge learning rate) stops at its first
+// non-finite value with one line naming it, exit code 4 and the report written;
+// with stop_on_nan: false it runs every step and the report counts them.
+TEST(TrainingInvariants, ADivergingRunStopsAtTheFirstNonFiniteValue) {
+  const std::string diverge = "--set train.steps=40 --set train.iterations_per_loop=10 "
+                              "--set train.optimizer.learning_rate=1e30 --report ";
+  const std::string report = TempDir() + "/nan-stop.json";
+  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), diverge + report);
+  EXPECT_EQ(r.rc, 4) << r.output;
+  const std::regex line(
+      R"(tpusim: error: train\.stop_on_nan: non-finite (loss|gradient of '[^']+') at global step (\d+) \(replica (\d+)\); the run stopped there and the report was written \(train\.stop_on_nan: false goes on\)\n)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
+  size_t lines = 0;
+  for (size_t at = r.output.find("error: train.stop_on_nan:"); at != std::string::npos;
+       at = r.output.find("error: train.stop_on_nan:", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << r.output;  // printed once, not once per rank
+  json rep = json::parse(std::ifstream(report));
+  const json& nf = rep["non_finite"];
+  EXPECT_TRUE(nf["stopped"].get<bool>()) << nf;
+  EXPECT_EQ(nf["steps"], 1) << nf;
+  EXPECT_EQ(nf["first"]["global_step"].get<int64_t>(), std::stoll(m[2])) << nf;
+  EXPECT_EQ(nf["first"]["replica"].get<int>(), std::stoi(m[3])) << nf;
+  const std::string variable = nf["first"]["variable"];
+  EXPECT_EQ(m[1].str(), variable == "loss" ? "loss" : "gradient of '" + variable + "'") << nf;
+  EXPECT_GE(nf["first"]["global_step"].get<int64_t>(), 1) << nf;  // the first update makes it diverge
+  EXPECT_LT(nf["first"]["global_step"].get<int64_t>(), 40) << nf;
+
+  const std::string counted = TempDir() + "/nan-count.json";
+  Result go_on = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                           "--set train.stop_on_nan=false " + diverge + counted);
+  EXPECT_EQ(go_on.rc, 0) << go_on.output;
+  EXPECT_EQ(go_on.output.find("error"), std::string::npos) << go_on.output;
+  json rep2 = json::parse(std::ifstream(counted));
+  EXPECT_FALSE(rep2["non_finite"]["stopped"].get<bool>()) << rep2["non_finite"];
+  EXPECT_EQ(rep2["non_finite"]["first"], nf["first"]);
+  EXPECT_GT(rep2["non_finite"]["steps"].get<int64_t>(), 1) << rep2["non_finite"];
+  EXPECT_EQ(rep2["training"]["global_steps"], 40);
 }
 
 TEST(TrainingInvariants, MicroBatchesOfGEqualOneStepOfKG) {

@@ -3,6 +3,8 @@
 // straggler and the replica checksums — no MPI.
 #include "sim/report.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "cluster/topology_source.h"
@@ -123,6 +125,28 @@ TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
   EXPECT_FALSE(r["replicas"]["identical"].get<bool>());
   EXPECT_EQ(r["replicas"]["first_difference"]["variable"], "w");
   EXPECT_EQ(r["replicas"]["first_difference"]["b"], "replica 3 (core 0/3)");
+}
+
+TEST(ReportTest, NonFiniteStopNamesTheFirstValueAndRoundTrips) {
+  Fixture f;
+  CoreMetrics c = Core(0, 0, 0.008, 0.001, 0);
+  c.non_finite_steps = 1;
+  c.non_finite = NonFiniteValue{7, 3, "dense_0/w"};
+  c.stopped_on_non_finite = true;
+  RankMetrics m;
+  m.core = c;
+  const json r = Report(f, {json(m).get<RankMetrics>().core.value(), Core(1, 0, 0.008, 0.001, 0)});
+  EXPECT_EQ(r["non_finite"], json::parse(R"({"stop_on_nan": true, "stopped": true, "steps": 1,
+      "first": {"global_step": 7, "replica": 3, "variable": "dense_0/w"}})"));
+  const json finite = Report(f, {Core(1, 0, 0.008, 0.001, 0)});
+  EXPECT_EQ(finite["non_finite"]["first"], nullptr);
+  EXPECT_EQ(finite["non_finite"]["steps"], 0);
+}
+
+TEST(ReportTest, ANonFiniteLoopLossTravelsAsNull) {
+  const json j = LoopRecord{1, 20, 2.5, std::nan("")};
+  EXPECT_TRUE(j["loss"].is_null() || std::isnan(j["loss"].get<double>()));
+  EXPECT_TRUE(std::isnan(json::parse(j.dump()).get<LoopRecord>().loss));
 }
 
 TEST(ReportTest, RankMetricsRoundTripAndAreStrict) {
