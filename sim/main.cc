@@ -1,6 +1,7 @@
-// The tpusim command: topology, ranks, validate, launch, run, gen-data. The only
-// place that decides to stop a run: every error arrives here as tpusim::Error and is
-// printed once, tagged with rank and role where MPI is up.
+// The tpusim command: topology, ranks, validate, launch, run, gen-data (and sweep,
+// capacity: sim/sweep_cli.h). The only place that decides to stop a run: every
+// error arrives here as tpusim::Error and is printed once, tagged with rank and
+// role where MPI is up.
 #include <cstdio>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "base/error.h"
 #include "sim/commands.h"
 #include "sim/run_command.h"
+#include "sim/sweep_cli.h"
 
 namespace {
 
@@ -110,6 +112,9 @@ int main(int argc, char** argv) {
   gen->add_flag("--compress", gen_compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--set", gen_sets, "override a config key: a.b=value")->take_all();
 
+  tpusim::sim::SweepCli sweep_cli;
+  tpusim::sim::AddSweepCommands(app, sweep_cli);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -132,6 +137,7 @@ int main(int argc, char** argv) {
       return tpusim::sim::RunGenDataCommand(gen_config, gen_sets, gen_out, gen_examples, gen_shards, gen_compress);
     }
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
+    if (auto rc = tpusim::sim::RunSweepCommands(sweep_cli)) return *rc;
   } catch (const tpusim::Error& e) {
     fmt::print(stderr, "tpusim: error: {}\n", e.what());
     return 2;
