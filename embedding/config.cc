@@ -19,6 +19,8 @@ constexpr Spellings<OptimizerKind, 3> kOptimizers{{{"sgd", OptimizerKind::kSgd},
                                                    {"adam", OptimizerKind::kAdam}}};
 constexpr Spellings<IdDistribution, 2> kDistributions{
     {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
+constexpr Spellings<UpdateMode, 2> kUpdateModes{
+    {{"global_step", UpdateMode::kGlobalStep}, {"micro_step", UpdateMode::kMicroStep}}};
 
 // Throws unless `value` is finite and in (low, high) / [low, high) as requested.
 void CheckRange(std::string_view key, double value, double low, bool low_inclusive, double high) {
@@ -71,6 +73,9 @@ void Validate(const TableConfig& table) {
 }
 
 void Validate(const EmbeddingConfig& config) {
+  if (config.num_micro_batches < 1) {
+    Fail("train.num_micro_batches: {} must be >= 1", config.num_micro_batches);
+  }
   std::set<std::string_view> names;
   for (const TableConfig& table : config.tables) {
     Validate(table);
@@ -85,6 +90,10 @@ void Validate(const EmbeddingConfig& config) {
       Fail("embedding.features.{}: declared twice", feature.name);
     }
   }
+}
+
+int64_t MicroStepsPerUpdate(const EmbeddingConfig& config) {
+  return config.update == UpdateMode::kGlobalStep ? config.num_micro_batches : 1;
 }
 
 size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
@@ -106,9 +115,13 @@ OptimizerKind ParseOptimizer(std::string_view value, std::string_view key) {
 IdDistribution ParseIdDistribution(std::string_view value, std::string_view key) {
   return ParseSpelling(kDistributions, value, key);
 }
+UpdateMode ParseUpdateMode(std::string_view value, std::string_view key) {
+  return ParseSpelling(kUpdateModes, value, key);
+}
 
 std::string_view ToString(Combiner combiner) { return SpellingOf(kCombiners, combiner); }
 std::string_view ToString(Sharding sharding) { return SpellingOf(kShardings, sharding); }
 std::string_view ToString(OptimizerKind optimizer) { return SpellingOf(kOptimizers, optimizer); }
+std::string_view ToString(UpdateMode update) { return SpellingOf(kUpdateModes, update); }
 
 }  // namespace tpusim::embedding

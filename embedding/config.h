@@ -20,6 +20,14 @@ enum class Sharding { kDiv, kMod };
 enum class OptimizerKind { kSgd, kAdagrad, kAdam };
 // Distribution of synthetic ids over [0, vocab).
 enum class IdDistribution { kUniform, kZipf };
+// When the table optimizer runs with micro-batches (training.md §1, §7.3 step 4).
+// kGlobalStep: the table gradients of the num_micro_batches micro-steps of a global
+// step are summed, each scaled by 1/num_micro_batches like the dense gradients of
+// the accumulation wrapper, and applied once per touched row on the last micro-step,
+// so k micro-batches of G train the tables like one batch of k*G.
+// kMicroStep: every micro-step applies its own gradient (Lingvo's behaviour, whose
+// accumulation wrappers see only the dense variables).
+enum class UpdateMode { kGlobalStep, kMicroStep };
 
 // Adam as run by the embedding engine: lazy (only rows present in the step move) and
 // without bias correction, which Lingvo does not fold into the learning rate.
@@ -71,11 +79,19 @@ struct FeatureConfig {
 struct EmbeddingConfig {
   std::vector<TableConfig> tables;
   std::vector<FeatureConfig> features;
+  UpdateMode update = UpdateMode::kGlobalStep;
+  // Micro-steps per global step (the run's train.num_micro_batches), >= 1.
+  int64_t num_micro_batches = 1;
 };
+
+// Backward calls whose gradients one table update applies: num_micro_batches with
+// UpdateMode::kGlobalStep, 1 with kMicroStep.
+int64_t MicroStepsPerUpdate(const EmbeddingConfig& config);
 
 // Throws Error naming the key (e.g. "embedding.tables.t.vocab: 0 must be >= 1") on
 // the first invalid value: duplicate names, non-positive sizes, unknown tables,
-// out-of-range optimizer hyperparameters, padding or Zipf parameters.
+// out-of-range optimizer hyperparameters, padding or Zipf parameters, fewer than
+// one micro-batch.
 void Validate(const TableConfig& table);
 void Validate(const EmbeddingConfig& config);
 
@@ -88,9 +104,11 @@ Combiner ParseCombiner(std::string_view value, std::string_view key);
 Sharding ParseSharding(std::string_view value, std::string_view key);
 OptimizerKind ParseOptimizer(std::string_view value, std::string_view key);
 IdDistribution ParseIdDistribution(std::string_view value, std::string_view key);
+UpdateMode ParseUpdateMode(std::string_view value, std::string_view key);
 
 std::string_view ToString(Combiner combiner);
 std::string_view ToString(Sharding sharding);
 std::string_view ToString(OptimizerKind optimizer);
+std::string_view ToString(UpdateMode update);
 
 }  // namespace tpusim::embedding

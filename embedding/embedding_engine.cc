@@ -48,7 +48,8 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchan
     : config_(config),
       exchange_(exchange),
       core_(exchange.peer()),
-      num_cores_(exchange.num_peers()) {
+      num_cores_(exchange.num_peers()),
+      micro_steps_per_update_(MicroStepsPerUpdate(config)) {
   Validate(config_);
   for (const FeatureConfig& feature : config_.features) {
     table_of_feature_.push_back(TableIndex(config_, feature.table));
@@ -60,6 +61,9 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchan
   features_.resize(config_.features.size());
   activations_.resize(config_.features.size());
   accumulators_.resize(config_.tables.size());
+  for (size_t t = 0; t < shards_.size(); ++t) {
+    accumulators_[t].row.resize(static_cast<size_t>(shards_[t].dim()));
+  }
   requests_.assign(static_cast<size_t>(num_cores_),
                    std::vector<std::vector<int64_t>>(config_.tables.size()));
 }
@@ -212,12 +216,21 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
 
 // --- Backward --------------------------------------------------------------------
 
-void EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
+bool EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
                                std::span<const float> learning_rates) {
   CheckGradients(activation_grads, learning_rates);
   forward_done_ = false;
   SumPartials(activation_grads);
-  ApplyGradients(Exchange(BuildGradientMessages()), learning_rates);
+  AccumulateGradients(Exchange(BuildGradientMessages()));
+  const bool update = ++micro_steps_ == micro_steps_per_update_;
+  if (update) {
+    ApplyAccumulated(learning_rates);
+    micro_steps_ = 0;
+  }
+  for (const Accumulator& acc : accumulators_) {
+    stats_.rows_pending += static_cast<int64_t>(acc.local_rows.size());
+  }
+  return update;
 }
 
 void EmbeddingEngine::CheckGradients(std::span<const RowMatrix> grads,
@@ -269,46 +282,49 @@ Messages EmbeddingEngine::BuildGradientMessages() const {
   return out;
 }
 
-// Owner side: adds the partial sums of all cores per local row, then applies the
-// optimizer once per touched row.
-void EmbeddingEngine::ApplyGradients(const Messages& messages,
-                                     std::span<const float> learning_rates) {
-  for (size_t t = 0; t < shards_.size(); ++t) ResetAccumulator(t);
+// Owner side: adds the partial sums of all cores per local row to the sums of the
+// update in progress.
+void EmbeddingEngine::AccumulateGradients(const Messages& messages) {
   for (int p = 0; p < num_cores_; ++p) {
     WireReader reader = ReaderFrom(messages[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) AccumulateFrom(t, p, reader);
     reader.ExpectEnd();
   }
-  for (size_t t = 0; t < shards_.size(); ++t) {
-    const float lr = learning_rates.empty() ? config_.tables[t].learning_rate : learning_rates[t];
-    const Accumulator& acc = accumulators_[t];
-    for (size_t i = 0; i < acc.local_rows.size(); ++i) {
-      shards_[t].Apply(acc.local_rows[i], acc.sums.row(static_cast<int64_t>(i)).data(), lr);
-    }
-    stats_.rows_updated += static_cast<int64_t>(acc.local_rows.size());
-  }
 }
 
-void EmbeddingEngine::ResetAccumulator(size_t t) {
-  Accumulator& acc = accumulators_[t];
-  acc.index_of_row.clear();
-  acc.local_rows.clear();
-  int64_t upper_bound = 0;
-  for (int p = 0; p < num_cores_; ++p) upper_bound += static_cast<int64_t>(requests_[p][t].size());
-  acc.sums.setZero(upper_bound, shards_[t].dim());
-  acc.row.resize(static_cast<size_t>(shards_[t].dim()));
-}
-
-// Adds peer p's partial sums of table t (one per row it requested) into the sums.
+// Adds peer p's partial sums of table t (one per row it requested), divided by the
+// micro-steps per update, into the sums; a row seen first gets a zero sum.
 void EmbeddingEngine::AccumulateFrom(size_t t, int p, WireReader& reader) {
   Accumulator& acc = accumulators_[t];
+  const int64_t dim = static_cast<int64_t>(acc.row.size());
+  const float divisor = static_cast<float>(micro_steps_per_update_);
   for (int64_t local : requests_[p][t]) {
     reader.Read(acc.row.data(), acc.row.size());
     const auto [it, inserted] =
         acc.index_of_row.try_emplace(local, static_cast<int64_t>(acc.local_rows.size()));
-    if (inserted) acc.local_rows.push_back(local);
-    acc.sums.row(it->second) +=
-        Eigen::Map<const Eigen::RowVectorXf>(acc.row.data(), static_cast<int64_t>(acc.row.size()));
+    if (inserted) {
+      acc.local_rows.push_back(local);
+      acc.sums.resize(acc.sums.size() + acc.row.size(), 0.0f);
+    }
+    Eigen::Map<Eigen::RowVectorXf>(acc.sums.data() + it->second * dim, dim) +=
+        Eigen::Map<const Eigen::RowVectorXf>(acc.row.data(), dim) / divisor;
+  }
+}
+
+// One optimizer step per row touched since the last update, then an empty
+// accumulator (its buffers keep their capacity for the next update).
+void EmbeddingEngine::ApplyAccumulated(std::span<const float> learning_rates) {
+  for (size_t t = 0; t < shards_.size(); ++t) {
+    const float lr = learning_rates.empty() ? config_.tables[t].learning_rate : learning_rates[t];
+    Accumulator& acc = accumulators_[t];
+    const size_t dim = acc.row.size();
+    for (size_t i = 0; i < acc.local_rows.size(); ++i) {
+      shards_[t].Apply(acc.local_rows[i], acc.sums.data() + i * dim, lr);
+    }
+    stats_.rows_updated += static_cast<int64_t>(acc.local_rows.size());
+    acc.index_of_row.clear();
+    acc.local_rows.clear();
+    acc.sums.clear();
   }
 }
 

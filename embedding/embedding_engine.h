@@ -3,16 +3,24 @@
 // transport. Every table is sharded over the N cores by its own rule; each core
 // owns one shard of every table.
 //
-// One training step, on every core (all calls are collective, same order on all cores):
+// One micro-step, on every core (all calls are collective, same order on all cores):
 //   const auto& acts = engine.Forward(pieces);   // pieces[f]: this core's COO of feature f
 //   ... model computes dL/dacts (same shapes) ...
 //   engine.Backward(grads);                      // sums per row, optimizer once per row
 // Forward: requesters deduplicate their ids per table, send them to the owners, the
 // owners reply with the rows, the requester combines. Backward: the requester sums
 // coefficient * dL/dact per distinct row over its samples and features and sends one
-// partial sum per row to the owner, which adds the partial sums of all cores and
-// applies the table's optimizer once per touched row. Gradients are not
-// cross-replica-summed beforehand (training.md §7.3).
+// partial sum per row to the owner, which adds the partial sums of all cores into
+// its accumulator (one entry per touched row, never a dense copy of the table).
+// Gradients are not cross-replica-summed beforehand (training.md §7.3).
+//
+// Updates (EmbeddingConfig::update, training.md §7.3 step 4 "sum first, then one
+// optimizer step per touched row per global step"): with k = MicroStepsPerUpdate
+// the owner adds each micro-step's sums divided by k (as the dense accumulation
+// wrapper does, g' = g/k) and, on every k-th Backward, applies the table optimizer
+// once to every row touched in any of the k micro-steps, then clears the
+// accumulator. Until then no table changes, so the lookups of micro-steps 2..k read
+// the tables as they were at the start of the global step. k = 1 applies every step.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,9 @@ struct EngineStepStats {
   int64_t rows_requested = 0;  // distinct (table, row) pairs this core asked for
   int64_t rows_served = 0;     // rows this core, as owner, looked up for all cores
   int64_t rows_updated = 0;    // distinct rows this core applied the optimizer to
+  // Distinct rows whose summed gradient this core holds after the step, waiting for
+  // the global step's last micro-step (0 after an update).
+  int64_t rows_pending = 0;
   // All-to-all payload to/from other cores, forward and backward (self excluded).
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
@@ -67,16 +78,19 @@ class EmbeddingEngine {
   // outside [0, vocab).
   const std::vector<RowMatrix>& Forward(std::span<const CooPiece> pieces);
 
-  // Collective; applies the gradients of the activations returned by the last
-  // Forward (same shapes, same order). learning_rates: one per table in
-  // config.tables order (e.g. schedule(step) * learning_rate), empty = each table's
-  // configured learning_rate. Throws Error without a preceding Forward or on shape
-  // mismatches.
-  void Backward(std::span<const RowMatrix> activation_grads,
+  // Collective; accumulates the gradients of the activations returned by the last
+  // Forward (same shapes, same order) and, on the last micro-step of an update,
+  // applies the accumulated sums. learning_rates: one per table in config.tables
+  // order (e.g. schedule(step) * learning_rate), empty = each table's configured
+  // learning_rate; an update uses the rates of the call that applies it. Returns
+  // whether the tables were updated. Throws Error without a preceding Forward or on
+  // shape mismatches.
+  bool Backward(std::span<const RowMatrix> activation_grads,
                 std::span<const float> learning_rates = {});
 
   // Collective. Returns on `root` the full table `table` ([vocab, dim], rows in
-  // global id order, e.g. for --params-out) and an empty matrix elsewhere.
+  // global id order, e.g. for --params-out) and an empty matrix elsewhere; gradients
+  // accumulated for an update not yet applied are not in it.
   RowMatrix GatherTable(size_t table, int root = 0);
 
   const EngineStepStats& stats() const { return stats_; }
@@ -100,11 +114,12 @@ class EmbeddingEngine {
     std::vector<int64_t> slot;  // entry -> row of its table's TablePlan::rows
     int64_t activation_rows = 0;
   };
-  // Owner-side gradient sums of one table.
+  // Owner-side gradient sums of one table since the last update, one row of `sums`
+  // (dim floats, local_rows order) per touched local row.
   struct Accumulator {
     std::unordered_map<int64_t, int64_t> index_of_row;
     std::vector<int64_t> local_rows;
-    RowMatrix sums;
+    std::vector<float> sums;
     std::vector<float> row;  // receive buffer of one row
   };
 
@@ -117,10 +132,9 @@ class EmbeddingEngine {
   void CheckGradients(std::span<const RowMatrix> grads, std::span<const float> lrs) const;
   void SumPartials(std::span<const RowMatrix> grads);
   std::vector<std::vector<std::byte>> BuildGradientMessages() const;
-  void ApplyGradients(const std::vector<std::vector<std::byte>>& messages,
-                      std::span<const float> learning_rates);
-  void ResetAccumulator(size_t t);
+  void AccumulateGradients(const std::vector<std::vector<std::byte>>& messages);
   void AccumulateFrom(size_t t, int p, WireReader& reader);
+  void ApplyAccumulated(std::span<const float> learning_rates);
   std::vector<std::vector<std::byte>> Exchange(std::vector<std::vector<std::byte>> send);
 
   EmbeddingConfig config_;
@@ -135,6 +149,8 @@ class EmbeddingEngine {
   // requests_[peer][table]: local rows peer asked for in the current step, in order.
   std::vector<std::vector<std::vector<int64_t>>> requests_;
   std::vector<Accumulator> accumulators_;
+  int64_t micro_steps_per_update_;
+  int64_t micro_steps_ = 0;  // Backward calls accumulated since the last update
   bool forward_done_ = false;
   EngineStepStats stats_;
 };

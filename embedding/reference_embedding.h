@@ -28,6 +28,8 @@ class ReferenceEmbedding {
   // of coefficient * gradient over all cores, features and entries; then one
   // optimizer step per touched row (a row is touched when an entry of it reached an
   // activation, even with coefficient 0; truncated sequence positions do not). learning_rates as in EmbeddingEngine::Backward.
+  // Every call is one update whatever config.update says: the k micro-steps of a
+  // global step are one call whose "cores" are the k x N (micro-step, core) pairs.
   void Backward(std::span<const std::vector<RowMatrix>> grads,
                 std::span<const float> learning_rates = {});
 

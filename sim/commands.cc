@@ -160,6 +160,7 @@ int RunRanksCommand(const std::string& config, const std::string& generation) {
 int RunValidateCommand(const std::string& config, const std::vector<std::string>& overrides) {
   ConfigTarget target = ResolveConfigTarget(config, overrides);
   Slice slice = SliceForTarget(target);
+  if (target.is_run) CheckAgainstSlice(target.run, slice);
   fmt::print("{}: ok ({} on {}: {} replicas x {} cores, {} ranks)\n", config,
              target.is_run ? "run" : "topology", slice.topology.name(),
              slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),

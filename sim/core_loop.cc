@@ -9,6 +9,7 @@
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/process_memory.h"
 #include "sim/core_trainer.h"
 #include "sim/device_model.h"
 #include "sim/embedding_infeed.h"
@@ -174,6 +175,7 @@ class CoreLoop {
 
   // Lanes of this core's trace track (none beyond the main one).
   json trace_lanes() const { return trace_.lanes(); }
+  int64_t peak_rss_after_first_loop_kib() const { return peak_rss_after_first_loop_kib_; }
 
  private:
   double Now() const { return MonotonicSeconds() - run_.origin_s; }
@@ -300,6 +302,7 @@ class CoreLoop {
     }
     loop_records_.clear();
     crs_calls_before_.clear();
+    if (loop == 0) peak_rss_after_first_loop_kib_ = PeakResidentKib();
   }
 
   // Collective over the cross-replica sum group: each call's duration minus the
@@ -376,6 +379,7 @@ class CoreLoop {
   RankStream steps_;
   std::vector<CoreStepRecord> loop_records_;  // this loop's steps, folded at its end
   std::vector<size_t> crs_calls_before_;      // per step: CRS calls made before it this loop
+  int64_t peak_rss_after_first_loop_kib_ = 0;
 };
 
 }  // namespace
@@ -389,6 +393,7 @@ RankMetrics RunCoreLoop(const RunSetup& run) {
   CoreLoop loop(run);
   out.core = loop.Run();
   out.trace_lanes = loop.trace_lanes();
+  out.peak_rss_after_first_loop_kib = loop.peak_rss_after_first_loop_kib();
   return out;
 }
 

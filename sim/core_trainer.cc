@@ -199,10 +199,11 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   float loss = model_.ForwardBackward(inputs_, labels_, scale);
   result.loss_sum = static_cast<double>(loss) * static_cast<double>(result.rows);
   result.compute_s = SecondsSince(start) - result.embedding_forward_s;
+  bool tables_updated = false;
   if (embedding_) {
     Watchdog::Scope wait(watchdog_, "the embedding gradient exchange of step", global_step_, -1,
                          "every core (embedding all-to-all)");
-    embedding_->Backward(model_.input_grad(), dense_width_);
+    tables_updated = embedding_->Backward(model_.input_grad(), dense_width_);
     result.embedding_backward_s = embedding_->last().backward_s;
   }
   start = std::chrono::steady_clock::now();
@@ -211,7 +212,19 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
   start = std::chrono::steady_clock::now();
   result.applied = ApplyGradients();
   result.apply_s = SecondsSince(start);
+  if (embedding_) CheckTablesFollowDenseParams(tables_updated, result.applied);
   return result;
+}
+
+// Both count micro-steps from the start of the run and apply on every k-th, so a
+// difference is a bug in one of the two counters, never a configuration.
+void CoreTrainer::CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const {
+  if (config_.embedding.config.update != embedding::UpdateMode::kGlobalStep) return;
+  if (tables_updated != dense_applied) {
+    Fail("embedding.update: global_step: at global step {} the tables {} but the dense "
+         "params {} (internal error)", global_step_, tables_updated ? "updated" : "did not update",
+         dense_applied ? "did" : "did not");
+  }
 }
 
 }  // namespace tpusim::sim

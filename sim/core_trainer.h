@@ -5,11 +5,16 @@
 // and hands it to the accumulation wrapper and the optimizer. Every replica applies
 // the same reduced gradient, so all replicas keep identical parameters. With an
 // embedding config the model's inputs are the dense features followed by the
-// embedding activations (sim/embedding_layer.h), looked up and updated every
-// micro-step collectively over all cores. The table optimizer runs once per
-// micro-step (the engine has no accumulation across micro-batches), so with
-// num_micro_batches > 1 tables move k times per global step while dense params
-// move once; the "k micro-batches equal one batch" invariant holds for dense params only.
+// embedding activations (sim/embedding_layer.h), looked up every micro-step
+// collectively over all cores. Their gradients accumulate like the dense ones
+// (embedding.update: global_step, the default): the engine sums each micro-step's
+// table gradient divided by num_micro_batches and applies the table optimizer once
+// per touched row on the micro-step where the dense optimizer applies, so k
+// micro-batches of G equal one batch of k*G for dense params and tables alike. With
+// train.accumulator lingvo that is the micro-step where Lingvo's Accumulator applies
+// (global steps k-1, 2k-1, ..., the global step counting micro-steps there). With
+// embedding.update: micro_step the tables move every micro-step, as in Lingvo, whose
+// accumulation wrappers never see the embedding tables.
 #pragma once
 
 #include <memory>
@@ -75,6 +80,7 @@ class CoreTrainer {
   void BuildInputs(const infeed::ShardCodec::View* shard);
   void ReduceGradients();
   bool ApplyGradients();
+  void CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const;
 
   const RunConfig& config_;
   const infeed::InfeedPlan& plan_;

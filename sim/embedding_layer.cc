@@ -60,7 +60,7 @@ void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen:
   log_.engine = engine_.stats();
 }
 
-void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
+bool EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
   MonotonicTime start = std::chrono::steady_clock::now();
   const int64_t rows = input_grad.rows();
   int64_t col = first_col;
@@ -71,9 +71,10 @@ void EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_c
     Eigen::Map<RowMatrix>(grads_[f].data(), rows, width) = input_grad.middleCols(col, width);
     col += width;
   }
-  engine_.Backward(grads_);
+  const bool updated = engine_.Backward(grads_);
   log_.backward_s = SecondsSince(start);
   log_.engine = engine_.stats();
+  return updated;
 }
 
 }  // namespace tpusim::sim

@@ -48,9 +48,11 @@ class EmbeddingLayer {
   void Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
                int64_t first_col);
 
-  // Collective. Applies input_grad.middleCols(first_col, width()) as the gradients
-  // of the last Forward's activations (same rows).
-  void Backward(const Eigen::MatrixXf& input_grad, int64_t first_col);
+  // Collective. Hands input_grad.middleCols(first_col, width()) to the engine as the
+  // gradients of the last Forward's activations (same rows). Returns whether the
+  // tables were updated (every call with embedding.update micro_step, the last
+  // micro-step of each global step with global_step; EmbeddingEngine::Backward).
+  bool Backward(const Eigen::MatrixXf& input_grad, int64_t first_col);
 
   // Collective. The full [vocab, dim] table on core `root` (cores rank), empty
   // elsewhere.

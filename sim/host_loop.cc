@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
+#include "base/process_memory.h"
 #include "sim/embedding_infeed.h"
 #include "sim/input_pipeline.h"
 #include "sim/outfeed.h"
@@ -184,6 +185,7 @@ class HostLoop {
     trace_.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
     if (shampoo_) CountInfeedWhileBusy(s, in_window);
     last_sent_s_ = s.sent_s;
+    if (s.step + 1 == run_.loops.infeed_steps_per_loop()) peak_rss_after_first_loop_kib_ = PeakResidentKib();
     InjectFaults(run_, s.step + 1);
   }
 
@@ -238,6 +240,7 @@ class HostLoop {
     RankMetrics out;
     out.host = metrics_;
     out.trace_lanes = trace_.lanes();
+    out.peak_rss_after_first_loop_kib = peak_rss_after_first_loop_kib_;
     return out;
   }
 
@@ -252,6 +255,7 @@ class HostLoop {
   RankStream steps_;
   double last_loop_end_ = 0;
   double last_sent_s_ = 0;
+  int64_t peak_rss_after_first_loop_kib_ = 0;
   double busy_at_last_step_ = 0;
   double infeed_busy_s_ = 0, infeed_idle_s_ = 0, examples_busy_ = 0, examples_idle_ = 0;
   std::unique_ptr<EmbeddingEnqueue> enqueue_;

@@ -181,7 +181,9 @@ void from_json(const json& j, HostMetrics& m) {
 
 void to_json(json& j, const RankMetrics& m) {
   j = {{"rank", m.rank}, {"role", m.role}, {"simulator_ceiling", m.simulator_ceiling},
-       {"trace_lanes", m.trace_lanes}};
+       {"trace_lanes", m.trace_lanes},
+       {"peak_rss_after_first_loop_kib", m.peak_rss_after_first_loop_kib},
+       {"peak_rss_kib", m.peak_rss_kib}};
   PutOptional(j, "host", m.host);
   PutOptional(j, "core", m.core);
 }
@@ -191,6 +193,8 @@ void from_json(const json& j, RankMetrics& m) {
   j.at("role").get_to(m.role);
   m.simulator_ceiling = j.at("simulator_ceiling");
   m.trace_lanes = j.at("trace_lanes");
+  j.at("peak_rss_after_first_loop_kib").get_to(m.peak_rss_after_first_loop_kib);
+  j.at("peak_rss_kib").get_to(m.peak_rss_kib);
   GetOptional(j, "host", m.host);
   GetOptional(j, "core", m.core);
 }

@@ -163,6 +163,8 @@ struct RankMetrics {
   std::optional<CoreMetrics> core;
   nlohmann::json simulator_ceiling;  // null when not measured
   nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
+  int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
+  int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run
 };
 void to_json(nlohmann::json& j, const RankMetrics& m);
 void from_json(const nlohmann::json& j, RankMetrics& m);

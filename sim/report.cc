@@ -342,6 +342,28 @@ json ReplicaReport(const std::vector<RankMetrics>& ranks) {
   return {{"checksums", per_replica}, {"identical", first.is_null()}, {"first_difference", first}};
 }
 
+// Every rank's peak resident memory after the first loop and at the end: memory
+// that grows with the run shows as growth here.
+json MemoryReport(const std::vector<RankMetrics>& ranks) {
+  json per_rank = json::array();
+  double worst_growth = 0;
+  int64_t max_peak = 0;
+  for (const RankMetrics& r : ranks) {
+    max_peak = std::max(max_peak, r.peak_rss_kib);
+    double growth = 0;
+    if (r.peak_rss_after_first_loop_kib > 0) {
+      growth = static_cast<double>(r.peak_rss_kib) / static_cast<double>(r.peak_rss_after_first_loop_kib) - 1;
+      worst_growth = std::max(worst_growth, growth);
+    }
+    per_rank.push_back({{"rank", r.rank}, {"peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
+                        {"peak_rss_after_first_loop_mib",
+                         static_cast<double>(r.peak_rss_after_first_loop_kib) / 1024},
+                        {"growth", growth}});
+  }
+  return {{"ranks", per_rank}, {"max_peak_rss_mib", static_cast<double>(max_peak) / 1024},
+          {"max_growth_after_first_loop", worst_growth}};
+}
+
 json TrainingReport(const ReportInputs& in) {
   for (const RankMetrics& r : in.ranks) {
     if (!r.host || r.host->loops.empty()) continue;
@@ -500,6 +522,7 @@ json BuildReport(const ReportInputs& in) {
   if (in.config.model.enabled && !training.is_null()) report["training"] = training;
   const json replicas = ReplicaReport(in.ranks);
   if (!replicas.is_null()) report["replicas"] = replicas;
+  report["memory"] = MemoryReport(in.ranks);
   report["mpi_baseline"] = {{"bytes_per_s", Rate(static_cast<double>(in.baseline.bytes), in.baseline.seconds)},
                             {"note", "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same "
                                      "message sizes, measured after the run on the same ranks"}};

@@ -29,6 +29,7 @@ Setup LoadSetup(const RunOptions& options, int world_rank, int world_size) {
   setup.slice = BuildSlice(topology, AssignmentOptions(setup.config.cluster, topology,
                                                        setup.config.source));
   setup.slice->layout.CheckWorldSize(world_size, topology.name(), options.config);
+  CheckAgainstSlice(setup.config, *setup.slice);
   setup.role = setup.slice->layout.RoleOf(world_rank, setup.slice->assignment);
   return setup;
 }

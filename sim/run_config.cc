@@ -458,10 +458,13 @@ void SortByName(std::vector<T>& items) {
 }
 
 // Tables and features in name order, as TPUEmbedding keeps them (infeed.md §5.1).
-EmbeddingSection ParseEmbedding(ConfigNode node) {
+// The tables accumulate over the train section's micro-batches (embedding.update).
+EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
   EmbeddingSection e;
   embedding::Sharding sharding = embedding::Sharding::kDiv;
   GetEnum(node, "sharding", sharding, &embedding::ParseSharding);
+  GetEnum(node, "update", e.config.update, &embedding::ParseUpdateMode);
+  e.config.num_micro_batches = train.num_micro_batches;
   ConfigNode tables = node.Child("tables");
   for (const std::string& name : tables.Keys()) {
     e.config.tables.push_back(ParseTable(tables.Child(name), name, sharding));
@@ -510,7 +513,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   config.train = ParseTrain(top.Child("train"));
   config.model = ParseModel(top.Child("model"));
   config.device = ParseDevice(top.Child("device"));
-  config.embedding = ParseEmbedding(top.Child("embedding"));
+  config.embedding = ParseEmbedding(top.Child("embedding"), config.train);
   config.faults = ParseFaults(top.Child("faults"));
   config.run = ParseRunSection(top.Child("run"));
   top.Finish();

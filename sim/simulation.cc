@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/process_memory.h"
 #include "base/watchdog.h"
 #include "sim/core_loop.h"
 #include "sim/embedding_infeed.h"
@@ -183,6 +184,7 @@ int RunSimulation(SimulationContext& ctx) {
   }
   mine.rank = ctx.comms.world.rank();
   mine.role = ctx.role.Describe();
+  mine.peak_rss_kib = PeakResidentKib();
   double run_s = MonotonicSeconds() - run.origin_s;
   std::vector<std::string> all;
   MpiBaseline baseline;

@@ -21,6 +21,11 @@ struct Slice {
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options);
 
+// Checks what a run config names on the slice: faults.slow_cores / slow_hosts /
+// stall / kill must name hosts, cores and ranks that exist. Throws Error naming
+// the key, the value and what the slice has.
+void CheckAgainstSlice(const RunConfig& config, const Slice& slice);
+
 // CONFIG on the command line may be a run file, a topology file (YAML, JAX device
 // list or TopologyProto), a topology name or an accelerator type; this resolves it
 // to a topology and, for run files, the run config. A non-empty `generation`

@@ -256,6 +256,57 @@ TEST(TrainingInvariants, MicroBatchesOfGEqualOneStepOfKG) {
   EXPECT_LT(MaxDifference(a, b), 1e-5);
 }
 
+// A dense feature and two tables (adagrad `users`, adam `items`); see the
+// embedding tests below.
+const char* kEmbeddingRun = "configs/runs/v3-8-embedding.yaml";
+
+struct TableAccumulationCase {
+  const char* name;
+  const char* table_optimizer;  // both tables
+  const char* table_learning_rate;
+  const char* micro_args;  // more --set for the runs of k micro-batches
+};
+
+class MicroBatchesWithTables : public ::testing::TestWithParam<TableAccumulationCase> {};
+
+// Issue 12 item 4: with embedding.update global_step (the default) the tables sum
+// the table gradients of the k micro-batches, scaled like the dense gradients, and
+// update once per global step, so k = 4 micro-batches of G = 32 train the tables and
+// the dense params like one step of 128 (the same examples: infeed step s holds
+// [32 s, 32 s + 32)). With micro_step (Lingvo's behaviour) the tables move four
+// times per global step and end up elsewhere, which shows the bound discriminates.
+TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
+  const TableAccumulationCase& c = GetParam();
+  std::string args;
+  for (const char* table : {"users", "items"}) {
+    std::string key = std::string(" --set embedding.tables.") + table + ".";
+    args += key + "optimizer=" + c.table_optimizer + key + "learning_rate=" + c.table_learning_rate;
+  }
+  const std::string micro =
+      " --set input.global_batch=32 --set train.num_micro_batches=4 " + std::string(c.micro_args);
+  std::string a = TrainParams(std::string("emb-micro4-") + c.name, kEmbeddingRun, args + micro);
+  std::string b = TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun,
+                              args + " --set input.global_batch=128");
+  auto params = ReadParams(a);
+  ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
+  ASSERT_EQ(params["embedding.items.npy"].size(), 5000u * 4);
+  EXPECT_LT(MaxDifference(a, b), 1e-5);
+  std::string lingvo = TrainParams(std::string("emb-micro4-per-micro-step-") + c.name,
+                                   kEmbeddingRun, args + micro + " --set embedding.update=micro_step");
+  EXPECT_GT(MaxDifference(lingvo, b), 1e-4);
+}
+
+// Lingvo's Accumulator counts micro-steps as global steps (train.steps = 6 x 4 in
+// the micro-batch runs); the tables apply when it applies, at global steps 3, 7, ...
+INSTANTIATE_TEST_SUITE_P(
+    TrainingInvariants, MicroBatchesWithTables,
+    ::testing::Values(TableAccumulationCase{"SgdTables", "sgd", "0.1", ""},
+                      TableAccumulationCase{"AdagradTables", "adagrad", "0.1", ""},
+                      TableAccumulationCase{"AdamTables", "adam", "0.0001", ""},
+                      TableAccumulationCase{"AdagradTablesLingvoAccumulator", "adagrad", "0.1",
+                                            "--set train.accumulator=lingvo --set train.steps=24"}),
+    [](const ::testing::TestParamInfo<TableAccumulationCase>& p) { return std::string(p.param.name); });
+
 TEST(TrainingInvariants, ReplicasOfGOverREqualOneReplicaOfG) {
   std::string a = TrainParams("r4", "configs/runs/v3-8-per-host.yaml",
                               "--set topology=v4-8 --set input.global_batch=64", 5);
@@ -304,7 +355,6 @@ namespace {
 // cores each owning a shard of both tables (9 ranks) must train what one core
 // holding whole tables (topology v1-1, 2 ranks) trains on the same examples —
 // tables and dense params alike.
-const char* kEmbeddingRun = "configs/runs/v3-8-embedding.yaml";
 
 struct EmbeddingCase {
   const char* name;
@@ -414,6 +464,10 @@ TEST(EmbeddingInvariants, ConfigErrorsNameTheKey) {
   Result combiner = RunTpusim(Source(kEmbeddingRun), "--set embedding.tables.users.combiner=max");
   EXPECT_NE(combiner.rc, 0);
   EXPECT_THAT(combiner.output, HasSubstr("embedding.tables.users.combiner"));
+  Result update = RunTpusim(Source(kEmbeddingRun), "--set embedding.update=loop");
+  EXPECT_NE(update.rc, 0);
+  EXPECT_THAT(update.output,
+              HasSubstr("embedding.update: 'loop' is not one of global_step|micro_step"));
 }
 
 }  // namespace

@@ -113,8 +113,8 @@ TEST(ShampooEndToEnd, SyncPreconditionersAreTheRootsOfTheWrittenStatistics) {
   EXPECT_EQ(HostSum(report, "roots_done"), 3 * 5);
   EXPECT_EQ(HostSum(report, "roots_rejected"), 0);
   for (const json& k : report["shampoo"]["per_key"]) {
-    EXPECT_EQ(k["staleness"]["deliveries"], 3) << k["name"];
-    EXPECT_EQ(k["staleness"]["max_steps"], 0) << k["name"];
+    EXPECT_EQ(k["staleness"]["deliveries"], 3) << k["key"];
+    EXPECT_EQ(k["staleness"]["max_steps"], 0) << k["key"];
   }
   // The preconditioners really were used: an SGD-like run without them differs.
   EXPECT_TRUE(std::filesystem::exists(run + "/params/slots/dense_0/w/precond_grad_momentum.npy"));
@@ -124,9 +124,11 @@ TEST(ShampooEndToEnd, DelayOneAssignsTheRootsOfTheStatisticsOneLoopEarlier) {
   const std::string three = Train("delay3", 3, ShampooArgs("mode: delay, delay_loops: 1"));
   const std::string two = Train("delay2", 2, ShampooArgs("mode: delay, delay_loops: 1"));
   EXPECT_EQ(ExpectPreconditionersAreRoots(three, two), 5);
-  for (const json& k : ReadJson(three + "/report.json")["shampoo"]["per_key"]) {
-    EXPECT_EQ(k["staleness"]["min_steps"], 3) << k["name"];
-    EXPECT_EQ(k["staleness"]["deliveries"], 2) << k["name"];
+  // Held by name: a range-for over a member of a temporary would dangle.
+  const json report = ReadJson(three + "/report.json");
+  for (const json& k : report["shampoo"]["per_key"]) {
+    EXPECT_EQ(k["staleness"]["min_steps"], 3) << k["key"];
+    EXPECT_EQ(k["staleness"]["deliveries"], 2) << k["key"];
   }
 }
 
@@ -189,8 +191,8 @@ void ExpectAsyncRunIsConsistent(const std::string& run, int hosts_with_roots) {
   // Roots from a loop's statistics finish after that loop's post-loop assigned
   // what was ready, so what is assigned is at least one loop (3 steps) old.
   for (const json& k : section["per_key"]) {
-    EXPECT_GE(k["staleness"]["min_steps"].get<int64_t>(), 3) << k["name"];
-    EXPECT_GT(k["staleness"]["deliveries"].get<int64_t>(), 0) << k["name"];
+    EXPECT_GE(k["staleness"]["min_steps"].get<int64_t>(), 3) << k["key"];
+    EXPECT_GT(k["staleness"]["deliveries"].get<int64_t>(), 0) << k["key"];
   }
   EXPECT_GT(section["cores"]["stall_s_max"].get<double>(), 0.0);
   const json trace = ReadJson(run + "/trace.json");

@@ -39,6 +39,9 @@ TEST(ConfigTest, DefaultsFollowLingvoAndTheEngine) {
   EXPECT_FLOAT_EQ(table.adam.epsilon, 1e-8f);
   EXPECT_TRUE(table.adam.lazy);
   EXPECT_TRUE(table.adam.sum_inside_sqrt);
+  const EmbeddingConfig config;
+  EXPECT_EQ(config.update, UpdateMode::kGlobalStep);
+  EXPECT_EQ(config.num_micro_batches, 1);
   const FeatureConfig feature;
   EXPECT_EQ(feature.max_sequence_length, 0);
   EXPECT_EQ(feature.distribution, IdDistribution::kUniform);
@@ -99,6 +102,17 @@ TEST(ConfigTest, DuplicateNamesAreRejected) {
   EXPECT_EQ(ErrorOf(config), "embedding.features.f1: declared twice");
 }
 
+// Tables accumulate over the micro-batches only with update global_step.
+TEST(ConfigTest, MicroStepsPerUpdateFollowTheUpdateMode) {
+  EmbeddingConfig config = ValidConfig();
+  config.num_micro_batches = 4;
+  EXPECT_EQ(MicroStepsPerUpdate(config), 4);
+  config.update = UpdateMode::kMicroStep;
+  EXPECT_EQ(MicroStepsPerUpdate(config), 1);
+  config.num_micro_batches = 0;
+  EXPECT_EQ(ErrorOf(config), "train.num_micro_batches: 0 must be >= 1");
+}
+
 TEST(ConfigTest, ParsesSpellings) {
   EXPECT_EQ(ParseCombiner("sqrtn", "k"), Combiner::kSqrtn);
   EXPECT_EQ(ParseSharding("mod", "k"), Sharding::kMod);
@@ -111,6 +125,14 @@ TEST(ConfigTest, ParsesSpellings) {
     EXPECT_STREQ(e.what(), "embedding.tables.t.combiner: 'max' is not one of sum, mean, sqrtn");
   }
   EXPECT_EQ(ToString(OptimizerKind::kAdam), "adam");
+  EXPECT_EQ(ParseUpdateMode("micro_step", "k"), UpdateMode::kMicroStep);
+  EXPECT_EQ(ToString(UpdateMode::kGlobalStep), "global_step");
+  try {
+    ParseUpdateMode("loop", "embedding.update");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "embedding.update: 'loop' is not one of global_step, micro_step");
+  }
 }
 
 }  // namespace

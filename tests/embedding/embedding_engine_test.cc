@@ -124,33 +124,48 @@ Workload MakeWorkload(const EmbeddingConfig& config, int cores) {
 }
 
 // What the sharded run produced: activations[step][core][feature], tables gathered
-// on core 0, and per-step statistics.
+// on core 0 after the run and (when asked for) after every step, per-step
+// statistics and whether each step's Backward updated the tables.
 struct ShardedResult {
   std::vector<std::vector<std::vector<RowMatrix>>> activations;
   std::vector<RowMatrix> tables;
+  std::vector<std::vector<RowMatrix>> tables_after_step;
   std::vector<std::vector<EngineStepStats>> stats;
+  std::vector<std::vector<bool>> updated;
 };
 
-ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workload& w) {
+// Collective: every table on core 0, nothing elsewhere.
+std::vector<RowMatrix> GatherTables(EmbeddingEngine& engine, size_t num_tables) {
+  std::vector<RowMatrix> tables;
+  for (size_t t = 0; t < num_tables; ++t) {
+    tables.push_back(engine.GatherTable(t, 0));
+    if (engine.core() != 0) {
+      EXPECT_EQ(tables.back().size(), 0);
+    }
+  }
+  return tables;
+}
+
+ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workload& w,
+                         bool gather_every_step = false) {
   ShardedResult result;
   result.activations.assign(kSteps, std::vector<std::vector<RowMatrix>>(cores));
   result.stats.assign(kSteps, std::vector<EngineStepStats>(cores));
-  result.tables.resize(config.tables.size());
+  result.updated.assign(kSteps, std::vector<bool>(static_cast<size_t>(cores)));
+  if (gather_every_step) result.tables_after_step.resize(kSteps);
   InProcessAllToAllGroup group(cores);
   group.Run([&](int core) {
     EmbeddingEngine engine(config, group.endpoint(core));
     for (int step = 0; step < kSteps; ++step) {
       result.activations[step][core] = engine.Forward(w.inputs[step][core]);
-      engine.Backward(w.grads[step][core]);
+      result.updated[step][core] = engine.Backward(w.grads[step][core]);
       result.stats[step][core] = engine.stats();
+      if (!gather_every_step) continue;
+      std::vector<RowMatrix> tables = GatherTables(engine, config.tables.size());
+      if (core == 0) result.tables_after_step[step] = std::move(tables);
     }
-    for (size_t t = 0; t < config.tables.size(); ++t) {
-      RowMatrix table = engine.GatherTable(t, 0);
-      if (core == 0) result.tables[t] = std::move(table);
-      if (core != 0) {
-        EXPECT_EQ(table.size(), 0);
-      }
-    }
+    std::vector<RowMatrix> tables = GatherTables(engine, config.tables.size());
+    if (core == 0) result.tables = std::move(tables);
   });
   return result;
 }
@@ -205,6 +220,133 @@ INSTANTIATE_TEST_SUITE_P(
                                          OptimizerKind::kAdam),
                        ::testing::Values(1, 3, 8)),
     ParamName);
+
+// --- Accumulation over micro-steps (embedding.update: global_step) ------------------
+
+using AccumulationParam = std::tuple<Sharding, OptimizerKind, int>;
+
+class AccumulationTest : public ::testing::TestWithParam<AccumulationParam> {
+ protected:
+  // The workload's kSteps steps as the micro-steps of one global step.
+  EmbeddingConfig Config(UpdateMode update) const {
+    const auto [sharding, optimizer, cores] = GetParam();
+    EmbeddingConfig config = MakeConfig(sharding, Combiner::kMean, optimizer);
+    config.update = update;
+    config.num_micro_batches = kSteps;
+    return config;
+  }
+  int cores() const { return std::get<2>(GetParam()); }
+};
+
+// The reference's one update over all (micro-step, core) pairs: the k micro-batches
+// as one batch of k*G. Each core's loss was scaled by rows/G of its micro-batch, so
+// the batch of k*G sees every activation gradient divided by k.
+std::vector<std::vector<RowMatrix>> OneStepOfAllMicroSteps(const Workload& w,
+                                                           ReferenceEmbedding& reference) {
+  std::vector<std::vector<CooPiece>> inputs;
+  std::vector<std::vector<RowMatrix>> grads;
+  for (int step = 0; step < kSteps; ++step) {
+    for (size_t c = 0; c < w.inputs[step].size(); ++c) {
+      inputs.push_back(w.inputs[step][c]);
+      grads.emplace_back();
+      for (const RowMatrix& g : w.grads[step][c]) grads.back().push_back(g / static_cast<float>(kSteps));
+    }
+  }
+  std::vector<std::vector<RowMatrix>> activations = reference.Forward(inputs);
+  reference.Backward(grads);
+  return activations;
+}
+
+// Acceptance of issue 12 item 4 at the engine: k micro-steps of a global step equal
+// one step of all their examples, for the lookups (micro-steps 2..k read the
+// tables as they were at the start) and for the tables after the update.
+TEST_P(AccumulationTest, MicroStepsOfAGlobalStepEqualOneStepOfAllTheirExamples) {
+  const EmbeddingConfig config = Config(UpdateMode::kGlobalStep);
+  const Workload w = MakeWorkload(config, cores());
+  const ShardedResult sharded = RunSharded(config, cores(), w);
+  ReferenceEmbedding reference(config);
+  const auto expected = OneStepOfAllMicroSteps(w, reference);
+  for (int step = 0; step < kSteps; ++step) {
+    for (int c = 0; c < cores(); ++c) {
+      for (size_t f = 0; f < config.features.size(); ++f) {
+        ExpectNear(sharded.activations[step][c][f], expected[step * cores() + c][f],
+                   "micro-step " + std::to_string(step) + " core " + std::to_string(c) +
+                       " feature " + config.features[f].name);
+      }
+    }
+  }
+  for (size_t t = 0; t < config.tables.size(); ++t) {
+    ExpectNear(sharded.tables[t], reference.table(t), "table " + config.tables[t].name);
+    EXPECT_GT((reference.table(t) - ReferenceEmbedding(config).table(t)).cwiseAbs().maxCoeff(),
+              1e-3f)
+        << "training moved no row";
+  }
+}
+
+// Nothing moves before the last micro-step; the owners hold one gradient per touched
+// row (never more than the rows requested so far), and none after the update.
+TEST_P(AccumulationTest, TablesMoveOnlyOnTheLastMicroStep) {
+  const EmbeddingConfig config = Config(UpdateMode::kGlobalStep);
+  const Workload w = MakeWorkload(config, cores());
+  const ShardedResult sharded = RunSharded(config, cores(), w, /*gather_every_step=*/true);
+  const ReferenceEmbedding initial(config);
+  int64_t pending_before = 0, requested = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const bool last = step == kSteps - 1;
+    int64_t pending = 0, updated = 0;
+    for (int c = 0; c < cores(); ++c) {
+      EXPECT_EQ(sharded.updated[step][c], last) << "micro-step " << step << " core " << c;
+      pending += sharded.stats[step][c].rows_pending;
+      updated += sharded.stats[step][c].rows_updated;
+      requested += sharded.stats[step][c].rows_requested;
+    }
+    for (size_t t = 0; t < config.tables.size() && !last; ++t) {
+      EXPECT_EQ(sharded.tables_after_step[step][t], initial.table(t)) << "micro-step " << step;
+    }
+    if (last) {
+      EXPECT_EQ(pending, 0);
+      EXPECT_GT(pending_before, 0);
+      EXPECT_GE(updated, pending_before);
+      EXPECT_LE(updated, requested);
+    } else {
+      EXPECT_EQ(updated, 0);
+      EXPECT_GE(pending, pending_before);
+      EXPECT_LE(pending, requested);
+    }
+    pending_before = pending;
+  }
+}
+
+// embedding.update: micro_step keeps Lingvo's behaviour: every micro-step is an
+// update of its own, whatever num_micro_batches says.
+TEST_P(AccumulationTest, MicroStepUpdatesEveryMicroStep) {
+  const EmbeddingConfig config = Config(UpdateMode::kMicroStep);
+  const Workload w = MakeWorkload(config, cores());
+  const ShardedResult sharded = RunSharded(config, cores(), w);
+  ReferenceEmbedding reference(config);
+  for (int step = 0; step < kSteps; ++step) {
+    reference.Forward(w.inputs[step]);
+    reference.Backward(w.grads[step]);
+    for (int c = 0; c < cores(); ++c) EXPECT_TRUE(sharded.updated[step][c]);
+  }
+  for (size_t t = 0; t < config.tables.size(); ++t) {
+    ExpectNear(sharded.tables[t], reference.table(t), "table " + config.tables[t].name);
+  }
+}
+
+std::string AccumulationName(const ::testing::TestParamInfo<AccumulationParam>& info) {
+  const auto [sharding, optimizer, cores] = info.param;
+  return std::string(ToString(sharding)) + "_" + std::string(ToString(optimizer)) + "_" +
+         std::to_string(cores) + "cores";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOptimizers, AccumulationTest,
+    ::testing::Combine(::testing::Values(Sharding::kDiv, Sharding::kMod),
+                       ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
+                                         OptimizerKind::kAdam),
+                       ::testing::Values(1, 3, 8)),
+    AccumulationName);
 
 // Every requested row is served exactly once, bytes sent equal bytes received, and
 // each touched row is updated by exactly one owner.

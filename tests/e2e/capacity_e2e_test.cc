@@ -1,0 +1,173 @@
+// The capacity question end to end (issue 10): accelerator utilization against a
+// pass mark (--expect-au, exit 3 naming the worst core and its host), the slow
+// core named as the cause of everyone's waiting, and the steps CSV — one row per
+// step and core that adds up to the report's breakdown.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/e2e/tpusim_runs.h"
+
+namespace tpusim::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+const char* kRun = "configs/runs/v3-8-per-host.yaml";
+
+std::string Dir(const std::string& name) {
+  const std::string dir = TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Infeed only, 20 ms of modeled device time per step: the cores are busy unless
+// the input pipeline cannot keep up.
+const char* kDeviceBound =
+    "--set model.enabled=false --set device.step_time_us=20000 --set train.steps=20 "
+    "--set train.iterations_per_loop=5 ";
+
+TEST(Capacity, AConstantDeviceTimeWithUnlimitedInputIsFullyUtilized) {
+  const std::string dir = Dir("au-ok");
+  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) + "--expect-au 0.9 --report " + dir + "/r.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json report = ReadJson(dir + "/r.json");
+  EXPECT_GE(report["accelerator_utilization"]["min"].get<double>(), 0.95);
+  EXPECT_GE(report["accelerator_utilization"]["mean"].get<double>(), 0.95);
+}
+
+TEST(Capacity, AHostBoundPipelineFailsTheExpectationNamingACoreOfThatHost) {
+  const std::string dir = Dir("au-cpu");
+  // 128 examples x 2 ms of host CPU per step on two workers: ~128 ms per step
+  // against 20 ms of device time.
+  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) +
+                                         "--set input.cpu_us_per_example=2000 --expect-au 0.9 "
+                                         "--report " + dir + "/r.json");
+  EXPECT_EQ(r.rc, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("is below --expect-au 90.0%: worst core 0/"));
+  EXPECT_THAT(r.output, HasSubstr("on host 0"));
+  const json report = ReadJson(dir + "/r.json");
+  EXPECT_LT(report["accelerator_utilization"]["min"].get<double>(), 0.9);
+}
+
+TEST(Capacity, AStorageCapFailsTheExpectationToo) {
+  const std::string dir = Dir("au-storage");
+  Result gen = Shell(Tpusim() + " gen-data " + Source(kRun) + " --out " + dir + "/data --examples 1024");
+  ASSERT_EQ(gen.rc, 0) << gen.output;
+  // 128 examples x 260 bytes per step at 1 MB/s: ~33 ms per step of reading.
+  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) + "--set input.source=files --set input.data_dir=" +
+                                         dir + "/data --set input.storage.bandwidth_mb_s=0.5 --expect-au 0.9");
+  EXPECT_EQ(r.rc, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("worst core 0/"));
+}
+
+// A CSV file as rows of name -> value.
+std::vector<std::map<std::string, std::string>> ReadCsv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::stringstream h(line);
+  for (std::string cell; std::getline(h, cell, ',');) header.push_back(cell);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::stringstream s(line);
+    std::map<std::string, std::string> row;
+    size_t i = 0;
+    for (std::string cell; std::getline(s, cell, ',');) row[header.at(i++)] = cell;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// One slow core (factor 3 from step 10): the report names it, and in the steps
+// CSV it spends 3x the device time while the others wait in the gradient sum.
+TEST(Capacity, ASlowCoreIsShownAsTheCause) {
+  const std::string dir = Dir("straggler");
+  Result r = RunTpusim(Source(kRun),
+                       "--set device.step_time_us=5000 --set train.steps=20 --set train.iterations_per_loop=10 "
+                       "--set 'faults.slow_cores=[{host: 0, ordinal: 3, factor: 3, from_step: 10}]' "
+                       "--report " + dir + "/r.json --steps-csv " + dir + "/steps.csv");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("straggler: core 0/3 (replica 3)"));
+  const json report = ReadJson(dir + "/r.json");
+  EXPECT_EQ(report["stragglers"]["slowest_core"]["ordinal"], 3);
+  EXPECT_GE(report["stragglers"]["ratio_to_median"].get<double>(), 2.0);
+  double slow_device = 0, slow_sync = 0, other_device = 0, other_sync = 0;
+  int slow_rows = 0, other_rows = 0;
+  for (const auto& row : ReadCsv(dir + "/steps.csv")) {
+    if (std::stoi(row.at("step")) < 10) continue;
+    const bool slow = row.at("ordinal") == "3";
+    (slow ? slow_device : other_device) += std::stod(row.at("device_s"));
+    (slow ? slow_sync : other_sync) += std::stod(row.at("crs_sync_s"));
+    ++(slow ? slow_rows : other_rows);
+  }
+  ASSERT_EQ(slow_rows, 10);
+  ASSERT_EQ(other_rows, 70);
+  EXPECT_GT(slow_device / slow_rows, 2.5 * other_device / other_rows);
+  // The others' wait is sync time in the sum (about the slow core's extra 10 ms),
+  // not compute; the slow core itself hardly waits there.
+  EXPECT_GT(other_sync / other_rows, 0.005);
+  EXPECT_LT(slow_sync / slow_rows, 0.5 * other_sync / other_rows);
+}
+
+TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
+  const std::string dir = Dir("steps");
+  Result r = RunTpusim(Source(kRun), "--set device.step_time_us=2000 --set train.steps=30 "
+                                     "--set train.iterations_per_loop=10 --report " + dir +
+                                         "/r.json --steps-csv " + dir + "/steps.csv");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const std::vector<std::map<std::string, std::string>> rows = ReadCsv(dir + "/steps.csv");
+  ASSERT_EQ(rows.size(), 30u * 8);
+  const std::vector<std::string> parts = {"infeed_wait_s", "compute_s", "crs_s", "apply_s",
+                                          "device_s", "outfeed_s", "idle_s", "step_s"};
+  std::map<std::string, double> sums;
+  int window_rows = 0;
+  for (const auto& row : rows) {
+    for (const auto& [column, value] : row) {
+      if (column.size() > 2 && column.substr(column.size() - 2) == "_s" && !value.empty()) {
+        EXPECT_GE(std::stod(value), 0.0) << column;
+      }
+    }
+    if (std::stoi(row.at("step")) < 10) continue;
+    ++window_rows;
+    for (const std::string& p : parts) sums[p] += std::stod(row.at(p));
+  }
+  const json b = ReadJson(dir + "/r.json")["step_breakdown"];
+  const std::map<std::string, std::string> report_name = {
+      {"infeed_wait_s", ""}, {"compute_s", "compute_s"}, {"crs_s", "crs_s"}, {"apply_s", "apply_s"},
+      {"device_s", "device_s"}, {"outfeed_s", "outfeed_s"}};
+  for (const auto& [column, field] : report_name) {
+    if (field.empty()) continue;
+    const double csv = sums[column] / window_rows, reported = b[field].get<double>();
+    EXPECT_NEAR(csv, reported, std::max(0.01 * reported, 1e-9)) << column;
+  }
+}
+
+TEST(Capacity, DistributionsAndFaultsAreValidated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--set device.step_time.distribution=normal --set device.step_time.mean_us=100 "
+       "--set device.step_time.stddev_us=-1",
+       "device.step_time.stddev_us: must be a finite number >= 0, got -1"},
+      {"--set device.step_time.distribution=poisson",
+       "device.step_time.distribution: 'poisson' is not one of constant, normal, uniform, lognormal, gamma"},
+      {"--set 'faults.slow_cores=[{host: 0, ordinal: 9, factor: 3}]'",
+       "faults.slow_cores[0]: core 0/9 does not exist (v3-8 has hosts 0..0 with ordinals 0..7)"},
+      {"--set 'faults.slow_hosts=[{host: 0, factor: -2}]'", "faults.slow_hosts[0].factor: must be a finite number > 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    Result r = Shell(Tpusim() + " validate " + Source(kRun) + " " + args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message)) << args;
+  }
+}
+
+}  // namespace
+}  // namespace tpusim::e2e

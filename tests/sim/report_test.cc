@@ -1,0 +1,143 @@
+// The report's arithmetic (sim/report.h) on hand-built metrics: window rates,
+// infeed %, the step breakdown, accelerator utilization, percentiles, the
+// straggler and the replica checksums — no MPI.
+#include "sim/report.h"
+
+#include <gtest/gtest.h>
+
+#include "cluster/topology_source.h"
+#include "sim/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+
+struct Fixture {
+  RunConfig config;
+  Slice slice;
+  LoopPlan loops;
+  Fixture()
+      : slice(BuildSlice(cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+                         AssignmentOptions(config.cluster,
+                                           cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+                                           "test"))) {
+    config.train.steps = 20;
+    config.train.iterations_per_loop = 10;
+    loops = MakeLoopPlan(config.train);  // 2 loops: window = steps 10..19
+  }
+};
+
+// A core with 10 steps before the window and 10 in it: each window step has
+// `wait` infeed wait, `busy` device time and `sync` of a `crs` gradient sum.
+CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync) {
+  CoreMetrics c;
+  c.host = 0;
+  c.ordinal = ordinal;
+  c.replica = ordinal;
+  c.logical_core = 0;
+  c.fed = c.trains = true;
+  double t = 0;
+  for (int s = 0; s < 20; ++s) {
+    CoreStepRecord r;
+    r.step = s;
+    r.start_s = t;
+    r.parts.infeed_wait_s = wait;
+    r.parts.device_s = device;
+    r.parts.crs_s = crs;
+    r.parts.crs_sync_s = sync;
+    r.parts.step_s = wait + device + crs;
+    r.bytes = 100;
+    r.occupancy = 2;
+    c.Add(r, s >= 10);
+    t += r.parts.step_s;
+  }
+  c.param_checksums = {{"w", "aa"}};
+  return c;
+}
+
+HostMetrics Host() {
+  HostMetrics h;
+  h.rows_per_step = 64;
+  for (int s = 0; s < 20; ++s) h.Add({s, 0.001, 0.0005, 0.1 * (s + 1)}, s >= 10);
+  h.bytes_sent = 20 * 400;
+  return h;
+}
+
+json Report(Fixture& f, std::vector<CoreMetrics> cores) {
+  ReportInputs in{f.config, f.slice, 256, f.loops, {}, 3.0, {}, json::object()};
+  RankMetrics host;
+  host.host = Host();
+  in.ranks.push_back(host);
+  for (CoreMetrics& c : cores) {
+    RankMetrics r;
+    r.rank = 1 + c.ordinal;
+    r.core = c;
+    in.ranks.push_back(r);
+  }
+  return BuildReport(in);
+}
+
+TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
+  Fixture f;
+  const json r = Report(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0),
+                            Core(2, 0.001, 0.008, 0.001, 0), Core(3, 0.001, 0.008, 0.001, 0)});
+  EXPECT_EQ(r["version"], 2);
+  EXPECT_EQ(r["window"]["first_infeed_step"], 10);
+  // Host: 10 window steps of 64 rows between 1.0 s and 2.0 s.
+  EXPECT_NEAR(r["hosts"][0]["examples_per_s"].get<double>(), 640, 1e-9);
+  EXPECT_NEAR(r["hosts"][0]["build_s_per_step"].get<double>(), 0.001, 1e-12);
+  // Core 1: 3 ms of each 10 ms step waiting for infeed.
+  EXPECT_NEAR(r["cores"][1]["infeed_percent"].get<double>(), 30.0, 1e-9);
+  EXPECT_NEAR(r["step"]["infeed_percent"].get<double>(), 30.0, 1e-9);
+  EXPECT_EQ(r["verdict"], "input-bound (high): infeed waits >= 20% of step time");
+  // AU: busy = device + crs - sync = 9 ms of 10 (7 ms for core 1).
+  EXPECT_NEAR(r["accelerator_utilization"]["min"].get<double>(), 0.7, 1e-9);
+  EXPECT_EQ(r["accelerator_utilization"]["worst_core"]["ordinal"], 1);
+  EXPECT_NEAR(r["accelerator_utilization"]["mean"].get<double>(), (0.9 * 3 + 0.7) / 4, 1e-9);
+  EXPECT_NEAR(r["step_breakdown"]["device_s"].get<double>(), (0.008 * 3 + 0.006) / 4, 1e-12);
+  EXPECT_NEAR(r["step"]["percentiles"]["step_time_s"]["p50"].get<double>(), 0.010, 0.010 * 0.025);
+  EXPECT_NEAR(r["step"]["percentiles"]["infeed_wait_s"]["p99"].get<double>(), 0.003, 0.003 * 0.025);
+  EXPECT_TRUE(r["replicas"]["identical"].get<bool>());
+  EXPECT_EQ(r["stragglers"]["cause"], "none: no core works 1.5x the median");
+}
+
+TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
+  Fixture f;
+  CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
+  const json r = Report(f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016), slow,
+                            Core(3, 0, 0.008, 0.017, 0.016)});
+  const json& s = r["stragglers"];
+  EXPECT_EQ(s["slowest_core"]["ordinal"], 2);
+  EXPECT_NEAR(s["ratio_to_median"].get<double>(), 0.025 / 0.009, 1e-9);
+  EXPECT_NEAR(s["others_crs_sync_s_per_step"].get<double>(), 0.016, 1e-12);
+  EXPECT_EQ(s["cause"], "core 0/2 (replica 2) works 2.8x the median per step; the other replicas "
+                        "wait for it in the cross-replica sum (16.000 ms/step)");
+}
+
+TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
+  Fixture f;
+  CoreMetrics odd = Core(3, 0, 0.008, 0.001, 0);
+  odd.param_checksums = {{"w", "bb"}};
+  const json r = Report(f, {Core(0, 0, 0.008, 0.001, 0), odd});
+  EXPECT_FALSE(r["replicas"]["identical"].get<bool>());
+  EXPECT_EQ(r["replicas"]["first_difference"]["variable"], "w");
+  EXPECT_EQ(r["replicas"]["first_difference"]["b"], "replica 3 (core 0/3)");
+}
+
+TEST(ReportTest, RankMetricsRoundTripAndAreStrict) {
+  RankMetrics m;
+  m.rank = 4;
+  m.core = Core(1, 0.001, 0.002, 0.003, 0.001);
+  const json j = m;
+  const RankMetrics back = j.get<RankMetrics>();
+  EXPECT_EQ(back.core->window_steps, 10);
+  EXPECT_EQ(back.core->step_time.count(), 10);
+  EXPECT_DOUBLE_EQ(back.core->au(), m.core->au());
+  json broken = j;
+  broken["core"].erase("window_steps");
+  EXPECT_THROW(broken.get<RankMetrics>(), nlohmann::json::exception);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
