@@ -33,6 +33,17 @@ double ParseBound(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// Fails with the loader's line when the config has no key `o.key` at all.
+void CheckKeyIsKnown(const CapacityOptions& o) {
+  std::vector<std::string> overrides = o.sets;
+  overrides.push_back(o.key + "=" + o.high);
+  try {
+    ValidatePoint(o.config, overrides);
+  } catch (const Error& e) {
+    Fail("capacity: {}", e.what());
+  }
+}
+
 // The key's value in CONFIG after --set, the default low end of the range.
 std::string ConfiguredValue(const CapacityOptions& o) {
   YAML::Node node = LoadRunConfig(o.config, o.sets).resolved;
@@ -43,6 +54,7 @@ std::string ConfiguredValue(const CapacityOptions& o) {
     start = dot + 1;
   }
   if (!node || !node.IsScalar()) {
+    CheckKeyIsKnown(o);
     Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key, o.config);
   }
   return node.Scalar();
@@ -63,7 +75,7 @@ CapacityRange NumericRange(const CapacityOptions& o) {
 }
 
 CapacityRange MakeRange(const CapacityOptions& o) {
-  if (!(o.target_au > 0 && o.target_au <= 1)) Fail("capacity: --target-au {}: must be in (0, 1]", o.target_au);
+  CheckTargetAu("capacity", o.target_au);
   if (!(o.tolerance > 0)) Fail("capacity: --tolerance {}: must be > 0", o.tolerance);
   if (o.max_runs < 2) Fail("capacity: --max-runs {}: must be >= 2 (the two ends)", o.max_runs);
   if (o.values.empty()) return NumericRange(o);
@@ -191,10 +203,10 @@ int RunCapacityCommand(const CapacityOptions& o) {
   std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au)};
   if (result.pass) plot_args.insert(plot_args.end(), {"--answer", result.pass->value});
   if (!range.values.empty()) plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});
-  const bool plotted = RunPlotScript(o.out, plot_args);
+  const PlotOutcome plots = RunPlotScript(o.out, plot_args);
   if (result.outcome != CapacityOutcome::kFound) FailNoAnswer(o, range, result);
   fmt::print("{}\n", AnswerLine(o, result));
-  return plotted ? 0 : 1;
+  return plots == PlotOutcome::kFailed ? 1 : 0;
 }
 
 }  // namespace tpusim::sim

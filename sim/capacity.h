@@ -71,8 +71,8 @@ struct CapacityOptions {
 };
 
 // Prints every run tried and the answer, writes DIR/capacity.csv and
-// DIR/capacity.png. Returns 0 with an answer (1 when the plot could not be
-// drawn); throws Error with one line when no value passes, all pass, a run fails
+// DIR/capacity.png. Returns 0 with an answer (1 when the plot script failed;
+// still 0 when it was skipped for want of matplotlib); throws Error with one line when no value passes, all pass, a run fails
 // or a flag is wrong.
 int RunCapacityCommand(const CapacityOptions& options);
 

@@ -164,20 +164,26 @@ int RunChild(const std::vector<std::string>& argv, double timeout_s) {
   return WaitFor(Spawn(argv, -1), timeout_s);
 }
 
-bool RunPlotScript(const std::string& dir, const std::vector<std::string>& args) {
+PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args) {
   const std::string script = PlotScript(), python = "/usr/bin/python3";
   for (const std::string& needed : {python, script}) {
     if (!fs::exists(needed)) {
-      fmt::print("plots skipped: {} not found (scripts/install-deps installs python3)\n", needed);
-      return false;
+      fmt::print("plots failed: {} not found (scripts/install-deps installs python3)\n", needed);
+      return PlotOutcome::kFailed;
     }
   }
   std::vector<std::string> argv{python, script, dir};
   argv.insert(argv.end(), args.begin(), args.end());
   const int code = RunChild(argv, kPlotTimeoutS);
-  if (code == 0) return true;
-  if (code != kPlotMissingMatplotlib) fmt::print("plots failed: {} exited with {}\n", script, code);
-  return false;
+  if (code == 0) return PlotOutcome::kWritten;
+  if (code == kPlotMissingMatplotlib) {
+    fmt::print("plots skipped: {} cannot import matplotlib; install it with "
+               "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
+               "then run {} {}\n", python, script, dir);
+    return PlotOutcome::kSkipped;
+  }
+  fmt::print("plots failed: {} exited with {}\n", script, code);
+  return PlotOutcome::kFailed;
 }
 
 }  // namespace tpusim::sim

@@ -54,9 +54,15 @@ int RunChild(const std::vector<std::string>& argv, double timeout_s);
 // The path of the running tpusim executable (/proc/self/exe).
 std::string SelfExecutable();
 
+enum class PlotOutcome {
+  kWritten,
+  kSkipped,  // /usr/bin/python3 has no matplotlib: the CSV stands alone
+  kFailed,
+};
+
 // Runs scripts/plot_sweep.py (from the source tree, or $TPUSIM_PLOT_SCRIPT) with
-// /usr/bin/python3 on `dir` with `args`. Returns true when it wrote its plots;
-// prints why not otherwise (matplotlib missing: how to install it).
-bool RunPlotScript(const std::string& dir, const std::vector<std::string>& args);
+// /usr/bin/python3 on `dir` with `args`. When it did not write its plots, prints
+// one line saying so (skipped: how to install matplotlib; failed: its exit code).
+PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args);
 
 }  // namespace tpusim::sim

@@ -87,8 +87,13 @@ std::vector<std::vector<std::string>> ExpandGrid(const std::vector<VaryAxis>& ax
   return grid;
 }
 
+void CheckTargetAu(const std::string& command, double target_au) {
+  if (!(target_au > 0 && target_au <= 1)) Fail("{}: --target-au {}: must be in (0, 1]", command, target_au);
+}
+
 int RunSweepCommand(const SweepOptions& options) {
   if (options.vary.empty()) Fail("sweep: give at least one --vary KEY=V1,V2,...");
+  CheckTargetAu("sweep", options.target_au);
   std::vector<VaryAxis> axes;
   for (const std::string& flag : options.vary) axes.push_back(ParseVary(flag));
   const std::vector<std::vector<std::string>> grid = ExpandGrid(axes);
@@ -98,10 +103,10 @@ int RunSweepCommand(const SweepOptions& options) {
              grid.size(), options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
   for (const std::vector<std::string>& point : grid) recorder.Run(point);
   fmt::print("wrote {} ({} rows)\n", recorder.csv_path(), recorder.rows().size());
-  const bool plotted = RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au)});
+  const PlotOutcome plots = RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au)});
   const std::string failed = recorder.FailedRuns();
   if (!failed.empty()) fmt::print("sweep: some runs failed: {}; see their output.log\n", failed);
-  return failed.empty() && plotted ? 0 : 1;
+  return failed.empty() && plots != PlotOutcome::kFailed ? 0 : 1;
 }
 
 }  // namespace tpusim::sim

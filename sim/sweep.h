@@ -37,7 +37,11 @@ struct SweepOptions {
   double target_au = 0.9;         // the line on the AU plot
 };
 
-// Returns 0 when every point ran and the plots were written, 1 otherwise; throws
+// Throws Error "<command>: --target-au V: must be in (0, 1]" unless 0 < V <= 1.
+void CheckTargetAu(const std::string& command, double target_au);
+
+// Returns 0 when every point ran and the plots were written or skipped for want
+// of matplotlib (the CSV stands alone), 1 otherwise; throws
 // Error (before running anything) for a bad flag or an invalid point.
 int RunSweepCommand(const SweepOptions& options);
 

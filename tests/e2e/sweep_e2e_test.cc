@@ -7,6 +7,7 @@
 // configs/runs/v4-8-host-cpu.yaml: a host burns cpu_us_per_example of wall-clock
 // CPU per example on one worker for G/H examples per step against a 20 ms device
 // step, so AU ~ min(1, 20 ms / (G/H x cpu_us)) independently of the simulator.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +193,49 @@ TEST(SweepErrors, BadVaryValueFailsBeforeAnyRunInUnderASecond) {
   EXPECT_THAT(r.output, HasSubstr("train.steps"));
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_FALSE(std::filesystem::exists(out + "/run-001"));
+}
+
+// Each bad flag: exit 2 and one line naming it, with no run directory made.
+TEST(SweepErrors, BadInputIsOneLineBeforeAnyRun) {
+  const std::string out = TempDir() + "/bad-input";
+  const std::string sweep = Tpusim() + " sweep " + Source(kRun) + " --out " + out + " ";
+  const std::string capacity = Tpusim() + " capacity " + Source(kRun) + " --out " + out + " ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {sweep + "--vary input.no_such_key=1,2", "tpusim: error: sweep: run-001 input.no_such_key=1: "},
+      {sweep + "--vary input.cpu_us_per_example=", "tpusim: error: --vary input.cpu_us_per_example=: expected"},
+      {sweep + "--vary input.cpu_us_per_example=1,2 --target-au 1.5",
+       "tpusim: error: sweep: --target-au 1.5: must be in (0, 1]"},
+      {capacity + "--key input.cpu_us_per_example --low 0 --high lots",
+       "tpusim: error: capacity: --high: 'lots' is not a number"},
+      {capacity + "--key input.no_such_key --high 10", "tpusim: error: capacity: "},
+      {capacity + "--key input.cpu_us_per_example --high 10 --target-au 0",
+       "tpusim: error: capacity: --target-au 0: must be in (0, 1]"},
+  };
+  for (const auto& [command, line] : cases) {
+    SCOPED_TRACE(command);
+    std::filesystem::remove_all(out);
+    Result r = Shell(command);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.output, StartsWith(line));
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out + "/run-001"));
+  }
+}
+
+// Without matplotlib the CSV is still written and the command says how to get plots.
+TEST(SweepErrors, MissingMatplotlibSkipsThePlotsOnly) {
+  const std::string out = TempDir() + "/no-matplotlib", fake = TempDir() + "/fake-python";
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(fake);
+  std::ofstream(fake + "/matplotlib.py") << "raise ImportError('No module named matplotlib')\n";
+  Result r = Shell("PYTHONPATH=" + fake + " timeout -k 5 300 " + Tpusim() + " sweep " + Source(kRun) +
+                   " --set input.cpu_us_per_example=0 --set train.steps=8 --vary topology=v4-8 --timeout-s 120"
+                   " --out " + out);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("plots skipped: /usr/bin/python3 cannot import matplotlib; install it with "
+                                  "`apt-get install python3-matplotlib python3-numpy`"));
+  EXPECT_EQ(ReadCsv(out + "/runs.csv").rows.size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(out + "/au.png"));
 }
 
 TEST(SweepErrors, AFailedPointIsARowAndTheSweepGoesOn) {
