@@ -150,7 +150,7 @@ def capacity_plot(out_dir, keys, rows, target, answer, order):
     ax.set_ylabel("accelerator utilization (worst core)")
     ax.set_title(f"capacity: {key} for AU >= {target}", fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower left")
     save(fig, os.path.join(out_dir, "capacity.png"))
 
 

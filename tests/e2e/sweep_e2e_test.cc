@@ -101,15 +101,21 @@ void ExpectPlot(const std::string& path) {
   EXPECT_GE(PngColors(path), 8);  // white, black text and grid, several line colors, antialiasing
 }
 
+// `tpusim COMMAND <the host-cpu run> ARGS --out OUT` under a timeout, OUT emptied
+// first; `env` goes before the command (VAR=value ...).
+Result RunTool(const std::string& command, const std::string& args, const std::string& out,
+               const std::string& env = "") {
+  std::filesystem::remove_all(out);
+  return Shell(env + "timeout -k 5 600 " + Tpusim() + " " + command + " " + Source(kRun) + " " + args +
+               " --timeout-s 240 --out " + out);
+}
+
 // Shared by the two acceptance tests: the sweep runs once.
 class SweepEndToEnd : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = TempDir() + "/sweep";
-    std::filesystem::remove_all(dir_);
-    sweep_ = Shell("timeout -k 5 900 " + Tpusim() + " sweep " + Source(kRun) +
-                   " --vary input.cpu_us_per_example=800,1600,3200 --vary topology=v4-8,v4-32 --out " + dir_ +
-                   " --timeout-s 240");
+    sweep_ = RunTool("sweep", "--vary input.cpu_us_per_example=800,1200,3200 --vary topology=v4-8,v4-32", dir_);
   }
   static std::string dir_;
   static Result sweep_;
@@ -125,7 +131,7 @@ TEST_F(SweepEndToEnd, WritesOneRowPerRunAndThreePlots) {
   EXPECT_EQ(std::vector<std::string>(csv.header.begin(), csv.header.begin() + 6),
             (std::vector<std::string>{"run", "input.cpu_us_per_example", "topology", "exit_code", "error", "hosts"}));
   ASSERT_EQ(csv.rows.size(), 6u);
-  const std::vector<std::string> cpu{"800", "800", "1600", "1600", "3200", "3200"};
+  const std::vector<std::string> cpu{"800", "800", "1200", "1200", "3200", "3200"};
   for (size_t i = 0; i < 6; ++i) {
     const auto& row = csv.rows[i];
     SCOPED_TRACE(row.at("run"));
@@ -164,14 +170,14 @@ TEST_F(SweepEndToEnd, CapacityFindsTheSweepsCrossingWithinOneBisectionStep) {
     if (Au(row) >= 0.9) last_pass = cpu;
     if (Au(row) < 0.9 && first_fail < 0) first_fail = cpu;
   }
-  ASSERT_EQ(last_pass, 1600);
+  ASSERT_EQ(last_pass, 1200);
   ASSERT_EQ(first_fail, 3200);
 
   const std::string out = TempDir() + "/capacity";
-  std::filesystem::remove_all(out);
-  Result cap = Shell("timeout -k 5 600 " + Tpusim() + " capacity " + Source(kRun) +
-                     " --key input.cpu_us_per_example --low 0 --high 3200 --target-au 0.9 --tolerance 0.1"
-                     " --max-runs 8 --timeout-s 240 --out " + out);
+  Result cap = RunTool("capacity",
+                       "--key input.cpu_us_per_example --low 0 --high 3200 --target-au 0.9 --tolerance 0.1"
+                       " --max-runs 8",
+                       out);
   ASSERT_EQ(cap.rc, 0) << cap.output;
   EXPECT_THAT(cap.output, HasSubstr("AU falls as input.cpu_us_per_example grows: the largest value"));
   // "answer: input.cpu_us_per_example = 1700 (AU ...); 1800 gives AU ..."
@@ -234,12 +240,10 @@ TEST(SweepErrors, BadInputIsOneLineBeforeAnyRun) {
 // Without matplotlib the CSV is still written and the command says how to get plots.
 TEST(SweepErrors, MissingMatplotlibSkipsThePlotsOnly) {
   const std::string out = TempDir() + "/no-matplotlib", fake = TempDir() + "/fake-python";
-  std::filesystem::remove_all(out);
   std::filesystem::create_directories(fake);
   std::ofstream(fake + "/matplotlib.py") << "raise ImportError('No module named matplotlib')\n";
-  Result r = Shell("PYTHONPATH=" + fake + " timeout -k 5 300 " + Tpusim() + " sweep " + Source(kRun) +
-                   " --set input.cpu_us_per_example=0 --set train.steps=8 --vary topology=v4-8 --timeout-s 120"
-                   " --out " + out);
+  Result r = RunTool("sweep", "--set input.cpu_us_per_example=0 --set train.steps=8 --vary topology=v4-8", out,
+                     "PYTHONPATH=" + fake + " ");
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("plots skipped: /usr/bin/python3 cannot import matplotlib; install it with "
                                   "`apt-get install python3-matplotlib python3-numpy`"));
@@ -249,11 +253,9 @@ TEST(SweepErrors, MissingMatplotlibSkipsThePlotsOnly) {
 
 TEST(SweepErrors, AFailedPointIsARowAndTheSweepGoesOn) {
   const std::string out = TempDir() + "/killed";
-  std::filesystem::remove_all(out);
   // Rank 1 (a core) kills itself at step 2 in the first point only.
-  Result r = Shell("timeout -k 5 600 " + Tpusim() + " sweep " + Source(kRun) +
-                   " --set input.cpu_us_per_example=0 --vary faults.kill.rank=1,-1 --set faults.kill.step=2"
-                   " --timeout-s 240 --out " + out);
+  Result r = RunTool("sweep", "--set input.cpu_us_per_example=0 --vary faults.kill.rank=1,-1 --set faults.kill.step=2",
+                     out);
   EXPECT_EQ(r.rc, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sweep: some runs failed: run-001 (exit "));
   Csv csv = ReadCsv(out + "/runs.csv");
