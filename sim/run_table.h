@@ -3,7 +3,7 @@
 // utilization, infeed %, verdict, step percentiles, the step breakdown), written
 // as CSV with a stable schema (runs.csv, capacity.csv; the README documents every
 // column). Pure: SummarizeReport reads a report JSON (sim/report.h) and the CSV
-// functions only format; tests/sim/run_table_test.cc checks both.
+// functions only format; tests/sim/sweep_test.cc checks both.
 #pragma once
 
 #include <optional>
