@@ -1,6 +1,7 @@
-// The tpusim command: topology, ranks, validate, launch, run, gen-data. The only
-// place that decides to stop: every error arrives here (or in run_command.cc once
-// MPI is up) and is printed as one line. Exit codes: sim/run_command.h.
+// The tpusim command: topology, ranks, validate, launch, run, gen-data (and sweep,
+// capacity: sim/sweep_cli.h). The only place that decides to stop: every error
+// arrives here (or in run_command.cc once MPI is up) and is printed as one line.
+// Exit codes: sim/run_command.h.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "sim/commands.h"
 #include "sim/run_command.h"
+#include "sim/sweep_cli.h"
 
 namespace {
 
@@ -112,6 +114,9 @@ int main(int argc, char** argv) {
   gen->add_flag("--compress", gen_opts.compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--set", gen_opts.overrides, "override a config key: a.b=value")->take_all();
 
+  tpusim::sim::SweepCli sweep_cli;
+  tpusim::sim::AddSweepCommands(app, sweep_cli);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -134,6 +139,7 @@ int main(int argc, char** argv) {
     if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), launch_how);
     if (*gen) return tpusim::sim::RunGenDataCommand(gen_opts);
     if (*run) return tpusim::sim::RunRunCommand(run_opts, &argc, &argv);
+    if (auto rc = tpusim::sim::RunSweepCommands(sweep_cli)) return *rc;
   } catch (...) {
     bool internal = false;
     std::string message = tpusim::CurrentExceptionMessage(&internal);

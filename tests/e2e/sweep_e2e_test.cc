@@ -1,0 +1,278 @@
+// `tpusim sweep` and `tpusim capacity` end to end (issue 10, items 6 and 7): a sweep
+// over input.cpu_us_per_example x topology (v4-8, v4-32) writes runs.csv and three
+// PNG plots that open and are not blank; capacity on v4-8 finds a threshold within
+// one bisection step of the sweep's crossing; a bad --vary value fails in well
+// under a second, and a failing point is a row while the sweep goes on.
+//
+// configs/runs/v4-8-host-cpu.yaml: a host burns cpu_us_per_example of wall-clock
+// CPU per example on one worker for G/H examples per step against a 100 ms device
+// step, so AU ~ min(1, 100 ms / (G/H x cpu_us)) independently of the simulator.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/e2e/tpusim_runs.h"
+
+namespace tpusim::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const char* kRun = "configs/runs/v4-8-host-cpu.yaml";
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+};
+
+// One CSV line's fields (RFC 4180 quoting, no newlines inside fields).
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> fields{""};
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      fields.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  return fields;
+}
+
+Csv ReadCsv(const std::string& path) {
+  Csv csv;
+  std::ifstream in(path);
+  auto split = SplitCsv;
+  std::string line;
+  if (std::getline(in, line)) csv.header = split(line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < csv.header.size() && i < fields.size(); ++i) row[csv.header[i]] = fields[i];
+    csv.rows.push_back(row);
+  }
+  return csv;
+}
+
+double Au(const std::map<std::string, std::string>& row) { return std::stod(row.at("au_min")); }
+
+// AU the cores can reach when one host worker spends rows x cpu_us per step.
+double ExpectedAu(double rows, double cpu_us) { return std::min(1.0, 100000.0 / (rows * cpu_us)); }
+
+// The PNG's width and height from its IHDR chunk; {0, 0} if it is not a PNG.
+std::pair<int, int> PngSize(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(24, '\0');
+  in.read(head.data(), 24);
+  if (head.substr(0, 8) != "\x89PNG\r\n\x1a\n" || head.substr(12, 4) != "IHDR") return {0, 0};
+  auto be32 = [&](size_t at) {
+    int v = 0;
+    for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(head[at + i]);
+    return v;
+  };
+  return {be32(16), be32(20)};
+}
+
+// Distinct RGBA colors of a PNG as matplotlib reads it back (not the plot script).
+int PngColors(const std::string& path) {
+  Result r = Shell("/usr/bin/python3 -c \"import sys, numpy as np, matplotlib.image as m; a = m.imread(sys.argv[1]); "
+                   "print(len(np.unique(a.reshape(-1, a.shape[2]), axis=0)))\" " + path);
+  return r.rc == 0 ? std::stoi(r.output) : 0;
+}
+
+void ExpectPlot(const std::string& path) {
+  SCOPED_TRACE(path);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_GT(std::filesystem::file_size(path), 10000u);
+  auto [width, height] = PngSize(path);
+  EXPECT_GE(width, 600);
+  EXPECT_GE(height, 400);
+  EXPECT_GE(PngColors(path), 8);  // white, black text and grid, several line colors, antialiasing
+}
+
+// `tpusim COMMAND <the host-cpu run> ARGS --out OUT` under a timeout, OUT emptied
+// first; `env` goes before the command (VAR=value ...).
+Result RunTool(const std::string& command, const std::string& args, const std::string& out,
+               const std::string& env = "") {
+  std::filesystem::remove_all(out);
+  return Shell(env + "timeout -k 5 600 " + Tpusim() + " " + command + " " + Source(kRun) + " " + args +
+               " --timeout-s 240 --out " + out);
+}
+
+// Shared by the two acceptance tests: the sweep runs once.
+class SweepEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = TempDir() + "/sweep";
+    sweep_ = RunTool("sweep", "--vary input.cpu_us_per_example=800,1200,3200 --vary topology=v4-8,v4-32", dir_);
+  }
+  static std::string dir_;
+  static Result sweep_;
+};
+std::string SweepEndToEnd::dir_;
+Result SweepEndToEnd::sweep_;
+
+TEST_F(SweepEndToEnd, WritesOneRowPerRunAndThreePlots) {
+  ASSERT_EQ(sweep_.rc, 0) << sweep_.output;
+  EXPECT_THAT(sweep_.output, HasSubstr("sweep: 6 runs of"));
+  Csv csv = ReadCsv(dir_ + "/runs.csv");
+  ASSERT_GE(csv.header.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(csv.header.begin(), csv.header.begin() + 6),
+            (std::vector<std::string>{"run", "input.cpu_us_per_example", "topology", "exit_code", "error", "hosts"}));
+  ASSERT_EQ(csv.rows.size(), 6u);
+  const std::vector<std::string> cpu{"800", "800", "1200", "1200", "3200", "3200"};
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& row = csv.rows[i];
+    SCOPED_TRACE(row.at("run"));
+    EXPECT_EQ(row.at("run"), "run-00" + std::to_string(i + 1));
+    EXPECT_EQ(row.at("input.cpu_us_per_example"), cpu[i]);
+    const bool v4_32 = i % 2 == 1;
+    EXPECT_EQ(row.at("topology"), v4_32 ? "v4-32" : "v4-8");
+    EXPECT_EQ(row.at("exit_code"), "0");
+    EXPECT_EQ(row.at("hosts"), v4_32 ? "4" : "1");
+    if (!v4_32) {
+      // Scheduling on 2 shared cores at load ~15 costs up to ~12% (0.897 seen at 1200).
+      EXPECT_NEAR(Au(row), ExpectedAu(64, std::stod(cpu[i])), 0.13);
+    } else if (cpu[i] != "3200") {
+      // 20 ranks on 2 shared cores lose a few % more to scheduling than v4-8's 5.
+      EXPECT_NEAR(Au(row), ExpectedAu(16, std::stod(cpu[i])), 0.15);
+    } else {
+      // The model says 1.0, but 4 hosts spinning 51 ms of every 100 ms need 2 CPUs,
+      // all this machine has: only the scaling over v4-8 (AU ~0.49) is asserted.
+      EXPECT_GT(Au(row), Au(csv.rows[i - 1]) + 0.2);
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + row.at("run") + "/report.json"));
+  }
+  for (const char* png : {"throughput.png", "au.png", "breakdown.png"}) {
+    ExpectPlot(dir_ + "/" + png);
+    EXPECT_THAT(sweep_.output, HasSubstr(std::string("plot_sweep: wrote ") + dir_ + "/" + png));
+  }
+}
+
+TEST_F(SweepEndToEnd, CapacityFindsTheSweepsCrossingWithinOneBisectionStep) {
+  ASSERT_EQ(sweep_.rc, 0) << sweep_.output;
+  // The sweep's crossing on v4-8: the largest value that keeps AU >= 0.9 and the
+  // next value tried above it (rows come in increasing cpu_us_per_example).
+  Csv csv = ReadCsv(dir_ + "/runs.csv");
+  double last_pass = -1, first_fail = -1;
+  for (const auto& row : csv.rows) {
+    if (row.at("topology") != "v4-8") continue;
+    const double cpu = std::stod(row.at("input.cpu_us_per_example"));
+    if (Au(row) >= 0.9) last_pass = cpu;
+  }
+  for (const auto& row : csv.rows) {
+    const double cpu = std::stod(row.at("input.cpu_us_per_example"));
+    if (row.at("topology") == "v4-8" && cpu > last_pass && first_fail < 0) first_fail = cpu;
+  }
+  // 800 or 1200 may pass (the model says both do); 3200 (model AU 0.49) must fail.
+  ASSERT_GE(last_pass, 800);
+  ASSERT_EQ(first_fail, 3200);
+
+  const std::string out = TempDir() + "/capacity";
+  Result cap = RunTool("capacity",
+                       "--key input.cpu_us_per_example --low 0 --high 3200 --target-au 0.9 --tolerance 0.1"
+                       " --max-runs 8",
+                       out);
+  ASSERT_EQ(cap.rc, 0) << cap.output;
+  EXPECT_THAT(cap.output, HasSubstr("AU falls as input.cpu_us_per_example grows: the largest value"));
+  // "answer: input.cpu_us_per_example = 1700 (AU ...); 1800 gives AU ..."
+  const size_t at = cap.output.find("answer: input.cpu_us_per_example = ");
+  ASSERT_NE(at, std::string::npos) << cap.output;
+  const double answer = std::stod(cap.output.substr(at + 35));
+  const double fails = std::stod(cap.output.substr(cap.output.find("); ", at) + 3));
+  const double step = fails - answer;
+  EXPECT_GT(step, 0);
+  EXPECT_LE(step, 0.1 * fails + 1e-9);  // --tolerance 0.1
+  EXPECT_GE(answer, last_pass - step);
+  EXPECT_LE(answer, first_fail + step);
+  // Independent expectation: 64 x cpu_us = 100 ms / 0.9 at ~1736 us; a loaded machine
+  // answers lower (1500-1650 seen here at load 11-18).
+  EXPECT_NEAR(answer, 1736, 400);
+  const size_t runs = ReadCsv(out + "/capacity.csv").rows.size();
+  EXPECT_THAT(cap.output, HasSubstr("tried, by value (" + std::to_string(runs) + " runs)"));
+  ExpectPlot(out + "/capacity.png");
+}
+
+TEST(SweepErrors, BadVaryValueFailsBeforeAnyRunInUnderASecond) {
+  const std::string out = TempDir() + "/bad";
+  const auto start = std::chrono::steady_clock::now();
+  Result r = Shell(Tpusim() + " sweep " + Source(kRun) + " --vary train.steps=4,abc --out " + out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_THAT(r.output, StartsWith("tpusim: error: sweep: run-002 train.steps=abc: "));
+  EXPECT_THAT(r.output, HasSubstr("train.steps"));
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out + "/run-001"));
+}
+
+// Each bad flag: exit 2 and one line naming it, with no run directory made.
+TEST(SweepErrors, BadInputIsOneLineBeforeAnyRun) {
+  const std::string out = TempDir() + "/bad-input";
+  const std::string sweep = Tpusim() + " sweep " + Source(kRun) + " --out " + out + " ";
+  const std::string capacity = Tpusim() + " capacity " + Source(kRun) + " --out " + out + " ";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {sweep + "--vary input.no_such_key=1,2", "tpusim: error: sweep: run-001 input.no_such_key=1: "},
+      {sweep + "--vary input.cpu_us_per_example=", "tpusim: error: --vary input.cpu_us_per_example=: expected"},
+      {sweep + "--vary input.cpu_us_per_example=1,2 --target-au 1.5",
+       "tpusim: error: sweep: --target-au 1.5: must be in (0, 1]"},
+      {capacity + "--key input.cpu_us_per_example --low 0 --high lots",
+       "tpusim: error: capacity: --high: 'lots' is not a number"},
+      {capacity + "--key input.no_such_key --high 10", "tpusim: error: capacity: "},
+      {capacity + "--key input.cpu_us_per_example --high 10 --target-au 0",
+       "tpusim: error: capacity: --target-au 0: must be in (0, 1]"},
+  };
+  for (const auto& [command, line] : cases) {
+    SCOPED_TRACE(command);
+    std::filesystem::remove_all(out);
+    Result r = Shell(command);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_THAT(r.output, StartsWith(line));
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out + "/run-001"));
+  }
+}
+
+// Without matplotlib the CSV is still written and the command says how to get plots.
+TEST(SweepErrors, MissingMatplotlibSkipsThePlotsOnly) {
+  const std::string out = TempDir() + "/no-matplotlib", fake = TempDir() + "/fake-python";
+  std::filesystem::create_directories(fake);
+  std::ofstream(fake + "/matplotlib.py") << "raise ImportError('No module named matplotlib')\n";
+  Result r = RunTool("sweep", "--set input.cpu_us_per_example=0 --set train.steps=8 --vary topology=v4-8", out,
+                     "PYTHONPATH=" + fake + " ");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("plots skipped: /usr/bin/python3 cannot import matplotlib; install it with "
+                                  "`apt-get install python3-matplotlib python3-numpy`"));
+  EXPECT_EQ(ReadCsv(out + "/runs.csv").rows.size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(out + "/au.png"));
+}
+
+TEST(SweepErrors, AFailedPointIsARowAndTheSweepGoesOn) {
+  const std::string out = TempDir() + "/killed";
+  // Rank 1 (a core) kills itself at step 2 in the first point only.
+  Result r = RunTool("sweep", "--set input.cpu_us_per_example=0 --vary faults.kill.rank=1,-1 --set faults.kill.step=2",
+                     out);
+  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sweep: some runs failed: run-001 (exit "));
+  Csv csv = ReadCsv(out + "/runs.csv");
+  ASSERT_EQ(csv.rows.size(), 2u);
+  EXPECT_NE(csv.rows[0].at("exit_code"), "0");
+  EXPECT_THAT(csv.rows[0].at("error"), HasSubstr("rank 1"));
+  EXPECT_EQ(csv.rows[0].at("au_min"), "");
+  EXPECT_EQ(csv.rows[1].at("exit_code"), "0");
+  EXPECT_NEAR(Au(csv.rows[1]), 1.0, 0.1);
+}
+
+}  // namespace
+}  // namespace tpusim::e2e
