@@ -136,7 +136,7 @@ void CoreTrainer::ReduceGradients() {
   if (comms_.replica.size() > 1) {
     Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
                          "the other cores of its replica");
-    comms_.replica.AllreduceInPlace(all, MPI_SUM);
+    comms_.replica.AllreduceInPlace(all, cluster::ReduceOp::kSum);
   }
   bool reduce_now = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
   if (reduce_now) {

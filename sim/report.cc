@@ -5,7 +5,6 @@
 #include <fstream>
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include "base/checksum.h"
 #include "base/error.h"
@@ -47,13 +46,9 @@ std::string GitCommit() {
 }
 
 json EnvironmentOf(const SimulationContext& ctx) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(version, &length);
-  std::string mpi(version, static_cast<size_t>(length));
   return {{"hosts", ctx.slice.topology.num_hosts()},
           {"world_size", ctx.comms.world.size()},
-          {"mpi_version", mpi.substr(0, mpi.find('\n'))},
+          {"mpi_version", cluster::MpiEnvironment::LibraryVersion()},
           {"git_commit", GitCommit()},
 #ifdef NDEBUG
           {"build_type", "release"}
@@ -422,15 +417,12 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
     messages.emplace_back(infeed::ShardCodec(plan.features(), r).wire_bytes());
     peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
   }
-  std::vector<MPI_Request> requests(messages.size());
+  std::vector<cluster::Request> requests(messages.size());
   auto round = [&] {
     for (size_t i = 0; i < messages.size(); ++i) {
-      cluster::CheckMpi(MPI_Isend(messages[i].data(), static_cast<int>(messages[i].size()), MPI_BYTE,
-                                  peers[i], kTagBaseline, ctx.comms.world.get(), &requests[i]),
-                        "MPI_Isend (baseline)", peers[i]);
+      requests[i] = ctx.comms.world.Isend(messages[i], peers[i], kTagBaseline, "MPI_Isend (baseline)");
     }
-    cluster::CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
-                      "MPI_Waitall (baseline)");
+    for (cluster::Request& r : requests) r.Wait();
   };
   round();  // warm-up: connections and registration
   auto start = std::chrono::steady_clock::now();

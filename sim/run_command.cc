@@ -42,10 +42,8 @@ void ConfigureLogger(const std::string& tag) {
 
 // Every rank reports whether setup worked; all learn whether to go on.
 bool AllRanksReady(bool ready) {
-  int mine = ready ? 1 : 0;
-  int all = 0;
-  cluster::CheckMpi(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
-                    "MPI_Allreduce (setup agreement)");
+  int32_t all = ready ? 1 : 0;
+  cluster::Communicator::World().AllreduceInPlace(std::span<int32_t>(&all, 1), cluster::ReduceOp::kMin);
   return all == 1;
 }
 
