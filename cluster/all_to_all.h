@@ -12,11 +12,12 @@
 namespace tpusim::cluster {
 
 // Collective over `comm` (Transport::AllToAll: over MPI, the byte counts by
-// MPI_Alltoall, then the payload by MPI_Alltoallv). `send_per_peer[q]` goes to
-// member q (including this one itself); returns `received[q]` = what member q
-// sent to this one, owned by the caller. Throws Error when `send_per_peer` does
-// not have comm.size() entries, when a total exceeds MPI's int count, or when a
-// transfer fails. Not thread-safe with other calls on `comm`.
+// MPI_Alltoall, then the payload by one MPI_Alltoallv or, when some rank's total
+// exceeds one MPI message (cluster/large_messages.h), point-to-point chunks).
+// `send_per_peer[q]` goes to member q (including this one itself); returns
+// `received[q]` = what member q sent to this one, owned by the caller. Throws
+// Error when `send_per_peer` does not have comm.size() entries or when a transfer
+// fails. Not thread-safe with other calls on `comm`.
 inline std::vector<std::vector<std::byte>> AllToAllBytes(
     const Transport& comm, std::vector<std::vector<std::byte>> send_per_peer) {
   return comm.AllToAll(std::move(send_per_peer));

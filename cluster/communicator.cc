@@ -2,12 +2,15 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
+#include "cluster/large_messages.h"
+#include "cluster/message_tags.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -353,34 +356,76 @@ void Communicator::Broadcast(std::span<std::byte> data, int root) const {
            "MPI_Bcast");
 }
 
+namespace {
+
+using Buffers = std::vector<std::vector<std::byte>>;
+
+// One MPI_Alltoallv when every count, displacement and total fits one message.
+Buffers ExchangeInOne(MPI_Comm comm, const Buffers& send, const std::vector<uint64_t>& recv_counts) {
+  const size_t n = send.size();
+  std::vector<int> send_counts(n), recv_int(n), send_displs(n), recv_displs(n);
+  for (size_t q = 0; q < n; ++q) {
+    send_counts[q] = static_cast<int>(send[q].size());
+    recv_int[q] = static_cast<int>(recv_counts[q]);
+  }
+  std::vector<std::byte> send_flat(Displacements(send_counts, send_displs));
+  std::vector<std::byte> recv_flat(Displacements(recv_int, recv_displs));
+  for (size_t q = 0; q < n; ++q) {
+    if (!send[q].empty()) std::memcpy(send_flat.data() + send_displs[q], send[q].data(), send[q].size());
+  }
+  CheckMpi(MPI_Alltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_BYTE,
+                         recv_flat.data(), recv_int.data(), recv_displs.data(), MPI_BYTE, comm),
+           "MPI_Alltoallv");
+  Buffers received(n);
+  for (size_t q = 0; q < n; ++q) {
+    const std::byte* begin = recv_flat.data() + recv_displs[q];
+    received[q].assign(begin, begin + recv_int[q]);
+  }
+  return received;
+}
+
+// Point to point in chunks, for exchanges larger than one MPI message can carry.
+Buffers ExchangeInChunks(const Transport& comm, const Buffers& send,
+                         const std::vector<uint64_t>& recv_counts) {
+  const size_t n = send.size();
+  Buffers received(n);
+  std::vector<Request> requests;
+  for (size_t q = 0; q < n; ++q) {
+    received[q].resize(recv_counts[q]);
+    PostChunkedReceive(comm, received[q], static_cast<int>(q), kTagLargeAllToAll, requests);
+  }
+  for (size_t q = 0; q < n; ++q) {
+    PostChunkedSend(comm, send[q], static_cast<int>(q), kTagLargeAllToAll, requests);
+  }
+  for (Request& r : requests) r.Wait();
+  return received;
+}
+
+}  // namespace
+
 std::vector<std::vector<std::byte>> Communicator::AllToAll(
     std::vector<std::vector<std::byte>> send_per_peer) const {
   const size_t n = static_cast<size_t>(size_);
   if (send_per_peer.size() != n) {
-    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank",
+    Fail("AllToAllBytes: {} send buffers for a communicator of {} ranks; need one per rank",
          send_per_peer.size(), n);
   }
-  std::vector<int> send_counts(n), recv_counts(n), send_displs(n), recv_displs(n);
-  for (size_t q = 0; q < n; ++q) send_counts[q] = Count(send_per_peer[q].size(), "AllToAll buffer");
-  CheckMpi(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, Comm(comm_)),
+  std::vector<uint64_t> send_counts(n), recv_counts(n);
+  uint64_t send_total = 0, recv_total = 0;
+  for (size_t q = 0; q < n; ++q) send_counts[q] = send_per_peer[q].size();
+  CheckMpi(MPI_Alltoall(send_counts.data(), 1, MPI_UINT64_T, recv_counts.data(), 1, MPI_UINT64_T,
+                        Comm(comm_)),
            "MPI_Alltoall (byte counts)");
-  std::vector<std::byte> send_flat(Displacements(send_counts, send_displs));
-  std::vector<std::byte> recv_flat(Displacements(recv_counts, recv_displs));
   for (size_t q = 0; q < n; ++q) {
-    if (send_counts[q] > 0) {
-      std::memcpy(send_flat.data() + send_displs[q], send_per_peer[q].data(), send_per_peer[q].size());
-    }
+    send_total += send_counts[q];
+    recv_total += recv_counts[q];
   }
-  CheckMpi(MPI_Alltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_BYTE,
-                         recv_flat.data(), recv_counts.data(), recv_displs.data(), MPI_BYTE,
-                         Comm(comm_)),
-           "MPI_Alltoallv");
-  std::vector<std::vector<std::byte>> received(n);
-  for (size_t q = 0; q < n; ++q) {
-    const std::byte* begin = recv_flat.data() + recv_displs[q];
-    received[q].assign(begin, begin + recv_counts[q]);
-  }
-  return received;
+  // Every rank must take the same path: agree on the largest total anywhere.
+  uint64_t largest = std::max(send_total, recv_total);
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_UINT64_T, MPI_MAX, Comm(comm_)),
+           "MPI_Allreduce (all-to-all size)");
+  return largest <= MaxMessageBytes() ? ExchangeInOne(Comm(comm_), send_per_peer, recv_counts)
+                                      : ExchangeInChunks(*this, send_per_peer, recv_counts);
 }
 
 }  // namespace tpusim::cluster

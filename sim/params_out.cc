@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
+#include "cluster/large_messages.h"
 #include "cluster/message_tags.h"
 
 namespace tpusim::sim {
@@ -64,15 +65,13 @@ void SendParams(const SimulationContext& ctx, const std::vector<NamedArray>& arr
   std::memcpy(message.data(), &header_size, 8);
   std::memcpy(message.data() + 8, header.data(), header.size());
   std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
-  ctx.comms.world.Send(message, 0, cluster::kTagParams);
+  cluster::SendBytes(ctx.comms.world, message, 0, cluster::kTagParams);
 }
 
 // Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
 void ReceiveParams(const SimulationContext& ctx) {
   int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
-  cluster::Communicator::Pending pending = ctx.comms.world.Probe(source, cluster::kTagParams);
-  std::vector<std::byte> message(pending.bytes);
-  ctx.comms.world.Recv(message, source, cluster::kTagParams);
+  std::vector<std::byte> message = cluster::ReceiveBytes(ctx.comms.world, source, cluster::kTagParams);
   uint64_t header_size = 0;
   std::memcpy(&header_size, message.data(), 8);
   json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));

@@ -9,6 +9,7 @@
 #include "base/checksum.h"
 #include "base/error.h"
 #include "cluster/cross_replica_sum.h"
+#include "cluster/large_messages.h"
 #include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
 #include "sim/shampoo/key_table.h"
@@ -383,14 +384,14 @@ json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>
 }
 
 std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text) {
-  std::vector<int> counts;
+  std::vector<size_t> counts;
   std::vector<std::byte> all =
-      comm.Gatherv(std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
+      cluster::GatherBytes(comm, std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
   std::vector<std::string> out;
   size_t offset = 0;
-  for (int c : counts) {
-    out.emplace_back(reinterpret_cast<const char*>(all.data()) + offset, static_cast<size_t>(c));
-    offset += static_cast<size_t>(c);
+  for (size_t c : counts) {
+    out.emplace_back(reinterpret_cast<const char*>(all.data()) + offset, c);
+    offset += c;
   }
   return out;
 }

@@ -467,7 +467,7 @@ TEST(EmbeddingInvariants, ConfigErrorsNameTheKey) {
   Result update = RunTpusim(Source(kEmbeddingRun), "--set embedding.update=loop");
   EXPECT_NE(update.rc, 0);
   EXPECT_THAT(update.output,
-              HasSubstr("embedding.update: 'loop' is not one of global_step|micro_step"));
+              HasSubstr("embedding.update: 'loop' is not one of global_step, micro_step"));
 }
 
 }  // namespace

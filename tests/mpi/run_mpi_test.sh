@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs one multi-rank test binary under mpirun with a hard timeout, and cleans up
-# whatever a killed run leaves behind. Usage: run_mpi_test.sh NP SECONDS BINARY [ARGS...]
+# Runs one multi-rank test binary under mpirun with a hard timeout. timeout signals
+# only the mpirun it started, which ends its own ranks; nothing is killed by name.
+# Usage: run_mpi_test.sh NP SECONDS BINARY [ARGS...]
 set -u
 np=$1 seconds=$2
 shift 2
@@ -11,6 +12,5 @@ timeout --kill-after=5 "$seconds" mpirun -np "$np" --oversubscribe --bind-to non
 rc=$?
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
   echo "run_mpi_test: timed out after ${seconds}s: mpirun -np $np $*" >&2
-  pkill -9 -f "$(basename "$1")" 2>/dev/null
 fi
 exit $rc
