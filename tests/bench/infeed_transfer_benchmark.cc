@@ -32,9 +32,9 @@ constexpr int kTagBaseline = 300;
 constexpr int kTagTime = 301;
 constexpr int64_t kWarmupSteps = 8;
 
-// Timed steps: ~1 GiB per iteration, at least 24 and at most 1024 messages.
+// Timed steps: ~256 MiB per iteration, at least 16 and at most 1024 messages.
 int64_t TimedSteps(int64_t bytes) {
-  return std::clamp<int64_t>((int64_t{1} << 30) / bytes, 24, 1024);
+  return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024);
 }
 
 // The core's steady-state time, handed to rank 0 (which reports) after each iteration.
