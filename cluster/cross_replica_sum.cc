@@ -1,10 +1,9 @@
 #include "cluster/cross_replica_sum.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <type_traits>
@@ -37,14 +36,11 @@ GroupAssignment AllReplicas(int num_replicas) {
   return {std::move(row)};
 }
 
+// The bytes of elements [begin, end) of `data`.
 template <typename T>
-MPI_Datatype MpiType();
-template <>
-MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
-template <>
-MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
-template <>
-MPI_Datatype MpiType<int32_t>() { return MPI_INT32_T; }
+std::span<std::byte> Bytes(T* data, size_t begin, size_t end) {
+  return std::as_writable_bytes(std::span<T>(data + begin, end - begin));
+}
 
 // acc += in, element-wise; the buffers never overlap. Fixed-length blocks let
 // GCC vectorise at -O2 (its cheap cost model skips loops that would need a scalar
@@ -82,10 +78,11 @@ int PositiveMod(int value, int n) { return ((value % n) + n) % n; }
 
 // Every member's replica id, gathered so each member checks the same list and all
 // of them throw together when it is wrong.
-void CheckReplicaIds(const Communicator& comm, int replica_id) {
-  std::vector<int> ids(static_cast<size_t>(comm.size()));
-  CheckMpi(MPI_Allgather(&replica_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm.get()),
-           "MPI_Allgather");
+void CheckReplicaIds(const Transport& comm, int replica_id) {
+  const int32_t mine = replica_id;
+  std::vector<std::byte> gathered = comm.Allgather(std::as_bytes(std::span<const int32_t>(&mine, 1)));
+  std::vector<int32_t> ids(static_cast<size_t>(comm.size()));
+  std::memcpy(ids.data(), gathered.data(), gathered.size());
   std::vector<int> seen(ids.size(), 0);
   for (size_t rank = 0; rank < ids.size(); ++rank) {
     int id = ids[rank];
@@ -130,7 +127,7 @@ void ValidateGroupAssignment(const GroupAssignment& groups, int num_replicas) {
   }
 }
 
-CrossReplicaSum::CrossReplicaSum(const Communicator& logical_core, int replica_id,
+CrossReplicaSum::CrossReplicaSum(const Transport& logical_core, int replica_id,
                                  CrossReplicaSumOptions options)
     : options_(std::move(options)) {
   if (!logical_core.valid()) {
@@ -165,14 +162,13 @@ void CrossReplicaSum::Sum(std::span<int32_t> data) { SumTimed(data); }
 
 template <typename T>
 void CrossReplicaSum::SumTimed(std::span<T> data) {
-  const int count = CheckedCount(data.size());
+  CheckedCount(data.size());
   const auto start = std::chrono::steady_clock::now();
-  if (group_.size() > 1) {
+  if (group_->size() > 1) {
     if (options_.algorithm == CrsAlgorithm::kRing) {
       RingSum(data);
     } else {
-      CheckMpi(MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MpiType<T>(), MPI_SUM, group_.get()),
-               "MPI_Allreduce");
+      group_->AllreduceInPlace(data, ReduceOp::kSum);
     }
   }
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -189,8 +185,8 @@ void CrossReplicaSum::SumTimed(std::span<T> data) {
 // member ends with the same bits on every run.
 template <typename T>
 void CrossReplicaSum::RingSum(std::span<T> data) {
-  const int n = group_.size();
-  const int p = group_.rank();
+  const int n = group_->size();
+  const int p = group_->rank();
   segment_offsets_.resize(static_cast<size_t>(n) + 1);
   for (int s = 0; s <= n; ++s) {
     segment_offsets_[static_cast<size_t>(s)] = data.size() * static_cast<size_t>(s) / n;
@@ -208,9 +204,9 @@ void CrossReplicaSum::RingSum(std::span<T> data) {
 // transfer of later chunks.
 template <typename T>
 void CrossReplicaSum::ReduceScatterStep(std::span<T> data, int send_segment, int recv_segment) {
-  const int n = group_.size();
-  const int next = (group_.rank() + 1) % n;
-  const int prev = PositiveMod(group_.rank() - 1, n);
+  const int n = group_->size();
+  const int next = (group_->rank() + 1) % n;
+  const int prev = PositiveMod(group_->rank() - 1, n);
   const size_t chunk = std::max<size_t>(1, options_.ring_chunk_bytes / sizeof(T));
   const size_t send_begin = segment_offsets_[static_cast<size_t>(send_segment)];
   const size_t send_end = segment_offsets_[static_cast<size_t>(send_segment) + 1];
@@ -219,44 +215,39 @@ void CrossReplicaSum::ReduceScatterStep(std::span<T> data, int send_segment, int
   T* incoming = reinterpret_cast<T*>(Scratch((recv_end - recv_begin) * sizeof(T)).data());
   requests_.clear();
   for (size_t at = recv_begin; at < recv_end; at += chunk) {
-    requests_.emplace_back();
-    CheckMpi(MPI_Irecv(incoming + (at - recv_begin), static_cast<int>(std::min(chunk, recv_end - at)),
-                       MpiType<T>(), prev, kReduceScatterTag, group_.get(), &requests_.back()),
-             "MPI_Irecv", prev);
+    requests_.push_back(group_->Irecv(Bytes(incoming, at - recv_begin, std::min(at + chunk, recv_end) - recv_begin),
+                                      prev, kReduceScatterTag, "MPI_Irecv (ring reduce-scatter)"));
   }
   const size_t num_recvs = requests_.size();
   for (size_t at = send_begin; at < send_end; at += chunk) {
-    requests_.emplace_back();
-    CheckMpi(MPI_Isend(data.data() + at, static_cast<int>(std::min(chunk, send_end - at)),
-                       MpiType<T>(), next, kReduceScatterTag, group_.get(), &requests_.back()),
-             "MPI_Isend", next);
+    requests_.push_back(group_->Isend(Bytes(data.data(), at, std::min(at + chunk, send_end)), next,
+                                      kReduceScatterTag, "MPI_Isend (ring reduce-scatter)"));
   }
   for (size_t c = 0; c < num_recvs; ++c) {
-    CheckMpi(MPI_Wait(&requests_[c], MPI_STATUS_IGNORE), "MPI_Wait (ring receive)", prev);
+    requests_[c].Wait();
     const size_t at = recv_begin + c * chunk;
     AddInto(data.data() + at, incoming + (at - recv_begin), std::min(chunk, recv_end - at));
   }
-  CheckMpi(MPI_Waitall(static_cast<int>(requests_.size() - num_recvs), requests_.data() + num_recvs,
-                       MPI_STATUSES_IGNORE),
-           "MPI_Waitall (ring send)", next);
+  for (size_t c = num_recvs; c < requests_.size(); ++c) requests_[c].Wait();
 }
 
 // One all-gather step: a finished segment goes to the successor while the
 // predecessor's lands directly in place (the two segments never overlap).
 template <typename T>
 void CrossReplicaSum::AllGatherStep(std::span<T> data, int send_segment, int recv_segment) {
-  const int n = group_.size();
-  const int next = (group_.rank() + 1) % n;
-  const int prev = PositiveMod(group_.rank() - 1, n);
+  const int n = group_->size();
+  const int next = (group_->rank() + 1) % n;
+  const int prev = PositiveMod(group_->rank() - 1, n);
   const size_t send_begin = segment_offsets_[static_cast<size_t>(send_segment)];
   const size_t send_end = segment_offsets_[static_cast<size_t>(send_segment) + 1];
   const size_t recv_begin = segment_offsets_[static_cast<size_t>(recv_segment)];
   const size_t recv_end = segment_offsets_[static_cast<size_t>(recv_segment) + 1];
-  CheckMpi(MPI_Sendrecv(data.data() + send_begin, static_cast<int>(send_end - send_begin),
-                        MpiType<T>(), next, kAllGatherTag, data.data() + recv_begin,
-                        static_cast<int>(recv_end - recv_begin), MpiType<T>(), prev, kAllGatherTag,
-                        group_.get(), MPI_STATUS_IGNORE),
-           "MPI_Sendrecv (ring all-gather)", prev);
+  Request receive = group_->Irecv(Bytes(data.data(), recv_begin, recv_end), prev, kAllGatherTag,
+                                  "MPI_Irecv (ring all-gather)");
+  Request send = group_->Isend(Bytes(data.data(), send_begin, send_end), next, kAllGatherTag,
+                               "MPI_Isend (ring all-gather)");
+  receive.Wait();
+  send.Wait();
 }
 
 std::span<std::byte> CrossReplicaSum::Scratch(size_t bytes) {
@@ -267,14 +258,14 @@ std::span<std::byte> CrossReplicaSum::Scratch(size_t bytes) {
 std::vector<double> CrossReplicaSum::Fold() {
   const double calls = static_cast<double>(durations_seconds_.size());
   std::vector<double> call_range{calls, -calls};
-  group_.AllreduceInPlace(call_range, MPI_MIN);
+  group_->AllreduceInPlace(std::span<double>(call_range), ReduceOp::kMin);
   if (call_range[0] != calls || -call_range[1] != calls) {
     Fail("CrossReplicaSum::Fold: members of group {} made between {} and {} Sum calls; "
          "the min-duration method needs the same calls on every member",
          group_index_, call_range[0], -call_range[1]);
   }
   std::vector<double> fastest = durations_seconds_;
-  group_.AllreduceInPlace(fastest, MPI_MIN);
+  group_->AllreduceInPlace(std::span<double>(fastest), ReduceOp::kMin);
   folded_.calls += static_cast<int64_t>(durations_seconds_.size());
   folded_.total_seconds += std::accumulate(durations_seconds_.begin(), durations_seconds_.end(), 0.0);
   folded_.compute_seconds += std::accumulate(fastest.begin(), fastest.end(), 0.0);
@@ -288,7 +279,7 @@ CrsTimingSummary CrossReplicaSum::Summarize() {
   summary.bytes = bytes_summed_;
   summary.sync_seconds = summary.total_seconds - summary.compute_seconds;
   if (summary.total_seconds > 0) {
-    const double n = group_.size();
+    const double n = group_->size();
     summary.algbw_bytes_per_sec = static_cast<double>(summary.bytes) / summary.total_seconds;
     summary.busbw_bytes_per_sec = summary.algbw_bytes_per_sec * 2 * (n - 1) / n;
   }

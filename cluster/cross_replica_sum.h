@@ -1,6 +1,6 @@
 // cross_replica_sum (reference/infeed.md §6) between the cores that share one
-// logical core: the replica groups of a `group_assignment`, one MPI
-// sub-communicator per group, an in-place Sum with either MPI_Allreduce or our own
+// logical core: the replica groups of a `group_assignment`, one sub-transport per
+// group (MPI or in-process), an in-place Sum with either the transport's allreduce or our own
 // deterministic ring, per-call timing with the min-duration split into compute and
 // sync, and a projection of the same all-reduce onto the real machine's ICI links.
 #pragma once
@@ -10,7 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "cluster/communicator.h"
+#include <memory>
+
+#include "cluster/transport.h"
 #include "cluster/topology.h"
 
 namespace tpusim::cluster {
@@ -63,7 +65,7 @@ class CrossReplicaSum {
   // every replica id 0..size-1 exactly once. Every member must pass the same
   // `options`. Throws Error on a bad group_assignment (before any MPI call, so
   // every member throws) or when the members' replica ids are not 0..size-1.
-  CrossReplicaSum(const Communicator& logical_core, int replica_id,
+  CrossReplicaSum(const Transport& logical_core, int replica_id,
                   CrossReplicaSumOptions options = {});
   CrossReplicaSum(CrossReplicaSum&&) noexcept = default;
   CrossReplicaSum& operator=(CrossReplicaSum&&) noexcept = default;
@@ -82,8 +84,8 @@ class CrossReplicaSum {
   void Sum(std::span<int32_t> data);
 
   int group_index() const { return group_index_; }
-  int group_size() const { return group_.size(); }
-  int rank_in_group() const { return group_.rank(); }
+  int group_size() const { return group_->size(); }
+  int rank_in_group() const { return group_->rank(); }
   const std::vector<int>& group_members() const { return members_; }  // replica ids
   CrsAlgorithm algorithm() const { return options_.algorithm; }
 
@@ -114,11 +116,11 @@ class CrossReplicaSum {
   std::span<std::byte> Scratch(size_t bytes);
 
   CrossReplicaSumOptions options_;
-  Communicator group_;
+  std::unique_ptr<Transport> group_;
   int group_index_ = 0;
   std::vector<int> members_;
   std::vector<std::byte> scratch_;        // one incoming ring segment
-  std::vector<MPI_Request> requests_;     // in-flight chunk sends and receives
+  std::vector<Request> requests_;         // in-flight chunk sends and receives
   std::vector<size_t> segment_offsets_;   // n + 1 element offsets of the ring segments
   std::vector<double> durations_seconds_;  // since the last Fold
   int64_t bytes_summed_ = 0;

@@ -39,7 +39,7 @@ void SetMaxMessageBytes(size_t bytes) {
   max_message_bytes = bytes;
 }
 
-void PostChunkedSend(const Communicator& comm, std::span<const std::byte> data, int peer, int tag,
+void PostChunkedSend(const Transport& comm, std::span<const std::byte> data, int peer, int tag,
                      std::vector<Request>& requests) {
   const size_t chunk = MaxMessageBytes();
   for (size_t offset = 0; offset < data.size(); offset += chunk) {
@@ -49,7 +49,7 @@ void PostChunkedSend(const Communicator& comm, std::span<const std::byte> data, 
   }
 }
 
-void PostChunkedReceive(const Communicator& comm, std::span<std::byte> data, int peer, int tag,
+void PostChunkedReceive(const Transport& comm, std::span<std::byte> data, int peer, int tag,
                         std::vector<Request>& requests) {
   const size_t chunk = MaxMessageBytes();
   for (size_t offset = 0; offset < data.size(); offset += chunk) {
@@ -59,7 +59,7 @@ void PostChunkedReceive(const Communicator& comm, std::span<std::byte> data, int
   }
 }
 
-void SendBytes(const Communicator& comm, std::span<const std::byte> data, int peer, int tag) {
+void SendBytes(const Transport& comm, std::span<const std::byte> data, int peer, int tag) {
   const uint64_t size = data.size();
   comm.Send(std::as_bytes(std::span(&size, 1)), peer, tag);
   std::vector<Request> requests;
@@ -67,7 +67,7 @@ void SendBytes(const Communicator& comm, std::span<const std::byte> data, int pe
   WaitAll(requests);
 }
 
-std::vector<std::byte> ReceiveBytes(const Communicator& comm, int peer, int tag) {
+std::vector<std::byte> ReceiveBytes(const Transport& comm, int peer, int tag) {
   uint64_t size = 0;
   comm.Recv(std::as_writable_bytes(std::span(&size, 1)), peer, tag);
   std::vector<std::byte> data(size);
@@ -77,22 +77,20 @@ std::vector<std::byte> ReceiveBytes(const Communicator& comm, int peer, int tag)
   return data;
 }
 
-std::vector<std::byte> GatherBytes(const Communicator& comm, std::span<const std::byte> data,
+std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data,
                                    int root, std::vector<size_t>* counts_out) {
   // Every rank learns every count, so all agree on one path.
   const uint64_t mine = data.size();
   std::vector<uint64_t> counts64(static_cast<size_t>(comm.size()));
-  CheckMpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, counts64.data(), 1, MPI_UINT64_T, comm.get()),
-           "MPI_Allgather (byte counts)");
+  const std::vector<std::byte> gathered = comm.Allgather(std::as_bytes(std::span(&mine, 1)));
+  std::memcpy(counts64.data(), gathered.data(), gathered.size());
   std::vector<size_t> counts(counts64.begin(), counts64.end()), offsets;
   const size_t total = Offsets(counts, offsets);
   const bool root_here = comm.rank() == root;
   std::vector<std::byte> out(root_here ? total : 0);
   if (total <= MaxMessageBytes()) {
-    std::vector<int> int_counts(counts.begin(), counts.end()), int_offsets(offsets.begin(), offsets.end());
-    CheckMpi(MPI_Gatherv(data.data(), static_cast<int>(mine), MPI_BYTE, out.data(), int_counts.data(),
-                         int_offsets.data(), MPI_BYTE, root, comm.get()),
-             "MPI_Gatherv");
+    std::vector<std::byte> all = comm.Gatherv(data, root, nullptr);
+    if (root_here) out = std::move(all);
   } else if (root_here) {
     if (!data.empty()) std::memcpy(out.data() + offsets[static_cast<size_t>(root)], data.data(), data.size());
     std::vector<Request> requests;

@@ -1,4 +1,4 @@
-// Payloads of any size over MPI. MPI's counts are ints, so one message carries at
+// Payloads of any size over a Transport. MPI's counts are ints, so one message carries at
 // most 2 GiB - 1 bytes; a result gathered at rank 0 (the run's metrics, replica
 // 0's parameters and slots, an embedding table) can be larger. These calls cut a
 // payload into messages of at most MaxMessageBytes() and put it back together, so
@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 
 namespace tpusim::cluster {
 
@@ -21,20 +21,20 @@ void SetMaxMessageBytes(size_t bytes);
 
 // Point to point: the size (8 bytes), then the payload in chunks, all with `tag`
 // (MPI keeps messages of one source, tag and communicator in order).
-void SendBytes(const Communicator& comm, std::span<const std::byte> data, int peer, int tag);
-std::vector<std::byte> ReceiveBytes(const Communicator& comm, int peer, int tag);
+void SendBytes(const Transport& comm, std::span<const std::byte> data, int peer, int tag);
+std::vector<std::byte> ReceiveBytes(const Transport& comm, int peer, int tag);
 
 // Collective: every rank's bytes, concatenated in rank order at `root` (empty
 // elsewhere); `counts_out` (root only) gets each rank's byte count.
-std::vector<std::byte> GatherBytes(const Communicator& comm, std::span<const std::byte> data,
+std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data,
                                    int root, std::vector<size_t>* counts_out);
 
 // Non-blocking building blocks: post the sends (receives) of `data` to (from)
 // `peer` in chunks of at most MaxMessageBytes(), appending their requests; the
 // buffer must outlive them. The receiver must know the size (exchanged first).
-void PostChunkedSend(const Communicator& comm, std::span<const std::byte> data, int peer, int tag,
+void PostChunkedSend(const Transport& comm, std::span<const std::byte> data, int peer, int tag,
                      std::vector<Request>& requests);
-void PostChunkedReceive(const Communicator& comm, std::span<std::byte> data, int peer, int tag,
+void PostChunkedReceive(const Transport& comm, std::span<std::byte> data, int peer, int tag,
                         std::vector<Request>& requests);
 
 }  // namespace tpusim::cluster

@@ -1,6 +1,7 @@
 #include "infeed/infeed_transport.h"
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -21,6 +22,19 @@ using cluster::kTagCredit;
 using cluster::kTagForwardBase;
 using cluster::kTagShard;
 
+bool TravelsAlone(size_t piece_bytes) { return piece_bytes >= kAloneBytes; }
+
+// Messages per shard of a route: the first, plus one per piece that travels alone.
+int MessagesPerShard(const ShardCodec& codec, size_t num_features) {
+  int messages = 1;
+  for (size_t f = 0; f < num_features; ++f) messages += TravelsAlone(codec.piece_bytes(f)) ? 1 : 0;
+  return messages;
+}
+
+std::span<const std::byte> CreditBytes(const int32_t (&credit)[2]) {
+  return std::as_bytes(std::span<const int32_t>(credit));
+}
+
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
@@ -33,18 +47,21 @@ struct Package {
   // batch (empty for contiguous pieces, which are sent from the batch itself).
   std::vector<std::vector<std::vector<std::byte>>> staging;
   std::vector<std::vector<std::byte>> trailer;   // per route: TransportOptions::encode_trailer
-  std::vector<MPI_Request> requests;             // per route
+  std::vector<cluster::Request> requests;        // per message, routes in order
 };
 
 // The enqueue loop of one infeed host.
 class HostSender {
  public:
   HostSender(const InfeedPlan& plan, const cluster::RankLayout& layout,
-             const cluster::Communicator& world, const HostPlan& host,
+             const cluster::Transport& world, const HostPlan& host,
              const TransportOptions& options, const BatchFiller& fill)
       : plan_(plan), layout_(layout), world_(world), host_(host), options_(options), fill_(fill),
         credits_(host.shards.size(), options.queue_depth) {
-    for (const ShardRoute& route : host.shards) codecs_.emplace_back(plan.features(), route);
+    for (const ShardRoute& route : host.shards) {
+      codecs_.emplace_back(plan.features(), route);
+      messages_per_step_ += MessagesPerShard(codecs_.back(), plan.features().size());
+    }
     route_of_core_.assign(static_cast<size_t>(layout.num_hosts() * layout.cores_per_host()), -1);
     for (size_t i = 0; i < host.shards.size(); ++i) {
       route_of_core_[CoreKey(host.shards[i].dst_host, host.shards[i].dst_ordinal)] =
@@ -143,7 +160,7 @@ class HostSender {
         }
       }
       p->trailer.resize(codecs_.size());
-      p->requests.assign(codecs_.size(), MPI_REQUEST_NULL);
+      p->requests.resize(static_cast<size_t>(messages_per_step_));
     }
     p->step = step;
     if (options_.borrow_batch) {
@@ -192,6 +209,7 @@ class HostSender {
 
   void Send(Package& p) {
     const MonotonicTime start = std::chrono::steady_clock::now();
+    size_t request = 0;
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
       MonotonicTime before = std::chrono::steady_clock::now();
@@ -205,10 +223,7 @@ class HostSender {
       bool local = r.dst_host == host_.host;
       int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
       int tag = local ? kTagShard : kTagForwardBase + r.dst_ordinal;
-      MPI_Datatype wire = WireType(p, i);
-      cluster::CheckMpi(MPI_Isend(MPI_BOTTOM, 1, wire, peer, tag, world_.get(), &p.requests[i]),
-                        "MPI_Isend (infeed shard)", peer);
-      MPI_Type_free(&wire);  // the pending send keeps what it needs
+      SendShard(p, i, peer, tag, request);
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
     }
@@ -217,36 +232,29 @@ class HostSender {
     }
   }
 
-  // The wire bytes of route i as one datatype over absolute addresses: the meta
-  // block, then each piece straight from the host batch (or its packed copy), so the
-  // payload is not copied into a message buffer first.
-  MPI_Datatype WireType(Package& p, size_t i) const {
-    std::vector<int> lengths;
-    std::vector<MPI_Aint> addresses;
-    auto add = [&](std::span<const std::byte> bytes) {
-      if (bytes.empty()) return;
-      MPI_Aint address;
-      MPI_Get_address(bytes.data(), &address);
-      addresses.push_back(address);
-      lengths.push_back(static_cast<int>(bytes.size()));
-    };
-    add(p.meta[i]);
+  // The wire bytes of route i, straight from the host batch (or a piece's packed
+  // copy), so the payload is not copied into a message buffer first: the first
+  // message gathers the meta block, the pieces that do not travel alone and the
+  // trailer, then each piece that travels alone follows as a message of its own.
+  // Advances `request` past the messages' requests.
+  void SendShard(Package& p, size_t i, int peer, int tag, size_t& request) const {
+    std::vector<std::span<const std::byte>> first{p.meta[i]}, alone;
     for (size_t f = 0; f < plan_.features().size(); ++f) {
-      add(codecs_[i].IsContiguous(f) ? codecs_[i].ContiguousPiece(*p.send, f)
-                                     : std::span<const std::byte>(p.staging[i][f]));
+      std::span<const std::byte> piece = codecs_[i].IsContiguous(f)
+                                             ? codecs_[i].ContiguousPiece(*p.send, f)
+                                             : std::span<const std::byte>(p.staging[i][f]);
+      (TravelsAlone(piece.size()) ? alone : first).push_back(piece);
     }
-    add(p.trailer[i]);
-    MPI_Datatype type;
-    cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                               addresses.data(), MPI_BYTE, &type),
-                      "MPI_Type_create_hindexed");
-    cluster::CheckMpi(MPI_Type_commit(&type), "MPI_Type_commit");
-    return type;
+    first.push_back(p.trailer[i]);
+    p.requests[request++] = world_.IsendBlocks(first, peer, tag, "MPI_Isend (infeed shard)");
+    for (std::span<const std::byte> piece : alone) {
+      p.requests[request++] = world_.Isend(piece, peer, tag, "MPI_Isend (infeed piece)");
+    }
   }
 
   // Takes one credit, keeping every other protocol of this host moving meanwhile.
   void AwaitCredit() {
-    std::optional<cluster::Communicator::Pending> pending;
+    std::optional<cluster::Pending> pending;
     while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
       Recycle(false);
       Poll();
@@ -257,16 +265,14 @@ class HostSender {
 
   void ReceiveCredit(int source) {
     int32_t credit[2];
-    MPI_Status status;
-    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, source, kTagCredit, world_.get(), &status),
-                      "MPI_Recv (infeed credit)", source);
+    world_.Recv(std::as_writable_bytes(std::span<int32_t>(credit)), source, kTagCredit);
     int route = credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 &&
                         credit[1] < layout_.cores_per_host()
                     ? route_of_core_[CoreKey(credit[0], credit[1])]
                     : -1;
     if (route < 0) {
       Fail("infeed: host {} got a credit for core {}/{} from rank {}, which it does not feed",
-           host_.host, credit[0], credit[1], status.MPI_SOURCE);
+           host_.host, credit[0], credit[1], source);
     }
     ++credits_[static_cast<size_t>(route)];
     ++credits_received_;
@@ -289,17 +295,13 @@ class HostSender {
   // Returns packages whose sends have all completed to the free list.
   void Recycle(bool wait_all) {
     while (!in_flight_.empty()) {
-      Package& p = *in_flight_.front();
-      int done = 0;
+      std::vector<cluster::Request>& requests = in_flight_.front()->requests;
       if (wait_all) {
-        cluster::CheckMpi(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(),
-                                      MPI_STATUSES_IGNORE), "MPI_Waitall (infeed shards)");
-        done = 1;
-      } else {
-        cluster::CheckMpi(MPI_Testall(static_cast<int>(p.requests.size()), p.requests.data(), &done,
-                                      MPI_STATUSES_IGNORE), "MPI_Testall (infeed shards)");
+        for (cluster::Request& r : requests) r.Wait();
+      } else if (!std::all_of(requests.begin(), requests.end(),
+                              [](cluster::Request& r) { return r.Test(); })) {
+        return;
       }
-      if (!done) return;
       std::lock_guard<std::mutex> lock(free_mutex_);
       free_.push_back(std::move(in_flight_.front()));
       in_flight_.pop_front();
@@ -308,13 +310,14 @@ class HostSender {
 
   const InfeedPlan& plan_;
   const cluster::RankLayout& layout_;
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   const HostPlan& host_;
   const TransportOptions& options_;
   const BatchFiller& fill_;
   std::vector<ShardCodec> codecs_;
   std::vector<int> credits_;
   std::vector<int> route_of_core_;
+  int messages_per_step_ = 0;  // messages of one step's shards, all routes
   int64_t credits_received_ = 0;
   int64_t next_to_send_ = 0;
   std::deque<std::unique_ptr<Package>> in_flight_;
@@ -329,7 +332,7 @@ class HostSender {
 class HostRelay {
  public:
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
-            const cluster::Communicator& world, int host, const TransportOptions& options)
+            const cluster::Transport& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
         poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
@@ -337,19 +340,22 @@ class HostRelay {
       if (!route) continue;
       source_host_ = plan.source_host(host, o);
       local_cores_.push_back(o);
-      slots_.emplace_back(static_cast<size_t>(depth_));
-      requests_.emplace_back(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
+      // The infeed host has at most depth shards in flight per core, of m messages each.
+      const int m = MessagesPerShard(ShardCodec(plan.features(), *route), plan.features().size());
+      slots_.emplace_back(static_cast<size_t>(depth_ * m));
+      requests_.emplace_back(static_cast<size_t>(depth_ * m));
       counts_.push_back(0);
+      expected_messages_ += options.num_steps * m;
     }
-    expected_ = options.num_steps * static_cast<int64_t>(local_cores_.size());
+    expected_credits_ = options.num_steps * static_cast<int64_t>(local_cores_.size());
   }
 
   HostFeedStats Run() {
     int64_t forwarded = 0, credits = 0;
     Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
-                         expected_ > 0 ? layout_.host_rank(source_host_) : -1);
-    while (forwarded < expected_ || credits < expected_) {
-      std::optional<cluster::Communicator::Pending> pending =
+                         expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1);
+    while (forwarded < expected_messages_ || credits < expected_credits_) {
+      std::optional<cluster::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
         if (poll_) poll_();
@@ -367,12 +373,11 @@ class HostRelay {
              pending->source);
       }
     }
-    for (auto& r : requests_) {
-      cluster::CheckMpi(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE),
-                        "MPI_Waitall (relay)");
+    for (auto& core_requests : requests_) {
+      for (cluster::Request& r : core_requests) r.Wait();
     }
     HostFeedStats stats;
-    stats.shards_forwarded = forwarded;
+    stats.shards_forwarded = credits;  // every relayed shard's credit came back through here
     return stats;
   }
 
@@ -384,51 +389,47 @@ class HostRelay {
     Fail("infeed relay on host {}: shard for ordinal {}, which gets no infeed", host_, ordinal);
   }
 
-  void Forward(const cluster::Communicator::Pending& probed) {
+  void Forward(const cluster::Pending& probed) {
     int ordinal = probed.tag - kTagForwardBase;
     size_t i = LocalIndex(ordinal);
-    size_t slot = static_cast<size_t>(counts_[i]++ % depth_);
+    size_t slot = static_cast<size_t>(counts_[i]++ % static_cast<int64_t>(slots_[i].size()));
     // The infeed host sends shard n + depth only after the credit of shard n, which
-    // the core returns after receiving it, so this wait never blocks for long.
-    cluster::CheckMpi(MPI_Wait(&requests_[i][slot], MPI_STATUS_IGNORE), "MPI_Wait (relay)");
-    int bytes = static_cast<int>(probed.bytes);
+    // the core returns after receiving it, so this wait never blocks for long. Each
+    // message of a shard is forwarded as it came, in order.
+    requests_[i][slot].Wait();
     std::vector<std::byte>& buffer = slots_[i][slot];
-    buffer.resize(static_cast<size_t>(bytes));
-    cluster::CheckMpi(MPI_Recv(buffer.data(), bytes, MPI_BYTE, probed.source, probed.tag,
-                               world_.get(), MPI_STATUS_IGNORE), "MPI_Recv (relay)", probed.source);
+    buffer.resize(probed.bytes);
+    world_.Recv(buffer, probed.source, probed.tag);
     int core = layout_.core_rank(host_, ordinal);
-    cluster::CheckMpi(MPI_Isend(buffer.data(), bytes, MPI_BYTE, core, kTagShard, world_.get(),
-                                &requests_[i][slot]), "MPI_Isend (relay)", core);
+    requests_[i][slot] = world_.Isend(buffer, core, kTagShard, "MPI_Isend (relay)");
   }
 
   void RelayCredit(int source) {
     int32_t credit[2];
-    cluster::CheckMpi(MPI_Recv(credit, 2, MPI_INT32_T, source, kTagCredit, world_.get(), MPI_STATUS_IGNORE),
-                      "MPI_Recv (relay credit)", source);
-    int infeed_host = layout_.host_rank(source_host_);
-    cluster::CheckMpi(MPI_Send(credit, 2, MPI_INT32_T, infeed_host, kTagCredit, world_.get()),
-                      "MPI_Send (relay credit)", infeed_host);
+    world_.Recv(std::as_writable_bytes(std::span<int32_t>(credit)), source, kTagCredit);
+    world_.Send(CreditBytes(credit), layout_.host_rank(source_host_), kTagCredit);
   }
 
   const cluster::RankLayout& layout_;
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   int host_;
   int depth_;
   std::function<void()> poll_;
-  std::function<void(const cluster::Communicator::Pending&)> on_foreign_;
+  std::function<void(const cluster::Pending&)> on_foreign_;
   Watchdog* watchdog_;
   int source_host_ = 0;
-  int64_t expected_ = 0;
+  int64_t expected_messages_ = 0;  // to forward, over all local cores and steps
+  int64_t expected_credits_ = 0;
   std::vector<int> local_cores_;
   std::vector<std::vector<std::vector<std::byte>>> slots_;
-  std::vector<std::vector<MPI_Request>> requests_;
+  std::vector<std::vector<cluster::Request>> requests_;
   std::vector<int64_t> counts_;
 };
 
 }  // namespace
 
 HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Communicator& world, int host,
+                            const cluster::Transport& world, int host,
                             const TransportOptions& options, const BatchFiller& fill) {
   if (const HostPlan* hp = plan.host_plan(host)) {
     return HostSender(plan, layout, world, *hp, options, fill).Run();
@@ -437,7 +438,7 @@ HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& l
 }
 
 CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route,
-                                 const cluster::Communicator& world, int host_rank,
+                                 const cluster::Transport& world, int host_rank,
                                  const TransportOptions& options)
     : codec_(plan.features(), route),
       trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
@@ -446,42 +447,42 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
       credit_{route.dst_host, route.dst_ordinal} {
   slots_.assign(static_cast<size_t>(depth_),
                 std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
-  requests_.assign(static_cast<size_t>(depth_), MPI_REQUEST_NULL);
-  statuses_.resize(static_cast<size_t>(depth_));
-  // The wire bytes fill the slot block by block (contiguous: the layout is packed).
-  std::vector<int> lengths;
-  std::vector<MPI_Aint> offsets;
+  // The wire bytes fill the slot block by block (contiguous: the layout is packed):
+  // the first message fills the meta block, the pieces that do not travel alone and
+  // the trailer, the last block, so a shorter one simply fills less of it; each
+  // other piece is a message of its own (HostSender::SendShard).
+  first_wire_bytes_ = codec_.wire_bytes();
   for (const ShardCodec::Block& b : codec_.SlotBlocks()) {
-    lengths.push_back(static_cast<int>(b.bytes));
-    offsets.push_back(static_cast<MPI_Aint>(b.offset));
+    if (b.offset > 0 && TravelsAlone(b.bytes)) {
+      alone_.push_back(b);
+      first_wire_bytes_ -= b.bytes;
+    } else {
+      first_.push_back(b);
+    }
   }
-  // The trailer is the last block, so a shorter one simply fills less of it.
-  if (trailer_capacity_ > 0) {
-    lengths.push_back(static_cast<int>(trailer_capacity_));
-    offsets.push_back(static_cast<MPI_Aint>(codec_.message_bytes()));
-  }
-  cluster::CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                             offsets.data(), MPI_BYTE, &slot_type_),
-                    "MPI_Type_create_hindexed (slot)");
-  cluster::CheckMpi(MPI_Type_commit(&slot_type_), "MPI_Type_commit (slot)");
+  if (trailer_capacity_ > 0) first_.push_back({codec_.message_bytes(), trailer_capacity_});
+  requests_.resize(static_cast<size_t>(depth_) * (1 + alone_.size()));
   for (int64_t s = 0; s < std::min<int64_t>(depth_, num_steps_); ++s) Post(s);
 }
 
-CoreInfeedQueue::~CoreInfeedQueue() {
-  for (MPI_Request& r : requests_) {
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
-    }
-  }
-  MPI_Type_free(&slot_type_);
+CoreInfeedQueue::~CoreInfeedQueue() = default;
+
+// The requests of a slot: its first message's, then one per piece that travels alone.
+std::span<cluster::Request> CoreInfeedQueue::SlotRequests(size_t slot) {
+  return std::span<cluster::Request>(requests_).subspan(slot * (1 + alone_.size()), 1 + alone_.size());
 }
 
 void CoreInfeedQueue::Post(int64_t step) {
   size_t slot = static_cast<size_t>(step % depth_);
-  cluster::CheckMpi(MPI_Irecv(slots_[slot].data(), 1, slot_type_, host_rank_, kTagShard,
-                              world_.get(), &requests_[slot]),
-                    "MPI_Irecv (infeed slot)", host_rank_);
+  std::span<cluster::Request> requests = SlotRequests(slot);
+  std::byte* base = slots_[slot].data();
+  std::vector<std::span<std::byte>> blocks;
+  for (const ShardCodec::Block& b : first_) blocks.emplace_back(base + b.offset, b.bytes);
+  requests[0] = world_.IrecvBlocks(blocks, host_rank_, kTagShard, "MPI_Irecv (infeed slot)");
+  for (size_t k = 0; k < alone_.size(); ++k) {
+    requests[1 + k] = world_.Irecv(std::span<std::byte>(base + alone_[k].offset, alone_[k].bytes),
+                                   host_rank_, kTagShard, "MPI_Irecv (infeed piece)");
+  }
 }
 
 ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
@@ -493,14 +494,15 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   }
   if (occupancy) *occupancy = full;
   MonotonicTime before = std::chrono::steady_clock::now();
-  if (requests_[slot] != MPI_REQUEST_NULL) {
+  std::span<cluster::Request> requests = SlotRequests(slot);
+  if (!std::all_of(requests.begin(), requests.end(), [](const cluster::Request& r) { return r.done(); })) {
     Watchdog::Scope wait(watchdog_, "the infeed shard of step", step, host_rank_);
-    cluster::CheckMpi(MPI_Wait(&requests_[slot], &statuses_[slot]), "MPI_Wait (infeed dequeue)", host_rank_);
+    for (cluster::Request& r : requests) r.Wait();
   }
   if (wait_s) *wait_s = SecondsSince(before);
   std::span<const std::byte> message(slots_[slot]);
   ShardCodec::View decoded = codec_.Decode(message.first(codec_.message_bytes()));
-  decoded.trailer = message.subspan(codec_.message_bytes(), TrailerBytes(statuses_[slot]));
+  decoded.trailer = message.subspan(codec_.message_bytes(), TrailerBytes(requests[0].received_bytes()));
   if (decoded.header.step != step) {
     Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1],
          step, decoded.header.step);
@@ -508,33 +510,26 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   return decoded;
 }
 
-// Whether slot's receive has completed. A completed request becomes NULL, so its
-// status (which says how many trailer bytes arrived) is kept from the call that
-// completed it.
+// Whether slot's receives have completed. A completed request keeps its status,
+// so the first message's size (which says how many trailer bytes arrived) stays
+// readable until the slot is posted again.
 bool CoreInfeedQueue::Arrived(size_t slot) {
-  if (requests_[slot] == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  cluster::CheckMpi(MPI_Test(&requests_[slot], &done, &statuses_[slot]), "MPI_Test (infeed slot)");
-  return done != 0;
+  std::span<cluster::Request> requests = SlotRequests(slot);
+  return std::all_of(requests.begin(), requests.end(), [](cluster::Request& r) { return r.Test(); });
 }
 
-// What arrived beyond the fixed shard bytes is the trailer.
-size_t CoreInfeedQueue::TrailerBytes(const MPI_Status& status) const {
-  int received = 0;
-  cluster::CheckMpi(MPI_Get_elements(&status, MPI_BYTE, &received), "MPI_Get_elements (infeed slot)");
-  size_t wire = codec_.wire_bytes();
-  if (received < 0 || static_cast<size_t>(received) < wire ||
-      static_cast<size_t>(received) > wire + trailer_capacity_) {
+// What the first message brought beyond its fixed bytes is the trailer.
+size_t CoreInfeedQueue::TrailerBytes(size_t received) const {
+  if (received < first_wire_bytes_ || received > first_wire_bytes_ + trailer_capacity_) {
     Fail("infeed: core {}/{} received {} bytes, expected {} plus a trailer of at most {}", credit_[0],
-         credit_[1], received, wire, trailer_capacity_);
+         credit_[1], received, first_wire_bytes_, trailer_capacity_);
   }
-  return static_cast<size_t>(received) - wire;
+  return received - first_wire_bytes_;
 }
 
 void CoreInfeedQueue::Release(int64_t step) {
   if (step + depth_ < num_steps_) Post(step + depth_);
-  cluster::CheckMpi(MPI_Send(credit_, 2, MPI_INT32_T, host_rank_, kTagCredit, world_.get()),
-                    "MPI_Send (infeed credit)", host_rank_);
+  world_.Send(CreditBytes(credit_), host_rank_, kTagCredit);
 }
 
 }  // namespace tpusim::infeed

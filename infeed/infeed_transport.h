@@ -1,4 +1,5 @@
-// Moving shards from host ranks into bounded per-core infeed queues over MPI.
+// Moving shards from host ranks into bounded per-core infeed queues over a
+// cluster::Transport (MPI between ranks, or in-process endpoints in unit tests).
 //
 // Flow control is credit based: a host starts with `queue_depth` credits per core it
 // feeds and spends one per shard; a core returns a credit after it has dequeued and
@@ -9,18 +10,16 @@
 // rank (a network hop, then the host-to-core hop), and credits travel back the same way.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "cluster/communicator.h"
 #include "base/watchdog.h"
 #include "cluster/message_tags.h"
 #include "cluster/rank_layout.h"
+#include "cluster/transport.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/shard_message.h"
 
@@ -51,7 +50,7 @@ struct TransportOptions {
   // relayed shard); a relay host hands every probed message that is not the
   // infeed's to `on_foreign_message`, which must receive it.
   std::function<void()> poll;
-  std::function<void(const cluster::Communicator::Pending&)> on_foreign_message;
+  std::function<void(const cluster::Pending&)> on_foreign_message;
   // Deadline on the host's and core's waits (null: none); borrowed.
   Watchdog* watchdog = nullptr;
   // Optional variable-size bytes sent after a shard's tensors in the same message
@@ -90,16 +89,25 @@ struct HostFeedStats {
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an
-// infeed host, the relay loop of a host that only forwards, or nothing. Throws Error
-// when a peer sends something unexpected; MPI failures come back as Error too.
+// infeed host, the relay loop of a host that only forwards, or nothing. `world`
+// addresses ranks by RankLayout. Throws Error when a peer sends something
+// unexpected; transport failures come back as Error too.
 HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Communicator& world, int host,
+                            const cluster::Transport& world, int host,
                             const TransportOptions& options, const BatchFiller& fill);
+
+// A piece of at least this many bytes travels as a message of its own, contiguous
+// on both sides: Open MPI moves a large contiguous message with one copy (vader's
+// single-copy mechanism, CMA) but copies a derived datatype through shared-memory
+// fragments. The meta block, smaller pieces and the trailer share the shard's
+// first message; smaller pieces gain nothing from a single copy and would pay a
+// message each (scripts/bench, BM_InfeedTransfer).
+inline constexpr size_t kAloneBytes = size_t{64} << 10;
 
 // A core's infeed queue: queue_depth pre-posted receive slots.
 class CoreInfeedQueue {
  public:
-  CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Communicator& world,
+  CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world,
                   int host_rank, const TransportOptions& options);
   ~CoreInfeedQueue();
   CoreInfeedQueue(const CoreInfeedQueue&) = delete;
@@ -115,21 +123,24 @@ class CoreInfeedQueue {
 
  private:
   void Post(int64_t step);
+  std::span<cluster::Request> SlotRequests(size_t slot);
   bool Arrived(size_t slot);
-  size_t TrailerBytes(const MPI_Status& status) const;
+  size_t TrailerBytes(size_t received) const;
 
   ShardCodec codec_;
   size_t trailer_capacity_ = 0;
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   int host_rank_;
   int depth_;
   int64_t num_steps_;
   Watchdog* watchdog_;
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
-  std::vector<MPI_Request> requests_;
-  std::vector<MPI_Status> statuses_;  // of each slot's completed receive
-  MPI_Datatype slot_type_ = MPI_DATATYPE_NULL;
+  std::vector<ShardCodec::Block> first_;  // slot blocks the first message fills (+ trailer)
+  std::vector<ShardCodec::Block> alone_;  // slot blocks received as messages of their own
+  size_t first_wire_bytes_ = 0;           // fixed bytes of a shard's first message
+  std::vector<cluster::Request> requests_;  // per slot: the first message, then alone_
+  std::vector<size_t> received_;            // per slot: bytes of its completed first message
 };
 
 }  // namespace tpusim::infeed

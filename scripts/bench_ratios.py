@@ -1,9 +1,17 @@
 """Prints, for every BM_X/arg in Google Benchmark JSON files, its throughput as a
-ratio of BM_XBaseline/arg measured in the same run (busbw, bytes_per_second, or
-items_per_second). With repetitions, the medians are compared."""
+ratio of BM_XBaseline/arg (busbw, bytes_per_second, or items_per_second). With
+repetitions, the medians are compared.
+
+A binary run under several settings writes one file per setting, named
+NAME@SETTING.json (scripts/bench: infeed_transfer@single_copy=none.json and
+infeed_transfer@single_copy=cma.json). Those files form one group: BM_X's best
+median over the settings is compared with BM_XBaseline's best median over the
+settings (each may come from a different setting), so the baseline is the
+fastest plain MPI the machine offers; every setting's pair is printed too."""
 import json
 import pathlib
 import sys
+from collections import defaultdict
 
 
 def rate(b):
@@ -13,32 +21,64 @@ def rate(b):
     return None, None
 
 
+def medians(path):
+    """name -> the median of each benchmark that ran repeatedly, else its one run."""
+    runs = {}
+    for b in json.loads(path.read_text())["benchmarks"]:
+        name = b["run_name"] if "run_name" in b else b["name"]
+        if b.get("aggregate_name") == "median" or (
+                b.get("run_type") != "aggregate" and name not in runs):
+            runs[name] = b
+    return runs
+
+
+def best(runs_by_setting, name):
+    """(rate key, best rate, its setting, its entry) of `name` over the settings."""
+    found = []
+    for setting, runs in runs_by_setting.items():
+        if name in runs:
+            key, value = rate(runs[name])
+            if value is not None:
+                found.append((value, key, setting, runs[name]))
+    if not found:
+        return None, None, None, None
+    value, key, setting, entry = max(found, key=lambda f: f[0])
+    return key, value, setting, entry
+
+
+def print_group(stem, runs_by_setting):
+    several = list(runs_by_setting) != [""]
+    print(f"-- {stem}" + (f" (best of {', '.join(runs_by_setting)})" if several else ""))
+    names = dict.fromkeys(n for runs in runs_by_setting.values() for n in runs)
+    for name in names:
+        base, _, arg = name.partition("/")
+        if base.endswith("Baseline"):
+            continue
+        ref_name = f"{base}Baseline/{arg}" if arg else f"{base}Baseline"
+        key, value, setting, entry = best(runs_by_setting, name)
+        _, ref_value, ref_setting, _ = best(runs_by_setting, ref_name)
+        if value is None or ref_value is None:
+            continue
+        if key == "items_per_second":
+            line = (f"{name:45s} {entry.get('label', ''):10s} {value:10.2f} /s  baseline "
+                    f"{ref_value:10.2f} /s  ratio {value / ref_value:6.3f}")
+        else:
+            line = (f"{name:45s} {key:16s} {value / 1e9:8.2f} GB/s  baseline "
+                    f"{ref_value / 1e9:8.2f} GB/s  ratio {value / ref_value:5.2f}")
+        if several:
+            line += f"  [{setting} vs {ref_setting}]  " + "  ".join(
+                f"{s}: {rate(r[name])[1] / 1e9:.2f}/{rate(r[ref_name])[1] / 1e9:.2f}"
+                for s, r in runs_by_setting.items() if name in r and ref_name in r)
+        print(line)
+
+
 def main(outdir):
+    groups = defaultdict(dict)
     for path in sorted(pathlib.Path(outdir).glob("*.json")):
-        benchmarks = json.loads(path.read_text())["benchmarks"]
-        # The median of each benchmark that ran repeatedly, else its one run.
-        runs = {}
-        for b in benchmarks:
-            name = b["run_name"] if "run_name" in b else b["name"]
-            if b.get("aggregate_name") == "median" or (
-                    b.get("run_type") != "aggregate" and name not in runs):
-                runs[name] = b
-        print(f"-- {path.stem}")
-        for name, b in runs.items():
-            base, _, arg = name.partition("/")
-            if base.endswith("Baseline"):
-                continue
-            ref = runs.get(f"{base}Baseline/{arg}" if arg else f"{base}Baseline")
-            key, value = rate(b)
-            if ref is None or value is None:
-                continue
-            _, ref_value = rate(ref)
-            if key == "items_per_second":
-                print(f"{name:45s} {b.get('label', ''):10s} {value:10.2f} /s  baseline "
-                      f"{ref_value:10.2f} /s  ratio {value / ref_value:6.3f}")
-            else:
-                print(f"{name:45s} {key:16s} {value / 1e9:8.2f} GB/s  baseline "
-                      f"{ref_value / 1e9:8.2f} GB/s  ratio {value / ref_value:5.2f}")
+        stem, _, setting = path.stem.partition("@")
+        groups[stem][setting] = medians(path)
+    for stem, runs_by_setting in groups.items():
+        print_group(stem, runs_by_setting)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ void CoreTrainer::ReduceGradients() {
   if (comms_.replica.size() > 1) {
     Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
                          "the other cores of its replica");
-    comms_.replica.AllreduceInPlace(all, MPI_SUM);
+    comms_.replica.AllreduceInPlace(all, cluster::ReduceOp::kSum);
   }
   bool reduce_now = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
   if (reduce_now) {
@@ -303,8 +303,8 @@ void CoreTrainer::RecordNonFinite() {
   {
     Watchdog::Scope wait(watchdog_, "the agreement on a non-finite value at step", global_step_, -1,
                          "every training core");
-    if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(std::span<double>(&key, 1), MPI_MIN);
-    if (comms_.logical_core.valid()) comms_.logical_core.AllreduceInPlace(std::span<double>(&key, 1), MPI_MIN);
+    if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
+    if (comms_.logical_core.valid()) comms_.logical_core.AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
   }
   NonFiniteValue first{global_step_, -1, ""};
   if (key == kNone) {

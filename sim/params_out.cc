@@ -19,7 +19,7 @@ using json = nlohmann::json;
 std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingLayer& layer) {
   bool root = ctx.role.replica == 0 && ctx.role.logical_core == 0;
   double root_rank = root ? ctx.comms.cores.rank() : -1;
-  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), MPI_MAX);
+  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), cluster::ReduceOp::kMax);
   std::vector<GatheredTable> tables;
   for (size_t t = 0; t < layer.config().tables.size(); ++t) {
     embedding::RowMatrix full = layer.GatherTable(t, static_cast<int>(root_rank));

@@ -7,7 +7,6 @@
 #include <fstream>
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include "base/atomic_file.h"
 #include "base/checksum.h"
@@ -83,13 +82,9 @@ json ProvenanceOf(const SimulationContext& ctx) {
 }
 
 json EnvironmentOf(const SimulationContext& ctx) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(version, &length);
-  std::string mpi(version, static_cast<size_t>(length));
   return {{"hosts", ctx.slice.topology.num_hosts()},
           {"world_size", ctx.comms.world.size()},
-          {"mpi_version", mpi.substr(0, mpi.find('\n'))},
+          {"mpi_version", cluster::MpiEnvironment::LibraryVersion()},
           {"git_commit", GitCommit()},
 #ifdef NDEBUG
           {"build_type", "release"}
@@ -475,15 +470,12 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
     messages.emplace_back(infeed::ShardCodec(plan.features(), r).wire_bytes());
     peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
   }
-  std::vector<MPI_Request> requests(messages.size());
+  std::vector<cluster::Request> requests(messages.size());
   auto round = [&] {
     for (size_t i = 0; i < messages.size(); ++i) {
-      cluster::CheckMpi(MPI_Isend(messages[i].data(), static_cast<int>(messages[i].size()), MPI_BYTE,
-                                  peers[i], kTagBaseline, ctx.comms.world.get(), &requests[i]),
-                        "MPI_Isend (baseline)", peers[i]);
+      requests[i] = ctx.comms.world.Isend(messages[i], peers[i], kTagBaseline, "MPI_Isend (baseline)");
     }
-    cluster::CheckMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
-                      "MPI_Waitall (baseline)");
+    for (cluster::Request& r : requests) r.Wait();
   };
   round();  // warm-up: connections and registration
   auto start = std::chrono::steady_clock::now();

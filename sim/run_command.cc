@@ -31,7 +31,7 @@ Machine MachineOfRank(const cluster::Communicator& world) {
   cluster::Communicator node = world.SplitShared();
   std::vector<double> here(static_cast<size_t>(world.size()), 0.0);
   here[static_cast<size_t>(world.rank())] = 1;
-  node.AllreduceInPlace(here, MPI_SUM);
+  node.AllreduceInPlace(here, cluster::ReduceOp::kSum);
   for (size_t r = 0; r < here.size(); ++r) {
     if (here[r] > 0) machine.ranks.push_back(static_cast<int>(r));
   }
@@ -117,7 +117,7 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
     std::fflush(stderr);
   }
   double failed = error.empty() ? 0 : 1;
-  world.AllreduceInPlace(std::span<double>(&failed, 1), MPI_MAX);
+  world.AllreduceInPlace(std::span<double>(&failed, 1), cluster::ReduceOp::kMax);
   return failed == 0;
 }
 

@@ -85,7 +85,7 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
 int HostRanksOnThisNode(const SimulationContext& ctx) {
   cluster::Communicator node = ctx.comms.world.SplitShared();
   double hosts = ctx.role.is_host() ? 1.0 : 0.0;
-  node.AllreduceInPlace(std::span<double>(&hosts, 1), MPI_SUM);
+  node.AllreduceInPlace(std::span<double>(&hosts, 1), cluster::ReduceOp::kSum);
   return static_cast<int>(hosts);
 }
 

@@ -35,7 +35,7 @@ bool IsGroupSum(const std::vector<float>& data, int n) {
 // (the only reporter) marks the run as failed.
 void ReportWrongSumAnywhere(benchmark::State& state, bool ok) {
   std::vector<double> wrong{ok ? 0.0 : 1.0};
-  Communicator::World().AllreduceInPlace(wrong, MPI_MAX);
+  Communicator::World().AllreduceInPlace(wrong, ReduceOp::kMax);
   if (wrong[0] > 0) state.SkipWithError("cross_replica_sum gave a wrong sum on some rank");
 }
 

@@ -4,9 +4,16 @@
 // MPI_Send/MPI_Recv of messages of the same size on the same two ranks.
 // Run under mpirun with 2 ranks; rank 0 (the host) reports, rank 1 (the core) runs
 // the same benchmarks in lockstep (fixed iteration counts) and prints nothing.
+// Both sides are timed in steady state: the core measures from the end of step
+// kWarmupSteps to the last step (so allocating and first touching the queue's
+// slots and the host's packages, ~10 shards' worth, does not count) and sends its
+// time to rank 0, which reports it as the iteration's (manual) time.
+// scripts/bench runs the binary under each Open MPI shared-memory single-copy
+// setting and compares BM_InfeedTransfer with the fastest baseline.
 #include <benchmark/benchmark.h>
-#include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "cluster/communicator.h"
@@ -20,11 +27,30 @@ namespace {
 
 using namespace tpusim;
 
-// A stream long enough that setting up the queue (slots, packages: ~10 buffers of a
-// shard each, allocated and first touched) costs ~1% of it, as in a real run.
-constexpr int64_t kStepsPerIteration = 1024;
 constexpr int kIterations = 3;
 constexpr int kTagBaseline = 300;
+constexpr int kTagTime = 301;
+constexpr int64_t kWarmupSteps = 8;
+
+// Timed steps: ~256 MiB per iteration, at least 16 and at most 1024 messages.
+int64_t TimedSteps(int64_t bytes) {
+  return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024);
+}
+
+// The core's steady-state time, handed to rank 0 (which reports) after each iteration.
+void ReportCoreTime(benchmark::State& state, const cluster::Communicator& world, double seconds) {
+  std::span<std::byte> bytes = std::as_writable_bytes(std::span<double>(&seconds, 1));
+  if (world.rank() == 1) {
+    world.Send(bytes, 0, kTagTime);
+  } else {
+    world.Recv(bytes, 1, kTagTime);
+  }
+  state.SetIterationTime(seconds);
+}
+
+void SetBytes(benchmark::State& state) {
+  state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
+}
 
 struct OneHostOneCore {
   cluster::Topology topology = cluster::Topology::Create("bench", "1x1", {1, 1, 1, 1}, {{{0, 0, 0, 0}}},
@@ -45,33 +71,48 @@ void BM_InfeedTransfer(benchmark::State& state) {
   infeed::InfeedPlan plan = slice.Plan(state.range(0));
   cluster::Communicator world = cluster::Communicator::World();
   infeed::TransportOptions options;
-  options.num_steps = kStepsPerIteration;
+  options.num_steps = kWarmupSteps + TimedSteps(state.range(0));
   auto fill = [](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     batch.at("x").data<float>()[0] = static_cast<float>(step);
     ids[0] = step;
   };
+  double credit_wait_s = 0, build_wait_s = 0;
   for (auto _ : state) {
+    double seconds = 0;
     if (world.rank() == 0) {
-      infeed::RunHostInfeed(plan, slice.layout, world, 0, options, fill);
+      infeed::HostFeedStats stats = infeed::RunHostInfeed(plan, slice.layout, world, 0, options, fill);
+      credit_wait_s += stats.credit_wait_s;
+      build_wait_s += stats.build_wait_s;
     } else {
       infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), world, 0, options);
-      for (int64_t s = 0; s < kStepsPerIteration; ++s) {
+      std::chrono::steady_clock::time_point start;
+      for (int64_t s = 0; s < options.num_steps; ++s) {
+        if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
         infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
         float first;
         std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
         if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
         queue.Release(s);
       }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
+    ReportCoreTime(state, world, seconds);
   }
-  state.SetBytesProcessed(state.iterations() * kStepsPerIteration * state.range(0));
+  SetBytes(state);
+  // Where the host's time went: blocked for a credit (the core is the bottleneck)
+  // or for an enqueue worker (building the shards is).
+  state.counters["credit_wait_s"] = benchmark::Counter(credit_wait_s, benchmark::Counter::kAvgIterations);
+  state.counters["build_wait_s"] = benchmark::Counter(build_wait_s, benchmark::Counter::kAvgIterations);
 }
 
 void BM_InfeedTransferBaseline(benchmark::State& state) {
   cluster::Communicator world = cluster::Communicator::World();
   std::vector<std::byte> message(static_cast<size_t>(state.range(0)));
+  const int64_t steps = kWarmupSteps + TimedSteps(state.range(0));
   for (auto _ : state) {
-    for (int64_t s = 0; s < kStepsPerIteration; ++s) {
+    std::chrono::steady_clock::time_point start;
+    for (int64_t s = 0; s < steps; ++s) {
+      if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
       if (world.rank() == 0) {
         message[0] = static_cast<std::byte>(s);
         world.Send(message, 1, kTagBaseline);
@@ -80,13 +121,15 @@ void BM_InfeedTransferBaseline(benchmark::State& state) {
         if (message[0] != static_cast<std::byte>(s)) state.SkipWithError("wrong message");
       }
     }
+    ReportCoreTime(state, world,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  state.SetBytesProcessed(state.iterations() * kStepsPerIteration * state.range(0));
+  SetBytes(state);
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {
-  for (int64_t kib : {64, 256, 1024, 4096}) b->Arg(kib * 1024);
-  b->Iterations(kIterations)->UseRealTime();
+  for (int64_t kib : {256, 1024, 4096, 16384, 65536}) b->Arg(kib * 1024);
+  b->Iterations(kIterations)->UseManualTime();
 }
 
 BENCHMARK(BM_InfeedTransfer)->Apply(Sizes);

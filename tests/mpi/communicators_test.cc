@@ -3,6 +3,7 @@
 // several world sizes; the topology and split come from TPUSIM_TEST_TOPOLOGY and
 // TPUSIM_TEST_SPLIT so one body serves every size.
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -39,8 +40,9 @@ World MakeWorld() {
 }
 
 std::vector<int> AllGatherInt(const Communicator& comm, int value) {
-  std::vector<int> out(comm.size());
-  MPI_Allgather(&value, 1, MPI_INT, out.data(), 1, MPI_INT, comm.get());
+  std::vector<std::byte> bytes = comm.Allgather(std::as_bytes(std::span<const int>(&value, 1)));
+  std::vector<int> out(static_cast<size_t>(comm.size()));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 

@@ -65,7 +65,7 @@ CrsSetup MakeSetup() {
   if (const char* name = std::getenv("TPUSIM_TEST_TOPOLOGY")) return TopologySetup(name);
   CrsSetup setup;
   const int rank = Communicator::World().rank();
-  setup.comm = Communicator::World().Split(0, rank);
+  setup.comm = Communicator::World().SplitComm(0, rank);
   setup.replica = rank;
   setup.ordinal = rank;
   return setup;
@@ -94,9 +94,9 @@ std::vector<float> RandomFloats(size_t count, int seed) {
 }
 
 std::vector<float> AllGatherFloats(const Communicator& comm, const std::vector<float>& mine) {
+  std::vector<std::byte> bytes = comm.Allgather(std::as_bytes(std::span<const float>(mine)));
   std::vector<float> all(mine.size() * static_cast<size_t>(comm.size()));
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
-                static_cast<int>(mine.size()), MPI_FLOAT, comm.get());
+  std::memcpy(all.data(), bytes.data(), bytes.size());
   return all;
 }
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster/all_to_all.h"
+#include "cluster/communicator.h"
 #include "cluster/large_messages.h"
 
 namespace tpusim::cluster {

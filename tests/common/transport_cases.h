@@ -1,0 +1,39 @@
+// Test bodies written once against cluster::Transport and run over both
+// implementations: every member of an in-process group on its own thread
+// (tests/cluster/transport_test.cc, suite unit) and every rank of MPI_COMM_WORLD
+// under mpirun (tests/mpi/transport_cases_test.cc, suite mpi). Each body is what
+// one member does; it reports through GoogleTest assertions (thread-safe) and
+// throws Error on transport failures.
+#pragma once
+
+#include <string>
+
+#include "cluster/transport.h"
+
+namespace tpusim::testing_cases {
+
+// Tag matching and ordering: messages with one (source, tag) arrive in send
+// order whatever tags are received first; probes see size, source and tag;
+// blocks gather and scatter. Needs >= 2 members.
+void TagMatchingAndOrder(const cluster::Transport& t);
+
+// Collectives: allreduce, gather, broadcast, allgather and split.
+void Collectives(const cluster::Transport& t);
+
+// cross_replica_sum over every member as a replica: the default group, even/odd
+// groups, ring and allreduce agreeing bit for bit on exact values, timing folds.
+void CrossReplicaSum(const cluster::Transport& t);
+
+// Ragged all-to-all: member p sends p + q + 1 bytes to member q, each naming both.
+void AllToAll(const cluster::Transport& t);
+
+// The infeed credit protocol on `topology` (members = its ranks, host ranks and
+// core ranks as RankLayout places them): every host sends its shards under
+// credits, every core dequeues and checks each row's bytes against its example
+// id, and while a core holds a step no shard beyond its queue depth is on its
+// way. `per_host` false sends through single-host mode (relayed by the other
+// hosts); `feature_floats` >= 16384 makes a piece travel as its own message.
+void InfeedCredits(const cluster::Transport& t, const std::string& topology, bool per_host,
+                   int64_t feature_floats);
+
+}  // namespace tpusim::testing_cases
