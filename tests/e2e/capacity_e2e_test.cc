@@ -101,7 +101,7 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
   EXPECT_EQ(report["stragglers"]["slowest_core"]["ordinal"], 3);
   // The slow core's working time per step against the median core's: 3x in device
   // time, less the work every core does alike (compute, apply), which a loaded
-  // machine stretches (1.7 measured at load 15, ~2.8 on a quiet one). The modeled
+  // machine stretches (1.71 measured at a load average near 15). The modeled
   // device time below is exact.
   EXPECT_GE(report["stragglers"]["ratio_to_median"].get<double>(), 1.4);
   double slow_device = 0, slow_sync = 0, other_device = 0, other_sync = 0;
