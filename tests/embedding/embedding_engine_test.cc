@@ -131,7 +131,9 @@ struct ShardedResult {
   std::vector<RowMatrix> tables;
   std::vector<std::vector<RowMatrix>> tables_after_step;
   std::vector<std::vector<EngineStepStats>> stats;
-  std::vector<std::vector<bool>> updated;
+  // Not vector<bool>: cores write their entries from their own threads, and the
+  // bits of one vector<bool> word are not separately writable.
+  std::vector<std::vector<char>> updated;
 };
 
 // Collective: every table on core 0, nothing elsewhere.
@@ -151,7 +153,7 @@ ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workloa
   ShardedResult result;
   result.activations.assign(kSteps, std::vector<std::vector<RowMatrix>>(cores));
   result.stats.assign(kSteps, std::vector<EngineStepStats>(cores));
-  result.updated.assign(kSteps, std::vector<bool>(static_cast<size_t>(cores)));
+  result.updated.assign(kSteps, std::vector<char>(static_cast<size_t>(cores)));
   if (gather_every_step) result.tables_after_step.resize(kSteps);
   InProcessAllToAllGroup group(cores);
   group.Run([&](int core) {
@@ -295,7 +297,7 @@ TEST_P(AccumulationTest, TablesMoveOnlyOnTheLastMicroStep) {
     const bool last = step == kSteps - 1;
     int64_t pending = 0, updated = 0;
     for (int c = 0; c < cores(); ++c) {
-      EXPECT_EQ(sharded.updated[step][c], last) << "micro-step " << step << " core " << c;
+      EXPECT_EQ(sharded.updated[step][c] != 0, last) << "micro-step " << step << " core " << c;
       pending += sharded.stats[step][c].rows_pending;
       updated += sharded.stats[step][c].rows_updated;
       requested += sharded.stats[step][c].rows_requested;
