@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -94,11 +95,11 @@ int main(int argc, char** argv) {
   tpusim::sim::LaunchOptions launch_how;
   CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
   launch->add_option("CONFIG", launch_opts.config)->required();
-  launch->add_option("MPIRUN_ARGS", launch_how.mpirun_args, "after --: more mpirun arguments");
   AddRunFlags(launch, launch_opts);
   launch->add_flag("--dry-run", launch_how.dry_run, "print the mpirun command instead of running it");
   launch->add_option("--hostfile", launch_how.hostfile,
                      "Open MPI hostfile: each TPU host's ranks go to one node");
+  launch->footer("Arguments after -- go to mpirun as they are (e.g. -- --mca btl tcp,self).");
 
   RunOptions run_opts;
   CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
@@ -118,6 +119,15 @@ int main(int argc, char** argv) {
   tpusim::sim::AddSweepCommands(app, sweep_cli);
 
   try {
+    // `tpusim launch ... -- ARGS`: ARGS are mpirun's, not ours, options included.
+    if (argc > 1 && std::string_view(argv[1]) == "launch") {
+      for (int i = 2; i < argc; ++i) {
+        if (std::string_view(argv[i]) != "--") continue;
+        launch_how.mpirun_args.assign(argv + i + 1, argv + argc);
+        argc = i;
+        break;
+      }
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help

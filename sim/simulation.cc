@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,23 +35,30 @@ namespace {
 
 using json = nlohmann::json;
 
-// The node this rank runs on as Open MPI names it (the hostfile's name), else the
-// machine's hostname.
-std::string NodeName() {
-  if (const char* pmix = std::getenv("PMIX_HOSTNAME"); pmix && *pmix) return pmix;
+// The machine's hostname (network namespaces and containers may share one).
+std::string HostName() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   return name;
 }
 
+// Which node this rank runs on, as MPI sees it: the lowest world rank among the
+// ranks that share its memory (MPI_COMM_TYPE_SHARED). Collective over the world.
+int NodeLeader(const SimulationContext& ctx) {
+  cluster::Communicator node = ctx.comms.world.SplitShared();
+  int32_t leader = ctx.comms.world.rank();
+  node.AllreduceInPlace(std::span<int32_t>(&leader, 1), cluster::ReduceOp::kMin);
+  return leader;
+}
+
 // Rank 0: a note for every TPU host whose ranks ended up on several nodes (its
-// host-to-core hop then crosses the network).
-void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<std::string>& nodes) {
+// host-to-core hop then crosses the network). `nodes[r]` is rank r's node index.
+void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nodes) {
   const cluster::RankLayout& layout = ctx.slice.layout;
   for (int h = 0; h < layout.num_hosts(); ++h) {
-    const std::string& home = nodes[static_cast<size_t>(layout.host_rank(h))];
+    const int home = nodes[static_cast<size_t>(layout.host_rank(h))];
     for (int o = 0; o < layout.cores_per_host(); ++o) {
-      const std::string& node = nodes[static_cast<size_t>(layout.core_rank(h, o))];
+      const int node = nodes[static_cast<size_t>(layout.core_rank(h, o))];
       if (node == home) continue;
       fmt::print("note: TPU host {}'s rank is on node {} but its core {} on node {}: that host-to-core "
                  "hop crosses the network (tpusim launch --hostfile keeps them together)\n",
@@ -60,18 +68,27 @@ void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<std::stri
   }
 }
 
-// Gathers every rank's role description at rank 0 and prints who plays what where.
+// Gathers every rank's role at rank 0 and prints who plays what where: nodes are
+// numbered in order of their first rank (node 0 runs rank 0), with the hostname.
 void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
-  const std::string node = NodeName();
-  std::vector<std::string> roles = GatherStrings(
-      ctx.comms.world, fmt::format("{}, node {}, pid {}", ctx.role.Describe(), node, ::getpid()));
-  std::vector<std::string> nodes = GatherStrings(ctx.comms.world, node);
+  const std::vector<std::string> roles =
+      GatherStrings(ctx.comms.world, fmt::format("{}|{}|{}", NodeLeader(ctx), HostName(), ::getpid()));
+  const std::vector<std::string> described = GatherStrings(ctx.comms.world, ctx.role.Describe());
   if (ctx.comms.world.rank() != 0) return;
   fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
              ctx.config.source, ctx.slice.topology.name(), ctx.comms.world.size(),
              ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
              ctx.slice.assignment.path(), ctx.slice.idle_cores());
-  for (size_t r = 0; r < roles.size(); ++r) fmt::print("  rank {:>3}: {}\n", r, roles[r]);
+  std::map<int, int> index_of_leader;
+  std::vector<int> nodes;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    const size_t bar = roles[r].find('|'), bar2 = roles[r].rfind('|');
+    const int leader = std::stoi(roles[r].substr(0, bar));
+    const int node = index_of_leader.try_emplace(leader, static_cast<int>(index_of_leader.size())).first->second;
+    nodes.push_back(node);
+    fmt::print("  rank {:>3}: {}, node {} ({}), pid {}\n", r, described[r], node,
+               roles[r].substr(bar + 1, bar2 - bar - 1), roles[r].substr(bar2 + 1));
+  }
   NoteSplitTpuHosts(ctx, nodes);
   if (loops.overshoots(ctx.config.train)) {
     fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "

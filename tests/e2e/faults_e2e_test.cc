@@ -100,7 +100,7 @@ TEST(Watchdog, ARankKilledFromOutsideByItsPidIsNamed) {
                               " --set train.steps=2000 --set device.step_time_us=10000 > " + log +
                               " 2>&1; echo rc=$? >> " + log;
   std::thread run([&] { Shell(command); });
-  const std::regex rank5(R"(rank +5: core 0/4 \(replica 4, logical core 0\), node [^,]+, pid (\d+))");
+  const std::regex rank5(R"(rank +5: core 0/4 \(replica 4, logical core 0\), node \d+ \([^)]*\), pid (\d+))");
   int pid = 0;
   for (int i = 0; i < 300 && pid == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
