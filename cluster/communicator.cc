@@ -134,7 +134,8 @@ size_t Displacements(const std::vector<int>& counts, std::vector<int>& displs) {
 
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int provided = 0;
-  CheckMpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  CheckMpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  thread_serialized_ = provided >= MPI_THREAD_SERIALIZED;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);

@@ -18,8 +18,10 @@
 
 namespace tpusim::cluster {
 
-// Owns MPI_Init/MPI_Finalize. Requests MPI_THREAD_FUNNELED: worker threads build
-// shards, only the thread that constructed the environment calls MPI.
+// Owns MPI_Init/MPI_Finalize. Requests MPI_THREAD_SERIALIZED: worker threads build
+// shards and, in the ranks layout, only the thread that constructed the environment
+// calls MPI; in the threads layout a process's ProcessLink thread is the one caller
+// while the simulation threads run (process_link.h).
 class MpiEnvironment {
  public:
   MpiEnvironment(int* argc, char*** argv);
@@ -29,6 +31,8 @@ class MpiEnvironment {
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  // Whether MPI granted MPI_THREAD_SERIALIZED (the threads layout needs it).
+  bool thread_serialized() const { return thread_serialized_; }
   // Brings every rank down with `code`; used only by main() after printing the error.
   [[noreturn]] static void Abort(int code);
   static bool IsInitialized();
@@ -38,6 +42,7 @@ class MpiEnvironment {
  private:
   int world_rank_ = 0;
   int world_size_ = 1;
+  bool thread_serialized_ = false;
 };
 
 // An MPI communicator handle; owned handles are freed on destruction. A default

@@ -1,22 +1,25 @@
-// The communicators a run needs, split once from MPI_COMM_WORLD after every rank
-// knows its role: each host with its cores, all cores, the cores of one replica,
-// and for CRS the cores that share a logical core across replicas (infeed.md §6).
+// The transports every rank of a run uses, split from one world (design.md §2):
+// MPI's world in the ranks layout, a group spanning processes in the threads and
+// packed layouts. Only their implementation differs; the members and order are
+// the same in every layout.
 #pragma once
 
-#include "cluster/communicator.h"
+#include <memory>
+
 #include "cluster/rank_layout.h"
+#include "cluster/transport.h"
 
 namespace tpusim::cluster {
 
 struct Communicators {
-  Communicator world;
-  Communicator host_group;    // host rank first, then its cores by ordinal
-  Communicator cores;         // every core rank, ordered by world rank
-  Communicator replica;       // cores of my replica, ordered by logical core
-  Communicator logical_core;  // cores with my logical core, ordered by replica id
+  std::unique_ptr<Transport> world;
+  std::unique_ptr<Transport> host_group;    // host rank first, then its cores by ordinal
+  std::unique_ptr<Transport> cores;         // every core rank, ordered by world rank
+  std::unique_ptr<Transport> replica;       // cores of my replica, ordered by logical core
+  std::unique_ptr<Transport> logical_core;  // cores with my logical core, ordered by replica id
 
-  // Collective over MPI_COMM_WORLD; every rank must call it with its own role.
-  static Communicators Create(const RankRole& role);
+  // Collective over `world`; every member must call it with its own role.
+  static Communicators Create(const RankRole& role, std::unique_ptr<Transport> world);
 };
 
 }  // namespace tpusim::cluster

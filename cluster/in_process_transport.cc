@@ -110,25 +110,95 @@ void Deliver(Message& m, Receive& r) {
   if (m.op) m.op->Complete(status);
 }
 
+// A Split's child group id, the same in every process: it mixes the parent's id,
+// the split's sequence number and the color (splitmix64's finalizer).
+uint64_t ChildId(uint64_t parent, int64_t split, int color) {
+  uint64_t z = parent ^ (static_cast<uint64_t>(split) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(color) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 class InProcessGroup {
  public:
+  // Every member in this process.
   InProcessGroup(int size, InProcessOptions options)
-      : size_(size), options_(options), mailboxes_(static_cast<size_t>(size) * kContexts) {}
+      : InProcessGroup(options, nullptr, 0, std::vector<int>(static_cast<size_t>(size), 0)) {}
+  // Member r in process process_of_rank[r]; without a link, all in this one.
+  InProcessGroup(InProcessOptions options, std::shared_ptr<RemoteLink> link, uint64_t id,
+                 std::vector<int> process_of_rank)
+      : size_(static_cast<int>(process_of_rank.size())), options_(options), link_(std::move(link)),
+        id_(id), process_of_(std::move(process_of_rank)),
+        mailboxes_(static_cast<size_t>(size_) * kContexts) {
+    for (int r = 0; r < size_; ++r) {
+      if (!IsLocal(r)) continue;
+      for (int c = 0; c < kContexts; ++c) mailboxes_[Slot(r, static_cast<Context>(c))] = std::make_unique<Mailbox>();
+    }
+    if (link_) {
+      link_->Register(id_, [this](int context, int source, int dest, int tag, std::vector<std::byte> bytes) {
+        Inject(static_cast<Context>(context), source, dest, tag, std::move(bytes));
+      });
+    }
+  }
+  ~InProcessGroup() {
+    if (link_) link_->Unregister(id_);
+  }
+  InProcessGroup(const InProcessGroup&) = delete;
+  InProcessGroup& operator=(const InProcessGroup&) = delete;
 
   int size() const { return size_; }
   const InProcessOptions& options() const { return options_; }
+  bool IsLocal(int rank) const { return !link_ || process_of_[static_cast<size_t>(rank)] == link_->process(); }
   Mailbox& mailbox(int rank, Context context) {
-    return mailboxes_[static_cast<size_t>(rank) * kContexts + context];
+    Mailbox* box = mailboxes_[Slot(rank, context)].get();
+    if (!box) Fail("internal: in-process group {:#x}: rank {} has no mailbox in this process", id_, rank);
+    return *box;
   }
 
-  // The group that members of one Split call with `color` join; the first to
-  // arrive creates it, the last to leave forgets it.
-  std::shared_ptr<InProcessGroup> SplitGroup(int64_t split, int color, int members) {
+  // Sends to a member of another process through the link; the op completes once
+  // the blocks may be reused.
+  std::shared_ptr<Op> SendRemote(int source, Context context, std::span<const std::span<const std::byte>> blocks,
+                                 int peer, int tag) {
+    auto op = std::make_shared<Op>();
+    const size_t bytes = TotalBytes(blocks);
+    link_->Send(id_, context, source, peer, process_of_[static_cast<size_t>(peer)], tag, blocks,
+                [op, source, tag, bytes] { op->Complete({source, tag, bytes}); });
+    return op;
+  }
+
+  // A message from another process: into a matching posted receive, else queued.
+  void Inject(Context context, int source, int dest, int tag, std::vector<std::byte> bytes) {
+    Mailbox& box = mailbox(dest, context);
+    Message m{source, tag, bytes.size(), std::move(bytes), {}, nullptr};
+    std::unique_lock<std::mutex> lock(box.mutex);
+    auto match = std::find_if(box.posted.begin(), box.posted.end(),
+                              [&](const Receive& r) { return Matches(r.source, r.tag, source, tag); });
+    if (match != box.posted.end()) {
+      Receive r = std::move(*match);
+      box.posted.erase(match);
+      lock.unlock();
+      Deliver(m, r);
+      return;
+    }
+    box.buffered_bytes += m.bytes;
+    box.unexpected.push_back(std::move(m));
+    box.arrived.notify_all();
+  }
+
+  // The group that members of one Split call with `color` join: `chosen` lists
+  // its members as ranks of this group, in their new rank order. The first local
+  // member to arrive creates it, the last to leave forgets it.
+  std::shared_ptr<InProcessGroup> SplitGroup(int64_t split, int color, const std::vector<int>& chosen) {
     std::lock_guard<std::mutex> lock(splits_mutex_);
     PendingSplit& pending = splits_[{split, color}];
     if (!pending.group) {
-      pending.group = std::make_shared<InProcessGroup>(members, options_);
-      pending.remaining = members;
+      std::vector<int> process_of;
+      for (int r : chosen) {
+        process_of.push_back(process_of_[static_cast<size_t>(r)]);
+        pending.remaining += IsLocal(r) ? 1 : 0;
+      }
+      pending.group = std::make_shared<InProcessGroup>(options_, link_, link_ ? ChildId(id_, split, color) : 0,
+                                                       std::move(process_of));
     }
     std::shared_ptr<InProcessGroup> group = pending.group;
     if (--pending.remaining == 0) splits_.erase({split, color});
@@ -140,9 +210,14 @@ class InProcessGroup {
     std::shared_ptr<InProcessGroup> group;
     int remaining = 0;
   };
+  size_t Slot(int rank, Context context) const { return static_cast<size_t>(rank) * kContexts + context; }
+
   int size_;
   InProcessOptions options_;
-  std::vector<Mailbox> mailboxes_;
+  std::shared_ptr<RemoteLink> link_;  // null: every member is in this process
+  uint64_t id_;
+  std::vector<int> process_of_;
+  std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // null for members of other processes
   std::mutex splits_mutex_;
   std::map<std::pair<int64_t, int>, PendingSplit> splits_;
 };
@@ -179,6 +254,7 @@ void CheckPeer(int peer, int size, bool any_allowed, std::string_view call) {
 std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Context context,
                              std::span<const std::span<const std::byte>> blocks, int peer, int tag,
                              Mailbox** queued_in) {
+  if (!group.IsLocal(peer)) return group.SendRemote(source, context, blocks, peer, tag);
   Mailbox& box = group.mailbox(peer, context);
   Message m{source, tag, internal::TotalBytes(blocks), {}, {}, nullptr};
   std::unique_lock<std::mutex> lock(box.mutex);
@@ -303,6 +379,18 @@ void Reduce(std::span<T> acc, std::span<const T> in, ReduceOp op) {
 }
 
 }  // namespace
+
+std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateSpanningGroup(
+    std::shared_ptr<RemoteLink> link, uint64_t id, std::vector<int> process_of_rank,
+    InProcessOptions options) {
+  if (process_of_rank.empty()) Fail("InProcessTransport::CreateSpanningGroup: no members");
+  auto group = std::make_shared<internal::InProcessGroup>(options, std::move(link), id, std::move(process_of_rank));
+  std::vector<std::unique_ptr<InProcessTransport>> endpoints;
+  for (int r = 0; r < group->size(); ++r) {
+    if (group->IsLocal(r)) endpoints.emplace_back(new InProcessTransport(group, r));
+  }
+  return endpoints;
+}
 
 std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateGroup(
     int size, InProcessOptions options) {
@@ -482,16 +570,15 @@ std::unique_ptr<Transport> InProcessTransport::Split(int color, int key) const {
   const int64_t split = splits_++;
   if (color < 0) return std::unique_ptr<Transport>(new InProcessTransport(nullptr, -1));
   // Members of my color ordered by (key, rank): my position is my new rank.
-  int members = 0, position = 0;
+  std::vector<int> chosen;
   for (int q = 0; q < size(); ++q) {
-    const int32_t q_color = entries[2 * static_cast<size_t>(q)];
-    const int32_t q_key = entries[2 * static_cast<size_t>(q) + 1];
-    if (q_color != color) continue;
-    ++members;
-    if (q_key < key || (q_key == key && q < rank_)) ++position;
+    if (entries[2 * static_cast<size_t>(q)] == color) chosen.push_back(q);
   }
-  return std::unique_ptr<Transport>(
-      new InProcessTransport(group_->SplitGroup(split, color, members), position));
+  std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) {
+    return entries[2 * static_cast<size_t>(a) + 1] < entries[2 * static_cast<size_t>(b) + 1];
+  });
+  const int position = static_cast<int>(std::find(chosen.begin(), chosen.end(), rank_) - chosen.begin());
+  return std::unique_ptr<Transport>(new InProcessTransport(group_->SplitGroup(split, color, chosen), position));
 }
 
 }  // namespace tpusim::cluster

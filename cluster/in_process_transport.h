@@ -10,11 +10,21 @@
 // otherwise the send stays pending until a receive copies it straight from the
 // sender's buffer, so a large message is copied exactly once, like MPI's
 // rendezvous with a single-copy mechanism.
+//
+// A group may also span processes (cluster.layout: threads, design.md §2): each
+// process holds the endpoints of its own members, and traffic to a member of
+// another process leaves through a RemoteLink (process_link.h, over MPI) and is
+// put into that member's mailbox on arrival. Matching, ordering, collectives and
+// Split are the same code either way, so one group behaves alike in one process or
+// across many. Bytes that arrive from another process are held until received
+// (the protocols' credits bound them), then copied once more into the receive.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cluster/transport.h"
@@ -30,6 +40,29 @@ struct InProcessOptions {
   size_t mailbox_bytes = size_t{4} << 20;       // buffered bytes per endpoint, at most
 };
 
+// How a group that spans processes reaches its members in other processes. Every
+// group has an id, the same in every process (a Split's child id derives from its
+// parent's, the split's sequence number and the color), so a message names its
+// group, and the link hands it to that group's copy in the receiving process.
+class RemoteLink {
+ public:
+  // A message that arrived for a member of this process.
+  using Deliver = std::function<void(int context, int source, int dest, int tag,
+                                     std::vector<std::byte> bytes)>;
+  virtual ~RemoteLink() = default;
+  // This process's index among the link's processes.
+  virtual int process() const = 0;
+  // Sends the concatenation of `blocks` to member `dest` (in process
+  // `dest_process`) of group `group`; calls `sent()` (from the link's thread) once
+  // the blocks may be reused. The blocks must stay alive until then.
+  virtual void Send(uint64_t group, int context, int source, int dest, int dest_process, int tag,
+                    std::span<const std::span<const std::byte>> blocks, std::function<void()> sent) = 0;
+  // Messages for `group` go to `deliver` from now on (those that came early too),
+  // until Unregister.
+  virtual void Register(uint64_t group, Deliver deliver) = 0;
+  virtual void Unregister(uint64_t group) = 0;
+};
+
 // One endpoint. Thread-safe across endpoints; one endpoint (and its requests) is
 // used by one thread at a time, like an MPI rank. Every endpoint of a group must
 // stay alive until the others stop talking to it.
@@ -38,6 +71,13 @@ class InProcessTransport final : public Transport {
   // The `size` endpoints of a new group; element i has rank i.
   static std::vector<std::unique_ptr<InProcessTransport>> CreateGroup(int size,
                                                                       InProcessOptions options = {});
+  // This process's endpoints of a group spanning processes: member r lives in
+  // process `process_of_rank[r]`; the result holds this process's members in rank
+  // order. Every process calls it with the same arguments (and `link` joining
+  // them); the group's id is `id`.
+  static std::vector<std::unique_ptr<InProcessTransport>> CreateSpanningGroup(
+      std::shared_ptr<RemoteLink> link, uint64_t id, std::vector<int> process_of_rank,
+      InProcessOptions options = {});
   ~InProcessTransport() override;
   InProcessTransport(const InProcessTransport&) = delete;
   InProcessTransport& operator=(const InProcessTransport&) = delete;

@@ -15,6 +15,8 @@ inline constexpr int kTagParams = 402;           // --params-out: replica 0 -> r
 inline constexpr int kTagPreconditioners = 403;  // Shampoo: owner host -> every core
 inline constexpr int kTagLargeGather = 500;      // cluster: GatherBytes beyond one message
 inline constexpr int kTagLargeAllToAll = 501;    // cluster: AllToAllBytes beyond one message
+inline constexpr int kTagProcessLink = 600;      // threads layout: every message between processes
+                                                 // (on the link's own communicator)
 inline constexpr int kTagForwardBase = 1000;     // single-host relay: + destination ordinal
 
 }  // namespace tpusim::cluster

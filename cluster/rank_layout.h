@@ -26,9 +26,15 @@ struct RankRole {
   std::string Describe() const;
 };
 
+// Ranks are roles; how they map onto MPI processes is the layout (cluster.layout):
+// `ranks` gives every rank its own MPI process (hosts_per_process 0); `threads`
+// runs each TPU host's ranks as threads of one MPI process (1); `packed` runs K
+// whole TPU hosts per process (K >= 2). Ranks keep their numbers in every layout;
+// process p holds ranks [p * K * (1 + C), (p + 1) * K * (1 + C)).
 class RankLayout {
  public:
-  RankLayout(int num_hosts, int cores_per_host);
+  // Throws Error unless hosts_per_process is 0 or divides num_hosts.
+  RankLayout(int num_hosts, int cores_per_host, int hosts_per_process = 0);
 
   int num_hosts() const { return num_hosts_; }
   int cores_per_host() const { return cores_per_host_; }
@@ -38,17 +44,25 @@ class RankLayout {
   int core_rank(int host, int ordinal) const { return host * ranks_per_host() + 1 + ordinal; }
   int core_rank(const DeviceAssignment& assignment, int replica, int logical_core) const;
 
+  int hosts_per_process() const { return hosts_per_process_; }
+  const char* layout_name() const;  // "ranks", "threads" or "packed"
+  // MPI processes the run needs, and the one that plays `rank`.
+  int num_processes() const;
+  int process_of(int rank) const;
+  int ranks_per_process() const { return world_size() / num_processes(); }
+
   // The role of `rank`; replica and logical core come from `assignment`.
   RankRole RoleOf(int rank, const DeviceAssignment& assignment) const;
 
   // Throws Error naming both numbers and the mpirun line that fits unless
-  // `world_size` equals this layout's world size.
+  // `world_size` (MPI's) equals num_processes().
   void CheckWorldSize(int world_size, const std::string& topology_name,
                       const std::string& config_path) const;
 
  private:
   int num_hosts_;
   int cores_per_host_;
+  int hosts_per_process_;
 };
 
 }  // namespace tpusim::cluster

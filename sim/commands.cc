@@ -136,7 +136,7 @@ Slice SliceForTarget(const ConfigTarget& target) {
   cluster::DeviceAssignmentOptions options =
       target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
                     : AssignmentOptions(ClusterConfig{}, topology, topology.name());
-  return BuildSlice(topology, options);
+  return BuildSlice(topology, options, target.is_run ? target.run.cluster.hosts_per_process() : 0);
 }
 
 }  // namespace
@@ -176,9 +176,10 @@ int RunTopologyImportCommand(const ImportOptions& options) {
   return 0;
 }
 
-int RunRanksCommand(const std::string& config, const std::string& generation) {
+int RunRanksCommand(const std::string& config, const std::string& generation,
+                    const std::vector<std::string>& overrides) {
   fmt::print("{}\n",
-             SliceForTarget(ResolveConfigTarget(config, {}, generation)).layout.world_size());
+             SliceForTarget(ResolveConfigTarget(config, overrides, generation)).layout.num_processes());
   return 0;
 }
 
@@ -193,10 +194,14 @@ int RunValidateCommand(const std::string& config, const std::vector<std::string>
   }
   ValidatedRun run = ValidateRun(target.run, ThisMachine());
   const Slice& slice = run.slice;
-  fmt::print("{}: ok (run on {}: {} replicas x {} cores, {} idle cores, {} ranks, about {:.2f} GiB "
+  fmt::print("{}: ok (run on {}: {} replicas x {} cores, {} idle cores, {} ranks{}, about {:.2f} GiB "
              "of memory)\n",
              config, slice.topology.name(), slice.assignment.num_replicas(),
-             slice.assignment.num_cores_per_replica(), slice.idle_cores(), slice.layout.world_size(),
+             slice.assignment.num_cores_per_replica(), slice.idle_cores(), slice.layout.num_processes(),
+             slice.layout.hosts_per_process() == 0
+                 ? std::string()
+                 : fmt::format(" ({} layout, {} simulated ranks as threads)", slice.layout.layout_name(),
+                               slice.layout.world_size()),
              run.memory.total() / (1024.0 * 1024.0 * 1024.0));
   return 0;
 }
@@ -333,17 +338,27 @@ int RunLaunchCommand(const RunOptions& options, const std::vector<std::string>& 
   ValidatedRun run = ValidateRun(target.run, ThisMachine());
   CheckRunOutputs(options);
   const cluster::RankLayout& layout = run.slice.layout;
-  const int np = layout.world_size();
+  const int np = layout.num_processes();
   SetMpiEnvironment();
   // --quiet: no Open MPI banner after a rank's own one-line error (README).
   std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none", "--quiet"};
   std::optional<TempFile> placed;
   if (!launch.hostfile.empty()) {
-    std::vector<cluster::NodePlacement> placement =
-        cluster::PlaceTpuHosts(cluster::ReadHostfile(launch.hostfile), layout.num_hosts(),
-                               layout.ranks_per_host(), launch.hostfile);
-    fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", layout.num_hosts(),
-               layout.ranks_per_host(), placement.size(), launch.hostfile);
+    // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
+    const bool ranks = layout.hosts_per_process() == 0;
+    const int units = ranks ? layout.num_hosts() : layout.num_processes();
+    const int ranks_per_unit = ranks ? layout.ranks_per_host() : 1;
+    std::vector<cluster::NodePlacement> placement = cluster::PlaceTpuHosts(
+        cluster::ReadHostfile(launch.hostfile), units, ranks_per_unit, launch.hostfile);
+    if (ranks) {
+      fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
+                 placement.size(), launch.hostfile);
+    } else {
+      fmt::print("tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
+                 layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s", layout.layout_name(),
+                 placement.size(), launch.hostfile,
+                 layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
+    }
     for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
     std::fflush(stdout);
     placed.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));

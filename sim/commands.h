@@ -35,7 +35,8 @@ struct ImportOptions {
 // saying what it wrote.
 int RunTopologyImportCommand(const ImportOptions& options);
 
-int RunRanksCommand(const std::string& config, const std::string& generation);
+int RunRanksCommand(const std::string& config, const std::string& generation,
+                    const std::vector<std::string>& overrides = {});
 
 // Checks a run file with sim/run_validation.h (a topology: its default slice).
 int RunValidateCommand(const std::string& config, const std::vector<std::string>& overrides);

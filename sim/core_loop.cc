@@ -103,7 +103,7 @@ CoreMetrics ServeEmbedding(const RunSetup& run) {
   const SimulationContext& ctx = run.ctx;
   CoreMetrics metrics = CoreIdentity(run);
   if (!ctx.config.model.enabled || !ctx.config.embedding.enabled()) return metrics;
-  EmbeddingLayer layer(ctx.config.embedding.config, ctx.comms.cores);
+  EmbeddingLayer layer(ctx.config.embedding.config, *ctx.comms.cores);
   std::vector<embedding::CooPiece> none;
   EmptyPieces(ctx.config.embedding.config, none);
   Eigen::MatrixXf inputs(0, layer.width()), grads(0, layer.width());
@@ -146,11 +146,11 @@ void AppendColumn(std::string& row, double value) { fmt::format_to(std::back_ins
 class CoreLoop {
  public:
   explicit CoreLoop(const RunSetup& run)
-      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world.rank()),
+      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world->rank()),
         metrics_(CoreIdentity(run)), window_start_(WindowStart(run.loops)) {
     const infeed::ShardRoute* route = run.plan.route_to(ctx_.role.host, ctx_.role.ordinal);
     host_rank_ = ctx_.slice.layout.host_rank(ctx_.role.host);
-    if (route) queue_.emplace(run.plan, *route, ctx_.comms.world, host_rank_, RunTransportOptions(run));
+    if (route) queue_.emplace(run.plan, *route, *ctx_.comms.world, host_rank_, RunTransportOptions(run));
     if (ctx_.config.infeed.verify && route) data_.emplace(MakeSyntheticData(ctx_.config));
     if (ctx_.config.embedding.enabled()) embedding_ids_.emplace(ctx_.config);
     if (ctx_.config.model.enabled) {
@@ -185,7 +185,7 @@ class CoreLoop {
   }
 
   void OpenStreams() {
-    const int rank = ctx_.comms.world.rank();
+    const int rank = ctx_.comms.world->rank();
     if (!ctx_.options.placement_log_path.empty() && queue_) {
       placement_ = RankStream(ctx_.options.placement_log_path, rank);
     }
@@ -200,7 +200,7 @@ class CoreLoop {
     options.num_loops = run_.loops.num_loops;
     options.watchdog = run_.watchdog;
     for (int host : run_.keys.owners()) options.owner_ranks.push_back(ctx_.slice.layout.host_rank(host));
-    shampoo_.emplace(run_.keys, trainer_->optimizer(), ctx_.comms.world, options);
+    shampoo_.emplace(run_.keys, trainer_->optimizer(), *ctx_.comms.world, options);
   }
 
   // One infeed step: dequeue and audit, train, model device time, free the slot,
@@ -283,7 +283,7 @@ class CoreLoop {
     if (shampoo_ && last_of_loop) payload = shampoo_->StatisticsPayload(step / run_.loops.infeed_steps_per_loop());
     {
       Watchdog::Scope wait(run_.watchdog, "the host to take the outfeed of step", step, host_rank_);
-      SendOutfeed(ctx_.comms.world, host_rank_, record, payload);
+      SendOutfeed(*ctx_.comms.world, host_rank_, record, payload);
     }
     const double seconds = Now() - start;
     trace_.Add("outfeed", start, seconds);

@@ -85,9 +85,12 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
     if (spec.name == kLabel) label_feature_ = static_cast<int>(f);
     if (IsModelInput(spec)) input_features_.push_back(f);
   }
-  crs_.emplace(comms.logical_core, role.replica, CrsOptions(config));
+  crs_.emplace(*comms.logical_core, role.replica, CrsOptions(config));
+  // The cores of one replica sum their gradients with the same deterministic ring
+  // (member i = logical core i), so the result is the same bits in every layout.
+  if (comms.replica->size() > 1) replica_sum_.emplace(*comms.replica, comms.replica->rank());
   if (config.embedding.enabled()) {
-    embedding_ = std::make_unique<EmbeddingLayer>(config.embedding.config, comms.cores);
+    embedding_ = std::make_unique<EmbeddingLayer>(config.embedding.config, *comms.cores);
   }
   std::unique_ptr<optim::Optimizer> inner = optim::MakeOptimizer(config.train.optimizer);
   if (config.train.accumulator == "lingvo") {
@@ -148,10 +151,11 @@ void CoreTrainer::ReduceGradients() {
     fused_[0] = std::numeric_limits<float>::quiet_NaN();  // the loss: see MicroStep
   }
   std::span<float> all(fused_.data(), static_cast<size_t>(fused_.size()));
-  if (comms_.replica.size() > 1) {
+  if (comms_.replica->size() > 1) {
     Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
                          "the other cores of its replica");
-    comms_.replica.AllreduceInPlace(all, cluster::ReduceOp::kSum);
+    replica_sum_->Sum(all);
+    replica_sum_->ResetTiming();  // timed as part of crs_s; its own log must not grow
   }
   bool reduce_now = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
   if (reduce_now) {
@@ -303,8 +307,8 @@ void CoreTrainer::RecordNonFinite() {
   {
     Watchdog::Scope wait(watchdog_, "the agreement on a non-finite value at step", global_step_, -1,
                          "every training core");
-    if (comms_.replica.size() > 1) comms_.replica.AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
-    if (comms_.logical_core.valid()) comms_.logical_core.AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
+    if (comms_.replica->size() > 1) comms_.replica->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
+    if (comms_.logical_core->valid()) comms_.logical_core->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
   }
   NonFiniteValue first{global_step_, -1, ""};
   if (key == kNone) {

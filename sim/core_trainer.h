@@ -117,6 +117,7 @@ class CoreTrainer {
   std::unique_ptr<optim::GradientAggregation> aggregation_;  // accumulator: gradient_aggregation
   std::unique_ptr<optim::AccumulatorOptimizer> accumulator_;  // accumulator: lingvo
   std::optional<cluster::CrossReplicaSum> crs_;
+  std::optional<cluster::CrossReplicaSum> replica_sum_;  // within the replica, when it has > 1 core
   std::unique_ptr<EmbeddingLayer> embedding_;
   std::vector<size_t> input_features_;  // plan feature indices that are model inputs
   int label_feature_ = -1;

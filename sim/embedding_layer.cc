@@ -32,7 +32,7 @@ int64_t EmbeddingWidth(const embedding::EmbeddingConfig& config) {
 }
 
 EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
-                               const cluster::Communicator& cores)
+                               const cluster::Transport& cores)
     : config_(config),
       exchange_(cores),
       engine_(config_, exchange_),

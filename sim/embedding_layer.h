@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "embedding/config.h"
 #include "embedding/embedding_engine.h"
 #include "embedding/sparse_enqueue.h"
@@ -37,7 +37,7 @@ class EmbeddingLayer {
  public:
   // Collective over `cores` (borrowed; every core rank must build one): each core
   // owns one shard of every table. Throws Error on an invalid config.
-  EmbeddingLayer(const embedding::EmbeddingConfig& config, const cluster::Communicator& cores);
+  EmbeddingLayer(const embedding::EmbeddingConfig& config, const cluster::Transport& cores);
   EmbeddingLayer(const EmbeddingLayer&) = delete;
   EmbeddingLayer& operator=(const EmbeddingLayer&) = delete;
 

@@ -101,11 +101,11 @@ double SlowHostFactor(const FaultsConfig& faults, int host, int64_t step) {
 class HostLoop {
  public:
   explicit HostLoop(const RunSetup& run)
-      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world.rank()),
+      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world->rank()),
         input_(ctx_.config, run.plan, ctx_.role.host, ctx_.slice.topology.num_hosts()),
         progress_(run.loops, ctx_.config.input.global_batch,
-                  ctx_.comms.world.rank() == 0 && !ctx_.options.quiet && !ctx_.config.model.enabled),
-        outfeed_(ctx_.comms.world, run.loops, OutfeedCoresOnHost(ctx_, ctx_.role.host),
+                  ctx_.comms.world->rank() == 0 && !ctx_.options.quiet && !ctx_.config.model.enabled),
+        outfeed_(*ctx_.comms.world, run.loops, OutfeedCoresOnHost(ctx_, ctx_.role.host),
                  ctx_.slice.topology.num_hosts(), run.origin_s),
         window_start_(run.loops.num_loops > 1 ? run.loops.infeed_steps_per_loop() : 0) {
     outfeed_.on_loop_done = [this](const LoopSummary& s) { PrintLoop(s); };
@@ -113,14 +113,14 @@ class HostLoop {
     const infeed::HostPlan* hp = run.plan.host_plan(ctx_.role.host);
     metrics_.rows_per_step = hp ? hp->rows_per_step : 0;
     if (hp && !ctx_.options.steps_csv_path.empty()) {
-      steps_ = RankStream(ctx_.options.steps_csv_path, ctx_.comms.world.rank());
+      steps_ = RankStream(ctx_.options.steps_csv_path, ctx_.comms.world->rank());
     }
     StartShampoo();
   }
 
   RankMetrics Run() {
     infeed::TransportOptions options = Transport();
-    const infeed::HostFeedStats stats = infeed::RunHostInfeed(run_.plan, ctx_.slice.layout, ctx_.comms.world,
+    const infeed::HostFeedStats stats = infeed::RunHostInfeed(run_.plan, ctx_.slice.layout, *ctx_.comms.world,
                                                               ctx_.role.host, options, input_.Filler());
     outfeed_.Finish(run_.watchdog);
     if (shampoo_) shampoo_->Drain();
@@ -143,7 +143,7 @@ class HostLoop {
                              r.accepted ? "" : ", rejected"),
                  r.start_s, r.end_s - r.start_s, 1 + r.worker);
     };
-    shampoo_ = std::make_unique<shampoo::HostService>(run_.keys, ctx_.comms.world, options);
+    shampoo_ = std::make_unique<shampoo::HostService>(run_.keys, *ctx_.comms.world, options);
     outfeed_.AddHook(shampoo_.get());
     for (int w = 0; w < options.threads; ++w) trace_.NameLane(1 + w, fmt::format("preconditioner worker {}", w));
   }
@@ -159,7 +159,7 @@ class HostLoop {
       };
     }
     options.poll = [this] { outfeed_.Poll(); };
-    options.on_foreign_message = [this](const cluster::Communicator::Pending& p) { outfeed_.Receive(p); };
+    options.on_foreign_message = [this](const cluster::Pending& p) { outfeed_.Receive(p); };
     // Embedding ids ride in each shard's trailer. tpu_infeed_parallelism > 1 is fine
     // here, unlike Lingvo (infeed.md §5.3): workers build steps concurrently but the
     // sender sends them in step order, so dense rows and ids of a core always match.
@@ -176,7 +176,7 @@ class HostLoop {
   // A step left: progress, faults, the step's record (metrics, --steps-csv,
   // trace) and, with Shampoo, whether its service was busy meanwhile.
   void StepSent(const infeed::SentStep& s) {
-    if (ctx_.comms.world.rank() == 0) progress_(s.step);
+    if (ctx_.comms.world->rank() == 0) progress_(s.step);
     const bool in_window = s.step >= window_start_;
     metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
     if (steps_.enabled()) {

@@ -81,9 +81,11 @@ int main(int argc, char** argv) {
   import->add_option("--name", import_opts.name, "topology name (default: the --out stem)");
 
   std::string ranks_config, ranks_generation;
+  std::vector<std::string> ranks_sets;
   CLI::App* ranks = app.add_subcommand("ranks", "print the MPI world size a config needs");
   ranks->add_option("CONFIG", ranks_config)->required();
   ranks->add_option("--generation", ranks_generation, "TPU generation of a TopologyProto");
+  ranks->add_option("--set", ranks_sets, "override a config key: a.b=value")->take_all();
 
   std::string validate_config;
   std::vector<std::string> validate_sets;
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
       if (topo.config.empty()) tpusim::Fail("topology: give CONFIG, or `import FILE --out TOPO.yaml`");
       return tpusim::sim::RunTopologyCommand(topo);
     }
-    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation);
+    if (*ranks) return tpusim::sim::RunRanksCommand(ranks_config, ranks_generation, ranks_sets);
     if (*validate) return tpusim::sim::RunValidateCommand(validate_config, validate_sets);
     if (*launch) return tpusim::sim::RunLaunchCommand(launch_opts, ForwardedRunArgs(launch_opts), launch_how);
     if (*gen) return tpusim::sim::RunGenDataCommand(gen_opts);

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "embedding/all_to_all.h"
 
 namespace tpusim::sim {
@@ -14,7 +14,7 @@ namespace tpusim::sim {
 class MpiAllToAll : public embedding::AllToAll {
  public:
   // `comm` is borrowed and must outlive this object.
-  explicit MpiAllToAll(const cluster::Communicator& comm) : comm_(comm) {}
+  explicit MpiAllToAll(const cluster::Transport& comm) : comm_(comm) {}
 
   // Collective over the communicator; throws Error on a wrong number of buffers or
   // an MPI failure (see cluster::AllToAllBytes).
@@ -24,7 +24,7 @@ class MpiAllToAll : public embedding::AllToAll {
   int peer() const override { return comm_.rank(); }
 
  private:
-  const cluster::Communicator& comm_;
+  const cluster::Transport& comm_;
 };
 
 }  // namespace tpusim::sim

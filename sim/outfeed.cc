@@ -11,14 +11,14 @@
 
 namespace tpusim::sim {
 
-OutfeedHost::OutfeedHost(const cluster::Communicator& world, const LoopPlan& loops,
+OutfeedHost::OutfeedHost(const cluster::Transport& world, const LoopPlan& loops,
                          int records_per_step, int num_hosts, double origin_s)
     : world_(world), loops_(loops), records_per_step_(records_per_step), num_hosts_(num_hosts),
       origin_s_(origin_s) {}
 
 // Receives one pending outfeed record or (rank 0) loop summary; false if none.
 bool OutfeedHost::ReceiveOne() {
-  std::optional<cluster::Communicator::Pending> pending =
+  std::optional<cluster::Pending> pending =
       world_.TryProbe(cluster::kAnySource, cluster::kTagOutfeed);
   if (!pending && world_.rank() == 0) {
     pending = world_.TryProbe(cluster::kAnySource, cluster::kTagLoopSummary);
@@ -33,7 +33,7 @@ void OutfeedHost::Poll() {
   for (PostLoopHook* hook : hooks_) hook->Progress();
 }
 
-void OutfeedHost::Receive(const cluster::Communicator::Pending& pending) {
+void OutfeedHost::Receive(const cluster::Pending& pending) {
   if (pending.tag == cluster::kTagLoopSummary) {
     LoopSummary s;
     world_.Recv(std::as_writable_bytes(std::span(&s, 1)), pending.source, cluster::kTagLoopSummary);
@@ -118,7 +118,7 @@ void OutfeedHost::Finish(Watchdog* watchdog) {
   }
 }
 
-void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record,
+void SendOutfeed(const cluster::Transport& world, int host_rank, const OutfeedRecord& record,
                  std::span<const std::byte> payload) {
   if (payload.empty()) {
     world.Send(std::as_bytes(std::span(&record, 1)), host_rank, cluster::kTagOutfeed);

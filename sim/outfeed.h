@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/watchdog.h"
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "sim/loop_plan.h"
 
 namespace tpusim::sim {
@@ -73,7 +73,7 @@ class OutfeedHost {
   // `records_per_step`: cores of this host that push outfeed. Rank 0 also collects
   // the loop summaries of `num_hosts` hosts. `origin_s` is MonotonicSeconds() at
   // the run's start.
-  OutfeedHost(const cluster::Communicator& world, const LoopPlan& loops, int records_per_step,
+  OutfeedHost(const cluster::Transport& world, const LoopPlan& loops, int records_per_step,
               int num_hosts, double origin_s);
   // Borrows `hook`, which must outlive this; hooks run in the order added.
   void AddHook(PostLoopHook* hook) { hooks_.push_back(hook); }
@@ -81,7 +81,7 @@ class OutfeedHost {
   // the hooks progress, without blocking.
   void Poll();
   // Receives one probed outfeed or summary message.
-  void Receive(const cluster::Communicator::Pending& pending);
+  void Receive(const cluster::Pending& pending);
   // Polls until every record (and at rank 0 every summary) has arrived and every
   // hook is done; the wait is under `watchdog` (may be null).
   void Finish(Watchdog* watchdog = nullptr);
@@ -96,7 +96,7 @@ class OutfeedHost {
   void AddSummary(const LoopSummary& s);
   bool Done() const;
 
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   const LoopPlan& loops_;
   int records_per_step_;
   int num_hosts_;
@@ -110,7 +110,7 @@ class OutfeedHost {
 
 // Core side: pushes one record, and `payload` after it in the same message, to
 // the core's host rank.
-void SendOutfeed(const cluster::Communicator& world, int host_rank, const OutfeedRecord& record,
+void SendOutfeed(const cluster::Transport& world, int host_rank, const OutfeedRecord& record,
                  std::span<const std::byte> payload = {});
 
 }  // namespace tpusim::sim

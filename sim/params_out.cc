@@ -18,8 +18,8 @@ using json = nlohmann::json;
 // rank 0 (replica 0, logical core 0), nothing elsewhere.
 std::vector<GatheredTable> GatherTables(const SimulationContext& ctx, EmbeddingLayer& layer) {
   bool root = ctx.role.replica == 0 && ctx.role.logical_core == 0;
-  double root_rank = root ? ctx.comms.cores.rank() : -1;
-  ctx.comms.cores.AllreduceInPlace(std::span<double>(&root_rank, 1), cluster::ReduceOp::kMax);
+  double root_rank = root ? ctx.comms.cores->rank() : -1;
+  ctx.comms.cores->AllreduceInPlace(std::span<double>(&root_rank, 1), cluster::ReduceOp::kMax);
   std::vector<GatheredTable> tables;
   for (size_t t = 0; t < layer.config().tables.size(); ++t) {
     embedding::RowMatrix full = layer.GatherTable(t, static_cast<int>(root_rank));
@@ -66,13 +66,13 @@ void SendParams(const SimulationContext& ctx, const std::vector<NamedArray>& arr
   std::memcpy(message.data(), &header_size, 8);
   std::memcpy(message.data() + 8, header.data(), header.size());
   std::memcpy(message.data() + 8 + header.size(), values.data(), values.size() * sizeof(float));
-  cluster::SendBytes(ctx.comms.world, message, 0, cluster::kTagParams);
+  cluster::SendBytes(*ctx.comms.world, message, 0, cluster::kTagParams);
 }
 
 // Rank 0: writes each variable of replica 0 as DIR/NAME.npy (float32, C order).
 void ReceiveParams(const SimulationContext& ctx) {
   int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
-  std::vector<std::byte> message = cluster::ReceiveBytes(ctx.comms.world, source, cluster::kTagParams);
+  std::vector<std::byte> message = cluster::ReceiveBytes(*ctx.comms.world, source, cluster::kTagParams);
   uint64_t header_size = 0;
   std::memcpy(&header_size, message.data(), 8);
   json index = json::parse(std::string(reinterpret_cast<const char*>(message.data()) + 8, header_size));

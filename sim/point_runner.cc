@@ -118,8 +118,9 @@ constexpr double kPlotTimeoutS = 300;
 PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides) {
   RunConfig run = LoadRunConfig(config, overrides);
   cluster::Topology topology = cluster::LoadTopology(run.topology);
-  Slice slice = BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source));
-  return {topology.num_hosts(), slice.layout.world_size()};
+  Slice slice = BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
+                           run.cluster.hosts_per_process());
+  return {topology.num_hosts(), slice.layout.num_processes()};
 }
 
 std::string SelfExecutable() {

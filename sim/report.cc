@@ -11,6 +11,7 @@
 #include "base/atomic_file.h"
 #include "base/checksum.h"
 #include "base/error.h"
+#include "cluster/communicator.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/large_messages.h"
 #include "cluster/message_tags.h"
@@ -83,7 +84,10 @@ json ProvenanceOf(const SimulationContext& ctx) {
 
 json EnvironmentOf(const SimulationContext& ctx) {
   return {{"hosts", ctx.slice.topology.num_hosts()},
-          {"world_size", ctx.comms.world.size()},
+          {"world_size", ctx.comms.world->size()},
+          {"layout", ctx.slice.layout.layout_name()},
+          {"mpi_ranks", ctx.slice.layout.num_processes()},
+          {"tpu_hosts_per_mpi_rank", ctx.slice.layout.hosts_per_process() == 0 ? 0 : ctx.slice.layout.hosts_per_process()},
           {"mpi_version", cluster::MpiEnvironment::LibraryVersion()},
           {"git_commit", GitCommit()},
 #ifdef NDEBUG
@@ -435,7 +439,7 @@ json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>
   return shampoo::ReportSection(keys, hosts, cores);
 }
 
-std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text) {
+std::vector<std::string> GatherStrings(const cluster::Transport& comm, const std::string& text) {
   std::vector<size_t> counts;
   std::vector<std::byte> all =
       cluster::GatherBytes(comm, std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
@@ -449,7 +453,7 @@ std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const 
 }
 
 MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::InfeedPlan& plan) {
-  ctx.comms.world.Barrier();
+  ctx.comms.world->Barrier();
   MpiBaseline result;
   const cluster::RankLayout& layout = ctx.slice.layout;
   if (ctx.role.is_core()) {
@@ -457,7 +461,7 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
     if (!route || plan.source_host(ctx.role.host, ctx.role.ordinal) != ctx.role.host) return result;
     std::vector<std::byte> buffer(infeed::ShardCodec(plan.features(), *route).wire_bytes());
     for (int i = 0; i < kBaselineMessages + 1; ++i) {
-      ctx.comms.world.Recv(buffer, layout.host_rank(ctx.role.host), kTagBaseline);
+      ctx.comms.world->Recv(buffer, layout.host_rank(ctx.role.host), kTagBaseline);
     }
     return result;
   }
@@ -473,7 +477,7 @@ MpiBaseline MeasureMpiBaseline(const SimulationContext& ctx, const infeed::Infee
   std::vector<cluster::Request> requests(messages.size());
   auto round = [&] {
     for (size_t i = 0; i < messages.size(); ++i) {
-      requests[i] = ctx.comms.world.Isend(messages[i], peers[i], kTagBaseline, "MPI_Isend (baseline)");
+      requests[i] = ctx.comms.world->Isend(messages[i], peers[i], kTagBaseline, "MPI_Isend (baseline)");
     }
     for (cluster::Request& r : requests) r.Wait();
   };

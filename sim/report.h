@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "infeed/infeed_plan.h"
 #include "sim/loop_plan.h"
 #include "sim/metrics.h"
@@ -29,7 +29,7 @@ class KeyTable;
 inline constexpr int kReportVersion = 2;
 
 // Every rank's `text`, in rank order, at rank 0 (empty elsewhere). Collective.
-std::vector<std::string> GatherStrings(const cluster::Communicator& comm, const std::string& text);
+std::vector<std::string> GatherStrings(const cluster::Transport& comm, const std::string& text);
 
 // Plain MPI_Isend/MPI_Recv of the same shard messages from each infeed host to the
 // cores on its own host: what MPI alone moves on these ranks. Collective.

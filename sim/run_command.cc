@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,8 @@
 #include "base/error.h"
 #include "cluster/communicator.h"
 #include "cluster/communicators.h"
+#include "cluster/in_process_transport.h"
+#include "cluster/process_link.h"
 #include "sim/report.h"
 #include "sim/run_outputs.h"
 #include "sim/run_validation.h"
@@ -47,7 +50,7 @@ void LoadSetup(const RunOptions& options, const cluster::Communicator& world, co
   setup.run.emplace(ValidateRun(setup.config, machine));
   const Slice& slice = setup.run->slice;
   slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
-  setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
+  if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
   if (world.rank() == 0) CheckRunOutputs(options);
 }
 
@@ -121,28 +124,14 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   return failed == 0;
 }
 
-}  // namespace
-
-int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
-  cluster::MpiEnvironment mpi(argc, argv);
-  cluster::Communicator world = cluster::Communicator::World();
-  std::string where = fmt::format("rank {}", mpi.world_rank());
-  Setup setup;
-  std::string setup_error;
+// One simulated rank, on the thread that calls it: its transports split from
+// `world`, its simulation, and its one line if it fails. Returns its exit code.
+int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
+            std::unique_ptr<cluster::Transport> world, int node) {
+  const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
   try {
-    LoadSetup(options, world, MachineOfRank(world), setup);
-  } catch (...) {
-    bool internal = false;
-    setup_error = CurrentExceptionMessage(&internal);
-  }
-  if (setup.role) where = fmt::format("rank {} {}", mpi.world_rank(), setup.role->Describe());
-  if (!AgreeOnSetup(world, setup_error, setup.role ? setup.role->Describe() : "")) {
-    return kExitInputError;
-  }
-  ConfigureLogger(where);
-  try {
-    cluster::Communicators comms = cluster::Communicators::Create(*setup.role);
-    SimulationContext context{setup.config, setup.run->slice, *setup.role, comms, options};
+    cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
+    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node};
     return RunSimulation(context);
   } catch (const OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
@@ -155,6 +144,79 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
     bool internal = false;
     std::string message = CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
+    std::fflush(stderr);
+    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
+  }
+}
+
+// The threads and packed layouts (design.md §2): this MPI process plays whole TPU
+// hosts, each of their ranks a thread, over one group that spans the processes.
+// Returns the first non-zero exit code of its ranks.
+int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const cluster::MpiEnvironment& mpi,
+                      const cluster::Communicator& world, int node) {
+  const cluster::RankLayout& layout = setup.run->slice.layout;
+  if (!mpi.thread_serialized()) {
+    Fail("cluster.layout: {} needs MPI_THREAD_SERIALIZED, which {} does not grant", layout.layout_name(),
+         cluster::MpiEnvironment::LibraryVersion());
+  }
+  auto link = std::make_shared<cluster::ProcessLink>(world);
+  std::vector<int> process_of;
+  for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
+  std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
+      cluster::InProcessTransport::CreateSpanningGroup(link, /*id=*/1, std::move(process_of));
+  const int first = world.rank() * layout.ranks_per_process();
+  std::vector<int> codes(endpoints.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const cluster::RankRole role = layout.RoleOf(first + static_cast<int>(i), setup.run->slice.assignment);
+      codes[i] = RunRank(setup, options, role, std::move(endpoints[i]), node);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  link->Stop();
+  for (int code : codes) {
+    if (code != 0) return code;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
+  cluster::MpiEnvironment mpi(argc, argv);
+  cluster::Communicator world = cluster::Communicator::World();
+  std::string where = fmt::format("rank {}", mpi.world_rank());
+  Setup setup;
+  std::string setup_error;
+  const Machine machine = MachineOfRank(world);
+  try {
+    LoadSetup(options, world, machine, setup);
+  } catch (...) {
+    bool internal = false;
+    setup_error = CurrentExceptionMessage(&internal);
+  }
+  std::string role = setup.role ? setup.role->Describe() : "";
+  if (setup.run && !setup.role) {
+    const cluster::RankLayout& layout = setup.run->slice.layout;
+    const int first_host = mpi.world_rank() * layout.hosts_per_process();
+    role = layout.hosts_per_process() == 1
+               ? fmt::format("host {} and its cores", first_host)
+               : fmt::format("hosts {}-{} and their cores", first_host, first_host + layout.hosts_per_process() - 1);
+  }
+  if (!role.empty()) where = fmt::format("rank {} {}", mpi.world_rank(), role);
+  if (!AgreeOnSetup(world, setup_error, role)) return kExitInputError;
+  ConfigureLogger(where);
+  const int node = machine.ranks.front();  // the lowest MPI rank on this machine
+  if (setup.role) {
+    return RunRank(setup, options, *setup.role, std::make_unique<cluster::Communicator>(cluster::Communicator::World()),
+                   node);
+  }
+  try {
+    return RunRanksAsThreads(setup, options, mpi, world, node);
+  } catch (...) {
+    bool internal = false;
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));
     std::fflush(stderr);
     cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
   }

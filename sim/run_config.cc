@@ -78,6 +78,15 @@ ClusterConfig ParseCluster(ConfigNode node) {
     c.split = static_cast<int>(ShapeProduct(c.computation_shape));
   }
   RequireRange(node, "replicas", c.replicas, 0, kMaxClusterExtent);
+  node.Get("layout", c.layout);
+  node.Get("hosts_per_rank", c.hosts_per_rank);
+  RequireOneOf(node, "layout", c.layout, {"ranks", "threads", "packed"});
+  if (c.layout == "packed") {
+    if (!node.Has("hosts_per_rank")) node.FailAt("layout", "packed needs cluster.hosts_per_rank (TPU hosts per MPI rank, >= 2)");
+    RequireRange(node, "hosts_per_rank", c.hosts_per_rank, 2, kMaxClusterExtent);
+  } else if (node.Has("hosts_per_rank")) {
+    node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", c.layout));
+  }
   node.Finish();
   return c;
 }

@@ -32,6 +32,11 @@ struct ClusterConfig {
   std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
   std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
   int replicas = 0;                 // 0 = as many as fit (TF's replica_counts product)
+  std::string layout = "ranks";     // ranks | threads | packed (design.md §2)
+  int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
+
+  // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
+  int hosts_per_process() const { return layout == "ranks" ? 0 : layout == "threads" ? 1 : hosts_per_rank; }
 };
 
 struct FeatureConfig {

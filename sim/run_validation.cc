@@ -167,9 +167,11 @@ void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
   infeed::CheckDatasetFeedsHosts(config.input.data_dir, shards, readers, MaxRowsPerStep(plan));
 }
 
-bool OnMachine(const Machine& machine, int rank) {
+// Whether `rank` (a role) runs on the machine: its MPI process is one of the machine's.
+bool OnMachine(const Machine& machine, const cluster::RankLayout& layout, int rank) {
+  const int process = layout.process_of(rank);
   return machine.ranks.empty() ||
-         std::find(machine.ranks.begin(), machine.ranks.end(), rank) != machine.ranks.end();
+         std::find(machine.ranks.begin(), machine.ranks.end(), process) != machine.ranks.end();
 }
 
 }  // namespace
@@ -207,7 +209,7 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
   const cluster::RankLayout& layout = slice.layout;
   const double row_bytes = ExampleBytes(plan.features()) + sizeof(int64_t);
   for (const infeed::HostPlan& h : plan.hosts()) {
-    if (!OnMachine(machine, layout.host_rank(h.host))) continue;
+    if (!OnMachine(machine, layout, layout.host_rank(h.host))) continue;
     m.host_batches_bytes += HostBatchesHeld(config) * static_cast<double>(h.rows_per_step) * row_bytes +
                             static_cast<double>(config.input.shuffle_buffer) * row_bytes;
   }
@@ -215,8 +217,8 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
     for (const infeed::ShardRoute& r : h.shards) {
       double message = static_cast<double>(infeed::ShardCodec(plan.features(), r).message_bytes());
       if (config.embedding.enabled()) message += static_cast<double>(TrailerCapacity(config.embedding.config, r));
-      if (OnMachine(machine, layout.core_rank(r.dst_host, r.dst_ordinal))) m.queues_bytes += in.queue_depth * message;
-      if (r.dst_host != h.host && OnMachine(machine, layout.host_rank(r.dst_host))) {
+      if (OnMachine(machine, layout, layout.core_rank(r.dst_host, r.dst_ordinal))) m.queues_bytes += in.queue_depth * message;
+      if (r.dst_host != h.host && OnMachine(machine, layout, layout.host_rank(r.dst_host))) {
         m.host_batches_bytes += in.queue_depth * message;  // relayed in single-host mode
       }
     }
@@ -226,7 +228,7 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
   const cluster::Topology& topo = slice.topology;
   for (int host = 0; host < topo.num_hosts(); ++host) {
     for (int ordinal = 0; ordinal < topo.cores_per_host(); ++ordinal) {
-      if (!OnMachine(machine, layout.core_rank(host, ordinal))) continue;
+      if (!OnMachine(machine, layout, layout.core_rank(host, ordinal))) continue;
       m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, topo.num_cores());
       bool trains = config.model.enabled && slice.assignment.replica_core_at(host, ordinal).replica >= 0;
       if (trains) m.model_bytes += CoreModelBytes(config, width, rows);
@@ -241,7 +243,9 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   CheckPartitionDimsNameFeatures(config);
   cluster::Topology topology = cluster::LoadTopology(config.topology);
   cluster::DeviceAssignmentOptions options = AssignmentOptions(config.cluster, topology, config.source);
-  Slice slice = InContext(config.source + ": cluster", [&] { return BuildSlice(topology, options); });
+  Slice slice = InContext(config.source + ": cluster", [&] {
+    return BuildSlice(topology, options, config.cluster.hosts_per_process());
+  });
   CheckAgainstSlice(config, slice);
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);

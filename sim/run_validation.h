@@ -33,7 +33,7 @@ struct MemoryEstimate {
 // Where ranks run: the physical memory of this machine and the world ranks on it.
 struct Machine {
   double memory_bytes = 0;
-  std::vector<int> ranks;  // empty: every rank of the run (tpusim launch without a hostfile)
+  std::vector<int> ranks;  // MPI ranks on it; empty: every rank of the run (tpusim launch without a hostfile)
 };
 
 // This machine's physical memory (sysconf), every rank on it.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -42,15 +43,6 @@ std::string HostName() {
   return name;
 }
 
-// Which node this rank runs on, as MPI sees it: the lowest world rank among the
-// ranks that share its memory (MPI_COMM_TYPE_SHARED). Collective over the world.
-int NodeLeader(const SimulationContext& ctx) {
-  cluster::Communicator node = ctx.comms.world.SplitShared();
-  int32_t leader = ctx.comms.world.rank();
-  node.AllreduceInPlace(std::span<int32_t>(&leader, 1), cluster::ReduceOp::kMin);
-  return leader;
-}
-
 // Rank 0: a note for every TPU host whose ranks ended up on several nodes (its
 // host-to-core hop then crosses the network). `nodes[r]` is rank r's node index.
 void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nodes) {
@@ -72,11 +64,11 @@ void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nod
 // numbered in order of their first rank (node 0 runs rank 0), with the hostname.
 void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
   const std::vector<std::string> roles =
-      GatherStrings(ctx.comms.world, fmt::format("{}|{}|{}", NodeLeader(ctx), HostName(), ::getpid()));
-  const std::vector<std::string> described = GatherStrings(ctx.comms.world, ctx.role.Describe());
-  if (ctx.comms.world.rank() != 0) return;
+      GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, HostName(), ::getpid()));
+  const std::vector<std::string> described = GatherStrings(*ctx.comms.world, ctx.role.Describe());
+  if (ctx.comms.world->rank() != 0) return;
   fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
-             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world.size(),
+             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world->size(),
              ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
              ctx.slice.assignment.path(), ctx.slice.idle_cores());
   std::map<int, int> index_of_leader;
@@ -100,19 +92,24 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
 
 // How many host ranks share this rank's machine (collective over the world).
 int HostRanksOnThisNode(const SimulationContext& ctx) {
-  cluster::Communicator node = ctx.comms.world.SplitShared();
-  double hosts = ctx.role.is_host() ? 1.0 : 0.0;
-  node.AllreduceInPlace(std::span<double>(&hosts, 1), cluster::ReduceOp::kSum);
-  return static_cast<int>(hosts);
+  const int32_t mine = ctx.node;
+  const std::vector<std::byte> all = ctx.comms.world->Allgather(std::as_bytes(std::span(&mine, 1)));
+  std::vector<int32_t> nodes(all.size() / sizeof(int32_t));
+  std::memcpy(nodes.data(), all.data(), all.size());
+  int hosts = 0;
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r] == mine && ctx.slice.layout.RoleOf(static_cast<int>(r), ctx.slice.assignment).is_host()) ++hosts;
+  }
+  return hosts;
 }
 
 // run.watchdog_s, or 120 s plus half a second per rank (start-up and steps of
 // large slices oversubscribed on few CPUs are slow; a hang is not).
 Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
   Watchdog::Options o;
-  const int world = ctx.comms.world.size();
+  const int world = ctx.comms.world->size();
   o.deadline_s = ctx.config.run.watchdog_s.value_or(120.0 + 0.5 * world);
-  o.rank = ctx.comms.world.rank();
+  o.rank = ctx.comms.world->rank();
   o.world_size = world;
   o.self = fmt::format("rank {}, {}", o.rank, ctx.role.Describe());
   o.describe = [&slice = ctx.slice](int rank) {
@@ -209,7 +206,7 @@ infeed::TransportOptions RunTransportOptions(const RunSetup& run) {
 
 void InjectFaults(const RunSetup& run, int64_t step, FaultsConfig::Phase phase) {
   const FaultsConfig& faults = run.ctx.config.faults;
-  const int rank = run.ctx.comms.world.rank();
+  const int rank = run.ctx.comms.world->rank();
   if (phase == FaultsConfig::Phase::kStep && run.watchdog) run.watchdog->SetStep(step);
   if (faults.stall.rank == rank && faults.stall.step == step && faults.stall.phase == phase) {
     std::this_thread::sleep_for(std::chrono::duration<double>(faults.stall.seconds));
@@ -228,19 +225,19 @@ int RunSimulation(SimulationContext& ctx) {
   RunSetup run{ctx, plan, loops, keys};
   run.watchdog = &watchdog;
   run.host_ranks_on_node = HostRanksOnThisNode(ctx);
-  ctx.comms.world.Barrier();
+  ctx.comms.world->Barrier();
   run.origin_s = MonotonicSeconds();
-  RemoveStalePart(ctx.options.trace_path, ctx.comms.world.rank());
-  RemoveStalePart(ctx.options.placement_log_path, ctx.comms.world.rank());
-  RemoveStalePart(ctx.options.steps_csv_path, ctx.comms.world.rank());
+  RemoveStalePart(ctx.options.trace_path, ctx.comms.world->rank());
+  RemoveStalePart(ctx.options.placement_log_path, ctx.comms.world->rank());
+  RemoveStalePart(ctx.options.steps_csv_path, ctx.comms.world->rank());
   RankMetrics mine = ctx.role.is_host() ? RunHostLoop(run) : RunCoreLoop(run);
   OutputWrites outputs;  // a failed output must not lose the others
-  if (ctx.comms.world.rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
+  if (ctx.comms.world->rank() == 0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     Watchdog::Scope wait(&watchdog, "the parameters of replica 0", -1,
                          ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0));
     outputs.Try([&] { ReceiveParams(ctx); });
   }
-  mine.rank = ctx.comms.world.rank();
+  mine.rank = ctx.comms.world->rank();
   mine.role = ctx.role.Describe();
   mine.peak_rss_kib = PeakResidentKib();
   double run_s = MonotonicSeconds() - run.origin_s;
@@ -254,9 +251,9 @@ int RunSimulation(SimulationContext& ctx) {
                          -1, "every rank", 2.0);
     baseline = MeasureMpiBaseline(ctx, plan);
     mine.simulator_ceiling = MeasureSimulatorCeiling(run);
-    all = GatherStrings(ctx.comms.world, json(mine).dump());
+    all = GatherStrings(*ctx.comms.world, json(mine).dump());
   }
-  if (ctx.comms.world.rank() != 0) return 0;
+  if (ctx.comms.world->rank() != 0) return 0;
   ReportInputs inputs{ctx.config, ctx.slice, plan.global_batch(), loops, {}, run_s, baseline,
                       Environment(ctx), Provenance(ctx)};
   for (const std::string& s : all) inputs.ranks.push_back(json::parse(s).get<RankMetrics>());

@@ -27,6 +27,7 @@ struct SimulationContext {
   const cluster::RankRole& role;
   cluster::Communicators& comms;
   const RunOptions& options;
+  int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
 };
 
 // What the host and core loops of a run share, built once by RunSimulation.

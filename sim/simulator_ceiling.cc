@@ -28,8 +28,8 @@ infeed::TransportOptions CeilingOptions(const RunSetup& run) {
 void DrainCore(const RunSetup& run, const infeed::ShardRoute& route) {
   const SimulationContext& ctx = run.ctx;
   const infeed::TransportOptions options = CeilingOptions(run);
-  infeed::CoreInfeedQueue queue(run.plan, route, ctx.comms.world, ctx.slice.layout.host_rank(ctx.role.host), options);
-  ctx.comms.world.Barrier();
+  infeed::CoreInfeedQueue queue(run.plan, route, *ctx.comms.world, ctx.slice.layout.host_rank(ctx.role.host), options);
+  ctx.comms.world->Barrier();
   for (int64_t step = 0; step < options.num_steps; ++step) {
     queue.Dequeue(step, nullptr, nullptr);
     queue.Release(step);
@@ -49,9 +49,9 @@ json FeedFromPool(const RunSetup& run) {
       return pool->BatchFor(0);
     };
   }
-  ctx.comms.world.Barrier();
+  ctx.comms.world->Barrier();
   const double start = MonotonicSeconds();
-  infeed::HostFeedStats stats = infeed::RunHostInfeed(run.plan, ctx.slice.layout, ctx.comms.world, ctx.role.host,
+  infeed::HostFeedStats stats = infeed::RunHostInfeed(run.plan, ctx.slice.layout, *ctx.comms.world, ctx.role.host,
                                                       options, [](int64_t, infeed::Batch&, std::span<int64_t>) {});
   if (!hp) return nullptr;
   return {{"bytes", stats.bytes_sent},
@@ -79,7 +79,7 @@ json MeasureSimulatorCeiling(const RunSetup& run) {
   if (route && ctx.role.in_replica()) {
     DrainCore(run, *route);
   } else {
-    ctx.comms.world.Barrier();
+    ctx.comms.world->Barrier();
   }
   return nullptr;
 }

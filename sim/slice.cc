@@ -6,10 +6,10 @@
 
 namespace tpusim::sim {
 
-Slice BuildSlice(const cluster::Topology& topology,
-                 const cluster::DeviceAssignmentOptions& options) {
+Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
+                 int hosts_per_process) {
   cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, options);
-  cluster::RankLayout layout(topology.num_hosts(), topology.cores_per_host());
+  cluster::RankLayout layout(topology.num_hosts(), topology.cores_per_host(), hosts_per_process);
   return Slice{topology, std::move(assignment), layout};
 }
 

@@ -25,7 +25,9 @@ struct Slice {
   }
 };
 
-Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options);
+// `hosts_per_process`: the layout (RankLayout; 0 = ranks, the default).
+Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
+                 int hosts_per_process = 0);
 
 // Checks what a run config names on the slice: faults.slow_cores / slow_hosts /
 // stall / kill must name hosts, cores and ranks that exist. Throws Error naming

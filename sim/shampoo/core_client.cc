@@ -11,7 +11,7 @@
 namespace tpusim::sim::shampoo {
 
 CoreClient::CoreClient(const KeyTable& table, optim::Optimizer& optimizer,
-                       const cluster::Communicator& world, const CoreClientOptions& options)
+                       const cluster::Transport& world, const CoreClientOptions& options)
     : table_(table), world_(world), options_(options) {
   std::vector<optim::ShampooOptimizer*> shampoos;
   optimizer.CollectPostLoopOptimizers(shampoos);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/watchdog.h"
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "optim/optimizer.h"
 #include "optim/shampoo_optimizer.h"
 #include "sim/shampoo/key_table.h"
@@ -35,7 +35,7 @@ class CoreClient {
   // Borrows `table`, the core's optimizer tree (whose Shampoo optimizers hold
   // the keys) and `world`; posts the receives of loop 0's deliveries. Throws
   // Error when a key of the table has no Shampoo in `optimizer`.
-  CoreClient(const KeyTable& table, optim::Optimizer& optimizer, const cluster::Communicator& world,
+  CoreClient(const KeyTable& table, optim::Optimizer& optimizer, const cluster::Transport& world,
              const CoreClientOptions& options);
 
   // The payload of this core's last outfeed record of `loop`: the statistics of
@@ -56,7 +56,7 @@ class CoreClient {
   void Assign(const Delivery& delivery);
 
   const KeyTable& table_;
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   CoreClientOptions options_;
   std::vector<int> sent_keys_;                         // keys whose statistics this core sends
   std::map<int, optim::ShampooOptimizer*> holder_;     // key index -> its Shampoo

@@ -22,7 +22,7 @@ Eigen::MatrixXd ToDouble(std::span<const float> values, int64_t n) {
 
 }  // namespace
 
-HostService::HostService(const KeyTable& table, const cluster::Communicator& world,
+HostService::HostService(const KeyTable& table, const cluster::Transport& world,
                          const HostServiceOptions& options)
     : table_(table), world_(world), options_(options), planner_(table, options.host) {
   metrics_.host = options.host;

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "cluster/communicator.h"
+#include "cluster/transport.h"
 #include "optim/preconditioner_service.h"
 #include "sim/outfeed.h"
 #include "sim/shampoo/delivery_planner.h"
@@ -39,7 +39,7 @@ struct HostServiceOptions {
 class HostService final : public PostLoopHook {
  public:
   // Borrows `table` and `world`, which must outlive this.
-  HostService(const KeyTable& table, const cluster::Communicator& world,
+  HostService(const KeyTable& table, const cluster::Transport& world,
               const HostServiceOptions& options);
   ~HostService() override;
 
@@ -77,7 +77,7 @@ class HostService final : public PostLoopHook {
   void TickBusy();
 
   const KeyTable& table_;
-  const cluster::Communicator& world_;
+  const cluster::Transport& world_;
   HostServiceOptions options_;
   DeliveryPlanner planner_;
   std::deque<InFlight> in_flight_;

@@ -6,8 +6,11 @@
 #include <cstring>
 #include <numeric>
 
+#include <memory>
+
 #include <gtest/gtest.h>
 
+#include "cluster/communicator.h"
 #include "cluster/communicators.h"
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
@@ -39,7 +42,7 @@ World MakeWorld() {
   return World{topology, std::move(assignment), layout, role};
 }
 
-std::vector<int> AllGatherInt(const Communicator& comm, int value) {
+std::vector<int> AllGatherInt(const Transport& comm, int value) {
   std::vector<std::byte> bytes = comm.Allgather(std::as_bytes(std::span<const int>(&value, 1)));
   std::vector<int> out(static_cast<size_t>(comm.size()));
   std::memcpy(out.data(), bytes.data(), bytes.size());
@@ -66,10 +69,10 @@ TEST(CommunicatorsTest, RolesFollowTheRankFormula) {
 
 TEST(CommunicatorsTest, HostGroupIsTheHostAndItsCores) {
   World w = MakeWorld();
-  Communicators c = Communicators::Create(w.role);
-  ASSERT_TRUE(c.host_group.valid());
-  EXPECT_EQ(c.host_group.size(), 1 + w.topology.cores_per_host());
-  std::vector<int> members = AllGatherInt(c.host_group, Communicator::World().rank());
+  Communicators c = Communicators::Create(w.role, std::make_unique<Communicator>(Communicator::World()));
+  ASSERT_TRUE(c.host_group->valid());
+  EXPECT_EQ(c.host_group->size(), 1 + w.topology.cores_per_host());
+  std::vector<int> members = AllGatherInt(*c.host_group, Communicator::World().rank());
   std::vector<int> expected{w.layout.host_rank(w.role.host)};
   for (int o = 0; o < w.topology.cores_per_host(); ++o) {
     expected.push_back(w.layout.core_rank(w.role.host, o));
@@ -79,26 +82,26 @@ TEST(CommunicatorsTest, HostGroupIsTheHostAndItsCores) {
 
 TEST(CommunicatorsTest, CoreCommunicatorsHoldTheExpectedMembers) {
   World w = MakeWorld();
-  Communicators c = Communicators::Create(w.role);
-  EXPECT_EQ(c.cores.valid(), w.role.is_core());
+  Communicators c = Communicators::Create(w.role, std::make_unique<Communicator>(Communicator::World()));
+  EXPECT_EQ(c.cores->valid(), w.role.is_core());
   if (!w.role.is_core()) {
-    EXPECT_FALSE(c.replica.valid());
-    EXPECT_FALSE(c.logical_core.valid());
+    EXPECT_FALSE(c.replica->valid());
+    EXPECT_FALSE(c.logical_core->valid());
     return;
   }
   const DeviceAssignment& da = w.assignment;
-  EXPECT_EQ(c.cores.size(), w.topology.num_cores());
-  ASSERT_EQ(c.replica.size(), da.num_cores_per_replica());
-  ASSERT_EQ(c.logical_core.size(), da.num_replicas());
-  std::vector<int> replica_members = AllGatherInt(c.replica, Communicator::World().rank());
+  EXPECT_EQ(c.cores->size(), w.topology.num_cores());
+  ASSERT_EQ(c.replica->size(), da.num_cores_per_replica());
+  ASSERT_EQ(c.logical_core->size(), da.num_replicas());
+  std::vector<int> replica_members = AllGatherInt(*c.replica, Communicator::World().rank());
   for (int k = 0; k < da.num_cores_per_replica(); ++k) {
     EXPECT_EQ(replica_members[k], w.layout.core_rank(da, w.role.replica, k));
   }
-  std::vector<int> crs_members = AllGatherInt(c.logical_core, Communicator::World().rank());
+  std::vector<int> crs_members = AllGatherInt(*c.logical_core, Communicator::World().rank());
   for (int r = 0; r < da.num_replicas(); ++r) {
     EXPECT_EQ(crs_members[r], w.layout.core_rank(da, r, w.role.logical_core));
   }
-  std::vector<int> replica_ids = AllGatherInt(c.logical_core, w.role.replica);
+  std::vector<int> replica_ids = AllGatherInt(*c.logical_core, w.role.replica);
   std::vector<int> expected(da.num_replicas());
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(replica_ids, expected);

@@ -15,7 +15,7 @@
 
 #include "base/error.h"
 #include "cluster/all_to_all.h"
-#include "cluster/communicators.h"
+#include "cluster/communicator.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
@@ -53,8 +53,8 @@ CrsSetup TopologySetup(const std::string& name) {
   DeviceAssignment assignment = DeviceAssignment::Build(topology, options);
   RankLayout layout(topology.num_hosts(), topology.cores_per_host());
   RankRole role = layout.RoleOf(Communicator::World().rank(), assignment);
-  Communicators communicators = Communicators::Create(role);
-  setup.comm = std::move(communicators.logical_core);
+  const bool in_replica = role.is_core() && role.in_replica();
+  setup.comm = Communicator::World().SplitComm(in_replica ? role.logical_core : -1, role.replica);
   setup.replica = role.replica;
   setup.logical_core = role.logical_core;
   setup.ordinal = role.ordinal;
