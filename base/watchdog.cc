@@ -213,11 +213,16 @@ void Watchdog::Check() {
 
 int Watchdog::DeadRank() const {
   if (!board_) return -1;
+  // One signal per process, not per rank: in the threads layout a process holds
+  // many ranks (in consecutive slots), and this process is alive.
+  const int32_t self = static_cast<int32_t>(::getpid());
+  int32_t alive = self;
   for (int r = 0; r < board_->size; ++r) {
     const Board::Slot& slot = board_->slots[r];
     const int32_t pid = slot.pid.load(std::memory_order_relaxed);
-    if (pid <= 0 || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
+    if (pid <= 0 || pid == self || pid == alive || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
     if (::kill(pid, 0) != 0 && errno == ESRCH) return r;
+    alive = pid;
   }
   return -1;
 }

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 
@@ -124,10 +125,11 @@ class HostSender {
   std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
     Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
                          -1, "its own worker threads");
+    Backoff backoff;
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
       Poll();
-      std::this_thread::yield();
+      backoff.Pause();
     }
     return future.get();
   }
@@ -255,10 +257,11 @@ class HostSender {
   // Takes one credit, keeping every other protocol of this host moving meanwhile.
   void AwaitCredit() {
     std::optional<cluster::Pending> pending;
+    Backoff backoff;
     while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
       Recycle(false);
       Poll();
-      std::this_thread::yield();
+      backoff.Pause();
     }
     ReceiveCredit(pending->source);
   }
@@ -354,13 +357,17 @@ class HostRelay {
     int64_t forwarded = 0, credits = 0;
     Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
                          expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1);
+    Backoff backoff;
     while (forwarded < expected_messages_ || credits < expected_credits_) {
       std::optional<cluster::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
         if (poll_) poll_();
-        std::this_thread::yield();
-      } else if (pending->tag == kTagCredit) {
+        backoff.Pause();
+        continue;
+      }
+      backoff.Reset();
+      if (pending->tag == kTagCredit) {
         RelayCredit(pending->source);
         ++credits;
       } else if (pending->tag >= kTagForwardBase) {

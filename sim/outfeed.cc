@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "cluster/message_tags.h"
@@ -112,9 +113,10 @@ void OutfeedHost::Finish(Watchdog* watchdog) {
   }
   Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop",
                        loops_completed_, -1, "its cores, the other hosts or its root workers");
+  Backoff backoff;
   while (!Done()) {
     Poll();
-    std::this_thread::yield();
+    backoff.Pause();
   }
 }
 

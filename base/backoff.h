@@ -1,0 +1,51 @@
+// Waiting by polling without starving the threads being waited for. The first
+// polls of a wait only yield the CPU (a prompt answer costs nothing more); once a
+// wait has lasted `spin`, each poll sleeps, for a time that doubles up to `cap`.
+// In the ranks layout a rank polls alone in its process; in the threads layout
+// hundreds of rank threads share a few cores with the ProcessLink thread that
+// carries their messages, and pollers that only yield take the CPU from it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace tpusim {
+
+class Backoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Backoff(std::chrono::microseconds spin = std::chrono::microseconds(100),
+                   std::chrono::microseconds cap = std::chrono::microseconds(500))
+      : spin_(spin), cap_(cap) {}
+
+  // One idle poll: yield, or sleep once the wait has lasted `spin`.
+  void Pause() {
+    const Clock::time_point now = Clock::now();
+    if (!waiting_) {
+      waiting_ = true;
+      since_ = now;
+    }
+    if (now - since_ < spin_) {
+      std::this_thread::yield();
+      return;
+    }
+    sleep_ = std::min(cap_, std::max(std::chrono::microseconds(20), sleep_ * 2));
+    std::this_thread::sleep_for(sleep_);
+  }
+
+  // Progress was made: the next wait starts by yielding again.
+  void Reset() {
+    waiting_ = false;
+    sleep_ = std::chrono::microseconds(0);
+  }
+
+ private:
+  std::chrono::microseconds spin_;
+  std::chrono::microseconds cap_;
+  bool waiting_ = false;
+  Clock::time_point since_;
+  std::chrono::microseconds sleep_{0};
+};
+
+}  // namespace tpusim

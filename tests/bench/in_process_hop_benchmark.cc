@@ -1,0 +1,87 @@
+// BM_InProcessHop: the threads layout's host-to-core hop — a host thread feeding a
+// core thread of the same process through tpusim's infeed queue protocol (shard
+// encoding on an enqueue worker, credits, pre-posted queue slots, dequeue and
+// release) over the in-process transport, where a shard's bytes move by one copy
+// into the core's slot, like a DMA. Against BM_InProcessHopBaseline: memcpy of
+// the same bytes (the best one copy can do). The core's steady-state time is the
+// iteration's (manual) time: from the end of step kWarmupSteps to the last step.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "cluster/device_assignment.h"
+#include "cluster/in_process_transport.h"
+#include "cluster/rank_layout.h"
+#include "cluster/topology.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
+#include "tests/bench/memcpy_baseline.h"
+
+namespace {
+
+using namespace tpusim;
+
+constexpr int64_t kWarmupSteps = 8;
+
+// Timed steps: ~256 MiB per iteration, at least 16 and at most 1024 messages.
+int64_t TimedSteps(int64_t bytes) { return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024); }
+
+struct OneHostOneCore {
+  cluster::Topology topology = cluster::Topology::Create("bench", "1x1", {1, 1, 1, 1}, {{{0, 0, 0, 0}}},
+                                                         cluster::HardwareFigures{1, 1, 1, 1, 1});
+  cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, {});
+  cluster::RankLayout layout{1, 1, 1};
+
+  infeed::InfeedPlan Plan(int64_t bytes) const {
+    infeed::InfeedPlanOptions o;
+    o.global_batch = 1;
+    o.features = {{"x", infeed::DType::kFloat32, {bytes / 4}}};
+    return infeed::InfeedPlan::Build(assignment, 1, 1, o);
+  }
+};
+
+void BM_InProcessHop(benchmark::State& state) {
+  OneHostOneCore slice;
+  const infeed::InfeedPlan plan = slice.Plan(state.range(0));
+  infeed::TransportOptions options;
+  options.num_steps = kWarmupSteps + TimedSteps(state.range(0));
+  auto fill = [](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
+    batch.at("x").data<float>()[0] = static_cast<float>(step);
+    ids[0] = step;
+  };
+  for (auto _ : state) {
+    auto group = cluster::InProcessTransport::CreateGroup(2);
+    std::thread host([&] { infeed::RunHostInfeed(plan, slice.layout, *group[0], 0, options, fill); });
+    infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), *group[1], 0, options);
+    std::chrono::steady_clock::time_point start;
+    for (int64_t s = 0; s < options.num_steps; ++s) {
+      if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
+      infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
+      float first;
+      std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
+      if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
+      queue.Release(s);
+    }
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    host.join();
+  }
+  state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
+}
+
+void BM_InProcessHopBaseline(benchmark::State& state) {
+  bench::RunMemcpyBaseline(state, static_cast<size_t>(state.range(0)));
+}
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t kib : {256, 1024, 4096, 16384, 65536}) b->Arg(kib * 1024);
+}
+
+BENCHMARK(BM_InProcessHop)->Apply(Sizes)->Iterations(3)->UseManualTime();
+BENCHMARK(BM_InProcessHopBaseline)->Apply(Sizes);
+
+}  // namespace
+
+BENCHMARK_MAIN();
