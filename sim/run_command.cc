@@ -1,5 +1,6 @@
 #include "sim/run_command.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <thread>
@@ -153,13 +154,18 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
 // hosts, each of their ranks a thread, over one group that spans the processes.
 // Returns the first non-zero exit code of its ranks.
 int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const cluster::MpiEnvironment& mpi,
-                      const cluster::Communicator& world, int node) {
+                      const cluster::Communicator& world, int node, size_t machine_ranks) {
   const cluster::RankLayout& layout = setup.run->slice.layout;
   if (!mpi.thread_serialized()) {
     Fail("cluster.layout: {} needs MPI_THREAD_SERIALIZED, which {} does not grant", layout.layout_name(),
          cluster::MpiEnvironment::LibraryVersion());
   }
-  auto link = std::make_shared<cluster::ProcessLink>(world);
+  // An idle link polls MPI every max_idle_us at most: 200 us when each process has a
+  // CPU, longer when many share few (256 idle links polling every 200 us would take
+  // both CPUs of this machine), up to 5 ms.
+  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int per_cpu = (static_cast<int>(machine_ranks) + cpus - 1) / cpus;
+  auto link = std::make_shared<cluster::ProcessLink>(world, std::clamp(200 * per_cpu, 200, 5000));
   std::vector<int> process_of;
   for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
@@ -213,7 +219,7 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
                    node);
   }
   try {
-    return RunRanksAsThreads(setup, options, mpi, world, node);
+    return RunRanksAsThreads(setup, options, mpi, world, node, machine.ranks.size());
   } catch (...) {
     bool internal = false;
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));

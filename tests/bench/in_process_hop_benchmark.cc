@@ -19,32 +19,17 @@
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
 #include "tests/bench/memcpy_baseline.h"
+#include "tests/bench/one_host_one_core.h"
 
 namespace {
 
 using namespace tpusim;
-
-constexpr int64_t kWarmupSteps = 8;
-
-// Timed steps: ~256 MiB per iteration, at least 16 and at most 1024 messages.
-int64_t TimedSteps(int64_t bytes) { return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024); }
-
-struct OneHostOneCore {
-  cluster::Topology topology = cluster::Topology::Create("bench", "1x1", {1, 1, 1, 1}, {{{0, 0, 0, 0}}},
-                                                         cluster::HardwareFigures{1, 1, 1, 1, 1});
-  cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, {});
-  cluster::RankLayout layout{1, 1, 1};
-
-  infeed::InfeedPlan Plan(int64_t bytes) const {
-    infeed::InfeedPlanOptions o;
-    o.global_batch = 1;
-    o.features = {{"x", infeed::DType::kFloat32, {bytes / 4}}};
-    return infeed::InfeedPlan::Build(assignment, 1, 1, o);
-  }
-};
+using bench::kWarmupSteps;
+using bench::OneHostOneCore;
+using bench::TimedSteps;
 
 void BM_InProcessHop(benchmark::State& state) {
-  OneHostOneCore slice;
+  OneHostOneCore slice(1);
   const infeed::InfeedPlan plan = slice.Plan(state.range(0));
   infeed::TransportOptions options;
   options.num_steps = kWarmupSteps + TimedSteps(state.range(0));

@@ -22,20 +22,18 @@
 #include "cluster/topology.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
+#include "tests/bench/one_host_one_core.h"
 
 namespace {
 
 using namespace tpusim;
+using bench::kWarmupSteps;
+using bench::OneHostOneCore;
+using bench::TimedSteps;
 
 constexpr int kIterations = 3;
 constexpr int kTagBaseline = 300;
 constexpr int kTagTime = 301;
-constexpr int64_t kWarmupSteps = 8;
-
-// Timed steps: ~256 MiB per iteration, at least 16 and at most 1024 messages.
-int64_t TimedSteps(int64_t bytes) {
-  return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024);
-}
 
 // The core's steady-state time, handed to rank 0 (which reports) after each iteration.
 void ReportCoreTime(benchmark::State& state, const cluster::Communicator& world, double seconds) {
@@ -51,20 +49,6 @@ void ReportCoreTime(benchmark::State& state, const cluster::Communicator& world,
 void SetBytes(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
 }
-
-struct OneHostOneCore {
-  cluster::Topology topology = cluster::Topology::Create("bench", "1x1", {1, 1, 1, 1}, {{{0, 0, 0, 0}}},
-                                                         cluster::HardwareFigures{1, 1, 1, 1, 1});
-  cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, {});
-  cluster::RankLayout layout{1, 1};
-
-  infeed::InfeedPlan Plan(int64_t bytes) const {
-    infeed::InfeedPlanOptions o;
-    o.global_batch = 1;
-    o.features = {{"x", infeed::DType::kFloat32, {bytes / 4}}};
-    return infeed::InfeedPlan::Build(assignment, 1, 1, o);
-  }
-};
 
 void BM_InfeedTransfer(benchmark::State& state) {
   OneHostOneCore slice;

@@ -1,0 +1,36 @@
+// What the host-to-core transfer benchmarks share: a one-host, one-core slice with
+// a plan of one `bytes`-sized float32 feature, and how many steps an iteration
+// times (~256 MiB, at least 16 and at most 1024 messages).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cluster/device_assignment.h"
+#include "cluster/rank_layout.h"
+#include "cluster/topology.h"
+#include "infeed/infeed_plan.h"
+
+namespace tpusim::bench {
+
+inline constexpr int64_t kWarmupSteps = 8;  // not timed: the queue's slots are first touched
+
+inline int64_t TimedSteps(int64_t bytes) { return std::clamp<int64_t>((int64_t{256} << 20) / bytes, 16, 1024); }
+
+struct OneHostOneCore {
+  explicit OneHostOneCore(int hosts_per_process = 0) : layout(1, 1, hosts_per_process) {}
+
+  cluster::Topology topology = cluster::Topology::Create("bench", "1x1", {1, 1, 1, 1}, {{{0, 0, 0, 0}}},
+                                                         cluster::HardwareFigures{1, 1, 1, 1, 1});
+  cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, {});
+  cluster::RankLayout layout;
+
+  infeed::InfeedPlan Plan(int64_t bytes) const {
+    infeed::InfeedPlanOptions o;
+    o.global_batch = 1;
+    o.features = {{"x", infeed::DType::kFloat32, {bytes / 4}}};
+    return infeed::InfeedPlan::Build(assignment, 1, 1, o);
+  }
+};
+
+}  // namespace tpusim::bench
