@@ -1,9 +1,10 @@
 // Waiting by polling without starving the threads being waited for. The first
 // polls of a wait only yield the CPU (a prompt answer costs nothing more); once a
 // wait has lasted `spin`, each poll sleeps, for a time that doubles up to `cap`.
-// In the ranks layout a rank polls alone in its process; in the threads layout
-// hundreds of rank threads share a few cores with the ProcessLink thread that
-// carries their messages, and pollers that only yield take the CPU from it.
+// In the threads layout hundreds of rank threads share a few cores with the
+// ProcessLink thread that carries their messages, and pollers that only yield take
+// the CPU from it. In the ranks layout a poller must stay in MPI (a large send
+// moves only while its sender calls MPI), so there `sleeps` is false: it yields.
 #pragma once
 
 #include <algorithm>
@@ -15,12 +16,16 @@ namespace tpusim {
 class Backoff {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit Backoff(std::chrono::microseconds spin = std::chrono::microseconds(100),
+  explicit Backoff(bool sleeps = true, std::chrono::microseconds spin = std::chrono::microseconds(100),
                    std::chrono::microseconds cap = std::chrono::microseconds(500))
-      : spin_(spin), cap_(cap) {}
+      : sleeps_(sleeps), spin_(spin), cap_(cap) {}
 
   // One idle poll: yield, or sleep once the wait has lasted `spin`.
   void Pause() {
+    if (!sleeps_) {
+      std::this_thread::yield();
+      return;
+    }
     const Clock::time_point now = Clock::now();
     if (!waiting_) {
       waiting_ = true;
@@ -41,6 +46,7 @@ class Backoff {
   }
 
  private:
+  bool sleeps_;
   std::chrono::microseconds spin_;
   std::chrono::microseconds cap_;
   bool waiting_ = false;

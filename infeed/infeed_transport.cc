@@ -125,7 +125,7 @@ class HostSender {
   std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
     Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
                          -1, "its own worker threads");
-    Backoff backoff;
+    Backoff backoff(options_.sleep_when_idle);
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
       Poll();
@@ -257,7 +257,7 @@ class HostSender {
   // Takes one credit, keeping every other protocol of this host moving meanwhile.
   void AwaitCredit() {
     std::optional<cluster::Pending> pending;
-    Backoff backoff;
+    Backoff backoff(options_.sleep_when_idle);
     while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
       Recycle(false);
       Poll();
@@ -337,7 +337,8 @@ class HostRelay {
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Transport& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog) {
+        poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog),
+        sleep_when_idle_(options.sleep_when_idle) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
       if (!route) continue;
@@ -357,7 +358,7 @@ class HostRelay {
     int64_t forwarded = 0, credits = 0;
     Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
                          expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1);
-    Backoff backoff;
+    Backoff backoff(sleep_when_idle_);
     while (forwarded < expected_messages_ || credits < expected_credits_) {
       std::optional<cluster::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
@@ -424,6 +425,7 @@ class HostRelay {
   std::function<void()> poll_;
   std::function<void(const cluster::Pending&)> on_foreign_;
   Watchdog* watchdog_;
+  bool sleep_when_idle_;
   int source_host_ = 0;
   int64_t expected_messages_ = 0;  // to forward, over all local cores and steps
   int64_t expected_credits_ = 0;

@@ -53,6 +53,11 @@ struct TransportOptions {
   std::function<void(const cluster::Pending&)> on_foreign_message;
   // Deadline on the host's and core's waits (null: none); borrowed.
   Watchdog* watchdog = nullptr;
+  // How a host waits when there is nothing to do (base/backoff.h). false (the ranks
+  // layout): it yields and polls again, staying in MPI, whose large sends move only
+  // while their sender calls it. true (threads, packed): after a short spin it
+  // sleeps, so hundreds of waiting rank threads leave the CPU to those working.
+  bool sleep_when_idle = false;
   // Optional variable-size bytes sent after a shard's tensors in the same message
   // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
   // the shard's credit, slot and ordering and cannot overtake or deadlock it.

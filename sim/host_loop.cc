@@ -106,7 +106,7 @@ class HostLoop {
         progress_(run.loops, ctx_.config.input.global_batch,
                   ctx_.comms.world->rank() == 0 && !ctx_.options.quiet && !ctx_.config.model.enabled),
         outfeed_(*ctx_.comms.world, run.loops, OutfeedCoresOnHost(ctx_, ctx_.role.host),
-                 ctx_.slice.topology.num_hosts(), run.origin_s),
+                 ctx_.slice.topology.num_hosts(), run.origin_s, ctx_.slice.layout.hosts_per_process() > 0),
         window_start_(run.loops.num_loops > 1 ? run.loops.infeed_steps_per_loop() : 0) {
     outfeed_.on_loop_done = [this](const LoopSummary& s) { PrintLoop(s); };
     metrics_.host = ctx_.role.host;

@@ -13,9 +13,9 @@
 namespace tpusim::sim {
 
 OutfeedHost::OutfeedHost(const cluster::Transport& world, const LoopPlan& loops,
-                         int records_per_step, int num_hosts, double origin_s)
+                         int records_per_step, int num_hosts, double origin_s, bool sleep_when_idle)
     : world_(world), loops_(loops), records_per_step_(records_per_step), num_hosts_(num_hosts),
-      origin_s_(origin_s) {}
+      origin_s_(origin_s), sleep_when_idle_(sleep_when_idle) {}
 
 // Receives one pending outfeed record or (rank 0) loop summary; false if none.
 bool OutfeedHost::ReceiveOne() {
@@ -113,7 +113,7 @@ void OutfeedHost::Finish(Watchdog* watchdog) {
   }
   Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop",
                        loops_completed_, -1, "its cores, the other hosts or its root workers");
-  Backoff backoff;
+  Backoff backoff(sleep_when_idle_);
   while (!Done()) {
     Poll();
     backoff.Pause();

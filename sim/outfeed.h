@@ -73,8 +73,9 @@ class OutfeedHost {
   // `records_per_step`: cores of this host that push outfeed. Rank 0 also collects
   // the loop summaries of `num_hosts` hosts. `origin_s` is MonotonicSeconds() at
   // the run's start.
+  // `sleep_when_idle`: how Finish waits (infeed::TransportOptions::sleep_when_idle).
   OutfeedHost(const cluster::Transport& world, const LoopPlan& loops, int records_per_step,
-              int num_hosts, double origin_s);
+              int num_hosts, double origin_s, bool sleep_when_idle = false);
   // Borrows `hook`, which must outlive this; hooks run in the order added.
   void AddHook(PostLoopHook* hook) { hooks_.push_back(hook); }
   // Receives whatever outfeed (and at rank 0 loop summaries) has arrived and lets
@@ -101,6 +102,7 @@ class OutfeedHost {
   int records_per_step_;
   int num_hosts_;
   double origin_s_;
+  bool sleep_when_idle_;
   std::map<int64_t, std::vector<OutfeedMessage>> pending_;  // by loop
   int64_t loops_completed_ = 0;
   std::map<int64_t, LoopSummary> summaries_;

@@ -196,6 +196,7 @@ infeed::TransportOptions RunTransportOptions(const RunSetup& run) {
   t.num_steps = run.loops.infeed_steps;
   t.origin_s = run.origin_s;
   t.watchdog = run.watchdog;
+  t.sleep_when_idle = run.ctx.slice.layout.hosts_per_process() > 0;
   if (config.embedding.enabled()) {
     t.trailer_capacity = [&embedding = config.embedding.config](const infeed::ShardRoute& route) {
       return TrailerCapacity(embedding, route);

@@ -22,6 +22,7 @@ infeed::TransportOptions CeilingOptions(const RunSetup& run) {
   infeed::TransportOptions options;
   options.queue_depth = run.ctx.config.infeed.queue_depth;
   options.num_steps = CeilingSteps(run);
+  options.sleep_when_idle = run.ctx.slice.layout.hosts_per_process() > 0;
   return options;
 }
 

@@ -33,6 +33,7 @@ void BM_InProcessHop(benchmark::State& state) {
   const infeed::InfeedPlan plan = slice.Plan(state.range(0));
   infeed::TransportOptions options;
   options.num_steps = kWarmupSteps + TimedSteps(state.range(0));
+  options.sleep_when_idle = true;  // as the threads layout runs it
   auto fill = [](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     batch.at("x").data<float>()[0] = static_cast<float>(step);
     ids[0] = step;
