@@ -42,16 +42,7 @@ void BM_InProcessHop(benchmark::State& state) {
     auto group = cluster::InProcessTransport::CreateGroup(2);
     std::thread host([&] { infeed::RunHostInfeed(plan, slice.layout, *group[0], 0, options, fill); });
     infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), *group[1], 0, options);
-    std::chrono::steady_clock::time_point start;
-    for (int64_t s = 0; s < options.num_steps; ++s) {
-      if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
-      infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
-      float first;
-      std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
-      if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
-      queue.Release(s);
-    }
-    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    state.SetIterationTime(bench::DrainTimed(queue, options.num_steps, state));
     host.join();
   }
   state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));

@@ -69,16 +69,7 @@ void BM_InfeedTransfer(benchmark::State& state) {
       build_wait_s += stats.build_wait_s;
     } else {
       infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), world, 0, options);
-      std::chrono::steady_clock::time_point start;
-      for (int64_t s = 0; s < options.num_steps; ++s) {
-        if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
-        infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
-        float first;
-        std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
-        if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
-        queue.Release(s);
-      }
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      seconds = bench::DrainTimed(queue, options.num_steps, state);
     }
     ReportCoreTime(state, world, seconds);
   }

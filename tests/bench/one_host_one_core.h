@@ -1,15 +1,20 @@
 // What the host-to-core transfer benchmarks share: a one-host, one-core slice with
-// a plan of one `bytes`-sized float32 feature, and how many steps an iteration
-// times (~256 MiB, at least 16 and at most 1024 messages).
+// a plan of one `bytes`-sized float32 feature, how many steps an iteration times
+// (~256 MiB, at least 16 and at most 1024 messages), and the core's timed drain.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
+
+#include <benchmark/benchmark.h>
 
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
 #include "cluster/topology.h"
 #include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
 
 namespace tpusim::bench {
 
@@ -32,5 +37,21 @@ struct OneHostOneCore {
     return infeed::InfeedPlan::Build(assignment, 1, 1, o);
   }
 };
+
+// The core's side: dequeues and releases `steps` steps, checking each shard's first
+// float against its step (the hosts' fill writes it), and returns the seconds from
+// the end of step kWarmupSteps to the last step.
+inline double DrainTimed(infeed::CoreInfeedQueue& queue, int64_t steps, benchmark::State& state) {
+  std::chrono::steady_clock::time_point start;
+  for (int64_t s = 0; s < steps; ++s) {
+    if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
+    infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
+    float first;
+    std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
+    if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
+    queue.Release(s);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace tpusim::bench
