@@ -4,7 +4,9 @@
 # second is too small for one and is skipped, and whose last two take one each.
 # Checks the placement launch prints, that the ranks ran in those groups (the role
 # listing numbers each rank's node as MPI sees it), and that a hostfile with too few
-# slots is refused in one line before mpirun starts. Skips (77) without root or ip.
+# slots is refused in one line before mpirun starts. Then the same slice in the
+# threads layout (an MPI rank per TPU host): its 4 ranks on a hostfile of 2 + 1 + 1
+# slots, and the simulated ranks in the same three groups. Skips (77) without root or ip.
 set -u
 tpusim=$1
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,6 +30,17 @@ for r in $(seq 0 19); do
   grep -qE "^  rank +$r: .*, node $node \(.*\), pid" "$work/out" || { echo "rank $r not on node $node"; fail=1; }
 done
 grep -q "crosses the network" "$work/out" && { echo "a TPU host was split over nodes"; fail=1; }
+# The threads layout: an MPI rank per TPU host, its 5 ranks threads of it.
+printf 'tpusim0 slots=2\ntpusim1 slots=1\ntpusim2 slots=1\n' > "$work/threads-hosts"
+TPUSIM_BIN=$tpusim TPUSIM_TIMEOUT=240 "$source_dir/scripts/netns-cluster" launch "$work/threads-hosts" \
+  "$source_dir/configs/runs/v4-32-single-host.yaml" --set train.steps=20 --set infeed.verify=true \
+  --set cluster.layout=threads > "$work/threads" 2>&1 || { cat "$work/threads"; echo "threads layout launch failed"; exit 1; }
+grep -qE '^  node tpusim0: TPU hosts 0-1 \(ranks 0-1\)$' "$work/threads" || { echo "threads: placement on tpusim0"; fail=1; }
+grep -qE '^  node tpusim2: TPU host 3 \(ranks 3\)$' "$work/threads" || { echo "threads: placement on tpusim2"; fail=1; }
+for r in $(seq 0 19); do
+  if [ "$r" -lt 10 ]; then node=0; elif [ "$r" -lt 15 ]; then node=1; else node=2; fi
+  grep -qE "^  rank +$r: .*, node $node \(.*\), pid" "$work/threads" || { echo "threads: rank $r not on node $node"; fail=1; }
+done
 # Too few slots: one line, exit 2, and no mpirun.
 printf 'tpusim0 slots=9\ntpusim1 slots=9\n' > "$work/small"
 start=$(date +%s%N)
