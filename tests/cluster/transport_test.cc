@@ -51,15 +51,15 @@ TEST(InProcessTransportTest, AllToAll) {
 }
 
 TEST(InProcessTransportTest, InfeedCreditsPerHost) {
-  RunOnGroup(5, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-8", true, 8); });
+  RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsPerHost);
 }
 
 TEST(InProcessTransportTest, InfeedCreditsLargePiecesTravelAlone) {
-  RunOnGroup(5, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-8", true, 16384); });
+  RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsLargePieces);
 }
 
 TEST(InProcessTransportTest, InfeedCreditsRelayedInSingleHostMode) {
-  RunOnGroup(20, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-32", false, 16384); });
+  RunOnGroup(testing_cases::kV4_32Members, testing_cases::InfeedCreditsRelayed);
 }
 
 // A message too large for the mailbox is not buffered: its send completes only

@@ -275,4 +275,10 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
   t.Barrier();
 }
 
+void InfeedCreditsPerHost(const cluster::Transport& t) { InfeedCredits(t, "v4-8", true, 8); }
+
+void InfeedCreditsLargePieces(const cluster::Transport& t) { InfeedCredits(t, "v4-8", true, 16384); }
+
+void InfeedCreditsRelayed(const cluster::Transport& t) { InfeedCredits(t, "v4-32", false, 16384); }
+
 }  // namespace tpusim::testing_cases

@@ -36,4 +36,13 @@ void AllToAll(const cluster::Transport& t);
 void InfeedCredits(const cluster::Transport& t, const std::string& topology, bool per_host,
                    int64_t feature_floats);
 
+// The three infeed cases every transport runs, and how many members each plays:
+// v4-8 per host with small shards, v4-8 with pieces that travel alone, and v4-32 in
+// single-host mode (relayed by the other hosts).
+inline constexpr int kV4_8Members = 5;
+inline constexpr int kV4_32Members = 20;
+void InfeedCreditsPerHost(const cluster::Transport& t);
+void InfeedCreditsLargePieces(const cluster::Transport& t);
+void InfeedCreditsRelayed(const cluster::Transport& t);
+
 }  // namespace tpusim::testing_cases

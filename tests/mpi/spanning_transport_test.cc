@@ -57,17 +57,17 @@ TEST(SpanningTransportTest, CrossReplicaSum) { RunSpanning(6, testing_cases::Cro
 TEST(SpanningTransportTest, AllToAll) { RunSpanning(7, testing_cases::AllToAll); }
 
 TEST(SpanningTransportTest, InfeedCreditsPerHost) {
-  RunSpanning(5, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-8", true, 8); });
+  RunSpanning(testing_cases::kV4_8Members, testing_cases::InfeedCreditsPerHost);
 }
 
 TEST(SpanningTransportTest, InfeedCreditsLargePiecesTravelAlone) {
-  RunSpanning(5, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-8", true, 16384); });
+  RunSpanning(testing_cases::kV4_8Members, testing_cases::InfeedCreditsLargePieces);
 }
 
 // v4-32's 20 ranks as its 4 TPU hosts would be at 4 processes (the threads layout):
 // single-host mode feeds every other host's cores across the link, relayed.
 TEST(SpanningTransportTest, InfeedCreditsRelayedInSingleHostMode) {
-  RunSpanning(20, [](const Transport& t) { testing_cases::InfeedCredits(t, "v4-32", false, 16384); });
+  RunSpanning(testing_cases::kV4_32Members, testing_cases::InfeedCreditsRelayed);
 }
 
 }  // namespace

@@ -22,18 +22,18 @@ TEST(MpiTransportTest, CrossReplicaSum) { testing_cases::CrossReplicaSum(Communi
 TEST(MpiTransportTest, AllToAll) { testing_cases::AllToAll(Communicator::World()); }
 
 TEST(MpiTransportTest, InfeedCreditsPerHost) {
-  if (Communicator::World().size() != 5) GTEST_SKIP() << "plays v4-8: 5 ranks";
-  testing_cases::InfeedCredits(Communicator::World(), "v4-8", true, 8);
+  if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
+  testing_cases::InfeedCreditsPerHost(Communicator::World());
 }
 
 TEST(MpiTransportTest, InfeedCreditsLargePiecesTravelAlone) {
-  if (Communicator::World().size() != 5) GTEST_SKIP() << "plays v4-8: 5 ranks";
-  testing_cases::InfeedCredits(Communicator::World(), "v4-8", true, 16384);
+  if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
+  testing_cases::InfeedCreditsLargePieces(Communicator::World());
 }
 
 TEST(MpiTransportTest, InfeedCreditsRelayedInSingleHostMode) {
-  if (Communicator::World().size() != 20) GTEST_SKIP() << "plays v4-32: 20 ranks";
-  testing_cases::InfeedCredits(Communicator::World(), "v4-32", false, 16384);
+  if (Communicator::World().size() != testing_cases::kV4_32Members) GTEST_SKIP() << "plays v4-32: 20 ranks";
+  testing_cases::InfeedCreditsRelayed(Communicator::World());
 }
 
 }  // namespace
