@@ -1,5 +1,7 @@
 #include "cluster/large_messages.h"
 
+#include <string>
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -107,6 +109,19 @@ std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::b
     WaitAll(requests);
   }
   if (root_here && counts_out) *counts_out = std::move(counts);
+  return out;
+}
+
+std::vector<std::string> GatherStrings(const cluster::Transport& comm, const std::string& text) {
+  std::vector<size_t> counts;
+  std::vector<std::byte> all =
+      GatherBytes(comm, std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
+  std::vector<std::string> out;
+  size_t offset = 0;
+  for (size_t c : counts) {
+    out.emplace_back(reinterpret_cast<const char*>(all.data()) + offset, c);
+    offset += c;
+  }
   return out;
 }
 

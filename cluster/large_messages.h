@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cluster/transport.h"
@@ -36,5 +37,8 @@ void PostChunkedSend(const Transport& comm, std::span<const std::byte> data, int
                      std::vector<Request>& requests);
 void PostChunkedReceive(const Transport& comm, std::span<std::byte> data, int peer, int tag,
                         std::vector<Request>& requests);
+
+// Every rank's `text`, in rank order, at rank 0 (empty elsewhere). Collective.
+std::vector<std::string> GatherStrings(const Transport& comm, const std::string& text);
 
 }  // namespace tpusim::cluster

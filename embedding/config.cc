@@ -139,6 +139,18 @@ UpdateMode ParseUpdateMode(std::string_view value, std::string_view key) {
 }
 
 std::string_view ToString(Combiner combiner) { return SpellingOf(kCombiners, combiner); }
+int64_t FeatureWidth(const EmbeddingConfig& config, size_t feature) {
+  const FeatureConfig& f = config.features[feature];
+  const int64_t dim = config.tables[TableIndex(config, f.table)].dim;
+  return f.max_sequence_length > 0 ? f.max_sequence_length * dim : dim;
+}
+
+int64_t EmbeddingWidth(const EmbeddingConfig& config) {
+  int64_t width = 0;
+  for (size_t f = 0; f < config.features.size(); ++f) width += FeatureWidth(config, f);
+  return width;
+}
+
 std::string_view ToString(Sharding sharding) { return SpellingOf(kShardings, sharding); }
 std::string_view ToString(OptimizerKind optimizer) { return SpellingOf(kOptimizers, optimizer); }
 std::string_view ToString(UpdateMode update) { return SpellingOf(kUpdateModes, update); }

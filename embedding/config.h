@@ -98,6 +98,12 @@ void Validate(const EmbeddingConfig& config);
 // Index of the table named `name` in config.tables; throws Error if absent.
 size_t TableIndex(const EmbeddingConfig& config, std::string_view name);
 
+// Model input columns of one feature's activations: dim, or L * dim for a
+// sequence feature.
+int64_t FeatureWidth(const EmbeddingConfig& config, size_t feature);
+// Sum of the feature widths (0 for a config without features).
+int64_t EmbeddingWidth(const EmbeddingConfig& config);
+
 // Parse the YAML spelling of an enum value. `key` names the YAML key for the error,
 // thrown when `value` is not one of the allowed spellings (listed in the message).
 Combiner ParseCombiner(std::string_view value, std::string_view key);

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "base/error.h"
-#include "base/wire.h"
+#include "base/byte_io.h"
 
 namespace tpusim::embedding {
 namespace {

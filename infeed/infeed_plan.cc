@@ -244,4 +244,10 @@ int InfeedPlan::source_host(int host, int ordinal) const {
   return h < 0 ? -1 : hosts_[h].host;
 }
 
+RowRange TrainedRows(const ShardRoute& route) {
+  if (route.slices.empty()) return {route.replica_row_begin, route.replica_rows};
+  const PieceSlice& s = route.slices[0];
+  return {route.replica_row_begin + s.begin[0], s.end[0] - s.begin[0]};
+}
+
 }  // namespace tpusim::infeed

@@ -42,6 +42,17 @@ struct ShardRoute {
   size_t payload_bytes = 0;
 };
 
+// Rows of a host batch: [begin, begin + count).
+struct RowRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+// The rows of the host batch a core trains on for `route`: the batch-dim range of
+// its first tensor piece inside the replica batch (its embedding ids are those
+// rows' ids, and the trainer takes the same rows).
+RowRange TrainedRows(const ShardRoute& route);
+
 struct HostPlan {
   int host = 0;
   int64_t rows_per_step = 0;

@@ -1,8 +1,8 @@
 // What every rank measured, as typed structs serialised once (strict from_json:
 // a missing or misspelt field is an error, never a silent zero) — the only input
-// of the report (sim/report.h). Per-step figures are folded as they happen into
+// of the report (report/report.h). Per-step figures are folded as they happen into
 // fixed-size summaries (window sums and histograms), so a rank's memory does not
-// grow with the run; the steps themselves stream to --steps-csv (sim/rank_streams.h).
+// grow with the run; the steps themselves stream to --steps-csv (sim/rank_stream.h).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,7 @@ struct StepParts {
   StepParts& operator+=(const StepParts& other);
 };
 
-// The columns of --steps-csv: a core's step (sim/core_loop.cc writes them), then
+// The columns of --steps-csv: a core's step (sim/core/core_loop.cc writes them), then
 // the build and enqueue times of that step on the host that built the shard.
 inline constexpr const char* kStepsCsvHeader =
     "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
@@ -116,7 +116,7 @@ struct CoreMetrics {
   std::optional<CoreCrs> crs;
   int64_t global_step = 0;
   std::vector<std::vector<std::string>> param_checksums;  // [variable, hex digest]
-  std::optional<shampoo::CoreMetrics> shampoo;
+  std::optional<shampoo::ClientMetrics> shampoo;
   int64_t non_finite_steps = 0;              // micro-steps with a non-finite loss or gradient
   std::optional<NonFiniteValue> non_finite;  // the first one
   bool stopped_on_non_finite = false;        // train.stop_on_nan stopped training there
@@ -151,8 +151,8 @@ struct HostMetrics {
   double build_s = 0;          // window: workers' wall time building steps
   double enqueue_s = 0;        // window: the sender's time on steps
   std::vector<LoopRecord> loops;   // rank 0 only
-  nlohmann::json pipeline = nlohmann::json::object();  // input pipeline stages (sim/input_pipeline.h)
-  std::optional<shampoo::HostMetrics> shampoo;
+  nlohmann::json pipeline = nlohmann::json::object();  // input pipeline stages (sim/host/input_pipeline.h)
+  std::optional<shampoo::ServiceMetrics> shampoo;
 
   void Add(const HostStepRecord& record, bool in_window);
 };

@@ -1,55 +1,62 @@
-// One simulation run on this rank: the host loop on host ranks (sim/host_loop.h),
-// the core loop on core ranks (sim/core_loop.h), and the report gathered at rank 0.
+// One simulated rank's run, in the phases the app drives (app/run_rank.cc): set
+// up (plans, Shampoo's key table, the watchdog, the start barrier), the loops —
+// the host loop on host ranks (sim/host/host_loop.h), the core loop on core ranks
+// (sim/core/core_loop.h) — then the end-of-run measurements and the gather of
+// every rank's metrics at rank 0. Nothing here prints or builds the report: the
+// app does both with what these phases return.
 #pragma once
 
-#include "cluster/communicators.h"
-#include "cluster/rank_layout.h"
-#include "infeed/infeed_plan.h"
-#include "infeed/infeed_transport.h"
-#include "sim/loop_plan.h"
-#include "sim/run_command.h"
-#include "sim/run_config.h"
-#include "sim/slice.h"
+#include <string>
+#include <vector>
 
-namespace tpusim {
-class Watchdog;
-}
+#include "base/watchdog.h"
+#include "infeed/infeed_plan.h"
+#include "run/loop_plan.h"
+#include "run/shampoo_keys.h"
+#include "sim/metrics.h"
+#include "sim/run_setup.h"
 
 namespace tpusim::sim {
 
-namespace shampoo {
-class KeyTable;
-}
+// One rank's run. Every method is collective over the world, called in this
+// order on every rank: the constructor, RunLoops, then (after whatever the app
+// measures on the same ranks) MeasureCeiling and GatherAtRankZero.
+class RankRun {
+ public:
+  // Builds the plans and the watchdog, then waits at the start barrier.
+  // `observer` (may be null) is borrowed. Throws Error on failure.
+  RankRun(SimulationContext& ctx, RunObserver* observer);
+  RankRun(const RankRun&) = delete;
+  RankRun& operator=(const RankRun&) = delete;
 
-struct SimulationContext {
-  const RunConfig& config;
-  const Slice& slice;
-  const cluster::RankRole& role;
-  cluster::Communicators& comms;
-  const RunOptions& options;
-  int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
+  // The host or core loop; returns what this rank measured.
+  RankMetrics RunLoops();
+  // The simulator's own ceiling on these ranks (sim/host/simulator_ceiling.h),
+  // into `mine`.
+  void MeasureCeiling(RankMetrics& mine);
+  // Every rank's metrics, in rank order, at rank 0 (empty elsewhere).
+  std::vector<RankMetrics> GatherAtRankZero(const RankMetrics& mine);
+
+  // A deadline for the end of the run (ranks finish at different times, so
+  // twice the watchdog's); an idle core without work waits here the whole run.
+  Watchdog::Scope EndOfRunDeadline();
+
+  const infeed::InfeedPlan& plan() const { return plan_; }
+  const LoopPlan& loops() const { return loops_; }
+  const shampoo::KeyTable& keys() const { return keys_; }
+  Watchdog& watchdog() { return watchdog_; }
+  // Steps the simulator ceiling sends.
+  int64_t ceiling_steps() const;
+  // Seconds since the start barrier.
+  double elapsed_s() const;
+
+ private:
+  SimulationContext& ctx_;
+  LoopPlan loops_;
+  infeed::InfeedPlan plan_;
+  shampoo::KeyTable keys_;
+  Watchdog watchdog_;
+  RunSetup setup_;
 };
-
-// What the host and core loops of a run share, built once by RunSimulation.
-struct RunSetup {
-  SimulationContext& ctx;
-  const infeed::InfeedPlan& plan;
-  const LoopPlan& loops;
-  const shampoo::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
-  double origin_s = 0;            // MonotonicSeconds() right after the start barrier
-  int host_ranks_on_node = 1;     // host ranks sharing this machine (for thread counts)
-  Watchdog* watchdog = nullptr;   // deadline on every blocking wait (run.watchdog_s)
-};
-
-// Injects faults.stall / faults.kill when this rank reaches `phase` of infeed
-// step `step`.
-void InjectFaults(const RunSetup& run, int64_t step,
-                  FaultsConfig::Phase phase = FaultsConfig::Phase::kStep);
-
-// The infeed transport settings of a run, the same on hosts and cores.
-infeed::TransportOptions RunTransportOptions(const RunSetup& run);
-
-// Runs this rank's part; returns the exit code. Throws Error on failure.
-int RunSimulation(SimulationContext& context);
 
 }  // namespace tpusim::sim

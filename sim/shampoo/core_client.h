@@ -15,7 +15,7 @@
 #include "cluster/transport.h"
 #include "optim/optimizer.h"
 #include "optim/shampoo_optimizer.h"
-#include "sim/shampoo/key_table.h"
+#include "run/shampoo_keys.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/shampoo/wire.h"
 
@@ -44,7 +44,7 @@ class CoreClient {
   // Blocks until every owner host's delivery for `loop` has arrived, assigns it,
   // posts the next loop's receives. Returns the seconds it waited.
   double AwaitDeliveries(int64_t loop);
-  const CoreMetrics& metrics() const { return metrics_; }
+  const ClientMetrics& metrics() const { return metrics_; }
 
  private:
   struct Owner {
@@ -61,7 +61,7 @@ class CoreClient {
   std::vector<int> sent_keys_;                         // keys whose statistics this core sends
   std::map<int, optim::ShampooOptimizer*> holder_;     // key index -> its Shampoo
   std::vector<Owner> owners_;
-  CoreMetrics metrics_;
+  ClientMetrics metrics_;
 };
 
 }  // namespace tpusim::sim::shampoo

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "optim/preconditioner_service.h"
-#include "sim/shampoo/key_table.h"
+#include "run/shampoo_keys.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/shampoo/wire.h"
 

@@ -138,8 +138,8 @@ void HostService::Drain() {
   }
 }
 
-HostMetrics HostService::Metrics() const {
-  HostMetrics m = metrics_;
+ServiceMetrics HostService::Metrics() const {
+  ServiceMetrics m = metrics_;
   m.roots_superseded = service_->superseded();
   m.methods = methods_.Summary();
   m.busy_s = busy_.busy_s();

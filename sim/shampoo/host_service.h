@@ -18,9 +18,9 @@
 
 #include "cluster/transport.h"
 #include "optim/preconditioner_service.h"
-#include "sim/outfeed.h"
+#include "sim/wire/outfeed.h"
 #include "sim/shampoo/delivery_planner.h"
-#include "sim/shampoo/key_table.h"
+#include "run/shampoo_keys.h"
 #include "sim/shampoo/metrics.h"
 
 namespace tpusim::sim::shampoo {
@@ -59,7 +59,7 @@ class HostService final : public PostLoopHook {
   // Seconds so far during which at least one root was running.
   double BusySeconds();
   // What this host did, for the report (complete after Drain()).
-  HostMetrics Metrics() const;
+  ServiceMetrics Metrics() const;
 
  private:
   struct InFlight {
@@ -85,7 +85,7 @@ class HostService final : public PostLoopHook {
   std::map<int, KeyCounts> key_counts_;
   MethodTimer methods_;
   BusyClock busy_;
-  HostMetrics metrics_;
+  ServiceMetrics metrics_;
   std::unique_ptr<optim::PreconditionerService> service_;  // last: joined first
 };
 

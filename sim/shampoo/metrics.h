@@ -56,8 +56,9 @@ struct MethodTimes {
   double p99_s = 0;
 };
 
-// One owner host over the whole run.
-struct HostMetrics {
+// What the preconditioner service of one owner host (HostService) did over the
+// whole run.
+struct ServiceMetrics {
   int host = 0;
   int threads = 0;
   int64_t keys_owned = 0;
@@ -80,8 +81,9 @@ struct HostMetrics {
   double examples_idle = 0;
 };
 
-// One training core over the whole run.
-struct CoreMetrics {
+// What the Shampoo client of one training core (CoreClient) waited over the whole
+// run.
+struct ClientMetrics {
   int64_t deliveries = 0;         // post-loops completed
   int64_t assigned = 0;           // preconditioners assigned (ok = 1)
   double wait_s_total = 0;        // blocked at post-loops waiting for deliveries
@@ -91,12 +93,12 @@ struct CoreMetrics {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StalenessSummary, deliveries, min_steps, max_steps, total_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KeyMetrics, key, name, owner, size, roots, rejected, staleness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MethodTimes, method, count, total_s, p50_s, p99_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostMetrics, host, threads, keys_owned, roots_done,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ServiceMetrics, host, threads, keys_owned, roots_done,
                                    roots_rejected, roots_nonfinite, roots_deduplicated,
                                    roots_superseded, roots_cancelled,
                                    root_s_total, methods, held_s_total, busy_s, keys,
                                    infeed_busy_s, infeed_idle_s, examples_busy, examples_idle)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreMetrics, deliveries, assigned, wait_s_total, wait_s_max)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClientMetrics, deliveries, assigned, wait_s_total, wait_s_max)
 
 // Durations of roots by method, in bounded memory: count, total, p50 and p99.
 class MethodTimer {
@@ -122,16 +124,5 @@ class BusyClock {
   bool busy_ = false;
   double busy_s_ = 0;
 };
-
-class KeyTable;
-
-// The report's `shampoo` section: the service settings, per owner host its keys,
-// roots done/rejected and their times by method, its input pipeline's
-// examples/s while the service was busy versus idle; per key the staleness it
-// actually had; the cores' wait for preconditioners (max and mean over cores).
-nlohmann::json ReportSection(const KeyTable& table, const std::vector<HostMetrics>& hosts,
-                             const std::vector<CoreMetrics>& cores);
-// The end-of-run lines for that section.
-void PrintReportSection(const nlohmann::json& section);
 
 }  // namespace tpusim::sim::shampoo

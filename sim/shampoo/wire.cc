@@ -1,7 +1,7 @@
 #include "sim/shampoo/wire.h"
 
 #include "base/error.h"
-#include "base/wire.h"
+#include "base/byte_io.h"
 
 namespace tpusim::sim::shampoo {
 namespace {

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/shampoo/key_table.h"
+#include "run/shampoo_keys.h"
 
 namespace tpusim::sim::shampoo {
 

@@ -17,9 +17,9 @@
 #include "cluster/device_assignment.h"
 #include "cluster/topology.h"
 #include "infeed/shard_message.h"
-#include "sim/embedding_infeed.h"
-#include "sim/run_config.h"
-#include "sim/run_validation.h"
+#include "sim/wire/embedding_trailer.h"
+#include "run/run_config.h"
+#include "run/run_validation.h"
 #include "tests/fuzz/mutation_fuzzer.h"
 
 namespace tpusim {

@@ -1,4 +1,4 @@
-// Unit tests of the capacity search (sim/capacity.h) with a fake probe: the
+// Unit tests of the capacity search (sweep/capacity.h) with a fake probe: the
 // order of values tried, the bracket it ends with, the direction taken from the
 // two ends, the stop rules (integers, relative tolerance, lists, --max-runs) and
 // the outcomes when no value or every value passes.
@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim/capacity.h"
+#include "sweep/capacity.h"
 #include "tests/common/error_of.h"
 
 namespace tpusim::sim {

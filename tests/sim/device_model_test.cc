@@ -1,7 +1,7 @@
-// The modeled device time (sim/device_model.h): each distribution's mean and
+// The modeled device time (sim/core/device_model.h): each distribution's mean and
 // spread over many steps, determinism, truncation, FLOPs scaling, jitter and
 // slow cores.
-#include "sim/device_model.h"
+#include "sim/core/device_model.h"
 
 #include <cmath>
 #include <vector>

@@ -18,7 +18,7 @@
 
 #include "base/error.h"
 #include "base/synthetic.h"
-#include "sim/model/mlp.h"
+#include "model/mlp.h"
 #include "tests/common/malloc_counter.h"
 
 

@@ -1,14 +1,14 @@
-// The report's arithmetic (sim/report.h) on hand-built metrics: window rates,
+// The report's arithmetic (report/report.h) on hand-built metrics: window rates,
 // infeed %, the step breakdown, accelerator utilization, percentiles, the
 // straggler and the replica checksums — no MPI.
-#include "sim/report.h"
+#include "report/report.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "cluster/topology_source.h"
-#include "sim/slice.h"
+#include "run/slice.h"
 
 namespace tpusim::sim {
 namespace {
@@ -67,7 +67,8 @@ HostMetrics Host() {
 }
 
 json Report(Fixture& f, std::vector<CoreMetrics> cores) {
-  ReportInputs in{f.config, f.slice, 256, f.loops, {}, 3.0, {}, json::object()};
+  const shampoo::KeyTable no_keys;
+  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, json::object()};
   RankMetrics host;
   host.host = Host();
   in.ranks.push_back(host);

@@ -1,7 +1,7 @@
-// The one validation of a run (sim/run_validation.h), without MPI: what TF's
+// The one validation of a run (run/run_validation.h), without MPI: what TF's
 // device_assignment accepts is accepted (idle cores counted), and what a run would
 // fail on later is refused now with one line naming the key and the numbers.
-#include "sim/run_validation.h"
+#include "run/run_validation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

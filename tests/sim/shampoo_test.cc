@@ -6,7 +6,7 @@
 #include "optim/optimizer_config.h"
 #include "optim/shampoo_optimizer.h"
 #include "sim/shampoo/delivery_planner.h"
-#include "sim/shampoo/key_table.h"
+#include "run/shampoo_keys.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/shampoo/wire.h"
 #include "tests/common/error_of.h"
@@ -228,13 +228,13 @@ TEST(MetricsTest, MethodTimesBusyClockAndStaleness) {
   EXPECT_DOUBLE_EQ(s.mean_steps(), 20.0);
 }
 
-TEST(MetricsTest, HostMetricsJsonIsStrict) {
-  HostMetrics m;
+TEST(MetricsTest, ServiceMetricsJsonIsStrict) {
+  ServiceMetrics m;
   m.host = 3;
   nlohmann::json j = m;
-  EXPECT_EQ(j.get<HostMetrics>().host, 3);
+  EXPECT_EQ(j.get<ServiceMetrics>().host, 3);
   j.erase("roots_done");
-  EXPECT_THROW(j.get<HostMetrics>(), nlohmann::json::exception);
+  EXPECT_THROW(j.get<ServiceMetrics>(), nlohmann::json::exception);
 }
 
 }  // namespace

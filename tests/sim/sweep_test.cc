@@ -1,14 +1,14 @@
 // Unit tests of the pure parts of `tpusim sweep`: --vary parsing, the grid's
-// order, run ids and overrides (sim/sweep.h, sim/run_recorder.h), the runs.csv
-// schema and rows built from a report (sim/run_table.h), and the error line
-// taken from a failed run's log (sim/point_runner.h).
+// order, run ids and overrides (sweep/sweep.h, sweep/run_recorder.h), the runs.csv
+// schema and rows built from a report (sweep/run_table.h), and the error line
+// taken from a failed run's log (sweep/point_runner.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim/point_runner.h"
-#include "sim/run_recorder.h"
-#include "sim/run_table.h"
-#include "sim/sweep.h"
+#include "sweep/point_runner.h"
+#include "sweep/run_recorder.h"
+#include "sweep/run_table.h"
+#include "sweep/sweep.h"
 #include "tests/common/error_of.h"
 
 namespace tpusim::sim {

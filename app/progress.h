@@ -1,0 +1,30 @@
+// Rank 0's lines while a run goes: the progress line of an infeed-only run
+// (loop, step, examples/s, ETA, at most twice a second) and, when it trains, one
+// line per finished loop (global step, mean loss, examples/s, ETA), on stderr.
+#pragma once
+
+#include <cstdint>
+
+#include "run/loop_plan.h"
+#include "sim/host/host_outfeed.h"
+#include "sim/simulation.h"
+
+namespace tpusim::sim {
+
+class ProgressPrinter : public RunObserver {
+ public:
+  // `trains`: the run trains a model (loop lines instead of the progress line).
+  ProgressPrinter(const LoopPlan& loops, int64_t global_batch, bool trains);
+  void StepSent(int64_t step) override;
+  void LoopDone(const LoopSummary& summary) override;
+
+ private:
+  const LoopPlan& loops_;
+  int64_t batch_;
+  bool trains_;
+  double start_;
+  double last_print_ = -1;
+  double last_loop_end_ = 0;
+};
+
+}  // namespace tpusim::sim

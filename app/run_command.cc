@@ -1,0 +1,231 @@
+#include "app/run_command.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "base/error.h"
+#include "cluster/communicator.h"
+#include "cluster/communicators.h"
+#include "cluster/in_process_transport.h"
+#include "cluster/process_link.h"
+#include "cluster/large_messages.h"
+#include "run/run_outputs.h"
+#include "run/run_validation.h"
+#include "app/run_rank.h"
+
+namespace tpusim::sim {
+namespace {
+
+struct Setup {
+  RunConfig config;
+  std::optional<ValidatedRun> run;
+  std::optional<cluster::RankRole> role;  // known once the slice is
+};
+
+// This machine's memory and the world ranks that share it.
+Machine MachineOfRank(const cluster::Communicator& world) {
+  Machine machine = ThisMachine();
+  cluster::Communicator node = world.SplitShared();
+  std::vector<double> here(static_cast<size_t>(world.size()), 0.0);
+  here[static_cast<size_t>(world.rank())] = 1;
+  node.AllreduceInPlace(here, cluster::ReduceOp::kSum);
+  for (size_t r = 0; r < here.size(); ++r) {
+    if (here[r] > 0) machine.ranks.push_back(static_cast<int>(r));
+  }
+  return machine;
+}
+
+// Loads and checks everything a rank needs before it talks to any peer: the same
+// validation as `tpusim validate`, plus the world size and, on rank 0 (which writes
+// every output), the output paths. Fills `setup` as far as it gets.
+void LoadSetup(const RunOptions& options, const cluster::Communicator& world, const Machine& machine,
+               Setup& setup) {
+  setup.config = LoadRunConfig(options.config, options.overrides);
+  setup.run.emplace(ValidateRun(setup.config, machine));
+  const Slice& slice = setup.run->slice;
+  slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
+  if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
+  if (world.rank() == 0) CheckRunOutputs(options);
+}
+
+void ConfigureLogger(const std::string& tag) {
+  auto logger = spdlog::stderr_color_mt("tpusim");
+  logger->set_pattern(fmt::format("[%H:%M:%S.%e] [{}] %^%l%$: %v", tag));
+  spdlog::set_default_logger(logger);
+}
+
+// "1-8" or "0,9,18": sorted ranks as ranges.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    parts.push_back(j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+// "rank 3 (core 0/2 ...)", "ranks 1-8 (cores)" or "ranks 0,4 (hosts and cores)".
+std::string DescribeRanks(const std::vector<int>& ranks, const std::vector<std::string>& roles) {
+  if (ranks.size() == 1) {
+    const std::string& role = roles[static_cast<size_t>(ranks[0])];
+    return role.empty() ? fmt::format("rank {}", ranks[0]) : fmt::format("rank {} ({})", ranks[0], role);
+  }
+  bool hosts = false, cores = false;
+  for (int r : ranks) {
+    hosts = hosts || roles[static_cast<size_t>(r)].starts_with("host");
+    cores = cores || roles[static_cast<size_t>(r)].starts_with("core");
+  }
+  const char* kinds = hosts && cores ? " (hosts and cores)" : hosts ? " (hosts)" : cores ? " (cores)" : "";
+  return fmt::format("ranks {}{}", RankRanges(ranks), kinds);
+}
+
+// Rank 0's one line for the setup errors of all ranks: the message alone when every
+// rank failed the same way (as `tpusim validate` prints it), else each distinct
+// message with the ranks that reported it.
+std::string SetupErrorLine(const std::vector<std::string>& errors, const std::vector<std::string>& roles) {
+  std::map<std::string, std::vector<int>> by_message;
+  std::vector<std::string> order;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r].empty()) continue;
+    auto [it, inserted] = by_message.try_emplace(errors[r]);
+    if (inserted) order.push_back(errors[r]);
+    it->second.push_back(static_cast<int>(r));
+  }
+  if (order.size() == 1 && by_message[order[0]].size() == errors.size()) {
+    return fmt::format("tpusim: error: {}", order[0]);
+  }
+  std::vector<std::string> parts;
+  for (const std::string& message : order) {
+    parts.push_back(fmt::format("[{}] error: {}", DescribeRanks(by_message[message], roles), message));
+  }
+  return fmt::format("tpusim: {}", fmt::join(parts, "; also "));
+}
+
+// Every rank reports its setup error ("" if none); rank 0 prints one line for all
+// and every rank learns whether to go on. Collective.
+bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, const std::string& role) {
+  std::vector<std::string> errors = GatherStrings(world, error);
+  std::vector<std::string> roles = GatherStrings(world, role);
+  if (world.rank() == 0) {
+    bool any = std::any_of(errors.begin(), errors.end(), [](const std::string& e) { return !e.empty(); });
+    if (any) fmt::print(stderr, "{}\n", SetupErrorLine(errors, roles));
+    std::fflush(stderr);
+  }
+  double failed = error.empty() ? 0 : 1;
+  world.AllreduceInPlace(std::span<double>(&failed, 1), cluster::ReduceOp::kMax);
+  return failed == 0;
+}
+
+// One simulated rank, on the thread that calls it: its transports split from
+// `world`, its simulation, and its one line if it fails. Returns its exit code.
+int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
+            std::unique_ptr<cluster::Transport> world, int node) {
+  const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
+  try {
+    cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
+    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node};
+    return RunSimulatedRank(context);
+  } catch (const OutputsFailed& e) {
+    // After the last collective: no peer waits for this rank, so it ends normally
+    // (MPI_Abort here has made mpirun itself crash in PMIx finalize).
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, e.what());
+    return kExitInputError;
+  } catch (...) {
+    // Alone or not, this rank prints its own line and brings every rank down;
+    // `tpusim launch` runs mpirun --quiet so no banner follows it.
+    bool internal = false;
+    std::string message = CurrentExceptionMessage(&internal);
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
+    std::fflush(stderr);
+    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
+  }
+}
+
+// The threads and packed layouts (design.md §2): this MPI process plays whole TPU
+// hosts, each of their ranks a thread, over one group that spans the processes.
+// Returns the first non-zero exit code of its ranks.
+int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const cluster::MpiEnvironment& mpi,
+                      const cluster::Communicator& world, int node, size_t machine_ranks) {
+  const cluster::RankLayout& layout = setup.run->slice.layout;
+  if (!mpi.thread_serialized()) {
+    Fail("cluster.layout: {} needs MPI_THREAD_SERIALIZED, which {} does not grant", layout.layout_name(),
+         cluster::MpiEnvironment::LibraryVersion());
+  }
+  // An idle link polls MPI every max_idle_us at most: 200 us when each process has a
+  // CPU, longer when many share few (256 idle links polling every 200 us would take
+  // both CPUs of this machine), up to 5 ms.
+  const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int per_cpu = (static_cast<int>(machine_ranks) + cpus - 1) / cpus;
+  auto link = std::make_shared<cluster::ProcessLink>(world, std::clamp(200 * per_cpu, 200, 5000));
+  std::vector<int> process_of;
+  for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
+  std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
+      cluster::InProcessTransport::CreateSpanningGroup(link, /*id=*/1, std::move(process_of));
+  const int first = world.rank() * layout.ranks_per_process();
+  std::vector<int> codes(endpoints.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const cluster::RankRole role = layout.RoleOf(first + static_cast<int>(i), setup.run->slice.assignment);
+      codes[i] = RunRank(setup, options, role, std::move(endpoints[i]), node);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  link->Stop();
+  for (int code : codes) {
+    if (code != 0) return code;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
+  cluster::MpiEnvironment mpi(argc, argv);
+  cluster::Communicator world = cluster::Communicator::World();
+  std::string where = fmt::format("rank {}", mpi.world_rank());
+  Setup setup;
+  std::string setup_error;
+  const Machine machine = MachineOfRank(world);
+  try {
+    LoadSetup(options, world, machine, setup);
+  } catch (...) {
+    bool internal = false;
+    setup_error = CurrentExceptionMessage(&internal);
+  }
+  std::string role = setup.role ? setup.role->Describe() : "";
+  if (setup.run && !setup.role) {
+    const cluster::RankLayout& layout = setup.run->slice.layout;
+    const int first_host = mpi.world_rank() * layout.hosts_per_process();
+    role = layout.hosts_per_process() == 1
+               ? fmt::format("host {} and its cores", first_host)
+               : fmt::format("hosts {}-{} and their cores", first_host, first_host + layout.hosts_per_process() - 1);
+  }
+  if (!role.empty()) where = fmt::format("rank {} {}", mpi.world_rank(), role);
+  if (!AgreeOnSetup(world, setup_error, role)) return kExitInputError;
+  ConfigureLogger(where);
+  const int node = machine.ranks.front();  // the lowest MPI rank on this machine
+  if (setup.role) {
+    return RunRank(setup, options, *setup.role, std::make_unique<cluster::Communicator>(cluster::Communicator::World()),
+                   node);
+  }
+  try {
+    return RunRanksAsThreads(setup, options, mpi, world, node, machine.ranks.size());
+  } catch (...) {
+    bool internal = false;
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));
+    std::fflush(stderr);
+    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
+  }
+}
+
+}  // namespace tpusim::sim

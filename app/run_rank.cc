@@ -1,0 +1,206 @@
+#include "app/run_rank.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/progress.h"
+#include "base/error.h"
+#include "base/process_memory.h"
+#include "cluster/communicator.h"
+#include "cluster/large_messages.h"
+#include "report/mpi_baseline.h"
+#include "report/provenance.h"
+#include "report/report.h"
+#include "report/stream_merge.h"
+#include "report/summary.h"
+#include "report/trace.h"
+#include "run/exit_codes.h"
+#include "run/run_outputs.h"
+#include "sim/rank_stream.h"
+#include "sim/wire/params.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+
+// The machine's hostname (network namespaces and containers may share one).
+std::string HostName() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Rank 0: a note for every TPU host whose ranks ended up on several nodes (its
+// host-to-core hop then crosses the network). `nodes[r]` is rank r's node index.
+void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nodes) {
+  const cluster::RankLayout& layout = ctx.slice.layout;
+  for (int h = 0; h < layout.num_hosts(); ++h) {
+    const int home = nodes[static_cast<size_t>(layout.host_rank(h))];
+    for (int o = 0; o < layout.cores_per_host(); ++o) {
+      const int node = nodes[static_cast<size_t>(layout.core_rank(h, o))];
+      if (node == home) continue;
+      fmt::print("note: TPU host {}'s rank is on node {} but its core {} on node {}: that host-to-core "
+                 "hop crosses the network (tpusim launch --hostfile keeps them together)\n",
+                 h, home, o, node);
+      break;
+    }
+  }
+}
+
+// Gathers every rank's role at rank 0 and prints who plays what where: nodes are
+// numbered in order of their first rank (node 0 runs rank 0), with the hostname.
+void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
+  const std::vector<std::string> roles =
+      GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, HostName(), ::getpid()));
+  const std::vector<std::string> described = GatherStrings(*ctx.comms.world, ctx.role.Describe());
+  if (ctx.comms.world->rank() != 0) return;
+  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
+             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world->size(),
+             ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
+             ctx.slice.assignment.path(), ctx.slice.idle_cores());
+  std::map<int, int> index_of_leader;
+  std::vector<int> nodes;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    const size_t bar = roles[r].find('|'), bar2 = roles[r].rfind('|');
+    const int leader = std::stoi(roles[r].substr(0, bar));
+    const int node = index_of_leader.try_emplace(leader, static_cast<int>(index_of_leader.size())).first->second;
+    nodes.push_back(node);
+    fmt::print("  rank {:>3}: {}, node {} ({}), pid {}\n", r, described[r], node,
+               roles[r].substr(bar + 1, bar2 - bar - 1), roles[r].substr(bar2 + 1));
+  }
+  NoteSplitTpuHosts(ctx, nodes);
+  if (loops.overshoots(ctx.config.train)) {
+    fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
+               "{} steps, as Lingvo overshoots to a loop boundary\n",
+               ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
+  }
+  std::fflush(stdout);
+}
+
+// A part left by an earlier run that crashed must not be merged into this one.
+void RemoveStalePart(const std::string& path, int rank) {
+  std::error_code ignored;  // a part that cannot be removed fails when it is opened
+  if (!path.empty()) std::filesystem::remove(PartPath(path, rank), ignored);
+}
+
+// Rank 0: the streamed outputs, each merged from every rank's part; a failed one
+// is kept in `outputs` and the others are still written.
+void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                  const std::vector<RankMetrics>& ranks, OutputWrites& outputs) {
+  const cluster::RankLayout& layout = ctx.slice.layout;
+  std::vector<int> fed, stepping, builders(static_cast<size_t>(layout.num_hosts()), -1);
+  for (const RankMetrics& r : ranks) {
+    if (r.core && r.core->fed) fed.push_back(r.rank);
+    if (r.core && (r.core->fed || r.core->trains)) stepping.push_back(r.rank);
+    if (r.host && plan.host_plan(r.host->host)) builders[static_cast<size_t>(r.host->host)] = r.rank;
+  }
+  const RunOptions& o = ctx.options;
+  if (!o.placement_log_path.empty()) outputs.Try([&] { MergePlacementLog(o.placement_log_path, fed); });
+  if (!o.steps_csv_path.empty()) {
+    outputs.Try([&] { MergeStepsCsv(o.steps_csv_path, kStepsCsvHeader, stepping, builders); });
+  }
+  if (!o.trace_path.empty()) outputs.Try([&] { WriteTrace(o.trace_path, ranks); });
+}
+
+// Rank 0, --expect-au: one line naming the worst core and its host, and the
+// distinct exit code, when the run's accelerator utilization falls short.
+int CheckUtilization(const SimulationContext& ctx, const json& report) {
+  if (ctx.options.expect_au <= 0 || report["accelerator_utilization"].is_null()) return 0;
+  const json& au = report["accelerator_utilization"];
+  const double worst = au["min"].get<double>();
+  if (worst >= ctx.options.expect_au) return 0;
+  const json& core = au["worst_core"];
+  fmt::print(stderr, "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
+             "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n", worst * 100,
+             ctx.options.expect_au * 100, core["host"].get<int>(), core["ordinal"].get<int>(),
+             core["replica"].get<int>(), core["host"].get<int>(), au["mean"].get<double>() * 100);
+  return kExitBelowExpectedAu;
+}
+
+// Rank 0, train.stop_on_nan: the run's one line when training stopped on a
+// non-finite value (after the report was written); true if it did.
+bool StoppedOnNonFinite(const json& report) {
+  if (!report.contains("non_finite") || !report["non_finite"]["stopped"].get<bool>()) return false;
+  const json& first = report["non_finite"]["first"];
+  const int replica = first["replica"].get<int>();
+  const std::string variable = first["variable"].get<std::string>();
+  fmt::print(stderr, "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
+             "there and the report was written (train.stop_on_nan: false goes on)\n",
+             variable == "loss" ? "loss" : fmt::format("gradient of '{}'", variable),
+             first["global_step"].get<int64_t>(),
+             replica >= 0 ? fmt::format("replica {}", replica) : std::string("the cross-replica sum of finite gradients"));
+  std::fflush(stderr);
+  return true;
+}
+
+// Rank 0: fails naming the first variable on which two training cores' bits
+// differ (train.check_replicas), after the report has been written.
+void CheckReplicas(const SimulationContext& ctx, const json& report) {
+  if (!ctx.config.train.check_replicas || !report.contains("replicas")) return;
+  const json& first = report["replicas"]["first_difference"];
+  if (first.is_null()) return;
+  Fail("train.check_replicas: replicas diverged: variable '{}' differs between {} and {} (the "
+       "report lists every replica's checksum)", first["variable"].get<std::string>(),
+       first["a"].get<std::string>(), first["b"].get<std::string>());
+}
+
+// Rank 0: the report of the gathered metrics, printed, written and checked.
+int ReportAtRankZero(SimulationContext& ctx, RankRun& run, ReportInputs& inputs, OutputWrites& outputs) {
+  MergeStreams(ctx, run.plan(), inputs.ranks, outputs);
+  const json report = BuildReport(inputs);
+  PrintSummary(report);
+  if (!ctx.options.report_path.empty()) {
+    outputs.Try([&] { WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, report); });
+  }
+  outputs.ThrowIfAnyFailed();
+  if (StoppedOnNonFinite(report)) return kExitNonFinite;
+  CheckReplicas(ctx, report);
+  return CheckUtilization(ctx, report);
+}
+
+}  // namespace
+
+int RunSimulatedRank(SimulationContext& ctx) {
+  const LoopPlan loops = MakeLoopPlan(ctx.config.train);
+  PrintRoles(ctx, loops);
+  std::optional<ProgressPrinter> progress;
+  const bool rank0 = ctx.comms.world->rank() == 0;
+  if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
+  RankRun run(ctx, progress ? &*progress : nullptr);
+  for (const std::string* path : {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
+    RemoveStalePart(*path, ctx.comms.world->rank());
+  }
+  RankMetrics mine = run.RunLoops();
+  OutputWrites outputs;  // a failed output must not lose the others
+  if (rank0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
+    const int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
+    Watchdog::Scope wait(&run.watchdog(), "the parameters of replica 0", -1, source);
+    outputs.Try([&] { ReceiveParams(*ctx.comms.world, source, ctx.options.params_out_dir); });
+  }
+  mine.peak_rss_kib = PeakResidentKib();
+  const double run_s = run.elapsed_s();
+  MpiBaseline baseline;
+  std::vector<RankMetrics> ranks;
+  {
+    Watchdog::Scope wait = run.EndOfRunDeadline();
+    baseline = MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan());
+    run.MeasureCeiling(mine);
+    ranks = run.GatherAtRankZero(mine);
+  }
+  if (!rank0) return 0;
+  ReportInputs inputs{ctx.config, ctx.slice, run.keys(), run.plan().global_batch(), run.loops(), std::move(ranks),
+                      run_s, baseline, run.ceiling_steps(),
+                      Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
+                      Provenance(ctx.config.source)};
+  return ReportAtRankZero(ctx, run, inputs, outputs);
+}
+
+}  // namespace tpusim::sim

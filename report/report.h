@@ -1,0 +1,48 @@
+// What a run reports (design.md §5): per host and total infeed throughput, per
+// core the time waiting for infeed, queue occupancy and accelerator utilization,
+// the measured window (the first loop is warm-up), the step broken into its parts
+// with percentiles, the input-bound verdict, the slowest core when one holds the
+// others back, and a plain-MPI baseline measured on the same ranks. BuildReport is
+// pure arithmetic over every rank's typed metrics (sim/metrics.h) and unit-tested;
+// rank 0 prints the end-of-run table and writes the versioned JSON.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/mpi_baseline.h"
+#include "run/loop_plan.h"
+#include "run/run_config.h"
+#include "run/shampoo_keys.h"
+#include "run/slice.h"
+#include "sim/metrics.h"
+
+namespace tpusim::sim {
+
+// Version 2: per-step arrays gave way to window sums and histograms (percentiles
+// and accelerator utilization added); see the README for the changed fields.
+inline constexpr int kReportVersion = 2;
+
+// Everything a report is made of.
+struct ReportInputs {
+  const RunConfig& config;
+  const Slice& slice;
+  const shampoo::KeyTable& keys;   // empty without Shampoo
+  int64_t global_batch = 0;
+  LoopPlan loops;
+  std::vector<RankMetrics> ranks;  // in rank order
+  double run_s = 0;
+  MpiBaseline baseline;
+  int64_t ceiling_steps = 0;       // steps the simulator ceiling sent
+  nlohmann::json environment;
+  nlohmann::json provenance;
+};
+
+nlohmann::json BuildReport(const ReportInputs& inputs);
+
+// Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.
+void WriteJsonFile(const std::string& path, const std::string& label, const nlohmann::json& value);
+
+}  // namespace tpusim::sim

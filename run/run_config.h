@@ -1,0 +1,199 @@
+// A run's settings as typed structs with documented defaults (design.md §4.1).
+// Parsed once from a run YAML (plus --set overrides) by LoadRunConfig and then
+// passed explicitly; no global configuration.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "cluster/device_assignment.h"
+#include "cluster/topology.h"
+#include "cluster/topology_source.h"
+#include "embedding/config.h"
+#include "infeed/storage_model.h"
+#include "optim/gradient_adjustment.h"
+#include "optim/optimizer_config.h"
+#include "model/mlp.h"
+
+namespace tpusim::sim {
+
+// The name of the teacher's target that a training run adds to every shard; no
+// declared feature may use it.
+inline constexpr const char* kLabelFeature = "label";
+
+struct ClusterConfig {
+  int split = 1;                    // cores per replica (Lingvo num_devices_per_split);
+                                    // without it, the product of computation_shape
+  std::string order = "auto";       // auto | ring | mesh (train.tpu_device_order_mode)
+  std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
+  std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
+  int replicas = 0;                 // 0 = as many as fit (TF's replica_counts product)
+  std::string layout = "ranks";     // ranks | threads | packed (design.md §2)
+  int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
+
+  // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
+  int hosts_per_process() const { return layout == "ranks" ? 0 : layout == "threads" ? 1 : hosts_per_rank; }
+};
+
+struct InputFeatureConfig {
+  std::string dtype = "float32";
+  std::vector<int64_t> shape;  // per example
+};
+
+struct InputConfig {
+  std::string source = "synthetic";  // synthetic | files | cached
+  std::string data_dir;              // files: dataset directory (tpusim gen-data)
+  int64_t cache_steps = 2;           // cached: pre-built host batches, cycled over the steps
+  int64_t shuffle_buffer = 0;        // files: examples in the shuffle buffer; 0 = none
+  int prefetch = 0;                  // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
+  infeed::StorageConfig storage;     // files: the storage model charged for every read
+  uint64_t seed = 1;
+  int64_t global_batch = 128;
+  std::map<std::string, InputFeatureConfig> features{{"x", {"float32", {64}}}};
+  double max_examples_per_sec = 0;   // per host; 0 = unlimited
+  double cpu_us_per_example = 0;     // busy work per example on the host
+};
+
+struct InfeedConfig {
+  bool per_host = true;              // use_per_host_infeed
+  bool partitioned = false;          // use_partitioned_infeed_queue
+  bool per_core = false;             // use_per_core_infeed (every core of a host fed)
+  std::map<std::string, std::vector<int64_t>> partition_dims;  // default: dim 0 over the replica
+  int parallelism = 1;               // tpu_infeed_parallelism (enqueue workers)
+  int queue_depth = 4;               // slots per core
+  bool verify = false;               // cores check every shard against the synthetic function
+};
+
+struct TrainConfig {
+  int64_t steps = 100;               // global steps (optimizer updates)
+  int64_t iterations_per_loop = 10;  // steps per training loop
+  int num_micro_batches = 1;
+  // gradient_aggregation: Lingvo's GradientAggregationOptimizer (global step =
+  // optimizer updates); lingvo: Lingvo's Accumulator (global step = micro-steps,
+  // so train.steps counts micro-steps and the infeed delivers train.steps batches).
+  std::string accumulator = "gradient_aggregation";
+  bool apply_crs_to_grad = false;    // reduce the accumulated gradient once per update
+  std::string crs = "ring";          // ring | mpi
+  optim::OptimizerConfig optimizer;
+  optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
+  // Fail the run (after writing the report) when two training cores end with
+  // different parameter bits: replicas must assign the same updates at the same
+  // step, so a difference is a bug, never rounding.
+  bool check_replicas = true;
+  // Stop the run at the first non-finite loss or gradient on any training core
+  // (the report is still written, exit kExitNonFinite); false: go on and count
+  // the non-finite steps in the report.
+  bool stop_on_nan = true;
+};
+
+struct ModelSection {
+  bool enabled = true;               // false: infeed only (cores dequeue, audit, release)
+  sim::model::ModelConfig config;
+};
+
+// The modeled accelerator time of a core's step, on top of the real work
+// (sim/core/device_model.h): a distribution sampled per core and step, seeded.
+enum class StepTimeDistribution { kConstant, kNormal, kUniform, kLognormal, kGamma };
+
+struct DeviceConfig {
+  double step_time_us = 0;           // shorthand for a constant step_time.mean_us
+  StepTimeDistribution distribution = StepTimeDistribution::kConstant;
+  double mean_us = 0;                // step_time.mean_us (set from step_time_us when given)
+  double stddev_us = 0;              // step_time.stddev_us, >= 0; truncated at 0
+  double flops_per_example = 0;      // > 0: the mean is rows x FLOPs / core_peak_tflops
+  double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
+};
+
+// The TPU embedding of the model (design.md §4.1 `embedding:`): tables and the
+// features that look them up, kept in name order (infeed.md §5.1) so activations,
+// model input columns and params never depend on the order of keys in a file.
+// An empty feature list means the run has no embedding path.
+struct EmbeddingSection {
+  embedding::EmbeddingConfig config;
+  bool enabled() const { return !config.features.empty(); }
+};
+
+// Faults injected on purpose, for tests of what a run does when things go wrong.
+struct FaultsConfig {
+  double preconditioner_delay_ms = 0;       // every Shampoo root also sleeps this long
+  int64_t nonfinite_statistics_loop = -1;   // the Shampoo statistics sent after this loop are NaN
+  enum class Phase { kStep, kOutfeed };
+  struct Stall {
+    int rank = -1;       // this world rank stops responding ...
+    int64_t step = 0;    // ... when it reaches this infeed step ...
+    double seconds = 0;  // ... for this long (busy, not waiting) ...
+    Phase phase = Phase::kStep;  // ... at its start, or (a core) right before its outfeed
+  } stall;
+  struct Kill {
+    int rank = -1;       // this world rank kills itself (SIGKILL) ...
+    int64_t step = 0;    // ... when it reaches this infeed step
+  } kill;
+  // Stragglers: a core whose device time, or a host whose input pipeline, takes
+  // `factor` times as long from infeed step `from_step` on.
+  struct SlowCore {
+    int host = 0;
+    int ordinal = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  struct SlowHost {
+    int host = 0;
+    double factor = 1;
+    int64_t from_step = 0;
+  };
+  std::vector<SlowCore> slow_cores;
+  std::vector<SlowHost> slow_hosts;
+};
+
+// How a run guards itself.
+struct RunSection {
+  // Deadline of every blocking wait; empty = generous default scaled with the
+  // slice (120 s + 0.5 s per rank); 0 = no watchdog.
+  std::optional<double> watchdog_s;
+};
+
+struct RunConfig {
+  std::string source;                // the run file
+  std::string topology_ref = "v3-8";
+  std::string topology_generation;   // figures for an imported device list / TopologyProto
+  cluster::TopologySource topology;  // resolved from topology_ref
+  ClusterConfig cluster;
+  InputConfig input;
+  InfeedConfig infeed;
+  TrainConfig train;
+  ModelSection model;
+  DeviceConfig device;
+  EmbeddingSection embedding;
+  FaultsConfig faults;
+  RunSection run;
+  YAML::Node resolved;               // the config as resolved, for the report
+};
+
+// Loads `path` (a run file), applies `overrides` ("a.b=value") and validates every
+// key for type, range and finiteness. Throws Error naming file, key and value on any
+// problem, for an empty run file and for YAML that LoadStrictYaml rejects. What
+// needs the topology (sharding, memory, files) is checked by run/run_validation.h.
+RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides);
+// The same from a parsed document; `path` names it in messages.
+RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
+                         const std::vector<std::string>& overrides);
+
+// The device assignment options a run config asks for on `topology`: Lingvo's
+// computation shape for the split (or the explicit one, whose product must equal
+// the split) and, unless cluster.replicas is set, as many replicas as TF's
+// device_assignment fits. Throws Error naming the key.
+cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
+                                                   const cluster::Topology& topology,
+                                                   const std::string& source);
+
+// Throws Error "<key>: ..." unless `shape` is empty or 4 entries in [1, 2^22]
+// whose product is at most 2^22.
+void CheckComputationShape(const std::vector<int>& shape, const std::string& key);
+// The product of a checked computation shape (cores per replica).
+int64_t ShapeProduct(const std::vector<int>& shape);
+
+}  // namespace tpusim::sim

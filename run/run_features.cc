@@ -1,0 +1,43 @@
+#include "run/run_features.h"
+
+#include "infeed/cached_source.h"
+
+namespace tpusim::sim {
+
+std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input) {
+  std::vector<infeed::FeatureSpec> specs;
+  for (const auto& [name, feature] : input.features) {
+    specs.push_back({name, infeed::ParseDType(feature.dtype, "input.features." + name + ".dtype"),
+                     feature.shape});
+  }
+  return specs;
+}
+
+infeed::LabelConfig RunLabel(const RunConfig& config) {
+  infeed::LabelConfig label;
+  if (config.model.enabled) {
+    label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic
+                                                        : infeed::LabelKind::kRegression;
+  }
+  return label;
+}
+
+infeed::SyntheticData MakeSyntheticData(const RunConfig& config) {
+  return infeed::SyntheticData(config.input.seed, FeatureSpecs(config.input), RunLabel(config));
+}
+
+// The specs SyntheticData would give, without building its teacher (whose size
+// grows with the features: it must not be allocated before the memory check).
+std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config) {
+  std::vector<infeed::FeatureSpec> specs = FeatureSpecs(config.input);
+  infeed::LabelConfig label = RunLabel(config);
+  if (label.kind != infeed::LabelKind::kNone) specs.push_back({label.name, infeed::DType::kFloat32, {}});
+  return specs;
+}
+
+int64_t ValueExampleId(const RunConfig& config, int64_t example_id) {
+  if (config.input.source != "cached") return example_id;
+  return infeed::CachedValueId(example_id, config.input.cache_steps, config.input.global_batch);
+}
+
+}  // namespace tpusim::sim

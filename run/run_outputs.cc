@@ -1,0 +1,57 @@
+#include "run/run_outputs.h"
+
+#include <filesystem>
+#include <map>
+
+#include <fmt/ranges.h>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+
+namespace tpusim::sim {
+namespace {
+
+struct OutputFile {
+  const char* flag;
+  const std::string& path;
+};
+
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : canonical.string();
+}
+
+}  // namespace
+
+void CheckRunOutputs(const RunOptions& options) {
+  std::map<std::string, const char*> seen;
+  for (const OutputFile& out : {OutputFile{"--report", options.report_path},
+                                OutputFile{"--placement-log", options.placement_log_path},
+                                OutputFile{"--trace", options.trace_path},
+                                OutputFile{"--steps-csv", options.steps_csv_path}}) {
+    if (out.path.empty()) continue;
+    auto [it, inserted] = seen.emplace(Canonical(out.path), out.flag);
+    if (!inserted) Fail("{} {}: the same file as {}; give each output its own path", out.flag, out.path, it->second);
+    CheckFileWritable(out.path, fmt::format("{} {}", out.flag, out.path));
+  }
+  if (!options.params_out_dir.empty()) {
+    CheckDirWritable(options.params_out_dir, "--params-out " + options.params_out_dir);
+  }
+}
+
+void OutputWrites::Try(const std::function<void()>& write) {
+  try {
+    write();
+  } catch (...) {  // a std::filesystem_error must not lose the other outputs either
+    bool internal = false;
+    failures_.push_back(CurrentExceptionMessage(&internal));
+  }
+}
+
+void OutputWrites::ThrowIfAnyFailed() const {
+  if (failures_.empty()) return;
+  throw OutputsFailed(fmt::format("{}", fmt::join(failures_, "; ")));
+}
+
+}  // namespace tpusim::sim

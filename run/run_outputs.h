@@ -1,0 +1,43 @@
+// A run's output files (--report, --placement-log, --trace, --steps-csv,
+// --params-out): checked
+// for writability before the first step by the rank that writes them (rank 0;
+// `tpusim launch` checks too, before mpirun starts), and written at the end so
+// that one failing output never loses the others. Each file is written atomically
+// (base/atomic_file.h).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "run/run_options.h"
+
+namespace tpusim::sim {
+
+// Throws Error "<flag> <path>: ..." unless every output of `options` can be written:
+// files in an existing folder, not a folder themselves and not named twice;
+// --params-out a folder that exists or can be created.
+void CheckRunOutputs(const RunOptions& options);
+
+// The outputs of a finished run failed. Thrown after the run's last collective, so
+// the rank need not bring its peers down: it prints the line and exits non-zero.
+class OutputsFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+// Collects the failures of several independent writes so that every write is tried.
+class OutputWrites {
+ public:
+  // Runs `write`; whatever it throws is kept (as its one-line message) instead of
+  // stopping the other writes.
+  void Try(const std::function<void()>& write);
+  // Throws one OutputsFailed listing every failure ("a; b"), if any.
+  void ThrowIfAnyFailed() const;
+
+ private:
+  std::vector<std::string> failures_;
+};
+
+}  // namespace tpusim::sim

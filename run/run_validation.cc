@@ -1,0 +1,261 @@
+#include "run/run_validation.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ranges>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "infeed/file_source.h"
+#include "infeed/shard_message.h"
+#include "optim/optimizer_config.h"
+#include "embedding/coo_bytes.h"
+#include "run/model_inputs.h"
+#include "run/run_features.h"
+#include "model/mlp.h"
+#include "run/shampoo_keys.h"
+
+namespace tpusim::sim {
+namespace {
+
+constexpr double kMaxBatchSeconds = 3600;  // one host batch may take at most an hour to build
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Example ids are int64: step * global_batch + row must fit for every infeed step.
+void CheckExampleIdsFit(const RunConfig& config, const LoopPlan& loops) {
+  __int128 examples = static_cast<__int128>(loops.infeed_steps) * config.input.global_batch;
+  if (examples > INT64_MAX) {
+    Fail("{}: train.steps: {} steps ({} infeed steps of input.global_batch {}) overflow the 64-bit "
+         "example ids; at most {} infeed steps fit",
+         config.source, config.train.steps, loops.infeed_steps, config.input.global_batch,
+         INT64_MAX / config.input.global_batch);
+  }
+}
+
+void CheckPartitionDimsNameFeatures(const RunConfig& config) {
+  for (const auto& [name, dims] : config.infeed.partition_dims) {
+    if (!config.input.features.count(name) && name != kLabelFeature) {
+      Fail("{}: infeed.partition_dims.{}: no such feature (declared: {})", config.source, name,
+           fmt::join(config.input.features | std::views::keys, ", "));
+    }
+  }
+}
+
+int64_t MaxRowsPerStep(const infeed::InfeedPlan& plan) {
+  int64_t rows = 0;
+  for (const infeed::HostPlan& h : plan.hosts()) rows = std::max(rows, h.rows_per_step);
+  return rows;
+}
+
+// A host batch that takes hours to build looks like a hang; refuse it instead.
+void CheckBatchTime(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  const double rows = static_cast<double>(MaxRowsPerStep(plan));
+  const InputConfig& in = config.input;
+  if (in.max_examples_per_sec > 0 && rows / in.max_examples_per_sec > kMaxBatchSeconds) {
+    Fail("{}: input.max_examples_per_sec: {} makes one host batch of {} rows take {:.0f} s; at "
+         "least {:.4g} keeps a batch under an hour",
+         config.source, in.max_examples_per_sec, rows, rows / in.max_examples_per_sec,
+         rows / kMaxBatchSeconds);
+  }
+  if (in.cpu_us_per_example * rows > kMaxBatchSeconds * 1e6) {
+    Fail("{}: input.cpu_us_per_example: {} us x {} rows per host batch take {:.0f} s; at most {:.4g} "
+         "keeps a batch under an hour",
+         config.source, in.cpu_us_per_example, rows, in.cpu_us_per_example * rows * 1e-6,
+         kMaxBatchSeconds * 1e6 / rows);
+  }
+}
+
+// Host batches a host holds at once: built ahead of the enqueue (input.prefetch)
+// or cycled (input.cache_steps), plus the queue's.
+double HostBatchesHeld(const RunConfig& config) {
+  const InputConfig& in = config.input;
+  const double ahead = in.prefetch > 0 ? in.prefetch : 2.0 * config.infeed.parallelism + config.infeed.queue_depth;
+  return ahead + (in.source == "cached" ? static_cast<double>(in.cache_steps) : 0.0);
+}
+
+// Optimizer slots per parameter, at most (adafactor counted unfactored).
+int SlotsPerParameter(const optim::OptimizerConfig& o) {
+  if (o.name == "momentum" || o.name == "adagrad") return 1;
+  if (o.name == "adam" || o.name == "adafactor") return 2;
+  if (o.name == "shampoo") return 4;  // grafting, momentum and (blocked) statistics, roughly
+  int slots = 0;
+  for (const optim::CompositeEntry& e : o.optimizer_map) slots = std::max(slots, SlotsPerParameter(e.optimizer));
+  return slots;
+}
+
+// Trainable parameters of the MLP on `width` inputs (model/mlp.h).
+double ModelParameters(const model::ModelConfig& m, double width) {
+  double params = 0;
+  for (int h : m.hidden) {
+    params += width * h + h + (m.batch_norm ? 4.0 * h : 0.0);
+    width = h;
+  }
+  return params + width + 1;
+}
+
+double ModelWidth(const RunConfig& config, const std::vector<infeed::FeatureSpec>& specs) {
+  double width = static_cast<double>(embedding::EmbeddingWidth(config.embedding.config));
+  for (const infeed::FeatureSpec& s : specs) {
+    if (s.name != kLabelFeature && infeed::IsFloating(s.dtype)) width += static_cast<double>(infeed::NumElements(s.shape));
+  }
+  return width;
+}
+
+// A core's model: values, gradients, the fused and adjusted gradient copies, the
+// accumulator and the optimizer slots, plus forward/backward activations.
+double CoreModelBytes(const RunConfig& config, double width, double rows) {
+  const model::ModelConfig& m = config.model.config;
+  double params = ModelParameters(m, width);
+  double activations = width;
+  for (int h : m.hidden) activations += 3.0 * h;
+  return 4.0 * (params * (6 + SlotsPerParameter(config.train.optimizer)) + 2 * rows * (activations + 1));
+}
+
+// Each core owns a 1/num_cores row shard of every table, with its optimizer slots.
+double CoreEmbeddingBytes(const embedding::EmbeddingConfig& config, int num_cores) {
+  double bytes = 0;
+  for (const embedding::TableConfig& t : config.tables) {
+    int slots = t.optimizer == embedding::OptimizerKind::kAdam      ? 2
+                : t.optimizer == embedding::OptimizerKind::kAdagrad ? 1
+                                                                    : 0;
+    bytes += 4.0 * static_cast<double>(t.vocab) * static_cast<double>(t.dim) * (2 + slots) / num_cores;
+  }
+  return bytes;
+}
+
+std::string Gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
+
+void CheckMemory(const RunConfig& config, const MemoryEstimate& m, const Machine& machine) {
+  if (m.total() <= machine.memory_bytes) return;
+  Fail("{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}, "
+       "model {}, embedding tables {}) but it has {}; lower input.global_batch, "
+       "infeed.queue_depth, the feature shapes or the model",
+       config.source, Gib(m.total()), Gib(m.queues_bytes), Gib(m.host_batches_bytes),
+       Gib(m.model_bytes), Gib(m.embedding_bytes), Gib(machine.memory_bytes));
+}
+
+void CheckModelWidth(const RunConfig& config, double width) {
+  if (width > INT32_MAX) {
+    Fail("{}: model: {:.0f} input columns (float features and embedding activations) exceed the "
+         "model's limit of {}", config.source, width, INT32_MAX);
+  }
+}
+
+// Builds the model's variables and registers them with the optimizer exactly as a
+// core does, so a composite pattern that matches twice or not at all, or a pattern
+// that cannot be compiled, fails here and not on a core mid-run.
+// The Shampoo key table is built the way the run builds it too.
+void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan, const Slice& slice) {
+  if (!config.model.enabled) return;
+  InContext(config.source, [&] { CheckTrainable(config, plan); });
+  CheckModelWidth(config, ModelWidth(config, plan.features()));
+  model::Mlp model(config.model.config, std::max(TrainerInputWidth(config, plan), 1));
+  std::unique_ptr<optim::Optimizer> optimizer =
+      optim::MakeOptimizer(config.train.optimizer, config.source + ": train.optimizer");
+  for (const model::Variable& v : model.trainable()) optimizer->AddVariable(v.spec);
+  InContext(config.source, [&] { shampoo::BuildRunKeyTable(config, plan, slice); });
+}
+
+void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  if (config.input.source != "files") return;
+  infeed::DatasetShards shards = infeed::ScanDataset(config.input.data_dir, RunFeatureSpecs(config));
+  int64_t readers = plan.per_host() ? static_cast<int64_t>(plan.hosts().size()) : 1;
+  infeed::CheckDatasetFeedsHosts(config.input.data_dir, shards, readers, MaxRowsPerStep(plan));
+}
+
+// Whether `rank` (a role) runs on the machine: its MPI process is one of the machine's.
+bool OnMachine(const Machine& machine, const cluster::RankLayout& layout, int rank) {
+  const int process = layout.process_of(rank);
+  return machine.ranks.empty() ||
+         std::find(machine.ranks.begin(), machine.ranks.end(), process) != machine.ranks.end();
+}
+
+}  // namespace
+
+double ExampleBytes(const std::vector<infeed::FeatureSpec>& specs) {
+  double bytes = 0;
+  for (const infeed::FeatureSpec& s : specs) {
+    bytes += static_cast<double>(infeed::NumElements(s.shape)) * static_cast<double>(infeed::DTypeSize(s.dtype));
+  }
+  return bytes;
+}
+
+Machine ThisMachine() {
+  double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES));
+  double page_size = static_cast<double>(sysconf(_SC_PAGESIZE));
+  return Machine{pages * page_size, {}};
+}
+
+infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice) {
+  infeed::InfeedPlanOptions options;
+  options.per_host = config.infeed.per_host;
+  options.partitioned = config.infeed.partitioned;
+  options.per_core = config.infeed.per_core;
+  options.partition_dims = config.infeed.partition_dims;
+  options.global_batch = config.input.global_batch;
+  options.features = RunFeatureSpecs(config);
+  return infeed::InfeedPlan::Build(slice.assignment, slice.topology.num_hosts(),
+                                   slice.topology.cores_per_host(), options);
+}
+
+MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
+                              const infeed::InfeedPlan& plan, const Machine& machine) {
+  MemoryEstimate m;
+  const InfeedConfig& in = config.infeed;
+  const cluster::RankLayout& layout = slice.layout;
+  const double row_bytes = ExampleBytes(plan.features()) + sizeof(int64_t);
+  for (const infeed::HostPlan& h : plan.hosts()) {
+    if (!OnMachine(machine, layout, layout.host_rank(h.host))) continue;
+    m.host_batches_bytes += HostBatchesHeld(config) * static_cast<double>(h.rows_per_step) * row_bytes +
+                            static_cast<double>(config.input.shuffle_buffer) * row_bytes;
+  }
+  for (const infeed::HostPlan& h : plan.hosts()) {
+    for (const infeed::ShardRoute& r : h.shards) {
+      double message = static_cast<double>(infeed::ShardCodec(plan.features(), r).message_bytes());
+      if (config.embedding.enabled()) {
+        message += static_cast<double>(
+            embedding::CooBytesCapacity(config.embedding.config, infeed::TrainedRows(r).count));
+      }
+      if (OnMachine(machine, layout, layout.core_rank(r.dst_host, r.dst_ordinal))) m.queues_bytes += in.queue_depth * message;
+      if (r.dst_host != h.host && OnMachine(machine, layout, layout.host_rank(r.dst_host))) {
+        m.host_batches_bytes += in.queue_depth * message;  // relayed in single-host mode
+      }
+    }
+  }
+  const double width = ModelWidth(config, plan.features());
+  const double rows = static_cast<double>(MaxRowsPerStep(plan));
+  const cluster::Topology& topo = slice.topology;
+  for (int host = 0; host < topo.num_hosts(); ++host) {
+    for (int ordinal = 0; ordinal < topo.cores_per_host(); ++ordinal) {
+      if (!OnMachine(machine, layout, layout.core_rank(host, ordinal))) continue;
+      m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, topo.num_cores());
+      bool trains = config.model.enabled && slice.assignment.replica_core_at(host, ordinal).replica >= 0;
+      if (trains) m.model_bytes += CoreModelBytes(config, width, rows);
+    }
+  }
+  return m;
+}
+
+ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
+  LoopPlan loops = MakeLoopPlan(config.train);
+  CheckExampleIdsFit(config, loops);
+  CheckPartitionDimsNameFeatures(config);
+  cluster::Topology topology = cluster::LoadTopology(config.topology);
+  cluster::DeviceAssignmentOptions options = AssignmentOptions(config.cluster, topology, config.source);
+  Slice slice = InContext(config.source + ": cluster", [&] {
+    return BuildSlice(topology, options, config.cluster.hosts_per_process());
+  });
+  CheckAgainstSlice(config, slice);
+  infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
+  CheckBatchTime(config, plan);
+  MemoryEstimate memory = EstimateMemory(config, slice, plan, machine);
+  CheckMemory(config, memory, machine);
+  CheckTrainer(config, plan, slice);
+  CheckDataset(config, plan);
+  return ValidatedRun{std::move(slice), std::move(plan), loops, memory};
+}
+
+}  // namespace tpusim::sim

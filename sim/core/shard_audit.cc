@@ -1,0 +1,59 @@
+#include "sim/core/shard_audit.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "run/run_features.h"
+
+namespace tpusim::sim {
+
+using json = nlohmann::json;
+
+// One placement-log line for a shard this core dequeued (design.md §3).
+json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                     const infeed::ShardCodec::View& shard) {
+  json tensors = json::object();
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    const infeed::PieceSlice& s = shard.slices[f];
+    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    json t = {{"shape", s.shape()}, {"example_ids", ids}};
+    if (plan.partitioned()) {
+      json slice = json::array();
+      for (size_t d = 0; d < s.begin.size(); ++d) slice.push_back({s.begin[d], s.end[d]});
+      t["slice"] = slice;
+    }
+    tensors[plan.features()[f].name] = t;
+  }
+  return {{"step", shard.header.step},     {"host", ctx.role.host},
+          {"ordinal", ctx.role.ordinal},   {"replica", ctx.role.replica},
+          {"logical_core", ctx.role.logical_core}, {"src_host", shard.header.src_host},
+          {"tensors", tensors}};
+}
+
+// Fails loudly when what arrived is not what this core is: a mis-routed shard, or
+// (with infeed.verify) bytes that differ from the synthetic function of their ids
+// (for the cached source: of the ids whose values the pool holds, ValueExampleId).
+void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+                const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
+  const infeed::ShardHeader& h = shard.header;
+  if (h.dst_host != ctx.role.host || h.dst_ordinal != ctx.role.ordinal || h.replica != ctx.role.replica ||
+      h.logical_core != ctx.role.logical_core) {
+    Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step,
+         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, ctx.role.Describe());
+  }
+  if (!data) return;
+  infeed::Batch pieces = shard.ToBatch(plan.features());
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    const infeed::PieceSlice& s = shard.slices[f];
+    std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
+    for (int64_t& id : ids) id = ValueExampleId(ctx.config, id);
+    std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
+    infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
+                                              pieces.at(plan.features()[f].name), ids, inner);
+    if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
+  }
+}
+
+
+
+}  // namespace tpusim::sim

@@ -1,0 +1,165 @@
+#include "sim/host/input_pipeline.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "base/error.h"
+#include "infeed/cached_source.h"
+#include "infeed/file_pipeline.h"
+#include "infeed/file_source.h"
+#include "run/run_features.h"
+
+namespace tpusim::sim {
+
+namespace {
+
+// Runs the file pipeline's steps one at a time in step order, whichever worker
+// gets which step, so a host's stream (and its shuffle) does not depend on timing.
+// A failed step fails every later one instead of leaving their workers waiting.
+class StepSequencer {
+ public:
+  template <typename F>
+  void Run(int64_t step, F&& work) {
+    std::unique_lock lock(mu_);
+    turn_.wait(lock, [&] { return next_ == step || failed_; });
+    if (failed_) Fail("input pipeline: step {} not built, an earlier step failed", step);
+    try {
+      work();
+    } catch (...) {
+      failed_ = true;
+      turn_.notify_all();
+      throw;
+    }
+    ++next_;
+    turn_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable turn_;
+  int64_t next_ = 0;
+  bool failed_ = false;
+};
+
+// One pass of the pool: the first cache_steps steps' host batches.
+std::vector<int64_t> PoolFirstIds(const RunConfig& run, const infeed::InfeedPlan& plan,
+                                  const infeed::HostPlan& host) {
+  std::vector<int64_t> first;
+  for (int64_t p = 0; p < run.input.cache_steps; ++p) first.push_back(plan.example_id(p, host, 0));
+  return first;
+}
+
+}  // namespace
+
+struct InputPipeline::Impl {
+  SteadyClock clock;
+  const RunConfig& run;
+  const infeed::InfeedPlan& plan;
+  const infeed::HostPlan* host_plan = nullptr;
+  std::optional<infeed::SyntheticSource> synthetic;
+  std::optional<infeed::FileSource> files;
+  std::optional<infeed::FilePipeline> file_pipeline;
+  std::optional<infeed::CachedSource> cached;
+  StepSequencer sequencer;
+
+  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int host, int num_hosts) : run(r), plan(p) {
+    host_plan = plan.host_plan(host);
+    if (!host_plan) return;
+    const InputConfig& input = run.input;
+    if (input.source == "files") {
+      OpenFiles(host, num_hosts);
+    } else if (input.source == "cached") {
+      cached.emplace(MakeSyntheticData(run), PoolFirstIds(run, plan, *host_plan), host_plan->rows_per_step);
+    } else {
+      infeed::SyntheticConfig config;
+      config.seed = input.seed;
+      config.features = FeatureSpecs(input);
+      config.label = RunLabel(run);
+      config.max_examples_per_sec = input.max_examples_per_sec;
+      config.cpu_us_per_example = input.cpu_us_per_example;
+      synthetic.emplace(std::move(config), clock);
+    }
+  }
+
+  void OpenFiles(int host, int num_hosts) {
+    const InputConfig& input = run.input;
+    // Per-host mode: every host reads its own shards; single-host: host 0 reads all.
+    int readers = plan.per_host() ? num_hosts : 1;
+    files.emplace(input.data_dir, RunFeatureSpecs(run), host, readers, input.storage, &clock);
+    infeed::FilePipelineOptions options;
+    options.shuffle_buffer = input.shuffle_buffer;
+    // Each host shuffles with its own draws.
+    options.seed = input.seed ^ (static_cast<uint64_t>(host) << 32);
+    options.cpu_us_per_example = input.cpu_us_per_example;
+    options.max_examples_per_sec = input.max_examples_per_sec;
+    file_pipeline.emplace(*files, options, clock);
+  }
+
+  void Fill(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
+    if (file_pipeline) {
+      sequencer.Run(step, [&] { file_pipeline->Next(batch, ids); });
+      return;
+    }
+    if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
+    int64_t first = plan.example_id(step, *host_plan, 0);
+    synthetic->ReadInto(first, batch);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
+  }
+
+  const infeed::Batch& Borrow(int64_t step, std::span<int64_t> ids) const {
+    int64_t first = plan.example_id(step, *host_plan, 0);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
+    return cached->BatchFor(step);
+  }
+
+  infeed::StageTimes Times(const infeed::HostFeedStats& feed) const {
+    infeed::StageTimes times;
+    if (file_pipeline) {
+      times = file_pipeline->times();
+    } else {
+      // Generating (or borrowing) a step is all its building: the workers' time
+      // building steps (filling, allocating, encoding), per worker.
+      times.preprocessing_s = feed.build_s / run.infeed.parallelism;
+    }
+    times.enqueue_s = feed.send_s;
+    return times;
+  }
+};
+
+InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host,
+                             int num_hosts)
+    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts)) {}
+
+InputPipeline::~InputPipeline() = default;
+
+infeed::BatchFiller InputPipeline::Filler() {
+  return [impl = impl_.get()](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
+    impl->Fill(step, batch, ids);
+  };
+}
+
+void InputPipeline::Configure(infeed::TransportOptions& options) {
+  options.prefetch = impl_->run.input.prefetch;
+  if (!impl_->cached) return;
+  options.borrow_batch = [impl = impl_.get()](int64_t step, std::span<int64_t> ids) -> const infeed::Batch& {
+    return impl->Borrow(step, ids);
+  };
+}
+
+nlohmann::json InputPipeline::StagesJson(const infeed::HostFeedStats& feed) const {
+  if (!impl_->host_plan) return nlohmann::json::object();
+  const infeed::StageTimes t = impl_->Times(feed);
+  nlohmann::json out = {{"stages", {{"file_read_s", t.file_read_s},
+                                    {"preprocessing_s", t.preprocessing_s},
+                                    {"shuffle_s", t.shuffle_s},
+                                    {"enqueue_s", t.enqueue_s}}},
+                        {"bound_by", infeed::BoundBy(t, feed.build_wait_s)}};
+  if (impl_->files && impl_->run.input.storage.direct_io) {
+    const std::string refusal = impl_->files->direct_io_refusal();
+    out["direct_io"] = {{"active", refusal.empty()}, {"note", refusal}};
+  }
+  return out;
+}
+
+}  // namespace tpusim::sim

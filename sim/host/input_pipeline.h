@@ -1,0 +1,44 @@
+// The host-side input pipeline of a run: the feature specs the config declares and
+// what a host rank's enqueue workers call to build each step's batch — from the
+// synthetic source (generated in parallel by the workers), from files written by
+// `tpusim gen-data` (a staged pipeline: file read -> preprocessing -> shuffle, one
+// step at a time in step order), or from the cached pool (sent without a copy).
+// It also keeps each stage's time for the host's report.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "infeed/feature_spec.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
+#include "infeed/stage_times.h"
+#include "infeed/synthetic_source.h"
+#include "run/run_config.h"
+#include "run/run_features.h"
+
+namespace tpusim::sim {
+
+class InputPipeline {
+ public:
+  // Opens the source for `host`. Throws Error naming the file or key on bad input.
+  InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts);
+  ~InputPipeline();
+  // Thread-safe filler for the host's enqueue workers.
+  infeed::BatchFiller Filler();
+  // Sets what the source needs in the transport: the prefetch depth and, for the
+  // cached source, the borrowed pool batches (RunHostInfeed's filler is then unused).
+  void Configure(infeed::TransportOptions& options);
+  // The host's stage times with the enqueue stage of `feed`, the bounding stage
+  // and, with input.storage.direct_io, whether O_DIRECT is in use:
+  // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "bound_by", ...}.
+  nlohmann::json StagesJson(const infeed::HostFeedStats& feed) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,51 @@
+#include "sim/rank_stream.h"
+
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+
+std::string PartPath(const std::string& path, int rank) {
+  return fmt::format("{}.part-{:05}", path, rank);
+}
+
+RankStream::RankStream(const std::string& path, int rank) : path_(PartPath(path, rank)) {
+  file_ = std::fopen(path_.c_str(), "w");
+  if (!file_) Fail("{}: cannot open for writing", path_);
+}
+
+RankStream::~RankStream() {
+  if (file_) std::fclose(file_);
+}
+
+RankStream::RankStream(RankStream&& other) noexcept : path_(std::move(other.path_)), file_(other.file_) {
+  other.file_ = nullptr;
+}
+
+RankStream& RankStream::operator=(RankStream&& other) noexcept {
+  if (this != &other) {
+    if (file_) std::fclose(file_);
+    path_ = std::move(other.path_);
+    file_ = other.file_;
+    other.file_ = nullptr;
+  }
+  return *this;
+}
+
+void RankStream::WriteLine(std::string_view line) {
+  if (!file_) Fail("{}: written after it was closed", path_);
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fputc('\n', file_) == EOF) {
+    Fail("{}: write failed", path_);
+  }
+}
+
+void RankStream::Close() {
+  if (!file_) return;
+  const bool ok = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!ok) Fail("{}: write failed", path_);
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,44 @@
+// Outputs that grow with the run (--placement-log, --trace, --steps-csv) stream to
+// files as the run goes, so no rank holds them in memory: every rank appends its
+// lines to its own part, PATH.part-<rank> (next to PATH, so every rank must see
+// the folder: one machine, or a file system shared by all), and at the end rank 0
+// merges the parts into PATH (report/stream_merge.h). A RankStream is the sink a
+// loop is handed; it never sees the path of the merged output.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpusim::sim {
+
+// One rank's part of a streamed output; a default-constructed stream is off.
+class RankStream {
+ public:
+  RankStream() = default;
+  // Opens PATH.part-<rank> for writing (truncating it). Throws Error naming the
+  // file when it cannot be opened.
+  RankStream(const std::string& path, int rank);
+  ~RankStream();
+  RankStream(RankStream&& other) noexcept;
+  RankStream& operator=(RankStream&& other) noexcept;
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+
+  bool enabled() const { return file_ != nullptr; }
+  // Appends `line` and a newline (buffered). Throws Error on a write failure.
+  void WriteLine(std::string_view line);
+  // Flushes and closes; further writes are errors. Throws Error on failure.
+  void Close();
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// The part file of `rank` for the output at `path`.
+std::string PartPath(const std::string& path, int rank);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,74 @@
+// The embedding ids of a shard, host to core (infeed.md §5.2/§5.3). Each infeed
+// host generates the dense ids of every embedding feature for exactly the rows a
+// route carries (synthetic ids are a pure function of seed, example id, feature and
+// position), turns them into COO with embedding::EnqueueFeature and serialises the
+// pieces as the shard's trailer (infeed::TransportOptions::encode_trailer). So a
+// core's ids always belong to the same examples as its dense rows, travel under the
+// same credit and arrive in step order; memory stays bounded by the queue depth.
+//
+// The trailer is the shard's COO pieces, one per feature in config order, in
+// embedding/coo_bytes.h's layout.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "embedding/config.h"
+#include "embedding/sparse_enqueue.h"
+#include "embedding/synthetic_ids.h"
+#include "embedding/coo_bytes.h"
+#include "infeed/infeed_plan.h"
+
+namespace tpusim::sim {
+
+// The largest trailer `route` can need: every position of every row an id. Host
+// and core agree on it without communication (it sizes the core's slots).
+size_t TrailerCapacity(const embedding::EmbeddingConfig& config, const infeed::ShardRoute& route);
+
+class EmbeddingEnqueue {
+ public:
+  // Ids are drawn with `seed` (input.seed). Throws Error on an invalid config.
+  EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed);
+  EmbeddingEnqueue(const EmbeddingEnqueue&) = delete;
+  EmbeddingEnqueue& operator=(const EmbeddingEnqueue&) = delete;
+
+  // The trailer of `route` at `step` into `out` (overwritten). `host_ids` holds the
+  // global example id of every host batch row. Thread-safe. Throws Error naming
+  // feature, step, example and value for an id outside [-1, vocab).
+  void Encode(int64_t step, std::span<const int64_t> host_ids, const infeed::ShardRoute& route,
+              std::vector<std::byte>& out);
+
+  // The COO pieces (one per feature) of examples `example_ids`; what Encode sends
+  // and what a core with infeed.verify regenerates to audit what arrived.
+  std::vector<embedding::CooPiece> Pieces(int64_t step, std::span<const int64_t> example_ids) const;
+
+  // Non-padding ids encoded so far, over all threads.
+  int64_t ids_enqueued() const { return ids_enqueued_.load(std::memory_order_relaxed); }
+
+ private:
+  embedding::EmbeddingConfig config_;
+  std::vector<int64_t> vocab_;  // per feature
+  std::vector<embedding::SyntheticIdGenerator> generators_;
+  std::atomic<int64_t> ids_enqueued_{0};
+};
+
+// Reads a trailer back into one piece per feature of `config` (pieces' buffers are
+// reused). Throws Error when the bytes do not hold exactly that many well-formed
+// pieces.
+void DecodeCoo(std::span<const std::byte> trailer, const embedding::EmbeddingConfig& config,
+               std::vector<embedding::CooPiece>& pieces);
+
+// The pieces of a core that gets no infeed: zero rows for every feature.
+void EmptyPieces(const embedding::EmbeddingConfig& config,
+                 std::vector<embedding::CooPiece>& pieces);
+
+// Throws Error naming feature, step and the first difference unless `received`
+// equals `expected` entry for entry.
+void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step,
+                     std::span<const embedding::CooPiece> received,
+                     std::span<const embedding::CooPiece> expected);
+
+}  // namespace tpusim::sim

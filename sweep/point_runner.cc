@@ -1,0 +1,192 @@
+#include "sweep/point_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "run/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// mpirun gets this long after SIGTERM to stop its ranks before SIGKILL.
+constexpr auto kTerminateGrace = std::chrono::seconds(10);
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+// Starts `argv` in its own process group (so a timeout can stop mpirun and what
+// it started), with stdout and stderr on `out_fd` when it is >= 0.
+pid_t Spawn(const std::vector<std::string>& argv, int out_fd) {
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) Fail("cannot start {}: fork: {}", argv[0], std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) _exit(127);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so the group exists before the parent signals it
+  return pid;
+}
+
+int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 128;
+}
+
+// Polls `pid` until it exits or `deadline` passes; the exit code, or nothing.
+std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
+  while (true) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return ExitCodeOf(status);
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+// SIGTERM to the child's process group, SIGKILL after the grace period.
+void Terminate(pid_t pid) {
+  kill(-pid, SIGTERM);
+  if (WaitUntil(pid, Clock::now() + kTerminateGrace)) return;
+  kill(-pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+int WaitFor(pid_t pid, double timeout_s) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
+  if (std::optional<int> code = WaitUntil(pid, deadline)) return *code;
+  Terminate(pid);
+  return kExitTimedOut;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json ReadReport(const std::string& path) {
+  if (!fs::exists(path)) return nullptr;
+  try {
+    return nlohmann::json::parse(std::ifstream(path));
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;  // cut short by the timeout: the row says why the run failed
+  }
+}
+
+std::vector<std::string> LaunchArgv(const PointRun& run, const std::string& report) {
+  std::vector<std::string> argv{SelfExecutable(), "launch", run.config};
+  for (const std::string& o : run.overrides) argv.insert(argv.end(), {"--set", o});
+  argv.insert(argv.end(), {"--report", report, "--quiet"});
+  return argv;
+}
+
+// plot_sweep.py sits beside the tpusim binary (meson copies it there and
+// installs it next to it), unless $TPUSIM_PLOT_SCRIPT names another.
+std::string PlotScript() {
+  if (const char* path = std::getenv("TPUSIM_PLOT_SCRIPT")) return path;
+  return (std::filesystem::path(SelfExecutable()).parent_path() / "plot_sweep.py").string();
+}
+
+// The plot script's exit code when matplotlib cannot be imported (it says so).
+constexpr int kPlotMissingMatplotlib = 3;
+constexpr double kPlotTimeoutS = 300;
+
+}  // namespace
+
+PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides) {
+  RunConfig run = LoadRunConfig(config, overrides);
+  cluster::Topology topology = cluster::LoadTopology(run.topology);
+  Slice slice = BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
+                           run.cluster.hosts_per_process());
+  return {topology.num_hosts(), slice.layout.num_processes()};
+}
+
+std::string SelfExecutable() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error) Fail("cannot find the tpusim executable (/proc/self/exe): {}", error.message());
+  return self.string();
+}
+
+PointOutcome RunPoint(const PointRun& run) {
+  fs::create_directories(run.dir);
+  const std::string report = run.dir + "/report.json", log = run.dir + "/output.log";
+  fs::remove(report);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) Fail("{}: cannot open for writing: {}", log, std::strerror(errno));
+  PointOutcome outcome;
+  const auto start = Clock::now();
+  const pid_t pid = Spawn(LaunchArgv(run, report), fd);
+  close(fd);
+  outcome.exit_code = WaitFor(pid, run.timeout_s);
+  outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  outcome.report = ReadReport(report);
+  if (outcome.exit_code == kExitTimedOut) {
+    outcome.error = fmt::format("timed out after {} s (--timeout-s)", run.timeout_s);
+  } else if (outcome.exit_code != 0) {
+    outcome.error = FirstErrorLine(ReadText(log));
+  }
+  return outcome;
+}
+
+std::string FirstErrorLine(const std::string& log) {
+  std::istringstream in(log);
+  std::string last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("error:") != std::string::npos || line.find("Error") != std::string::npos) return line;
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+int RunChild(const std::vector<std::string>& argv, double timeout_s) {
+  return WaitFor(Spawn(argv, -1), timeout_s);
+}
+
+PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args) {
+  const std::string script = PlotScript(), python = "/usr/bin/python3";
+  for (const std::string& needed : {python, script}) {
+    if (!fs::exists(needed)) {
+      fmt::print("plots failed: {} not found (scripts/install-deps installs python3)\n", needed);
+      return PlotOutcome::kFailed;
+    }
+  }
+  std::vector<std::string> argv{python, script, dir};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int code = RunChild(argv, kPlotTimeoutS);
+  if (code == 0) return PlotOutcome::kWritten;
+  if (code == kPlotMissingMatplotlib) {
+    fmt::print("plots skipped: {} cannot import matplotlib; install it with "
+               "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
+               "then run {} {}\n", python, script, dir);
+    return PlotOutcome::kSkipped;
+  }
+  fmt::print("plots failed: {} exited with {}\n", script, code);
+  return PlotOutcome::kFailed;
+}
+
+}  // namespace tpusim::sim

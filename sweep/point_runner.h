@@ -1,0 +1,68 @@
+// Runs one point of a sweep or capacity search as a real run: this same binary
+// as a child `tpusim launch CONFIG --set ... --report DIR/report.json --quiet`
+// (so the mpirun line is the one `launch` builds), its output captured to
+// DIR/output.log, under a timeout. Also checks a point's config in-process first,
+// so a bad value fails before anything runs, and starts the plot script.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tpusim::sim {
+
+// Exit code of a child stopped by its timeout (as timeout(1) reports it).
+inline constexpr int kExitTimedOut = 124;
+
+// The slice a point runs on, from its config as loaded in-process.
+struct PointShape {
+  int hosts = 0;
+  int ranks = 0;
+};
+
+// Loads `config` with `overrides` as `tpusim run` would and builds its slice.
+// Throws Error (the loader's one line) when the point's config is invalid.
+PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides);
+
+struct PointRun {
+  std::string config;
+  std::vector<std::string> overrides;  // the command's --set values, then the point's
+  std::string dir;                     // created; holds report.json and output.log
+  double timeout_s = 600;
+};
+
+struct PointOutcome {
+  int exit_code = 0;       // launch's exit code, kExitTimedOut, or 128 + signal
+  std::string error;       // empty when exit_code is 0: the first error line of the log
+  nlohmann::json report;   // null when the run wrote none
+  double seconds = 0;      // wall time of the child
+};
+
+// Runs the point and waits for it (at most timeout_s, then its process group is
+// terminated). Throws Error only when the child cannot be started.
+PointOutcome RunPoint(const PointRun& run);
+
+// The first line of `log` that reports an error ("error:" or "Error"), else its
+// last non-empty line; "" for an empty log.
+std::string FirstErrorLine(const std::string& log);
+
+// Runs `argv` (argv[0] a path) with stdout and stderr going to this process's,
+// waits at most timeout_s; returns its exit code as RunPoint does.
+int RunChild(const std::vector<std::string>& argv, double timeout_s);
+
+// The path of the running tpusim executable (/proc/self/exe).
+std::string SelfExecutable();
+
+enum class PlotOutcome {
+  kWritten,
+  kSkipped,  // /usr/bin/python3 has no matplotlib: the CSV stands alone
+  kFailed,
+};
+
+// Runs plot_sweep.py (beside the tpusim binary, or $TPUSIM_PLOT_SCRIPT) with
+// /usr/bin/python3 on `dir` with `args`. When it did not write its plots, prints
+// one line saying so (skipped: how to install matplotlib; failed: its exit code).
+PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,79 @@
+#include "sweep/run_recorder.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+namespace {
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+std::string RunId(size_t index) { return fmt::format("run-{:03}", index + 1); }
+
+std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < keys.size() && i < values.size(); ++i) out.push_back(keys[i] + "=" + values[i]);
+  return out;
+}
+
+RunRow MakeRow(const std::string& run, const std::vector<std::string>& values, const PointShape& shape,
+               const PointOutcome& outcome) {
+  return RunRow{run, values, outcome.exit_code, outcome.error, shape.hosts, SummarizeReport(outcome.report)};
+}
+
+std::string DescribeOutcome(const RunRow& row, double seconds) {
+  if (row.exit_code != 0) return fmt::format("FAILED (exit {}): {}", row.exit_code, row.error);
+  const RunMetrics& m = row.metrics;
+  std::string text = fmt::format("{:.1f} s: {:.0f} examples/s", seconds, m.examples_per_s.value_or(0));
+  if (m.au_mean && m.au_min) text += fmt::format(", AU {:.3f} (min {:.3f})", *m.au_mean, *m.au_min);
+  return text + fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value_or(0), m.verdict);
+}
+
+RunRecorder::RunRecorder(RecorderSetup setup) : setup_(std::move(setup)) {
+  std::filesystem::create_directories(setup_.out_dir);
+}
+
+std::string RunRecorder::Label(const std::vector<std::string>& values) const {
+  return fmt::format("{}", fmt::join(PointOverrides(setup_.keys, values), " "));
+}
+
+PointShape RunRecorder::Validate(const std::vector<std::string>& values) const {
+  try {
+    return ValidatePoint(setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)));
+  } catch (const Error& e) {
+    Fail("{}: {}", Label(values), e.what());
+  }
+}
+
+const RunRow& RunRecorder::Run(const std::vector<std::string>& values) {
+  const PointShape shape = Validate(values);
+  const std::string id = RunId(rows_.size());
+  fmt::print("{}  {}  ({} ranks) ... ", id, Label(values), shape.ranks);
+  const PointOutcome outcome = RunPoint({setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)),
+                                         setup_.out_dir + "/" + id, setup_.timeout_s});
+  rows_.push_back(MakeRow(id, values, shape, outcome));
+  fmt::print("{}\n", DescribeOutcome(rows_.back(), outcome.seconds));
+  std::fflush(stdout);
+  WriteRunCsv(csv_path(), setup_.keys, rows_);
+  return rows_.back();
+}
+
+std::string RunRecorder::FailedRuns() const {
+  std::vector<std::string> failed;
+  for (const RunRow& r : rows_) {
+    if (r.exit_code != 0) failed.push_back(fmt::format("{} (exit {})", r.run, r.exit_code));
+  }
+  return fmt::format("{}", fmt::join(failed, ", "));
+}
+
+}  // namespace tpusim::sim
