@@ -13,6 +13,7 @@
 #include "base/strict_yaml.h"
 #include "cluster/accelerator_type.h"
 #include "cluster/topology_import.h"
+#include "source_dir.h"
 
 namespace tpusim::cluster {
 namespace {

@@ -15,6 +15,7 @@
 #include "cluster/device_assignment.h"
 #include "cluster/topology_source.h"
 #include "tests/common/error_of.h"
+#include "source_dir.h"
 
 namespace tpusim::cluster {
 namespace {

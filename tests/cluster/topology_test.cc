@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "tests/common/error_of.h"
+#include "source_dir.h"
 
 namespace tpusim::cluster {
 namespace {

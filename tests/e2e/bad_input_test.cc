@@ -27,6 +27,7 @@
 #include <map>
 
 #include <gtest/gtest.h>
+#include "source_dir.h"
 
 namespace {
 

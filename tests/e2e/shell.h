@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include "source_dir.h"
 
 namespace tpusim::e2e {
 

@@ -21,6 +21,7 @@
 #include "run/run_config.h"
 #include "run/run_validation.h"
 #include "tests/fuzz/mutation_fuzzer.h"
+#include "source_dir.h"
 
 namespace tpusim {
 namespace {
