@@ -72,12 +72,10 @@ std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks)
   return out;
 }
 
-// Per host: bytes_per_s and examples_per_s of its own part (null when absent).
-json HostCeiling(const json& part) {
-  if (part.is_null()) return nullptr;
-  const double seconds = part["seconds"].get<double>();
-  return {{"bytes_per_s", Rate(part["bytes"].get<double>(), seconds)},
-          {"examples_per_s", Rate(part["examples"].get<double>(), seconds)}};
+// Per host: bytes_per_s and examples_per_s of its own part.
+json HostCeiling(const SimulatorCeilingPart& part) {
+  return {{"bytes_per_s", Rate(static_cast<double>(part.bytes), part.seconds)},
+          {"examples_per_s", Rate(static_cast<double>(part.examples), part.seconds)}};
 }
 
 // The run's ceiling from every rank's part: hosts run in parallel, so the slowest
@@ -85,11 +83,11 @@ json HostCeiling(const json& part) {
 json SimulatorCeilingReport(const std::vector<RankMetrics>& ranks, int64_t steps) {
   double bytes = 0, examples = 0, seconds = 0;
   for (const RankMetrics& r : ranks) {
-    if (r.simulator_ceiling.is_null()) continue;
-    const json& part = r.simulator_ceiling;
-    bytes += part["bytes"].get<double>();
-    examples += part["examples"].get<double>();
-    seconds = std::max(seconds, part["seconds"].get<double>());
+    if (!r.simulator_ceiling) continue;
+    const SimulatorCeilingPart& part = *r.simulator_ceiling;
+    bytes += static_cast<double>(part.bytes);
+    examples += static_cast<double>(part.examples);
+    seconds = std::max(seconds, part.seconds);
   }
   if (seconds == 0) return nullptr;
   return {{"bytes_per_s", Rate(bytes, seconds)},
@@ -100,11 +98,12 @@ json SimulatorCeilingReport(const std::vector<RankMetrics>& ranks, int64_t steps
 }
 
 // One host's row: its enqueue rates over the window and its pipeline stages.
-json HostReport(const HostMetrics& h, const json& ceiling_part, int64_t window_steps) {
+json HostReport(const HostMetrics& h, const std::optional<SimulatorCeilingPart>& ceiling_part,
+               int64_t window_steps) {
   json out = {{"host", h.host}, {"shards_forwarded", h.shards_forwarded},
               {"credit_wait_s", h.credit_wait_s}, {"build_wait_s", h.build_wait_s}};
-  for (const auto& [key, value] : h.pipeline.items()) out[key] = value;
-  if (!ceiling_part.is_null()) out["simulator_ceiling"] = HostCeiling(ceiling_part);
+  if (h.pipeline) out.update(json(*h.pipeline));
+  if (ceiling_part) out["simulator_ceiling"] = HostCeiling(*ceiling_part);
   if (h.steps == 0) return out;
   const double seconds = h.window_end_s - h.window_begin_s;
   const double window = static_cast<double>(window_steps);
