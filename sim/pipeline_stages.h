@@ -25,8 +25,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DirectIoStatus, active, note)
 
 struct PipelineStages {
   infeed::StageTimes stages;
-  std::string bound_by;                      // infeed::BoundBy
-  std::optional<DirectIoStatus> direct_io;   // with input.storage.direct_io only
+  std::string bound_by;                     // infeed::BoundBy
+  std::optional<DirectIoStatus> direct_io;  // with input.storage.direct_io only
 };
 
 // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "bound_by",
