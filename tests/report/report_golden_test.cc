@@ -1,0 +1,69 @@
+// The golden reports end to end: every case of golden/cases.txt run again through
+// `tpusim launch` and its report compared with the one tpusim wrote before the
+// report was typed (golden_compare.h says what must agree). Both reports must
+// also read with the strict from_json of the typed report.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "report/report_types.h"
+#include "tests/e2e/shell.h"
+#include "tests/report/golden_compare.h"
+
+namespace tpusim::golden {
+namespace {
+
+using json = nlohmann::json;
+
+// scripts/mpi-env's settings (the machine runs as root with more ranks than cores).
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 "
+    "OMPI_MCA_odls_base_cutoff=1000 OMPI_MCA_rmaps_base_oversubscribe=1";
+
+std::string LaunchCommand(const GoldenCase& c, const std::string& report_path) {
+  std::string command = std::string(kMpiEnv) + " timeout -k 5 300 " + e2e::Tpusim() + " launch " +
+                        e2e::Source(c.config);
+  for (const std::string& o : c.overrides) command += " --set '" + o + "'";
+  return command + " --quiet --report " + report_path + " < /dev/null";
+}
+
+// The message of the Error reading `j` as a typed report ("" if it reads).
+std::string ReadError(const json& j) {
+  try {
+    (void)j.get<sim::Report>();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string Lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += "  " + line + "\n";
+  return out;
+}
+
+class ReportGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(ReportGoldenTest, TheReportAgreesWithTheGoldenOne) {
+  const GoldenCase& c = GetParam();
+  const json golden = json::parse(std::ifstream(GoldenPath(c.name)));
+  EXPECT_EQ(ReadError(golden), "") << GoldenPath(c.name);
+  const std::string path = e2e::TempDir() + "/" + c.name + ".json";
+  const e2e::Result run = e2e::Shell(LaunchCommand(c, path));
+  ASSERT_EQ(run.rc, 0) << run.output;
+  const json fresh = json::parse(std::ifstream(path));
+  EXPECT_EQ(ReadError(fresh), "") << path;
+  const std::vector<std::string> differences = GoldenDifferences(golden, fresh);
+  EXPECT_TRUE(differences.empty()) << c.name << " differs from its golden report:\n"
+                                   << Lines(differences);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ReportGoldenTest,
+                         ::testing::ValuesIn(ReadCases(GoldenDir() + "/cases.txt")),
+                         [](const auto& param) { return TestName(param.param); });
+
+}  // namespace
+}  // namespace tpusim::golden
