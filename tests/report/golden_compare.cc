@@ -72,6 +72,8 @@ const std::vector<MayDiffer> kMayDiffer = {
     {"training.loops[].end_s", "a clock reading (losses and steps are deterministic)"},
 };
 
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name << " (" << c.config << ")"; }
+
 std::vector<GoldenCase> ReadCases(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);

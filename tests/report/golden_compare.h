@@ -7,6 +7,7 @@
 // integers and bools compare exactly except the few fields kMayDiffer lists.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct GoldenCase {
   std::string config;                  // relative to the source tree
   std::vector<std::string> overrides;  // key=value, one per --set
 };
+
+// How gtest names a case in its messages.
+void PrintTo(const GoldenCase& c, std::ostream* os);
 
 // The cases of `path` (cases.txt; '#' starts a comment line). Throws
 // std::runtime_error naming the line on a malformed one.

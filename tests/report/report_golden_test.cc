@@ -39,9 +39,13 @@ std::string ReadError(const json& j) {
   return "";
 }
 
+// The first 20 of `lines`, indented, and how many more there are.
 std::string Lines(const std::vector<std::string>& lines) {
+  constexpr size_t kShown = 20;
   std::string out;
-  for (const std::string& line : lines) out += "  " + line + "\n";
+  for (size_t i = 0; i < lines.size() && i < kShown; ++i) out += "  " + lines[i] + "\n";
+  if (lines.size() > kShown)
+    out += "  ... and " + std::to_string(lines.size() - kShown) + " more\n";
   return out;
 }
 
