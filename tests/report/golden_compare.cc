@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "report/json_shape.h"
+#include "report/report_types.h"
 #include "source_dir.h"
 
 namespace tpusim::golden {
@@ -107,6 +109,17 @@ std::string TestName(const GoldenCase& c) {
 std::string GoldenDir() { return std::string(TPUSIM_SOURCE_DIR) + "/tests/report/golden"; }
 
 std::string GoldenPath(const std::string& name) { return GoldenDir() + "/" + name + ".json"; }
+
+json ReadGolden(const std::string& name) { return json::parse(std::ifstream(GoldenPath(name))); }
+
+std::string ReportReadError(const json& j) {
+  try {
+    (void)j.get<sim::Report>();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh) {
   std::vector<std::string> values;

@@ -32,9 +32,15 @@ std::vector<GoldenCase> ReadCases(const std::string& path);
 // The case's name as a test name ("per-host" -> "per_host").
 std::string TestName(const GoldenCase& c);
 
-// The source tree's golden directory, and the golden report of case `name`.
+// The source tree's golden directory, the golden report of case `name` and its
+// JSON (throws nlohmann::json::exception if it does not parse).
 std::string GoldenDir();
 std::string GoldenPath(const std::string& name);
+nlohmann::json ReadGolden(const std::string& name);
+
+// The message of the Error the typed report's strict from_json throws on `j`
+// ("" when `j` reads).
+std::string ReportReadError(const nlohmann::json& j);
 
 // Fields (array indices written as []) whose values differ between two runs of
 // the same case without anything being wrong, each with the reason.

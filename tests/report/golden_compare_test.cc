@@ -4,8 +4,6 @@
 // the listed fields are not.
 #include "tests/report/golden_compare.h"
 
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,9 +14,7 @@ using json = nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-json Golden(const std::string& name = "per-host") {
-  return json::parse(std::ifstream(GoldenPath(name)));
-}
+json Golden(const std::string& name = "per-host") { return ReadGolden(name); }
 
 TEST(GoldenCompareTest, AReportAgreesWithItself) {
   EXPECT_THAT(GoldenDifferences(Golden(), Golden()), IsEmpty());

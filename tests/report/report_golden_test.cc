@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "base/error.h"
-#include "report/report_types.h"
 #include "tests/e2e/shell.h"
 #include "tests/report/golden_compare.h"
 
@@ -29,16 +27,6 @@ std::string LaunchCommand(const GoldenCase& c, const std::string& report_path) {
   return command + " --quiet --report " + report_path + " < /dev/null";
 }
 
-// The message of the Error reading `j` as a typed report ("" if it reads).
-std::string ReadError(const json& j) {
-  try {
-    (void)j.get<sim::Report>();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // The first 20 of `lines`, indented, and how many more there are.
 std::string Lines(const std::vector<std::string>& lines) {
   constexpr size_t kShown = 20;
@@ -53,13 +41,13 @@ class ReportGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(ReportGoldenTest, TheReportAgreesWithTheGoldenOne) {
   const GoldenCase& c = GetParam();
-  const json golden = json::parse(std::ifstream(GoldenPath(c.name)));
-  EXPECT_EQ(ReadError(golden), "") << GoldenPath(c.name);
+  const json golden = ReadGolden(c.name);
+  EXPECT_EQ(ReportReadError(golden), "") << GoldenPath(c.name);
   const std::string path = e2e::TempDir() + "/" + c.name + ".json";
   const e2e::Result run = e2e::Shell(LaunchCommand(c, path));
   ASSERT_EQ(run.rc, 0) << run.output;
   const json fresh = json::parse(std::ifstream(path));
-  EXPECT_EQ(ReadError(fresh), "") << path;
+  EXPECT_EQ(ReportReadError(fresh), "") << path;
   const std::vector<std::string> differences = GoldenDifferences(golden, fresh);
   EXPECT_TRUE(differences.empty()) << c.name << " differs from its golden report:\n"
                                    << Lines(differences);

@@ -6,12 +6,10 @@
 #include "report/report_types.h"
 
 #include <cmath>
-#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "base/error.h"
 #include "tests/report/golden_compare.h"
 
 namespace tpusim::sim {
@@ -20,26 +18,14 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 
-json Golden(const std::string& name) {
-  return json::parse(std::ifstream(golden::GoldenPath(name)));
-}
-
-// The message of the Error reading `j` throws ("" if it reads).
-std::string ReadError(const json& j) {
-  try {
-    (void)j.get<Report>();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
+using golden::ReadGolden;
+using golden::ReportReadError;
 class GoldenReportTest : public ::testing::TestWithParam<golden::GoldenCase> {};
 
 TEST_P(GoldenReportTest, ReadsStrictlyAndWritesTheSameJson) {
-  const json golden = Golden(GetParam().name);
+  const json golden = ReadGolden(GetParam().name);
   Report report;
-  ASSERT_NO_THROW(report = golden.get<Report>()) << ReadError(golden);
+  ASSERT_NO_THROW(report = golden.get<Report>()) << ReportReadError(golden);
   const json written = report;
   EXPECT_EQ(written.dump(2), golden.dump(2));
   EXPECT_EQ(json(written.get<Report>()).dump(2), written.dump(2));
@@ -50,66 +36,67 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenReportTest,
                          [](const auto& param) { return golden::TestName(param.param); });
 
 TEST(ReportTypesTest, AMissingFieldIsAnErrorNamingIt) {
-  json j = Golden("per-host");
+  json j = ReadGolden("per-host");
   j["hosts"][0].erase("credit_wait_s");
-  EXPECT_EQ(ReadError(j), "report: hosts.credit_wait_s: missing");
-  j = Golden("per-host");
+  EXPECT_EQ(ReportReadError(j), "report: hosts.credit_wait_s: missing");
+  j = ReadGolden("per-host");
   j.erase("crs");
-  EXPECT_EQ(ReadError(j), "report: crs: missing");
-  j = Golden("per-host");
+  EXPECT_EQ(ReportReadError(j), "report: crs: missing");
+  j = ReadGolden("per-host");
   j["hosts"][0]["stages"].erase("shuffle_s");
-  EXPECT_THAT(ReadError(j), HasSubstr("hosts.stages: key 'shuffle_s' not found"));
-  j = Golden("shampoo-sync");
+  EXPECT_THAT(ReportReadError(j), HasSubstr("hosts.stages: key 'shuffle_s' not found"));
+  j = ReadGolden("shampoo-sync");
   j["shampoo"]["hosts"][1].erase("roots_done");
-  EXPECT_THAT(ReadError(j), HasSubstr("shampoo: key 'roots_done' not found"));
+  EXPECT_THAT(ReportReadError(j), HasSubstr("shampoo: key 'roots_done' not found"));
 }
 
 TEST(ReportTypesTest, AnUnknownFieldIsAnErrorNamingIt) {
-  json j = Golden("per-host");
+  json j = ReadGolden("per-host");
   j["hosts"][0]["stages"]["file_read_secs"] = 0.5;
-  EXPECT_EQ(ReadError(j), "report: unknown field 'hosts[0].stages.file_read_secs'");
-  j = Golden("per-host");
+  EXPECT_EQ(ReportReadError(j), "report: unknown field 'hosts[0].stages.file_read_secs'");
+  j = ReadGolden("per-host");
   j["shampoo_"] = json::object();
-  EXPECT_EQ(ReadError(j), "report: unknown field 'shampoo_'");
-  j = Golden("shampoo-sync");
+  EXPECT_EQ(ReportReadError(j), "report: unknown field 'shampoo_'");
+  j = ReadGolden("shampoo-sync");
   j["shampoo"]["per_key"][2]["staleness"]["median_steps"] = 1;
-  EXPECT_EQ(ReadError(j), "report: unknown field 'shampoo.per_key[2].staleness.median_steps'");
+  EXPECT_EQ(ReportReadError(j),
+            "report: unknown field 'shampoo.per_key[2].staleness.median_steps'");
 }
 
 TEST(ReportTypesTest, AValueOfAnotherTypeIsAnError) {
-  json j = Golden("per-host");
+  json j = ReadGolden("per-host");
   j["loops"]["num_loops"] = "2";
-  EXPECT_THAT(ReadError(j), HasSubstr("report: loops: type must be number, but is string"));
-  j = Golden("per-host");
+  EXPECT_THAT(ReportReadError(j), HasSubstr("report: loops: type must be number, but is string"));
+  j = ReadGolden("per-host");
   j["crs"]["calls"] = 40.5;
-  EXPECT_EQ(ReadError(j), "report: crs.calls: a float, expected an integer");
+  EXPECT_EQ(ReportReadError(j), "report: crs.calls: a float, expected an integer");
 }
 
 // Sections left out when empty must not come as null, and the other kind must
 // be there (null when empty).
 TEST(ReportTypesTest, OptionalSectionsAreAbsentOrNullAsWritten) {
-  json j = Golden("per-host");
+  json j = ReadGolden("per-host");
   j.erase("stragglers");
-  EXPECT_EQ(ReadError(j), "");
+  EXPECT_EQ(ReportReadError(j), "");
   EXPECT_FALSE(j.get<Report>().stragglers);
   j["stragglers"] = nullptr;
-  EXPECT_EQ(ReadError(j), "report: stragglers: null, but the field is left out when empty");
-  j = Golden("per-host");
+  EXPECT_EQ(ReportReadError(j), "report: stragglers: null, but the field is left out when empty");
+  j = ReadGolden("per-host");
   j["accelerator_utilization"] = nullptr;
-  EXPECT_EQ(ReadError(j), "");
+  EXPECT_EQ(ReportReadError(j), "");
   j.erase("accelerator_utilization");
-  EXPECT_EQ(ReadError(j), "report: accelerator_utilization: missing");
+  EXPECT_EQ(ReportReadError(j), "report: accelerator_utilization: missing");
 }
 
 TEST(ReportTypesTest, AnotherVersionIsAnError) {
-  json j = Golden("per-host");
+  json j = ReadGolden("per-host");
   j["version"] = 1;
-  EXPECT_EQ(ReadError(j), "report: version 1, this tpusim reads version 2");
+  EXPECT_EQ(ReportReadError(j), "report: version 1, this tpusim reads version 2");
 }
 
 // JSON has no NaN: a non-finite loss is written as null and read back as NaN.
 TEST(ReportTypesTest, ANonFiniteLossRoundTripsAsNull) {
-  Report report = Golden("per-host").get<Report>();
+  Report report = ReadGolden("per-host").get<Report>();
   report.training->final_loss = std::nan("");
   report.training->loops.back().loss = std::nan("");
   const json file = json::parse(json(report).dump());

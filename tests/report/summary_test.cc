@@ -25,8 +25,6 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-json ReadJson(const std::string& path) { return json::parse(std::ifstream(path)); }
-
 // What PrintSummary prints for `report`.
 std::string Printed(const json& report) {
   const Report typed = report.get<Report>();
@@ -38,18 +36,17 @@ std::string Printed(const json& report) {
 TEST(SummaryTest, EveryGoldenReportPrintsTheTableOfBefore) {
   for (const golden::GoldenCase& c : golden::ReadCases(golden::GoldenDir() + "/cases.txt")) {
     SCOPED_TRACE(c.name);
-    EXPECT_EQ(Printed(ReadJson(golden::GoldenPath(c.name))),
-              ReadText(SummaryDir() + "/" + c.name + ".txt"));
+    EXPECT_EQ(Printed(golden::ReadGolden(c.name)), ReadText(SummaryDir() + "/" + c.name + ".txt"));
   }
 }
 
 TEST(SummaryTest, EveryVariantPrintsTheTableOfBefore) {
-  const json variants = ReadJson(SummaryDir() + "/variants.json");
+  const json variants = json::parse(std::ifstream(SummaryDir() + "/variants.json"));
   ASSERT_FALSE(variants.empty());
   for (const auto& [name, variant] : variants.items()) {
     SCOPED_TRACE(name);
     const json report =
-        ReadJson(golden::GoldenPath(variant["golden"].get<std::string>())).patch(variant["patch"]);
+        golden::ReadGolden(variant["golden"].get<std::string>()).patch(variant["patch"]);
     EXPECT_EQ(Printed(report), ReadText(SummaryDir() + "/" + name + ".txt"));
   }
 }
