@@ -112,53 +112,58 @@ void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
 
 // Rank 0, --expect-au: one line naming the worst core and its host, and the
 // distinct exit code, when the run's accelerator utilization falls short.
-int CheckUtilization(const SimulationContext& ctx, const json& report) {
-  if (ctx.options.expect_au <= 0 || report["accelerator_utilization"].is_null()) return 0;
-  const json& au = report["accelerator_utilization"];
-  const double worst = au["min"].get<double>();
-  if (worst >= ctx.options.expect_au) return 0;
-  const json& core = au["worst_core"];
-  fmt::print(stderr, "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
-             "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n", worst * 100,
-             ctx.options.expect_au * 100, core["host"].get<int>(), core["ordinal"].get<int>(),
-             core["replica"].get<int>(), core["host"].get<int>(), au["mean"].get<double>() * 100);
+int CheckUtilization(const SimulationContext& ctx, const Report& report) {
+  if (ctx.options.expect_au <= 0 || !report.accelerator_utilization) return 0;
+  const UtilizationSection& au = *report.accelerator_utilization;
+  if (au.min >= ctx.options.expect_au) return 0;
+  const CoreUtilization& core = au.worst_core;
+  fmt::print(stderr,
+             "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
+             "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n",
+             au.min * 100, ctx.options.expect_au * 100, core.host, core.ordinal, core.replica,
+             core.host, au.mean * 100);
   return kExitBelowExpectedAu;
 }
 
 // Rank 0, train.stop_on_nan: the run's one line when training stopped on a
 // non-finite value (after the report was written); true if it did.
-bool StoppedOnNonFinite(const json& report) {
-  if (!report.contains("non_finite") || !report["non_finite"]["stopped"].get<bool>()) return false;
-  const json& first = report["non_finite"]["first"];
-  const int replica = first["replica"].get<int>();
-  const std::string variable = first["variable"].get<std::string>();
-  fmt::print(stderr, "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
-             "there and the report was written (train.stop_on_nan: false goes on)\n",
-             variable == "loss" ? "loss" : fmt::format("gradient of '{}'", variable),
-             first["global_step"].get<int64_t>(),
-             replica >= 0 ? fmt::format("replica {}", replica) : std::string("the cross-replica sum of finite gradients"));
+bool StoppedOnNonFinite(const Report& report) {
+  if (!report.non_finite || !report.non_finite->stopped) return false;
+  const NonFiniteValue& first = report.non_finite->first.value();
+  fmt::print(
+      stderr,
+      "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
+      "there and the report was written (train.stop_on_nan: false goes on)\n",
+      first.variable == "loss" ? "loss" : fmt::format("gradient of '{}'", first.variable),
+      first.global_step,
+      first.replica >= 0 ? fmt::format("replica {}", first.replica)
+                         : std::string("the cross-replica sum of finite gradients"));
   std::fflush(stderr);
   return true;
 }
 
 // Rank 0: fails naming the first variable on which two training cores' bits
 // differ (train.check_replicas), after the report has been written.
-void CheckReplicas(const SimulationContext& ctx, const json& report) {
-  if (!ctx.config.train.check_replicas || !report.contains("replicas")) return;
-  const json& first = report["replicas"]["first_difference"];
-  if (first.is_null()) return;
-  Fail("train.check_replicas: replicas diverged: variable '{}' differs between {} and {} (the "
-       "report lists every replica's checksum)", first["variable"].get<std::string>(),
-       first["a"].get<std::string>(), first["b"].get<std::string>());
+void CheckReplicas(const SimulationContext& ctx, const Report& report) {
+  if (!ctx.config.train.check_replicas || !report.replicas) return;
+  if (!report.replicas->first_difference) return;
+  const ReplicaDifference& first = *report.replicas->first_difference;
+  Fail(
+      "train.check_replicas: replicas diverged: variable '{}' differs between {} and {} (the "
+      "report lists every replica's checksum)",
+      first.variable, first.a, first.b);
 }
 
 // Rank 0: the report of the gathered metrics, printed, written and checked.
-int ReportAtRankZero(SimulationContext& ctx, RankRun& run, ReportInputs& inputs, OutputWrites& outputs) {
+int ReportAtRankZero(SimulationContext& ctx, RankRun& run, ReportInputs& inputs,
+                     OutputWrites& outputs) {
   MergeStreams(ctx, run.plan(), inputs.ranks, outputs);
-  const json report = BuildReport(inputs);
+  const Report report = BuildReport(inputs);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) {
-    outputs.Try([&] { WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, report); });
+    outputs.Try([&] {
+      WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
+    });
   }
   outputs.ThrowIfAnyFailed();
   if (StoppedOnNonFinite(report)) return kExitNonFinite;

@@ -7,8 +7,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "report/report_types.h"
 #include "run/slice.h"
 
 namespace tpusim::sim {
@@ -18,9 +17,9 @@ std::string BuildCommit();
 
 // {hosts, world_size, layout, mpi_ranks, tpu_hosts_per_mpi_rank, mpi_version,
 // git_commit, build_type} of a run of `slice` on `world_size` ranks.
-nlohmann::json Environment(const Slice& slice, int world_size, const std::string& mpi_version);
+ReportEnvironment Environment(const Slice& slice, int world_size, const std::string& mpi_version);
 
 // {created_utc (now), config_file (absolute path of `config_source`), git_commit}.
-nlohmann::json Provenance(const std::string& config_source);
+ReportProvenance Provenance(const std::string& config_source);
 
 }  // namespace tpusim::sim

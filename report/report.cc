@@ -1,14 +1,13 @@
 #include "report/report.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "base/atomic_file.h"
 #include "base/checksum.h"
-#include "base/error.h"
 #include "cluster/cross_replica_sum.h"
-#include "infeed/shard_message.h"
 #include "report/shampoo_section.h"
 
 namespace tpusim::sim {
@@ -56,12 +55,16 @@ double PerStep(double total, int64_t steps) {
 
 double Rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
 
-json Percentiles(const DurationHistogram& h) {
-  return {{"p50", h.Quantile(0.50)}, {"p90", h.Quantile(0.90)}, {"p99", h.Quantile(0.99)},
-          {"max", h.max_s()}};
+Percentiles PercentilesOf(const DurationHistogram& h) {
+  return {h.Quantile(0.50), h.Quantile(0.90), h.Quantile(0.99), h.max_s()};
 }
 
 std::string CoreName(const CoreMetrics& c) { return fmt::format("{}/{}", c.host, c.ordinal); }
+
+// A core's wall time over the window (never zero).
+double WindowWall(const CoreMetrics& c) {
+  return std::max(c.window_end_s - c.window_begin_s, 1e-9);
+}
 
 // The cores that take part in steps: fed, or training in a replica.
 std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks) {
@@ -72,75 +75,148 @@ std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks)
   return out;
 }
 
-// Per host: bytes_per_s and examples_per_s of its own part (null when absent).
-json HostCeiling(const json& part) {
-  if (part.is_null()) return nullptr;
-  const double seconds = part["seconds"].get<double>();
-  return {{"bytes_per_s", Rate(part["bytes"].get<double>(), seconds)},
-          {"examples_per_s", Rate(part["examples"].get<double>(), seconds)}};
+// What the step cores measured over the window, merged over them; the infeed
+// figures are the fed cores'.
+struct WindowFigures {
+  double begin_s = 0;
+  double end_s = 0;
+  double total_wait_s = 0;
+  double max_wait_s = 0;
+  double infeed_percent = 0;  // max over cores
+  double bytes = 0;           // received by fed cores in the window
+  int fed = 0;
+  DurationHistogram step_time;
+  DurationHistogram infeed_wait;
+
+  double seconds() const { return std::max(end_s - begin_s, 1e-9); }
+};
+
+WindowFigures MeasureWindow(const std::vector<const CoreMetrics*>& cores, int64_t window_steps) {
+  WindowFigures w;
+  for (const CoreMetrics* c : cores) {
+    w.begin_s = std::max(w.begin_s, c->window_begin_s);
+    w.end_s = std::max(w.end_s, c->window_end_s);
+    w.step_time.Merge(c->step_time);
+    if (!c->fed) continue;
+    ++w.fed;
+    w.infeed_wait.Merge(c->infeed_wait);
+    w.total_wait_s += c->window.infeed_wait_s;
+    w.max_wait_s = std::max(w.max_wait_s, c->window.infeed_wait_s);
+    w.infeed_percent = std::max(w.infeed_percent, 100.0 * c->window.infeed_wait_s / WindowWall(*c));
+    w.bytes += PerStep(static_cast<double>(c->bytes_received), c->steps) *
+               static_cast<double>(window_steps);
+  }
+  return w;
+}
+
+CeilingRates HostCeiling(const SimulatorCeilingPart& part) {
+  return {Rate(static_cast<double>(part.bytes), part.seconds),
+          Rate(static_cast<double>(part.examples), part.seconds)};
 }
 
 // The run's ceiling from every rank's part: hosts run in parallel, so the slowest
-// host's time; null when no host measured anything.
-json SimulatorCeilingReport(const std::vector<RankMetrics>& ranks, int64_t steps) {
+// host's time; none when no host measured anything.
+std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>& ranks,
+                                                 int64_t steps) {
   double bytes = 0, examples = 0, seconds = 0;
   for (const RankMetrics& r : ranks) {
-    if (r.simulator_ceiling.is_null()) continue;
-    const json& part = r.simulator_ceiling;
-    bytes += part["bytes"].get<double>();
-    examples += part["examples"].get<double>();
-    seconds = std::max(seconds, part["seconds"].get<double>());
+    if (!r.simulator_ceiling) continue;
+    bytes += static_cast<double>(r.simulator_ceiling->bytes);
+    examples += static_cast<double>(r.simulator_ceiling->examples);
+    seconds = std::max(seconds, r.simulator_ceiling->seconds);
   }
-  if (seconds == 0) return nullptr;
-  return {{"bytes_per_s", Rate(bytes, seconds)},
-          {"examples_per_s", Rate(examples, seconds)},
-          {"steps", steps},
-          {"note", "the same shard shapes from the cached source (pre-built batches, no copy) through the "
-                   "real transport, measured after the run on the same ranks"}};
+  if (seconds == 0) return std::nullopt;
+  return CeilingSection{Rate(bytes, seconds), Rate(examples, seconds), steps,
+                        "the same shard shapes from the cached source (pre-built batches, no "
+                        "copy) through the real transport, measured after the run on the same "
+                        "ranks"};
 }
 
-// One host's row: its enqueue rates over the window and its pipeline stages.
-json HostReport(const HostMetrics& h, const json& ceiling_part, int64_t window_steps) {
-  json out = {{"host", h.host}, {"shards_forwarded", h.shards_forwarded},
-              {"credit_wait_s", h.credit_wait_s}, {"build_wait_s", h.build_wait_s}};
-  for (const auto& [key, value] : h.pipeline.items()) out[key] = value;
-  if (!ceiling_part.is_null()) out["simulator_ceiling"] = HostCeiling(ceiling_part);
-  if (h.steps == 0) return out;
+// A host's enqueue rates over the window.
+HostWindowRates HostRates(const HostMetrics& h, int64_t window_steps) {
   const double seconds = h.window_end_s - h.window_begin_s;
   const double window = static_cast<double>(window_steps);
-  out["examples_per_s"] = Rate(static_cast<double>(h.rows_per_step) * window, seconds);
-  out["bytes_per_s"] = Rate(PerStep(static_cast<double>(h.bytes_sent), h.steps) * window, seconds);
-  out["build_s_per_step"] = PerStep(h.build_s, window_steps);
-  out["enqueue_s_per_step"] = PerStep(h.enqueue_s, window_steps);
+  HostWindowRates out;
+  out.examples_per_s = Rate(static_cast<double>(h.rows_per_step) * window, seconds);
+  out.bytes_per_s = Rate(PerStep(static_cast<double>(h.bytes_sent), h.steps) * window, seconds);
+  out.build_s_per_step = PerStep(h.build_s, window_steps);
+  out.enqueue_s_per_step = PerStep(h.enqueue_s, window_steps);
   if (h.embedding_ids_enqueued > 0) {
-    out["embedding_ids_per_s"] =
+    out.embedding_ids_per_s =
         Rate(PerStep(static_cast<double>(h.embedding_ids_enqueued), h.steps) * window, seconds);
   }
   return out;
 }
 
-// One core's row. Infeed % as TPU profilers define it: the share of the core's
-// own step time spent waiting for infeed.
-json CoreReport(const CoreMetrics& c) {
-  json out = {{"host", c.host}, {"ordinal", c.ordinal}, {"replica", c.replica},
-              {"logical_core", c.logical_core}, {"fed", c.fed}};
-  if (!c.fed && !c.trains) return out;
-  const double wall = std::max(c.window_end_s - c.window_begin_s, 1e-9);
-  if (c.fed) {
-    out["infeed_percent"] = 100.0 * c.window.infeed_wait_s / wall;
-    out["infeed_wait_s"] = c.window.infeed_wait_s;
-    out["mean_queue_occupancy"] = PerStep(c.occupancy_sum, c.steps);
-  }
-  out["au"] = c.au();
-  out["device_s_per_step"] = PerStep(c.window.device_s, c.window_steps);
-  out["busy_s_per_step"] = PerStep(c.window.busy_s(), c.window_steps);
-  out["crs_sync_s_per_step"] = PerStep(c.window.crs_sync_s, c.window_steps);
-  out["step_s_per_step"] = PerStep(c.window.step_s, c.window_steps);
+// One host's row: its enqueue rates over the window and its pipeline stages.
+HostRow HostRowOf(const HostMetrics& h, const std::optional<SimulatorCeilingPart>& ceiling_part,
+                  int64_t window_steps) {
+  HostRow out;
+  out.host = h.host;
+  out.shards_forwarded = h.shards_forwarded;
+  out.credit_wait_s = h.credit_wait_s;
+  out.build_wait_s = h.build_wait_s;
+  out.pipeline = h.pipeline;
+  if (ceiling_part) out.simulator_ceiling = HostCeiling(*ceiling_part);
+  if (h.steps > 0) out.window = HostRates(h, window_steps);
   return out;
 }
 
+// One core's row. Infeed % as TPU profilers define it: the share of the core's
+// own step time spent waiting for infeed.
+CoreRow CoreRowOf(const CoreMetrics& c) {
+  CoreRow out;
+  out.host = c.host;
+  out.ordinal = c.ordinal;
+  out.replica = c.replica;
+  out.logical_core = c.logical_core;
+  out.fed = c.fed;
+  if (!c.fed && !c.trains) return out;
+  if (c.fed) {
+    out.infeed = CoreInfeed{100.0 * c.window.infeed_wait_s / WindowWall(c), c.window.infeed_wait_s,
+                            PerStep(c.occupancy_sum, c.steps)};
+  }
+  out.work = CoreWork{c.au(), PerStep(c.window.device_s, c.window_steps),
+                      PerStep(c.window.busy_s(), c.window_steps),
+                      PerStep(c.window.crs_sync_s, c.window_steps),
+                      PerStep(c.window.step_s, c.window_steps)};
+  return out;
+}
+
+void AddRows(const std::vector<RankMetrics>& ranks, int64_t window_steps, Report& report) {
+  for (const RankMetrics& r : ranks) {
+    if (r.host) report.hosts.push_back(HostRowOf(*r.host, r.simulator_ceiling, window_steps));
+    if (r.core) report.cores.push_back(CoreRowOf(*r.core));
+  }
+}
+
+TopologySection TopologyOf(const Slice& slice) {
+  return {slice.topology.name(), slice.assignment.num_replicas(),
+          slice.assignment.num_cores_per_replica(), slice.assignment.path(), slice.idle_cores()};
+}
+
+LoopsSection LoopsOf(const TrainConfig& train, const LoopPlan& loops) {
+  return {train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps,
+          loops.infeed_steps};
+}
+
+WindowSection WindowOf(int64_t first_step, int64_t window_steps, double seconds) {
+  return {first_step, window_steps, seconds, first_step > 0,
+          first_step > 0 ? "measured after the first loop (warm-up)"
+                         : "single loop: the whole run is measured"};
+}
+
+StepSection StepOf(const WindowFigures& w, double step_s, double max_wait_per_step) {
+  return {step_s,
+          w.infeed_percent,
+          max_wait_per_step,
+          {PercentilesOf(w.step_time), PercentilesOf(w.infeed_wait),
+           "over every step of every core in the window"}};
+}
+
 // Mean over the step cores and the window's steps of each part of a step.
-json StepBreakdown(const std::vector<const CoreMetrics*>& cores, double step_s, double infeed_s) {
+StepBreakdown BreakdownOf(const std::vector<const CoreMetrics*>& cores, double step_s,
+                          double infeed_s) {
   StepParts sum;
   int64_t steps = 0;
   for (const CoreMetrics* c : cores) {
@@ -148,237 +224,259 @@ json StepBreakdown(const std::vector<const CoreMetrics*>& cores, double step_s, 
     steps += c->window_steps;
   }
   auto mean = [steps](double total) { return PerStep(total, steps); };
-  json b = {{"step_s", step_s}, {"infeed_s", infeed_s}, {"compute_s", mean(sum.compute_s)},
-            {"crs_s", mean(sum.crs_s)}, {"crs_sync_s", mean(sum.crs_sync_s)},
-            {"apply_s", mean(sum.apply_s)}, {"device_s", mean(sum.device_s)},
-            {"outfeed_s", mean(sum.outfeed_s)}, {"post_loop_s", mean(sum.post_loop_s)},
-            {"embedding_forward_s", mean(sum.embedding_lookup_s)},
-            {"embedding_backward_s", mean(sum.embedding_exchange_s)}};
-  const double busy = infeed_s + mean(sum.compute_s + sum.crs_s + sum.apply_s + sum.device_s +
-                                      sum.outfeed_s + sum.post_loop_s + sum.embedding_lookup_s +
-                                      sum.embedding_exchange_s);
-  b["idle_s"] = std::max(step_s - busy, 0.0);
+  StepBreakdown b{step_s,
+                  infeed_s,
+                  mean(sum.compute_s),
+                  mean(sum.crs_s),
+                  mean(sum.crs_sync_s),
+                  mean(sum.apply_s),
+                  mean(sum.device_s),
+                  mean(sum.outfeed_s),
+                  mean(sum.post_loop_s),
+                  mean(sum.embedding_lookup_s),
+                  mean(sum.embedding_exchange_s)};
+  const double busy =
+      infeed_s + mean(sum.compute_s + sum.crs_s + sum.apply_s + sum.device_s + sum.outfeed_s +
+                      sum.post_loop_s + sum.embedding_lookup_s + sum.embedding_exchange_s);
+  b.idle_s = std::max(step_s - busy, 0.0);
   return b;
 }
 
 // Accelerator utilization (MLPerf Storage's AU): per core, accelerator work over
 // the window's wall time (StepParts::busy_s says what counts); the run's mean, its
 // minimum and the core that has it.
-json Utilization(const std::vector<const CoreMetrics*>& cores) {
-  if (cores.empty()) return nullptr;
+std::optional<UtilizationSection> UtilizationOf(const std::vector<const CoreMetrics*>& cores) {
+  if (cores.empty()) return std::nullopt;
   const CoreMetrics* worst = cores.front();
   double sum = 0;
   for (const CoreMetrics* c : cores) {
     sum += c->au();
     if (c->au() < worst->au()) worst = c;
   }
-  return {{"mean", sum / static_cast<double>(cores.size())},
-          {"min", worst->au()},
-          {"worst_core", {{"host", worst->host}, {"ordinal", worst->ordinal},
-                          {"replica", worst->replica}, {"au", worst->au()}}},
-          {"definition", "per core: (compute + embedding + cross-replica sum minus its wait for the "
-                         "slowest member + optimizer apply + modeled device time) / wall time of "
-                         "the measured window; infeed wait, outfeed, post-loop waits and idle gaps "
-                         "do not count"}};
+  return UtilizationSection{
+      sum / static_cast<double>(cores.size()),
+      worst->au(),
+      {worst->host, worst->ordinal, worst->replica, worst->au()},
+      "per core: (compute + embedding + cross-replica sum minus its wait for the slowest member "
+      "+ optimizer apply + modeled device time) / wall time of the measured window; infeed "
+      "wait, outfeed, post-loop waits and idle gaps do not count"};
+}
+
+// A core's own work per window step: what the others wait for in every sum.
+double OwnWork(const CoreMetrics* c) { return PerStep(c->window.busy_s(), c->window_steps); }
+
+SlowestCore SlowestCoreOf(const CoreMetrics& c) {
+  return {c.host,
+          c.ordinal,
+          c.replica,
+          OwnWork(&c),
+          PerStep(c.window.device_s, c.window_steps),
+          PerStep(c.window.crs_sync_s, c.window_steps)};
+}
+
+std::string StragglerCause(const CoreMetrics& slowest, double ratio, double others_sync) {
+  if (ratio < 1.5) return "none: no core works 1.5x the median";
+  return fmt::format(
+      "core {} (replica {}) works {:.1f}x the median per step; the other replicas "
+      "wait for it in the cross-replica sum ({:.3f} ms/step)",
+      CoreName(slowest), slowest.replica, ratio, others_sync * 1e3);
 }
 
 // When one core's own work per step stands out, the others wait for it in every
 // cross-replica sum: the report names it and shows the others' wait as sync.
-json Stragglers(const std::vector<const CoreMetrics*>& cores) {
+std::optional<StragglersSection> StragglersOf(const std::vector<const CoreMetrics*>& cores) {
   std::vector<const CoreMetrics*> trained;
   for (const CoreMetrics* c : cores) {
     if (c->trains && c->window_steps > 0) trained.push_back(c);
   }
-  if (trained.size() < 2) return nullptr;
-  auto own = [](const CoreMetrics* c) { return PerStep(c->window.busy_s(), c->window_steps); };
+  if (trained.size() < 2) return std::nullopt;
   std::vector<double> work;
-  for (const CoreMetrics* c : trained) work.push_back(own(c));
+  for (const CoreMetrics* c : trained) work.push_back(OwnWork(c));
   std::nth_element(work.begin(), work.begin() + static_cast<long>(work.size() / 2), work.end());
   const double median = work[work.size() / 2];
-  const CoreMetrics* slowest = *std::max_element(trained.begin(), trained.end(),
-      [&](const CoreMetrics* a, const CoreMetrics* b) { return own(a) < own(b); });
+  const CoreMetrics* slowest = *std::max_element(
+      trained.begin(), trained.end(),
+      [](const CoreMetrics* a, const CoreMetrics* b) { return OwnWork(a) < OwnWork(b); });
   double others_sync = 0;
   for (const CoreMetrics* c : trained) {
     if (c != slowest) others_sync += PerStep(c->window.crs_sync_s, c->window_steps);
   }
   others_sync /= static_cast<double>(trained.size() - 1);
-  const double ratio = median > 0 ? own(slowest) / median : 0.0;
-  json out = {{"slowest_core", {{"host", slowest->host}, {"ordinal", slowest->ordinal},
-                                {"replica", slowest->replica}, {"busy_s_per_step", own(slowest)},
-                                {"device_s_per_step", PerStep(slowest->window.device_s, slowest->window_steps)},
-                                {"crs_sync_s_per_step", PerStep(slowest->window.crs_sync_s, slowest->window_steps)}}},
-              {"median_busy_s_per_step", median},
-              {"others_crs_sync_s_per_step", others_sync},
-              {"ratio_to_median", ratio}};
-  out["cause"] = ratio >= 1.5 ? fmt::format("core {} (replica {}) works {:.1f}x the median per step; the other "
-                                            "replicas wait for it in the cross-replica sum ({:.3f} ms/step)",
-                                            CoreName(*slowest), slowest->replica, ratio, others_sync * 1e3)
-                              : std::string("none: no core works 1.5x the median");
-  return out;
+  const double ratio = median > 0 ? OwnWork(slowest) / median : 0.0;
+  return StragglersSection{SlowestCoreOf(*slowest), median, others_sync, ratio,
+                           StragglerCause(*slowest, ratio, others_sync)};
 }
 
 // Load of the embedding engine over the window: the rows each core served as
 // table owner per step (the max over cores of a core's mean shows sharding skew,
-// e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up.
-json EmbeddingReport(const std::vector<RankMetrics>& ranks) {
+// e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up
+// and the ids the hosts enqueued.
+std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<RankMetrics>& ranks,
+                                         const std::vector<HostRow>& hosts) {
   std::vector<const CoreMetrics*> cores;
   for (const RankMetrics& r : ranks) {
     if (r.core && (r.core->rows_served > 0 || r.core->ids_looked_up > 0)) cores.push_back(&*r.core);
   }
-  if (cores.empty()) return nullptr;
-  double max_served = 0, mean_served = 0, bytes = 0, ids = 0;
+  if (cores.empty()) return std::nullopt;
+  EmbeddingLoad e;
+  e.cores = cores.size();
   for (const CoreMetrics* c : cores) {
     const double served = PerStep(static_cast<double>(c->rows_served), c->window_steps);
-    max_served = std::max(max_served, served);
-    mean_served += served / static_cast<double>(cores.size());
-    bytes += PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
-    ids += PerStep(static_cast<double>(c->ids_looked_up), c->window_steps);
+    e.max_rows_served_per_step = std::max(e.max_rows_served_per_step, served);
+    e.mean_rows_served_per_step += served / static_cast<double>(cores.size());
+    e.all_to_all_bytes_per_step +=
+        PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
+    e.ids_looked_up_per_step += PerStep(static_cast<double>(c->ids_looked_up), c->window_steps);
   }
-  return {{"cores", cores.size()},
-          {"max_rows_served_per_step", max_served},
-          {"mean_rows_served_per_step", mean_served},
-          {"all_to_all_bytes_per_step", bytes},
-          {"ids_looked_up_per_step", ids}};
+  for (const HostRow& h : hosts) {
+    if (h.window) e.ids_enqueued_per_s += h.window->embedding_ids_per_s.value_or(0.0);
+  }
+  return e;
 }
 
 // The cross-replica sums of the gradients as the cores measured them, and what the
 // same sums would take on the topology's ICI.
-json CrsReport(const ReportInputs& in) {
+std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   int n = 0;
-  double total = 0, compute = 0, sync = 0, algbw = 0, busbw = 0;
-  int64_t calls = 0, bytes = 0, group = 1;
+  CoreCrs sum;
   for (const RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->crs) continue;
     const CoreCrs& c = *r.core->crs;
-    total += c.total_s;
-    compute += c.compute_s;
-    sync += c.sync_s;
-    algbw += c.algbw;
-    busbw += c.busbw;
-    calls = c.calls;
-    bytes = c.bytes;
-    group = c.group_size;
+    sum.total_s += c.total_s;
+    sum.compute_s += c.compute_s;
+    sum.sync_s += c.sync_s;
+    sum.algbw += c.algbw;
+    sum.busbw += c.busbw;
+    sum.calls = c.calls;
+    sum.bytes = c.bytes;
+    sum.group_size = c.group_size;
     ++n;
   }
-  if (n == 0 || calls == 0) return nullptr;
-  const double per_call_bytes = static_cast<double>(bytes) / static_cast<double>(calls);
+  if (n == 0 || sum.calls == 0) return std::nullopt;
+  const double per_call_bytes = static_cast<double>(sum.bytes) / static_cast<double>(sum.calls);
   const double modeled = cluster::ModeledRingAllReduceSeconds(
-      static_cast<size_t>(per_call_bytes), static_cast<int>(group), in.slice.topology.hardware());
-  const double per = 1.0 / (n * static_cast<double>(calls));
-  return {{"algorithm", in.config.train.crs},
-          {"group_size", group},
-          {"calls", calls},
-          {"bytes_per_call", per_call_bytes},
-          {"mean_s_per_call", total * per},
-          {"compute_s_per_call", compute * per},
-          {"sync_s_per_call", sync * per},
-          {"algbw_bytes_per_s", algbw / n},
-          {"busbw_bytes_per_s", busbw / n},
-          {"ici_projected_s_per_call", modeled}};
+      static_cast<size_t>(per_call_bytes), sum.group_size, in.slice.topology.hardware());
+  const double per = 1.0 / (n * static_cast<double>(sum.calls));
+  return CrsSection{
+      in.config.train.crs, sum.group_size,   sum.calls,     per_call_bytes, sum.total_s * per,
+      sum.compute_s * per, sum.sync_s * per, sum.algbw / n, sum.busbw / n,  modeled};
 }
 
 // The same step on the topology's own hardware figures: shards over the host link,
 // gradients over ICI, next to what this machine measured.
-json Projection(const ReportInputs& in, const json& breakdown, const json& crs,
-                double shard_bytes_per_core_step) {
+ProjectionSection ProjectionOf(const ReportInputs& in, const StepBreakdown& breakdown,
+                               const std::optional<CrsSection>& crs,
+                               double shard_bytes_per_core_step) {
   const cluster::HardwareFigures& hw = in.slice.topology.hardware();
-  double h2d = shard_bytes_per_core_step / (hw.host_to_device_gbps * 1e9 / 8);
-  json p = {{"hardware", {{"host_to_device_gbps", hw.host_to_device_gbps},
-                          {"ici_link_gbps", hw.ici_link_gbps},
-                          {"core_peak_tflops", hw.core_peak_tflops}}},
-            {"shard_bytes_per_core_step", shard_bytes_per_core_step},
-            {"host_to_device_s_per_step", h2d},
-            {"measured_infeed_wait_s_per_step", breakdown["infeed_s"]}};
-  if (!crs.is_null()) {
-    p["ici_crs_s_per_step"] = crs["ici_projected_s_per_call"];
-    p["measured_crs_s_per_step"] = crs["mean_s_per_call"];
-  }
-  p["modeled_device_step_s"] = breakdown["device_s"];
+  ProjectionSection p;
+  p.hardware = {hw.host_to_device_gbps, hw.ici_link_gbps, hw.core_peak_tflops};
+  p.shard_bytes_per_core_step = shard_bytes_per_core_step;
+  p.host_to_device_s_per_step = shard_bytes_per_core_step / (hw.host_to_device_gbps * 1e9 / 8);
+  p.measured_infeed_wait_s_per_step = breakdown.infeed_s;
+  p.modeled_device_step_s = breakdown.device_s;
+  if (crs) p.crs = ProjectedCrs{crs->ici_projected_s_per_call, crs->mean_s_per_call};
   return p;
 }
 
-// Every training core's parameter checksums: one per replica (its logical core
-// 0), and the first variable on which any two cores' bits differ (null if none).
-json ReplicaReport(const std::vector<RankMetrics>& ranks) {
-  const CoreMetrics* reference = nullptr;
-  json per_replica = json::array(), first = nullptr;
+// The mean shard bytes a fed core received per window step.
+double ShardBytesPerCoreStep(const WindowFigures& w, int64_t window_steps) {
+  if (w.fed == 0) return 0;
+  return w.bytes / w.fed / static_cast<double>(std::max<int64_t>(window_steps, 1));
+}
+
+// A replica's checksum: of its logical core 0's parameter checksums, in order.
+ReplicaChecksum ChecksumOf(const CoreMetrics& c) {
+  std::string combined;
+  for (const auto& v : c.param_checksums) combined += v[1];
+  return {c.replica, HexDigest(Fnv1a64(std::as_bytes(std::span(combined))))};
+}
+
+std::optional<ReplicaDifference> FirstDifference(const CoreMetrics& a, const CoreMetrics& b) {
   auto name = [](const CoreMetrics& c) {
     return fmt::format("replica {} (core {}/{})", c.replica, c.host, c.ordinal);
   };
+  for (size_t v = 0; v < a.param_checksums.size(); ++v) {
+    if (a.param_checksums[v] != b.param_checksums[v]) {
+      return ReplicaDifference{a.param_checksums[v][0], name(a), name(b)};
+    }
+  }
+  return std::nullopt;
+}
+
+// Every training core's parameter checksums: one per replica (its logical core
+// 0), and the first variable on which any two cores' bits differ (none if none).
+std::optional<ReplicasSection> ReplicasOf(const std::vector<RankMetrics>& ranks) {
+  const CoreMetrics* reference = nullptr;
+  ReplicasSection out;
   for (const RankMetrics& r : ranks) {
     if (!r.core || r.core->param_checksums.empty()) continue;
     const CoreMetrics& c = *r.core;
-    if (c.logical_core == 0) {
-      std::string combined;
-      for (const auto& v : c.param_checksums) combined += v[1];
-      per_replica.push_back({{"replica", c.replica},
-                             {"checksum", HexDigest(Fnv1a64(std::as_bytes(std::span(combined))))}});
-    }
+    if (c.logical_core == 0) out.checksums.push_back(ChecksumOf(c));
     if (!reference) {
       reference = &c;
-      continue;
-    }
-    for (size_t v = 0; v < reference->param_checksums.size() && first.is_null(); ++v) {
-      if (reference->param_checksums[v] != c.param_checksums[v]) {
-        first = {{"variable", reference->param_checksums[v][0]}, {"a", name(*reference)}, {"b", name(c)}};
-      }
+    } else if (!out.first_difference) {
+      out.first_difference = FirstDifference(*reference, c);
     }
   }
-  if (!reference) return nullptr;
-  return {{"checksums", per_replica}, {"identical", first.is_null()}, {"first_difference", first}};
+  if (!reference) return std::nullopt;
+  out.identical = !out.first_difference;
+  return out;
 }
+
+double Mib(int64_t kib) { return static_cast<double>(kib) / 1024; }
 
 // Every rank's peak resident memory after the first loop and at the end: memory
 // that grows with the run shows as growth here.
-json MemoryReport(const std::vector<RankMetrics>& ranks) {
-  json per_rank = json::array();
-  double worst_growth = 0;
+MemorySection MemoryOf(const std::vector<RankMetrics>& ranks) {
+  MemorySection out;
   int64_t max_peak = 0;
   for (const RankMetrics& r : ranks) {
     max_peak = std::max(max_peak, r.peak_rss_kib);
     double growth = 0;
     if (r.peak_rss_after_first_loop_kib > 0) {
-      growth = static_cast<double>(r.peak_rss_kib) / static_cast<double>(r.peak_rss_after_first_loop_kib) - 1;
-      worst_growth = std::max(worst_growth, growth);
+      growth = static_cast<double>(r.peak_rss_kib) /
+                   static_cast<double>(r.peak_rss_after_first_loop_kib) -
+               1;
+      out.max_growth_after_first_loop = std::max(out.max_growth_after_first_loop, growth);
     }
-    per_rank.push_back({{"rank", r.rank}, {"peak_rss_mib", static_cast<double>(r.peak_rss_kib) / 1024},
-                        {"peak_rss_after_first_loop_mib",
-                         static_cast<double>(r.peak_rss_after_first_loop_kib) / 1024},
-                        {"growth", growth}});
+    out.ranks.push_back(
+        {r.rank, Mib(r.peak_rss_kib), Mib(r.peak_rss_after_first_loop_kib), growth});
   }
-  return {{"ranks", per_rank}, {"max_peak_rss_mib", static_cast<double>(max_peak) / 1024},
-          {"max_growth_after_first_loop", worst_growth}};
+  out.max_peak_rss_mib = Mib(max_peak);
+  return out;
 }
 
 // train.stop_on_nan: whether the run stopped on a non-finite loss or gradient,
 // the first one (global step, replica, variable) and how many micro-steps had one;
 // every training core holds the same answer.
-json NonFiniteReport(const ReportInputs& in) {
+std::optional<NonFiniteSection> NonFiniteOf(const ReportInputs& in) {
   for (const RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->trains) continue;
     const CoreMetrics& c = *r.core;
-    return {{"stop_on_nan", in.config.train.stop_on_nan},
-            {"stopped", c.stopped_on_non_finite},
-            {"steps", c.non_finite_steps},
-            {"first", c.non_finite ? json(*c.non_finite) : json(nullptr)}};
+    return NonFiniteSection{in.config.train.stop_on_nan, c.stopped_on_non_finite,
+                            c.non_finite_steps, c.non_finite};
   }
-  return nullptr;
+  return std::nullopt;
 }
 
-json TrainingReport(const ReportInputs& in) {
-  for (const RankMetrics& r : in.ranks) {
+// Every loop's loss as rank 0's host learnt it.
+std::optional<TrainingSection> TrainingOf(const std::vector<RankMetrics>& ranks) {
+  for (const RankMetrics& r : ranks) {
     if (!r.host || r.host->loops.empty()) continue;
     const std::vector<LoopRecord>& loops = r.host->loops;
-    return {{"loops", loops}, {"final_loss", loops.back().loss}, {"global_steps", loops.back().global_step}};
+    return TrainingSection{loops, loops.back().loss, loops.back().global_step};
   }
-  return nullptr;
+  return std::nullopt;
 }
 
-}  // namespace
+MpiBaselineSection BaselineOf(const MpiBaseline& baseline) {
+  return {Rate(static_cast<double>(baseline.bytes), baseline.seconds),
+          "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same message sizes, "
+          "measured after the run on the same ranks"};
+}
 
-namespace {
-
-json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>& ranks) {
+shampoo::ShampooSection ShampooOf(const shampoo::KeyTable& keys,
+                                  const std::vector<RankMetrics>& ranks) {
   std::vector<shampoo::ServiceMetrics> hosts;
   std::vector<shampoo::ClientMetrics> cores;
   for (const RankMetrics& r : ranks) {
@@ -388,100 +486,48 @@ json ShampooReport(const shampoo::KeyTable& keys, const std::vector<RankMetrics>
   return shampoo::ReportSection(keys, hosts, cores);
 }
 
+// The sections made of the window's step figures.
+void AddStepSections(const ReportInputs& in, const std::vector<const CoreMetrics*>& step_cores,
+                     const WindowFigures& w, int64_t window_steps, Report& r) {
+  const double step_s = w.seconds() / static_cast<double>(std::max<int64_t>(window_steps, 1));
+  const double examples = static_cast<double>(window_steps * in.global_batch);
+  const double max_wait_per_step = PerStep(w.max_wait_s, window_steps);
+  r.totals = {examples / w.seconds(), w.bytes / w.seconds(), w.total_wait_s};
+  r.step = StepOf(w, step_s, max_wait_per_step);
+  r.verdict = Verdict(w.infeed_percent);
+  r.step_breakdown = BreakdownOf(step_cores, step_s, max_wait_per_step);
+  r.accelerator_utilization = UtilizationOf(step_cores);
+  r.stragglers = StragglersOf(step_cores);
+}
+
 }  // namespace
 
-json BuildReport(const ReportInputs& in) {
-  const LoopPlan& loops = in.loops;
-  const int64_t w0 = WindowStart(loops);
-  const int64_t window_steps = loops.infeed_steps - w0;
+Report BuildReport(const ReportInputs& in) {
+  const int64_t first_step = WindowStart(in.loops);
+  const int64_t window_steps = in.loops.infeed_steps - first_step;
   const std::vector<const CoreMetrics*> step_cores = StepCores(in.ranks);
-  json hosts = json::array(), cores = json::array();
-  for (const RankMetrics& r : in.ranks) {
-    if (r.host) hosts.push_back(HostReport(*r.host, r.simulator_ceiling, window_steps));
-    if (r.core) cores.push_back(CoreReport(*r.core));
-  }
-  double window_begin = 0, window_end = 0, total_wait = 0, max_wait = 0, infeed_percent = 0;
-  double window_bytes = 0;
-  int fed = 0;
-  DurationHistogram step_time, infeed_wait;
-  for (const CoreMetrics* c : step_cores) {
-    window_begin = std::max(window_begin, c->window_begin_s);
-    window_end = std::max(window_end, c->window_end_s);
-    step_time.Merge(c->step_time);
-    if (!c->fed) continue;
-    ++fed;
-    infeed_wait.Merge(c->infeed_wait);
-    total_wait += c->window.infeed_wait_s;
-    max_wait = std::max(max_wait, c->window.infeed_wait_s);
-    infeed_percent = std::max(infeed_percent, 100.0 * c->window.infeed_wait_s /
-                                                  std::max(c->window_end_s - c->window_begin_s, 1e-9));
-    window_bytes += PerStep(static_cast<double>(c->bytes_received), c->steps) * static_cast<double>(window_steps);
-  }
-  const double window_s = std::max(window_end - window_begin, 1e-9);
-  const double step_s = window_s / static_cast<double>(std::max<int64_t>(window_steps, 1));
-  json report;
-  report["version"] = kReportVersion;
-  report["config"] = YamlToJson(in.config.resolved);
-  report["environment"] = in.environment;
-  report["provenance"] = in.provenance;
-  report["topology"] = {{"name", in.slice.topology.name()},
-                        {"num_replicas", in.slice.assignment.num_replicas()},
-                        {"cores_per_replica", in.slice.assignment.num_cores_per_replica()},
-                        {"order", in.slice.assignment.path()},
-                        {"idle_cores", in.slice.idle_cores()}};
-  report["loops"] = {{"steps_requested", in.config.train.steps},
-                     {"steps_per_loop", loops.steps_per_loop},
-                     {"num_loops", loops.num_loops},
-                     {"global_steps", loops.global_steps},
-                     {"infeed_steps", loops.infeed_steps}};
-  report["window"] = {{"first_infeed_step", w0},
-                      {"infeed_steps", window_steps},
-                      {"seconds", window_s},
-                      {"excludes_first_loop", w0 > 0},
-                      {"note", w0 > 0 ? "measured after the first loop (warm-up)"
-                                      : "single loop: the whole run is measured"}};
-  report["run_seconds"] = in.run_s;
-  report["hosts"] = hosts;
-  report["cores"] = cores;
-  const double examples = static_cast<double>(window_steps * in.global_batch);
-  report["totals"] = {{"examples_per_s", examples / window_s},
-                      {"bytes_per_s", window_bytes / window_s},
-                      {"infeed_wait_s", total_wait}};
-  const double max_wait_per_step = PerStep(max_wait, window_steps);
-  report["step"] = {{"mean_step_s", step_s},
-                    {"infeed_percent", infeed_percent},
-                    {"infeed_wait_max_over_cores_s", max_wait_per_step},
-                    {"percentiles", {{"step_time_s", Percentiles(step_time)},
-                                     {"infeed_wait_s", Percentiles(infeed_wait)},
-                                     {"note", "over every step of every core in the window"}}}};
-  report["verdict"] = Verdict(infeed_percent);
-  report["step_breakdown"] = StepBreakdown(step_cores, step_s, max_wait_per_step);
-  report["accelerator_utilization"] = Utilization(step_cores);
-  const json stragglers = Stragglers(step_cores);
-  if (!stragglers.is_null()) report["stragglers"] = stragglers;
-  const json crs = CrsReport(in);
-  report["crs"] = crs;
-  json embedding = EmbeddingReport(in.ranks);
-  if (!embedding.is_null()) {
-    double ids_per_s = 0;
-    for (const json& h : hosts) ids_per_s += h.value("embedding_ids_per_s", 0.0);
-    embedding["ids_enqueued_per_s"] = ids_per_s;
-    report["embedding"] = embedding;
-  }
-  const double shard_bytes = fed > 0 ? window_bytes / fed / static_cast<double>(std::max<int64_t>(window_steps, 1)) : 0;
-  report["projection"] = Projection(in, report["step_breakdown"], crs, shard_bytes);
-  const json training = TrainingReport(in);
-  if (in.config.model.enabled && !training.is_null()) report["training"] = training;
-  if (const json non_finite = NonFiniteReport(in); !non_finite.is_null()) report["non_finite"] = non_finite;
-  const json replicas = ReplicaReport(in.ranks);
-  if (!replicas.is_null()) report["replicas"] = replicas;
-  report["memory"] = MemoryReport(in.ranks);
-  report["mpi_baseline"] = {{"bytes_per_s", Rate(static_cast<double>(in.baseline.bytes), in.baseline.seconds)},
-                            {"note", "host 0 -> its own cores, plain MPI_Isend/MPI_Recv of the same "
-                                     "message sizes, measured after the run on the same ranks"}};
-  report["simulator_ceiling"] = SimulatorCeilingReport(in.ranks, in.ceiling_steps);
-  if (!in.keys.empty()) report["shampoo"] = ShampooReport(in.keys, in.ranks);
-  return report;
+  const WindowFigures w = MeasureWindow(step_cores, window_steps);
+  Report r;
+  r.config = YamlToJson(in.config.resolved);
+  r.environment = in.environment;
+  r.provenance = in.provenance;
+  r.topology = TopologyOf(in.slice);
+  r.loops = LoopsOf(in.config.train, in.loops);
+  r.window = WindowOf(first_step, window_steps, w.seconds());
+  r.run_seconds = in.run_s;
+  AddRows(in.ranks, window_steps, r);
+  AddStepSections(in, step_cores, w, window_steps, r);
+  r.crs = CrsOf(in);
+  r.embedding = EmbeddingOf(in.ranks, r.hosts);
+  r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
+  if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
+  r.non_finite = NonFiniteOf(in);
+  r.replicas = ReplicasOf(in.ranks);
+  r.memory = MemoryOf(in.ranks);
+  r.mpi_baseline = BaselineOf(in.baseline);
+  r.simulator_ceiling = SimulatorCeilingOf(in.ranks, in.ceiling_steps);
+  if (!in.keys.empty()) r.shampoo = ShampooOf(in.keys, in.ranks);
+  return r;
 }
 
 void WriteJsonFile(const std::string& path, const std::string& label, const json& value) {

@@ -3,8 +3,9 @@
 // the measured window (the first loop is warm-up), the step broken into its parts
 // with percentiles, the input-bound verdict, the slowest core when one holds the
 // others back, and a plain-MPI baseline measured on the same ranks. BuildReport is
-// pure arithmetic over every rank's typed metrics (sim/metrics.h) and unit-tested;
-// rank 0 prints the end-of-run table and writes the versioned JSON.
+// pure arithmetic over every rank's typed metrics (sim/metrics.h) into the typed
+// Report (report/report_types.h) and unit-tested; rank 0 prints the end-of-run
+// table and writes the versioned JSON.
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/mpi_baseline.h"
+#include "report/report_types.h"
 #include "run/loop_plan.h"
 #include "run/run_config.h"
 #include "run/shampoo_keys.h"
@@ -20,10 +22,6 @@
 #include "sim/metrics.h"
 
 namespace tpusim::sim {
-
-// Version 2: per-step arrays gave way to window sums and histograms (percentiles
-// and accelerator utilization added); see the README for the changed fields.
-inline constexpr int kReportVersion = 2;
 
 // Everything a report is made of.
 struct ReportInputs {
@@ -36,11 +34,12 @@ struct ReportInputs {
   double run_s = 0;
   MpiBaseline baseline;
   int64_t ceiling_steps = 0;       // steps the simulator ceiling sent
-  nlohmann::json environment;
-  nlohmann::json provenance;
+  ReportEnvironment environment;
+  ReportProvenance provenance;
 };
 
-nlohmann::json BuildReport(const ReportInputs& inputs);
+// The report of `inputs`; pure, never throws on well-formed metrics.
+Report BuildReport(const ReportInputs& inputs);
 
 // Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.
 void WriteJsonFile(const std::string& path, const std::string& label, const nlohmann::json& value);

@@ -11,81 +11,107 @@ using json = nlohmann::json;
 
 double Rate(double examples, double seconds) { return seconds > 0 ? examples / seconds : 0.0; }
 
-json HostSection(const ServiceMetrics& h) {
-  json out = h;
-  out["examples_per_s_while_busy"] = Rate(h.examples_busy, h.infeed_busy_s);
-  out["examples_per_s_while_idle"] = Rate(h.examples_idle, h.infeed_idle_s);
-  out.erase("keys");
+HostSection HostOf(const ServiceMetrics& h) {
+  HostSection out{h, Rate(h.examples_busy, h.infeed_busy_s),
+                  Rate(h.examples_idle, h.infeed_idle_s)};
+  out.service.keys.clear();
   return out;
 }
 
-json KeySection(const KeyMetrics& k) {
-  json out = k;
-  out["staleness"]["mean_steps"] = k.staleness.mean_steps();
+CoreStalls StallsOf(const std::vector<ClientMetrics>& cores) {
+  CoreStalls out;
+  double wait_sum = 0;
+  for (const ClientMetrics& c : cores) {
+    out.stall_s_max = std::max(out.stall_s_max, c.wait_s_total);
+    wait_sum += c.wait_s_total;
+    out.longest_post_loop_wait_s = std::max(out.longest_post_loop_wait_s, c.wait_s_max);
+  }
+  out.count = cores.size();
+  out.stall_s_mean = cores.empty() ? 0.0 : wait_sum / static_cast<double>(cores.size());
+  out.note =
+      "time cores spent at post-loops waiting for their preconditioner deliveries "
+      "(sync/delay: roots still computing; every mode: the owner host reaching its "
+      "post-loop)";
   return out;
+}
+
+void PrintHostRow(const HostSection& h) {
+  const ServiceMetrics& s = h.service;
+  fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10.3f} {:>10.3f} {:>16.0f} {:>16.0f}\n", s.host,
+             s.keys_owned, s.roots_done, s.roots_rejected, s.root_s_total, s.busy_s,
+             h.examples_per_s_while_busy, h.examples_per_s_while_idle);
+}
+
+// Mean and max staleness over the keys that had a delivery.
+void PrintStaleness(const ShampooSection& section) {
+  double stale_max = 0, stale_mean = 0;
+  int counted = 0;
+  for (const KeySection& k : section.per_key) {
+    if (k.metrics.staleness.deliveries == 0) continue;
+    stale_max = std::max(stale_max, static_cast<double>(k.metrics.staleness.max_steps));
+    stale_mean += k.mean_staleness_steps;
+    ++counted;
+  }
+  fmt::print(
+      "staleness (global steps, over keys): mean {:.1f}, max {:.0f}; cores waited for "
+      "preconditioners {:.3f} s (max over cores)\n",
+      counted ? stale_mean / counted : 0.0, stale_max, section.cores.stall_s_max);
 }
 
 }  // namespace
 
-json ReportSection(const KeyTable& table, const std::vector<ServiceMetrics>& hosts,
-                   const std::vector<ClientMetrics>& cores) {
+void to_json(json& j, const HostSection& h) {
+  j = h.service;
+  j.erase("keys");
+  j["examples_per_s_while_busy"] = h.examples_per_s_while_busy;
+  j["examples_per_s_while_idle"] = h.examples_per_s_while_idle;
+}
+
+void from_json(const json& j, HostSection& h) {
+  j.at("examples_per_s_while_busy").get_to(h.examples_per_s_while_busy);
+  j.at("examples_per_s_while_idle").get_to(h.examples_per_s_while_idle);
+  json service = j;
+  service["keys"] = json::array();  // the section lists them in per_key
+  service.get_to(h.service);
+}
+
+void to_json(json& j, const KeySection& k) {
+  j = k.metrics;
+  j["staleness"]["mean_steps"] = k.mean_staleness_steps;
+}
+
+void from_json(const json& j, KeySection& k) {
+  j.get_to(k.metrics);
+  j.at("staleness").at("mean_steps").get_to(k.mean_staleness_steps);
+}
+
+ShampooSection ReportSection(const KeyTable& table, const std::vector<ServiceMetrics>& hosts,
+                             const std::vector<ClientMetrics>& cores) {
   const optim::PreconditionerServiceConfig& service = table.service();
-  json out = {{"mode", optim::PreconditionerModeName(service.mode)},
-              {"delay_loops", service.delay_loops},
-              {"placement", optim::PreconditionerPlacementName(service.placement)},
-              {"method", optim::InverseRootMethodName(service.method)},
-              {"keys", table.size()}};
-  json host_list = json::array(), key_list = json::array();
+  ShampooSection out;
+  out.mode = optim::PreconditionerModeName(service.mode);
+  out.delay_loops = service.delay_loops;
+  out.placement = optim::PreconditionerPlacementName(service.placement);
+  out.method = optim::InverseRootMethodName(service.method);
+  out.keys = table.size();
   for (const ServiceMetrics& h : hosts) {
-    host_list.push_back(HostSection(h));
-    for (const KeyMetrics& k : h.keys) key_list.push_back(KeySection(k));
+    out.hosts.push_back(HostOf(h));
+    for (const KeyMetrics& k : h.keys) out.per_key.push_back({k, k.staleness.mean_steps()});
   }
-  std::sort(key_list.begin(), key_list.end(),
-            [](const json& a, const json& b) { return a["key"] < b["key"]; });
-  double wait_max = 0, wait_sum = 0, single_max = 0;
-  for (const ClientMetrics& c : cores) {
-    wait_max = std::max(wait_max, c.wait_s_total);
-    wait_sum += c.wait_s_total;
-    single_max = std::max(single_max, c.wait_s_max);
-  }
-  out["hosts"] = host_list;
-  out["per_key"] = key_list;
-  out["cores"] = {{"count", cores.size()},
-                  {"stall_s_max", wait_max},
-                  {"stall_s_mean", cores.empty() ? 0.0 : wait_sum / static_cast<double>(cores.size())},
-                  {"longest_post_loop_wait_s", single_max},
-                  {"note", "time cores spent at post-loops waiting for their preconditioner "
-                           "deliveries (sync/delay: roots still computing; every mode: the "
-                           "owner host reaching its post-loop)"}};
+  std::sort(out.per_key.begin(), out.per_key.end(),
+            [](const KeySection& a, const KeySection& b) { return a.metrics.key < b.metrics.key; });
+  out.cores = StallsOf(cores);
   return out;
 }
 
-void PrintReportSection(const json& section) {
-  fmt::print("shampoo ({} {}{}, {} keys, placement {}):\n", section["mode"].get<std::string>(),
-             section["method"].get<std::string>(),
-             section["mode"] == "delay" ? fmt::format(" d={}", section["delay_loops"].get<int64_t>()) : "",
-             section["keys"].get<int>(), section["placement"].get<std::string>());
+void PrintReportSection(const ShampooSection& section) {
+  fmt::print("shampoo ({} {}{}, {} keys, placement {}):\n", section.mode, section.method,
+             section.mode == "delay" ? fmt::format(" d={}", section.delay_loops) : "", section.keys,
+             section.placement);
   fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10} {:>10} {:>16} {:>16}\n", "host", "keys", "roots",
              "rejected", "root s", "busy s", "ex/s while busy", "ex/s while idle");
-  for (const json& h : section["hosts"]) {
-    fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10.3f} {:>10.3f} {:>16.0f} {:>16.0f}\n",
-               h["host"].get<int>(), h["keys_owned"].get<int64_t>(), h["roots_done"].get<int64_t>(),
-               h["roots_rejected"].get<int64_t>(), h["root_s_total"].get<double>(),
-               h["busy_s"].get<double>(), h["examples_per_s_while_busy"].get<double>(),
-               h["examples_per_s_while_idle"].get<double>());
-  }
-  double stale_max = 0, stale_mean = 0;
-  int counted = 0;
-  for (const json& k : section["per_key"]) {
-    if (k["staleness"]["deliveries"].get<int64_t>() == 0) continue;
-    stale_max = std::max(stale_max, static_cast<double>(k["staleness"]["max_steps"].get<int64_t>()));
-    stale_mean += k["staleness"]["mean_steps"].get<double>();
-    ++counted;
-  }
-  fmt::print("staleness (global steps, over keys): mean {:.1f}, max {:.0f}; cores waited for "
-             "preconditioners {:.3f} s (max over cores)\n",
-             counted ? stale_mean / counted : 0.0, stale_max,
-             section["cores"]["stall_s_max"].get<double>());
+  for (const HostSection& h : section.hosts) PrintHostRow(h);
+  PrintStaleness(section);
 }
 
 }  // namespace tpusim::sim::shampoo

@@ -8,126 +8,138 @@
 #include "report/shampoo_section.h"
 
 namespace tpusim::sim {
-
-using json = nlohmann::json;
-
 namespace {
 
-double CeilingBytesPerS(const json& ceiling) {
-  return ceiling.is_object() ? ceiling["bytes_per_s"].get<double>() : 0.0;
+double CeilingBytesPerS(const std::optional<CeilingRates>& ceiling) {
+  return ceiling ? ceiling->bytes_per_s : 0.0;
 }
 
 // One host of the end-of-run table: its rates, its ceiling and its stage times.
-void PrintHostRow(const json& h) {
-  const json stages = h.value("stages", json::object());
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}  {}\n", h["host"].get<int>(),
-             h["examples_per_s"].get<double>(), h["bytes_per_s"].get<double>() / 1e6,
-             CeilingBytesPerS(h.value("simulator_ceiling", json())) / 1e6, stages.value("file_read_s", 0.0),
-             stages.value("preprocessing_s", 0.0), stages.value("shuffle_s", 0.0), stages.value("enqueue_s", 0.0),
-             h.value("bound_by", std::string("-")));
-  if (h.contains("direct_io") && !h["direct_io"]["active"].get<bool>()) {
-    fmt::print("       note: {}\n", h["direct_io"]["note"].get<std::string>());
+void PrintHostRow(const HostRow& h, const HostWindowRates& rates) {
+  const infeed::StageTimes stages = h.pipeline ? h.pipeline->stages : infeed::StageTimes{};
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}  {}\n",
+             h.host, rates.examples_per_s, rates.bytes_per_s / 1e6,
+             CeilingBytesPerS(h.simulator_ceiling) / 1e6, stages.file_read_s,
+             stages.preprocessing_s, stages.shuffle_s, stages.enqueue_s,
+             h.pipeline ? h.pipeline->bound_by : std::string("-"));
+  if (h.pipeline && h.pipeline->direct_io && !h.pipeline->direct_io->active) {
+    fmt::print("       note: {}\n", h.pipeline->direct_io->note);
   }
+}
+
+// The title, then per host its rates and the total the cores dequeued.
+void PrintHosts(const Report& r) {
+  fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
+             r.version, r.topology.name, r.topology.order, r.loops.num_loops,
+             r.loops.steps_per_loop, r.window.infeed_steps, r.window.note);
+  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s",
+             "MB/s", "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
+  for (const HostRow& h : r.hosts) {
+    if (h.window) PrintHostRow(h, *h.window);
+  }
+  const double ceiling = r.simulator_ceiling ? r.simulator_ceiling->bytes_per_s : 0.0;
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
+             r.totals.examples_per_s, r.totals.bytes_per_s / 1e6, ceiling / 1e6);
+}
+
+// Per fed core its wait for infeed and its queue occupancy.
+void PrintCores(const Report& r) {
+  fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
+  for (const CoreRow& c : r.cores) {
+    if (!c.fed || !c.infeed) continue;
+    fmt::print("{:>10} {:>8} {:>14.4f} {:>10.2f}\n", fmt::format("{}/{}", c.host, c.ordinal),
+               c.replica, c.infeed->infeed_wait_s, c.infeed->mean_queue_occupancy);
+  }
+}
+
+// The step, its parts and percentiles, utilization and the straggler.
+void PrintStep(const Report& r) {
+  fmt::print("\nstep: {:.3f} ms mean, infeed {:.1f}% (max over cores)  ->  {}\n",
+             r.step.mean_step_s * 1e3, r.step.infeed_percent, r.verdict);
+  const StepBreakdown& b = r.step_breakdown;
+  fmt::print(
+      "step parts (ms): infeed {:.3f}  compute {:.3f}  crs {:.3f} (sync {:.3f})  apply "
+      "{:.3f}  device {:.3f}  outfeed {:.3f}  post-loop {:.3f}  idle {:.3f}\n",
+      b.infeed_s * 1e3, b.compute_s * 1e3, b.crs_s * 1e3, b.crs_sync_s * 1e3, b.apply_s * 1e3,
+      b.device_s * 1e3, b.outfeed_s * 1e3, b.post_loop_s * 1e3, b.idle_s * 1e3);
+  const Percentiles& step = r.step.percentiles.step_time_s;
+  const Percentiles& wait = r.step.percentiles.infeed_wait_s;
+  fmt::print(
+      "step time p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms; infeed wait p50/p90/p99 "
+      "{:.3f}/{:.3f}/{:.3f} ms\n",
+      step.p50 * 1e3, step.p90 * 1e3, step.p99 * 1e3, wait.p50 * 1e3, wait.p90 * 1e3,
+      wait.p99 * 1e3);
+  if (r.accelerator_utilization) {
+    const UtilizationSection& au = *r.accelerator_utilization;
+    fmt::print("accelerator utilization: mean {:.1f}%, min {:.1f}% (core {}/{})\n", au.mean * 100,
+               au.min * 100, au.worst_core.host, au.worst_core.ordinal);
+  }
+  if (r.stragglers && r.stragglers->ratio_to_median >= 1.5) {
+    fmt::print("straggler: {}\n", r.stragglers->cause);
+  }
+}
+
+void PrintEmbedding(const EmbeddingLoad& e, const StepBreakdown& b) {
+  fmt::print(
+      "embedding: {:.0f} ids/s enqueued; lookups {:.3f} ms, gradient exchange {:.3f} ms "
+      "per step; rows served per core max {:.1f} / mean {:.1f}; all-to-all {:.1f} KiB per "
+      "step\n",
+      e.ids_enqueued_per_s, b.embedding_forward_s * 1e3, b.embedding_backward_s * 1e3,
+      e.max_rows_served_per_step, e.mean_rows_served_per_step, e.all_to_all_bytes_per_step / 1024);
+}
+
+void PrintCrs(const CrsSection& c) {
+  fmt::print(
+      "crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; "
+      "algbw {:.2f} GB/s, busbw {:.2f} GB/s; on ICI {:.3f} ms\n",
+      c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3,
+      c.compute_s_per_call * 1e3, c.sync_s_per_call * 1e3, c.algbw_bytes_per_s / 1e9,
+      c.busbw_bytes_per_s / 1e9, c.ici_projected_s_per_call * 1e3);
+}
+
+void PrintReplicas(const ReplicasSection& r) {
+  if (r.identical) {
+    fmt::print("replicas: {} with identical parameters (checksum {})\n", r.checksums.size(),
+               r.checksums.at(0).checksum);
+  } else {
+    const ReplicaDifference& d = r.first_difference.value();
+    fmt::print("replicas: DIFFER at variable {} ({} vs {})\n", d.variable, d.a, d.b);
+  }
+}
+
+// The plain-MPI baseline and the simulator ceiling, next to the run's rate.
+void PrintBaselines(const Report& r) {
+  fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n", r.mpi_baseline.bytes_per_s / 1e6);
+  if (!r.simulator_ceiling) return;
+  const CeilingSection& c = *r.simulator_ceiling;
+  fmt::print(
+      "simulator ceiling (cached source, same shapes, same ranks): {:.0f} examples/s, "
+      "{:.1f} MB/s; this run reached {:.0f}% of it\n",
+      c.examples_per_s, c.bytes_per_s / 1e6,
+      100.0 * r.totals.bytes_per_s / std::max(c.bytes_per_s, 1e-9));
 }
 
 }  // namespace
 
-void PrintSummary(const json& report) {
-  fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
-             report["version"].get<int>(), report["topology"]["name"].get<std::string>(),
-             report["topology"]["order"].get<std::string>(), report["loops"]["num_loops"].get<int64_t>(),
-             report["loops"]["steps_per_loop"].get<int64_t>(), report["window"]["infeed_steps"].get<int64_t>(),
-             report["window"]["note"].get<std::string>());
-  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s", "MB/s",
-             "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
-  for (const json& h : report["hosts"]) {
-    if (h.contains("examples_per_s")) PrintHostRow(h);
+void PrintSummary(const Report& report) {
+  PrintHosts(report);
+  PrintCores(report);
+  PrintStep(report);
+  if (report.embedding) PrintEmbedding(*report.embedding, report.step_breakdown);
+  if (report.crs) PrintCrs(*report.crs);
+  const ProjectionSection& p = report.projection;
+  fmt::print(
+      "on {}'s hardware: shard to core {:.4f} ms/step (host link {:.0f} Gb/s) vs {:.4f} ms "
+      "measured infeed wait\n",
+      report.topology.name, p.host_to_device_s_per_step * 1e3, p.hardware.host_to_device_gbps,
+      p.measured_infeed_wait_s_per_step * 1e3);
+  if (report.training) {
+    fmt::print("training: {} global steps, final loss {:.6f}\n", report.training->global_steps,
+               report.training->final_loss);
   }
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
-             report["totals"]["examples_per_s"].get<double>(), report["totals"]["bytes_per_s"].get<double>() / 1e6,
-             CeilingBytesPerS(report.value("simulator_ceiling", json())) / 1e6);
-  fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
-  for (const json& c : report["cores"]) {
-    if (!c["fed"].get<bool>()) continue;
-    fmt::print("{:>10} {:>8} {:>14.4f} {:>10.2f}\n",
-               fmt::format("{}/{}", c["host"].get<int>(), c["ordinal"].get<int>()), c["replica"].get<int>(),
-               c["infeed_wait_s"].get<double>(), c["mean_queue_occupancy"].get<double>());
-  }
-  fmt::print("\nstep: {:.3f} ms mean, infeed {:.1f}% (max over cores)  ->  {}\n",
-             report["step"]["mean_step_s"].get<double>() * 1e3, report["step"]["infeed_percent"].get<double>(),
-             report["verdict"].get<std::string>());
-  const json& b = report["step_breakdown"];
-  fmt::print("step parts (ms): infeed {:.3f}  compute {:.3f}  crs {:.3f} (sync {:.3f})  apply {:.3f}  "
-             "device {:.3f}  outfeed {:.3f}  post-loop {:.3f}  idle {:.3f}\n",
-             b["infeed_s"].get<double>() * 1e3, b["compute_s"].get<double>() * 1e3,
-             b["crs_s"].get<double>() * 1e3, b["crs_sync_s"].get<double>() * 1e3,
-             b["apply_s"].get<double>() * 1e3, b["device_s"].get<double>() * 1e3,
-             b["outfeed_s"].get<double>() * 1e3, b["post_loop_s"].get<double>() * 1e3,
-             b["idle_s"].get<double>() * 1e3);
-  const json& pct = report["step"]["percentiles"];
-  fmt::print("step time p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms; infeed wait p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms\n",
-             pct["step_time_s"]["p50"].get<double>() * 1e3, pct["step_time_s"]["p90"].get<double>() * 1e3,
-             pct["step_time_s"]["p99"].get<double>() * 1e3, pct["infeed_wait_s"]["p50"].get<double>() * 1e3,
-             pct["infeed_wait_s"]["p90"].get<double>() * 1e3, pct["infeed_wait_s"]["p99"].get<double>() * 1e3);
-  if (!report["accelerator_utilization"].is_null()) {
-    const json& au = report["accelerator_utilization"];
-    fmt::print("accelerator utilization: mean {:.1f}%, min {:.1f}% (core {}/{})\n",
-               au["mean"].get<double>() * 100, au["min"].get<double>() * 100,
-               au["worst_core"]["host"].get<int>(), au["worst_core"]["ordinal"].get<int>());
-  }
-  if (report.contains("stragglers") && report["stragglers"]["ratio_to_median"].get<double>() >= 1.5) {
-    fmt::print("straggler: {}\n", report["stragglers"]["cause"].get<std::string>());
-  }
-  if (report.contains("embedding")) {
-    const json& e = report["embedding"];
-    fmt::print("embedding: {:.0f} ids/s enqueued; lookups {:.3f} ms, gradient exchange {:.3f} ms per step; "
-               "rows served per core max {:.1f} / mean {:.1f}; all-to-all {:.1f} KiB per step\n",
-               e["ids_enqueued_per_s"].get<double>(), b["embedding_forward_s"].get<double>() * 1e3,
-               b["embedding_backward_s"].get<double>() * 1e3, e["max_rows_served_per_step"].get<double>(),
-               e["mean_rows_served_per_step"].get<double>(), e["all_to_all_bytes_per_step"].get<double>() / 1024);
-  }
-  if (!report["crs"].is_null()) {
-    const json& c = report["crs"];
-    fmt::print("crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; "
-               "algbw {:.2f} GB/s, busbw {:.2f} GB/s; on ICI {:.3f} ms\n",
-               c["algorithm"].get<std::string>(), c["group_size"].get<int64_t>(),
-               c["bytes_per_call"].get<double>() / 1024, c["mean_s_per_call"].get<double>() * 1e3,
-               c["compute_s_per_call"].get<double>() * 1e3, c["sync_s_per_call"].get<double>() * 1e3,
-               c["algbw_bytes_per_s"].get<double>() / 1e9, c["busbw_bytes_per_s"].get<double>() / 1e9,
-               c["ici_projected_s_per_call"].get<double>() * 1e3);
-  }
-  const json& p = report["projection"];
-  fmt::print("on {}'s hardware: shard to core {:.4f} ms/step (host link {:.0f} Gb/s) vs {:.4f} ms "
-             "measured infeed wait\n", report["topology"]["name"].get<std::string>(),
-             p["host_to_device_s_per_step"].get<double>() * 1e3,
-             p["hardware"]["host_to_device_gbps"].get<double>(),
-             p["measured_infeed_wait_s_per_step"].get<double>() * 1e3);
-  if (report.contains("training")) {
-    fmt::print("training: {} global steps, final loss {:.6f}\n", report["training"]["global_steps"].get<int64_t>(),
-               report["training"]["final_loss"].get<double>());
-  }
-  if (report.contains("shampoo")) shampoo::PrintReportSection(report["shampoo"]);
-  if (report.contains("replicas")) {
-    const json& r = report["replicas"];
-    if (r["identical"].get<bool>()) {
-      fmt::print("replicas: {} with identical parameters (checksum {})\n", r["checksums"].size(),
-                 r["checksums"][0]["checksum"].get<std::string>());
-    } else {
-      fmt::print("replicas: DIFFER at variable {} ({} vs {})\n",
-                 r["first_difference"]["variable"].get<std::string>(),
-                 r["first_difference"]["a"].get<std::string>(),
-                 r["first_difference"]["b"].get<std::string>());
-    }
-  }
-  fmt::print("plain MPI on the same ranks: {:.1f} MB/s\n",
-             report["mpi_baseline"]["bytes_per_s"].get<double>() / 1e6);
-  if (report.value("simulator_ceiling", json()).is_object()) {
-    const json& c = report["simulator_ceiling"];
-    fmt::print("simulator ceiling (cached source, same shapes, same ranks): {:.0f} examples/s, {:.1f} MB/s; "
-               "this run reached {:.0f}% of it\n", c["examples_per_s"].get<double>(),
-               c["bytes_per_s"].get<double>() / 1e6,
-               100.0 * report["totals"]["bytes_per_s"].get<double>() / std::max(c["bytes_per_s"].get<double>(), 1e-9));
-  }
+  if (report.shampoo) shampoo::PrintReportSection(*report.shampoo);
+  if (report.replicas) PrintReplicas(*report.replicas);
+  PrintBaselines(report);
   std::fflush(stdout);
 }
 

@@ -3,10 +3,11 @@
 // cross-replica sum, the projection, training, Shampoo and the baselines.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include "report/report_types.h"
 
 namespace tpusim::sim {
 
-void PrintSummary(const nlohmann::json& report);
+// Prints the table of `report` on stdout and flushes it.
+void PrintSummary(const Report& report);
 
 }  // namespace tpusim::sim

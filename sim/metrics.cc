@@ -174,7 +174,8 @@ void to_json(json& j, const HostMetrics& m) {
        {"credit_wait_s", m.credit_wait_s}, {"build_wait_s", m.build_wait_s},
        {"steps", m.steps}, {"window_begin_s", m.window_begin_s}, {"window_end_s", m.window_end_s},
        {"embedding_ids_enqueued", m.embedding_ids_enqueued}, {"build_s", m.build_s},
-       {"enqueue_s", m.enqueue_s}, {"loops", m.loops}, {"pipeline", m.pipeline}};
+       {"enqueue_s", m.enqueue_s}, {"loops", m.loops}};
+  PutOptional(j, "pipeline", m.pipeline);
   PutOptional(j, "shampoo", m.shampoo);
 }
 
@@ -193,28 +194,28 @@ void from_json(const json& j, HostMetrics& m) {
   j.at("build_s").get_to(m.build_s);
   j.at("enqueue_s").get_to(m.enqueue_s);
   j.at("loops").get_to(m.loops);
-  m.pipeline = j.at("pipeline");
+  GetOptional(j, "pipeline", m.pipeline);
   GetOptional(j, "shampoo", m.shampoo);
 }
 
 void to_json(json& j, const RankMetrics& m) {
-  j = {{"rank", m.rank}, {"role", m.role}, {"simulator_ceiling", m.simulator_ceiling},
-       {"trace_lanes", m.trace_lanes},
+  j = {{"rank", m.rank}, {"role", m.role}, {"trace_lanes", m.trace_lanes},
        {"peak_rss_after_first_loop_kib", m.peak_rss_after_first_loop_kib},
        {"peak_rss_kib", m.peak_rss_kib}};
   PutOptional(j, "host", m.host);
   PutOptional(j, "core", m.core);
+  PutOptional(j, "simulator_ceiling", m.simulator_ceiling);
 }
 
 void from_json(const json& j, RankMetrics& m) {
   j.at("rank").get_to(m.rank);
   j.at("role").get_to(m.role);
-  m.simulator_ceiling = j.at("simulator_ceiling");
   m.trace_lanes = j.at("trace_lanes");
   j.at("peak_rss_after_first_loop_kib").get_to(m.peak_rss_after_first_loop_kib);
   j.at("peak_rss_kib").get_to(m.peak_rss_kib);
   GetOptional(j, "host", m.host);
   GetOptional(j, "core", m.core);
+  GetOptional(j, "simulator_ceiling", m.simulator_ceiling);
 }
 
 }  // namespace tpusim::sim

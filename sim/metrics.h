@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
+#include "sim/pipeline_stages.h"
 #include "sim/shampoo/metrics.h"
+#include "sim/simulator_ceiling_part.h"
 
 namespace tpusim::sim {
 
@@ -151,7 +153,7 @@ struct HostMetrics {
   double build_s = 0;          // window: workers' wall time building steps
   double enqueue_s = 0;        // window: the sender's time on steps
   std::vector<LoopRecord> loops;   // rank 0 only
-  nlohmann::json pipeline = nlohmann::json::object();  // input pipeline stages (sim/host/input_pipeline.h)
+  std::optional<PipelineStages> pipeline;  // input pipeline stages (none: builds no batches)
   std::optional<shampoo::ServiceMetrics> shampoo;
 
   void Add(const HostStepRecord& record, bool in_window);
@@ -176,7 +178,7 @@ struct RankMetrics {
   std::string role;
   std::optional<HostMetrics> host;
   std::optional<CoreMetrics> core;
-  nlohmann::json simulator_ceiling;  // null when not measured
+  std::optional<SimulatorCeilingPart> simulator_ceiling;  // none when not measured
   nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
   int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
   int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run

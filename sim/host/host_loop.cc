@@ -185,7 +185,7 @@ class HostLoop {
     metrics_.build_wait_s = stats.build_wait_s;
     metrics_.embedding_ids_enqueued = enqueue_ ? enqueue_->ids_enqueued() : 0;
     metrics_.loops = Loops(outfeed_.summaries());
-    metrics_.pipeline = input_.StagesJson(stats);
+    metrics_.pipeline = input_.Stages(stats);
     if (shampoo_) {
       shampoo::ServiceMetrics m = shampoo_->Metrics();
       m.infeed_busy_s = infeed_busy_s_;

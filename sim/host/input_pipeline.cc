@@ -147,17 +147,14 @@ void InputPipeline::Configure(infeed::TransportOptions& options) {
   };
 }
 
-nlohmann::json InputPipeline::StagesJson(const infeed::HostFeedStats& feed) const {
-  if (!impl_->host_plan) return nlohmann::json::object();
-  const infeed::StageTimes t = impl_->Times(feed);
-  nlohmann::json out = {{"stages", {{"file_read_s", t.file_read_s},
-                                    {"preprocessing_s", t.preprocessing_s},
-                                    {"shuffle_s", t.shuffle_s},
-                                    {"enqueue_s", t.enqueue_s}}},
-                        {"bound_by", infeed::BoundBy(t, feed.build_wait_s)}};
+std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats& feed) const {
+  if (!impl_->host_plan) return std::nullopt;
+  PipelineStages out;
+  out.stages = impl_->Times(feed);
+  out.bound_by = infeed::BoundBy(out.stages, feed.build_wait_s);
   if (impl_->files && impl_->run.input.storage.direct_io) {
     const std::string refusal = impl_->files->direct_io_refusal();
-    out["direct_io"] = {{"active", refusal.empty()}, {"note", refusal}};
+    out.direct_io = DirectIoStatus{refusal.empty(), refusal};
   }
   return out;
 }

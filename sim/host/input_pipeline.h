@@ -7,9 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "infeed/feature_spec.h"
 #include "infeed/infeed_plan.h"
@@ -18,6 +17,7 @@
 #include "infeed/synthetic_source.h"
 #include "run/run_config.h"
 #include "run/run_features.h"
+#include "sim/pipeline_stages.h"
 
 namespace tpusim::sim {
 
@@ -32,9 +32,9 @@ class InputPipeline {
   // cached source, the borrowed pool batches (RunHostInfeed's filler is then unused).
   void Configure(infeed::TransportOptions& options);
   // The host's stage times with the enqueue stage of `feed`, the bounding stage
-  // and, with input.storage.direct_io, whether O_DIRECT is in use:
-  // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "bound_by", ...}.
-  nlohmann::json StagesJson(const infeed::HostFeedStats& feed) const;
+  // and, with input.storage.direct_io, whether O_DIRECT is in use; none on a host
+  // that builds no batches.
+  std::optional<PipelineStages> Stages(const infeed::HostFeedStats& feed) const;
 
  private:
   struct Impl;

@@ -11,8 +11,6 @@
 namespace tpusim::sim {
 namespace {
 
-using json = nlohmann::json;
-
 constexpr double kTargetBytes = 256.0 * 1024 * 1024;
 constexpr int64_t kMaxSteps = 64;
 
@@ -37,7 +35,7 @@ void DrainCore(const RunSetup& run, const infeed::ShardRoute& route) {
   }
 }
 
-json FeedFromPool(const RunSetup& run) {
+std::optional<SimulatorCeilingPart> FeedFromPool(const RunSetup& run) {
   const SimulationContext& ctx = run.ctx;
   const infeed::HostPlan* hp = run.plan.host_plan(ctx.role.host);
   infeed::TransportOptions options = CeilingOptions(run);
@@ -54,13 +52,10 @@ json FeedFromPool(const RunSetup& run) {
   const double start = MonotonicSeconds();
   infeed::HostFeedStats stats = infeed::RunHostInfeed(run.plan, ctx.slice.layout, *ctx.comms.world, ctx.role.host,
                                                       options, [](int64_t, infeed::Batch&, std::span<int64_t>) {});
-  if (!hp) return nullptr;
-  return {{"bytes", stats.bytes_sent},
-          {"examples", hp->rows_per_step * options.num_steps},
-          {"seconds", MonotonicSeconds() - start}};
+  if (!hp) return std::nullopt;
+  return SimulatorCeilingPart{stats.bytes_sent, hp->rows_per_step * options.num_steps,
+                              MonotonicSeconds() - start};
 }
-
-double Rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
 
 }  // namespace
 
@@ -73,7 +68,7 @@ int64_t CeilingSteps(const RunSetup& run) {
   return std::clamp<int64_t>(wanted, 4 * int64_t{run.ctx.config.infeed.queue_depth}, kMaxSteps);
 }
 
-json MeasureSimulatorCeiling(const RunSetup& run) {
+std::optional<SimulatorCeilingPart> MeasureSimulatorCeiling(const RunSetup& run) {
   const SimulationContext& ctx = run.ctx;
   if (ctx.role.is_host()) return FeedFromPool(run);
   const infeed::ShardRoute* route = run.plan.route_to(ctx.role.host, ctx.role.ordinal);
@@ -82,7 +77,7 @@ json MeasureSimulatorCeiling(const RunSetup& run) {
   } else {
     ctx.comms.world->Barrier();
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 }  // namespace tpusim::sim

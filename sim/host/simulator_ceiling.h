@@ -6,12 +6,12 @@
 // close to it measures the simulator, not the pipeline the config describes.
 #pragma once
 
+#include <optional>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/metrics.h"
 #include "sim/run_setup.h"
+#include "sim/simulator_ceiling_part.h"
 
 namespace tpusim::sim {
 
@@ -20,8 +20,8 @@ namespace tpusim::sim {
 // at most 64 steps, so it stays short.
 int64_t CeilingSteps(const RunSetup& run);
 
-// Collective over the world. Returns this rank's part for the report: on a host
-// that builds batches {"bytes", "examples", "seconds"}, elsewhere null.
-nlohmann::json MeasureSimulatorCeiling(const RunSetup& run);
+// Collective over the world. Returns this rank's part for the report on a host
+// that builds batches, none elsewhere.
+std::optional<SimulatorCeilingPart> MeasureSimulatorCeiling(const RunSetup& run);
 
 }  // namespace tpusim::sim

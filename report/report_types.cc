@@ -1,0 +1,156 @@
+#include "report/report_types.h"
+
+#include <vector>
+
+#include "base/error.h"
+#include "report/internal/json_fields.h"
+#include "report/json_shape.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+using report::internal::FieldError;
+using report::internal::FieldReader;
+using report::internal::FieldWriter;
+
+template <typename Io, typename Rates>
+void HostWindowRatesFields(Io& io, Rates& r) {
+  io.Required("examples_per_s", r.examples_per_s);
+  io.Required("bytes_per_s", r.bytes_per_s);
+  io.Required("build_s_per_step", r.build_s_per_step);
+  io.Required("enqueue_s_per_step", r.enqueue_s_per_step);
+  io.IfPresent("embedding_ids_per_s", r.embedding_ids_per_s);
+}
+
+template <typename Io, typename Row>
+void HostRowFields(Io& io, Row& h) {
+  io.Required("host", h.host);
+  io.Required("shards_forwarded", h.shards_forwarded);
+  io.Required("credit_wait_s", h.credit_wait_s);
+  io.Required("build_wait_s", h.build_wait_s);
+  io.Flat("stages", h.pipeline);
+  io.IfPresent("simulator_ceiling", h.simulator_ceiling);
+  io.Flat("examples_per_s", h.window);
+}
+
+template <typename Io, typename Row>
+void CoreRowFields(Io& io, Row& c) {
+  io.Required("host", c.host);
+  io.Required("ordinal", c.ordinal);
+  io.Required("replica", c.replica);
+  io.Required("logical_core", c.logical_core);
+  io.Required("fed", c.fed);
+  io.Flat("infeed_percent", c.infeed);
+  io.Flat("au", c.work);
+}
+
+template <typename Io, typename Section>
+void ProjectionFields(Io& io, Section& p) {
+  io.Required("hardware", p.hardware);
+  io.Required("shard_bytes_per_core_step", p.shard_bytes_per_core_step);
+  io.Required("host_to_device_s_per_step", p.host_to_device_s_per_step);
+  io.Required("measured_infeed_wait_s_per_step", p.measured_infeed_wait_s_per_step);
+  io.Flat("ici_crs_s_per_step", p.crs);
+  io.Required("modeled_device_step_s", p.modeled_device_step_s);
+}
+
+template <typename Io, typename Section>
+void TrainingFields(Io& io, Section& t) {
+  io.Required("loops", t.loops);
+  io.NanAsNull("final_loss", t.final_loss);
+  io.Required("global_steps", t.global_steps);
+}
+
+template <typename Io, typename Section>
+void NonFiniteFields(Io& io, Section& n) {
+  io.Required("stop_on_nan", n.stop_on_nan);
+  io.Required("stopped", n.stopped);
+  io.Required("steps", n.steps);
+  io.Nullable("first", n.first);
+}
+
+template <typename Io, typename Section>
+void ReplicasFields(Io& io, Section& r) {
+  io.Required("checksums", r.checksums);
+  io.Required("identical", r.identical);
+  io.Nullable("first_difference", r.first_difference);
+}
+
+// The report's top level.
+template <typename Io, typename R>
+void ReportFields(Io& io, R& r) {
+  io.Required("version", r.version);
+  io.Required("config", r.config);
+  io.Required("environment", r.environment);
+  io.Required("provenance", r.provenance);
+  io.Required("topology", r.topology);
+  io.Required("loops", r.loops);
+  io.Required("window", r.window);
+  io.Required("run_seconds", r.run_seconds);
+  io.Required("hosts", r.hosts);
+  io.Required("cores", r.cores);
+  io.Required("totals", r.totals);
+  io.Required("step", r.step);
+  io.Required("verdict", r.verdict);
+  io.Required("step_breakdown", r.step_breakdown);
+  io.Nullable("accelerator_utilization", r.accelerator_utilization);
+  io.IfPresent("stragglers", r.stragglers);
+  io.Nullable("crs", r.crs);
+  io.IfPresent("embedding", r.embedding);
+  io.Required("projection", r.projection);
+  io.IfPresent("training", r.training);
+  io.IfPresent("non_finite", r.non_finite);
+  io.IfPresent("replicas", r.replicas);
+  io.Required("memory", r.memory);
+  io.Required("mpi_baseline", r.mpi_baseline);
+  io.Nullable("simulator_ceiling", r.simulator_ceiling);
+  io.IfPresent("shampoo", r.shampoo);
+}
+
+}  // namespace
+
+// Both directions of every struct above, from its one field list.
+#define TPUSIM_REPORT_JSON_FROM_FIELDS(Type, FieldsFn) \
+  void to_json(json& j, const Type& value) {           \
+    FieldWriter writer(j);                             \
+    FieldsFn(writer, value);                           \
+  }                                                    \
+  void from_json(const json& j, Type& value) {         \
+    FieldReader reader(j);                             \
+    FieldsFn(reader, value);                           \
+  }
+
+TPUSIM_REPORT_JSON_FROM_FIELDS(HostWindowRates, HostWindowRatesFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(CoreRow, CoreRowFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectionSection, ProjectionFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(TrainingSection, TrainingFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(NonFiniteSection, NonFiniteFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(ReplicasSection, ReplicasFields)
+
+#undef TPUSIM_REPORT_JSON_FROM_FIELDS
+
+void to_json(json& j, const Report& r) {
+  FieldWriter writer(j);
+  ReportFields(writer, r);
+}
+
+void from_json(const json& j, Report& r) {
+  if (!j.is_object()) Fail("report: expected a JSON object, found {}", j.type_name());
+  if (j.contains("version") && j["version"] != kReportVersion) {
+    Fail("report: version {}, this tpusim reads version {}", j["version"].dump(), kReportVersion);
+  }
+  try {
+    FieldReader reader(j);
+    ReportFields(reader, r);
+  } catch (const FieldError& e) {
+    Fail("report: {}: {}", e.path(), e.detail());
+  }
+  // What was read, written again, has every field the file has: anything else is
+  // a field the struct does not know (or a value of another type).
+  const std::vector<std::string> differences = ShapeDifferences(json(r), j);
+  if (!differences.empty()) Fail("report: {}", differences.front());
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,405 @@
+// What a run reports (design.md §5), as one typed struct tree: the version-2 JSON
+// report, section by section and field by field. BuildReport (report/report.h)
+// fills it, PrintSummary (report/summary.h) and the app's exit checks read it, and
+// it is serialised once: to_json writes the report file and from_json reads one
+// back strictly — a missing field, an unknown field or a value of the wrong type
+// is an Error naming the field, never a silent zero.
+//
+// Optional sections come in two kinds, exactly as the JSON has them: a
+// std::optional marked "null" is always written, as null when empty; one marked
+// "absent" is left out when empty. A "flattened" optional group has its fields
+// written into the enclosing object (the host and core rows), present or not as
+// a whole.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/shampoo_section.h"
+#include "sim/metrics.h"
+#include "sim/pipeline_stages.h"
+
+namespace tpusim::sim {
+
+// Version 2: per-step arrays gave way to window sums and histograms (percentiles
+// and accelerator utilization added); see the README for the changed fields.
+inline constexpr int kReportVersion = 2;
+
+// The run's environment (report/provenance.h).
+struct ReportEnvironment {
+  int hosts = 0;
+  int world_size = 0;
+  std::string layout;
+  int mpi_ranks = 0;
+  int tpu_hosts_per_mpi_rank = 0;
+  std::string mpi_version;
+  std::string git_commit;
+  std::string build_type;  // "release" | "debug"
+};
+
+// When the report was written, from which config file, by which commit.
+struct ReportProvenance {
+  std::string created_utc;
+  std::string config_file;
+  std::string git_commit;
+};
+
+struct TopologySection {
+  std::string name;
+  int num_replicas = 0;
+  int cores_per_replica = 0;
+  std::string order;  // the device assignment's path
+  int idle_cores = 0;
+};
+
+struct LoopsSection {
+  int64_t steps_requested = 0;
+  int64_t steps_per_loop = 0;
+  int64_t num_loops = 0;
+  int64_t global_steps = 0;
+  int64_t infeed_steps = 0;
+};
+
+// The measured window: the first loop is warm-up unless the run has only one.
+struct WindowSection {
+  int64_t first_infeed_step = 0;
+  int64_t infeed_steps = 0;
+  double seconds = 0;
+  bool excludes_first_loop = false;
+  std::string note;
+};
+
+// A host's own part of the simulator ceiling, as rates.
+struct CeilingRates {
+  double bytes_per_s = 0;
+  double examples_per_s = 0;
+};
+
+// A host's enqueue rates over the window (hosts that sent steps).
+struct HostWindowRates {
+  double examples_per_s = 0;
+  double bytes_per_s = 0;
+  double build_s_per_step = 0;
+  double enqueue_s_per_step = 0;
+  std::optional<double> embedding_ids_per_s;  // absent: no embedding ids enqueued
+};
+
+struct HostRow {
+  int host = 0;
+  int64_t shards_forwarded = 0;
+  double credit_wait_s = 0;
+  double build_wait_s = 0;
+  std::optional<PipelineStages> pipeline;         // flattened: hosts that build batches
+  std::optional<CeilingRates> simulator_ceiling;  // absent: not measured here
+  std::optional<HostWindowRates> window;          // flattened: hosts that sent steps
+};
+
+// A fed core's wait for infeed over the window. Infeed % as TPU profilers define
+// it: the share of the core's own step time spent waiting for infeed.
+struct CoreInfeed {
+  double infeed_percent = 0;
+  double infeed_wait_s = 0;
+  double mean_queue_occupancy = 0;
+};
+
+// A stepping (fed or training) core's work per window step.
+struct CoreWork {
+  double au = 0;
+  double device_s_per_step = 0;
+  double busy_s_per_step = 0;
+  double crs_sync_s_per_step = 0;
+  double step_s_per_step = 0;
+};
+
+struct CoreRow {
+  int host = 0;
+  int ordinal = 0;
+  int replica = -1;
+  int logical_core = -1;
+  bool fed = false;
+  std::optional<CoreInfeed> infeed;  // flattened: fed cores
+  std::optional<CoreWork> work;      // flattened: fed or training cores
+};
+
+struct TotalsSection {
+  double examples_per_s = 0;
+  double bytes_per_s = 0;
+  double infeed_wait_s = 0;
+};
+
+struct Percentiles {
+  double p50 = 0;
+  double p90 = 0;
+  double p99 = 0;
+  double max = 0;
+};
+
+struct StepPercentiles {
+  Percentiles step_time_s;
+  Percentiles infeed_wait_s;
+  std::string note;
+};
+
+struct StepSection {
+  double mean_step_s = 0;
+  double infeed_percent = 0;  // max over cores
+  double infeed_wait_max_over_cores_s = 0;
+  StepPercentiles percentiles;
+};
+
+// Mean over the step cores and the window's steps of each part of a step.
+struct StepBreakdown {
+  double step_s = 0;
+  double infeed_s = 0;
+  double compute_s = 0;
+  double crs_s = 0;
+  double crs_sync_s = 0;
+  double apply_s = 0;
+  double device_s = 0;
+  double outfeed_s = 0;
+  double post_loop_s = 0;
+  double embedding_forward_s = 0;
+  double embedding_backward_s = 0;
+  double idle_s = 0;
+};
+
+struct CoreUtilization {
+  int host = 0;
+  int ordinal = 0;
+  int replica = -1;
+  double au = 0;
+};
+
+// Accelerator utilization (MLPerf Storage's AU) over the step cores.
+struct UtilizationSection {
+  double mean = 0;
+  double min = 0;
+  CoreUtilization worst_core;
+  std::string definition;
+};
+
+struct SlowestCore {
+  int host = 0;
+  int ordinal = 0;
+  int replica = -1;
+  double busy_s_per_step = 0;
+  double device_s_per_step = 0;
+  double crs_sync_s_per_step = 0;
+};
+
+struct StragglersSection {
+  SlowestCore slowest_core;
+  double median_busy_s_per_step = 0;
+  double others_crs_sync_s_per_step = 0;
+  double ratio_to_median = 0;
+  std::string cause;
+};
+
+// The cross-replica sums of the gradients, and the same sums on the topology's ICI.
+struct CrsSection {
+  std::string algorithm;  // train.crs
+  int64_t group_size = 1;
+  int64_t calls = 0;
+  double bytes_per_call = 0;
+  double mean_s_per_call = 0;
+  double compute_s_per_call = 0;
+  double sync_s_per_call = 0;
+  double algbw_bytes_per_s = 0;
+  double busbw_bytes_per_s = 0;
+  double ici_projected_s_per_call = 0;
+};
+
+// The embedding engine's load over the window.
+struct EmbeddingLoad {
+  size_t cores = 0;
+  double max_rows_served_per_step = 0;
+  double mean_rows_served_per_step = 0;
+  double all_to_all_bytes_per_step = 0;
+  double ids_looked_up_per_step = 0;
+  double ids_enqueued_per_s = 0;
+};
+
+// The topology's own hardware figures the projection uses.
+struct ProjectionHardware {
+  double host_to_device_gbps = 0;
+  double ici_link_gbps = 0;
+  double core_peak_tflops = 0;
+};
+
+// The cross-replica sum projected on ICI next to the measured one (runs with one).
+struct ProjectedCrs {
+  double ici_crs_s_per_step = 0;
+  double measured_crs_s_per_step = 0;
+};
+
+// The same step on the topology's own hardware, next to what this machine measured.
+struct ProjectionSection {
+  ProjectionHardware hardware;
+  double shard_bytes_per_core_step = 0;
+  double host_to_device_s_per_step = 0;
+  double measured_infeed_wait_s_per_step = 0;
+  std::optional<ProjectedCrs> crs;  // flattened: runs with a cross-replica sum
+  double modeled_device_step_s = 0;
+};
+
+// Every loop's loss; a non-finite loss is written as null and read back as NaN.
+struct TrainingSection {
+  std::vector<LoopRecord> loops;
+  double final_loss = 0;
+  int64_t global_steps = 0;
+};
+
+// train.stop_on_nan: whether the run stopped on a non-finite value, and the first.
+struct NonFiniteSection {
+  bool stop_on_nan = true;
+  bool stopped = false;
+  int64_t steps = 0;
+  std::optional<NonFiniteValue> first;  // null: none
+};
+
+struct ReplicaChecksum {
+  int replica = 0;
+  std::string checksum;
+};
+
+// The first variable on which two training cores' bits differ.
+struct ReplicaDifference {
+  std::string variable;
+  std::string a;
+  std::string b;
+};
+
+struct ReplicasSection {
+  std::vector<ReplicaChecksum> checksums;  // one per replica
+  bool identical = true;
+  std::optional<ReplicaDifference> first_difference;  // null: identical
+};
+
+struct RankMemory {
+  int rank = 0;
+  double peak_rss_mib = 0;
+  double peak_rss_after_first_loop_mib = 0;
+  double growth = 0;
+};
+
+struct MemorySection {
+  std::vector<RankMemory> ranks;
+  double max_peak_rss_mib = 0;
+  double max_growth_after_first_loop = 0;
+};
+
+struct MpiBaselineSection {
+  double bytes_per_s = 0;
+  std::string note;
+};
+
+// The run's simulator ceiling: every host's part, hosts running in parallel.
+struct CeilingSection {
+  double bytes_per_s = 0;
+  double examples_per_s = 0;
+  int64_t steps = 0;
+  std::string note;
+};
+
+struct Report {
+  int version = kReportVersion;
+  nlohmann::json config;  // the resolved config, as YAML would read its scalars
+  ReportEnvironment environment;
+  ReportProvenance provenance;
+  TopologySection topology;
+  LoopsSection loops;
+  WindowSection window;
+  double run_seconds = 0;
+  std::vector<HostRow> hosts;  // in rank order
+  std::vector<CoreRow> cores;  // in rank order
+  TotalsSection totals;
+  StepSection step;
+  std::string verdict;
+  StepBreakdown step_breakdown;
+  std::optional<UtilizationSection> accelerator_utilization;  // null: no step cores
+  std::optional<StragglersSection> stragglers;                // absent: < 2 training cores
+  std::optional<CrsSection> crs;                              // null: no cross-replica sum
+  std::optional<EmbeddingLoad> embedding;                     // absent: no embedding load
+  ProjectionSection projection;
+  std::optional<TrainingSection> training;     // absent: no model
+  std::optional<NonFiniteSection> non_finite;  // absent: no training core
+  std::optional<ReplicasSection> replicas;     // absent: no checksums
+  MemorySection memory;
+  MpiBaselineSection mpi_baseline;
+  std::optional<CeilingSection> simulator_ceiling;  // null: not measured
+  std::optional<shampoo::ShampooSection> shampoo;   // absent: no Shampoo
+};
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks,
+                                   tpu_hosts_per_mpi_rank, mpi_version, git_commit, build_type)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportProvenance, created_utc, config_file, git_commit)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_per_replica, order,
+                                   idle_cores)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops,
+                                   global_steps, infeed_steps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds,
+                                   excludes_first_loop, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingRates, bytes_per_s, examples_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreInfeed, infeed_percent, infeed_wait_s, mean_queue_occupancy)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreWork, au, device_s_per_step, busy_s_per_step,
+                                   crs_sync_s_per_step, step_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TotalsSection, examples_per_s, bytes_per_s, infeed_wait_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Percentiles, p50, p90, p99, max)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepPercentiles, step_time_s, infeed_wait_s, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepSection, mean_step_s, infeed_percent,
+                                   infeed_wait_max_over_cores_s, percentiles)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepBreakdown, step_s, infeed_s, compute_s, crs_s, crs_sync_s,
+                                   apply_s, device_s, outfeed_s, post_loop_s, embedding_forward_s,
+                                   embedding_backward_s, idle_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreUtilization, host, ordinal, replica, au)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(UtilizationSection, mean, min, worst_core, definition)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SlowestCore, host, ordinal, replica, busy_s_per_step,
+                                   device_s_per_step, crs_sync_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StragglersSection, slowest_core, median_busy_s_per_step,
+                                   others_crs_sync_s_per_step, ratio_to_median, cause)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsSection, algorithm, group_size, calls, bytes_per_call,
+                                   mean_s_per_call, compute_s_per_call, sync_s_per_call,
+                                   algbw_bytes_per_s, busbw_bytes_per_s, ici_projected_s_per_call)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_step,
+                                   mean_rows_served_per_step, all_to_all_bytes_per_step,
+                                   ids_looked_up_per_step, ids_enqueued_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps,
+                                   core_peak_tflops)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_after_first_loop_mib,
+                                   growth)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib,
+                                   max_growth_after_first_loop)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MpiBaselineSection, bytes_per_s, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note)
+
+// The sections with optional parts, written by hand (see the kinds above).
+void to_json(nlohmann::json& j, const HostWindowRates& r);
+void from_json(const nlohmann::json& j, HostWindowRates& r);
+void to_json(nlohmann::json& j, const HostRow& h);
+void from_json(const nlohmann::json& j, HostRow& h);
+void to_json(nlohmann::json& j, const CoreRow& c);
+void from_json(const nlohmann::json& j, CoreRow& c);
+void to_json(nlohmann::json& j, const ProjectionSection& p);
+void from_json(const nlohmann::json& j, ProjectionSection& p);
+void to_json(nlohmann::json& j, const TrainingSection& t);
+void from_json(const nlohmann::json& j, TrainingSection& t);
+void to_json(nlohmann::json& j, const NonFiniteSection& n);
+void from_json(const nlohmann::json& j, NonFiniteSection& n);
+void to_json(nlohmann::json& j, const ReplicasSection& r);
+void from_json(const nlohmann::json& j, ReplicasSection& r);
+
+// The report file's JSON.
+void to_json(nlohmann::json& j, const Report& r);
+// Strict: throws Error naming the field when one is missing, unknown or of the
+// wrong type, or when the version is not kReportVersion. Thread-compatible.
+void from_json(const nlohmann::json& j, Report& r);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,33 @@
+#include "sim/pipeline_stages.h"
+
+namespace tpusim::sim {
+namespace {
+
+// Every stage, by its name in the report, for both directions of the JSON.
+template <typename Times, typename Fn>
+void ForEachStage(Times& t, Fn&& fn) {
+  fn("file_read_s", t.file_read_s);
+  fn("preprocessing_s", t.preprocessing_s);
+  fn("shuffle_s", t.shuffle_s);
+  fn("enqueue_s", t.enqueue_s);
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const PipelineStages& p) {
+  nlohmann::json stages = nlohmann::json::object();
+  ForEachStage(p.stages, [&stages](const char* name, double value) { stages[name] = value; });
+  j = {{"stages", stages}, {"bound_by", p.bound_by}};
+  if (p.direct_io) j["direct_io"] = *p.direct_io;
+}
+
+void from_json(const nlohmann::json& j, PipelineStages& p) {
+  const nlohmann::json& stages = j.at("stages");
+  ForEachStage(p.stages,
+               [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
+  j.at("bound_by").get_to(p.bound_by);
+  p.direct_io.reset();
+  if (j.contains("direct_io")) p.direct_io = j["direct_io"].get<DirectIoStatus>();
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,136 @@
+#include "tests/report/golden_compare.h"
+
+#include <cctype>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "report/json_shape.h"
+#include "report/report_types.h"
+#include "source_dir.h"
+
+namespace tpusim::golden {
+namespace {
+
+using json = nlohmann::json;
+
+// The sections whose floats do not come from a clock.
+const char* const kExactFloatSections[] = {"config", "training", "replicas", "loops"};
+
+std::string Trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+}
+
+std::vector<std::string> Split(const std::string& s, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, separator);) parts.push_back(part);
+  return parts;
+}
+
+// "hosts[3].stages" -> "hosts[].stages".
+std::string WithoutIndices(const std::string& path) {
+  static const std::regex index(R"(\[\d+\])");
+  return std::regex_replace(path, index, "[]");
+}
+
+std::string Section(const std::string& path) { return path.substr(0, path.find_first_of(".[")); }
+
+bool AllowedToDiffer(const std::string& path, const json& golden) {
+  const std::string general = WithoutIndices(path);
+  for (const MayDiffer& field : kMayDiffer) {
+    if (general == field.path) return true;
+  }
+  if (!golden.is_number_float()) return false;
+  for (const char* section : kExactFloatSections) {
+    if (Section(path) == section) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::vector<MayDiffer> kMayDiffer = {
+    {"provenance.created_utc", "when the report was written"},
+    {"provenance.config_file", "the absolute path of the checkout that ran the case"},
+    {"provenance.git_commit", "the commit the binary was built from"},
+    {"environment.git_commit", "the commit the binary was built from"},
+    {"environment.mpi_version", "the machine's MPI library"},
+    {"environment.build_type", "a release or a debug build"},
+    {"verdict", "from the measured infeed wait"},
+    {"stragglers.cause", "quotes the measured ratio and wait"},
+    {"stragglers.slowest_core.host", "the core with the most measured work"},
+    {"stragglers.slowest_core.ordinal", "the core with the most measured work"},
+    {"stragglers.slowest_core.replica", "the core with the most measured work"},
+    {"accelerator_utilization.worst_core.host", "the core with the lowest measured utilization"},
+    {"accelerator_utilization.worst_core.ordinal", "the core with the lowest measured utilization"},
+    {"accelerator_utilization.worst_core.replica", "the core with the lowest measured utilization"},
+    {"training.loops[].end_s", "a clock reading (losses and steps are deterministic)"},
+};
+
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name << " (" << c.config << ")"; }
+
+std::vector<GoldenCase> ReadCases(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<GoldenCase> cases;
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (Trim(line).empty() || Trim(line)[0] == '#') continue;
+    const std::vector<std::string> fields = Split(line, '|');
+    if (fields.size() < 2 || fields.size() > 3 || Trim(fields[0]).empty()) {
+      throw std::runtime_error(
+          fmt::format("{}:{}: expected NAME | CONFIG | OVERRIDES", path, number));
+    }
+    GoldenCase c{Trim(fields[0]), Trim(fields[1]), {}};
+    if (fields.size() == 3) {
+      for (const std::string& word : Split(Trim(fields[2]), ' ')) {
+        if (!word.empty()) c.overrides.push_back(word);
+      }
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::string TestName(const GoldenCase& c) {
+  std::string name = c.name;
+  for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return name;
+}
+
+std::string GoldenDir() { return std::string(TPUSIM_SOURCE_DIR) + "/tests/report/golden"; }
+
+std::string GoldenPath(const std::string& name) { return GoldenDir() + "/" + name + ".json"; }
+
+json ReadGolden(const std::string& name) { return json::parse(std::ifstream(GoldenPath(name))); }
+
+std::string ReportReadError(const json& j) {
+  try {
+    (void)j.get<sim::Report>();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh) {
+  std::vector<std::string> values;
+  std::vector<std::string> out = sim::ShapeDifferences(
+      golden, fresh, [&values](const std::string& path, const json& g, const json& f) {
+        if (g.dump() == f.dump() || AllowedToDiffer(path, g)) return;
+        values.push_back(
+            fmt::format("{}: {} in the golden report, {} now", path, g.dump(), f.dump()));
+      });
+  out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+}  // namespace tpusim::golden

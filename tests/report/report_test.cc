@@ -1,0 +1,198 @@
+// The report's arithmetic (report/report.h) on hand-built metrics: window rates,
+// infeed %, the step breakdown, accelerator utilization, percentiles, the
+// straggler and the replica checksums, read from the typed Report — no MPI.
+#include "report/report.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "cluster/topology_source.h"
+#include "run/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+
+struct Fixture {
+  RunConfig config;
+  Slice slice;
+  LoopPlan loops;
+  Fixture()
+      : slice(BuildSlice(cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+                         AssignmentOptions(config.cluster,
+                                           cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+                                           "test"))) {
+    config.train.steps = 20;
+    config.train.iterations_per_loop = 10;
+    loops = MakeLoopPlan(config.train);  // 2 loops: window = steps 10..19
+  }
+};
+
+// A core with 10 steps before the window and 10 in it: each window step has
+// `wait` infeed wait, `busy` device time and `sync` of a `crs` gradient sum.
+CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync) {
+  CoreMetrics c;
+  c.host = 0;
+  c.ordinal = ordinal;
+  c.replica = ordinal;
+  c.logical_core = 0;
+  c.fed = c.trains = true;
+  double t = 0;
+  for (int s = 0; s < 20; ++s) {
+    CoreStepRecord r;
+    r.step = s;
+    r.start_s = t;
+    r.parts.infeed_wait_s = wait;
+    r.parts.device_s = device;
+    r.parts.crs_s = crs;
+    r.parts.crs_sync_s = sync;
+    r.parts.step_s = wait + device + crs;
+    r.bytes = 100;
+    r.occupancy = 2;
+    c.Add(r, s >= 10);
+    t += r.parts.step_s;
+  }
+  c.param_checksums = {{"w", "aa"}};
+  return c;
+}
+
+HostMetrics Host() {
+  HostMetrics h;
+  h.rows_per_step = 64;
+  for (int s = 0; s < 20; ++s) h.Add({s, 0.001, 0.0005, 0.1 * (s + 1)}, s >= 10);
+  h.bytes_sent = 20 * 400;
+  return h;
+}
+
+Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
+  const shampoo::KeyTable no_keys;
+  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}};
+  RankMetrics host;
+  host.host = Host();
+  host.host->pipeline = PipelineStages{{0.25, 0.5, 0, 1.5}, "enqueue", DirectIoStatus{false, "no"}};
+  host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
+  in.ranks.push_back(host);
+  for (CoreMetrics& c : cores) {
+    RankMetrics r;
+    r.rank = 1 + c.ordinal;
+    r.core = c;
+    in.ranks.push_back(r);
+  }
+  return BuildReport(in);
+}
+
+TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
+  Fixture f;
+  const Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0),
+                             Core(2, 0.001, 0.008, 0.001, 0), Core(3, 0.001, 0.008, 0.001, 0)});
+  EXPECT_EQ(r.version, 2);
+  EXPECT_EQ(r.window.first_infeed_step, 10);
+  // Host: 10 window steps of 64 rows between 1.0 s and 2.0 s.
+  ASSERT_TRUE(r.hosts.at(0).window);
+  EXPECT_NEAR(r.hosts[0].window->examples_per_s, 640, 1e-9);
+  EXPECT_NEAR(r.hosts[0].window->build_s_per_step, 0.001, 1e-12);
+  // Core 1: 3 ms of each 10 ms step waiting for infeed.
+  ASSERT_TRUE(r.cores.at(1).infeed);
+  EXPECT_NEAR(r.cores[1].infeed->infeed_percent, 30.0, 1e-9);
+  EXPECT_NEAR(r.step.infeed_percent, 30.0, 1e-9);
+  EXPECT_EQ(r.verdict, "input-bound (high): infeed waits >= 20% of step time");
+  // AU: busy = device + crs - sync = 9 ms of 10 (7 ms for core 1).
+  ASSERT_TRUE(r.accelerator_utilization);
+  EXPECT_NEAR(r.accelerator_utilization->min, 0.7, 1e-9);
+  EXPECT_EQ(r.accelerator_utilization->worst_core.ordinal, 1);
+  EXPECT_NEAR(r.accelerator_utilization->mean, (0.9 * 3 + 0.7) / 4, 1e-9);
+  EXPECT_NEAR(r.step_breakdown.device_s, (0.008 * 3 + 0.006) / 4, 1e-12);
+  EXPECT_NEAR(r.step.percentiles.step_time_s.p50, 0.010, 0.010 * 0.025);
+  EXPECT_NEAR(r.step.percentiles.infeed_wait_s.p99, 0.003, 0.003 * 0.025);
+  ASSERT_TRUE(r.replicas);
+  EXPECT_TRUE(r.replicas->identical);
+  ASSERT_TRUE(r.stragglers);
+  EXPECT_EQ(r.stragglers->cause, "none: no core works 1.5x the median");
+}
+
+TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
+  Fixture f;
+  CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
+  const Report r = Build(f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016),
+                             slow, Core(3, 0, 0.008, 0.017, 0.016)});
+  ASSERT_TRUE(r.stragglers);
+  const StragglersSection& s = *r.stragglers;
+  EXPECT_EQ(s.slowest_core.ordinal, 2);
+  EXPECT_NEAR(s.ratio_to_median, 0.025 / 0.009, 1e-9);
+  EXPECT_NEAR(s.others_crs_sync_s_per_step, 0.016, 1e-12);
+  EXPECT_EQ(s.cause, "core 0/2 (replica 2) works 2.8x the median per step; the other replicas "
+                     "wait for it in the cross-replica sum (16.000 ms/step)");
+}
+
+TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
+  Fixture f;
+  CoreMetrics odd = Core(3, 0, 0.008, 0.001, 0);
+  odd.param_checksums = {{"w", "bb"}};
+  const Report r = Build(f, {Core(0, 0, 0.008, 0.001, 0), odd});
+  ASSERT_TRUE(r.replicas);
+  EXPECT_FALSE(r.replicas->identical);
+  ASSERT_TRUE(r.replicas->first_difference);
+  EXPECT_EQ(r.replicas->first_difference->variable, "w");
+  EXPECT_EQ(r.replicas->first_difference->b, "replica 3 (core 0/3)");
+}
+
+TEST(ReportTest, NonFiniteStopNamesTheFirstValueAndRoundTrips) {
+  Fixture f;
+  CoreMetrics c = Core(0, 0, 0.008, 0.001, 0);
+  c.non_finite_steps = 1;
+  c.non_finite = NonFiniteValue{7, 3, "dense_0/w"};
+  c.stopped_on_non_finite = true;
+  RankMetrics m;
+  m.core = c;
+  const Report r = Build(f, {json(m).get<RankMetrics>().core.value(), Core(1, 0, 0.008, 0.001, 0)});
+  EXPECT_EQ(json(r)["non_finite"], json::parse(R"({"stop_on_nan": true, "stopped": true, "steps": 1,
+      "first": {"global_step": 7, "replica": 3, "variable": "dense_0/w"}})"));
+  const Report finite = Build(f, {Core(1, 0, 0.008, 0.001, 0)});
+  ASSERT_TRUE(finite.non_finite);
+  EXPECT_FALSE(finite.non_finite->first);
+  EXPECT_EQ(json(finite)["non_finite"]["first"], nullptr);
+  EXPECT_EQ(finite.non_finite->steps, 0);
+}
+
+// The host row flattens the pipeline's stages and its window rates into itself;
+// the whole report reads back strictly and writes the same JSON.
+TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
+  Fixture f;
+  const json j = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0)});
+  std::vector<std::string> host_keys;
+  for (const auto& [key, value] : j["hosts"][0].items()) host_keys.push_back(key);
+  EXPECT_EQ(host_keys, (std::vector<std::string>{
+                           "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
+                           "credit_wait_s", "direct_io", "enqueue_s_per_step", "examples_per_s",
+                           "host", "shards_forwarded", "simulator_ceiling", "stages"}));
+  EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
+  EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);
+  EXPECT_EQ(j["simulator_ceiling"]["examples_per_s"], 128.0);
+  EXPECT_EQ(json(j.get<Report>()).dump(), j.dump());
+  EXPECT_EQ(json(json::parse(j.dump()).get<Report>()).dump(), j.dump());
+}
+
+TEST(ReportTest, ANonFiniteLoopLossTravelsAsNull) {
+  const json j = LoopRecord{1, 20, 2.5, std::nan("")};
+  EXPECT_TRUE(j["loss"].is_null() || std::isnan(j["loss"].get<double>()));
+  EXPECT_TRUE(std::isnan(json::parse(j.dump()).get<LoopRecord>().loss));
+}
+
+TEST(ReportTest, RankMetricsRoundTripAndAreStrict) {
+  RankMetrics m;
+  m.rank = 4;
+  m.core = Core(1, 0.001, 0.002, 0.003, 0.001);
+  const json j = m;
+  const RankMetrics back = j.get<RankMetrics>();
+  EXPECT_EQ(back.core->window_steps, 10);
+  EXPECT_EQ(back.core->step_time.count(), 10);
+  EXPECT_DOUBLE_EQ(back.core->au(), m.core->au());
+  json broken = j;
+  broken["core"].erase("window_steps");
+  EXPECT_THROW(broken.get<RankMetrics>(), nlohmann::json::exception);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
