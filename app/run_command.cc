@@ -1,6 +1,8 @@
 #include "app/run_command.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
@@ -11,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
+#include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "cluster/communicators.h"
 #include "cluster/in_process_transport.h"
@@ -125,6 +128,18 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   return failed == 0;
 }
 
+// The watchdog's alarm ends this process: exit 2 after its line (mpirun then
+// stops every rank), 143 when mpirun's SIGTERM came first. _Exit, because the
+// rank's other threads are stuck in waits that will never finish.
+[[noreturn]] void EndOnWatchdogAlarm(const Watchdog::Alarm& alarm) {
+  if (!alarm.line.empty()) {
+    const std::string text = alarm.line + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  }
+  std::_Exit(alarm.kind == Watchdog::AlarmKind::kStopped ? kExitTerminated : kExitInputError);
+}
+
 // One simulated rank, on the thread that calls it: its transports split from
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
 int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
@@ -132,7 +147,8 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
   const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
-    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node};
+    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node,
+                              EndOnWatchdogAlarm};
     return RunSimulatedRank(context);
   } catch (const OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
