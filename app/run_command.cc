@@ -140,6 +140,14 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   std::_Exit(alarm.kind == Watchdog::AlarmKind::kStopped ? kExitTerminated : kExitInputError);
 }
 
+// Nobody can make progress without the process link: its failure brings the job
+// down with the exit code of its cause.
+[[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
+  fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, failure.message);
+  std::fflush(stderr);
+  cluster::MpiEnvironment::Abort(failure.internal ? kExitInternalError : kExitInputError);
+}
+
 // One simulated rank, on the thread that calls it: its transports split from
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
 int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
@@ -181,7 +189,8 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   // both CPUs of this machine), up to 5 ms.
   const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int per_cpu = (static_cast<int>(machine_ranks) + cpus - 1) / cpus;
-  auto link = std::make_shared<cluster::ProcessLink>(world, std::clamp(200 * per_cpu, 200, 5000));
+  auto link = std::make_shared<cluster::ProcessLink>(world, EndOnLinkFailure,
+                                                     std::clamp(200 * per_cpu, 200, 5000));
   std::vector<int> process_of;
   for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
