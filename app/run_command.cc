@@ -1,9 +1,13 @@
-#include "app/run_command.h"
-
+// `tpusim run CONFIG` under mpirun: every rank loads the same config, learns its
+// role, the communicators are split, and the simulation runs. Setup errors are
+// agreed on collectively so every rank prints the same line and exits non-zero
+// without waiting on a peer that already gave up. Once MPI is up this file, not
+// main(), turns a rank's error into its one line and exit code.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -12,6 +16,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "app/command.h"
+#include "app/run_flags.h"
 #include "base/error.h"
 #include "base/watchdog.h"
 #include "cluster/communicator.h"
@@ -19,6 +25,8 @@
 #include "cluster/in_process_transport.h"
 #include "cluster/process_link.h"
 #include "cluster/large_messages.h"
+#include "run/exit_codes.h"
+#include "run/run_options.h"
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
 #include "app/run_rank.h"
@@ -212,8 +220,6 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   return 0;
 }
 
-}  // namespace
-
 int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
   cluster::MpiEnvironment mpi(argc, argv);
   cluster::Communicator world = cluster::Communicator::World();
@@ -251,6 +257,18 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
     std::fflush(stderr);
     cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
   }
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
+  run->add_option("CONFIG", options->config)->required();
+  AddRunFlags(run, *options);
+  commands.push_back({run, false, [options](CommandLine& line) {
+                        return RunRunCommand(*options, line.argc, line.argv);
+                      }});
 }
 
 }  // namespace tpusim::sim
