@@ -1,7 +1,13 @@
-#include "app/run_command.h"
-
+// `tpusim run CONFIG` under mpirun: every rank loads the same config, learns its
+// role, the communicators are split, and the simulation runs. Setup errors are
+// agreed on collectively so every rank prints the same line and exits non-zero
+// without waiting on a peer that already gave up. Once MPI is up this file, not
+// main(), turns a rank's error into its one line and exit code.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -10,12 +16,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "app/command.h"
+#include "app/run_flags.h"
 #include "base/error.h"
+#include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "cluster/communicators.h"
 #include "cluster/in_process_transport.h"
 #include "cluster/process_link.h"
 #include "cluster/large_messages.h"
+#include "run/exit_codes.h"
+#include "run/run_options.h"
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
 #include "app/run_rank.h"
@@ -125,6 +136,26 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   return failed == 0;
 }
 
+// The watchdog's alarm ends this process: exit 2 after its line (mpirun then
+// stops every rank), 143 when mpirun's SIGTERM came first. _Exit, because the
+// rank's other threads are stuck in waits that will never finish.
+[[noreturn]] void EndOnWatchdogAlarm(const Watchdog::Alarm& alarm) {
+  if (!alarm.line.empty()) {
+    const std::string text = alarm.line + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  }
+  std::_Exit(alarm.kind == Watchdog::AlarmKind::kStopped ? kExitTerminated : kExitInputError);
+}
+
+// Nobody can make progress without the process link: its failure brings the job
+// down with the exit code of its cause.
+[[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
+  fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, failure.message);
+  std::fflush(stderr);
+  cluster::MpiEnvironment::Abort(failure.internal ? kExitInternalError : kExitInputError);
+}
+
 // One simulated rank, on the thread that calls it: its transports split from
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
 int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
@@ -132,7 +163,8 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
   const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
-    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node};
+    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node,
+                              EndOnWatchdogAlarm};
     return RunSimulatedRank(context);
   } catch (const OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
@@ -165,7 +197,8 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   // both CPUs of this machine), up to 5 ms.
   const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int per_cpu = (static_cast<int>(machine_ranks) + cpus - 1) / cpus;
-  auto link = std::make_shared<cluster::ProcessLink>(world, std::clamp(200 * per_cpu, 200, 5000));
+  auto link = std::make_shared<cluster::ProcessLink>(world, EndOnLinkFailure,
+                                                     std::clamp(200 * per_cpu, 200, 5000));
   std::vector<int> process_of;
   for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
@@ -186,8 +219,6 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   }
   return 0;
 }
-
-}  // namespace
 
 int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
   cluster::MpiEnvironment mpi(argc, argv);
@@ -226,6 +257,18 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
     std::fflush(stderr);
     cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
   }
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
+  run->add_option("CONFIG", options->config)->required();
+  AddRunFlags(run, *options);
+  commands.push_back({run, false, [options](CommandLine& line) {
+                        return RunRunCommand(*options, line.argc, line.argv);
+                      }});
 }
 
 }  // namespace tpusim::sim

@@ -1,4 +1,12 @@
-#include "app/sweep_command.h"
+// `tpusim sweep` and `tpusim capacity`: grids and bisections of child runs
+// (sweep/). They share their common flags, so they share this file.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/command.h"
+#include "sweep/capacity.h"
+#include "sweep/sweep.h"
 
 namespace tpusim::sim {
 namespace {
@@ -13,32 +21,38 @@ void AddCommonFlags(CLI::App* cmd, std::string& config, std::vector<std::string>
   cmd->add_option("--target-au", target_au, "accelerator utilization target, 0..1 (default 0.9)");
 }
 
-}  // namespace
-
-void AddSweepCommands(CLI::App& app, SweepCli& cli) {
-  SweepOptions& s = cli.sweep;
-  cli.sweep_cmd = app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
-  AddCommonFlags(cli.sweep_cmd, s.config, s.sets, s.out, s.timeout_s, s.target_au);
-  cli.sweep_cmd->add_option("--vary", s.vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")
+void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto s = std::make_shared<SweepOptions>();
+  CLI::App* sweep =
+      app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
+  AddCommonFlags(sweep, s->config, s->sets, s->out, s->timeout_s, s->target_au);
+  sweep->add_option("--vary", s->vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")
       ->required()
       ->take_all();
-
-  CapacityOptions& c = cli.capacity;
-  cli.capacity_cmd = app.add_subcommand("capacity", "bisect a key for the largest/smallest value keeping AU >= target");
-  AddCommonFlags(cli.capacity_cmd, c.config, c.sets, c.out, c.timeout_s, c.target_au);
-  cli.capacity_cmd->add_option("--key", c.key, "the config key to search")->required();
-  cli.capacity_cmd->add_option("--low", c.low, "low end (default: the key's value in CONFIG)");
-  cli.capacity_cmd->add_option("--high", c.high, "high end (needed for a numeric key)");
-  cli.capacity_cmd->add_option("--values", c.values, "an ordered list a,b,c instead of --low/--high");
-  cli.capacity_cmd->add_option("--tolerance", c.tolerance,
-                               "stop when pass and fail are within this fraction of each other (default 0.05)");
-  cli.capacity_cmd->add_option("--max-runs", c.max_runs, "runs at most, both ends included (default 10)");
+  commands.push_back({sweep, false, [s](CommandLine&) { return RunSweepCommand(*s); }});
 }
 
-std::optional<int> RunSweepCommands(const SweepCli& cli) {
-  if (cli.sweep_cmd && *cli.sweep_cmd) return RunSweepCommand(cli.sweep);
-  if (cli.capacity_cmd && *cli.capacity_cmd) return RunCapacityCommand(cli.capacity);
-  return std::nullopt;
+void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto c = std::make_shared<CapacityOptions>();
+  CLI::App* capacity = app.add_subcommand(
+      "capacity", "bisect a key for the largest/smallest value keeping AU >= target");
+  AddCommonFlags(capacity, c->config, c->sets, c->out, c->timeout_s, c->target_au);
+  capacity->add_option("--key", c->key, "the config key to search")->required();
+  capacity->add_option("--low", c->low, "low end (default: the key's value in CONFIG)");
+  capacity->add_option("--high", c->high, "high end (needed for a numeric key)");
+  capacity->add_option("--values", c->values, "an ordered list a,b,c instead of --low/--high");
+  capacity->add_option(
+      "--tolerance", c->tolerance,
+      "stop when pass and fail are within this fraction of each other (default 0.05)");
+  capacity->add_option("--max-runs", c->max_runs, "runs at most, both ends included (default 10)");
+  commands.push_back({capacity, false, [c](CommandLine&) { return RunCapacityCommand(*c); }});
+}
+
+}  // namespace
+
+void AddSweepCommands(CLI::App& app, std::vector<Command>& commands) {
+  AddSweepCommand(app, commands);
+  AddCapacityCommand(app, commands);
 }
 
 }  // namespace tpusim::sim

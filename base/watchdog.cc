@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -32,7 +32,7 @@ constexpr int32_t kWaiting = 1;
 constexpr int32_t kFinished = 2;
 
 // Set by SIGTERM (mpirun stopping the job): the thread then looks for a dead
-// rank to report and ends the process.
+// rank to report and raises the alarm (kStopped when there is none).
 std::atomic<bool> g_terminating{false};
 
 extern "C" void OnTerminate(int /*signal*/) { g_terminating.store(true); }
@@ -86,6 +86,7 @@ struct Watchdog::Board {
 
 Watchdog::Watchdog(Options options) : options_(std::move(options)) {
   if (options_.deadline_s <= 0) return;
+  if (!options_.on_alarm) throw std::invalid_argument("Watchdog: a deadline without on_alarm");
   if (!options_.board.empty()) board_ = Board::Open(options_.board, options_.world_size);
   if (board_ && options_.rank >= 0 && options_.rank < board_->size) {
     board_->slots[options_.rank].pid.store(static_cast<int32_t>(::getpid()));
@@ -191,24 +192,34 @@ std::string Watchdog::Message(double waited_s) const {
                      options_.self, waited_s, waited_for, from, Culprit(), options_.deadline_s);
 }
 
+// Checks four times a second until stopped or an alarm is raised; the handler
+// runs without mu_ held, so a handler that returns lets the destructor go on.
 void Watchdog::Run() {
   std::unique_lock lock(mu_);
-  while (!stop_cv_.wait_for(lock, kCheckEvery, [this] { return stop_; })) Check();
+  while (!stop_cv_.wait_for(lock, kCheckEvery, [this] { return stop_; })) {
+    if (std::optional<Alarm> alarm = Check()) {
+      lock.unlock();
+      options_.on_alarm(*alarm);
+      return;
+    }
+  }
 }
 
 // One look: a dead peer, mpirun stopping us, or the open wait past its deadline.
-void Watchdog::Check() {
+std::optional<Watchdog::Alarm> Watchdog::Check() {
   const int dead = DeadRank();
-  if (dead >= 0) ReportDeath(dead);
-  if (g_terminating.load()) std::_Exit(143);  // stopped by mpirun; nothing to add
+  if (dead >= 0) return ReportDeath(dead);
+  if (g_terminating.load()) return Alarm{AlarmKind::kStopped, ""};  // nothing to add
   const uint64_t before = sequence_.load(std::memory_order_acquire);
-  if (before % 2 == 0) return;  // no wait open
+  if (before % 2 == 0) return std::nullopt;  // no wait open
   const double waited_s =
       static_cast<double>(NowUs() - start_us_.load(std::memory_order_relaxed)) * 1e-6;
-  if (waited_s <= options_.deadline_s * patience_.load(std::memory_order_relaxed)) return;
+  if (waited_s <= options_.deadline_s * patience_.load(std::memory_order_relaxed)) {
+    return std::nullopt;
+  }
   // Still the same wait? (It may have closed and another opened meanwhile.)
-  if (sequence_.load(std::memory_order_acquire) != before) return;
-  Fire(waited_s);
+  if (sequence_.load(std::memory_order_acquire) != before) return std::nullopt;
+  return Fire(waited_s);
 }
 
 int Watchdog::DeadRank() const {
@@ -227,35 +238,34 @@ int Watchdog::DeadRank() const {
   return -1;
 }
 
-void Watchdog::ReportDeath(int rank) {
+bool Watchdog::FirstToFire() {
   int32_t expected = 0;
-  if (board_->header->fired.compare_exchange_strong(expected, 1)) {
-    const Board::Slot& slot = board_->slots[rank];
-    const int64_t step = slot.step.load(std::memory_order_relaxed);
-    std::string who = fmt::format("rank {}", rank);
-    if (options_.describe) who += ", " + options_.describe(rank);
-    const std::string line = fmt::format(
-        "tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job\n",
-        options_.self, who, slot.pid.load(std::memory_order_relaxed),
-        step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-  }
-  std::_Exit(2);
+  return !board_ || board_->header->fired.compare_exchange_strong(expected, 1);
 }
 
-// Prints the line (unless another rank of the job already did) and ends the
-// process: mpirun then stops every other rank.
-void Watchdog::Fire(double waited_s) {
-  int32_t expected = 0;
-  const bool first = !board_ || board_->header->fired.compare_exchange_strong(expected, 1);
-  if (first) {
-    const std::string line = Message(waited_s) + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-  }
-  if (board_ && first) ::shm_unlink(options_.board.c_str());
-  std::_Exit(2);
+// Only called with a board (DeadRank found the rank on it).
+Watchdog::Alarm Watchdog::ReportDeath(int rank) {
+  Alarm alarm{AlarmKind::kPeerDied, ""};
+  if (!FirstToFire()) return alarm;
+  const Board::Slot& slot = board_->slots[rank];
+  const int64_t step = slot.step.load(std::memory_order_relaxed);
+  std::string who = fmt::format("rank {}", rank);
+  if (options_.describe) who += ", " + options_.describe(rank);
+  alarm.line =
+      fmt::format("tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job",
+                  options_.self, who, slot.pid.load(std::memory_order_relaxed),
+                  step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
+  return alarm;
+}
+
+// The line (unless another rank of the job already has it); the first rank also
+// takes the board's name away, as nobody new should join a job that is ending.
+Watchdog::Alarm Watchdog::Fire(double waited_s) {
+  Alarm alarm{AlarmKind::kDeadline, ""};
+  if (!FirstToFire()) return alarm;
+  alarm.line = Message(waited_s);
+  if (board_) ::shm_unlink(options_.board.c_str());
+  return alarm;
 }
 
 std::string JobBoardName() {

@@ -1,19 +1,21 @@
 // A deadline on every blocking wait of a rank (run.watchdog_s). The rank opens a
 // Scope around each wait — what it waits for, for which step, from which peer —
 // and a background thread checks four times a second whether the open wait has
-// lasted longer than the deadline. If so it prints one line naming this rank's
-// role, the wait and the peer (with the peer's role), and ends the process with
-// exit code 2, so mpirun stops the job within seconds instead of letting it hang.
+// lasted longer than the deadline. If so it raises an alarm: one line naming this
+// rank's role, the wait and the peer (with the peer's role), handed to the
+// caller's handler. The watchdog never ends the process itself; tpusim's app
+// prints the line and exits with code 2, so mpirun stops the job within seconds
+// instead of letting it hang.
 //
 // Every rank also publishes what it is doing on a board in shared memory (one
 // slot per rank of the job on this machine: its pid, waiting for what since
 // when, or busy since when). The rank that fires reads the board to name the
 // likely culprit — a rank that has been busy, not waiting, for longer than the
-// deadline (stalled) — and only the first rank of the job to fire prints, so a
-// job whose ranks all wait on one stalled peer ends with one line. The thread
+// deadline (stalled) — and only the first rank of the job to fire has a line, so
+// a job whose ranks all wait on one stalled peer ends with one line. The thread
 // also watches the board for a rank whose process is gone (killed, crashed)
 // before it finished, and reports it by role; when mpirun stops a survivor with
-// SIGTERM first, the survivor looks for the dead rank before it goes.
+// SIGTERM first, the survivor looks for the dead rank before it raises the alarm.
 //
 // Opening and closing a Scope is a few relaxed atomic stores: cheap enough for
 // every wait of every step. The thread never calls MPI.
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -31,6 +34,22 @@ namespace tpusim {
 
 class Watchdog {
  public:
+  // Why the watchdog fired: the rank cannot get past it.
+  enum class AlarmKind {
+    kDeadline,  // the open wait outlasted the deadline
+    kPeerDied,  // a rank of this machine is gone before it finished
+    kStopped,   // SIGTERM (mpirun stopping the job) and no dead rank to name
+  };
+  struct Alarm {
+    AlarmKind kind = AlarmKind::kDeadline;
+    // The one line to print (no newline); empty when another rank of the job has
+    // printed its line already (only the first to fire speaks), and for kStopped.
+    std::string line;
+  };
+  // Called once, on the watchdog's thread, when it fires; meant to end the
+  // process. If it returns, the watchdog stops watching (the wait stays open).
+  using AlarmHandler = std::function<void(const Alarm&)>;
+
   struct Options {
     double deadline_s = 0;          // <= 0: no watchdog (scopes do nothing)
     int rank = 0;
@@ -39,10 +58,14 @@ class Watchdog {
     // The role of another rank, for the message ("host 0"); called only on expiry.
     std::function<std::string(int rank)> describe;
     // Name of the job's shared-memory board (shm_open); empty: no board, every
-    // expiring rank prints.
+    // expiring rank has a line.
     std::string board;
+    // Required when deadline_s > 0.
+    AlarmHandler on_alarm;
   };
 
+  // Starts the watchdog's thread when options.deadline_s > 0; throws
+  // std::invalid_argument (a bug) if it then has no on_alarm.
   explicit Watchdog(Options options);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -82,13 +105,16 @@ class Watchdog {
  private:
   struct Board;
   void Run();
-  void Fire(double waited_s);
+  // One look: the alarm to raise now, if any.
+  std::optional<Alarm> Check();
+  Alarm Fire(double waited_s);
   void Publish(int state, const char* what, int64_t step);
   std::string Culprit() const;
   // A rank of this machine whose process is gone before it finished, or -1.
   int DeadRank() const;
-  void ReportDeath(int rank);
-  void Check();
+  Alarm ReportDeath(int rank);
+  // Whether this rank is the first of the job to fire (always, without a board).
+  bool FirstToFire();
 
   Options options_;
   std::atomic<uint64_t> sequence_{0};   // odd while a wait is open

@@ -408,7 +408,7 @@ std::vector<std::vector<std::byte>> Communicator::AllToAll(
     std::vector<std::vector<std::byte>> send_per_peer) const {
   const size_t n = static_cast<size_t>(size_);
   if (send_per_peer.size() != n) {
-    Fail("AllToAllBytes: {} send buffers for a communicator of {} ranks; need one per rank",
+    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank",
          send_per_peer.size(), n);
   }
   std::vector<uint64_t> send_counts(n), recv_counts(n);

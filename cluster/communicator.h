@@ -33,7 +33,8 @@ class MpiEnvironment {
   int world_size() const { return world_size_; }
   // Whether MPI granted MPI_THREAD_SERIALIZED (the threads layout needs it).
   bool thread_serialized() const { return thread_serialized_; }
-  // Brings every rank down with `code`; used only by main() after printing the error.
+  // Brings every rank down with `code` (MPI_Abort, the one wrapper of it). Only
+  // app/ calls it, after printing the error: libraries report failures instead.
   [[noreturn]] static void Abort(int code);
   static bool IsInitialized();
   // The first line of MPI_Get_library_version ("Open MPI v4.1.4, ...").

@@ -1,6 +1,7 @@
 #include "cluster/in_process_transport.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -185,6 +186,20 @@ class InProcessGroup {
     box.arrived.notify_all();
   }
 
+  // Member `rank` gives up: every wait in this process's mailboxes that nothing
+  // queued can satisfy fails with `reason()`, now and later.
+  void Abandon(int rank) {
+    int none = -1;
+    if (!abandoned_by_.compare_exchange_strong(none, rank)) return;
+    for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
+      if (box) FailWaits(*box);
+    }
+  }
+  bool abandoned() const { return abandoned_by_.load() >= 0; }
+  std::string reason() const {
+    return fmt::format("rank {} gave up on the group", abandoned_by_.load());
+  }
+
   // The group that members of one Split call with `color` join: `chosen` lists
   // its members as ranks of this group, in their new rank order. The first local
   // member to arrive creates it, the last to leave forgets it.
@@ -212,12 +227,32 @@ class InProcessGroup {
   };
   size_t Slot(int rank, Context context) const { return static_cast<size_t>(rank) * kContexts + context; }
 
+  // Completes the posted receives and the large sends still waiting for their
+  // receive with the error (the sends leave the queue: their buffers go away),
+  // and wakes the probes.
+  void FailWaits(Mailbox& box) {
+    std::deque<Receive> posted;
+    std::vector<std::shared_ptr<Op>> senders;
+    {
+      std::lock_guard<std::mutex> lock(box.mutex);
+      posted.swap(box.posted);
+      std::erase_if(box.unexpected, [&](const Message& m) {
+        if (m.op) senders.push_back(m.op);
+        return m.op != nullptr;
+      });
+      box.arrived.notify_all();
+    }
+    for (Receive& r : posted) r.op->Complete({}, reason());
+    for (const std::shared_ptr<Op>& op : senders) op->Complete({}, reason());
+  }
+
   int size_;
   InProcessOptions options_;
   std::shared_ptr<RemoteLink> link_;  // null: every member is in this process
   uint64_t id_;
   std::vector<int> process_of_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // null for members of other processes
+  std::atomic<int> abandoned_by_{-1};                // the member that gave up, or -1
   std::mutex splits_mutex_;
   std::map<std::pair<int64_t, int>, PendingSplit> splits_;
 };
@@ -278,6 +313,10 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
     for (const auto& b : blocks) m.eager.insert(m.eager.end(), b.begin(), b.end());
     box.buffered_bytes += m.bytes;
     op->done = true;
+  } else if (group.abandoned()) {
+    lock.unlock();
+    op->Complete({source, tag, m.bytes}, group.reason());  // no receive will come
+    return op;
   } else {
     m.blocks.assign(blocks.begin(), blocks.end());
     m.op = op;
@@ -299,6 +338,11 @@ std::shared_ptr<Op> PostReceive(internal::InProcessGroup& group, int rank, Conte
   });
   if (match == box.unexpected.end()) {
     std::shared_ptr<Op> op = r.op;
+    if (group.abandoned()) {
+      lock.unlock();
+      op->Complete({}, group.reason());
+      return op;
+    }
     box.posted.push_back(std::move(r));
     *queued_in = &box;
     return op;
@@ -329,10 +373,12 @@ void ThrowIfFailed(const Op& op, std::string_view call, int peer) {
 
 // Blocking point-to-point inside a context, for the collectives.
 void SendIn(internal::InProcessGroup& group, int source, Context context,
-            std::span<const std::byte> data, int peer) {
+            std::span<const std::byte> data, int peer, std::string_view call) {
   Mailbox* queued = nullptr;
   const std::span<const std::byte> blocks[] = {data};
-  WaitOp(*PostSend(group, source, context, blocks, peer, 0, &queued));
+  std::shared_ptr<Op> op = PostSend(group, source, context, blocks, peer, 0, &queued);
+  WaitOp(*op);
+  ThrowIfFailed(*op, call, peer);
 }
 
 Pending RecvIn(internal::InProcessGroup& group, int rank, Context context, std::span<std::byte> data,
@@ -345,17 +391,21 @@ Pending RecvIn(internal::InProcessGroup& group, int rank, Context context, std::
   return op->status;
 }
 
-Pending ProbeIn(internal::InProcessGroup& group, int rank, Context context, int peer, int tag) {
+Pending ProbeIn(internal::InProcessGroup& group, int rank, Context context, int peer, int tag,
+                std::string_view call) {
   Mailbox& box = group.mailbox(rank, context);
   std::unique_lock<std::mutex> lock(box.mutex);
   std::optional<Pending> found;
-  box.arrived.wait(lock, [&] { return (found = FindPending(box, peer, tag)).has_value(); });
+  box.arrived.wait(lock, [&] {
+    return (found = FindPending(box, peer, tag)).has_value() || group.abandoned();
+  });
+  if (!found) Fail("{} (peer rank {}) failed: {}", call, peer, group.reason());
   return *found;
 }
 
 std::vector<std::byte> RecvAllIn(internal::InProcessGroup& group, int rank, Context context, int peer,
                                  std::string_view call) {
-  std::vector<std::byte> bytes(ProbeIn(group, rank, context, peer, 0).bytes);
+  std::vector<std::byte> bytes(ProbeIn(group, rank, context, peer, 0, call).bytes);
   RecvIn(group, rank, context, bytes, peer, call);
   return bytes;
 }
@@ -426,7 +476,7 @@ Request InProcessTransport::IrecvBlocks(MutableBlocks blocks, int peer, int tag,
 
 Pending InProcessTransport::Probe(int peer, int tag) const {
   CheckPeer(peer, size(), true, "Probe");
-  return ProbeIn(*group_, rank_, internal::kPointToPoint, peer, tag);
+  return ProbeIn(*group_, rank_, internal::kPointToPoint, peer, tag, "Probe");
 }
 
 std::optional<Pending> InProcessTransport::TryProbe(int peer, int tag) const {
@@ -480,7 +530,7 @@ template <typename T>
 void InProcessTransport::Allreduce(std::span<T> values, ReduceOp op) const {
   std::span<std::byte> bytes = std::as_writable_bytes(values);
   if (rank_ != 0) {
-    SendIn(*group_, rank_, internal::kCollective, bytes, 0);
+    SendIn(*group_, rank_, internal::kCollective, bytes, 0, "Allreduce");
     RecvIn(*group_, rank_, internal::kCollective, bytes, 0, "Allreduce");
     return;
   }
@@ -490,7 +540,9 @@ void InProcessTransport::Allreduce(std::span<T> values, ReduceOp op) const {
            "Allreduce");
     Reduce(values, std::span<const T>(in), op);
   }
-  for (int q = 1; q < size(); ++q) SendIn(*group_, rank_, internal::kCollective, bytes, q);
+  for (int q = 1; q < size(); ++q) {
+    SendIn(*group_, rank_, internal::kCollective, bytes, q, "Allreduce");
+  }
 }
 
 void InProcessTransport::AllreduceInPlace(std::span<double> values, ReduceOp op) const {
@@ -507,7 +559,7 @@ std::vector<std::byte> InProcessTransport::Gatherv(std::span<const std::byte> da
                                                    std::vector<int>* counts_out) const {
   CheckPeer(root, size(), false, "Gatherv");
   if (rank_ != root) {
-    SendIn(*group_, rank_, internal::kCollective, data, root);
+    SendIn(*group_, rank_, internal::kCollective, data, root, "Gatherv");
     return {};
   }
   std::vector<std::byte> out;
@@ -530,7 +582,7 @@ void InProcessTransport::Broadcast(std::span<std::byte> data, int root) const {
     return;
   }
   for (int q = 0; q < size(); ++q) {
-    if (q != root) SendIn(*group_, rank_, internal::kCollective, data, q);
+    if (q != root) SendIn(*group_, rank_, internal::kCollective, data, q, "Broadcast");
   }
 }
 
@@ -560,6 +612,10 @@ std::vector<std::vector<std::byte>> InProcessTransport::AllToAll(
   }
   for (const auto& op : sends) WaitOp(*op);
   return received;
+}
+
+void InProcessTransport::Abandon() const {
+  if (group_) group_->Abandon(rank_);
 }
 
 std::unique_ptr<Transport> InProcessTransport::Split(int color, int key) const {

@@ -109,6 +109,14 @@ class InProcessTransport final : public Transport {
       std::vector<std::vector<std::byte>> send_per_peer) const override;
   std::unique_ptr<Transport> Split(int color, int key) const override;
 
+  // This member gives up on the group (its thread failed and will not take part
+  // again), so that its peers fail instead of waiting for it forever: from now on
+  // every wait of a member of this process — a receive, probe or large send
+  // already pending or posted later — that no queued message satisfies throws
+  // Error naming this member. One-way; groups split from this one and members in
+  // other processes are not told.
+  void Abandon() const;
+
  protected:
   bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
                    Pending& status) const override;

@@ -14,7 +14,7 @@ inline constexpr int kTagLoopSummary = 401;      // host -> rank 0, one per loop
 inline constexpr int kTagParams = 402;           // --params-out: replica 0 -> rank 0
 inline constexpr int kTagPreconditioners = 403;  // Shampoo: owner host -> every core
 inline constexpr int kTagLargeGather = 500;      // cluster: GatherBytes beyond one message
-inline constexpr int kTagLargeAllToAll = 501;    // cluster: AllToAllBytes beyond one message
+inline constexpr int kTagLargeAllToAll = 501;    // cluster: AllToAll beyond one message
 inline constexpr int kTagProcessLink = 600;      // threads layout: every message between processes
                                                  // (on the link's own communicator)
 inline constexpr int kTagForwardBase = 1000;     // single-host relay: + destination ordinal

@@ -2,14 +2,26 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 #include "base/error.h"
 #include "cluster/message_tags.h"
 
 namespace tpusim::cluster {
 
-ProcessLink::ProcessLink(const Communicator& world, int max_idle_us)
-    : comm_(world.SplitComm(0, world.rank())),
+namespace {
+
+ProcessLink::FailureHandler Required(ProcessLink::FailureHandler handler) {
+  if (!handler) throw std::invalid_argument("ProcessLink: no failure handler");
+  return handler;
+}
+
+}  // namespace
+
+ProcessLink::ProcessLink(const Communicator& world, FailureHandler on_failure, int max_idle_us)
+    : on_failure_(Required(std::move(on_failure))),
+      comm_(world.SplitComm(0, world.rank())),
       process_(world.rank()),
       processes_(world.size()),
       max_idle_us_(max_idle_us),
@@ -34,6 +46,9 @@ void ProcessLink::Send(uint64_t group, int context, int source, int dest, int de
   out->sent = std::move(sent);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) {
+      Fail("process link: a send to process {} after the link failed: {}", dest_process, error_);
+    }
     if (stop_) Fail("internal: process link: a send to process {} after the link stopped", dest_process);
     queued_.push_back(std::move(out));
   }
@@ -144,30 +159,33 @@ void ProcessLink::Dispatch(const Header& header, std::vector<std::byte> bytes) {
 
 void ProcessLink::Run() {
   try {
-    int idle_us = 0;
-    for (;;) {
-      const bool moved = PostQueued() | CompleteSends() | ReceiveArrived();
-      if (moved) {
-        idle_us = 0;
-        continue;
-      }
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (stop_ && queued_.empty() && in_flight_.empty()) return;
-      if (!queued_.empty()) continue;
-      // Sends in flight need MPI's progress soon; otherwise back off further.
-      const int cap = in_flight_.empty() ? max_idle_us_ : std::min(max_idle_us_, 50);
-      idle_us = std::min(cap, std::max(1, idle_us * 2));
-      wake_.wait_for(lock, std::chrono::microseconds(idle_us));
-    }
+    Progress();
   } catch (...) {
-    bool internal = false;
-    std::string message = CurrentExceptionMessage(&internal);
+    Failure failure{process_, "", false};
+    failure.message = CurrentExceptionMessage(&failure.internal);
+    // The handler first: while it brings the job down, a send queues (and waits)
+    // as it would on a live link instead of failing with a second error line.
+    on_failure_(failure);
     std::lock_guard<std::mutex> lock(mutex_);
-    error_ = message;
-    // Nobody can make progress without the link: bring the job down with the cause.
-    std::fprintf(stderr, "tpusim: [process %d] error: %s\n", process_, message.c_str());
-    std::fflush(stderr);
-    MpiEnvironment::Abort(internal ? 5 : 2);  // tpusim's exit codes: internal error, input error
+    error_ = failure.message;
+  }
+}
+
+void ProcessLink::Progress() {
+  int idle_us = 0;
+  for (;;) {
+    const bool moved = PostQueued() | CompleteSends() | ReceiveArrived();
+    if (moved) {
+      idle_us = 0;
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stop_ && queued_.empty() && in_flight_.empty()) return;
+    if (!queued_.empty()) continue;
+    // Sends in flight need MPI's progress soon; otherwise back off further.
+    const int cap = in_flight_.empty() ? max_idle_us_ : std::min(max_idle_us_, 50);
+    idle_us = std::min(cap, std::max(1, idle_us * 2));
+    wake_.wait_for(lock, std::chrono::microseconds(idle_us));
   }
 }
 

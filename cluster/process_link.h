@@ -10,14 +10,22 @@
 // sleeps for a moment that doubles up to `max_idle_us` (a local send wakes it at
 // once), so an idle process costs little CPU and an incoming message waits at
 // most that long.
+//
+// If the thread fails (an MPI call, a malformed message, a delivery that throws),
+// nobody can make progress without the link: it hands the failure to the
+// caller's handler, which is meant to bring the job down (tpusim's app prints the
+// line and calls MPI_Abort with the exit code of its cause). The link itself
+// never ends the process.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,9 +43,20 @@ struct ProcessLinkStats {
 
 class ProcessLink final : public RemoteLink {
  public:
+  // What the progress thread failed with.
+  struct Failure {
+    int process = 0;        // this process
+    std::string message;    // the one-line message (base/error.h CurrentExceptionMessage)
+    bool internal = false;  // a bug in tpusim, not bad input or a failed peer
+  };
+  // Called once, on the progress thread, when it fails. If it returns, the
+  // thread ends: Stop rethrows the failure, and sends after that throw Error.
+  using FailureHandler = std::function<void(const Failure&)>;
+
   // Collective over `world` (it is duplicated): process i is world rank i. Starts
-  // the progress thread; from then on only it calls MPI, until Stop.
-  explicit ProcessLink(const Communicator& world, int max_idle_us = 500);
+  // the progress thread; from then on only it calls MPI, until Stop. `on_failure`
+  // is required (std::invalid_argument without it).
+  ProcessLink(const Communicator& world, FailureHandler on_failure, int max_idle_us = 500);
   ~ProcessLink() override;
   ProcessLink(const ProcessLink&) = delete;
   ProcessLink& operator=(const ProcessLink&) = delete;
@@ -74,11 +93,13 @@ class ProcessLink final : public RemoteLink {
   };
 
   void Run();
+  void Progress();
   bool PostQueued();
   bool CompleteSends();
   bool ReceiveArrived();
   void Dispatch(const Header& header, std::vector<std::byte> bytes);
 
+  FailureHandler on_failure_;  // first: checked before the collective duplicate
   Communicator comm_;
   int process_;
   int processes_;
@@ -88,7 +109,7 @@ class ProcessLink final : public RemoteLink {
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Outgoing>> queued_;
   bool stop_ = false;
-  std::string error_;
+  std::string error_;  // set once, when the progress thread failed
   ProcessLinkStats stats_;
 
   std::vector<std::unique_ptr<Outgoing>> in_flight_;  // progress thread only

@@ -116,8 +116,14 @@ class Transport {
   virtual std::vector<std::byte> Gatherv(std::span<const std::byte> data, int root,
                                          std::vector<int>* counts_out) const = 0;
   virtual void Broadcast(std::span<std::byte> data, int root) const = 0;
-  // `send_per_peer[q]` goes to member q (this one included); returns what each
-  // member sent to this one. Throws Error unless there is one buffer per member.
+  // A ragged all-to-all of raw bytes (the embedding engine's: ids out to the
+  // cores owning their table shards, rows back, per-peer sizes differing every
+  // step). `send_per_peer[q]` (any size, empty too) goes to member q (this one
+  // included); returns received[q] = what member q sent to this one, owned by the
+  // caller. Over MPI: the byte counts by MPI_Alltoall, then the payload by one
+  // MPI_Alltoallv or, when some rank's total exceeds one MPI message
+  // (large_messages.h), point-to-point chunks, every call checked. Throws Error
+  // unless there is one buffer per member, or when a transfer fails.
   virtual std::vector<std::vector<std::byte>> AllToAll(
       std::vector<std::vector<std::byte>> send_per_peer) const = 0;
   // Members with the same color >= 0 form a new transport ordered by key (then

@@ -44,11 +44,11 @@ EngineLoadSummary Summarize(std::span<const EngineStepStats> per_core) {
   return summary;
 }
 
-EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchange)
+EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, const cluster::Transport& cores)
     : config_(config),
-      exchange_(exchange),
-      core_(exchange.peer()),
-      num_cores_(exchange.num_peers()),
+      cores_(cores),
+      core_(cores.rank()),
+      num_cores_(cores.size()),
       micro_steps_per_update_(MicroStepsPerUpdate(config)) {
   Validate(config_);
   for (const FeatureConfig& feature : config_.features) {
@@ -70,11 +70,7 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchan
 
 std::vector<std::vector<std::byte>> EmbeddingEngine::Exchange(Messages send) {
   stats_.bytes_sent += PayloadBytes(send, core_);
-  Messages received = exchange_.Exchange(std::move(send));
-  if (static_cast<int>(received.size()) != num_cores_) {
-    Fail("embedding all-to-all: received {} messages on core {}, expected {}", received.size(),
-         core_, num_cores_);
-  }
+  Messages received = cores_.AllToAll(std::move(send));
   stats_.bytes_received += PayloadBytes(received, core_);
   return received;
 }

@@ -1,7 +1,8 @@
 // The per-core embedding engine: the distributed lookup and gradient step of
-// infeed.md §5.6 / training.md §7 over an injected AllToAll, without knowing the
-// transport. Every table is sharded over the N cores by its own rule; each core
-// owns one shard of every table.
+// infeed.md §5.6 / training.md §7 over the all-to-all of an injected transport
+// (cluster::Transport: MPI in tpusim, an in-process group in tests), whose members
+// are the cores. Every table is sharded over the N cores by its own rule; each
+// core owns one shard of every table.
 //
 // One micro-step, on every core (all calls are collective, same order on all cores):
 //   const auto& acts = engine.Forward(pieces);   // pieces[f]: this core's COO of feature f
@@ -28,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "embedding/all_to_all.h"
+#include "cluster/transport.h"
 #include "embedding/combiner.h"
 #include "embedding/config.h"
 #include "embedding/row_matrix.h"
@@ -65,9 +66,9 @@ EngineLoadSummary Summarize(std::span<const EngineStepStats> per_core);
 
 class EmbeddingEngine {
  public:
-  // `exchange` is borrowed and must outlive the engine; core = exchange.peer(),
-  // N = exchange.num_peers(). Throws Error if `config` is invalid.
-  EmbeddingEngine(const EmbeddingConfig& config, AllToAll& exchange);
+  // `cores` is borrowed and must outlive the engine; core = cores.rank(), N =
+  // cores.size(). Throws Error if `config` is invalid.
+  EmbeddingEngine(const EmbeddingConfig& config, const cluster::Transport& cores);
   EmbeddingEngine(const EmbeddingEngine&) = delete;
   EmbeddingEngine& operator=(const EmbeddingEngine&) = delete;
 
@@ -138,7 +139,7 @@ class EmbeddingEngine {
   std::vector<std::vector<std::byte>> Exchange(std::vector<std::vector<std::byte>> send);
 
   EmbeddingConfig config_;
-  AllToAll& exchange_;
+  const cluster::Transport& cores_;
   int core_;
   int num_cores_;
   std::vector<size_t> table_of_feature_;

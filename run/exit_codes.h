@@ -14,5 +14,8 @@ inline constexpr int kExitBelowExpectedAu = 3;
 inline constexpr int kExitNonFinite = 4;
 // An exception tpusim did not expect: a bug.
 inline constexpr int kExitInternalError = 5;
+// mpirun stopped the rank with SIGTERM and the watchdog had nothing to add
+// (128 + SIGTERM, as a shell reports a process the signal ended).
+inline constexpr int kExitTerminated = 143;
 
 }  // namespace tpusim::sim

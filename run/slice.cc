@@ -54,4 +54,12 @@ ConfigTarget ResolveConfigTarget(const std::string& config,
   return target;
 }
 
+Slice SliceOf(const ConfigTarget& target) {
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
+  cluster::DeviceAssignmentOptions options =
+      target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
+                    : AssignmentOptions(ClusterConfig{}, topology, topology.name());
+  return BuildSlice(topology, options, target.is_run ? target.run.cluster.hosts_per_process() : 0);
+}
+
 }  // namespace tpusim::sim

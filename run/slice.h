@@ -46,4 +46,9 @@ struct ConfigTarget {
 ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides,
                                  const std::string& generation = "");
 
+// The slice `target` is played on: a run file's as its cluster section asks, a
+// bare topology with the defaults of a run (one core per replica, every core a
+// replica). Throws Error when the assignment does not fit.
+Slice SliceOf(const ConfigTarget& target);
+
 }  // namespace tpusim::sim

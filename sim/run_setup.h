@@ -28,6 +28,7 @@ struct SimulationContext {
   cluster::Communicators& comms;
   const RunOptions& options;
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
+  Watchdog::AlarmHandler on_watchdog_alarm;  // the app's: print the line, end the process
 };
 
 // What rank 0 shows while the run goes (the app prints it; sim/ never does).

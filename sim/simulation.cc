@@ -44,6 +44,7 @@ Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
     return slice.layout.RoleOf(rank, slice.assignment).Describe();
   };
   o.board = JobBoardName();
+  o.on_alarm = ctx.on_watchdog_alarm;
   return o;
 }
 

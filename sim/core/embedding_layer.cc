@@ -22,8 +22,7 @@ Eigen::Map<const RowMatrix> PerExample(const RowMatrix& rows_by_dim, int64_t exa
 EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
                                const cluster::Transport& cores)
     : config_(config),
-      exchange_(cores),
-      engine_(config_, exchange_),
+      engine_(config_, cores),
       width_(embedding::EmbeddingWidth(config_)),
       grads_(config_.features.size()) {}
 

@@ -1,11 +1,12 @@
 // The model's embedding input layer on one core (training.md §7): the embedding
-// engine over MPI among all cores, plus the glue to the dense model. Forward writes
-// each feature's activations into the model's input columns after the dense
-// features ([B, dim] for a combined feature, [B, L*dim] for a sequence feature,
-// features in config order); Backward takes the same columns of dL/dinputs and
-// hands them to the engine. Activation gradients are not cross-replica-summed
-// (training.md §7.3): each core's loss is already scaled by rows/G, so the engine's
-// sum over cores is the gradient of the global-batch mean loss.
+// engine over the all-to-all of the `cores` transport (every core rank), plus the
+// glue to the dense model. Forward writes each feature's activations into the
+// model's input columns after the dense features ([B, dim] for a combined
+// feature, [B, L*dim] for a sequence feature, features in config order); Backward
+// takes the same columns of dL/dinputs and hands them to the engine. Activation
+// gradients are not cross-replica-summed (training.md §7.3): each core's loss is
+// already scaled by rows/G, so the engine's sum over cores is the gradient of the
+// global-batch mean loss.
 #pragma once
 
 #include <Eigen/Core>
@@ -17,7 +18,6 @@
 #include "embedding/config.h"
 #include "embedding/embedding_engine.h"
 #include "embedding/sparse_enqueue.h"
-#include "sim/core/mpi_all_to_all.h"
 
 namespace tpusim::sim {
 
@@ -61,7 +61,6 @@ class EmbeddingLayer {
 
  private:
   embedding::EmbeddingConfig config_;
-  MpiAllToAll exchange_;
   embedding::EmbeddingEngine engine_;
   int64_t width_;
   std::vector<embedding::RowMatrix> grads_;  // per feature, the engine's activation shapes

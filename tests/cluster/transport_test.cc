@@ -10,12 +10,14 @@
 
 #include "base/error.h"
 #include "cluster/in_process_transport.h"
+#include "tests/common/error_of.h"
 #include "tests/common/transport_cases.h"
 
 namespace tpusim::cluster {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
+using tpusim::testing::ErrorOf;
 
 // Runs `body` once per member of a new group of `n`, each on its own thread.
 void RunOnGroup(int n, const std::function<void(const Transport&)>& body,
@@ -112,6 +114,26 @@ TEST(InProcessTransportTest, CancelledRequestsLeaveTheQueues) {
   ASSERT_TRUE(m[1]->TryProbe(0, 1).has_value());
   m[1]->Recv(in, 0, 1);
   EXPECT_EQ(in[0], std::byte{7});
+}
+
+// A member that gives up fails the waits of its peers, pending or posted later,
+// instead of leaving them blocked; a message already queued is still received.
+TEST(InProcessTransportTest, AnAbandonedGroupFailsItsWaits) {
+  InProcessOptions options;
+  options.eager_limit_bytes = 16;
+  std::vector<std::unique_ptr<InProcessTransport>> m = InProcessTransport::CreateGroup(3, options);
+  std::vector<std::byte> small(4, std::byte{3}), large(64), in(64);
+  m[2]->Send(small, 0, 5);
+  Request pending = m[0]->Irecv(in, 1, 0, "MPI_Irecv (test)");
+  Request rendezvous = m[2]->Isend(large, 1, 6, "MPI_Isend (test)");
+  m[1]->Abandon();
+  const std::string why = "rank 1 gave up on the group";
+  EXPECT_EQ(ErrorOf([&] { pending.Wait(); }), "MPI_Irecv (test) (peer rank 1) failed: " + why);
+  EXPECT_EQ(ErrorOf([&] { rendezvous.Wait(); }), "MPI_Isend (test) (peer rank 1) failed: " + why);
+  m[0]->Recv(in, 2, 5);
+  EXPECT_EQ(in[0], std::byte{3});
+  EXPECT_EQ(ErrorOf([&] { m[2]->Probe(0, 7); }), "Probe (peer rank 0) failed: " + why);
+  EXPECT_EQ(ErrorOf([&] { m[0]->Barrier(); }), "Allreduce (peer rank 1) failed: " + why);
 }
 
 TEST(InProcessTransportTest, PeersOutsideTheGroupAreErrors) {

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include "cluster/all_to_all.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/device_assignment.h"
 #include "cluster/message_tags.h"
@@ -179,7 +178,7 @@ void AllToAll(const Transport& t) {
   const int n = t.size(), p = t.rank();
   std::vector<std::vector<std::byte>> send(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) send[static_cast<size_t>(q)] = Pattern(static_cast<size_t>(p + q + 1), p * 64 + q);
-  std::vector<std::vector<std::byte>> received = cluster::AllToAllBytes(t, std::move(send));
+  std::vector<std::vector<std::byte>> received = t.AllToAll(std::move(send));
   ASSERT_EQ(received.size(), static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) {
     EXPECT_EQ(received[static_cast<size_t>(q)], Pattern(static_cast<size_t>(p + q + 1), q * 64 + p)) << q;

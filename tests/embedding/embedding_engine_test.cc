@@ -11,9 +11,10 @@
 
 #include "base/error.h"
 #include "base/synthetic.h"
-#include "embedding/in_process_all_to_all.h"
+#include "cluster/in_process_transport.h"
 #include "embedding/reference_embedding.h"
 #include "embedding/synthetic_ids.h"
+#include "tests/common/in_process_group.h"
 
 namespace tpusim::embedding {
 namespace {
@@ -155,9 +156,9 @@ ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workloa
   result.stats.assign(kSteps, std::vector<EngineStepStats>(cores));
   result.updated.assign(kSteps, std::vector<char>(static_cast<size_t>(cores)));
   if (gather_every_step) result.tables_after_step.resize(kSteps);
-  InProcessAllToAllGroup group(cores);
-  group.Run([&](int core) {
-    EmbeddingEngine engine(config, group.endpoint(core));
+  tpusim::testing::RunInProcessGroup(cores, [&](const cluster::Transport& transport) {
+    const int core = transport.rank();
+    EmbeddingEngine engine(config, transport);
     for (int step = 0; step < kSteps; ++step) {
       result.activations[step][core] = engine.Forward(w.inputs[step][core]);
       result.updated[step][core] = engine.Backward(w.grads[step][core]);
@@ -380,11 +381,10 @@ TEST(EmbeddingEngineTest, InvalidIdFailsEveryCoreWithoutHanging) {
   const EmbeddingConfig config = MakeConfig(Sharding::kMod, Combiner::kSum, OptimizerKind::kSgd);
   Workload w = MakeWorkload(config, 3);
   w.inputs[0][1][0].embedding_indices.assign(w.inputs[0][1][0].embedding_indices.size(), 13);
-  InProcessAllToAllGroup group(3);
   try {
-    group.Run([&](int core) {
-      EmbeddingEngine engine(config, group.endpoint(core));
-      engine.Forward(w.inputs[0][core]);
+    tpusim::testing::RunInProcessGroup(3, [&](const cluster::Transport& transport) {
+      EmbeddingEngine engine(config, transport);
+      engine.Forward(w.inputs[0][transport.rank()]);
     });
     FAIL() << "expected Error";
   } catch (const Error& e) {
@@ -394,8 +394,8 @@ TEST(EmbeddingEngineTest, InvalidIdFailsEveryCoreWithoutHanging) {
 
 TEST(EmbeddingEngineTest, BackwardNeedsForward) {
   const EmbeddingConfig config = MakeConfig(Sharding::kDiv, Combiner::kSum, OptimizerKind::kSgd);
-  InProcessAllToAllGroup group(1);
-  EmbeddingEngine engine(config, group.endpoint(0));
+  const auto group = cluster::InProcessTransport::CreateGroup(1);
+  EmbeddingEngine engine(config, *group[0]);
   const std::vector<RowMatrix> grads(3);
   EXPECT_THROW(engine.Backward(grads), Error);
 }
@@ -404,8 +404,8 @@ TEST(EmbeddingEngineTest, BackwardNeedsForward) {
 TEST(EmbeddingEngineTest, LearningRateOverride) {
   const EmbeddingConfig config = MakeConfig(Sharding::kDiv, Combiner::kSum, OptimizerKind::kSgd);
   const Workload w = MakeWorkload(config, 1);
-  InProcessAllToAllGroup group(1);
-  EmbeddingEngine engine(config, group.endpoint(0));
+  const auto group = cluster::InProcessTransport::CreateGroup(1);
+  EmbeddingEngine engine(config, *group[0]);
   ReferenceEmbedding reference(config);
   engine.Forward(w.inputs[0][0]);
   const std::vector<float> lrs = {0.5f, 0.25f};

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include "cluster/all_to_all.h"
 #include "cluster/communicator.h"
 #include "cluster/large_messages.h"
 
@@ -69,7 +68,7 @@ TEST(LargeMessages, AllToAllChunkedEqualsOneMessage) {
     const int n = world.size();
     std::vector<std::vector<std::byte>> send(static_cast<size_t>(n));
     for (int q = 0; q < n; ++q) send[static_cast<size_t>(q)] = Payload(world.rank(), q, static_cast<size_t>((world.rank() + 2 * q) % 9));
-    std::vector<std::vector<std::byte>> received = AllToAllBytes(world, send);
+    std::vector<std::vector<std::byte>> received = world.AllToAll(send);
     for (int q = 0; q < n; ++q) {
       EXPECT_EQ(received[static_cast<size_t>(q)], Payload(q, world.rank(), static_cast<size_t>((q + 2 * world.rank()) % 9)));
     }

@@ -3,6 +3,7 @@
 // some members, each on its own thread, and members in other processes are
 // reached through the ProcessLink over MPI. The same bodies run in one process
 // (tests/cluster/transport_test.cc) and one rank per member (transport_cases_test.cc).
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -18,12 +19,19 @@
 namespace tpusim::cluster {
 namespace {
 
+// A failed link stops the test job at once, as it stops a run of tpusim.
+void AbortOnLinkFailure(const ProcessLink::Failure& failure) {
+  std::fprintf(stderr, "[process %d] process link failed: %s\n", failure.process,
+               failure.message.c_str());
+  MpiEnvironment::Abort(1);
+}
+
 // Runs `body` on every member of a group of `members` spread over the world's
 // processes in contiguous blocks (process p holds members [p*n/P, (p+1)*n/P)),
 // this process's members each on a thread. Returns the link's traffic.
 ProcessLinkStats RunSpanning(int members, const std::function<void(const Transport&)>& body) {
   const Communicator world = Communicator::World();
-  auto link = std::make_shared<ProcessLink>(world);
+  auto link = std::make_shared<ProcessLink>(world, AbortOnLinkFailure);
   std::vector<int> process_of;
   for (int r = 0; r < members; ++r) process_of.push_back(r * world.size() / members);
   std::vector<std::unique_ptr<InProcessTransport>> mine =

@@ -1,0 +1,97 @@
+// `tpusim gen-data CONFIG --out DIR`: writes a run's synthetic examples as an
+// on-disk dataset for input.source: files (.npy shards, optionally zlib), after
+// checking the counts, the free disk space and the memory one shard needs.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/command.h"
+#include "base/error.h"
+#include "infeed/file_source.h"
+#include "run/run_features.h"
+#include "run/run_validation.h"
+#include "run/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+struct GenDataOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out_dir;
+  std::optional<int64_t> examples;  // default: ten global batches
+  std::optional<int64_t> shards;    // default: two per host
+  bool compress = false;            // zlib-compressed FEATURE.npy.zlib files
+};
+
+constexpr int64_t kMaxGenShards = 100000;
+
+// Refuses counts that are not positive, more shards than examples, and datasets
+// larger than the free space of the target's file system.
+void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards,
+                        double example_bytes) {
+  if (options.examples && (*options.examples < 1 || *options.examples > (int64_t{1} << 40))) {
+    Fail("--examples {}: must be a whole number in [1, {}]", *options.examples, int64_t{1} << 40);
+  }
+  if (options.shards && (*options.shards < 1 || *options.shards > kMaxGenShards)) {
+    Fail("--shards {}: must be a whole number in [1, {}]", *options.shards, kMaxGenShards);
+  }
+  if (shards > examples) {
+    Fail("--shards {}: more shards than the {} examples; every shard needs at least one", shards, examples);
+  }
+  std::filesystem::path parent = std::filesystem::absolute(options.out_dir).parent_path();
+  std::error_code ec;
+  std::filesystem::space_info space = std::filesystem::space(parent, ec);
+  double bytes = example_bytes * static_cast<double>(examples);
+  if (!ec && bytes > static_cast<double>(space.available)) {
+    Fail("gen-data --out {}: {} examples need about {:.1f} GiB but the file system has {:.1f} GiB "
+         "free", options.out_dir, examples, bytes / (1 << 30), static_cast<double>(space.available) / (1 << 30));
+  }
+  if (bytes / static_cast<double>(shards) > ThisMachine().memory_bytes) {
+    Fail("gen-data: a shard of {} examples needs about {:.1f} GiB of memory, more than this machine "
+         "has; use more --shards", examples / shards, bytes / static_cast<double>(shards) / (1 << 30));
+  }
+}
+
+// Writes the run's synthetic examples as .npy shards into `out_dir` (replacing a
+// dataset gen-data wrote there before, refusing a folder holding anything else).
+int RunGenDataCommand(const GenDataOptions& options) {
+  ConfigTarget target = ResolveConfigTarget(options.config, options.overrides);
+  if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", options.config);
+  int hosts = SliceOf(target).topology.num_hosts();
+  int64_t examples = options.examples.value_or(10 * target.run.input.global_batch);
+  int64_t shards = options.shards.value_or(2 * hosts);
+  CheckGenDataCounts(options, examples, shards, ExampleBytes(RunFeatureSpecs(target.run)));
+  infeed::SyntheticData data = MakeSyntheticData(target.run);
+  infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards, options.compress);
+  fmt::print("{}: {} examples in {} {}shards (features: {})\n", options.out_dir, examples, shards,
+             options.compress ? "zlib-compressed " : "",
+             fmt::join(data.specs() | std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
+                       ", "));
+  return 0;
+}
+
+}  // namespace
+
+void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto options = std::make_shared<GenDataOptions>();
+  CLI::App* gen =
+      app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
+  gen->add_option("CONFIG", options->config)->required();
+  gen->add_option("--out", options->out_dir, "dataset directory")->required();
+  gen->add_option("--examples", options->examples,
+                  "examples to write (default: 10 global batches)");
+  gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)");
+  gen->add_flag("--compress", options->compress, "write zlib-compressed FEATURE.npy.zlib files");
+  gen->add_option("--set", options->overrides, "override a config key: a.b=value")->take_all();
+  commands.push_back({gen, false, [options](CommandLine&) { return RunGenDataCommand(*options); }});
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,214 @@
+// `tpusim launch CONFIG`: validates the run and its output paths in this process
+// exactly as every rank will, then runs mpirun --quiet with `tpusim run CONFIG
+// ...` on the right number of ranks and the flags this kind of machine needs,
+// forwarding signals to it; returns its exit code and says in one line when a
+// rank died of a signal or mpirun failed on its own. With a hostfile every TPU
+// host's ranks go to one node (cluster/hostfile.h): the placement is printed and
+// mpirun gets a hostfile with exactly those slots.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/command.h"
+#include "app/run_flags.h"
+#include "base/error.h"
+#include "base/temp_file.h"
+#include "cluster/hostfile.h"
+#include "run/exit_codes.h"
+#include "run/run_outputs.h"
+#include "run/run_validation.h"
+#include "run/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+struct LaunchOptions {
+  RunOptions run;                        // CONFIG and the flags forwarded to `tpusim run`
+  bool dry_run = false;                  // print the mpirun command instead
+  std::string hostfile;                  // an Open MPI hostfile, "" = this machine
+  std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
+};
+
+// The flags of `run` that `tpusim run` gets again (--set travels apart).
+std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
+  std::vector<std::string> args;
+  auto add = [&](const char* flag, const std::string& value) {
+    if (!value.empty()) args.insert(args.end(), {flag, value});
+  };
+  add("--report", run.report_path);
+  add("--trace", run.trace_path);
+  add("--placement-log", run.placement_log_path);
+  add("--params-out", run.params_out_dir);
+  add("--steps-csv", run.steps_csv_path);
+  if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
+  if (run.quiet) args.push_back("--quiet");
+  return args;
+}
+
+// Open MPI on this kind of machine: see README "Open MPI notes" for why each is set.
+void SetMpiEnvironment() {
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  setenv("OMPI_MCA_odls_base_cutoff", "1000", 0);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+}
+
+std::string SelfPath() {
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) Fail("launch: cannot find the tpusim executable (/proc/self/exe)");
+  return std::string(self, static_cast<size_t>(n));
+}
+
+// The mpirun child that signals are forwarded to. A signal handler can reach
+// nothing else, hence this one global; it is set before the handlers are installed.
+volatile std::sig_atomic_t g_mpirun_pid = 0;
+
+void ForwardSignal(int signal) {
+  if (g_mpirun_pid > 0) kill(static_cast<pid_t>(g_mpirun_pid), signal);
+}
+
+// Runs mpirun as a child, passing on the signals a terminal or `timeout` sends to
+// this process, and returns how it ended.
+int RunChild(std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) Fail("launch: cannot start mpirun: {}", std::strerror(errno));
+  if (child == 0) {
+    execvp("mpirun", cargv.data());
+    fmt::print(stderr, "tpusim: error: launch: cannot exec mpirun: {}\n", std::strerror(errno));
+    _exit(127);
+  }
+  g_mpirun_pid = child;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardSignal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// mpirun's exit, told in one line when no rank has said anything: tpusim's ranks
+// exit with one of run/exit_codes.h's codes after printing their own line, and with
+// the watchdog on (`watchdog`) the survivors name a rank that died.
+int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog) {
+  if (WIFSIGNALED(status)) {
+    fmt::print(stderr, "tpusim: error: mpirun was killed by signal {} ({})\n", WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
+    return 128 + WTERMSIG(status);
+  }
+  int code = WEXITSTATUS(status);
+  if (code > 128) {
+    if (!watchdog) {
+      fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
+                 code - 128, strsignal(code - 128));
+    }
+  } else if (code != 0 && code != kExitInputError && code != kExitBelowExpectedAu &&
+             code != kExitNonFinite && code != kExitInternalError && code != 127) {
+    fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported; run "
+               "it without --quiet to see why: {}\n", code, fmt::join(argv, " "));
+  }
+  return code;
+}
+
+// mpirun's placement flags for `launch.hostfile`: every TPU host (or, in the
+// threads and packed layouts, every MPI rank of K hosts) on one node, printed, and
+// the hostfile written to `placed`.
+std::vector<std::string> PlaceOnHostfile(const cluster::RankLayout& layout,
+                                         const std::string& hostfile,
+                                         std::optional<TempFile>& placed) {
+  // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
+  const bool ranks = layout.hosts_per_process() == 0;
+  const int units = ranks ? layout.num_hosts() : layout.num_processes();
+  const int ranks_per_unit = ranks ? layout.ranks_per_host() : 1;
+  std::vector<cluster::NodePlacement> placement =
+      cluster::PlaceTpuHosts(cluster::ReadHostfile(hostfile), units, ranks_per_unit, hostfile);
+  if (ranks) {
+    fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
+               placement.size(), hostfile);
+  } else {
+    fmt::print("tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
+               layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s", layout.layout_name(),
+               placement.size(), hostfile,
+               layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
+  }
+  for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
+  std::fflush(stdout);
+  placed.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));
+  return {"--hostfile", placed->path(), "--map-by", "slot"};
+}
+
+// The mpirun command line for `options` on `layout`; a hostfile's placement goes
+// to `placed`, which must outlive mpirun.
+std::vector<std::string> MpirunCommand(const LaunchOptions& options,
+                                       const cluster::RankLayout& layout,
+                                       std::optional<TempFile>& placed) {
+  const int np = layout.num_processes();
+  // --quiet: no Open MPI banner after a rank's own one-line error (README).
+  std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none", "--quiet"};
+  if (!options.hostfile.empty()) {
+    const std::vector<std::string> placement = PlaceOnHostfile(layout, options.hostfile, placed);
+    argv.insert(argv.end(), placement.begin(), placement.end());
+  } else if (np > static_cast<int>(std::thread::hardware_concurrency())) {
+    argv.push_back("--oversubscribe");
+  }
+  argv.insert(argv.end(), options.mpirun_args.begin(), options.mpirun_args.end());
+  argv.insert(argv.end(), {SelfPath(), "run", options.run.config});
+  for (const std::string& o : options.run.overrides) argv.insert(argv.end(), {"--set", o});
+  const std::vector<std::string> run_args = ForwardedRunArgs(options.run);
+  argv.insert(argv.end(), run_args.begin(), run_args.end());
+  return argv;
+}
+
+int RunLaunchCommand(const LaunchOptions& options) {
+  ConfigTarget target = ResolveConfigTarget(options.run.config, options.run.overrides);
+  if (!target.is_run) Fail("launch needs a run file, {} is a topology", options.run.config);
+  // The same checks every rank makes, here, so a bad input costs no mpirun start.
+  ValidatedRun run = ValidateRun(target.run, ThisMachine());
+  CheckRunOutputs(options.run);
+  SetMpiEnvironment();
+  std::optional<TempFile> placed;
+  std::vector<std::string> argv = MpirunCommand(options, run.slice.layout, placed);
+  if (options.dry_run) {
+    fmt::print("{}\n", fmt::join(argv, " "));
+    return 0;
+  }
+  return ReportMpirunExit(RunChild(argv), argv, target.run.run.watchdog_s.value_or(1.0) > 0);
+}
+
+}  // namespace
+
+void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands) {
+  auto options = std::make_shared<LaunchOptions>();
+  CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
+  launch->add_option("CONFIG", options->run.config)->required();
+  AddRunFlags(launch, options->run);
+  launch->add_flag("--dry-run", options->dry_run, "print the mpirun command instead of running it");
+  launch->add_option("--hostfile", options->hostfile,
+                     "Open MPI hostfile: each TPU host's ranks go to one node");
+  launch->footer("Arguments after -- go to mpirun as they are (e.g. -- --mca btl tcp,self).");
+  commands.push_back({launch, true, [options](CommandLine& line) {
+                        options->mpirun_args = line.after_dashes;
+                        return RunLaunchCommand(*options);
+                      }});
+}
+
+}  // namespace tpusim::sim

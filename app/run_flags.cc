@@ -1,0 +1,20 @@
+#include "app/run_flags.h"
+
+namespace tpusim::sim {
+
+void AddRunFlags(CLI::App* cmd, RunOptions& run) {
+  cmd->add_option("--set", run.overrides, "override a config key: a.b=value (YAML value)")
+      ->take_all();
+  cmd->add_option("--report", run.report_path, "write the versioned JSON report here");
+  cmd->add_option("--trace", run.trace_path, "write a Chrome trace-event JSON here");
+  cmd->add_option("--placement-log", run.placement_log_path,
+                  "write one JSON line per shard a core dequeues");
+  cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
+  cmd->add_option("--steps-csv", run.steps_csv_path, "write one row per step and core");
+  cmd->add_option("--expect-au", run.expect_au,
+                  "exit 3 when accelerator utilization falls below this (0..1)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--quiet", run.quiet, "no progress line");
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,224 @@
+// `tpusim topology CONFIG`: the device assignment a config or topology asks for,
+// as a table or JSON (no MPI); and `tpusim topology import FILE --out TOPO.yaml`,
+// which writes a JAX device list or TopologyProto as a topology YAML.
+#include <charconv>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "app/command.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "cluster/topology_import.h"
+#include "run/slice.h"
+
+namespace tpusim::sim {
+namespace {
+
+struct TopologyOptions {
+  std::string config;
+  std::optional<int> split;            // unset = from the run file, else 1
+  std::string computation_shape;       // "X,Y,Z,C"
+  std::optional<int> replicas;         // unset = from the run file, else as many as fit
+  std::string order;                   // empty = from the run file, else auto
+  std::string ring_rule;
+  std::string generation;              // figures for an imported device list / TopologyProto
+  bool json = false;
+};
+
+struct ImportOptions {
+  std::string file;        // a JAX device list or a TopologyProto
+  std::string out;         // the topology YAML to write
+  std::string generation;  // "" = from the devices' device_kind
+  std::string name;        // "" = the stem of `out`
+};
+
+constexpr int kMaxFlagValue = 1 << 22;
+
+// "X,Y,Z,C": exactly four whole numbers, each in [1, 2^22].
+cluster::Coord ParseShapeFlag(const std::string& text) {
+  cluster::Coord shape{};
+  std::string_view rest = text;
+  for (int i = 0; i < 4; ++i) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), shape[i]);
+    if (error != std::errc() || end != item.data() + item.size() || shape[i] < 1 ||
+        shape[i] > kMaxFlagValue) {
+      Fail("--computation-shape {}: entry {} ('{}') must be a whole number in [1, {}]; expected "
+           "X,Y,Z,C", text, i, item, kMaxFlagValue);
+    }
+    if ((comma == std::string_view::npos) != (i == 3)) {
+      Fail("--computation-shape {}: expected exactly 4 comma-separated numbers X,Y,Z,C", text);
+    }
+    rest = rest.substr(comma + 1);
+  }
+  return shape;
+}
+
+void CheckFlagRange(const char* flag, const std::optional<int>& value) {
+  if (value && (*value < 1 || *value > kMaxFlagValue)) {
+    Fail("{} {}: must be a whole number in [1, {}]", flag, *value, kMaxFlagValue);
+  }
+}
+
+cluster::DeviceAssignmentOptions TopologyAssignmentOptions(const TopologyOptions& options,
+                                                           const ConfigTarget& target,
+                                                           const cluster::Topology& topology) {
+  ClusterConfig cfg = target.is_run ? target.run.cluster : ClusterConfig{};
+  if (options.split) {
+    cfg.split = *options.split;
+    cfg.computation_shape.clear();
+  }
+  if (!options.order.empty()) {
+    cfg.order = cluster::ToString(cluster::ParseDeviceOrderMode(options.order, "--order"));
+  }
+  if (!options.ring_rule.empty()) {
+    if (options.ring_rule != "current" && options.ring_rule != "legacy_two_core") {
+      Fail("--ring-rule {}: must be one of current, legacy_two_core", options.ring_rule);
+    }
+    cfg.ring_rule = options.ring_rule;
+  }
+  if (options.replicas) cfg.replicas = *options.replicas;
+  if (!options.computation_shape.empty()) {
+    cluster::Coord shape = ParseShapeFlag(options.computation_shape);
+    cfg.computation_shape.assign(shape.begin(), shape.end());
+    cfg.split = static_cast<int>(ShapeProduct(cfg.computation_shape));
+  }
+  return AssignmentOptions(cfg, topology, options.config);
+}
+
+nlohmann::json AssignmentJson(const Slice& slice) {
+  const cluster::DeviceAssignment& da = slice.assignment;
+  nlohmann::json rows = nlohmann::json::array();
+  for (int r = 0; r < da.num_replicas(); ++r) {
+    for (int k = 0; k < da.num_cores_per_replica(); ++k) {
+      rows.push_back({{"replica", r},
+                      {"logical_core", k},
+                      {"coords", da.coordinates(r, k)},
+                      {"host", da.host(r, k)},
+                      {"ordinal", da.tpu_ordinal(r, k)},
+                      {"rank", slice.layout.core_rank(da, r, k)}});
+    }
+  }
+  return {{"topology", slice.topology.name()},
+          {"mesh_shape", slice.topology.mesh_shape()},
+          {"num_hosts", slice.topology.num_hosts()},
+          {"cores_per_host", slice.topology.cores_per_host()},
+          {"computation_shape", da.computation_shape()},
+          {"num_replicas", da.num_replicas()},
+          {"order", da.path()},
+          {"world_size", slice.layout.world_size()},
+          {"assignment", rows}};
+}
+
+void PrintAssignmentTable(const Slice& slice) {
+  const cluster::DeviceAssignment& da = slice.assignment;
+  const cluster::Topology& topo = slice.topology;
+  fmt::print("topology {}: mesh [{}], {} hosts x {} cores, {} ranks\n", topo.name(),
+             fmt::join(topo.mesh_shape(), ","), topo.num_hosts(), topo.cores_per_host(),
+             slice.layout.world_size());
+  fmt::print("computation shape [{}], {} replicas x {} cores, {} path\n\n",
+             fmt::join(da.computation_shape(), ","), da.num_replicas(), da.num_cores_per_replica(),
+             da.path());
+  fmt::print("{:>7} {:>12} {:>12} {:>5} {:>7} {:>5}\n", "replica", "logical_core", "coords",
+             "host", "ordinal", "rank");
+  for (int r = 0; r < da.num_replicas(); ++r) {
+    for (int k = 0; k < da.num_cores_per_replica(); ++k) {
+      fmt::print("{:>7} {:>12} {:>12} {:>5} {:>7} {:>5}\n", r, k,
+                 fmt::format("({})", fmt::join(da.coordinates(r, k), ",")), da.host(r, k),
+                 da.tpu_ordinal(r, k), slice.layout.core_rank(da, r, k));
+    }
+  }
+}
+
+int RunTopologyCommand(const TopologyOptions& options) {
+  if (options.config.empty()) Fail("topology: give CONFIG, or `import FILE --out TOPO.yaml`");
+  if (options.split && !options.computation_shape.empty()) {
+    Fail("--split and --computation-shape are alternatives; give one");
+  }
+  CheckFlagRange("--split", options.split);
+  CheckFlagRange("--replicas", options.replicas);
+  ConfigTarget target = ResolveConfigTarget(options.config, {}, options.generation);
+  cluster::Topology topology = cluster::LoadTopology(target.topology);
+  cluster::DeviceAssignmentOptions assignment = TopologyAssignmentOptions(options, target, topology);
+  Slice slice = InContext(options.config, [&] { return BuildSlice(topology, assignment); });
+  if (options.json) {
+    std::cout << AssignmentJson(slice).dump(2) << "\n";
+  } else {
+    PrintAssignmentTable(slice);
+  }
+  return 0;
+}
+
+// Writes `file` as an explicit-device_coordinates topology YAML and prints a line
+// saying what it wrote.
+int RunTopologyImportCommand(const ImportOptions& options) {
+  const std::string name =
+      options.name.empty() ? std::filesystem::path(options.out).stem().string() : options.name;
+  cluster::Topology imported = cluster::LoadTopologyFile(options.file, options.generation);
+  cluster::Topology topology = cluster::Topology::Create(
+      options.file, name, imported.mesh_shape(), imported.device_coordinates(), imported.hardware());
+  const std::string yaml = cluster::TopologyYaml(
+      topology, {fmt::format("Imported by `tpusim topology import` from {}.", options.file),
+                 "Hosts in process_index / task order, ordinals in device order within a host.",
+                 "Hardware: the generation's figures (configs/topologies/README.md gives sources",
+                 "and marks approximations)."});
+  WriteFileAtomically(options.out, "topology import --out " + options.out, yaml);
+  fmt::print("{}: {} with {} hosts x {} cores, mesh [{}]\n", options.out, topology.name(),
+             topology.num_hosts(), topology.cores_per_host(), fmt::join(topology.mesh_shape(), ","));
+  return 0;
+}
+
+CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
+  CLI::App* topology = app.add_subcommand("topology", "print the device assignment (no MPI)");
+  topology->add_option("CONFIG", topo.config,
+                       "accelerator type (v5p-128), topology name or file, or run file");
+  topology->add_option("--split", topo.split, "cores per replica");
+  topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
+  topology->add_option("--replicas", topo.replicas,
+                       "number of replicas (default: as many as TF's device_assignment fits)");
+  topology->add_option("--order", topo.order, "auto | ring | mesh");
+  topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
+  topology->add_option("--generation", topo.generation,
+                       "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
+  topology->add_flag("--json", topo.json, "one JSON object instead of a table");
+  return topology;
+}
+
+CLI::App* AddImportOptions(CLI::App* topology, ImportOptions& import_opts) {
+  CLI::App* import = topology->add_subcommand(
+      "import", "write a JAX device list or TopologyProto as a topology YAML");
+  import->add_option("FILE", import_opts.file, "devices.json or a serialized TopologyProto")
+      ->required();
+  import->add_option("--out", import_opts.out, "topology YAML to write")->required();
+  import->add_option("--generation", import_opts.generation,
+                     "TPU generation (default: from device_kind)");
+  import->add_option("--name", import_opts.name, "topology name (default: the --out stem)");
+  return import;
+}
+
+}  // namespace
+
+void AddTopologyCommands(CLI::App& app, std::vector<Command>& commands) {
+  auto topo = std::make_shared<TopologyOptions>();
+  auto import_opts = std::make_shared<ImportOptions>();
+  CLI::App* topology = AddTopologyOptions(app, *topo);
+  CLI::App* import = AddImportOptions(topology, *import_opts);
+  commands.push_back({import, false, [import_opts](CommandLine&) {
+                        return RunTopologyImportCommand(*import_opts);
+                      }});
+  commands.push_back(
+      {topology, false, [topo](CommandLine&) { return RunTopologyCommand(*topo); }});
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,100 @@
+// The watchdog raises its alarm through the handler it was given and never ends
+// the process itself: on a wait past its deadline, and on a rank of the job whose
+// process is gone (a forked child that ends without finishing).
+#include "base/watchdog.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tpusim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Collects the one alarm of a watchdog; the handler returns, so the test goes on.
+class AlarmCatcher {
+ public:
+  Watchdog::AlarmHandler handler() {
+    return [this](const Watchdog::Alarm& alarm) { raised_.set_value(alarm); };
+  }
+  // A guard against a hang, not a bound: the watchdog looks four times a second.
+  Watchdog::Alarm Wait() {
+    if (alarm_.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "no alarm";
+      return {};
+    }
+    return alarm_.get();
+  }
+
+ private:
+  std::promise<Watchdog::Alarm> raised_;
+  std::future<Watchdog::Alarm> alarm_ = raised_.get_future();
+};
+
+Watchdog::Options TestOptions(int rank, double deadline_s, const std::string& board) {
+  Watchdog::Options options;
+  options.deadline_s = deadline_s;
+  options.rank = rank;
+  options.world_size = 2;
+  options.self = fmt::format("rank {}, the test", rank);
+  options.describe = [](int r) { return fmt::format("peer {}", r); };
+  options.board = board;
+  return options;
+}
+
+TEST(WatchdogTest, AWaitPastItsDeadlineGoesToTheHandler) {
+  AlarmCatcher catcher;
+  Watchdog::Options options = TestOptions(0, 0.2, "");
+  options.on_alarm = catcher.handler();
+  Watchdog dog(std::move(options));
+  Watchdog::Scope wait = Watchdog::Wait(&dog, "the test's message of step", 3, 1);
+  const Watchdog::Alarm alarm = catcher.Wait();
+  EXPECT_EQ(alarm.kind, Watchdog::AlarmKind::kDeadline);
+  EXPECT_THAT(alarm.line, StartsWith("tpusim: [rank 0, the test] error: watchdog: waited "));
+  EXPECT_THAT(alarm.line, HasSubstr(" s for the test's message of step 3 from rank 1, peer 1 "
+                                    "(run.watchdog_s = 0.2); stopping the job"));
+}
+
+TEST(WatchdogTest, ARankWhoseProcessIsGoneGoesToTheHandler) {
+  const std::string board = fmt::format("/tpusim-watchdog-test-{}", ::getpid());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Rank 1 publishes its step on the board, then its process ends unfinished.
+    Watchdog::Options options = TestOptions(1, 1000, board);
+    options.on_alarm = [](const Watchdog::Alarm&) {};
+    Watchdog dog(std::move(options));
+    dog.SetStep(7);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // reaped: kill(pid, 0) says it is gone
+  AlarmCatcher catcher;
+  Watchdog::Options options = TestOptions(0, 1000, board);
+  options.on_alarm = catcher.handler();
+  Watchdog dog(std::move(options));
+  const Watchdog::Alarm alarm = catcher.Wait();
+  EXPECT_EQ(alarm.kind, Watchdog::AlarmKind::kPeerDied);
+  EXPECT_EQ(alarm.line,
+            fmt::format("tpusim: [rank 0, the test] error: rank 1, peer 1 died: its "
+                        "process (pid {}) is gone (last seen at step 7); stopping the job",
+                        child));
+}
+
+TEST(WatchdogTest, ADeadlineNeedsAHandler) {
+  EXPECT_THROW(Watchdog(TestOptions(0, 1, "")), std::invalid_argument);
+  Watchdog off(TestOptions(0, 0, ""));  // no deadline, no thread: no handler needed
+}
+
+}  // namespace
+}  // namespace tpusim
