@@ -3,27 +3,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "sim/internal/json_fields.h"
+
 namespace tpusim::sim {
 
 using json = nlohmann::json;
 
 namespace {
-
-// Every part of a step, by name, for the JSON of StepParts and the steps CSV.
-template <typename Parts, typename Fn>
-void ForEachPart(Parts& p, Fn&& fn) {
-  fn("infeed_wait_s", p.infeed_wait_s);
-  fn("compute_s", p.compute_s);
-  fn("embedding_lookup_s", p.embedding_lookup_s);
-  fn("embedding_exchange_s", p.embedding_exchange_s);
-  fn("crs_s", p.crs_s);
-  fn("crs_sync_s", p.crs_sync_s);
-  fn("apply_s", p.apply_s);
-  fn("device_s", p.device_s);
-  fn("outfeed_s", p.outfeed_s);
-  fn("post_loop_s", p.post_loop_s);
-  fn("step_s", p.step_s);
-}
 
 json HistogramJson(const DurationHistogram& h) {
   return {{"buckets", h.Sparse()}, {"sum_s", h.sum_s()}, {"max_s", h.max_s()}};
@@ -54,18 +40,16 @@ double StepParts::idle_s() const {
 }
 
 StepParts& StepParts::operator+=(const StepParts& other) {
-  infeed_wait_s += other.infeed_wait_s;
-  compute_s += other.compute_s;
-  embedding_lookup_s += other.embedding_lookup_s;
-  embedding_exchange_s += other.embedding_exchange_s;
-  crs_s += other.crs_s;
-  crs_sync_s += other.crs_sync_s;
-  apply_s += other.apply_s;
-  device_s += other.device_s;
-  outfeed_s += other.outfeed_s;
-  post_loop_s += other.post_loop_s;
-  step_s += other.step_s;
+  for (const StepPart& part : kStepParts) this->*part.field += other.*part.field;
   return *this;
+}
+
+std::string StepsCsvHeader() {
+  std::string header = "step,src_host,host,ordinal,replica,logical_core,start_s";
+  ForEachCsvPart(StepParts{}, [&header](std::string_view column, double) {
+    header.append(",").append(column);
+  });
+  return header + ",host_build_s,host_enqueue_s,host_sent_s";
 }
 
 void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
@@ -105,11 +89,15 @@ void HostMetrics::Add(const HostStepRecord& r, bool in_window) {
 
 void to_json(json& j, const StepParts& p) {
   j = json::object();
-  ForEachPart(p, [&j](const char* name, double value) { j[name] = value; });
+  ForEachPart(p, [&j](std::string_view name, double value) { j[name] = value; });
 }
 
 void from_json(const json& j, StepParts& p) {
-  ForEachPart(p, [&j](const char* name, double& value) { value = j.at(name).get<double>(); });
+  ForEachPart(p, [&j](std::string_view name, double& value) { j.at(name).get_to(value); });
+  internal::RejectUnknownKeys(j, kStepParts.size(), "StepParts", [](std::string_view key) {
+    return std::ranges::any_of(kStepParts,
+                               [key](const StepPart& part) { return part.name == key; });
+  });
 }
 
 void to_json(json& j, const CoreMetrics& m) {

@@ -329,12 +329,8 @@ class CoreLoop {
     std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, ctx_.role.host,
                                   ctx_.role.ordinal, ctx_.role.replica, ctx_.role.logical_core);
     AppendColumn(row, r.start_s);
-    for (double v : {r.parts.infeed_wait_s, r.parts.compute_s, r.parts.embedding_lookup_s,
-                     r.parts.embedding_exchange_s, r.parts.crs_s,
-                     r.parts.crs_sync_s, r.parts.apply_s, r.parts.device_s, r.parts.outfeed_s,
-                     r.parts.post_loop_s, r.parts.idle_s(), r.parts.step_s}) {
-      AppendColumn(row, v);
-    }
+    ForEachCsvPart(r.parts,
+                   [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
     return row;
   }
 
