@@ -9,16 +9,62 @@ namespace tpusim::sim {
 
 using json = nlohmann::json;
 
+namespace internal {
+
+// A histogram travels in its sparse form.
+template <>
+struct JsonCodec<DurationHistogram> {
+  static json Write(const DurationHistogram& h) {
+    return {{"buckets", h.Sparse()}, {"sum_s", h.sum_s()}, {"max_s", h.max_s()}};
+  }
+  static void Read(const json& j, DurationHistogram& h) {
+    h = DurationHistogram::FromSparse(j.at("buckets").get<std::vector<std::array<int64_t, 2>>>(),
+                                      j.at("sum_s").get<double>(), j.at("max_s").get<double>());
+  }
+};
+
+}  // namespace internal
+
 namespace {
 
-json HistogramJson(const DurationHistogram& h) {
-  return {{"buckets", h.Sparse()}, {"sum_s", h.sum_s()}, {"max_s", h.max_s()}};
-}
+using internal::Field;
+using internal::JsonFields;
 
-DurationHistogram HistogramFrom(const json& j) {
-  return DurationHistogram::FromSparse(j.at("buckets").get<std::vector<std::array<int64_t, 2>>>(),
-                                       j.at("sum_s").get<double>(), j.at("max_s").get<double>());
-}
+// CoreMetrics' fields, once: its JSON is written and read from this list.
+constexpr JsonFields kCoreFields(
+    "CoreMetrics", Field("host", &CoreMetrics::host), Field("ordinal", &CoreMetrics::ordinal),
+    Field("replica", &CoreMetrics::replica), Field("logical_core", &CoreMetrics::logical_core),
+    Field("fed", &CoreMetrics::fed), Field("trains", &CoreMetrics::trains),
+    Field("steps", &CoreMetrics::steps), Field("window_steps", &CoreMetrics::window_steps),
+    Field("window_begin_s", &CoreMetrics::window_begin_s),
+    Field("window_end_s", &CoreMetrics::window_end_s), Field("window", &CoreMetrics::window),
+    Field("step_time", &CoreMetrics::step_time), Field("infeed_wait", &CoreMetrics::infeed_wait),
+    Field("occupancy_sum", &CoreMetrics::occupancy_sum),
+    Field("bytes_received", &CoreMetrics::bytes_received),
+    Field("rows_served", &CoreMetrics::rows_served),
+    Field("ids_looked_up", &CoreMetrics::ids_looked_up),
+    Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes), Field("crs", &CoreMetrics::crs),
+    Field("global_step", &CoreMetrics::global_step),
+    Field("param_checksums", &CoreMetrics::param_checksums),
+    Field("shampoo", &CoreMetrics::shampoo),
+    Field("non_finite_steps", &CoreMetrics::non_finite_steps),
+    Field("non_finite", &CoreMetrics::non_finite),
+    Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite));
+
+// HostMetrics' fields, once.
+constexpr JsonFields kHostFields(
+    "HostMetrics", Field("host", &HostMetrics::host),
+    Field("rows_per_step", &HostMetrics::rows_per_step),
+    Field("shards_sent", &HostMetrics::shards_sent), Field("bytes_sent", &HostMetrics::bytes_sent),
+    Field("shards_forwarded", &HostMetrics::shards_forwarded),
+    Field("credit_wait_s", &HostMetrics::credit_wait_s),
+    Field("build_wait_s", &HostMetrics::build_wait_s), Field("steps", &HostMetrics::steps),
+    Field("window_begin_s", &HostMetrics::window_begin_s),
+    Field("window_end_s", &HostMetrics::window_end_s),
+    Field("embedding_ids_enqueued", &HostMetrics::embedding_ids_enqueued),
+    Field("build_s", &HostMetrics::build_s), Field("enqueue_s", &HostMetrics::enqueue_s),
+    Field("loops", &HostMetrics::loops), Field("pipeline", &HostMetrics::pipeline),
+    Field("shampoo", &HostMetrics::shampoo));
 
 template <typename T>
 void PutOptional(json& j, const char* key, const std::optional<T>& value) {
@@ -100,49 +146,9 @@ void from_json(const json& j, StepParts& p) {
   });
 }
 
-void to_json(json& j, const CoreMetrics& m) {
-  j = {{"host", m.host}, {"ordinal", m.ordinal}, {"replica", m.replica},
-       {"logical_core", m.logical_core}, {"fed", m.fed}, {"trains", m.trains},
-       {"steps", m.steps}, {"window_steps", m.window_steps},
-       {"window_begin_s", m.window_begin_s}, {"window_end_s", m.window_end_s},
-       {"window", m.window}, {"step_time", HistogramJson(m.step_time)},
-       {"infeed_wait", HistogramJson(m.infeed_wait)}, {"occupancy_sum", m.occupancy_sum},
-       {"bytes_received", m.bytes_received}, {"rows_served", m.rows_served},
-       {"ids_looked_up", m.ids_looked_up}, {"all_to_all_bytes", m.all_to_all_bytes},
-       {"global_step", m.global_step}, {"param_checksums", m.param_checksums},
-       {"non_finite_steps", m.non_finite_steps}, {"stopped_on_non_finite", m.stopped_on_non_finite}};
-  PutOptional(j, "crs", m.crs);
-  PutOptional(j, "shampoo", m.shampoo);
-  PutOptional(j, "non_finite", m.non_finite);
-}
+void to_json(json& j, const CoreMetrics& m) { j = kCoreFields.Write(m); }
 
-void from_json(const json& j, CoreMetrics& m) {
-  j.at("host").get_to(m.host);
-  j.at("ordinal").get_to(m.ordinal);
-  j.at("replica").get_to(m.replica);
-  j.at("logical_core").get_to(m.logical_core);
-  j.at("fed").get_to(m.fed);
-  j.at("trains").get_to(m.trains);
-  j.at("steps").get_to(m.steps);
-  j.at("window_steps").get_to(m.window_steps);
-  j.at("window_begin_s").get_to(m.window_begin_s);
-  j.at("window_end_s").get_to(m.window_end_s);
-  j.at("window").get_to(m.window);
-  m.step_time = HistogramFrom(j.at("step_time"));
-  m.infeed_wait = HistogramFrom(j.at("infeed_wait"));
-  j.at("occupancy_sum").get_to(m.occupancy_sum);
-  j.at("bytes_received").get_to(m.bytes_received);
-  j.at("rows_served").get_to(m.rows_served);
-  j.at("ids_looked_up").get_to(m.ids_looked_up);
-  j.at("all_to_all_bytes").get_to(m.all_to_all_bytes);
-  j.at("global_step").get_to(m.global_step);
-  j.at("param_checksums").get_to(m.param_checksums);
-  j.at("non_finite_steps").get_to(m.non_finite_steps);
-  j.at("stopped_on_non_finite").get_to(m.stopped_on_non_finite);
-  GetOptional(j, "crs", m.crs);
-  GetOptional(j, "shampoo", m.shampoo);
-  GetOptional(j, "non_finite", m.non_finite);
-}
+void from_json(const json& j, CoreMetrics& m) { kCoreFields.Read(j, m); }
 
 void to_json(json& j, const LoopRecord& r) {
   j = {{"loop", r.loop}, {"global_step", r.global_step}, {"end_s", r.end_s}, {"loss", r.loss}};
@@ -156,34 +162,9 @@ void from_json(const json& j, LoopRecord& r) {
   r.loss = loss.is_null() ? std::numeric_limits<double>::quiet_NaN() : loss.get<double>();
 }
 
-void to_json(json& j, const HostMetrics& m) {
-  j = {{"host", m.host}, {"rows_per_step", m.rows_per_step}, {"shards_sent", m.shards_sent},
-       {"bytes_sent", m.bytes_sent}, {"shards_forwarded", m.shards_forwarded},
-       {"credit_wait_s", m.credit_wait_s}, {"build_wait_s", m.build_wait_s},
-       {"steps", m.steps}, {"window_begin_s", m.window_begin_s}, {"window_end_s", m.window_end_s},
-       {"embedding_ids_enqueued", m.embedding_ids_enqueued}, {"build_s", m.build_s},
-       {"enqueue_s", m.enqueue_s}, {"loops", m.loops}, {"pipeline", m.pipeline}};
-  PutOptional(j, "shampoo", m.shampoo);
-}
+void to_json(json& j, const HostMetrics& m) { j = kHostFields.Write(m); }
 
-void from_json(const json& j, HostMetrics& m) {
-  j.at("host").get_to(m.host);
-  j.at("rows_per_step").get_to(m.rows_per_step);
-  j.at("shards_sent").get_to(m.shards_sent);
-  j.at("bytes_sent").get_to(m.bytes_sent);
-  j.at("shards_forwarded").get_to(m.shards_forwarded);
-  j.at("credit_wait_s").get_to(m.credit_wait_s);
-  j.at("build_wait_s").get_to(m.build_wait_s);
-  j.at("steps").get_to(m.steps);
-  j.at("window_begin_s").get_to(m.window_begin_s);
-  j.at("window_end_s").get_to(m.window_end_s);
-  j.at("embedding_ids_enqueued").get_to(m.embedding_ids_enqueued);
-  j.at("build_s").get_to(m.build_s);
-  j.at("enqueue_s").get_to(m.enqueue_s);
-  j.at("loops").get_to(m.loops);
-  m.pipeline = j.at("pipeline");
-  GetOptional(j, "shampoo", m.shampoo);
-}
+void from_json(const json& j, HostMetrics& m) { kHostFields.Read(j, m); }
 
 void to_json(json& j, const RankMetrics& m) {
   j = {{"rank", m.rank}, {"role", m.role}, {"simulator_ceiling", m.simulator_ceiling},

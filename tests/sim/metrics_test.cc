@@ -1,7 +1,7 @@
 // The field lists of sim/metrics.h: StepParts' visitor against the steps CSV's
 // header and the JSON keys (names and order users parse), the sums, and the
-// strict JSON round trip of StepParts (a missing field is a json::exception, an
-// unknown one an Error).
+// strict JSON round trips of StepParts, CoreMetrics and HostMetrics (a missing
+// field is a json::exception, an unknown one an Error).
 #include "sim/metrics.h"
 
 #include <string>
@@ -107,6 +107,72 @@ TEST(StepPartsJsonTest, MissingAndUnknownPartsAreErrors) {
   json unknown = Numbered();
   unknown["idle_s"] = 0;  // a CSV column, not a field
   EXPECT_THROW(unknown.get<StepParts>(), Error);
+}
+
+CoreMetrics FullCore() {
+  CoreMetrics c;
+  c.host = 1;
+  c.ordinal = 2;
+  c.replica = 3;
+  c.logical_core = 0;
+  c.fed = c.trains = true;
+  CoreStepRecord r;
+  r.parts = Numbered();
+  r.bytes = 64;
+  r.occupancy = 2;
+  r.rows_served = 5;
+  c.Add(r, false);
+  c.Add(r, true);
+  c.crs = CoreCrs{4, 1024, 0.5, 0.25, 0.25, 1e9, 2e9, 8};
+  c.global_step = 9;
+  c.param_checksums = {{"w", "00ff"}};
+  c.non_finite_steps = 1;
+  c.non_finite = NonFiniteValue{7, 3, "loss"};
+  c.stopped_on_non_finite = true;
+  return c;
+}
+
+HostMetrics FullHost() {
+  HostMetrics h;
+  h.host = 2;
+  h.rows_per_step = 16;
+  h.shards_sent = 8;
+  h.bytes_sent = 4096;
+  h.shards_forwarded = 1;
+  h.credit_wait_s = 0.5;
+  h.build_wait_s = 0.25;
+  h.Add({0, 0.1, 0.2, 0.3}, false);
+  h.Add({1, 0.1, 0.2, 0.6}, true);
+  h.embedding_ids_enqueued = 12;
+  h.loops = {{0, 10, 1.5, 0.75}};
+  h.pipeline = {{"bound_by", "enqueue"}};
+  return h;
+}
+
+// Round trip, then every field missing in turn, then one key too many.
+template <class M>
+void ExpectStrictRoundTrip(const M& m) {
+  const json j = m;
+  EXPECT_EQ(json(json::parse(j.dump()).get<M>()), j);
+  for (const auto& item : j.items()) {
+    json missing = j;
+    missing.erase(item.key());
+    EXPECT_THROW(missing.get<M>(), json::exception) << item.key();
+  }
+  json unknown = j;
+  unknown["no_such_field"] = 1;
+  EXPECT_THROW(unknown.get<M>(), Error);
+}
+
+TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
+  ExpectStrictRoundTrip(FullCore());
+  ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
+  EXPECT_EQ(json(FullCore()).size(), 25u);
+}
+
+TEST(MetricsJsonTest, HostMetricsRoundTripStrictly) {
+  ExpectStrictRoundTrip(FullHost());
+  EXPECT_EQ(json(FullHost()).size(), 16u);
 }
 
 }  // namespace
