@@ -109,8 +109,9 @@ CoreMetrics ServeEmbedding(const RunSetup& run) {
   EmptyPieces(ctx.config.embedding.config, none);
   Eigen::MatrixXf inputs(0, layer.width()), grads(0, layer.width());
   const int64_t w0 = WindowStart(run.loops);
+  const FaultInjector faults(ctx.config.faults, ctx.comms.world->rank(), run.watchdog);
   for (int64_t step = 0; step < run.loops.infeed_steps; ++step) {
-    InjectFaults(run, step);
+    faults.AtStep(step);
     CoreStepRecord record;
     record.step = step;
     record.start_s = MonotonicSeconds() - run.origin_s;
@@ -148,7 +149,8 @@ class CoreLoop {
  public:
   explicit CoreLoop(const RunSetup& run)
       : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world->rank()),
-        metrics_(CoreIdentity(run)), window_start_(WindowStart(run.loops)) {
+        metrics_(CoreIdentity(run)), window_start_(WindowStart(run.loops)),
+        faults_(ctx_.config.faults, ctx_.comms.world->rank(), run.watchdog) {
     const infeed::ShardRoute* route = run.plan.route_to(ctx_.role.host, ctx_.role.ordinal);
     host_rank_ = ctx_.slice.layout.host_rank(ctx_.role.host);
     if (route) queue_.emplace(run.plan, *route, *ctx_.comms.world, host_rank_, RunTransportOptions(run));
@@ -207,7 +209,7 @@ class CoreLoop {
   // One infeed step: dequeue and audit, train, model device time, free the slot,
   // push the outfeed record (with the loop's statistics on its last step).
   void Step(int64_t step) {
-    InjectFaults(run_, step);
+    faults_.AtStep(step);
     CoreStepRecord& record = loop_records_.emplace_back();
     record.step = step;
     record.start_s = Now();
@@ -279,7 +281,7 @@ class CoreLoop {
   double PushOutfeed(int64_t step, const OutfeedRecord& record) {
     const double start = Now();
     const bool last_of_loop = (step + 1) % run_.loops.infeed_steps_per_loop() == 0;
-    InjectFaults(run_, step, FaultsConfig::Phase::kOutfeed);
+    faults_.BeforeOutfeed(step);
     std::vector<std::byte> payload;
     if (shampoo_ && last_of_loop) payload = shampoo_->StatisticsPayload(step / run_.loops.infeed_steps_per_loop());
     {
@@ -375,6 +377,7 @@ class CoreLoop {
   TraceLog trace_;
   CoreMetrics metrics_;
   int64_t window_start_;
+  FaultInjector faults_;
   int host_rank_ = 0;
   std::optional<infeed::CoreInfeedQueue> queue_;
   std::optional<infeed::SyntheticData> data_;

@@ -80,7 +80,8 @@ class HostLoop {
         input_(ctx_.config, run.plan, ctx_.role.host, ctx_.slice.topology.num_hosts()),
         outfeed_(*ctx_.comms.world, run.loops, OutfeedCoresOnHost(ctx_, ctx_.role.host),
                  ctx_.slice.topology.num_hosts(), run.origin_s, ctx_.slice.layout.hosts_per_process() > 0),
-        window_start_(run.loops.num_loops > 1 ? run.loops.infeed_steps_per_loop() : 0) {
+        window_start_(run.loops.num_loops > 1 ? run.loops.infeed_steps_per_loop() : 0),
+        faults_(ctx_.config.faults, ctx_.comms.world->rank(), run.watchdog) {
     if (run.observer) outfeed_.on_loop_done = [observer = run.observer](const LoopSummary& s) { observer->LoopDone(s); };
     metrics_.host = ctx_.role.host;
     const infeed::HostPlan* hp = run.plan.host_plan(ctx_.role.host);
@@ -159,7 +160,7 @@ class HostLoop {
     if (shampoo_) CountInfeedWhileBusy(s, in_window);
     last_sent_s_ = s.sent_s;
     if (s.step + 1 == run_.loops.infeed_steps_per_loop()) peak_rss_after_first_loop_kib_ = PeakResidentKib();
-    InjectFaults(run_, s.step + 1);
+    faults_.AtStep(s.step + 1);
   }
 
   // The input pipeline's cost of the service: this step's share of wall time
@@ -209,6 +210,7 @@ class HostLoop {
   InputPipeline input_;
   OutfeedHost outfeed_;
   int64_t window_start_;
+  FaultInjector faults_;
   HostMetrics metrics_;
   RankStream steps_;
   double last_sent_s_ = 0;
