@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "cluster/large_messages.h"
+#include "run/run_features.h"
 #include "run/run_validation.h"
 #include "sim/core/core_loop.h"
 #include "sim/host/host_loop.h"
@@ -76,7 +77,16 @@ Watchdog::Scope RankRun::EndOfRunDeadline() {
                         "every rank", 2.0);
 }
 
-void RankRun::MeasureCeiling(RankMetrics& mine) { mine.simulator_ceiling = MeasureSimulatorCeiling(setup_); }
+void RankRun::MeasureCeiling(RankMetrics& mine) {
+  std::optional<infeed::SyntheticData> pool_values;
+  if (ctx_.role.is_host() && plan_.host_plan(ctx_.role.host)) {
+    pool_values.emplace(MakeSyntheticData(ctx_.config));
+  }
+  const CeilingOptions options{ctx_.role, ctx_.config.infeed.queue_depth,
+                               ctx_.slice.layout.hosts_per_process() > 0};
+  SimulatorCeiling ceiling(options, plan_, ctx_.slice.layout, *ctx_.comms.world);
+  mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
+}
 
 std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
   const std::vector<std::string> all = GatherStrings(*ctx_.comms.world, json(mine).dump());
@@ -85,7 +95,9 @@ std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
   return ranks;
 }
 
-int64_t RankRun::ceiling_steps() const { return CeilingSteps(setup_); }
+int64_t RankRun::ceiling_steps() const {
+  return CeilingSteps(plan_, ctx_.config.infeed.queue_depth);
+}
 
 double RankRun::elapsed_s() const { return MonotonicSeconds() - setup_.origin_s; }
 

@@ -154,7 +154,10 @@ class CoreLoop {
     const infeed::ShardRoute* route = run.plan.route_to(ctx_.role.host, ctx_.role.ordinal);
     host_rank_ = ctx_.slice.layout.host_rank(ctx_.role.host);
     if (route) queue_.emplace(run.plan, *route, *ctx_.comms.world, host_rank_, RunTransportOptions(run));
-    if (ctx_.config.infeed.verify && route) data_.emplace(MakeSyntheticData(ctx_.config));
+    if (ctx_.config.infeed.verify && route) {
+      values_.emplace(MakeSyntheticData(ctx_.config),
+                      [&config = ctx_.config](int64_t id) { return ValueExampleId(config, id); });
+    }
     if (ctx_.config.embedding.enabled()) embedding_ids_.emplace(ctx_.config);
     if (ctx_.config.model.enabled) {
       trainer_.emplace(ctx_.config, run.plan, ctx_.role, ctx_.comms, run.watchdog);
@@ -234,10 +237,10 @@ class CoreLoop {
   }
 
   void Audit(const infeed::ShardCodec::View& shard, CoreStepRecord& record) {
-    CheckShard(ctx_, run_.plan, data_ ? &*data_ : nullptr, shard);
+    CheckShard(ctx_.role, run_.plan, values_ ? &*values_ : nullptr, shard);
     if (placement_.enabled()) {
       placement_.WriteLine(fmt::format("{}\t{}", shard.header.step,
-                                       PlacementRecord(ctx_, run_.plan, shard).dump()));
+                                       PlacementRecord(ctx_.role, run_.plan, shard).dump()));
     }
     for (const auto& t : shard.tensor_bytes) record.bytes += static_cast<int64_t>(t.size());
     record.bytes += static_cast<int64_t>(shard.trailer.size());
@@ -380,7 +383,7 @@ class CoreLoop {
   FaultInjector faults_;
   int host_rank_ = 0;
   std::optional<infeed::CoreInfeedQueue> queue_;
-  std::optional<infeed::SyntheticData> data_;
+  std::optional<ShardValues> values_;  // infeed.verify
   std::optional<CoreEmbeddingIds> embedding_ids_;
   std::optional<CoreTrainer> trainer_;
   std::optional<shampoo::CoreClient> shampoo_;
