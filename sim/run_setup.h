@@ -16,10 +16,9 @@
 #include "run/run_options.h"
 #include "run/shampoo_keys.h"
 #include "run/slice.h"
+#include "sim/run_observer.h"
 
 namespace tpusim::sim {
-
-struct LoopSummary;
 
 struct SimulationContext {
   const RunConfig& config;
@@ -28,15 +27,6 @@ struct SimulationContext {
   cluster::Communicators& comms;
   const RunOptions& options;
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
-};
-
-// What rank 0 shows while the run goes (the app prints it; sim/ never does).
-struct RunObserver {
-  virtual ~RunObserver() = default;
-  // Host 0 sent infeed step `step`.
-  virtual void StepSent(int64_t step) = 0;
-  // Every host finished loop `summary.loop`.
-  virtual void LoopDone(const LoopSummary& summary) = 0;
 };
 
 // What the host and core loops of a run share, built once by RankRun.

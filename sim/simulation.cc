@@ -1,6 +1,8 @@
 #include "sim/simulation.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "run/run_validation.h"
 #include "sim/core/core_loop.h"
 #include "sim/host/host_loop.h"
+#include "sim/host/input_pipeline.h"
 #include "sim/host/simulator_ceiling.h"
 
 namespace tpusim::sim {
@@ -48,6 +51,38 @@ Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
   return o;
 }
 
+// Cores of `host` that belong to a replica: each pushes one outfeed record per step.
+int OutfeedCoresOnHost(const Slice& slice, int host) {
+  int n = 0;
+  for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
+    if (slice.assignment.replica_core_at(host, o).replica >= 0) ++n;
+  }
+  return n;
+}
+
+// World ranks of every core in a replica: the destinations of every delivery.
+std::vector<int> TrainingCoreRanks(const Slice& slice) {
+  std::vector<int> ranks;
+  for (int h = 0; h < slice.topology.num_hosts(); ++h) {
+    for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
+      if (slice.assignment.replica_core_at(h, o).replica >= 0) {
+        ranks.push_back(slice.layout.core_rank(h, o));
+      }
+    }
+  }
+  return ranks;
+}
+
+// Root workers when the config leaves it to us: the machine's hardware threads
+// shared by the host ranks on it, minus the infeed's enqueue workers, at least one.
+int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int parallelism) {
+  const int configured = keys.service().threads;
+  if (configured > 0) return configured;
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int share = hardware / std::max(host_ranks_on_node, 1);
+  return std::max(1, share - parallelism);
+}
+
 }  // namespace
 
 RankRun::RankRun(SimulationContext& ctx, RunObserver* observer)
@@ -65,11 +100,56 @@ RankRun::RankRun(SimulationContext& ctx, RunObserver* observer)
 }
 
 RankMetrics RankRun::RunLoops() {
-  RankMetrics mine = ctx_.role.is_host() ? RunHostLoop(setup_) : RunCoreLoop(setup_);
+  RankMetrics mine = ctx_.role.is_host() ? RunHost() : RunCoreLoop(setup_);
   mine.rank = ctx_.comms.world->rank();
   mine.role = ctx_.role.Describe();
   return mine;
 }
+
+RankMetrics RankRun::RunHost() {
+  const int rank = ctx_.comms.world->rank();
+  TraceLog trace(ctx_.options.trace_path, rank);
+  RankStream steps_csv;
+  if (plan_.host_plan(ctx_.role.host) && !ctx_.options.steps_csv_path.empty()) {
+    steps_csv = RankStream(ctx_.options.steps_csv_path, rank);
+  }
+  InputPipeline input(ctx_.config, plan_, ctx_.role.host, ctx_.slice.topology.num_hosts());
+  const HostLoopParts parts{plan_, loops_, keys_, ctx_.slice.layout, *ctx_.comms.world, input,
+                            trace, steps_csv, setup_.observer};
+  RankMetrics mine = RunHostLoop(HostOptions(), parts);
+  steps_csv.Close();
+  trace.Close();
+  return mine;
+}
+
+HostLoopOptions RankRun::HostOptions() {
+  const RunConfig& config = ctx_.config;
+  HostLoopOptions o;
+  o.host = ctx_.role.host;
+  o.num_hosts = ctx_.slice.topology.num_hosts();
+  o.outfeed_cores = OutfeedCoresOnHost(ctx_.slice, o.host);
+  o.transport = Transport();
+  if (config.embedding.enabled()) o.embedding = config.embedding.config;
+  o.seed = config.input.seed;
+  if (!keys_.OwnedBy(o.host).empty()) {
+    shampoo::HostServiceOptions& s = o.shampoo.emplace();
+    s.host = o.host;
+    s.threads = ServiceThreads(keys_, setup_.host_ranks_on_node, config.infeed.parallelism);
+    s.extra_delay_us = static_cast<int64_t>(config.faults.preconditioner_delay_ms * 1e3);
+    s.origin_s = setup_.origin_s;
+    s.num_loops = loops_.num_loops;
+    s.core_ranks = TrainingCoreRanks(ctx_.slice);
+  }
+  o.slow_hosts = config.faults.slow_hosts;
+  o.faults = Faults();
+  return o;
+}
+
+FaultInjector RankRun::Faults() {
+  return FaultInjector(ctx_.config.faults, ctx_.comms.world->rank(), &watchdog_);
+}
+
+infeed::TransportOptions RankRun::Transport() const { return RunTransportOptions(setup_); }
 
 Watchdog::Scope RankRun::EndOfRunDeadline() {
   const bool idle = ctx_.role.is_core() && !ctx_.role.in_replica() && !ctx_.config.embedding.enabled();

@@ -13,10 +13,13 @@
 #include "infeed/infeed_plan.h"
 #include "run/loop_plan.h"
 #include "run/shampoo_keys.h"
+#include "sim/faults.h"
 #include "sim/metrics.h"
 #include "sim/run_setup.h"
 
 namespace tpusim::sim {
+
+struct HostLoopOptions;  // sim/host/host_loop.h
 
 // One rank's run. Every method is collective over the world, called in this
 // order on every rank: the constructor, RunLoops, then (after whatever the app
@@ -51,6 +54,13 @@ class RankRun {
   double elapsed_s() const;
 
  private:
+  RankMetrics RunHost();
+  HostLoopOptions HostOptions();
+  // The run's infeed settings, the same on hosts and cores.
+  infeed::TransportOptions Transport() const;
+  // This rank's faults, telling the run's watchdog its step.
+  FaultInjector Faults();
+
   SimulationContext& ctx_;
   LoopPlan loops_;
   infeed::InfeedPlan plan_;
