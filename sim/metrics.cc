@@ -117,6 +117,17 @@ void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
   all_to_all_bytes += r.all_to_all_bytes;
 }
 
+CoreMetrics CoreIdentity(const cluster::RankRole& core, bool fed, bool trains) {
+  CoreMetrics m;
+  m.host = core.host;
+  m.ordinal = core.ordinal;
+  m.replica = core.replica;
+  m.logical_core = core.logical_core;
+  m.fed = fed;
+  m.trains = trains;
+  return m;
+}
+
 double CoreMetrics::au() const {
   const double wall = window_end_s - window_begin_s;
   return wall > 0 ? std::min(1.0, window.busy_s() / wall) : 0.0;

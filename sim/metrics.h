@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
+#include "cluster/rank_layout.h"
 #include "sim/shampoo/metrics.h"
 
 namespace tpusim::sim {
@@ -175,6 +176,10 @@ struct CoreMetrics {
   // Busy share of the window's wall time (accelerator utilization), 0 if empty.
   double au() const;
 };
+
+// A core's metrics before its first step: who it is, whether infeed reaches it
+// (`fed`) and whether it trains a model (`trains`).
+CoreMetrics CoreIdentity(const cluster::RankRole& core, bool fed, bool trains);
 
 // One loop as rank 0 learns it from the hosts (the report's training section).
 struct LoopRecord {

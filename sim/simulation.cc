@@ -13,6 +13,7 @@
 #include "run/run_features.h"
 #include "run/run_validation.h"
 #include "sim/core/core_loop.h"
+#include "sim/core/embedding_server.h"
 #include "sim/host/host_loop.h"
 #include "sim/host/input_pipeline.h"
 #include "sim/host/simulator_ceiling.h"
@@ -73,6 +74,11 @@ std::vector<int> TrainingCoreRanks(const Slice& slice) {
   return ranks;
 }
 
+// The rows of a step's batch a core's shard holds (dim 0 of its first feature).
+int64_t RowsOf(const infeed::ShardRoute& route) {
+  return route.slices.empty() ? 0 : route.slices[0].end[0] - route.slices[0].begin[0];
+}
+
 // Root workers when the config leaves it to us: the machine's hardware threads
 // shared by the host ranks on it, minus the infeed's enqueue workers, at least one.
 int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int parallelism) {
@@ -100,7 +106,7 @@ RankRun::RankRun(SimulationContext& ctx, RunObserver* observer)
 }
 
 RankMetrics RankRun::RunLoops() {
-  RankMetrics mine = ctx_.role.is_host() ? RunHost() : RunCoreLoop(setup_);
+  RankMetrics mine = ctx_.role.is_host() ? RunHost() : RunCore();
   mine.rank = ctx_.comms.world->rank();
   mine.role = ctx_.role.Describe();
   return mine;
@@ -147,6 +153,90 @@ HostLoopOptions RankRun::HostOptions() {
 
 FaultInjector RankRun::Faults() {
   return FaultInjector(ctx_.config.faults, ctx_.comms.world->rank(), &watchdog_);
+}
+
+RankMetrics RankRun::RunCore() {
+  if (!ctx_.role.in_replica()) return RunEmbeddingServer();
+  const RunConfig& config = ctx_.config;
+  const cluster::RankRole& role = ctx_.role;
+  const int rank = ctx_.comms.world->rank();
+  const infeed::ShardRoute* route = plan_.route_to(role.host, role.ordinal);
+  TraceLog trace(ctx_.options.trace_path, rank);
+  RankStream placement_log, steps_csv;
+  if (!ctx_.options.placement_log_path.empty() && route) {
+    placement_log = RankStream(ctx_.options.placement_log_path, rank);
+  }
+  if (!ctx_.options.steps_csv_path.empty()) steps_csv = RankStream(ctx_.options.steps_csv_path, rank);
+  // Built in this order on every core: the queue posts its credits before the
+  // trainer's collectives, as the core loop always did.
+  std::optional<infeed::CoreInfeedQueue> queue;
+  if (route) {
+    queue.emplace(plan_, *route, *ctx_.comms.world, ctx_.slice.layout.host_rank(role.host),
+                  Transport());
+  }
+  std::optional<CoreTrainer> trainer;
+  if (config.model.enabled) trainer.emplace(config, plan_, role, ctx_.comms, &watchdog_);
+  std::optional<shampoo::CoreClient> shampoo;
+  if (trainer && !keys_.empty()) {
+    shampoo.emplace(keys_, trainer->optimizer(), *ctx_.comms.world, ShampooClientOptions());
+  }
+  const DeviceTimeModel device(config.device, config.faults, config.input.seed, role.host,
+                               role.ordinal, route ? RowsOf(*route) : 0,
+                               ctx_.slice.topology.hardware().core_peak_tflops);
+  const CoreLoopParts parts{plan_, loops_, *ctx_.comms.world, *ctx_.comms.cores,
+                            queue ? &*queue : nullptr, trainer ? &*trainer : nullptr,
+                            shampoo ? &*shampoo : nullptr, device, &watchdog_,
+                            placement_log, steps_csv, trace};
+  RankMetrics mine = RunCoreLoop(CoreOptions(route), parts);
+  placement_log.Close();
+  steps_csv.Close();
+  trace.Close();
+  return mine;
+}
+
+CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
+  const RunConfig& config = ctx_.config;
+  CoreLoopOptions o;
+  o.role = ctx_.role;
+  o.host_rank = ctx_.slice.layout.host_rank(ctx_.role.host);
+  o.origin_s = setup_.origin_s;
+  o.params_out = !ctx_.options.params_out_dir.empty();
+  if (config.infeed.verify && route) {
+    o.shard_values.emplace(MakeSyntheticData(config),
+                           [&config](int64_t id) { return ValueExampleId(config, id); });
+  }
+  if (config.embedding.enabled()) o.embedding = config.embedding.config;
+  o.verify_ids = config.infeed.verify;
+  o.seed = config.input.seed;
+  o.faults = Faults();
+  return o;
+}
+
+shampoo::CoreClientOptions RankRun::ShampooClientOptions() {
+  const cluster::RankRole& role = ctx_.role;
+  shampoo::CoreClientOptions o;
+  o.host = role.host;
+  o.sends_statistics = shampoo::StatisticsSenderOrdinal(ctx_.slice, role.host) == role.ordinal;
+  o.nonfinite_statistics_loop = ctx_.config.faults.nonfinite_statistics_loop;
+  o.num_loops = loops_.num_loops;
+  o.watchdog = &watchdog_;
+  for (int host : keys_.owners()) o.owner_ranks.push_back(ctx_.slice.layout.host_rank(host));
+  return o;
+}
+
+// A core outside every replica: it serves its embedding shards, if the run has any.
+RankMetrics RankRun::RunEmbeddingServer() {
+  const RunConfig& config = ctx_.config;
+  EmbeddingServerOptions o;
+  o.role = ctx_.role;
+  o.fed = plan_.route_to(ctx_.role.host, ctx_.role.ordinal) != nullptr;
+  o.origin_s = setup_.origin_s;
+  if (config.model.enabled && config.embedding.enabled()) o.embedding = config.embedding.config;
+  o.params_out = !ctx_.options.params_out_dir.empty();
+  o.faults = Faults();
+  RankMetrics mine;
+  mine.core = ServeEmbedding(std::move(o), {loops_, *ctx_.comms.cores, &watchdog_});
+  return mine;
 }
 
 infeed::TransportOptions RankRun::Transport() const { return RunTransportOptions(setup_); }

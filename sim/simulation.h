@@ -19,7 +19,12 @@
 
 namespace tpusim::sim {
 
-struct HostLoopOptions;  // sim/host/host_loop.h
+struct HostLoopOptions;         // sim/host/host_loop.h
+struct CoreLoopOptions;         // sim/core/core_loop.h
+struct EmbeddingServerOptions;  // sim/core/embedding_server.h
+namespace shampoo {
+struct CoreClientOptions;  // sim/shampoo/core_client.h
+}  // namespace shampoo
 
 // One rank's run. Every method is collective over the world, called in this
 // order on every rank: the constructor, RunLoops, then (after whatever the app
@@ -56,6 +61,11 @@ class RankRun {
  private:
   RankMetrics RunHost();
   HostLoopOptions HostOptions();
+  RankMetrics RunCore();
+  // A core in a replica whose shard (if any) follows `route` (may be null).
+  CoreLoopOptions CoreOptions(const infeed::ShardRoute* route);
+  shampoo::CoreClientOptions ShampooClientOptions();
+  RankMetrics RunEmbeddingServer();
   // The run's infeed settings, the same on hosts and cores.
   infeed::TransportOptions Transport() const;
   // This rank's faults, telling the run's watchdog its step.
