@@ -44,14 +44,15 @@ int HostRanksOnThisNode(const cluster::Transport& world, const Slice& slice, int
 // run.watchdog_s, or 120 s plus half a second per rank (start-up and steps of
 // large slices oversubscribed on few CPUs are slow; a hang is not).
 Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
-                                  const cluster::RankRole& role,
-                                  const cluster::Transport& world) {
+                                  const cluster::RankRole& role, const cluster::Transport& world) {
   Watchdog::Options o;
   o.deadline_s = config.run.watchdog_s.value_or(120.0 + 0.5 * world.size());
   o.rank = world.rank();
   o.world_size = world.size();
   o.self = fmt::format("rank {}, {}", o.rank, role.Describe());
-  o.describe = [&slice](int rank) { return slice.layout.RoleOf(rank, slice.assignment).Describe(); };
+  o.describe = [&slice](int rank) {
+    return slice.layout.RoleOf(rank, slice.assignment).Describe();
+  };
   o.board = JobBoardName();
   return o;
 }
@@ -201,9 +202,8 @@ CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   o.origin_s = origin_s_;
   o.params_out = options_.params_out;
   if (config_.infeed.verify && route) {
-    o.shard_values.emplace(MakeSyntheticData(config_), [&config = config_](int64_t id) {
-      return ValueExampleId(config, id);
-    });
+    o.shard_values.emplace(MakeSyntheticData(config_),
+                           [&config = config_](int64_t id) { return ValueExampleId(config, id); });
   }
   if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
   o.verify_ids = config_.infeed.verify;
@@ -260,8 +260,8 @@ FaultInjector RankRun::Faults() {
 
 Watchdog::Scope RankRun::EndOfRunDeadline() {
   const bool idle = role_.is_core() && !role_.in_replica() && !config_.embedding.enabled();
-  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)",
-                        -1, -1, "every rank", 2.0);
+  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)", -1,
+                        -1, "every rank", 2.0);
 }
 
 void RankRun::MeasureCeiling(RankMetrics& mine) {
@@ -282,9 +282,7 @@ std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
   return ranks;
 }
 
-int64_t RankRun::ceiling_steps() const {
-  return CeilingSteps(plan_, config_.infeed.queue_depth);
-}
+int64_t RankRun::ceiling_steps() const { return CeilingSteps(plan_, config_.infeed.queue_depth); }
 
 double RankRun::elapsed_s() const { return MonotonicSeconds() - origin_s_; }
 

@@ -28,8 +28,8 @@
 
 namespace tpusim::sim {
 
-struct HostLoopOptions;         // sim/host/host_loop.h
-struct CoreLoopOptions;         // sim/core/core_loop.h
+struct HostLoopOptions;  // sim/host/host_loop.h
+struct CoreLoopOptions;  // sim/core/core_loop.h
 namespace shampoo {
 struct CoreClientOptions;  // sim/shampoo/core_client.h
 }  // namespace shampoo

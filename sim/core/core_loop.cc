@@ -248,8 +248,8 @@ class CoreLoop {
   // A core's columns of the steps CSV (kStepsCsvHeader): who, when, the parts.
   std::string CsvRow(const CoreStepRecord& r) const {
     const cluster::RankRole& role = options_.role;
-    std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, role.host,
-                                  role.ordinal, role.replica, role.logical_core);
+    std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, role.host, role.ordinal,
+                                  role.replica, role.logical_core);
     AppendColumn(row, r.start_s);
     ForEachCsvPart(r.parts,
                    [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
@@ -271,8 +271,13 @@ class CoreLoop {
   // all cores first, then the optimizer slots) from replica 0 to rank 0.
   void FinishTraining(CoreTrainer& trainer) {
     const cluster::CrsTimingSummary crs = trainer.crs().Summarize();
-    metrics_.crs = CoreCrs{crs.calls, crs.bytes, crs.total_seconds, crs.compute_seconds,
-                           crs.sync_seconds, crs.algbw_bytes_per_sec, crs.busbw_bytes_per_sec,
+    metrics_.crs = CoreCrs{crs.calls,
+                           crs.bytes,
+                           crs.total_seconds,
+                           crs.compute_seconds,
+                           crs.sync_seconds,
+                           crs.algbw_bytes_per_sec,
+                           crs.busbw_bytes_per_sec,
                            trainer.crs().group_size()};
     metrics_.global_step = trainer.global_step();
     metrics_.param_checksums = ParamChecksums(trainer.model());

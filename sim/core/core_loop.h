@@ -62,10 +62,10 @@ struct CoreLoopParts {
   CoreTrainer* trainer;             // null: infeed only (model.enabled false)
   shampoo::CoreClient* shampoo;     // null: no Shampoo keys
   const DeviceTimeModel& device;
-  Watchdog* watchdog;          // deadline on the outfeed and params waits (may be null)
-  RankStream& placement_log;   // a line per shard dequeued (off when not asked for)
-  RankStream& steps_csv;       // a line per step (off when not asked for)
-  TraceLog& trace;             // --trace (off when not asked for)
+  Watchdog* watchdog;         // deadline on the outfeed and params waits (may be null)
+  RankStream& placement_log;  // a line per shard dequeued (off when not asked for)
+  RankStream& steps_csv;      // a line per step (off when not asked for)
+  TraceLog& trace;            // --trace (off when not asked for)
 };
 
 // Runs every infeed step of the run on this core and returns what it measured

@@ -120,8 +120,7 @@ class HostLoop {
       parts_.steps_csv.WriteLine(
           fmt::format("{},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s, s.sent_s));
     }
-    parts_.trace.Add(fmt::format("enqueue step {}", s.step), last_sent_s_,
-                     s.sent_s - last_sent_s_);
+    parts_.trace.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
     if (shampoo_) CountInfeedWhileBusy(s, in_window);
     last_sent_s_ = s.sent_s;
     if (s.step + 1 == parts_.loops.infeed_steps_per_loop()) {

@@ -57,8 +57,8 @@ struct HostLoopParts {
   const shampoo::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
   const cluster::RankLayout& layout;
   const cluster::Transport& world;
-  InputPipeline& input;  // fills this host's batches
-  TraceLog& trace;       // --trace (off when not asked for)
+  InputPipeline& input;   // fills this host's batches
+  TraceLog& trace;        // --trace (off when not asked for)
   RankStream& steps_csv;  // --steps-csv: a line per step built (off: not asked for, builds none)
   RunObserver* observer = nullptr;  // rank 0's progress (may be null)
 };
