@@ -255,7 +255,7 @@ infeed::TransportOptions RankRun::Transport() {
 }
 
 FaultInjector RankRun::Faults() {
-  return FaultInjector(config_.faults, comms_.world->rank(), &watchdog_);
+  return {config_.faults, comms_.world->rank(), &watchdog_};
 }
 
 Watchdog::Scope RankRun::EndOfRunDeadline() {
