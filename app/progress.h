@@ -7,7 +7,7 @@
 
 #include "run/loop_plan.h"
 #include "sim/host/host_outfeed.h"
-#include "sim/simulation.h"
+#include "sim/run_observer.h"
 
 namespace tpusim::sim {
 

@@ -23,6 +23,7 @@
 #include "report/trace.h"
 #include "run/exit_codes.h"
 #include "run/run_outputs.h"
+#include "sim/rank_sinks.h"
 #include "sim/rank_stream.h"
 #include "sim/wire/params.h"
 
@@ -83,6 +84,20 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
                ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
   }
   std::fflush(stdout);
+}
+
+// This rank's part of each streamed output it writes (RankRun::outputs) and the
+// command line asks for, opened for the loops as sinks.
+RankSinks OpenSinks(const RunOptions& options, const RankOutputs& writes, int rank) {
+  RankSinks sinks;
+  if (writes.placement_log && !options.placement_log_path.empty()) {
+    sinks.placement_log = RankStream(options.placement_log_path, rank);
+  }
+  if (writes.steps_csv && !options.steps_csv_path.empty()) {
+    sinks.steps_csv = RankStream(options.steps_csv_path, rank);
+  }
+  if (writes.trace) sinks.trace = TraceLog(options.trace_path, rank);  // off without a path
+  return sinks;
 }
 
 // A part left by an earlier run that crashed must not be merged into this one.
@@ -179,11 +194,14 @@ int RunSimulatedRank(SimulationContext& ctx) {
   std::optional<ProgressPrinter> progress;
   const bool rank0 = ctx.comms.world->rank() == 0;
   if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
-  RankRun run(ctx, progress ? &*progress : nullptr);
+  const RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm};
+  RankRun run(ctx.config, ctx.slice, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);
   for (const std::string* path : {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
     RemoveStalePart(*path, ctx.comms.world->rank());
   }
-  RankMetrics mine = run.RunLoops();
+  RankSinks sinks = OpenSinks(ctx.options, run.outputs(), ctx.comms.world->rank());
+  RankMetrics mine = run.RunLoops(sinks);
+  sinks.Close();
   OutputWrites outputs;  // a failed output must not lose the others
   if (rank0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     const int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);

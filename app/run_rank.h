@@ -1,13 +1,31 @@
 // One simulated rank of `tpusim run`, from its transports to its exit code: the
-// role listing, the rank's run (sim/simulation.h), the end-of-run baseline and
-// gather, and at rank 0 the report — merged streams, the summary table, the
-// --report file and the exit checks (--expect-au, train.stop_on_nan,
-// train.check_replicas).
+// role listing, the rank's run (sim/simulation.h) with the sinks of its streamed
+// outputs, the end-of-run baseline and gather, and at rank 0 the report — merged
+// streams, the summary table, the --report file and the exit checks
+// (--expect-au, train.stop_on_nan, train.check_replicas).
 #pragma once
 
+#include "cluster/communicators.h"
+#include "cluster/rank_layout.h"
+#include "run/run_config.h"
+#include "run/run_options.h"
+#include "run/slice.h"
 #include "sim/simulation.h"
 
 namespace tpusim::sim {
+
+// What `tpusim run` hands one simulated rank: the app's own record of the run
+// (the command line included). It stays in app/: the rank's run is built from
+// the parts of it that RankRun takes, and no loop sees it.
+struct SimulationContext {
+  const RunConfig& config;
+  const Slice& slice;
+  const cluster::RankRole& role;
+  cluster::Communicators& comms;
+  const RunOptions& options;
+  int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
+  Watchdog::AlarmHandler on_watchdog_alarm;  // prints the line and ends the process
+};
 
 // Runs this rank's part; returns the exit code. Throws Error on failure.
 int RunSimulatedRank(SimulationContext& ctx);

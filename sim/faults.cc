@@ -6,15 +6,26 @@
 
 namespace tpusim::sim {
 
-void InjectFaults(const RunSetup& run, int64_t step, FaultsConfig::Phase phase) {
-  const FaultsConfig& faults = run.ctx.config.faults;
-  const int rank = run.ctx.comms.world->rank();
-  if (phase == FaultsConfig::Phase::kStep && run.watchdog) run.watchdog->SetStep(step);
-  if (faults.stall.rank == rank && faults.stall.step == step && faults.stall.phase == phase) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(faults.stall.seconds));
-  }
-  if (phase == FaultsConfig::Phase::kStep && faults.kill.rank == rank && faults.kill.step == step) {
-    ::raise(SIGKILL);
+FaultInjector::FaultInjector(const FaultsConfig& faults, int rank, Watchdog* watchdog)
+    : stall_(faults.stall),
+      kill_(faults.kill),
+      stalls_(faults.stall.rank == rank),
+      dies_(faults.kill.rank == rank),
+      watchdog_(watchdog) {}
+
+void FaultInjector::AtStep(int64_t step) const {
+  if (watchdog_) watchdog_->SetStep(step);
+  MaybeStall(step, FaultsConfig::Phase::kStep);
+  if (dies_ && kill_.step == step) ::raise(SIGKILL);
+}
+
+void FaultInjector::BeforeOutfeed(int64_t step) const {
+  MaybeStall(step, FaultsConfig::Phase::kOutfeed);
+}
+
+void FaultInjector::MaybeStall(int64_t step, FaultsConfig::Phase phase) const {
+  if (stalls_ && stall_.step == step && stall_.phase == phase) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(stall_.seconds));
   }
 }
 

@@ -1,18 +1,39 @@
 // Faults a run injects on purpose (run config `faults`), so tests can watch the
 // watchdog and the error paths fire: a rank that stalls or dies at a given step.
+// A loop holds a FaultInjector (built by RankRun, sim/simulation.h) and calls it
+// at the points where a fault may strike.
 #pragma once
 
 #include <cstdint>
 
+#include "base/watchdog.h"
 #include "run/run_config.h"
-#include "sim/run_setup.h"
 
 namespace tpusim::sim {
 
-// Injects faults.stall / faults.kill when this rank reaches `phase` of infeed
-// step `step`; at a step's start it also tells the watchdog which step this rank
-// works on.
-void InjectFaults(const RunSetup& run, int64_t step,
-                  FaultsConfig::Phase phase = FaultsConfig::Phase::kStep);
+class FaultInjector {
+ public:
+  // Injects nothing and tells no watchdog.
+  FaultInjector() = default;
+  // The faults of world rank `rank`; `watchdog` (borrowed, may be null) learns
+  // which step the rank works on.
+  FaultInjector(const FaultsConfig& faults, int rank, Watchdog* watchdog);
+
+  // At the start of infeed step `step`: tells the watchdog, then stalls
+  // (faults.stall, phase step) or kills this rank (faults.kill) when they name it
+  // and the step.
+  void AtStep(int64_t step) const;
+  // Right before a core pushes the outfeed of `step`: faults.stall, phase outfeed.
+  void BeforeOutfeed(int64_t step) const;
+
+ private:
+  void MaybeStall(int64_t step, FaultsConfig::Phase phase) const;
+
+  FaultsConfig::Stall stall_;
+  FaultsConfig::Kill kill_;
+  bool stalls_ = false;  // faults.stall names this rank
+  bool dies_ = false;    // faults.kill names this rank
+  Watchdog* watchdog_ = nullptr;
+};
 
 }  // namespace tpusim::sim

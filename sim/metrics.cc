@@ -3,36 +3,68 @@
 #include <algorithm>
 #include <limits>
 
+#include "sim/internal/json_fields.h"
+
 namespace tpusim::sim {
 
 using json = nlohmann::json;
 
+namespace internal {
+
+// A histogram travels in its sparse form.
+template <>
+struct JsonCodec<DurationHistogram> {
+  static json Write(const DurationHistogram& h) {
+    return {{"buckets", h.Sparse()}, {"sum_s", h.sum_s()}, {"max_s", h.max_s()}};
+  }
+  static void Read(const json& j, DurationHistogram& h) {
+    h = DurationHistogram::FromSparse(j.at("buckets").get<std::vector<std::array<int64_t, 2>>>(),
+                                      j.at("sum_s").get<double>(), j.at("max_s").get<double>());
+  }
+};
+
+}  // namespace internal
+
 namespace {
 
-// Every part of a step, by name, for the JSON of StepParts and the steps CSV.
-template <typename Parts, typename Fn>
-void ForEachPart(Parts& p, Fn&& fn) {
-  fn("infeed_wait_s", p.infeed_wait_s);
-  fn("compute_s", p.compute_s);
-  fn("embedding_lookup_s", p.embedding_lookup_s);
-  fn("embedding_exchange_s", p.embedding_exchange_s);
-  fn("crs_s", p.crs_s);
-  fn("crs_sync_s", p.crs_sync_s);
-  fn("apply_s", p.apply_s);
-  fn("device_s", p.device_s);
-  fn("outfeed_s", p.outfeed_s);
-  fn("post_loop_s", p.post_loop_s);
-  fn("step_s", p.step_s);
-}
+using internal::Field;
+using internal::JsonFields;
 
-json HistogramJson(const DurationHistogram& h) {
-  return {{"buckets", h.Sparse()}, {"sum_s", h.sum_s()}, {"max_s", h.max_s()}};
-}
+// CoreMetrics' fields, once: its JSON is written and read from this list.
+constexpr JsonFields kCoreFields(
+    "CoreMetrics", Field("host", &CoreMetrics::host), Field("ordinal", &CoreMetrics::ordinal),
+    Field("replica", &CoreMetrics::replica), Field("logical_core", &CoreMetrics::logical_core),
+    Field("fed", &CoreMetrics::fed), Field("trains", &CoreMetrics::trains),
+    Field("steps", &CoreMetrics::steps), Field("window_steps", &CoreMetrics::window_steps),
+    Field("window_begin_s", &CoreMetrics::window_begin_s),
+    Field("window_end_s", &CoreMetrics::window_end_s), Field("window", &CoreMetrics::window),
+    Field("step_time", &CoreMetrics::step_time), Field("infeed_wait", &CoreMetrics::infeed_wait),
+    Field("occupancy_sum", &CoreMetrics::occupancy_sum),
+    Field("bytes_received", &CoreMetrics::bytes_received),
+    Field("rows_served", &CoreMetrics::rows_served),
+    Field("ids_looked_up", &CoreMetrics::ids_looked_up),
+    Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes), Field("crs", &CoreMetrics::crs),
+    Field("global_step", &CoreMetrics::global_step),
+    Field("param_checksums", &CoreMetrics::param_checksums),
+    Field("shampoo", &CoreMetrics::shampoo),
+    Field("non_finite_steps", &CoreMetrics::non_finite_steps),
+    Field("non_finite", &CoreMetrics::non_finite),
+    Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite));
 
-DurationHistogram HistogramFrom(const json& j) {
-  return DurationHistogram::FromSparse(j.at("buckets").get<std::vector<std::array<int64_t, 2>>>(),
-                                       j.at("sum_s").get<double>(), j.at("max_s").get<double>());
-}
+// HostMetrics' fields, once.
+constexpr JsonFields kHostFields(
+    "HostMetrics", Field("host", &HostMetrics::host),
+    Field("rows_per_step", &HostMetrics::rows_per_step),
+    Field("shards_sent", &HostMetrics::shards_sent), Field("bytes_sent", &HostMetrics::bytes_sent),
+    Field("shards_forwarded", &HostMetrics::shards_forwarded),
+    Field("credit_wait_s", &HostMetrics::credit_wait_s),
+    Field("build_wait_s", &HostMetrics::build_wait_s), Field("steps", &HostMetrics::steps),
+    Field("window_begin_s", &HostMetrics::window_begin_s),
+    Field("window_end_s", &HostMetrics::window_end_s),
+    Field("embedding_ids_enqueued", &HostMetrics::embedding_ids_enqueued),
+    Field("build_s", &HostMetrics::build_s), Field("enqueue_s", &HostMetrics::enqueue_s),
+    Field("loops", &HostMetrics::loops), Field("pipeline", &HostMetrics::pipeline),
+    Field("shampoo", &HostMetrics::shampoo));
 
 template <typename T>
 void PutOptional(json& j, const char* key, const std::optional<T>& value) {
@@ -54,18 +86,16 @@ double StepParts::idle_s() const {
 }
 
 StepParts& StepParts::operator+=(const StepParts& other) {
-  infeed_wait_s += other.infeed_wait_s;
-  compute_s += other.compute_s;
-  embedding_lookup_s += other.embedding_lookup_s;
-  embedding_exchange_s += other.embedding_exchange_s;
-  crs_s += other.crs_s;
-  crs_sync_s += other.crs_sync_s;
-  apply_s += other.apply_s;
-  device_s += other.device_s;
-  outfeed_s += other.outfeed_s;
-  post_loop_s += other.post_loop_s;
-  step_s += other.step_s;
+  for (const StepPart& part : kStepParts) this->*part.field += other.*part.field;
   return *this;
+}
+
+std::string StepsCsvHeader() {
+  std::string header = "step,src_host,host,ordinal,replica,logical_core,start_s";
+  ForEachCsvPart(StepParts{}, [&header](std::string_view column, double) {
+    header.append(",").append(column);
+  });
+  return header + ",host_build_s,host_enqueue_s,host_sent_s";
 }
 
 void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
@@ -87,6 +117,17 @@ void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
   all_to_all_bytes += r.all_to_all_bytes;
 }
 
+CoreMetrics CoreIdentity(const cluster::RankRole& core, bool fed, bool trains) {
+  CoreMetrics m;
+  m.host = core.host;
+  m.ordinal = core.ordinal;
+  m.replica = core.replica;
+  m.logical_core = core.logical_core;
+  m.fed = fed;
+  m.trains = trains;
+  return m;
+}
+
 double CoreMetrics::au() const {
   const double wall = window_end_s - window_begin_s;
   return wall > 0 ? std::min(1.0, window.busy_s() / wall) : 0.0;
@@ -105,56 +146,20 @@ void HostMetrics::Add(const HostStepRecord& r, bool in_window) {
 
 void to_json(json& j, const StepParts& p) {
   j = json::object();
-  ForEachPart(p, [&j](const char* name, double value) { j[name] = value; });
+  ForEachPart(p, [&j](std::string_view name, double value) { j[name] = value; });
 }
 
 void from_json(const json& j, StepParts& p) {
-  ForEachPart(p, [&j](const char* name, double& value) { value = j.at(name).get<double>(); });
+  ForEachPart(p, [&j](std::string_view name, double& value) { j.at(name).get_to(value); });
+  internal::RejectUnknownKeys(j, kStepParts.size(), "StepParts", [](std::string_view key) {
+    return std::ranges::any_of(kStepParts,
+                               [key](const StepPart& part) { return part.name == key; });
+  });
 }
 
-void to_json(json& j, const CoreMetrics& m) {
-  j = {{"host", m.host}, {"ordinal", m.ordinal}, {"replica", m.replica},
-       {"logical_core", m.logical_core}, {"fed", m.fed}, {"trains", m.trains},
-       {"steps", m.steps}, {"window_steps", m.window_steps},
-       {"window_begin_s", m.window_begin_s}, {"window_end_s", m.window_end_s},
-       {"window", m.window}, {"step_time", HistogramJson(m.step_time)},
-       {"infeed_wait", HistogramJson(m.infeed_wait)}, {"occupancy_sum", m.occupancy_sum},
-       {"bytes_received", m.bytes_received}, {"rows_served", m.rows_served},
-       {"ids_looked_up", m.ids_looked_up}, {"all_to_all_bytes", m.all_to_all_bytes},
-       {"global_step", m.global_step}, {"param_checksums", m.param_checksums},
-       {"non_finite_steps", m.non_finite_steps}, {"stopped_on_non_finite", m.stopped_on_non_finite}};
-  PutOptional(j, "crs", m.crs);
-  PutOptional(j, "shampoo", m.shampoo);
-  PutOptional(j, "non_finite", m.non_finite);
-}
+void to_json(json& j, const CoreMetrics& m) { j = kCoreFields.Write(m); }
 
-void from_json(const json& j, CoreMetrics& m) {
-  j.at("host").get_to(m.host);
-  j.at("ordinal").get_to(m.ordinal);
-  j.at("replica").get_to(m.replica);
-  j.at("logical_core").get_to(m.logical_core);
-  j.at("fed").get_to(m.fed);
-  j.at("trains").get_to(m.trains);
-  j.at("steps").get_to(m.steps);
-  j.at("window_steps").get_to(m.window_steps);
-  j.at("window_begin_s").get_to(m.window_begin_s);
-  j.at("window_end_s").get_to(m.window_end_s);
-  j.at("window").get_to(m.window);
-  m.step_time = HistogramFrom(j.at("step_time"));
-  m.infeed_wait = HistogramFrom(j.at("infeed_wait"));
-  j.at("occupancy_sum").get_to(m.occupancy_sum);
-  j.at("bytes_received").get_to(m.bytes_received);
-  j.at("rows_served").get_to(m.rows_served);
-  j.at("ids_looked_up").get_to(m.ids_looked_up);
-  j.at("all_to_all_bytes").get_to(m.all_to_all_bytes);
-  j.at("global_step").get_to(m.global_step);
-  j.at("param_checksums").get_to(m.param_checksums);
-  j.at("non_finite_steps").get_to(m.non_finite_steps);
-  j.at("stopped_on_non_finite").get_to(m.stopped_on_non_finite);
-  GetOptional(j, "crs", m.crs);
-  GetOptional(j, "shampoo", m.shampoo);
-  GetOptional(j, "non_finite", m.non_finite);
-}
+void from_json(const json& j, CoreMetrics& m) { kCoreFields.Read(j, m); }
 
 void to_json(json& j, const LoopRecord& r) {
   j = {{"loop", r.loop}, {"global_step", r.global_step}, {"end_s", r.end_s}, {"loss", r.loss}};
@@ -168,35 +173,9 @@ void from_json(const json& j, LoopRecord& r) {
   r.loss = loss.is_null() ? std::numeric_limits<double>::quiet_NaN() : loss.get<double>();
 }
 
-void to_json(json& j, const HostMetrics& m) {
-  j = {{"host", m.host}, {"rows_per_step", m.rows_per_step}, {"shards_sent", m.shards_sent},
-       {"bytes_sent", m.bytes_sent}, {"shards_forwarded", m.shards_forwarded},
-       {"credit_wait_s", m.credit_wait_s}, {"build_wait_s", m.build_wait_s},
-       {"steps", m.steps}, {"window_begin_s", m.window_begin_s}, {"window_end_s", m.window_end_s},
-       {"embedding_ids_enqueued", m.embedding_ids_enqueued}, {"build_s", m.build_s},
-       {"enqueue_s", m.enqueue_s}, {"loops", m.loops}};
-  PutOptional(j, "pipeline", m.pipeline);
-  PutOptional(j, "shampoo", m.shampoo);
-}
+void to_json(json& j, const HostMetrics& m) { j = kHostFields.Write(m); }
 
-void from_json(const json& j, HostMetrics& m) {
-  j.at("host").get_to(m.host);
-  j.at("rows_per_step").get_to(m.rows_per_step);
-  j.at("shards_sent").get_to(m.shards_sent);
-  j.at("bytes_sent").get_to(m.bytes_sent);
-  j.at("shards_forwarded").get_to(m.shards_forwarded);
-  j.at("credit_wait_s").get_to(m.credit_wait_s);
-  j.at("build_wait_s").get_to(m.build_wait_s);
-  j.at("steps").get_to(m.steps);
-  j.at("window_begin_s").get_to(m.window_begin_s);
-  j.at("window_end_s").get_to(m.window_end_s);
-  j.at("embedding_ids_enqueued").get_to(m.embedding_ids_enqueued);
-  j.at("build_s").get_to(m.build_s);
-  j.at("enqueue_s").get_to(m.enqueue_s);
-  j.at("loops").get_to(m.loops);
-  GetOptional(j, "pipeline", m.pipeline);
-  GetOptional(j, "shampoo", m.shampoo);
-}
+void from_json(const json& j, HostMetrics& m) { kHostFields.Read(j, m); }
 
 void to_json(json& j, const RankMetrics& m) {
   j = {{"rank", m.rank}, {"role", m.role}, {"trace_lanes", m.trace_lanes},

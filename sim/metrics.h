@@ -5,14 +5,19 @@
 // grow with the run; the steps themselves stream to --steps-csv (sim/rank_stream.h).
 #pragma once
 
+#include <array>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/histogram.h"
+#include "cluster/rank_layout.h"
 #include "sim/pipeline_stages.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/simulator_ceiling_part.h"
@@ -20,7 +25,9 @@
 namespace tpusim::sim {
 
 // The parts of one core step, seconds. A step runs from its dequeue to its
-// outfeed (and, at a loop's end, its post-loop); `idle` is what is left.
+// outfeed (and, at a loop's end, its post-loop); `idle` is what is left. Its
+// fields are listed once, in kStepParts below: the JSON, the sums and the steps
+// CSV all walk that list (ForEachPart).
 struct StepParts {
   double infeed_wait_s = 0;
   double compute_s = 0;       // forward and backward
@@ -42,16 +49,59 @@ struct StepParts {
            device_s;
   }
   double idle_s() const;
+  // Adds every part of `other` to this one's.
   StepParts& operator+=(const StepParts& other);
 };
 
-// The columns of --steps-csv: a core's step (sim/core/core_loop.cc writes them), then
-// the build and enqueue times of that step on the host that built the shard.
-inline constexpr const char* kStepsCsvHeader =
-    "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
-    "embedding_lookup_s,embedding_exchange_s,"
-    "crs_s,crs_sync_s,apply_s,device_s,outfeed_s,post_loop_s,idle_s,step_s,"
-    "host_build_s,host_enqueue_s,host_sent_s";
+// One part of a step: its name (its JSON key and its --steps-csv column) and its field.
+struct StepPart {
+  const char* name;
+  double StepParts::*field;
+};
+
+// Every field of StepParts, once, in the order of its JSON and of the steps CSV's
+// columns (users parse both: names and order stay as they are).
+inline constexpr auto kStepParts = std::to_array<StepPart>({
+    {"infeed_wait_s", &StepParts::infeed_wait_s},
+    {"compute_s", &StepParts::compute_s},
+    {"embedding_lookup_s", &StepParts::embedding_lookup_s},
+    {"embedding_exchange_s", &StepParts::embedding_exchange_s},
+    {"crs_s", &StepParts::crs_s},
+    {"crs_sync_s", &StepParts::crs_sync_s},
+    {"apply_s", &StepParts::apply_s},
+    {"device_s", &StepParts::device_s},
+    {"outfeed_s", &StepParts::outfeed_s},
+    {"post_loop_s", &StepParts::post_loop_s},
+    {"step_s", &StepParts::step_s},
+});
+static_assert(sizeof(StepParts) == kStepParts.size() * sizeof(double),
+              "a field of StepParts is missing from kStepParts");
+
+// Calls `f(name, part)` for every part of `parts` in kStepParts' order, `part` a
+// reference to the field (const when `parts` is).
+template <class Parts, class F>
+  requires std::same_as<std::remove_const_t<Parts>, StepParts>
+void ForEachPart(Parts& parts, F&& f) {
+  for (const StepPart& part : kStepParts) f(std::string_view(part.name), parts.*part.field);
+}
+
+// Calls `f(column, seconds)` for the step-part columns of --steps-csv: every part
+// in kStepParts' order, with the derived idle_s (what the others leave of the
+// step) right before step_s.
+template <class F>
+void ForEachCsvPart(const StepParts& parts, F&& f) {
+  ForEachPart(parts, [&](std::string_view name, const double& seconds) {
+    if (&seconds == &parts.step_s) f(std::string_view("idle_s"), parts.idle_s());
+    f(name, seconds);
+  });
+}
+
+// The header of --steps-csv: a core's step (sim/core/core_loop.cc writes its
+// columns: step, src_host, host, ordinal, replica, logical_core, start_s, then
+// ForEachCsvPart's), then the build and enqueue times of that step on the host
+// that built the shard (host_build_s, host_enqueue_s, host_sent_s).
+std::string StepsCsvHeader();
+inline const std::string kStepsCsvHeader = StepsCsvHeader();
 
 // One core step: a row of --steps-csv.
 struct CoreStepRecord {
@@ -128,6 +178,10 @@ struct CoreMetrics {
   // Busy share of the window's wall time (accelerator utilization), 0 if empty.
   double au() const;
 };
+
+// A core's metrics before its first step: who it is, whether infeed reaches it
+// (`fed`) and whether it trains a model (`trains`).
+CoreMetrics CoreIdentity(const cluster::RankRole& core, bool fed, bool trains);
 
 // One loop as rank 0 learns it from the hosts (the report's training section).
 struct LoopRecord {

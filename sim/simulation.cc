@@ -1,93 +1,291 @@
 #include "sim/simulation.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <span>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
-#include "base/error.h"
 #include "cluster/large_messages.h"
+#include "run/run_features.h"
 #include "run/run_validation.h"
 #include "sim/core/core_loop.h"
+#include "sim/core/embedding_server.h"
 #include "sim/host/host_loop.h"
+#include "sim/host/input_pipeline.h"
 #include "sim/host/simulator_ceiling.h"
+#include "sim/wire/embedding_trailer.h"
 
 namespace tpusim::sim {
 namespace {
 
 using json = nlohmann::json;
 
-// How many host ranks share this rank's machine (collective over the world).
-int HostRanksOnThisNode(const SimulationContext& ctx) {
-  const int32_t mine = ctx.node;
-  const std::vector<std::byte> all = ctx.comms.world->Allgather(std::as_bytes(std::span(&mine, 1)));
+// How many host ranks share this rank's machine, `node` (collective over the world).
+int HostRanksOnThisNode(const cluster::Transport& world, const Slice& slice, int node) {
+  const int32_t mine = node;
+  const std::vector<std::byte> all = world.Allgather(std::as_bytes(std::span(&mine, 1)));
   std::vector<int32_t> nodes(all.size() / sizeof(int32_t));
   std::memcpy(nodes.data(), all.data(), all.size());
   int hosts = 0;
   for (size_t r = 0; r < nodes.size(); ++r) {
-    if (nodes[r] == mine && ctx.slice.layout.RoleOf(static_cast<int>(r), ctx.slice.assignment).is_host()) ++hosts;
+    if (nodes[r] == mine && slice.layout.RoleOf(static_cast<int>(r), slice.assignment).is_host()) {
+      ++hosts;
+    }
   }
   return hosts;
 }
 
 // run.watchdog_s, or 120 s plus half a second per rank (start-up and steps of
 // large slices oversubscribed on few CPUs are slow; a hang is not).
-Watchdog::Options WatchdogOptions(const SimulationContext& ctx) {
+Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
+                                  const cluster::RankRole& role, const cluster::Transport& world,
+                                  Watchdog::AlarmHandler on_alarm) {
   Watchdog::Options o;
-  const int world = ctx.comms.world->size();
-  o.deadline_s = ctx.config.run.watchdog_s.value_or(120.0 + 0.5 * world);
-  o.rank = ctx.comms.world->rank();
-  o.world_size = world;
-  o.self = fmt::format("rank {}, {}", o.rank, ctx.role.Describe());
-  o.describe = [&slice = ctx.slice](int rank) {
+  o.deadline_s = config.run.watchdog_s.value_or(120.0 + 0.5 * world.size());
+  o.rank = world.rank();
+  o.world_size = world.size();
+  o.self = fmt::format("rank {}, {}", o.rank, role.Describe());
+  o.describe = [&slice](int rank) {
     return slice.layout.RoleOf(rank, slice.assignment).Describe();
   };
   o.board = JobBoardName();
-  o.on_alarm = ctx.on_watchdog_alarm;
+  o.on_alarm = std::move(on_alarm);
   return o;
+}
+
+// Cores of `host` that belong to a replica: each pushes one outfeed record per step.
+int OutfeedCoresOnHost(const Slice& slice, int host) {
+  int n = 0;
+  for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
+    if (slice.assignment.replica_core_at(host, o).replica >= 0) ++n;
+  }
+  return n;
+}
+
+// World ranks of every core in a replica: the destinations of every delivery.
+std::vector<int> TrainingCoreRanks(const Slice& slice) {
+  std::vector<int> ranks;
+  for (int h = 0; h < slice.topology.num_hosts(); ++h) {
+    for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
+      if (slice.assignment.replica_core_at(h, o).replica >= 0) {
+        ranks.push_back(slice.layout.core_rank(h, o));
+      }
+    }
+  }
+  return ranks;
+}
+
+// The rows of a step's batch a core's shard holds (dim 0 of its first feature).
+int64_t RowsOf(const infeed::ShardRoute& route) {
+  return route.slices.empty() ? 0 : route.slices[0].end[0] - route.slices[0].begin[0];
+}
+
+// Root workers when the config leaves it to us: the machine's hardware threads
+// shared by the host ranks on it, minus the infeed's enqueue workers, at least one.
+int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int parallelism) {
+  const int configured = keys.service().threads;
+  if (configured > 0) return configured;
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int share = hardware / std::max(host_ranks_on_node, 1);
+  return std::max(1, share - parallelism);
 }
 
 }  // namespace
 
-RankRun::RankRun(SimulationContext& ctx, RunObserver* observer)
-    : ctx_(ctx),
-      loops_(MakeLoopPlan(ctx.config.train)),
-      plan_(BuildInfeedPlan(ctx.config, ctx.slice)),
-      keys_(shampoo::BuildRunKeyTable(ctx.config, plan_, ctx.slice)),
-      watchdog_(WatchdogOptions(ctx)),
-      setup_{ctx, plan_, loops_, keys_} {
-  setup_.watchdog = &watchdog_;
-  setup_.observer = observer;
-  setup_.host_ranks_on_node = HostRanksOnThisNode(ctx);
-  ctx.comms.world->Barrier();
-  setup_.origin_s = MonotonicSeconds();
+RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
+                 cluster::Communicators& comms, const RankRunOptions& options,
+                 RunObserver* observer)
+    : config_(config),
+      slice_(slice),
+      role_(role),
+      comms_(comms),
+      options_(options),
+      observer_(observer),
+      loops_(MakeLoopPlan(config.train)),
+      plan_(BuildInfeedPlan(config, slice)),
+      keys_(shampoo::BuildRunKeyTable(config, plan_, slice)),
+      watchdog_(WatchdogOptions(config, slice, role, *comms.world, options.on_watchdog_alarm)) {
+  host_ranks_on_node_ = HostRanksOnThisNode(*comms.world, slice, options.node);
+  comms.world->Barrier();
+  origin_s_ = MonotonicSeconds();
 }
 
-RankMetrics RankRun::RunLoops() {
-  RankMetrics mine = ctx_.role.is_host() ? RunHostLoop(setup_) : RunCoreLoop(setup_);
-  mine.rank = ctx_.comms.world->rank();
-  mine.role = ctx_.role.Describe();
+RankOutputs RankRun::outputs() const {
+  RankOutputs o;
+  if (role_.is_host()) {
+    o.steps_csv = plan_.host_plan(role_.host) != nullptr;
+    o.trace = true;
+  } else if (role_.in_replica()) {
+    o.placement_log = plan_.route_to(role_.host, role_.ordinal) != nullptr;
+    o.steps_csv = o.trace = true;
+  }
+  return o;
+}
+
+RankMetrics RankRun::RunLoops(RankSinks& sinks) {
+  RankMetrics mine = role_.is_host() ? RunHost(sinks) : RunCore(sinks);
+  mine.rank = comms_.world->rank();
+  mine.role = role_.Describe();
   return mine;
 }
 
-Watchdog::Scope RankRun::EndOfRunDeadline() {
-  const bool idle = ctx_.role.is_core() && !ctx_.role.in_replica() && !ctx_.config.embedding.enabled();
-  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)", -1, -1,
-                        "every rank", 2.0);
+RankMetrics RankRun::RunHost(RankSinks& sinks) {
+  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts());
+  const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
+                            input, sinks.trace, sinks.steps_csv, observer_};
+  return RunHostLoop(HostOptions(), parts);
 }
 
-void RankRun::MeasureCeiling(RankMetrics& mine) { mine.simulator_ceiling = MeasureSimulatorCeiling(setup_); }
+HostLoopOptions RankRun::HostOptions() {
+  HostLoopOptions o;
+  o.host = role_.host;
+  o.num_hosts = slice_.topology.num_hosts();
+  o.outfeed_cores = OutfeedCoresOnHost(slice_, o.host);
+  o.transport = Transport();
+  if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
+  o.seed = config_.input.seed;
+  if (!keys_.OwnedBy(o.host).empty()) {
+    shampoo::HostServiceOptions& s = o.shampoo.emplace();
+    s.host = o.host;
+    s.threads = ServiceThreads(keys_, host_ranks_on_node_, config_.infeed.parallelism);
+    s.extra_delay_us = static_cast<int64_t>(config_.faults.preconditioner_delay_ms * 1e3);
+    s.origin_s = origin_s_;
+    s.num_loops = loops_.num_loops;
+    s.core_ranks = TrainingCoreRanks(slice_);
+  }
+  o.slow_hosts = config_.faults.slow_hosts;
+  o.faults = Faults();
+  return o;
+}
+
+// The core's pieces are built in this order on every core, as the core loop
+// always built them: the queue posts its credits before the trainer's collectives.
+RankMetrics RankRun::RunCore(RankSinks& sinks) {
+  if (!role_.in_replica()) return RunEmbeddingServer();
+  const infeed::ShardRoute* route = plan_.route_to(role_.host, role_.ordinal);
+  std::optional<infeed::CoreInfeedQueue> queue;
+  if (route) {
+    queue.emplace(plan_, *route, *comms_.world, slice_.layout.host_rank(role_.host), Transport());
+  }
+  std::optional<CoreTrainer> trainer;
+  if (config_.model.enabled) trainer.emplace(config_, plan_, role_, comms_, &watchdog_);
+  std::optional<shampoo::CoreClient> shampoo;
+  if (trainer && !keys_.empty()) {
+    shampoo.emplace(keys_, trainer->optimizer(), *comms_.world, ShampooClientOptions());
+  }
+  const DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
+                               role_.ordinal, route ? RowsOf(*route) : 0,
+                               slice_.topology.hardware().core_peak_tflops);
+  const CoreLoopParts parts{plan_,
+                            loops_,
+                            *comms_.world,
+                            *comms_.cores,
+                            queue ? &*queue : nullptr,
+                            trainer ? &*trainer : nullptr,
+                            shampoo ? &*shampoo : nullptr,
+                            device,
+                            &watchdog_,
+                            sinks.placement_log,
+                            sinks.steps_csv,
+                            sinks.trace};
+  return RunCoreLoop(CoreOptions(route), parts);
+}
+
+CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
+  CoreLoopOptions o;
+  o.role = role_;
+  o.host_rank = slice_.layout.host_rank(role_.host);
+  o.origin_s = origin_s_;
+  o.params_out = options_.params_out;
+  if (config_.infeed.verify && route) {
+    o.shard_values.emplace(MakeSyntheticData(config_),
+                           [&config = config_](int64_t id) { return ValueExampleId(config, id); });
+  }
+  if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
+  o.verify_ids = config_.infeed.verify;
+  o.seed = config_.input.seed;
+  o.faults = Faults();
+  return o;
+}
+
+shampoo::CoreClientOptions RankRun::ShampooClientOptions() {
+  shampoo::CoreClientOptions o;
+  o.host = role_.host;
+  o.sends_statistics = shampoo::StatisticsSenderOrdinal(slice_, role_.host) == role_.ordinal;
+  o.nonfinite_statistics_loop = config_.faults.nonfinite_statistics_loop;
+  o.num_loops = loops_.num_loops;
+  o.watchdog = &watchdog_;
+  for (int host : keys_.owners()) o.owner_ranks.push_back(slice_.layout.host_rank(host));
+  return o;
+}
+
+// A core outside every replica: it serves its embedding shards, if the run has
+// any, and writes no streamed output.
+RankMetrics RankRun::RunEmbeddingServer() {
+  EmbeddingServerOptions o;
+  o.role = role_;
+  o.fed = plan_.route_to(role_.host, role_.ordinal) != nullptr;
+  o.origin_s = origin_s_;
+  if (config_.model.enabled && config_.embedding.enabled()) o.embedding = config_.embedding.config;
+  o.params_out = options_.params_out;
+  o.faults = Faults();
+  RankMetrics mine;
+  mine.core = ServeEmbedding(std::move(o), {loops_, *comms_.cores, &watchdog_});
+  return mine;
+}
+
+infeed::TransportOptions RankRun::Transport() {
+  infeed::TransportOptions t;
+  t.parallelism = config_.infeed.parallelism;
+  t.queue_depth = config_.infeed.queue_depth;
+  t.num_steps = loops_.infeed_steps;
+  t.origin_s = origin_s_;
+  t.watchdog = &watchdog_;
+  t.sleep_when_idle = slice_.layout.hosts_per_process() > 0;
+  if (config_.embedding.enabled()) {
+    t.trailer_capacity = [&embedding = config_.embedding.config](const infeed::ShardRoute& route) {
+      return TrailerCapacity(embedding, route);
+    };
+  }
+  return t;
+}
+
+FaultInjector RankRun::Faults() {
+  return {config_.faults, comms_.world->rank(), &watchdog_};
+}
+
+Watchdog::Scope RankRun::EndOfRunDeadline() {
+  const bool idle = role_.is_core() && !role_.in_replica() && !config_.embedding.enabled();
+  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)", -1,
+                        -1, "every rank", 2.0);
+}
+
+void RankRun::MeasureCeiling(RankMetrics& mine) {
+  std::optional<infeed::SyntheticData> pool_values;
+  if (role_.is_host() && plan_.host_plan(role_.host)) {
+    pool_values.emplace(MakeSyntheticData(config_));
+  }
+  const CeilingOptions options{role_, config_.infeed.queue_depth,
+                               slice_.layout.hosts_per_process() > 0};
+  SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
+  mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
+}
 
 std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
-  const std::vector<std::string> all = GatherStrings(*ctx_.comms.world, json(mine).dump());
+  const std::vector<std::string> all = GatherStrings(*comms_.world, json(mine).dump());
   std::vector<RankMetrics> ranks;
   for (const std::string& s : all) ranks.push_back(json::parse(s).get<RankMetrics>());
   return ranks;
 }
 
-int64_t RankRun::ceiling_steps() const { return CeilingSteps(setup_); }
+int64_t RankRun::ceiling_steps() const { return CeilingSteps(plan_, config_.infeed.queue_depth); }
 
-double RankRun::elapsed_s() const { return MonotonicSeconds() - setup_.origin_s; }
+double RankRun::elapsed_s() const { return MonotonicSeconds() - origin_s_; }
 
 }  // namespace tpusim::sim

@@ -1,36 +1,64 @@
 // One simulated rank's run, in the phases the app drives (app/run_rank.cc): set
 // up (plans, Shampoo's key table, the watchdog, the start barrier), the loops —
 // the host loop on host ranks (sim/host/host_loop.h), the core loop on core ranks
-// (sim/core/core_loop.h) — then the end-of-run measurements and the gather of
-// every rank's metrics at rank 0. Nothing here prints or builds the report: the
-// app does both with what these phases return.
+// in a replica (sim/core/core_loop.h), the embedding server on the others
+// (sim/core/embedding_server.h) — then the end-of-run measurements and the gather
+// of every rank's metrics at rank 0. RankRun is where the run's config, slice and
+// communicators turn into what each loop is given: a few values and the borrowed
+// objects it works with, the sinks the app opened among them. Nothing here
+// prints or builds the report: the app does both with what these phases return.
 #pragma once
 
-#include <string>
+#include <cstdint>
 #include <vector>
 
 #include "base/watchdog.h"
+#include "cluster/communicators.h"
+#include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
 #include "run/loop_plan.h"
+#include "run/run_config.h"
 #include "run/shampoo_keys.h"
+#include "run/slice.h"
+#include "sim/faults.h"
 #include "sim/metrics.h"
-#include "sim/run_setup.h"
+#include "sim/rank_sinks.h"
+#include "sim/run_observer.h"
 
 namespace tpusim::sim {
+
+struct HostLoopOptions;  // sim/host/host_loop.h
+struct CoreLoopOptions;  // sim/core/core_loop.h
+namespace shampoo {
+struct CoreClientOptions;  // sim/shampoo/core_client.h
+}  // namespace shampoo
+
+// What a rank's run is told besides the config, the slice and its role.
+struct RankRunOptions {
+  int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
+  bool params_out = false;  // --params-out: replica 0's core sends its params to rank 0
+  Watchdog::AlarmHandler on_watchdog_alarm;  // the app's: print the line, end the process
+};
 
 // One rank's run. Every method is collective over the world, called in this
 // order on every rank: the constructor, RunLoops, then (after whatever the app
 // measures on the same ranks) MeasureCeiling and GatherAtRankZero.
 class RankRun {
  public:
-  // Builds the plans and the watchdog, then waits at the start barrier.
-  // `observer` (may be null) is borrowed. Throws Error on failure.
-  RankRun(SimulationContext& ctx, RunObserver* observer);
+  // Builds the plans and the watchdog, then waits at the start barrier. Borrows
+  // `config`, `slice`, `comms` and `observer` (rank 0's progress; may be null),
+  // which must outlive it. Throws Error on failure.
+  RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
+          cluster::Communicators& comms, const RankRunOptions& options, RunObserver* observer);
   RankRun(const RankRun&) = delete;
   RankRun& operator=(const RankRun&) = delete;
 
-  // The host or core loop; returns what this rank measured.
-  RankMetrics RunLoops();
+  // The streamed outputs this rank writes a part of: the sinks the app opens.
+  RankOutputs outputs() const;
+  // The host or core loop, writing to `sinks` (borrowed, left open); returns
+  // what this rank measured.
+  RankMetrics RunLoops(RankSinks& sinks);
   // The simulator's own ceiling on these ranks (sim/host/simulator_ceiling.h),
   // into `mine`.
   void MeasureCeiling(RankMetrics& mine);
@@ -51,12 +79,30 @@ class RankRun {
   double elapsed_s() const;
 
  private:
-  SimulationContext& ctx_;
+  RankMetrics RunHost(RankSinks& sinks);
+  HostLoopOptions HostOptions();
+  RankMetrics RunCore(RankSinks& sinks);
+  // A core in a replica whose shard (if any) follows `route` (may be null).
+  CoreLoopOptions CoreOptions(const infeed::ShardRoute* route);
+  shampoo::CoreClientOptions ShampooClientOptions();
+  RankMetrics RunEmbeddingServer();
+  // The run's infeed settings, the same on hosts and cores.
+  infeed::TransportOptions Transport();
+  // This rank's faults, telling the run's watchdog its step.
+  FaultInjector Faults();
+
+  const RunConfig& config_;
+  const Slice& slice_;
+  const cluster::RankRole role_;
+  cluster::Communicators& comms_;
+  const RankRunOptions options_;
+  RunObserver* observer_;
   LoopPlan loops_;
   infeed::InfeedPlan plan_;
   shampoo::KeyTable keys_;
   Watchdog watchdog_;
-  RunSetup setup_;
+  int host_ranks_on_node_ = 1;  // host ranks sharing this machine (for thread counts)
+  double origin_s_ = 0;         // MonotonicSeconds() right after the start barrier
 };
 
 }  // namespace tpusim::sim

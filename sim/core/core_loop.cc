@@ -1,33 +1,24 @@
 #include "sim/core/core_loop.h"
 
+#include <algorithm>
 #include <chrono>
-#include <optional>
+#include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "base/checksum.h"
 #include "base/clock.h"
-#include "base/error.h"
 #include "base/process_memory.h"
-#include "sim/core/core_trainer.h"
-#include "sim/core/device_model.h"
-#include "sim/wire/embedding_trailer.h"
 #include "sim/core/embedding_layer.h"
-#include "run/run_features.h"
-#include "sim/wire/outfeed.h"
 #include "sim/core/params_out.h"
-#include "sim/rank_stream.h"
-#include "sim/shampoo/core_client.h"
-#include "run/shampoo_keys.h"
-#include "sim/core/shard_audit.h"
-#include "sim/faults.h"
-#include "sim/trace_log.h"
+#include "sim/wire/embedding_trailer.h"
+#include "sim/wire/outfeed.h"
 
 namespace tpusim::sim {
 namespace {
-
-using json = nlohmann::json;
 
 // The phases of one micro-step in execution order, laid out from their measured
 // durations: forward (with the embedding lookups), embedding backward, the
@@ -56,8 +47,9 @@ void AddEngineStats(CoreStepRecord& record, const EmbeddingStepLog& log) {
 // piece fails loudly), or zero-row pieces for a core without infeed.
 class CoreEmbeddingIds {
  public:
-  explicit CoreEmbeddingIds(const RunConfig& config) : config_(config.embedding.config) {
-    if (config.infeed.verify) expected_ = std::make_unique<EmbeddingEnqueue>(config_, config.input.seed);
+  CoreEmbeddingIds(const embedding::EmbeddingConfig& config, bool verify, uint64_t seed)
+      : config_(config) {
+    if (verify) expected_ = std::make_unique<EmbeddingEnqueue>(config_, seed);
   }
 
   std::span<const embedding::CooPiece> Take(int64_t step, const infeed::ShardCodec::View* shard) {
@@ -81,161 +73,83 @@ class CoreEmbeddingIds {
   std::vector<embedding::CooPiece> pieces_;
 };
 
-// The identity fields of a core's metrics.
-CoreMetrics CoreIdentity(const RunSetup& run) {
-  const SimulationContext& ctx = run.ctx;
-  CoreMetrics m;
-  m.host = ctx.role.host;
-  m.ordinal = ctx.role.ordinal;
-  m.replica = ctx.role.replica;
-  m.logical_core = ctx.role.logical_core;
-  m.fed = run.plan.route_to(ctx.role.host, ctx.role.ordinal) != nullptr;
-  m.trains = ctx.role.in_replica() && ctx.config.model.enabled;
-  return m;
-}
-
-int64_t WindowStart(const LoopPlan& loops) {
-  return loops.num_loops > 1 ? loops.infeed_steps_per_loop() : 0;
-}
-
-// A core outside every replica still owns a shard of every table, so it takes part
-// in every lookup and update with no ids of its own, and in the final gather.
-CoreMetrics ServeEmbedding(const RunSetup& run) {
-  const SimulationContext& ctx = run.ctx;
-  CoreMetrics metrics = CoreIdentity(run);
-  if (!ctx.config.model.enabled || !ctx.config.embedding.enabled()) return metrics;
-  EmbeddingLayer layer(ctx.config.embedding.config, *ctx.comms.cores);
-  std::vector<embedding::CooPiece> none;
-  EmptyPieces(ctx.config.embedding.config, none);
-  Eigen::MatrixXf inputs(0, layer.width()), grads(0, layer.width());
-  const int64_t w0 = WindowStart(run.loops);
-  for (int64_t step = 0; step < run.loops.infeed_steps; ++step) {
-    InjectFaults(run, step);
-    CoreStepRecord record;
-    record.step = step;
-    record.start_s = MonotonicSeconds() - run.origin_s;
-    {
-      Watchdog::Scope wait(run.watchdog, "the embedding all-to-alls of step", step, -1,
-                           "every core (embedding all-to-all)");
-      layer.Forward(none, inputs, 0);
-      layer.Backward(grads, 0);
-    }
-    AddEngineStats(record, layer.last());
-    record.parts.embedding_lookup_s = layer.last().forward_s;
-    record.parts.embedding_exchange_s = layer.last().backward_s;
-    record.parts.step_s = MonotonicSeconds() - run.origin_s - record.start_s;
-    metrics.Add(record, step >= w0);
-  }
-  if (!ctx.options.params_out_dir.empty()) GatherTables(*ctx.comms.cores, false, layer);
-  return metrics;
-}
-
 // The bitwise fingerprint of each trainable variable: replicas must agree on all.
 std::vector<std::vector<std::string>> ParamChecksums(const model::Mlp& model) {
   std::vector<std::vector<std::string>> out;
   for (const model::Variable& v : model.trainable()) {
-    const auto bytes = std::as_bytes(std::span(v.value.data(), static_cast<size_t>(v.value.size())));
+    const auto bytes =
+        std::as_bytes(std::span(v.value.data(), static_cast<size_t>(v.value.size())));
     out.push_back({v.spec.name, HexDigest(Fnv1a64(bytes))});
   }
   return out;
 }
 
 // One column a number of the steps CSV, with a fixed precision.
-void AppendColumn(std::string& row, double value) { fmt::format_to(std::back_inserter(row), ",{:.9f}", value); }
+void AppendColumn(std::string& row, double value) {
+  fmt::format_to(std::back_inserter(row), ",{:.9f}", value);
+}
 
 // The core loop of one training (or infeed-only) core of a replica.
 class CoreLoop {
  public:
-  explicit CoreLoop(const RunSetup& run)
-      : run_(run), ctx_(run.ctx), trace_(ctx_.options.trace_path, ctx_.comms.world->rank()),
-        metrics_(CoreIdentity(run)), window_start_(WindowStart(run.loops)) {
-    const infeed::ShardRoute* route = run.plan.route_to(ctx_.role.host, ctx_.role.ordinal);
-    host_rank_ = ctx_.slice.layout.host_rank(ctx_.role.host);
-    if (route) queue_.emplace(run.plan, *route, *ctx_.comms.world, host_rank_, RunTransportOptions(run));
-    if (ctx_.config.infeed.verify && route) data_.emplace(MakeSyntheticData(ctx_.config));
-    if (ctx_.config.embedding.enabled()) embedding_ids_.emplace(ctx_.config);
-    if (ctx_.config.model.enabled) {
-      trainer_.emplace(ctx_.config, run.plan, ctx_.role, ctx_.comms, run.watchdog);
+  CoreLoop(CoreLoopOptions options, const CoreLoopParts& parts)
+      : options_(std::move(options)),
+        parts_(parts),
+        metrics_(CoreIdentity(options_.role, parts.queue != nullptr, parts.trainer != nullptr)),
+        window_start_(parts.loops.num_loops > 1 ? parts.loops.infeed_steps_per_loop() : 0) {
+    if (options_.embedding) {
+      embedding_ids_.emplace(*options_.embedding, options_.verify_ids, options_.seed);
     }
-    if (trainer_ && !run.keys.empty()) StartShampoo();
-    device_.emplace(ctx_.config.device, ctx_.config.faults, ctx_.config.input.seed, ctx_.role.host,
-                    ctx_.role.ordinal, route ? RowsOf(*route) : 0,
-                    ctx_.slice.topology.hardware().core_peak_tflops);
-    OpenStreams();
-    loop_records_.reserve(static_cast<size_t>(run.loops.infeed_steps_per_loop()));
+    loop_records_.reserve(static_cast<size_t>(parts.loops.infeed_steps_per_loop()));
   }
 
-  CoreMetrics Run() {
-    const int64_t per_loop = run_.loops.infeed_steps_per_loop();
-    for (int64_t step = 0; step < run_.loops.infeed_steps; ++step) {
+  RankMetrics Run() {
+    const int64_t per_loop = parts_.loops.infeed_steps_per_loop();
+    for (int64_t step = 0; step < parts_.loops.infeed_steps; ++step) {
       Step(step);
       if ((step + 1) % per_loop == 0) EndLoop(step / per_loop);
     }
     return Finish();
   }
 
-  // Lanes of this core's trace track (none beyond the main one).
-  json trace_lanes() const { return trace_.lanes(); }
-  int64_t peak_rss_after_first_loop_kib() const { return peak_rss_after_first_loop_kib_; }
-
  private:
-  double Now() const { return MonotonicSeconds() - run_.origin_s; }
-
-  static int64_t RowsOf(const infeed::ShardRoute& route) {
-    return route.slices.empty() ? 0 : route.slices[0].end[0] - route.slices[0].begin[0];
-  }
-
-  void OpenStreams() {
-    const int rank = ctx_.comms.world->rank();
-    if (!ctx_.options.placement_log_path.empty() && queue_) {
-      placement_ = RankStream(ctx_.options.placement_log_path, rank);
-    }
-    if (!ctx_.options.steps_csv_path.empty()) steps_ = RankStream(ctx_.options.steps_csv_path, rank);
-  }
-
-  void StartShampoo() {
-    shampoo::CoreClientOptions options;
-    options.host = ctx_.role.host;
-    options.sends_statistics = shampoo::StatisticsSenderOrdinal(ctx_.slice, ctx_.role.host) == ctx_.role.ordinal;
-    options.nonfinite_statistics_loop = ctx_.config.faults.nonfinite_statistics_loop;
-    options.num_loops = run_.loops.num_loops;
-    options.watchdog = run_.watchdog;
-    for (int host : run_.keys.owners()) options.owner_ranks.push_back(ctx_.slice.layout.host_rank(host));
-    shampoo_.emplace(run_.keys, trainer_->optimizer(), *ctx_.comms.world, options);
-  }
+  double Now() const { return MonotonicSeconds() - options_.origin_s; }
 
   // One infeed step: dequeue and audit, train, model device time, free the slot,
   // push the outfeed record (with the loop's statistics on its last step).
   void Step(int64_t step) {
-    InjectFaults(run_, step);
+    options_.faults.AtStep(step);
     CoreStepRecord& record = loop_records_.emplace_back();
     record.step = step;
     record.start_s = Now();
     std::optional<infeed::ShardCodec::View> shard;
-    if (queue_) {
-      shard = queue_->Dequeue(step, &record.parts.infeed_wait_s, &record.occupancy);
-      trace_.Add("infeed wait", record.start_s, record.parts.infeed_wait_s);
+    if (parts_.queue) {
+      shard = parts_.queue->Dequeue(step, &record.parts.infeed_wait_s, &record.occupancy);
+      parts_.trace.Add("infeed wait", record.start_s, record.parts.infeed_wait_s);
       Audit(*shard, record);
     }
+    const infeed::ShardCodec::View* view = shard ? &*shard : nullptr;
     std::span<const embedding::CooPiece> ids;
-    if (embedding_ids_) ids = embedding_ids_->Take(step, shard ? &*shard : nullptr);
-    OutfeedRecord outfeed{step, ctx_.role.replica, ctx_.role.logical_core, 0, 0, 0};
-    if (trainer_) {
-      Train(shard ? &*shard : nullptr, ids, record, outfeed);
+    if (embedding_ids_) ids = embedding_ids_->Take(step, view);
+    const cluster::RankRole& role = options_.role;
+    OutfeedRecord outfeed{step, role.replica, role.logical_core, 0, 0, 0};
+    if (parts_.trainer) {
+      Train(view, ids, record, outfeed);
     } else if (shard) {
       outfeed.rows = shard->slices[0].end[0] - shard->slices[0].begin[0];
     }
     record.parts.device_s = ModelDeviceTime(step);
-    if (queue_) queue_->Release(step);
+    if (parts_.queue) parts_.queue->Release(step);
     record.parts.outfeed_s = PushOutfeed(step, outfeed);
     record.parts.step_s = Now() - record.start_s;
   }
 
   void Audit(const infeed::ShardCodec::View& shard, CoreStepRecord& record) {
-    CheckShard(ctx_, run_.plan, data_ ? &*data_ : nullptr, shard);
-    if (placement_.enabled()) {
-      placement_.WriteLine(fmt::format("{}\t{}", shard.header.step,
-                                       PlacementRecord(ctx_, run_.plan, shard).dump()));
+    const ShardValues* values = options_.shard_values ? &*options_.shard_values : nullptr;
+    CheckShard(options_.role, parts_.plan, values, shard);
+    if (parts_.placement_log.enabled()) {
+      parts_.placement_log.WriteLine(fmt::format(
+          "{}\t{}", shard.header.step, PlacementRecord(options_.role, parts_.plan, shard).dump()));
     }
     for (const auto& t : shard.tensor_bytes) record.bytes += static_cast<int64_t>(t.size());
     record.bytes += static_cast<int64_t>(shard.trailer.size());
@@ -244,19 +158,20 @@ class CoreLoop {
 
   void Train(const infeed::ShardCodec::View* shard, std::span<const embedding::CooPiece> ids,
              CoreStepRecord& record, OutfeedRecord& outfeed) {
-    if (trainer_->stopped()) {  // train.stop_on_nan: the rest of the infeed is drained
-      trainer_->IdleStep();
-      outfeed.global_step = trainer_->global_step();
+    CoreTrainer& trainer = *parts_.trainer;
+    if (trainer.stopped()) {  // train.stop_on_nan: the rest of the infeed is drained
+      trainer.IdleStep();
+      outfeed.global_step = trainer.global_step();
       return;
     }
     const double start = Now();
-    crs_calls_before_.push_back(trainer_->crs().durations_seconds().size());
-    MicroStepResult r = trainer_->MicroStep(shard, ids);
-    TraceMicroStep(trace_, start, r);
-    if (trainer_->embedding()) AddEngineStats(record, trainer_->embedding()->last());
+    crs_calls_before_.push_back(trainer.crs().durations_seconds().size());
+    MicroStepResult r = trainer.MicroStep(shard, ids);
+    TraceMicroStep(parts_.trace, start, r);
+    if (trainer.embedding()) AddEngineStats(record, trainer.embedding()->last());
     outfeed.loss_sum = r.loss_sum;
     outfeed.rows = r.rows;
-    outfeed.global_step = trainer_->global_step();
+    outfeed.global_step = trainer.global_step();
     record.parts.compute_s = r.compute_s;
     record.parts.embedding_lookup_s = r.embedding_forward_s;
     record.parts.embedding_exchange_s = r.embedding_backward_s;
@@ -267,27 +182,32 @@ class CoreLoop {
   // Sleeps for the step's modeled device time; returns the seconds it took. A
   // training core stopped on a non-finite value models none.
   double ModelDeviceTime(int64_t step) {
-    const double seconds = trainer_ && trainer_->stopped() ? 0.0 : device_->SecondsAt(step);
+    const bool stopped = parts_.trainer && parts_.trainer->stopped();
+    const double seconds = stopped ? 0.0 : parts_.device.SecondsAt(step);
     if (seconds <= 0) return 0;
     const double start = Now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     const double slept = Now() - start;
-    trace_.Add("modeled device time", start, slept);
+    parts_.trace.Add("modeled device time", start, slept);
     return slept;
   }
 
   double PushOutfeed(int64_t step, const OutfeedRecord& record) {
     const double start = Now();
-    const bool last_of_loop = (step + 1) % run_.loops.infeed_steps_per_loop() == 0;
-    InjectFaults(run_, step, FaultsConfig::Phase::kOutfeed);
+    const int64_t per_loop = parts_.loops.infeed_steps_per_loop();
+    const bool last_of_loop = (step + 1) % per_loop == 0;
+    options_.faults.BeforeOutfeed(step);
     std::vector<std::byte> payload;
-    if (shampoo_ && last_of_loop) payload = shampoo_->StatisticsPayload(step / run_.loops.infeed_steps_per_loop());
+    if (parts_.shampoo && last_of_loop) {
+      payload = parts_.shampoo->StatisticsPayload(step / per_loop);
+    }
     {
-      Watchdog::Scope wait(run_.watchdog, "the host to take the outfeed of step", step, host_rank_);
-      SendOutfeed(*ctx_.comms.world, host_rank_, record, payload);
+      Watchdog::Scope wait(parts_.watchdog, "the host to take the outfeed of step", step,
+                           options_.host_rank);
+      SendOutfeed(parts_.world, options_.host_rank, record, payload);
     }
     const double seconds = Now() - start;
-    trace_.Add("outfeed", start, seconds);
+    parts_.trace.Add("outfeed", start, seconds);
     return seconds;
   }
 
@@ -296,16 +216,16 @@ class CoreLoop {
   // their share of the gradient sums' sync time and are folded and streamed.
   void EndLoop(int64_t loop) {
     CoreStepRecord& last = loop_records_.back();
-    if (shampoo_) {
+    if (parts_.shampoo) {
       const double start = Now();
-      last.parts.post_loop_s = shampoo_->AwaitDeliveries(loop);
-      trace_.Add("preconditioner wait", start, last.parts.post_loop_s);
+      last.parts.post_loop_s = parts_.shampoo->AwaitDeliveries(loop);
+      parts_.trace.Add("preconditioner wait", start, last.parts.post_loop_s);
       last.parts.step_s = Now() - last.start_s;
     }
-    if (trainer_) SplitCrsSync();
+    if (parts_.trainer) SplitCrsSync();
     for (const CoreStepRecord& r : loop_records_) {
       metrics_.Add(r, r.step >= window_start_);
-      if (steps_.enabled()) steps_.WriteLine(CsvRow(r));
+      if (parts_.steps_csv.enabled()) parts_.steps_csv.WriteLine(CsvRow(r));
     }
     loop_records_.clear();
     crs_calls_before_.clear();
@@ -315,8 +235,8 @@ class CoreLoop {
   // Collective over the cross-replica sum group: each call's duration minus the
   // fastest member's is this core's wait for the slowest (min-duration method).
   void SplitCrsSync() {
-    const std::vector<double> own = trainer_->crs().durations_seconds();
-    const std::vector<double> fastest = trainer_->crs().Fold();
+    const std::vector<double> own = parts_.trainer->crs().durations_seconds();
+    const std::vector<double> fastest = parts_.trainer->crs().Fold();
     for (size_t i = 0; i < loop_records_.size(); ++i) {
       const size_t end = i + 1 < crs_calls_before_.size() ? crs_calls_before_[i + 1] : own.size();
       for (size_t call = crs_calls_before_[i]; call < end && call < fastest.size(); ++call) {
@@ -325,69 +245,68 @@ class CoreLoop {
     }
   }
 
+  // A core's columns of the steps CSV (kStepsCsvHeader): who, when, the parts.
   std::string CsvRow(const CoreStepRecord& r) const {
-    std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, ctx_.role.host,
-                                  ctx_.role.ordinal, ctx_.role.replica, ctx_.role.logical_core);
+    const cluster::RankRole& role = options_.role;
+    std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, role.host, role.ordinal,
+                                  role.replica, role.logical_core);
     AppendColumn(row, r.start_s);
-    for (double v : {r.parts.infeed_wait_s, r.parts.compute_s, r.parts.embedding_lookup_s,
-                     r.parts.embedding_exchange_s, r.parts.crs_s,
-                     r.parts.crs_sync_s, r.parts.apply_s, r.parts.device_s, r.parts.outfeed_s,
-                     r.parts.post_loop_s, r.parts.idle_s(), r.parts.step_s}) {
-      AppendColumn(row, v);
-    }
+    ForEachCsvPart(r.parts,
+                   [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
     return row;
   }
 
-  CoreMetrics Finish() {
-    placement_.Close();
-    steps_.Close();
-    trace_.Close();
-    if (shampoo_) metrics_.shampoo = shampoo_->metrics();
-    if (trainer_) FinishTraining();
-    return metrics_;
+  RankMetrics Finish() {
+    if (parts_.shampoo) metrics_.shampoo = parts_.shampoo->metrics();
+    if (parts_.trainer) FinishTraining(*parts_.trainer);
+    RankMetrics out;
+    out.core = metrics_;
+    out.trace_lanes = parts_.trace.lanes();
+    out.peak_rss_after_first_loop_kib = peak_rss_after_first_loop_kib_;
+    return out;
   }
 
   // After the last step: the core's CRS figures and parameter checksums for the
-  // report, and the params (tables gathered collectively over all cores first,
-  // then the optimizer slots) from replica 0 to rank 0.
-  void FinishTraining() {
-    CoreTrainer& trainer = *trainer_;
+  // report, and with --params-out the params (tables gathered collectively over
+  // all cores first, then the optimizer slots) from replica 0 to rank 0.
+  void FinishTraining(CoreTrainer& trainer) {
     const cluster::CrsTimingSummary crs = trainer.crs().Summarize();
-    metrics_.crs = CoreCrs{crs.calls, crs.bytes, crs.total_seconds, crs.compute_seconds, crs.sync_seconds,
-                           crs.algbw_bytes_per_sec, crs.busbw_bytes_per_sec, trainer.crs().group_size()};
+    metrics_.crs = CoreCrs{crs.calls,
+                           crs.bytes,
+                           crs.total_seconds,
+                           crs.compute_seconds,
+                           crs.sync_seconds,
+                           crs.algbw_bytes_per_sec,
+                           crs.busbw_bytes_per_sec,
+                           trainer.crs().group_size()};
     metrics_.global_step = trainer.global_step();
     metrics_.param_checksums = ParamChecksums(trainer.model());
     metrics_.non_finite_steps = trainer.non_finite_steps();
     metrics_.non_finite = trainer.first_non_finite();
     metrics_.stopped_on_non_finite = trainer.stopped();
+    if (options_.params_out) SendParamsOut(trainer);
+  }
+
+  // --params-out: every core gathers the tables to replica 0's logical core 0,
+  // which sends them with its variables and slots to rank 0.
+  void SendParamsOut(CoreTrainer& trainer) {
+    const bool root = options_.role.replica == 0 && options_.role.logical_core == 0;
     std::vector<GatheredTable> tables;
-    if (trainer.embedding() && !ctx_.options.params_out_dir.empty()) {
-      tables = GatherTables(*ctx_.comms.cores, ctx_.role.replica == 0 && ctx_.role.logical_core == 0,
-                            *trainer.embedding());
-    }
-    if (ctx_.role.replica != 0 || ctx_.role.logical_core != 0 || ctx_.options.params_out_dir.empty()) return;
+    if (trainer.embedding()) tables = GatherTables(parts_.cores, root, *trainer.embedding());
+    if (!root) return;
     std::vector<std::vector<optim::SlotView>> slots;
     for (size_t v = 0; v < trainer.model().trainable().size(); ++v) {
       slots.push_back(trainer.Slots(static_cast<int>(v)));
     }
-    Watchdog::Scope wait(run_.watchdog, "rank 0 to take the parameters", -1, 0);
-    SendParams(*ctx_.comms.world, 0, ParamsToWrite(trainer.model(), tables, slots));
+    Watchdog::Scope wait(parts_.watchdog, "rank 0 to take the parameters", -1, 0);
+    SendParams(parts_.world, 0, ParamsToWrite(trainer.model(), tables, slots));
   }
 
-  const RunSetup& run_;
-  SimulationContext& ctx_;
-  TraceLog trace_;
+  CoreLoopOptions options_;
+  CoreLoopParts parts_;
   CoreMetrics metrics_;
   int64_t window_start_;
-  int host_rank_ = 0;
-  std::optional<infeed::CoreInfeedQueue> queue_;
-  std::optional<infeed::SyntheticData> data_;
   std::optional<CoreEmbeddingIds> embedding_ids_;
-  std::optional<CoreTrainer> trainer_;
-  std::optional<shampoo::CoreClient> shampoo_;
-  std::optional<DeviceTimeModel> device_;
-  RankStream placement_;
-  RankStream steps_;
   std::vector<CoreStepRecord> loop_records_;  // this loop's steps, folded at its end
   std::vector<size_t> crs_calls_before_;      // per step: CRS calls made before it this loop
   int64_t peak_rss_after_first_loop_kib_ = 0;
@@ -395,17 +314,8 @@ class CoreLoop {
 
 }  // namespace
 
-RankMetrics RunCoreLoop(const RunSetup& run) {
-  RankMetrics out;
-  if (!run.ctx.role.in_replica()) {
-    out.core = ServeEmbedding(run);
-    return out;
-  }
-  CoreLoop loop(run);
-  out.core = loop.Run();
-  out.trace_lanes = loop.trace_lanes();
-  out.peak_rss_after_first_loop_kib = loop.peak_rss_after_first_loop_kib();
-  return out;
+RankMetrics RunCoreLoop(CoreLoopOptions options, const CoreLoopParts& parts) {
+  return CoreLoop(std::move(options), parts).Run();
 }
 
 }  // namespace tpusim::sim

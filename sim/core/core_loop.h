@@ -1,19 +1,76 @@
-// A core rank's run (infeed.md §7.4 step 2, training.md §6): every infeed step it
-// dequeues its shard and audits it, trains a micro-step on it, models the
-// accelerator's time (sim/core/device_model.h), frees the queue slot and pushes its
-// outfeed record; at the end of every training loop it takes part in the
-// post-loop (Shampoo's statistics out, preconditioners in), splits the loop's
-// gradient sums into work and waiting for the slowest member, folds its steps
-// into its metrics and streams them to --steps-csv. A core outside every replica
-// only serves its embedding shards.
+// A training (or infeed-only) core's run (infeed.md §7.4 step 2, training.md §6):
+// every infeed step it dequeues its shard and audits it, trains a micro-step on
+// it, models the accelerator's time (sim/core/device_model.h), frees the queue
+// slot and pushes its outfeed record; at the end of every training loop it takes
+// part in the post-loop (Shampoo's statistics out, preconditioners in), splits
+// the loop's gradient sums into work and waiting for the slowest member, folds
+// its steps into its metrics and streams them to the steps CSV sink. RankRun
+// (sim/simulation.h) builds what the loop is given: a few values and the
+// borrowed objects it works with — the queue, the trainer, Shampoo's client, the
+// device model, the sinks. A core outside every replica only serves its
+// embedding shards (sim/core/embedding_server.h).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
+#include "base/watchdog.h"
+#include "cluster/rank_layout.h"
+#include "cluster/transport.h"
+#include "embedding/config.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
+#include "run/loop_plan.h"
+#include "sim/core/core_trainer.h"
+#include "sim/core/device_model.h"
+#include "sim/core/shard_audit.h"
+#include "sim/faults.h"
 #include "sim/metrics.h"
-#include "sim/run_setup.h"
+#include "sim/rank_stream.h"
+#include "sim/shampoo/core_client.h"
+#include "sim/trace_log.h"
 
 namespace tpusim::sim {
 
-// Runs the core loop of `run.ctx.role` (a core) and returns what it measured.
-RankMetrics RunCoreLoop(const RunSetup& run);
+// The values a core loop runs with.
+struct CoreLoopOptions {
+  cluster::RankRole role;  // this core, in a replica
+  int host_rank = 0;       // world rank of its host: where its outfeed goes
+  double origin_s = 0;     // MonotonicSeconds() at the run's start
+  // --params-out: replica 0's logical core 0 sends the params to rank 0 (the
+  // tables gathered from every core first).
+  bool params_out = false;
+  // infeed.verify: the values every shard must hold (none: only its routing is
+  // checked).
+  std::optional<ShardValues> shard_values;
+  // The embedding features whose ids ride in each shard's trailer (none
+  // without); with `verify_ids` (infeed.verify) a core also regenerates the ids
+  // its examples must have, drawn with `seed` (input.seed), and compares.
+  std::optional<embedding::EmbeddingConfig> embedding;
+  bool verify_ids = false;
+  uint64_t seed = 0;
+  FaultInjector faults;
+};
+
+// What a core loop borrows; each must outlive it.
+struct CoreLoopParts {
+  const infeed::InfeedPlan& plan;
+  const LoopPlan& loops;
+  const cluster::Transport& world;  // the outfeed and the params
+  const cluster::Transport& cores;  // every core: the tables gathered for --params-out
+  infeed::CoreInfeedQueue* queue;   // null: no infeed reaches this core
+  CoreTrainer* trainer;             // null: infeed only (model.enabled false)
+  shampoo::CoreClient* shampoo;     // null: no Shampoo keys
+  const DeviceTimeModel& device;
+  Watchdog* watchdog;         // deadline on the outfeed and params waits (may be null)
+  RankStream& placement_log;  // a line per shard dequeued (off when not asked for)
+  RankStream& steps_csv;      // a line per step (off when not asked for)
+  TraceLog& trace;            // --trace (off when not asked for)
+};
+
+// Runs every infeed step of the run on this core and returns what it measured
+// (its trace lanes included). Leaves the sinks open. Collective with the
+// trainer's groups and Shampoo's owners. Throws Error on failure.
+RankMetrics RunCoreLoop(CoreLoopOptions options, const CoreLoopParts& parts);
 
 }  // namespace tpusim::sim

@@ -3,14 +3,13 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "run/run_features.h"
 
 namespace tpusim::sim {
 
 using json = nlohmann::json;
 
 // One placement-log line for a shard this core dequeued (design.md §3).
-json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
+json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
                      const infeed::ShardCodec::View& shard) {
   json tensors = json::object();
   for (size_t f = 0; f < plan.features().size(); ++f) {
@@ -24,36 +23,34 @@ json PlacementRecord(const SimulationContext& ctx, const infeed::InfeedPlan& pla
     }
     tensors[plan.features()[f].name] = t;
   }
-  return {{"step", shard.header.step},     {"host", ctx.role.host},
-          {"ordinal", ctx.role.ordinal},   {"replica", ctx.role.replica},
-          {"logical_core", ctx.role.logical_core}, {"src_host", shard.header.src_host},
+  return {{"step", shard.header.step},     {"host", core.host},
+          {"ordinal", core.ordinal},       {"replica", core.replica},
+          {"logical_core", core.logical_core}, {"src_host", shard.header.src_host},
           {"tensors", tensors}};
 }
 
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or
 // (with infeed.verify) bytes that differ from the synthetic function of their ids
 // (for the cached source: of the ids whose values the pool holds, ValueExampleId).
-void CheckShard(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                const infeed::SyntheticData* data, const infeed::ShardCodec::View& shard) {
+void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
+                const ShardValues* values, const infeed::ShardCodec::View& shard) {
   const infeed::ShardHeader& h = shard.header;
-  if (h.dst_host != ctx.role.host || h.dst_ordinal != ctx.role.ordinal || h.replica != ctx.role.replica ||
-      h.logical_core != ctx.role.logical_core) {
+  if (h.dst_host != core.host || h.dst_ordinal != core.ordinal || h.replica != core.replica ||
+      h.logical_core != core.logical_core) {
     Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step,
-         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, ctx.role.Describe());
+         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, core.Describe());
   }
-  if (!data) return;
+  if (!values) return;
   infeed::Batch pieces = shard.ToBatch(plan.features());
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
-    for (int64_t& id : ids) id = ValueExampleId(ctx.config, id);
+    for (int64_t& id : ids) id = values->value_example_id(id);
     std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
-    infeed::VerifyResult r = data->VerifyRows(plan.features()[f].name,
-                                              pieces.at(plan.features()[f].name), ids, inner);
+    infeed::VerifyResult r = values->data.VerifyRows(
+        plan.features()[f].name, pieces.at(plan.features()[f].name), ids, inner);
     if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
   }
 }
-
-
 
 }  // namespace tpusim::sim

@@ -5,8 +5,8 @@
 #include <span>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "infeed/cached_source.h"
-#include "sim/host/input_pipeline.h"
 
 namespace tpusim::sim {
 namespace {
@@ -14,70 +14,80 @@ namespace {
 constexpr double kTargetBytes = 256.0 * 1024 * 1024;
 constexpr int64_t kMaxSteps = 64;
 
+}  // namespace
+
+int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth) {
+  double step_bytes = 0;
+  for (const infeed::FeatureSpec& spec : plan.features()) {
+    step_bytes +=
+        static_cast<double>(ExampleBytes(spec)) * static_cast<double>(plan.global_batch());
+  }
+  const auto wanted = static_cast<int64_t>(kTargetBytes / std::max(step_bytes, 1.0)) + 1;
+  return std::clamp<int64_t>(wanted, 4 * int64_t{queue_depth}, kMaxSteps);
+}
+
+SimulatorCeiling::SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan,
+                                   const cluster::RankLayout& layout,
+                                   const cluster::Transport& world)
+    : options_(options), plan_(plan), layout_(layout), world_(world) {}
+
+std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(
+    const infeed::SyntheticData* pool_values) {
+  const cluster::RankRole& role = options_.role;
+  if (role.is_host()) return FeedFromPool(pool_values);
+  const infeed::ShardRoute* route = plan_.route_to(role.host, role.ordinal);
+  if (route && role.in_replica()) {
+    DrainCore(*route);
+  } else {
+    world_.Barrier();
+  }
+  return std::nullopt;
+}
+
 // The run's transport settings for the measurement: one worker (borrowing needs no
 // building), no embedding trailer, nothing else to serve meanwhile.
-infeed::TransportOptions CeilingOptions(const RunSetup& run) {
+infeed::TransportOptions SimulatorCeiling::Transport() const {
   infeed::TransportOptions options;
-  options.queue_depth = run.ctx.config.infeed.queue_depth;
-  options.num_steps = CeilingSteps(run);
-  options.sleep_when_idle = run.ctx.slice.layout.hosts_per_process() > 0;
+  options.queue_depth = options_.queue_depth;
+  options.num_steps = CeilingSteps(plan_, options_.queue_depth);
+  options.sleep_when_idle = options_.sleep_when_idle;
   return options;
 }
 
-void DrainCore(const RunSetup& run, const infeed::ShardRoute& route) {
-  const SimulationContext& ctx = run.ctx;
-  const infeed::TransportOptions options = CeilingOptions(run);
-  infeed::CoreInfeedQueue queue(run.plan, route, *ctx.comms.world, ctx.slice.layout.host_rank(ctx.role.host), options);
-  ctx.comms.world->Barrier();
+void SimulatorCeiling::DrainCore(const infeed::ShardRoute& route) {
+  const infeed::TransportOptions options = Transport();
+  infeed::CoreInfeedQueue queue(plan_, route, world_, layout_.host_rank(options_.role.host),
+                                options);
+  world_.Barrier();
   for (int64_t step = 0; step < options.num_steps; ++step) {
     queue.Dequeue(step, nullptr, nullptr);
     queue.Release(step);
   }
 }
 
-std::optional<SimulatorCeilingPart> FeedFromPool(const RunSetup& run) {
-  const SimulationContext& ctx = run.ctx;
-  const infeed::HostPlan* hp = run.plan.host_plan(ctx.role.host);
-  infeed::TransportOptions options = CeilingOptions(run);
+std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(
+    const infeed::SyntheticData* pool_values) {
+  const infeed::HostPlan* hp = plan_.host_plan(options_.role.host);
+  infeed::TransportOptions options = Transport();
   std::optional<infeed::CachedSource> pool;
   if (hp) {
-    const int64_t first = run.plan.example_id(0, *hp, 0);
-    pool.emplace(MakeSyntheticData(ctx.config), std::span(&first, 1), hp->rows_per_step);
+    if (!pool_values)
+      Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
+    const int64_t first = plan_.example_id(0, *hp, 0);
+    pool.emplace(*pool_values, std::span(&first, 1), hp->rows_per_step);
     options.borrow_batch = [&pool](int64_t, std::span<int64_t> ids) -> const infeed::Batch& {
       std::fill(ids.begin(), ids.end(), 0);
       return pool->BatchFor(0);
     };
   }
-  ctx.comms.world->Barrier();
+  world_.Barrier();
   const double start = MonotonicSeconds();
-  infeed::HostFeedStats stats = infeed::RunHostInfeed(run.plan, ctx.slice.layout, *ctx.comms.world, ctx.role.host,
-                                                      options, [](int64_t, infeed::Batch&, std::span<int64_t>) {});
+  infeed::HostFeedStats stats =
+      infeed::RunHostInfeed(plan_, layout_, world_, options_.role.host, options,
+                            [](int64_t, infeed::Batch&, std::span<int64_t>) {});
   if (!hp) return std::nullopt;
   return SimulatorCeilingPart{stats.bytes_sent, hp->rows_per_step * options.num_steps,
                               MonotonicSeconds() - start};
-}
-
-}  // namespace
-
-int64_t CeilingSteps(const RunSetup& run) {
-  double step_bytes = 0;
-  for (const infeed::FeatureSpec& spec : run.plan.features()) {
-    step_bytes += static_cast<double>(ExampleBytes(spec)) * static_cast<double>(run.plan.global_batch());
-  }
-  const auto wanted = static_cast<int64_t>(kTargetBytes / std::max(step_bytes, 1.0)) + 1;
-  return std::clamp<int64_t>(wanted, 4 * int64_t{run.ctx.config.infeed.queue_depth}, kMaxSteps);
-}
-
-std::optional<SimulatorCeilingPart> MeasureSimulatorCeiling(const RunSetup& run) {
-  const SimulationContext& ctx = run.ctx;
-  if (ctx.role.is_host()) return FeedFromPool(run);
-  const infeed::ShardRoute* route = run.plan.route_to(ctx.role.host, ctx.role.ordinal);
-  if (route && ctx.role.in_replica()) {
-    DrainCore(run, *route);
-  } else {
-    ctx.comms.world->Barrier();
-  }
-  return std::nullopt;
 }
 
 }  // namespace tpusim::sim

@@ -6,22 +6,49 @@
 // close to it measures the simulator, not the pipeline the config describes.
 #pragma once
 
+#include <cstdint>
 #include <optional>
-#include <vector>
 
-#include "sim/metrics.h"
-#include "sim/run_setup.h"
+#include "cluster/rank_layout.h"
+#include "cluster/transport.h"
+#include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
+#include "infeed/synthetic_source.h"
 #include "sim/simulator_ceiling_part.h"
 
 namespace tpusim::sim {
 
-// Steps the measurement sends: enough for ~256 MiB of global batches, at least four
-// queue depths (so filling and draining the queues is a small part of the time) and
-// at most 64 steps, so it stays short.
-int64_t CeilingSteps(const RunSetup& run);
+// Steps the measurement sends: enough for ~256 MiB of `plan`'s global batches, at
+// least four queue depths (so filling and draining the queues is a small part of
+// the time) and at most 64 steps, so it stays short.
+int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth);
 
-// Collective over the world. Returns this rank's part for the report on a host
-// that builds batches, none elsewhere.
-std::optional<SimulatorCeilingPart> MeasureSimulatorCeiling(const RunSetup& run);
+struct CeilingOptions {
+  cluster::RankRole role;        // this rank
+  int queue_depth = 4;           // infeed.queue_depth
+  bool sleep_when_idle = false;  // how a waiting rank waits (infeed::TransportOptions)
+};
+
+// The measurement on one rank; `plan`, `layout` and `world` are borrowed.
+class SimulatorCeiling {
+ public:
+  SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan,
+                   const cluster::RankLayout& layout, const cluster::Transport& world);
+
+  // Collective over the world. Returns this rank's part for the report on a host
+  // that builds batches, sent from a pool of `pool_values`' batches (it must be
+  // given there); none elsewhere.
+  std::optional<SimulatorCeilingPart> Measure(const infeed::SyntheticData* pool_values);
+
+ private:
+  infeed::TransportOptions Transport() const;
+  void DrainCore(const infeed::ShardRoute& route);
+  std::optional<SimulatorCeilingPart> FeedFromPool(const infeed::SyntheticData* pool_values);
+
+  CeilingOptions options_;
+  const infeed::InfeedPlan& plan_;
+  const cluster::RankLayout& layout_;
+  const cluster::Transport& world_;
+};
 
 }  // namespace tpusim::sim

@@ -1,0 +1,179 @@
+// The field lists of sim/metrics.h: StepParts' visitor against the steps CSV's
+// header and the JSON keys (names and order users parse), the sums, and the
+// strict JSON round trips of StepParts, CoreMetrics and HostMetrics (a missing
+// field is a json::exception, an unknown one an Error).
+#include "sim/metrics.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+namespace {
+
+using json = nlohmann::json;
+
+// Each part set to its position in kStepParts plus one, through the visitor.
+StepParts Numbered() {
+  StepParts p;
+  double n = 0;
+  ForEachPart(p, [&n](std::string_view, double& seconds) { seconds = ++n; });
+  return p;
+}
+
+TEST(StepPartsTest, VisitorYieldsEveryFieldOnceInTheListsOrder) {
+  const StepParts p = Numbered();
+  EXPECT_EQ(p.infeed_wait_s, 1);
+  EXPECT_EQ(p.compute_s, 2);
+  EXPECT_EQ(p.embedding_lookup_s, 3);
+  EXPECT_EQ(p.embedding_exchange_s, 4);
+  EXPECT_EQ(p.crs_s, 5);
+  EXPECT_EQ(p.crs_sync_s, 6);
+  EXPECT_EQ(p.apply_s, 7);
+  EXPECT_EQ(p.device_s, 8);
+  EXPECT_EQ(p.outfeed_s, 9);
+  EXPECT_EQ(p.post_loop_s, 10);
+  EXPECT_EQ(p.step_s, 11);
+  std::vector<std::string> names;
+  ForEachPart(p, [&names](std::string_view name, const double&) { names.emplace_back(name); });
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"infeed_wait_s", "compute_s", "embedding_lookup_s",
+                                      "embedding_exchange_s", "crs_s", "crs_sync_s", "apply_s",
+                                      "device_s", "outfeed_s", "post_loop_s", "step_s"}));
+}
+
+TEST(StepPartsTest, SumAddsEveryPart) {
+  StepParts sum = Numbered();
+  sum += Numbered();
+  double n = 0;
+  ForEachPart(sum,
+              [&n](std::string_view name, double seconds) { EXPECT_EQ(seconds, 2 * ++n) << name; });
+}
+
+// The header users parse, exactly as it has always been.
+TEST(StepsCsvTest, HeaderIsUnchanged) {
+  EXPECT_EQ(kStepsCsvHeader,
+            "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
+            "embedding_lookup_s,embedding_exchange_s,crs_s,crs_sync_s,apply_s,device_s,outfeed_s,"
+            "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s");
+}
+
+TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
+  std::string parts;
+  for (const StepPart& part : kStepParts) {
+    if (std::string_view(part.name) == "step_s") parts += ",idle_s";
+    parts += std::string(",") + part.name;
+  }
+  EXPECT_NE(kStepsCsvHeader.find("start_s" + parts + ",host_build_s"), std::string::npos);
+}
+
+TEST(StepsCsvTest, RowValuesFollowTheHeadersColumns) {
+  StepParts p;
+  p.infeed_wait_s = 0.25;
+  p.step_s = 1;
+  std::vector<std::string> columns;
+  std::vector<double> values;
+  ForEachCsvPart(p, [&](std::string_view column, double seconds) {
+    columns.emplace_back(column);
+    values.push_back(seconds);
+  });
+  ASSERT_EQ(columns.size(), kStepParts.size() + 1);
+  EXPECT_EQ(columns[columns.size() - 2], "idle_s");
+  EXPECT_EQ(values[values.size() - 2], 0.75);  // what the parts leave of the step
+  EXPECT_EQ(values.back(), 1);
+  EXPECT_EQ(values.front(), 0.25);
+}
+
+TEST(StepPartsJsonTest, KeysAreTheFieldNamesAndRoundTripExactly) {
+  const StepParts p = Numbered();
+  const json j = p;
+  ASSERT_EQ(j.size(), kStepParts.size());
+  for (const StepPart& part : kStepParts) EXPECT_EQ(j.at(part.name), p.*part.field) << part.name;
+  const StepParts back = json::parse(j.dump()).get<StepParts>();
+  ForEachPart(back, [&p](std::string_view name, const double& seconds) {
+    EXPECT_EQ(seconds, json(p).at(name).get<double>()) << name;
+  });
+}
+
+TEST(StepPartsJsonTest, MissingAndUnknownPartsAreErrors) {
+  for (const StepPart& part : kStepParts) {
+    json missing = Numbered();
+    missing.erase(part.name);
+    EXPECT_THROW(missing.get<StepParts>(), json::exception) << part.name;
+  }
+  json unknown = Numbered();
+  unknown["idle_s"] = 0;  // a CSV column, not a field
+  EXPECT_THROW(unknown.get<StepParts>(), Error);
+}
+
+CoreMetrics FullCore() {
+  CoreMetrics c;
+  c.host = 1;
+  c.ordinal = 2;
+  c.replica = 3;
+  c.logical_core = 0;
+  c.fed = c.trains = true;
+  CoreStepRecord r;
+  r.parts = Numbered();
+  r.bytes = 64;
+  r.occupancy = 2;
+  r.rows_served = 5;
+  c.Add(r, false);
+  c.Add(r, true);
+  c.crs = CoreCrs{4, 1024, 0.5, 0.25, 0.25, 1e9, 2e9, 8};
+  c.global_step = 9;
+  c.param_checksums = {{"w", "00ff"}};
+  c.non_finite_steps = 1;
+  c.non_finite = NonFiniteValue{7, 3, "loss"};
+  c.stopped_on_non_finite = true;
+  return c;
+}
+
+HostMetrics FullHost() {
+  HostMetrics h;
+  h.host = 2;
+  h.rows_per_step = 16;
+  h.shards_sent = 8;
+  h.bytes_sent = 4096;
+  h.shards_forwarded = 1;
+  h.credit_wait_s = 0.5;
+  h.build_wait_s = 0.25;
+  h.Add({0, 0.1, 0.2, 0.3}, false);
+  h.Add({1, 0.1, 0.2, 0.6}, true);
+  h.embedding_ids_enqueued = 12;
+  h.loops = {{0, 10, 1.5, 0.75}};
+  h.pipeline = PipelineStages{{}, "enqueue", std::nullopt};
+  return h;
+}
+
+// Round trip, then every field missing in turn, then one key too many.
+template <class M>
+void ExpectStrictRoundTrip(const M& m) {
+  const json j = m;
+  EXPECT_EQ(json(json::parse(j.dump()).get<M>()), j);
+  for (const auto& item : j.items()) {
+    json missing = j;
+    missing.erase(item.key());
+    EXPECT_THROW(missing.get<M>(), json::exception) << item.key();
+  }
+  json unknown = j;
+  unknown["no_such_field"] = 1;
+  EXPECT_THROW(unknown.get<M>(), Error);
+}
+
+TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
+  ExpectStrictRoundTrip(FullCore());
+  ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
+  EXPECT_EQ(json(FullCore()).size(), 25u);
+}
+
+TEST(MetricsJsonTest, HostMetricsRoundTripStrictly) {
+  ExpectStrictRoundTrip(FullHost());
+  EXPECT_EQ(json(FullHost()).size(), 16u);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
