@@ -41,7 +41,9 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd) {
   if (pid < 0) Fail("cannot start {}: fork: {}", argv[0], std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
-    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) _exit(127);
+    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) {
+      _exit(127);
+    }
     execv(cargv[0], cargv.data());
     _exit(127);
   }
@@ -157,7 +159,9 @@ std::string FirstErrorLine(const std::string& log) {
   std::istringstream in(log);
   std::string last;
   for (std::string line; std::getline(in, line);) {
-    if (line.find("error:") != std::string::npos || line.find("Error") != std::string::npos) return line;
+    if (line.find("error:") != std::string::npos || line.find("Error") != std::string::npos) {
+      return line;
+    }
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }
   return last;
@@ -180,9 +184,11 @@ PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>
   const int code = RunChild(argv, kPlotTimeoutS);
   if (code == 0) return PlotOutcome::kWritten;
   if (code == kPlotMissingMatplotlib) {
-    fmt::print("plots skipped: {} cannot import matplotlib; install it with "
-               "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
-               "then run {} {}\n", python, script, dir);
+    fmt::print(
+        "plots skipped: {} cannot import matplotlib; install it with "
+        "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
+        "then run {} {}\n",
+        python, script, dir);
     return PlotOutcome::kSkipped;
   }
   fmt::print("plots failed: {} exited with {}\n", script, code);

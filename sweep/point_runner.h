@@ -33,10 +33,10 @@ struct PointRun {
 };
 
 struct PointOutcome {
-  int exit_code = 0;       // launch's exit code, kExitTimedOut, or 128 + signal
-  std::string error;       // empty when exit_code is 0: the first error line of the log
-  nlohmann::json report;   // null when the run wrote none
-  double seconds = 0;      // wall time of the child
+  int exit_code = 0;      // launch's exit code, kExitTimedOut, or 128 + signal
+  std::string error;      // empty when exit_code is 0: the first error line of the log
+  nlohmann::json report;  // null when the run wrote none
+  double seconds = 0;     // wall time of the child
 };
 
 // Runs the point and waits for it (at most timeout_s, then its process group is

@@ -41,9 +41,12 @@ const std::array<Column, 18> kTrailing{{
     {"step_p50_ms", &RunMetrics::step_p50_ms, "/step/percentiles/step_time_s/p50", kMs},
     {"step_p90_ms", &RunMetrics::step_p90_ms, "/step/percentiles/step_time_s/p90", kMs},
     {"step_p99_ms", &RunMetrics::step_p99_ms, "/step/percentiles/step_time_s/p99", kMs},
-    {"infeed_wait_p50_ms", &RunMetrics::infeed_wait_p50_ms, "/step/percentiles/infeed_wait_s/p50", kMs},
-    {"infeed_wait_p90_ms", &RunMetrics::infeed_wait_p90_ms, "/step/percentiles/infeed_wait_s/p90", kMs},
-    {"infeed_wait_p99_ms", &RunMetrics::infeed_wait_p99_ms, "/step/percentiles/infeed_wait_s/p99", kMs},
+    {"infeed_wait_p50_ms", &RunMetrics::infeed_wait_p50_ms, "/step/percentiles/infeed_wait_s/p50",
+     kMs},
+    {"infeed_wait_p90_ms", &RunMetrics::infeed_wait_p90_ms, "/step/percentiles/infeed_wait_s/p90",
+     kMs},
+    {"infeed_wait_p99_ms", &RunMetrics::infeed_wait_p99_ms, "/step/percentiles/infeed_wait_s/p99",
+     kMs},
     {"infeed_ms", &RunMetrics::infeed_ms, "/step_breakdown/infeed_s", kMs},
     {"compute_ms", &RunMetrics::compute_ms, "/step_breakdown/compute_s", kMs},
     {"crs_ms", &RunMetrics::crs_ms, "/step_breakdown/crs_s", kMs},
@@ -52,8 +55,10 @@ const std::array<Column, 18> kTrailing{{
     {"device_ms", &RunMetrics::device_ms, "/step_breakdown/device_s", kMs},
     {"outfeed_ms", &RunMetrics::outfeed_ms, "/step_breakdown/outfeed_s", kMs},
     {"post_loop_ms", &RunMetrics::post_loop_ms, "/step_breakdown/post_loop_s", kMs},
-    {"embedding_forward_ms", &RunMetrics::embedding_forward_ms, "/step_breakdown/embedding_forward_s", kMs},
-    {"embedding_backward_ms", &RunMetrics::embedding_backward_ms, "/step_breakdown/embedding_backward_s", kMs},
+    {"embedding_forward_ms", &RunMetrics::embedding_forward_ms,
+     "/step_breakdown/embedding_forward_s", kMs},
+    {"embedding_backward_ms", &RunMetrics::embedding_backward_ms,
+     "/step_breakdown/embedding_backward_s", kMs},
     {"idle_ms", &RunMetrics::idle_ms, "/step_breakdown/idle_s", kMs},
 }};
 
@@ -134,7 +139,8 @@ std::string RunCsvLine(const RunRow& row) {
   return line;
 }
 
-void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys, const std::vector<RunRow>& rows) {
+void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
+                 const std::vector<RunRow>& rows) {
   std::ofstream out(path);
   if (!out) Fail("{}: cannot open for writing", path);
   out << RunCsvHeader(keys) << "\n";

@@ -18,13 +18,13 @@ namespace tpusim::sim {
 // empty when the report lacks it (no report: the run failed; AU null: no core
 // took part in steps).
 struct RunMetrics {
-  std::optional<double> examples_per_s;            // totals.examples_per_s
-  std::optional<double> host_examples_per_s_min;   // over hosts[].examples_per_s
+  std::optional<double> examples_per_s;           // totals.examples_per_s
+  std::optional<double> host_examples_per_s_min;  // over hosts[].examples_per_s
   std::optional<double> host_examples_per_s_max;
-  std::optional<double> au_mean, au_min;           // accelerator_utilization
-  std::optional<double> infeed_percent;            // step.infeed_percent
-  std::string verdict;                             // the verdict up to its ':'
-  std::optional<double> step_ms;                   // step.mean_step_s
+  std::optional<double> au_mean, au_min;  // accelerator_utilization
+  std::optional<double> infeed_percent;   // step.infeed_percent
+  std::string verdict;                    // the verdict up to its ':'
+  std::optional<double> step_ms;          // step.mean_step_s
   std::optional<double> step_p50_ms, step_p90_ms, step_p99_ms;
   std::optional<double> infeed_wait_p50_ms, infeed_wait_p90_ms, infeed_wait_p99_ms;
   // step_breakdown, each part's mean per step; the parts other than crs_sync
