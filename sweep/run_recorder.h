@@ -19,7 +19,8 @@ std::string RunId(size_t index);
 std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
                                         const std::vector<std::string>& values);
 
-// The row of a finished point.
+// The row of a finished point (sweep/point_runner.h's JudgePoint): its metrics are
+// its report's, empty when it left none that reads.
 RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
                const PointShape& shape, const PointOutcome& outcome);
 
