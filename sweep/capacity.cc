@@ -28,7 +28,9 @@ double ParseBound(const std::string& flag, const std::string& text) {
     used = 0;
   }
   if (used != text.size() || !std::isfinite(value)) {
-    Fail("capacity: {}: '{}' is not a number; for a key with non-numeric values give --values a,b,c", flag, text);
+    Fail(
+        "capacity: {}: '{}' is not a number; for a key with non-numeric values give --values a,b,c",
+        flag, text);
   }
   return value;
 }
@@ -55,14 +57,18 @@ std::string ConfiguredValue(const CapacityOptions& o) {
   }
   if (!node || !node.IsScalar()) {
     CheckKeyIsKnown(o);
-    Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key, o.config);
+    Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key,
+         o.config);
   }
   return node.Scalar();
 }
 
 CapacityRange NumericRange(const CapacityOptions& o) {
   if (o.high.empty()) {
-    Fail("capacity: --high is needed: the far end of the range of {} to search (or give --values a,b,c)", o.key);
+    Fail(
+        "capacity: --high is needed: the far end of the range of {} to search (or give --values "
+        "a,b,c)",
+        o.key);
   }
   const std::string low = o.low.empty() ? ConfiguredValue(o) : o.low;
   CapacityRange r;
@@ -79,7 +85,9 @@ CapacityRange MakeRange(const CapacityOptions& o) {
   if (!(o.tolerance > 0)) Fail("capacity: --tolerance {}: must be > 0", o.tolerance);
   if (o.max_runs < 2) Fail("capacity: --max-runs {}: must be >= 2 (the two ends)", o.max_runs);
   if (o.values.empty()) return NumericRange(o);
-  if (!o.low.empty() || !o.high.empty()) Fail("capacity: --values and --low/--high are alternatives; give one");
+  if (!o.low.empty() || !o.high.empty()) {
+    Fail("capacity: --values and --low/--high are alternatives; give one");
+  }
   CapacityRange r;
   r.values = SplitValues(o.values, "--values");
   if (r.values.size() < 2) Fail("capacity: --values {}: needs at least two values", o.values);
@@ -102,37 +110,43 @@ void ValidateRange(const RunRecorder& recorder, const CapacityRange& r) {
   }
 }
 
-void PrintTrials(const std::string& key, const CapacityResult& result, const std::vector<RunRow>& rows) {
+void PrintTrials(const std::string& key, const CapacityResult& result,
+                 const std::vector<RunRow>& rows) {
   std::vector<size_t> order(result.trials.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return result.trials[a].position < result.trials[b].position; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return result.trials[a].position < result.trials[b].position;
+  });
   fmt::print("tried, by value ({} runs):\n", order.size());
   for (size_t i : order) {
     const CapacityTrial& t = result.trials[i];
-    fmt::print("  {}={:<12} AU {:.3f}  {}  {}  {}\n", key, t.value, t.au, t.passes ? "pass" : "FAIL",
-               rows[i].metrics.verdict, rows[i].run);
+    fmt::print("  {}={:<12} AU {:.3f}  {}  {}  {}\n", key, t.value, t.au,
+               t.passes ? "pass" : "FAIL", rows[i].metrics.verdict, rows[i].run);
   }
 }
 
 std::string AnswerLine(const CapacityOptions& o, const CapacityResult& r) {
-  std::string line = fmt::format("answer: {} = {} (AU {:.3f} >= {}); {} gives AU {:.3f}", o.key, r.pass->value,
-                                 r.pass->au, o.target_au, r.fail->value, r.fail->au);
+  std::string line = fmt::format("answer: {} = {} (AU {:.3f} >= {}); {} gives AU {:.3f}", o.key,
+                                 r.pass->value, r.pass->au, o.target_au, r.fail->value, r.fail->au);
   if (r.converged) return line + fmt::format("; {} runs", r.trials.size());
-  return line + fmt::format("; stopped by --max-runs {} before the bracket met --tolerance", o.max_runs);
+  return line +
+         fmt::format("; stopped by --max-runs {} before the bracket met --tolerance", o.max_runs);
 }
 
-[[noreturn]] void FailNoAnswer(const CapacityOptions& o, const CapacityRange& range, const CapacityResult& r) {
+[[noreturn]] void FailNoAnswer(const CapacityOptions& o, const CapacityRange& range,
+                               const CapacityResult& r) {
   const CapacityTrial& a = r.trials[0];
   const CapacityTrial& b = r.trials[1];
-  const std::string span = fmt::format("{} from {} to {}", o.key, ValueAt(range, LowPosition(range)),
-                                       ValueAt(range, HighPosition(range)));
+  const std::string span =
+      fmt::format("{} from {} to {}", o.key, ValueAt(range, LowPosition(range)),
+                  ValueAt(range, HighPosition(range)));
   if (r.outcome == CapacityOutcome::kNonePass) {
-    Fail("capacity: no value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {})", span, o.target_au, a.au,
-         a.value, b.au, b.value);
+    Fail("capacity: no value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {})", span,
+         o.target_au, a.au, a.value, b.au, b.value);
   }
-  Fail("capacity: every value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {}): widen the range", span,
-       o.target_au, a.au, a.value, b.au, b.value);
+  Fail(
+      "capacity: every value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {}): widen the range",
+      span, o.target_au, a.au, a.value, b.au, b.value);
 }
 
 }  // namespace
@@ -186,23 +200,29 @@ int RunCapacityCommand(const CapacityOptions& o) {
   const CapacityRange range = MakeRange(o);
   RunRecorder recorder({o.config, o.sets, {o.key}, o.out, "capacity.csv", o.timeout_s});
   ValidateRange(recorder, range);
-  fmt::print("capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n", o.key,
-             o.config, o.target_au, o.max_runs, o.out);
-  const CapacityResult result = FindCapacity(range, o.target_au, o.max_runs, [&](const std::string& value) {
-    const RunRow& row = recorder.Run({value});
-    if (row.exit_code != 0) {
-      Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key, value, row.exit_code,
-           row.error, o.out, row.run);
-    }
-    if (!row.metrics.au_min) Fail("capacity: the run with {}={} reports no accelerator utilization", o.key, value);
-    return *row.metrics.au_min;
-  });
-  fmt::print("AU {} as {} grows: the {} value with AU >= {} is the answer\n", result.au_falls ? "falls" : "rises",
-             o.key, result.au_falls ? "largest" : "smallest", o.target_au);
+  fmt::print("capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
+             o.key, o.config, o.target_au, o.max_runs, o.out);
+  const CapacityResult result =
+      FindCapacity(range, o.target_au, o.max_runs, [&](const std::string& value) {
+        const RunRow& row = recorder.Run({value});
+        if (row.exit_code != 0) {
+          Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key,
+               value, row.exit_code, row.error, o.out, row.run);
+        }
+        if (!row.metrics.au_min) {
+          Fail("capacity: the run with {}={} reports no accelerator utilization", o.key, value);
+        }
+        return *row.metrics.au_min;
+      });
+  fmt::print("AU {} as {} grows: the {} value with AU >= {} is the answer\n",
+             result.au_falls ? "falls" : "rises", o.key, result.au_falls ? "largest" : "smallest",
+             o.target_au);
   PrintTrials(o.key, result, recorder.rows());
   std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au)};
   if (result.pass) plot_args.insert(plot_args.end(), {"--answer", result.pass->value});
-  if (!range.values.empty()) plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});
+  if (!range.values.empty()) {
+    plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});
+  }
   const PlotOutcome plots = RunPlotScript(o.out, plot_args);
   if (result.outcome != CapacityOutcome::kFound) FailNoAnswer(o, range, result);
   fmt::print("{}\n", AnswerLine(o, result));

@@ -43,10 +43,11 @@ enum class CapacityOutcome { kFound, kNonePass, kAllPass };
 
 struct CapacityResult {
   CapacityOutcome outcome = CapacityOutcome::kFound;
-  bool au_falls = true;  // AU at the low end >= at the high end: the largest passing value is wanted
-  std::vector<CapacityTrial> trials;       // in the order they ran
+  // AU at the low end >= at the high end: the largest passing value is wanted.
+  bool au_falls = true;
+  std::vector<CapacityTrial> trials;        // in the order they ran
   std::optional<CapacityTrial> pass, fail;  // kFound: the final bracket; pass is the answer
-  bool converged = false;                  // false: stopped by max_runs
+  bool converged = false;                   // false: stopped by max_runs
 };
 
 // AU (worst core) of a real run with the key at `value`; throws Error when the run fails.
@@ -61,8 +62,8 @@ struct CapacityOptions {
   std::string config;
   std::string key;
   double target_au = 0.9;
-  std::string low, high;           // numeric bounds; low defaults to the key's value in CONFIG
-  std::string values;              // "a,b,c" instead of a numeric range
+  std::string low, high;  // numeric bounds; low defaults to the key's value in CONFIG
+  std::string values;     // "a,b,c" instead of a numeric range
   double tolerance = 0.05;
   int max_runs = 10;
   std::vector<std::string> sets;
@@ -72,8 +73,8 @@ struct CapacityOptions {
 
 // Prints every run tried and the answer, writes DIR/capacity.csv and
 // DIR/capacity.png. Returns 0 with an answer (1 when the plot script failed;
-// still 0 when it was skipped for want of matplotlib); throws Error with one line when no value passes, all pass, a run fails
-// or a flag is wrong.
+// still 0 when it was skipped for want of matplotlib); throws Error with one line when no value
+// passes, all pass, a run fails or a flag is wrong.
 int RunCapacityCommand(const CapacityOptions& options);
 
 }  // namespace tpusim::sim

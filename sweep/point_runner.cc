@@ -13,8 +13,10 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "run/slice.h"
@@ -41,7 +43,9 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd) {
   if (pid < 0) Fail("cannot start {}: fork: {}", argv[0], std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
-    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) _exit(127);
+    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) {
+      _exit(127);
+    }
     execv(cargv[0], cargv.data());
     _exit(127);
   }
@@ -88,15 +92,6 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-nlohmann::json ReadReport(const std::string& path) {
-  if (!fs::exists(path)) return nullptr;
-  try {
-    return nlohmann::json::parse(std::ifstream(path));
-  } catch (const nlohmann::json::exception&) {
-    return nullptr;  // cut short by the timeout: the row says why the run failed
-  }
-}
-
 std::vector<std::string> LaunchArgv(const PointRun& run, const std::string& report) {
   std::vector<std::string> argv{SelfExecutable(), "launch", run.config};
   for (const std::string& o : run.overrides) argv.insert(argv.end(), {"--set", o});
@@ -132,32 +127,67 @@ std::string SelfExecutable() {
   return self.string();
 }
 
+PointReport ReadPointReport(const std::string& path) {
+  PointReport read;
+  if (!fs::exists(path)) {
+    read.problem = path + ": not written";
+    return read;
+  }
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(std::ifstream(path));
+  } catch (const nlohmann::json::exception&) {
+    read.problem = path + ": not JSON";
+    return read;
+  }
+  try {
+    read.report = json.get<Report>();
+  } catch (const Error& e) {
+    read.problem = fmt::format("{}: {}", path, e.what());
+    read.invalid = true;
+  }
+  return read;
+}
+
+PointOutcome JudgePoint(int exit_code, std::string error, PointReport report, double seconds) {
+  PointOutcome outcome{exit_code, std::move(error), std::move(report.report), seconds};
+  if (outcome.report) return outcome;
+  if (exit_code == 0) {
+    outcome.exit_code = kExitUnreadableReport;
+    outcome.error = "exited 0 without a report that reads: " + report.problem;
+  } else if (report.invalid) {
+    outcome.error += (outcome.error.empty() ? "" : "; ") + report.problem;
+  }
+  return outcome;
+}
+
 PointOutcome RunPoint(const PointRun& run) {
   fs::create_directories(run.dir);
   const std::string report = run.dir + "/report.json", log = run.dir + "/output.log";
   fs::remove(report);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail("{}: cannot open for writing: {}", log, std::strerror(errno));
-  PointOutcome outcome;
   const auto start = Clock::now();
   const pid_t pid = Spawn(LaunchArgv(run, report), fd);
   close(fd);
-  outcome.exit_code = WaitFor(pid, run.timeout_s);
-  outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  outcome.report = ReadReport(report);
-  if (outcome.exit_code == kExitTimedOut) {
-    outcome.error = fmt::format("timed out after {} s (--timeout-s)", run.timeout_s);
-  } else if (outcome.exit_code != 0) {
-    outcome.error = FirstErrorLine(ReadText(log));
+  const int exit_code = WaitFor(pid, run.timeout_s);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::string error;
+  if (exit_code == kExitTimedOut) {
+    error = fmt::format("timed out after {} s (--timeout-s)", run.timeout_s);
+  } else if (exit_code != 0) {
+    error = FirstErrorLine(ReadText(log));
   }
-  return outcome;
+  return JudgePoint(exit_code, std::move(error), ReadPointReport(report), seconds);
 }
 
 std::string FirstErrorLine(const std::string& log) {
   std::istringstream in(log);
   std::string last;
   for (std::string line; std::getline(in, line);) {
-    if (line.find("error:") != std::string::npos || line.find("Error") != std::string::npos) return line;
+    if (line.find("error:") != std::string::npos || line.find("Error") != std::string::npos) {
+      return line;
+    }
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   }
   return last;
@@ -180,9 +210,11 @@ PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>
   const int code = RunChild(argv, kPlotTimeoutS);
   if (code == 0) return PlotOutcome::kWritten;
   if (code == kPlotMissingMatplotlib) {
-    fmt::print("plots skipped: {} cannot import matplotlib; install it with "
-               "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
-               "then run {} {}\n", python, script, dir);
+    fmt::print(
+        "plots skipped: {} cannot import matplotlib; install it with "
+        "`apt-get install python3-matplotlib python3-numpy` (or scripts/install-deps), "
+        "then run {} {}\n",
+        python, script, dir);
     return PlotOutcome::kSkipped;
   }
   fmt::print("plots failed: {} exited with {}\n", script, code);

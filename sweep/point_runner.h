@@ -1,19 +1,28 @@
 // Runs one point of a sweep or capacity search as a real run: this same binary
 // as a child `tpusim launch CONFIG --set ... --report DIR/report.json --quiet`
 // (so the mpirun line is the one `launch` builds), its output captured to
-// DIR/output.log, under a timeout. Also checks a point's config in-process first,
-// so a bad value fails before anything runs, and starts the plot script.
+// DIR/output.log, under a timeout; its report is read back strictly as the typed
+// Report (report/report_types.h), and a run that exited 0 without a report that
+// reads is a failed point. Also checks a point's config in-process first, so a bad
+// value fails before anything runs, and starts the plot script.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "report/report_types.h"
+#include "run/exit_codes.h"
 
 namespace tpusim::sim {
 
 // Exit code of a child stopped by its timeout (as timeout(1) reports it).
 inline constexpr int kExitTimedOut = 124;
+
+// The exit code of a point whose child exited 0 but left no report that reads: an
+// internal error, since the child is this binary and wrote the report itself. Its
+// row fails and says why, rather than show the metrics empty or zero.
+inline constexpr int kExitUnreadableReport = kExitInternalError;
 
 // The slice a point runs on, from its config as loaded in-process.
 struct PointShape {
@@ -32,12 +41,32 @@ struct PointRun {
   double timeout_s = 600;
 };
 
-struct PointOutcome {
-  int exit_code = 0;       // launch's exit code, kExitTimedOut, or 128 + signal
-  std::string error;       // empty when exit_code is 0: the first error line of the log
-  nlohmann::json report;   // null when the run wrote none
-  double seconds = 0;      // wall time of the child
+// A point's report file, read strictly as the typed report.
+struct PointReport {
+  std::optional<Report> report;  // empty: not written, not JSON, or not a report
+  // Why the report is empty, naming the file: "PATH: not written", "PATH: not
+  // JSON", or the strict reader's line ("PATH: report: totals: key
+  // 'examples_per_s' not found"); "" when it was read.
+  std::string problem;
+  bool invalid = false;  // JSON, but a field is missing, unknown or of the wrong type
 };
+
+// Reads the report a child wrote at `path`. Never throws.
+PointReport ReadPointReport(const std::string& path);
+
+struct PointOutcome {
+  int exit_code = 0;             // launch's, kExitTimedOut, 128 + signal, or kExitUnreadableReport
+  std::string error;             // empty when exit_code is 0: why the point failed
+  std::optional<Report> report;  // empty when the run left no report that reads
+  double seconds = 0;            // wall time of the child
+};
+
+// How a point ended: its child's `exit_code` and `error` (the timeout, or the
+// first error line of its log) with what its report file held. A child that
+// exited 0 without a report that reads fails with kExitUnreadableReport and the
+// report's problem. A failed child keeps its code and error, to which an invalid
+// report's problem is added (a missing or partial one is what a failed run leaves).
+PointOutcome JudgePoint(int exit_code, std::string error, PointReport report, double seconds);
 
 // Runs the point and waits for it (at most timeout_s, then its process group is
 // terminated). Throws Error only when the child cannot be started.

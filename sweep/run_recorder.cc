@@ -22,21 +22,26 @@ std::string RunId(size_t index) { return fmt::format("run-{:03}", index + 1); }
 std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
                                         const std::vector<std::string>& values) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < keys.size() && i < values.size(); ++i) out.push_back(keys[i] + "=" + values[i]);
+  for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
+    out.push_back(keys[i] + "=" + values[i]);
+  }
   return out;
 }
 
-RunRow MakeRow(const std::string& run, const std::vector<std::string>& values, const PointShape& shape,
-               const PointOutcome& outcome) {
-  return RunRow{run, values, outcome.exit_code, outcome.error, shape.hosts, SummarizeReport(outcome.report)};
+RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
+               const PointShape& shape, const PointOutcome& outcome) {
+  RunRow row{run, values, outcome.exit_code, outcome.error, shape.hosts, {}};
+  if (outcome.report) row.metrics = SummarizeReport(*outcome.report);
+  return row;
 }
 
 std::string DescribeOutcome(const RunRow& row, double seconds) {
   if (row.exit_code != 0) return fmt::format("FAILED (exit {}): {}", row.exit_code, row.error);
   const RunMetrics& m = row.metrics;
-  std::string text = fmt::format("{:.1f} s: {:.0f} examples/s", seconds, m.examples_per_s.value_or(0));
+  // A row that did not fail was made from its report (JudgePoint), so its metrics are there.
+  std::string text = fmt::format("{:.1f} s: {:.0f} examples/s", seconds, m.examples_per_s.value());
   if (m.au_mean && m.au_min) text += fmt::format(", AU {:.3f} (min {:.3f})", *m.au_mean, *m.au_min);
-  return text + fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value_or(0), m.verdict);
+  return text + fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value(), m.verdict);
 }
 
 RunRecorder::RunRecorder(RecorderSetup setup) : setup_(std::move(setup)) {
@@ -59,8 +64,9 @@ const RunRow& RunRecorder::Run(const std::vector<std::string>& values) {
   const PointShape shape = Validate(values);
   const std::string id = RunId(rows_.size());
   fmt::print("{}  {}  ({} ranks) ... ", id, Label(values), shape.ranks);
-  const PointOutcome outcome = RunPoint({setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)),
-                                         setup_.out_dir + "/" + id, setup_.timeout_s});
+  const PointOutcome outcome =
+      RunPoint({setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)),
+                setup_.out_dir + "/" + id, setup_.timeout_s});
   rows_.push_back(MakeRow(id, values, shape, outcome));
   fmt::print("{}\n", DescribeOutcome(rows_.back(), outcome.seconds));
   std::fflush(stdout);

@@ -19,9 +19,10 @@ std::string RunId(size_t index);
 std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
                                         const std::vector<std::string>& values);
 
-// The row of a finished point.
-RunRow MakeRow(const std::string& run, const std::vector<std::string>& values, const PointShape& shape,
-               const PointOutcome& outcome);
+// The row of a finished point (sweep/point_runner.h's JudgePoint): its metrics are
+// its report's, empty when it left none that reads.
+RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
+               const PointShape& shape, const PointOutcome& outcome);
 
 // "6.2 s: 1234 examples/s, AU 0.981 (min 0.975), infeed 1.2%, not input-bound",
 // or "FAILED (exit 2): <error>".
@@ -32,7 +33,7 @@ struct RecorderSetup {
   std::vector<std::string> sets;  // the command's --set, applied before each point's values
   std::vector<std::string> keys;  // the varied keys, in CSV order
   std::string out_dir;
-  std::string csv_name;           // "runs.csv" or "capacity.csv"
+  std::string csv_name;  // "runs.csv" or "capacity.csv"
   double timeout_s = 600;
 };
 

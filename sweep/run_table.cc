@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
-#include <span>
 
 #include <fmt/format.h>
 
@@ -12,78 +11,82 @@
 namespace tpusim::sim {
 namespace {
 
-using json = nlohmann::json;
 using Field = std::optional<double> RunMetrics::*;
 
-// A numeric column: CSV name, field, JSON pointer into the report (nullptr: the
-// field is computed) and the factor to the CSV's unit.
+// A numeric column: its CSV name and the field it shows.
 struct Column {
   const char* name;
   Field field;
-  const char* pointer;
-  double scale;
 };
-
-constexpr double kMs = 1e3;
 
 // Columns are added at the end of kTrailing, never renamed or reordered (README:
 // "runs.csv"). kLeading comes between `hosts` and `verdict`, kTrailing after it.
 const std::array<Column, 6> kLeading{{
-    {"examples_per_s", &RunMetrics::examples_per_s, "/totals/examples_per_s", 1},
-    {"host_examples_per_s_min", &RunMetrics::host_examples_per_s_min, nullptr, 1},
-    {"host_examples_per_s_max", &RunMetrics::host_examples_per_s_max, nullptr, 1},
-    {"au_mean", &RunMetrics::au_mean, "/accelerator_utilization/mean", 1},
-    {"au_min", &RunMetrics::au_min, "/accelerator_utilization/min", 1},
-    {"infeed_percent", &RunMetrics::infeed_percent, "/step/infeed_percent", 1},
+    {"examples_per_s", &RunMetrics::examples_per_s},
+    {"host_examples_per_s_min", &RunMetrics::host_examples_per_s_min},
+    {"host_examples_per_s_max", &RunMetrics::host_examples_per_s_max},
+    {"au_mean", &RunMetrics::au_mean},
+    {"au_min", &RunMetrics::au_min},
+    {"infeed_percent", &RunMetrics::infeed_percent},
 }};
 const std::array<Column, 18> kTrailing{{
-    {"step_ms", &RunMetrics::step_ms, "/step/mean_step_s", kMs},
-    {"step_p50_ms", &RunMetrics::step_p50_ms, "/step/percentiles/step_time_s/p50", kMs},
-    {"step_p90_ms", &RunMetrics::step_p90_ms, "/step/percentiles/step_time_s/p90", kMs},
-    {"step_p99_ms", &RunMetrics::step_p99_ms, "/step/percentiles/step_time_s/p99", kMs},
-    {"infeed_wait_p50_ms", &RunMetrics::infeed_wait_p50_ms, "/step/percentiles/infeed_wait_s/p50", kMs},
-    {"infeed_wait_p90_ms", &RunMetrics::infeed_wait_p90_ms, "/step/percentiles/infeed_wait_s/p90", kMs},
-    {"infeed_wait_p99_ms", &RunMetrics::infeed_wait_p99_ms, "/step/percentiles/infeed_wait_s/p99", kMs},
-    {"infeed_ms", &RunMetrics::infeed_ms, "/step_breakdown/infeed_s", kMs},
-    {"compute_ms", &RunMetrics::compute_ms, "/step_breakdown/compute_s", kMs},
-    {"crs_ms", &RunMetrics::crs_ms, "/step_breakdown/crs_s", kMs},
-    {"crs_sync_ms", &RunMetrics::crs_sync_ms, "/step_breakdown/crs_sync_s", kMs},
-    {"apply_ms", &RunMetrics::apply_ms, "/step_breakdown/apply_s", kMs},
-    {"device_ms", &RunMetrics::device_ms, "/step_breakdown/device_s", kMs},
-    {"outfeed_ms", &RunMetrics::outfeed_ms, "/step_breakdown/outfeed_s", kMs},
-    {"post_loop_ms", &RunMetrics::post_loop_ms, "/step_breakdown/post_loop_s", kMs},
-    {"embedding_forward_ms", &RunMetrics::embedding_forward_ms, "/step_breakdown/embedding_forward_s", kMs},
-    {"embedding_backward_ms", &RunMetrics::embedding_backward_ms, "/step_breakdown/embedding_backward_s", kMs},
-    {"idle_ms", &RunMetrics::idle_ms, "/step_breakdown/idle_s", kMs},
+    {"step_ms", &RunMetrics::step_ms},
+    {"step_p50_ms", &RunMetrics::step_p50_ms},
+    {"step_p90_ms", &RunMetrics::step_p90_ms},
+    {"step_p99_ms", &RunMetrics::step_p99_ms},
+    {"infeed_wait_p50_ms", &RunMetrics::infeed_wait_p50_ms},
+    {"infeed_wait_p90_ms", &RunMetrics::infeed_wait_p90_ms},
+    {"infeed_wait_p99_ms", &RunMetrics::infeed_wait_p99_ms},
+    {"infeed_ms", &RunMetrics::infeed_ms},
+    {"compute_ms", &RunMetrics::compute_ms},
+    {"crs_ms", &RunMetrics::crs_ms},
+    {"crs_sync_ms", &RunMetrics::crs_sync_ms},
+    {"apply_ms", &RunMetrics::apply_ms},
+    {"device_ms", &RunMetrics::device_ms},
+    {"outfeed_ms", &RunMetrics::outfeed_ms},
+    {"post_loop_ms", &RunMetrics::post_loop_ms},
+    {"embedding_forward_ms", &RunMetrics::embedding_forward_ms},
+    {"embedding_backward_ms", &RunMetrics::embedding_backward_ms},
+    {"idle_ms", &RunMetrics::idle_ms},
 }};
 
-std::optional<double> NumberAt(const json& report, const char* pointer) {
-  const json::json_pointer at(pointer);
-  if (!report.contains(at) || !report.at(at).is_number()) return std::nullopt;
-  return report.at(at).get<double>();
-}
+// The report's seconds in the CSV's milliseconds.
+constexpr double kMs = 1e3;
 
-void ReadColumns(const json& report, std::span<const Column> columns, RunMetrics& m) {
-  for (const Column& c : columns) {
-    if (!c.pointer) continue;
-    if (std::optional<double> v = NumberAt(report, c.pointer)) m.*c.field = *v * c.scale;
-  }
-}
-
-void FillHostRange(const json& report, RunMetrics& m) {
-  if (!report.contains("hosts")) return;
-  for (const json& h : report["hosts"]) {
-    if (!h.contains("examples_per_s")) continue;
-    const double rate = h["examples_per_s"].get<double>();
+// The slowest and fastest host's examples/s, over the hosts that sent steps in
+// the window (the others have no window rates).
+void FillHostRange(const std::vector<HostRow>& hosts, RunMetrics& m) {
+  for (const HostRow& h : hosts) {
+    if (!h.window) continue;
+    const double rate = h.window->examples_per_s;
     m.host_examples_per_s_min = std::min(m.host_examples_per_s_min.value_or(rate), rate);
     m.host_examples_per_s_max = std::max(m.host_examples_per_s_max.value_or(rate), rate);
   }
 }
 
-std::string ShortVerdict(const json& report) {
-  if (!report.contains("verdict") || !report["verdict"].is_string()) return "";
-  const std::string verdict = report["verdict"].get<std::string>();
-  return verdict.substr(0, verdict.find(':'));
+void FillStepTimes(const StepSection& step, RunMetrics& m) {
+  const StepPercentiles& p = step.percentiles;
+  m.step_ms = step.mean_step_s * kMs;
+  m.step_p50_ms = p.step_time_s.p50 * kMs;
+  m.step_p90_ms = p.step_time_s.p90 * kMs;
+  m.step_p99_ms = p.step_time_s.p99 * kMs;
+  m.infeed_wait_p50_ms = p.infeed_wait_s.p50 * kMs;
+  m.infeed_wait_p90_ms = p.infeed_wait_s.p90 * kMs;
+  m.infeed_wait_p99_ms = p.infeed_wait_s.p99 * kMs;
+}
+
+void FillBreakdown(const StepBreakdown& b, RunMetrics& m) {
+  m.infeed_ms = b.infeed_s * kMs;
+  m.compute_ms = b.compute_s * kMs;
+  m.crs_ms = b.crs_s * kMs;
+  m.crs_sync_ms = b.crs_sync_s * kMs;
+  m.apply_ms = b.apply_s * kMs;
+  m.device_ms = b.device_s * kMs;
+  m.outfeed_ms = b.outfeed_s * kMs;
+  m.post_loop_ms = b.post_loop_s * kMs;
+  m.embedding_forward_ms = b.embedding_forward_s * kMs;
+  m.embedding_backward_ms = b.embedding_backward_s * kMs;
+  m.idle_ms = b.idle_s * kMs;
 }
 
 std::string CsvField(const std::string& text) {
@@ -104,13 +107,18 @@ std::string OptionalNumber(const std::optional<double>& value) {
 
 std::string CsvNumber(double value) { return fmt::format("{}", value); }
 
-RunMetrics SummarizeReport(const json& report) {
+RunMetrics SummarizeReport(const Report& report) {
   RunMetrics m;
-  if (!report.is_object()) return m;
-  ReadColumns(report, kLeading, m);
-  ReadColumns(report, kTrailing, m);
-  FillHostRange(report, m);
-  m.verdict = ShortVerdict(report);
+  m.examples_per_s = report.totals.examples_per_s;
+  FillHostRange(report.hosts, m);
+  if (const std::optional<UtilizationSection>& au = report.accelerator_utilization) {
+    m.au_mean = au->mean;
+    m.au_min = au->min;
+  }
+  m.infeed_percent = report.step.infeed_percent;
+  m.verdict = report.verdict.substr(0, report.verdict.find(':'));
+  FillStepTimes(report.step, m);
+  FillBreakdown(report.step_breakdown, m);
   return m;
 }
 
@@ -134,7 +142,8 @@ std::string RunCsvLine(const RunRow& row) {
   return line;
 }
 
-void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys, const std::vector<RunRow>& rows) {
+void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
+                 const std::vector<RunRow>& rows) {
   std::ofstream out(path);
   if (!out) Fail("{}: cannot open for writing", path);
   out << RunCsvHeader(keys) << "\n";

@@ -2,29 +2,32 @@
 // point, how the run ended and what its report measured (throughput, accelerator
 // utilization, infeed %, verdict, step percentiles, the step breakdown), written
 // as CSV with a stable schema (runs.csv, capacity.csv; the README documents every
-// column). Pure: SummarizeReport reads a report JSON (report/report.h) and the CSV
-// functions only format; tests/sim/sweep_test.cc checks both.
+// column). Pure: SummarizeReport reads the typed report (report/report_types.h:
+// the JSON was read strictly, so a renamed field fails the run's row instead of
+// reading as empty or zero) and the CSV functions only format;
+// tests/sim/sweep_test.cc checks both.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "report/report_types.h"
 
 namespace tpusim::sim {
 
-// What a run's report says, in the units of the CSV (ms for times). A field is
-// empty when the report lacks it (no report: the run failed; AU null: no core
-// took part in steps).
+// What a run's report says, in the units of the CSV (ms for times). Every field
+// is empty for a run without a report that reads (its row failed); the AU fields
+// also when the report's accelerator_utilization is null (no core took part in
+// steps), the host range when no host sent steps in the window.
 struct RunMetrics {
-  std::optional<double> examples_per_s;            // totals.examples_per_s
-  std::optional<double> host_examples_per_s_min;   // over hosts[].examples_per_s
+  std::optional<double> examples_per_s;           // totals.examples_per_s
+  std::optional<double> host_examples_per_s_min;  // over hosts[].examples_per_s
   std::optional<double> host_examples_per_s_max;
-  std::optional<double> au_mean, au_min;           // accelerator_utilization
-  std::optional<double> infeed_percent;            // step.infeed_percent
-  std::string verdict;                             // the verdict up to its ':'
-  std::optional<double> step_ms;                   // step.mean_step_s
+  std::optional<double> au_mean, au_min;  // accelerator_utilization
+  std::optional<double> infeed_percent;   // step.infeed_percent
+  std::string verdict;                    // the verdict up to its ':'
+  std::optional<double> step_ms;          // step.mean_step_s
   std::optional<double> step_p50_ms, step_p90_ms, step_p99_ms;
   std::optional<double> infeed_wait_p50_ms, infeed_wait_p90_ms, infeed_wait_p99_ms;
   // step_breakdown, each part's mean per step; the parts other than crs_sync
@@ -33,8 +36,8 @@ struct RunMetrics {
       post_loop_ms, embedding_forward_ms, embedding_backward_ms, idle_ms;
 };
 
-// Reads `report` (version 2). Fields the report does not have stay empty.
-RunMetrics SummarizeReport(const nlohmann::json& report);
+// The CSV's view of a report (version 2).
+RunMetrics SummarizeReport(const Report& report);
 
 // One run: its id (run-001, ...), the values of the varied keys in order, its exit
 // code, the first error line when it failed, the hosts of its slice and its metrics.

@@ -71,7 +71,9 @@ VaryAxis ParseVary(const std::string& flag) {
 std::vector<std::vector<std::string>> ExpandGrid(const std::vector<VaryAxis>& axes) {
   std::set<std::string> seen;
   for (const VaryAxis& a : axes) {
-    if (!seen.insert(a.key).second) Fail("--vary {}: the key is varied twice; give its values in one --vary", a.key);
+    if (!seen.insert(a.key).second) {
+      Fail("--vary {}: the key is varied twice; give its values in one --vary", a.key);
+    }
   }
   std::vector<std::vector<std::string>> grid{{}};
   for (const VaryAxis& a : axes) {
@@ -88,7 +90,9 @@ std::vector<std::vector<std::string>> ExpandGrid(const std::vector<VaryAxis>& ax
 }
 
 void CheckTargetAu(const std::string& command, double target_au) {
-  if (!(target_au > 0 && target_au <= 1)) Fail("{}: --target-au {}: must be in (0, 1]", command, target_au);
+  if (!(target_au > 0 && target_au <= 1)) {
+    Fail("{}: --target-au {}: must be in (0, 1]", command, target_au);
+  }
 }
 
 int RunSweepCommand(const SweepOptions& options) {
@@ -97,13 +101,16 @@ int RunSweepCommand(const SweepOptions& options) {
   std::vector<VaryAxis> axes;
   for (const std::string& flag : options.vary) axes.push_back(ParseVary(flag));
   const std::vector<std::vector<std::string>> grid = ExpandGrid(axes);
-  RunRecorder recorder({options.config, options.sets, Keys(axes), options.out, "runs.csv", options.timeout_s});
+  RunRecorder recorder(
+      {options.config, options.sets, Keys(axes), options.out, "runs.csv", options.timeout_s});
   const std::vector<PointShape> shapes = ValidateGrid(recorder, grid);
-  fmt::print("sweep: {} runs of {} ({}), {} ranks in all, one after the other; each in {}/run-NNN\n",
-             grid.size(), options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
+  fmt::print(
+      "sweep: {} runs of {} ({}), {} ranks in all, one after the other; each in {}/run-NNN\n",
+      grid.size(), options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
   for (const std::vector<std::string>& point : grid) recorder.Run(point);
   fmt::print("wrote {} ({} rows)\n", recorder.csv_path(), recorder.rows().size());
-  const PlotOutcome plots = RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au)});
+  const PlotOutcome plots =
+      RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au)});
   const std::string failed = recorder.FailedRuns();
   if (!failed.empty()) fmt::print("sweep: some runs failed: {}; see their output.log\n", failed);
   return failed.empty() && plots != PlotOutcome::kFailed ? 0 : 1;

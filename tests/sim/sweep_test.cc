@@ -1,7 +1,12 @@
 // Unit tests of the pure parts of `tpusim sweep`: --vary parsing, the grid's
 // order, run ids and overrides (sweep/sweep.h, sweep/run_recorder.h), the runs.csv
-// schema and rows built from a report (sweep/run_table.h), and the error line
-// taken from a failed run's log (sweep/point_runner.h).
+// schema and rows built from a typed report (sweep/run_table.h), the report file
+// read back strictly and how a point's row ends when it is missing, partial or
+// lacks a field (a failed row, never a zero), and the error line taken from a
+// failed run's log (sweep/point_runner.h).
+#include <filesystem>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
 TEST(Sweep, VaryFlagSplitsValuesOutsideBrackets) {
@@ -52,25 +58,30 @@ TEST(Sweep, RunIdsAndOverrides) {
 
 // A report with every field runs.csv reads; times are binary fractions so the
 // milliseconds are exact.
-json Report() {
-  return {{"totals", {{"examples_per_s", 3000.0}}},
-          {"hosts", json::array({{{"host", 0}, {"examples_per_s", 1000.0}},
-                                 {{"host", 1}},  // no steps in the window: not counted
-                                 {{"host", 2}, {"examples_per_s", 2000.0}}})},
-          {"accelerator_utilization", {{"mean", 0.875}, {"min", 0.75}}},
-          {"step", {{"mean_step_s", 0.0625},
-                    {"infeed_percent", 12.5},
-                    {"percentiles", {{"step_time_s", {{"p50", 0.0625}, {"p90", 0.125}, {"p99", 0.25}}},
-                                     {"infeed_wait_s", {{"p50", 0.0}, {"p90", 0.001953125}, {"p99", 0.0078125}}}}}}},
-          {"verdict", "input-bound (moderate): infeed waits >= 5% of step time"},
-          {"step_breakdown", {{"step_s", 0.0625}, {"infeed_s", 0.0078125}, {"compute_s", 0.0}, {"crs_s", 0.0},
-                              {"crs_sync_s", 0.0}, {"apply_s", 0.0}, {"device_s", 0.046875},
-                              {"outfeed_s", 0.0}, {"post_loop_s", 0.0}, {"embedding_forward_s", 0.0},
-                              {"embedding_backward_s", 0.0}, {"idle_s", 0.0078125}}}};
+Report MeasuredReport() {
+  Report r;
+  r.totals.examples_per_s = 3000;
+  r.hosts.resize(3);
+  for (int h = 0; h < 3; ++h) r.hosts[h].host = h;
+  r.hosts[0].window.emplace().examples_per_s = 1000;
+  r.hosts[2].window.emplace().examples_per_s = 2000;  // host 1 sent no steps: not counted
+  r.accelerator_utilization.emplace();
+  r.accelerator_utilization->mean = 0.875;
+  r.accelerator_utilization->min = 0.75;
+  r.step.mean_step_s = 0.0625;
+  r.step.infeed_percent = 12.5;
+  r.step.percentiles.step_time_s = {0.0625, 0.125, 0.25, 0.25};  // p50, p90, p99, max
+  r.step.percentiles.infeed_wait_s = {0, 0.001953125, 0.0078125, 0.0078125};
+  r.verdict = "input-bound (moderate): infeed waits >= 5% of step time";
+  r.step_breakdown.step_s = 0.0625;
+  r.step_breakdown.infeed_s = 0.0078125;
+  r.step_breakdown.device_s = 0.046875;
+  r.step_breakdown.idle_s = 0.0078125;
+  return r;
 }
 
 TEST(RunTable, SummaryReadsTheReportInCsvUnits) {
-  RunMetrics m = SummarizeReport(Report());
+  RunMetrics m = SummarizeReport(MeasuredReport());
   EXPECT_EQ(m.examples_per_s, 3000.0);
   EXPECT_EQ(m.host_examples_per_s_min, 1000.0);
   EXPECT_EQ(m.host_examples_per_s_max, 2000.0);
@@ -83,7 +94,15 @@ TEST(RunTable, SummaryReadsTheReportInCsvUnits) {
   EXPECT_EQ(m.infeed_wait_p90_ms, 1.953125);
   EXPECT_EQ(m.device_ms, 46.875);
   EXPECT_EQ(m.idle_ms, 7.8125);
-  EXPECT_FALSE(SummarizeReport(nullptr).au_min.has_value());
+}
+
+TEST(RunTable, NullUtilizationLeavesOnlyTheAuColumnsEmpty) {
+  Report r = MeasuredReport();
+  r.accelerator_utilization.reset();
+  RunMetrics m = SummarizeReport(r);
+  EXPECT_FALSE(m.au_mean.has_value());
+  EXPECT_FALSE(m.au_min.has_value());
+  EXPECT_EQ(m.examples_per_s, 3000.0);
 }
 
 TEST(RunTable, HeaderAndRowsHaveAStableSchema) {
@@ -93,13 +112,116 @@ TEST(RunTable, HeaderAndRowsHaveAStableSchema) {
             "step_p99_ms,infeed_wait_p50_ms,infeed_wait_p90_ms,infeed_wait_p99_ms,infeed_ms,compute_ms,crs_ms,"
             "crs_sync_ms,apply_ms,device_ms,outfeed_ms,post_loop_ms,embedding_forward_ms,embedding_backward_ms,"
             "idle_ms");
-  RunRow ok{"run-001", {"50", "v4-32"}, 0, "", 4, SummarizeReport(Report())};
+  RunRow ok{"run-001", {"50", "v4-32"}, 0, "", 4, SummarizeReport(MeasuredReport())};
   EXPECT_EQ(RunCsvLine(ok),
             "run-001,50,v4-32,0,,4,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,250,0,"
             "1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125");
   RunRow failed{"run-002", {"[64,32]", "v4-8"}, 2, "tpusim: error: a, \"b\"", 1, {}};
   EXPECT_EQ(RunCsvLine(failed),
             "run-002,\"[64,32]\",v4-8,2,\"tpusim: error: a, \"\"b\"\"\",1,,,,,,,,,,,,,,,,,,,,,,,,,");
+}
+
+// A folder of this test's own under gtest's temporary folder.
+std::string TestDir(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) / ("sweep_test-" + name)).string();
+}
+
+// `json` written to a fresh report.json in the test's own folder; its path.
+std::string WriteReportFile(const std::string& name, const json& report) {
+  const std::string dir = TestDir(name);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/report.json";
+  std::ofstream(path) << report.dump(2);
+  return path;
+}
+
+RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5}, outcome); }
+
+// The 25 metric fields (6 numbers, the verdict, 18 numbers) of a row without them.
+const std::string kEmptyMetrics(25, ',');
+
+TEST(PointRunner, AReportFileReadsBackIntoTheSameRow) {
+  const PointReport read = ReadPointReport(WriteReportFile("whole", json(MeasuredReport())));
+  ASSERT_TRUE(read.report.has_value()) << read.problem;
+  EXPECT_EQ(read.problem, "");
+  const RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
+  EXPECT_EQ(RunCsvLine(row),
+            "run-001,50,0,,1,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,"
+            "250,0,1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125");
+  EXPECT_EQ(DescribeOutcome(row, 1.5),
+            "1.5 s: 3000 examples/s, AU 0.875 (min 0.750), infeed 12.5%, input-bound (moderate)");
+}
+
+// A field the table reads, missing or renamed, fails the row with the strict
+// reader's line instead of leaving the column empty or zero.
+TEST(PointRunner, AReportMissingAFieldTheTableReadsIsAFailedRow) {
+  json missing = MeasuredReport();
+  missing["totals"].erase("examples_per_s");
+  const std::string path = WriteReportFile("missing", missing);
+  const PointReport read = ReadPointReport(path);
+  EXPECT_FALSE(read.report.has_value());
+  EXPECT_TRUE(read.invalid);
+  EXPECT_EQ(read.problem, path + ": report: totals: key 'examples_per_s' not found");
+  const RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
+  EXPECT_EQ(row.exit_code, kExitUnreadableReport);
+  EXPECT_EQ(row.error, "exited 0 without a report that reads: " + read.problem);
+  EXPECT_EQ(RunCsvLine(row), "run-001,50,5," + row.error + ",1" + kEmptyMetrics);
+  EXPECT_EQ(DescribeOutcome(row, 1.5), "FAILED (exit 5): " + row.error);
+
+  json renamed = MeasuredReport();
+  renamed["step"]["infeed_percent_of_step"] = renamed["step"]["infeed_percent"];
+  renamed["step"].erase("infeed_percent");
+  const PointReport read_renamed = ReadPointReport(WriteReportFile("renamed", renamed));
+  EXPECT_FALSE(read_renamed.report.has_value());
+  EXPECT_THAT(read_renamed.problem, HasSubstr("report: step: key 'infeed_percent' not found"));
+  EXPECT_EQ(RowOf(JudgePoint(0, "", read_renamed, 1.5)).exit_code, kExitUnreadableReport);
+}
+
+TEST(PointRunner, ARunThatExitedZeroWithoutAWholeReportIsAFailedRow) {
+  const std::string dir = TestDir("none");
+  std::filesystem::create_directories(dir);
+  const PointReport none = ReadPointReport(dir + "/report.json");
+  EXPECT_EQ(none.problem, dir + "/report.json: not written");
+  EXPECT_FALSE(none.invalid);
+  EXPECT_EQ(RowOf(JudgePoint(0, "", none, 1)).error,
+            "exited 0 without a report that reads: " + dir + "/report.json: not written");
+
+  const std::string path = WriteReportFile("partial", json(MeasuredReport()));
+  std::filesystem::resize_file(path, 100);
+  const PointReport partial = ReadPointReport(path);
+  EXPECT_EQ(partial.problem, path + ": not JSON");
+  EXPECT_FALSE(partial.invalid);
+  EXPECT_EQ(RowOf(JudgePoint(0, "", partial, 1)).exit_code, kExitUnreadableReport);
+}
+
+// A failed or timed-out run keeps its code and error, as before the report was
+// typed; only a report that is JSON but not a report adds its problem.
+TEST(PointRunner, AFailedRunKeepsItsCodeAndErrorLine) {
+  const std::string path = WriteReportFile("cut-short", json(MeasuredReport()));
+  std::filesystem::resize_file(path, 100);
+  const RunRow timed_out = RowOf(
+      JudgePoint(kExitTimedOut, "timed out after 5 s (--timeout-s)", ReadPointReport(path), 5));
+  EXPECT_EQ(RunCsvLine(timed_out),
+            "run-001,50,124,timed out after 5 s (--timeout-s),1" + kEmptyMetrics);
+
+  const RunRow killed = RowOf(JudgePoint(137, "rank 1 died", ReadPointReport(path + ".absent"), 2));
+  EXPECT_EQ(killed.exit_code, 137);
+  EXPECT_EQ(killed.error, "rank 1 died");
+
+  const PointReport whole = ReadPointReport(WriteReportFile("non-finite", json(MeasuredReport())));
+  const RunRow stopped =
+      RowOf(JudgePoint(kExitNonFinite, "tpusim: error: non-finite loss", whole, 2));
+  EXPECT_EQ(stopped.exit_code, kExitNonFinite);
+  EXPECT_EQ(stopped.metrics.au_min, 0.75);  // its report is written and read
+
+  json missing = MeasuredReport();
+  missing.erase("verdict");
+  const PointReport invalid = ReadPointReport(WriteReportFile("non-finite-bad", missing));
+  const RunRow stopped_bad =
+      RowOf(JudgePoint(kExitNonFinite, "tpusim: error: non-finite loss", invalid, 2));
+  EXPECT_EQ(stopped_bad.exit_code, kExitNonFinite);
+  EXPECT_EQ(stopped_bad.error, "tpusim: error: non-finite loss; " + invalid.problem);
+  EXPECT_FALSE(stopped_bad.metrics.au_min.has_value());
 }
 
 TEST(PointRunner, FirstErrorLineOfALog) {
