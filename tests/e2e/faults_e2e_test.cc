@@ -57,10 +57,14 @@ TEST(Watchdog, NamesAStalledHostOnTheInfeedPath) {
 }
 
 // Core 0/2 (rank 3) stops at step 5: every other replica waits in the gradient sum.
+// Host 0 goes on filling the other cores' queues (depth 4) before it waits for a
+// credit itself; each step costs it 128 x 2 ms of modeled preprocessing, so its
+// own wait starts about a second after the cores' (without that cost the two
+// waits began within milliseconds and either deadline could expire first).
 TEST(Watchdog, NamesAStalledCoreOnTheCrossReplicaSumPath) {
   auto [r, seconds] = RunWithWatchdog(
       "--set train.steps=40 --set faults.stall.rank=3 --set faults.stall.step=5 "
-      "--set faults.stall.seconds=60");
+      "--set faults.stall.seconds=60 --set input.cpu_us_per_example=2000");
   ExpectOneWatchdogLine(r, seconds, "rank 3, core 0/2 (replica 2, logical core 0)");
   EXPECT_THAT(r.output, HasSubstr("for the cross-replica sum of step"));
 }
