@@ -49,9 +49,12 @@ struct Watchdog::Board {
     std::atomic<int32_t> pid;
     char what[40];                   // best effort: may tear, it is only printed
   };
-  struct Header {
+  // Padded so that the slots after it keep their 8-byte alignment (a
+  // misaligned 64-bit atomic may tear or take a bus lock).
+  struct alignas(alignof(Slot)) Header {
     std::atomic<int32_t> fired;
   };
+  static_assert(sizeof(Header) % alignof(Slot) == 0);
   static_assert(std::atomic<int64_t>::is_always_lock_free);
 
   Header* header = nullptr;
