@@ -155,23 +155,5 @@ TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
   }
 }
 
-TEST(Capacity, DistributionsAndFaultsAreValidated) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--set device.step_time.distribution=normal --set device.step_time.mean_us=100 "
-       "--set device.step_time.stddev_us=-1",
-       "device.step_time.stddev_us: must be in [0, 3600000000], got -1"},
-      {"--set device.step_time.distribution=poisson",
-       "device.step_time.distribution: 'poisson' is not one of constant, normal, uniform, lognormal, gamma"},
-      {"--set 'faults.slow_cores=[{host: 0, ordinal: 9, factor: 3}]'",
-       "faults.slow_cores[0]: core 0/9 does not exist (v3-8 has hosts 0..0 with ordinals 0..7)"},
-      {"--set 'faults.slow_hosts=[{host: 0, factor: -2}]'", "faults.slow_hosts[0].factor: must be a finite number > 0"},
-  };
-  for (const auto& [args, message] : cases) {
-    Result r = Shell(Tpusim() + " validate " + Source(kRun) + " " + args);
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr(message)) << args;
-  }
-}
-
 }  // namespace
 }  // namespace tpusim::e2e
