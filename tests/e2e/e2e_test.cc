@@ -171,17 +171,7 @@ using tpusim::e2e::ReadParams;
 using tpusim::e2e::RunTpusim;
 using tpusim::e2e::Source;
 using tpusim::e2e::TempDir;
-
-std::string TrainParams(const std::string& name, const std::string& config, const std::string& args,
-                        int np = 0) {
-  std::string dir = TempDir() + "/params-" + name;
-  std::filesystem::remove_all(dir);
-  Result r = RunTpusim(Source(config), "--set train.steps=6 --set train.iterations_per_loop=3 "
-                       "--set model.hidden=[16,8] --set train.optimizer.learning_rate=0.05 " + args +
-                       " --params-out " + dir, np);
-  EXPECT_EQ(r.rc, 0) << r.output;
-  return dir;
-}
+using tpusim::e2e::TrainParams;
 
 TEST(TrainingInvariants, LossFallsAndTheReportShowsIt) {
   std::string report = TempDir() + "/train.json";
@@ -239,13 +229,6 @@ TEST(TrainingInvariants, ADivergingRunStopsAtTheFirstNonFiniteValue) {
   EXPECT_EQ(rep2["training"]["global_steps"], 40);
 }
 
-TEST(TrainingInvariants, MicroBatchesOfGEqualOneStepOfKG) {
-  std::string a = TrainParams("micro4", "configs/runs/v3-8-per-host.yaml",
-                              "--set input.global_batch=32 --set train.num_micro_batches=4");
-  std::string b = TrainParams("batch128", "configs/runs/v3-8-per-host.yaml", "--set input.global_batch=128");
-  EXPECT_LT(MaxDifference(a, b), 1e-5);
-}
-
 // A dense feature and two tables (adagrad `users`, adam `items`); see the
 // embedding tests below.
 const char* kEmbeddingRun = "configs/runs/v3-8-embedding.yaml";
@@ -288,39 +271,14 @@ TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
 
 // Lingvo's Accumulator counts micro-steps as global steps (train.steps = 6 x 4 in
 // the micro-batch runs); the tables apply when it applies, at global steps 3, 7, ...
+// Adagrad and Adam tables with the default accumulator are a case of the training
+// invariants (invariants_e2e_test.cc).
 INSTANTIATE_TEST_SUITE_P(
     TrainingInvariants, MicroBatchesWithTables,
     ::testing::Values(TableAccumulationCase{"SgdTables", "sgd", "0.1", ""},
-                      TableAccumulationCase{"AdagradTables", "adagrad", "0.1", ""},
-                      TableAccumulationCase{"AdamTables", "adam", "0.0001", ""},
                       TableAccumulationCase{"AdagradTablesLingvoAccumulator", "adagrad", "0.1",
                                             "--set train.accumulator=lingvo --set train.steps=24"}),
     [](const ::testing::TestParamInfo<TableAccumulationCase>& p) { return std::string(p.param.name); });
-
-TEST(TrainingInvariants, ReplicasOfGOverREqualOneReplicaOfG) {
-  std::string a = TrainParams("r4", "configs/runs/v3-8-per-host.yaml",
-                              "--set topology=v4-8 --set input.global_batch=64", 5);
-  std::string b = TrainParams("r1", "configs/runs/v3-8-per-host.yaml",
-                              "--set topology=v4-8 --set input.global_batch=64 --set cluster.replicas=1 "
-                              "--set infeed.per_host=false", 5);
-  EXPECT_LT(MaxDifference(a, b), 1e-5);
-}
-
-TEST(TrainingInvariants, PerHostAndSingleHostTrainIdentically) {
-  std::string a = TrainParams("perhost", "configs/runs/v3-8-per-host.yaml",
-                              "--set topology=v4-32 --set input.global_batch=64", 20);
-  std::string b = TrainParams("singlehost", "configs/runs/v3-8-per-host.yaml",
-                              "--set topology=v4-32 --set input.global_batch=64 --set infeed.per_host=false", 20);
-  EXPECT_LT(MaxDifference(a, b), 1e-6);
-}
-
-TEST(TrainingInvariants, RingMatchesMpiAndIsBitwiseReproducible) {
-  std::string ring1 = TrainParams("ring1", "configs/runs/v3-8-per-host.yaml", "--set train.crs=ring");
-  std::string ring2 = TrainParams("ring2", "configs/runs/v3-8-per-host.yaml", "--set train.crs=ring");
-  std::string mpi = TrainParams("mpi", "configs/runs/v3-8-per-host.yaml", "--set train.crs=mpi");
-  EXPECT_EQ(MaxDifference(ring1, ring2), 0.0);
-  EXPECT_LT(MaxDifference(ring1, mpi), 1e-5);
-}
 
 TEST(TrainingInvariants, AdafactorAndCompositeConfigsTrain) {
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
@@ -405,16 +363,6 @@ TEST(EmbeddingInvariants, CoresOutsideEveryReplicaServeTheirShards) {
                                    args + " --set topology=v4-8 --set cluster.replicas=1", 5);
   std::string single = TrainParams("emb-serve1", kEmbeddingRun, args + " --set topology=v1-1", 2);
   EXPECT_LT(MaxDifference(served, single), 1e-6);
-}
-
-// Single-host infeed relays host 0's shards, trailers included, through the other
-// hosts' ranks; cores see the same examples and ids as with per-host infeed.
-TEST(EmbeddingInvariants, PerHostAndSingleHostTrainIdentically) {
-  std::string args = "--set topology=v4-32 --set input.global_batch=64 --set infeed.verify=true "
-                     "--set embedding.tables.items.learning_rate=0.001";
-  std::string a = TrainParams("emb-perhost", kEmbeddingRun, args, 20);
-  std::string b = TrainParams("emb-singlehost", kEmbeddingRun, args + " --set infeed.per_host=false", 20);
-  EXPECT_LT(MaxDifference(a, b), 1e-6);
 }
 
 // The equality above would also hold if tables never moved; a much smaller table
