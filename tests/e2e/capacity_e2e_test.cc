@@ -101,9 +101,12 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
   EXPECT_EQ(report["stragglers"]["slowest_core"]["ordinal"], 3);
   // The slow core's working time per step against the median core's: 3x in device
   // time, less the work every core does alike (compute, apply), which a loaded
-  // machine stretches (1.71 measured at a load average near 15). The modeled
-  // device time below is exact.
+  // machine stretches: 2.59-2.71 in 5 runs at load averages 1-5, 1.71 near 15.
+  // (3d + c) / (d + c) stays below the factor 3 but for one core's scheduling
+  // noise; counting the device time twice would give ~5. The modeled device time
+  // below is exact.
   EXPECT_GE(report["stragglers"]["ratio_to_median"].get<double>(), 1.4);
+  EXPECT_LE(report["stragglers"]["ratio_to_median"].get<double>(), 3.3);
   double slow_device = 0, slow_sync = 0, other_device = 0, other_sync = 0;
   int slow_rows = 0, other_rows = 0;
   for (const auto& row : ReadCsv(dir + "/steps.csv")) {
