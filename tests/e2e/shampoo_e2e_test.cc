@@ -226,12 +226,14 @@ TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
   const json& host = report["shampoo"]["hosts"][0];
   // One worker and 5 keys of 150 ms per loop: it cannot keep up, so async mode
   // computes the newest statistics of each key and drops what a newer loop replaced.
+  // At least two roots run whatever the load (the first, and the one running when
+  // the run ends, which the service waits for): 0.31-0.46 s in 5 runs.
   EXPECT_GT(host["busy_s"].get<double>(), 2 * 0.15);
   EXPECT_GT(host["roots_superseded"].get<int64_t>() + host["roots_cancelled"].get<int64_t>(), 0);
   // Over the measured window (loops 2-5) the service is busy from start to end,
   // and the host's enqueue went on all that time.
   const double busy = host["infeed_busy_s"], idle = host["infeed_idle_s"];
-  EXPECT_GT(busy, 0.5 * (busy + idle)) << "steps were enqueued while roots ran";
+  EXPECT_GT(busy, 0.5 * (busy + idle)) << "steps were enqueued while roots ran";  // 0.72-0.73
   EXPECT_GT(host["examples_per_s_while_busy"].get<double>(), 0.0);
   EXPECT_LT(report["shampoo"]["cores"]["stall_s_max"].get<double>(), host["busy_s"].get<double>());
   // In the trace: enqueue steps of host 0 that start while one of its roots runs.
