@@ -4,7 +4,9 @@
 // against MPI_Allreduce — each written once and run over every kind of training:
 // SGD, Adam, Shampoo (sync preconditioners) and the TPU embedding (two sharded
 // tables beside the dense model).
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
