@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstdint>
 
-#include <Eigen/Eigenvalues>
-#include <Eigen/SVD>
-
 #include "base/error.h"
+#include "optim/internal/decomposition_roots.h"
 
 namespace tpusim::optim {
 namespace {
+
+using internal::MaxAbsDiff;
 
 // Constants of Lingvo's stored graph (distributed_shampoo.py / matrix_functions.py).
 constexpr int64_t kNewtonMinDim = 4096;  // Newton only for n above this
@@ -29,51 +29,6 @@ int IntegerRoot(double exponent) {
 bool UseNewton(int64_t n, int p, InverseRootMethod method) {
   if (method != InverseRootMethod::kAuto) return method == InverseRootMethod::kNewton;
   return n > kNewtonMinDim && (p == 2 || p == 4 || p == 8);
-}
-
-double MaxAbsDiff(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
-  return (a - b).cwiseAbs().maxCoeff();
-}
-
-// A = stats + eps I = U S V^T; out = U diag(max(s, eps)^e) V^T; diff = max|U - V|
-// (U and V agree for a well-behaved symmetric PSD matrix, so a large diff flags a
-// degenerate decomposition).
-InverseRootResult SvdRoot(const Eigen::MatrixXd& stats, double exponent, double eps) {
-  const int64_t n = stats.rows();
-  const Eigen::MatrixXd a = stats + eps * Eigen::MatrixXd::Identity(n, n);
-  const Eigen::BDCSVD<Eigen::MatrixXd> svd(a, Eigen::ComputeFullU | Eigen::ComputeFullV);
-  const Eigen::VectorXd powered = svd.singularValues().cwiseMax(eps).array().pow(exponent);
-  InverseRootResult result;
-  result.out = svd.matrixU() * powered.asDiagonal() * svd.matrixV().transpose();
-  result.diff = MaxAbsDiff(svd.matrixU(), svd.matrixV());
-  return result;
-}
-
-// A = stats + eps I = Q diag(l) Q^T; out = Q diag(max(l, eps)^e) Q^T. Where l < 0
-// the SVD would have U = -V for that vector (singular value |l|), so diff is
-// max|U - V| = 2 max|q| there, as the SVD branch would report it.
-InverseRootResult EigenRoot(const Eigen::MatrixXd& stats, double exponent, double eps) {
-  const int64_t n = stats.rows();
-  const Eigen::MatrixXd a = stats + eps * Eigen::MatrixXd::Identity(n, n);
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(a);
-  InverseRootResult result;
-  if (eigen.info() != Eigen::Success) {
-    result.diff = INFINITY;
-    return result;
-  }
-  const Eigen::VectorXd& values = eigen.eigenvalues();
-  const Eigen::MatrixXd& q = eigen.eigenvectors();
-  // The SVD's singular value of a negative eigenvalue l is |l| with U = -V, so its
-  // root carries the sign of l; mirrored here so both branches agree everywhere.
-  Eigen::VectorXd powered = values.cwiseAbs().cwiseMax(eps).array().pow(exponent);
-  for (int64_t j = 0; j < n; ++j) {
-    if (values(j) < 0.0) powered(j) = -powered(j);
-  }
-  result.out = q * powered.asDiagonal() * q.transpose();
-  for (int64_t j = 0; j < n; ++j) {
-    if (values(j) < 0.0) result.diff = std::max(result.diff, 2.0 * q.col(j).cwiseAbs().maxCoeff());
-  }
-  return result;
 }
 
 // x^p for an integer p >= 1 by repeated squaring (Lingvo's mat_power).
@@ -176,10 +131,10 @@ InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double expone
     result = NewtonRoot(stats, exponent, p, matrix_epsilon, options.newton_stop);
     result.method = InverseRootMethod::kNewton;
   } else if (options.method == InverseRootMethod::kEigen) {
-    result = EigenRoot(stats, exponent, matrix_epsilon);
+    result = internal::EigenRoot(stats, exponent, matrix_epsilon);
     result.method = InverseRootMethod::kEigen;
   } else {
-    result = SvdRoot(stats, exponent, matrix_epsilon);
+    result = internal::SvdRoot(stats, exponent, matrix_epsilon);
     result.method = InverseRootMethod::kSvd;
   }
   // NaN compares false, so a non-finite diff is never accepted.

@@ -101,9 +101,12 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
   EXPECT_EQ(report["stragglers"]["slowest_core"]["ordinal"], 3);
   // The slow core's working time per step against the median core's: 3x in device
   // time, less the work every core does alike (compute, apply), which a loaded
-  // machine stretches (1.71 measured at a load average near 15). The modeled
-  // device time below is exact.
+  // machine stretches: 2.59-2.71 in 5 runs at load averages 1-5, 1.71 near 15.
+  // (3d + c) / (d + c) stays below the factor 3 but for one core's scheduling
+  // noise; counting the device time twice would give ~5. The modeled device time
+  // below is exact.
   EXPECT_GE(report["stragglers"]["ratio_to_median"].get<double>(), 1.4);
+  EXPECT_LE(report["stragglers"]["ratio_to_median"].get<double>(), 3.3);
   double slow_device = 0, slow_sync = 0, other_device = 0, other_sync = 0;
   int slow_rows = 0, other_rows = 0;
   for (const auto& row : ReadCsv(dir + "/steps.csv")) {
@@ -152,24 +155,6 @@ TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
     if (field.empty()) continue;
     const double csv = sums[column] / window_rows, reported = b[field].get<double>();
     EXPECT_NEAR(csv, reported, std::max(0.01 * reported, 1e-9)) << column;
-  }
-}
-
-TEST(Capacity, DistributionsAndFaultsAreValidated) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--set device.step_time.distribution=normal --set device.step_time.mean_us=100 "
-       "--set device.step_time.stddev_us=-1",
-       "device.step_time.stddev_us: must be in [0, 3600000000], got -1"},
-      {"--set device.step_time.distribution=poisson",
-       "device.step_time.distribution: 'poisson' is not one of constant, normal, uniform, lognormal, gamma"},
-      {"--set 'faults.slow_cores=[{host: 0, ordinal: 9, factor: 3}]'",
-       "faults.slow_cores[0]: core 0/9 does not exist (v3-8 has hosts 0..0 with ordinals 0..7)"},
-      {"--set 'faults.slow_hosts=[{host: 0, factor: -2}]'", "faults.slow_hosts[0].factor: must be a finite number > 0"},
-  };
-  for (const auto& [args, message] : cases) {
-    Result r = Shell(Tpusim() + " validate " + Source(kRun) + " " + args);
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr(message)) << args;
   }
 }
 

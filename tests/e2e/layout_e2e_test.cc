@@ -76,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
         LayoutCase{"v3_32_partitioned_packed", "v3-32-partitioned.yaml",
                    "--set cluster.layout=packed --set cluster.hosts_per_rank=2", 2},
         LayoutCase{"v3_8_embedding_threads", "v3-8-embedding.yaml", "--set cluster.layout=threads", 1}),
-    [](const ::testing::TestParamInfo<LayoutCase>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<LayoutCase>& p) { return p.param.name; });
 
 // An error inside a threads-layout run prints one line, naming the rank.
 TEST(LayoutErrorTest, AnInRunErrorPrintsOneLine) {

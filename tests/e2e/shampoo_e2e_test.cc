@@ -1,7 +1,9 @@
 // Shampoo on the cluster, end to end (issue 8): the real tpusim binary under
 // mpirun, checked through what it writes. Expected preconditioners are computed
 // here, independently of tpusim's own root code, as (S + eps I)^(-1/(2r)) by a
-// symmetric eigendecomposition of the statistics S that --params-out wrote.
+// symmetric eigendecomposition of the statistics S that --params-out wrote. Its
+// training invariants are in invariants_e2e_test.cc, its bad settings in the
+// bad-input corpus.
 #include <cfloat>
 #include <filesystem>
 #include <map>
@@ -9,7 +11,6 @@
 #include <set>
 
 #include <Eigen/Eigenvalues>
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/e2e/tpusim_runs.h"
@@ -18,18 +19,9 @@ namespace tpusim::e2e {
 namespace {
 
 using json = nlohmann::json;
-using ::testing::HasSubstr;
 
 const char* kRun = "configs/runs/v3-8-per-host.yaml";
 constexpr double kEpsilon = 1e-6;
-
-// A small MLP trained by Shampoo that preconditions from step 2 on; `service` is
-// the body of shampoo.preconditioner, `extra` more shampoo keys.
-std::string ShampooArgs(const std::string& service, const std::string& extra = "") {
-  return "--set model.hidden=[16,8] --set 'train.optimizer={name: shampoo, learning_rate: 0.05, "
-         "shampoo: {start_preconditioning_steps: 2, " + extra + "preconditioner: {" + service +
-         "}}}'";
-}
 
 // Runs `args` for `loops` loops of 3 steps into a fresh directory NAME with
 // params/ and report.json (and trace.json with `trace`).
@@ -132,24 +124,6 @@ TEST(ShampooEndToEnd, DelayOneAssignsTheRootsOfTheStatisticsOneLoopEarlier) {
   }
 }
 
-// Comparisons of runs that sum in different orders use a ridge of 1e-3: with the
-// default 1e-6 a direction whose eigenvalue is near the ridge gets a root near
-// 1e-6^(-1/4) = 31.6 that float32 rounding of the statistics (~1e-9) moves by
-// ~1e-4 relative, so summation order alone moves parameters by ~5e-5 (measured:
-// 6e-5 at 1e-6, 1.4e-7 at 1e-3 for the same pair of runs).
-const char* kRidge = "matrix_epsilon: 0.001, ";
-
-// design.md §3: 8 replicas of G/8 train what one replica of G trains.
-TEST(ShampooEndToEnd, ReplicasOfGOverREqualOneReplicaOfG) {
-  for (const char* service : {"mode: sync", "mode: delay, delay_loops: 1"}) {
-    const std::string args = ShampooArgs(service, kRidge);
-    const std::string eight = Train("r8", 3, args);
-    const std::string one =
-        Train("r1", 3, args + " --set cluster.replicas=1 --set infeed.per_host=false");
-    EXPECT_LT(MaxDifference(eight + "/params", one + "/params"), 1e-6) << service;
-  }
-}
-
 // Which host computes a root does not change it: bitwise the same training.
 TEST(ShampooEndToEnd, Host0AndSpreadPlacementsTrainIdentically) {
   const std::string args = "--set topology=v4-32 --set input.global_batch=64 ";
@@ -158,12 +132,6 @@ TEST(ShampooEndToEnd, Host0AndSpreadPlacementsTrainIdentically) {
   EXPECT_EQ(MaxDifference(host0 + "/params", spread + "/params", true), 0.0);
   const json report = ReadJson(spread + "/report.json");
   EXPECT_EQ(report["shampoo"]["hosts"].size(), 4u) << "5 keys spread over 4 hosts";
-}
-
-TEST(ShampooEndToEnd, RingAndMpiCrossReplicaSumsAgree) {
-  const std::string ring = Train("ring", 3, ShampooArgs("mode: sync", kRidge) + " --set train.crs=ring");
-  const std::string mpi = Train("mpi", 3, ShampooArgs("mode: sync", kRidge) + " --set train.crs=mpi");
-  EXPECT_LT(MaxDifference(ring + "/params", mpi + "/params"), 1e-6);
 }
 
 // Per rank of the trace: total duration of the events whose name starts with
@@ -258,12 +226,14 @@ TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
   const json& host = report["shampoo"]["hosts"][0];
   // One worker and 5 keys of 150 ms per loop: it cannot keep up, so async mode
   // computes the newest statistics of each key and drops what a newer loop replaced.
+  // At least two roots run whatever the load (the first, and the one running when
+  // the run ends, which the service waits for): 0.31-0.46 s in 5 runs.
   EXPECT_GT(host["busy_s"].get<double>(), 2 * 0.15);
   EXPECT_GT(host["roots_superseded"].get<int64_t>() + host["roots_cancelled"].get<int64_t>(), 0);
   // Over the measured window (loops 2-5) the service is busy from start to end,
   // and the host's enqueue went on all that time.
   const double busy = host["infeed_busy_s"], idle = host["infeed_idle_s"];
-  EXPECT_GT(busy, 0.5 * (busy + idle)) << "steps were enqueued while roots ran";
+  EXPECT_GT(busy, 0.5 * (busy + idle)) << "steps were enqueued while roots ran";  // 0.72-0.73
   EXPECT_GT(host["examples_per_s_while_busy"].get<double>(), 0.0);
   EXPECT_LT(report["shampoo"]["cores"]["stall_s_max"].get<double>(), host["busy_s"].get<double>());
   // In the trace: enqueue steps of host 0 that start while one of its roots runs.
@@ -282,23 +252,6 @@ TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
     for (const auto& [b, e] : root_spans) during += (t > b && t < e) ? 1 : 0;
   }
   EXPECT_GE(during, 3) << "host 0 kept enqueueing while roots ran";
-}
-
-TEST(ShampooEndToEnd, BadShampooSettingsAreOneLineErrors) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"mode: later", "train.optimizer.shampoo.preconditioner.mode: 'later' is not one of sync, delay, async"},
-      {"placement: host1", "train.optimizer.shampoo.preconditioner.placement: 'host1' is not one of host0, spread"},
-      {"mode: delay, delay_loops: -1", "train.optimizer.shampoo.preconditioner.delay_loops: -1 must be >= 0"},
-  };
-  for (const auto& [service, message] : cases) {
-    Result r = Shell(Tpusim() + " validate " + Source(kRun) + " " + ShampooArgs(service));
-    EXPECT_EQ(r.rc, 2) << r.output;
-    EXPECT_THAT(r.output, HasSubstr(message));
-  }
-  Result block = RunTpusim(Source(kRun), ShampooArgs("mode: sync", "block_size: 0, "), 0, 60);
-  EXPECT_NE(block.rc, 0);
-  EXPECT_NE(block.rc, 124) << "timed out: " << block.output;
-  EXPECT_THAT(block.output, HasSubstr("train.optimizer.shampoo.block_size: 0 must be >= 1"));
 }
 
 // Statistics that arrive non-finite: every root of that loop is rejected and

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "base/npy.h"
@@ -24,6 +25,29 @@ inline Result RunTpusim(const std::string& config, const std::string& args, int 
   if (np == 0) np = std::stoi(Shell(Tpusim() + " ranks " + config).output);
   return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
                " --oversubscribe --bind-to none " + Tpusim() + " run " + config + " --quiet " + args);
+}
+
+// Trains a small MLP (hidden [16, 8], learning rate 0.05) on `config` for 2 loops
+// of 3 steps with `args` on top, writes its parameters into TempDir()/params-NAME
+// and returns that folder; a failed run is a test failure showing its output.
+inline std::string TrainParams(const std::string& name, const std::string& config,
+                               const std::string& args, int np = 0) {
+  const std::string dir = TempDir() + "/params-" + name;
+  std::filesystem::remove_all(dir);
+  Result r = RunTpusim(Source(config),
+                       "--set train.steps=6 --set train.iterations_per_loop=3 --set model.hidden=[16,8] "
+                       "--set train.optimizer.learning_rate=0.05 " + args + " --params-out " + dir,
+                       np);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  return dir;
+}
+
+// --set arguments for a small MLP trained by Shampoo that preconditions from step 2
+// on; `service` is the body of shampoo.preconditioner, `extra` more shampoo keys.
+inline std::string ShampooArgs(const std::string& service, const std::string& extra = "") {
+  return "--set model.hidden=[16,8] --set 'train.optimizer={name: shampoo, learning_rate: 0.05, "
+         "shampoo: {start_preconditioning_steps: 2, " + extra + "preconditioner: {" + service +
+         "}}}'";
 }
 
 inline std::vector<nlohmann::json> ReadLines(const std::string& path) {

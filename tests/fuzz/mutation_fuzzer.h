@@ -2,9 +2,10 @@
 // build of scripts/test). Each target starts from valid inputs (seeds), applies a
 // few random mutations per case (byte flips, inserts, deletes, copies, tokens from
 // a dictionary, numbers at the edges of their types, splices of two seeds) and
-// calls the reader. The reader may accept the input or throw tpusim::Error; any
-// other exception is a finding, and ASan/UBSan turn memory and arithmetic errors
-// into findings. Seeds are fixed, so every run checks the same cases and a finding
+// calls the reader. The reader may accept the input or refuse it with a one-line
+// tpusim::Error; any other exception is a finding, and ASan/UBSan turn memory and
+// arithmetic errors into findings. A stated share of the inputs must get past the
+// reader's first check, or the fuzzer would only test that check. Seeds are fixed, so every run checks the same cases and a finding
 // reproduces; TPUSIM_FUZZ_CASES raises the case count for a longer local run.
 #pragma once
 
@@ -111,30 +112,59 @@ inline std::string Escaped(const std::string& input) {
   return out;
 }
 
-// Runs `target` on `cases` mutated inputs; anything but success or tpusim::Error
-// fails the test, naming the case and its input (at most a few findings). With
-// TPUSIM_FUZZ_TRACE set, every input is printed before it runs (to find a crash).
-inline void Fuzz(Mutator& mutator, int cases, const std::function<void(const std::string&)>& target) {
-  int findings = 0, accepted = 0, refused = 0;
+// A target's first check: the one its readers make before any other (YAML syntax,
+// the .npy magic, a header's counts). A fuzzer whose mutations mostly stop there
+// never reaches the code behind it, so a stated share of inputs must get past it:
+// be accepted, or be refused by a deeper check.
+struct FirstCheck {
+  std::string what;                                 // for the failure message
+  std::function<bool(const std::string&)> refused;  // whether an Error's message is its refusal
+  double min_past_share;                            // of all cases, in [0, 1]
+  bool one_line = true;                             // refusals must be one line (as tpusim prints them)
+};
+
+// Why an Error is not a clean refusal (one non-empty line of text), or "".
+inline std::string Unclean(const std::string& message) {
+  if (message.empty()) return "an empty message";
+  if (message.find('\n') != std::string::npos) return "a message of several lines";
+  return "";
+}
+
+// Runs `target` on `cases` mutated inputs. Each must be accepted or refused with a
+// tpusim::Error of one line; anything else fails the test, naming the case and its
+// input (at most a few findings). At least first.min_past_share of the cases must
+// get past `first`. With TPUSIM_FUZZ_TRACE set, every input is printed before it
+// runs (to find a crash).
+inline void Fuzz(Mutator& mutator, int cases, const FirstCheck& first,
+                 const std::function<void(const std::string&)>& target) {
+  int findings = 0, accepted = 0, refused_first = 0, refused_deeper = 0;
   const bool trace = std::getenv("TPUSIM_FUZZ_TRACE") != nullptr;
-  for (int i = 0; i < FuzzCases(cases) && findings < 3; ++i) {
+  const int total = FuzzCases(cases);
+  auto finding = [&](int i, const std::string& what, const std::string& input) {
+    ++findings;
+    ADD_FAILURE() << "case " << i << ": " << what << "\ninput: \"" << Escaped(input) << "\"";
+  };
+  for (int i = 0; i < total && findings < 3; ++i) {
     std::string input = mutator.Next();
     if (trace) fmt::print(stderr, "case {}: \"{}\"\n", i, Escaped(input));
     try {
       target(input);
       ++accepted;
-    } catch (const Error&) {
-      ++refused;
+    } catch (const Error& e) {
+      ++(first.refused(e.what()) ? refused_first : refused_deeper);
+      const std::string unclean = first.one_line ? Unclean(e.what()) : "";
+      if (!unclean.empty()) finding(i, "tpusim::Error with " + unclean + ": " + e.what(), input);
     } catch (const std::exception& e) {
-      ++findings;
-      ADD_FAILURE() << "case " << i << ": " << typeid(e).name() << ": " << e.what() << "\ninput: \""
-                    << Escaped(input) << "\"";
+      finding(i, std::string(typeid(e).name()) + ": " + e.what(), input);
     } catch (...) {
-      ++findings;
-      ADD_FAILURE() << "case " << i << ": an exception of unknown type\ninput: \"" << Escaped(input) << "\"";
+      finding(i, "an exception of unknown type", input);
     }
   }
-  fmt::print("{} inputs accepted, {} refused with tpusim::Error\n", accepted, refused);
+  const int ran = accepted + refused_first + refused_deeper;
+  fmt::print("{} inputs accepted, {} refused by {}, {} refused deeper\n", accepted, refused_first, first.what,
+             refused_deeper);
+  EXPECT_GE(accepted + refused_deeper, first.min_past_share * ran)
+      << ran - refused_first << " of " << ran << " inputs got past " << first.what;
 }
 
 }  // namespace tpusim::testing

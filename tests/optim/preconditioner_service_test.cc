@@ -82,14 +82,13 @@ TEST(PreconditionerServiceTest, AFailedComputationIsARejectionNotACrash) {
 }
 
 // Submit returns at once however slow the roots are: the caller keeps working.
+// Each root takes 200 ms on one worker, so a Submit that waited for a root, or for
+// the worker to be free, would leave one finished by the time the third returns.
 TEST(PreconditionerServiceTest, SubmitNeverWaitsForARoot) {
-  FakeClock clock;
   PreconditionerService service({1, InverseRootMethod::kAuto, 200'000, nullptr});
-  const auto before = std::chrono::steady_clock::now();
   for (int step = 0; step < 3; ++step) service.Submit(Request("k", step));
-  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(100));
   EXPECT_EQ(service.outstanding(), 3);
-  EXPECT_TRUE(service.TakeFinished().size() < 3u);
+  EXPECT_TRUE(service.TakeFinished().empty());
   std::vector<RootResult> results = WaitFor(service, 3);
   ASSERT_EQ(results.size(), 3u);
   for (const RootResult& r : results) EXPECT_GE(r.end_s - r.start_s, 0.2);
