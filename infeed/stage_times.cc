@@ -12,6 +12,20 @@ StageTimes& StageTimes::operator+=(const StageTimes& other) {
   return *this;
 }
 
+StageCosts& StageCosts::operator+=(const StageCosts& other) {
+  file_read_cpu_s += other.file_read_cpu_s;
+  preprocessing_cpu_s += other.preprocessing_cpu_s;
+  shuffle_cpu_s += other.shuffle_cpu_s;
+  enqueue_cpu_s += other.enqueue_cpu_s;
+  modeled_preprocessing_s += other.modeled_preprocessing_s;
+  modeled_storage_s += other.modeled_storage_s;
+  examples += other.examples;
+  file_bytes += other.file_bytes;
+  storage_requests += other.storage_requests;
+  device_bytes += other.device_bytes;
+  return *this;
+}
+
 std::string_view BoundBy(const StageTimes& times, double build_wait_s) {
   if (times.enqueue_s >= build_wait_s) return "enqueue";
   const std::pair<std::string_view, double> stages[] = {{"file read", times.file_read_s},

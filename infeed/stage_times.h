@@ -27,6 +27,28 @@ struct StageTimes {
   StageTimes& operator+=(const StageTimes& other);
 };
 
+// What a host's pipeline cost, for the projection onto the target host (the
+// report's pod_projection): the real work in CPU seconds and the modeled work,
+// with the counts the per-example figures divide by.
+struct StageCosts {
+  // CPU seconds (CLOCK_THREAD_CPUTIME_ID) of the real work of each stage, summed
+  // over the threads that ran it.
+  double file_read_cpu_s = 0;
+  double preprocessing_cpu_s = 0;  // inflate, generation, copies into the batch
+  double shuffle_cpu_s = 0;
+  double enqueue_cpu_s = 0;        // package build/copy and sends
+  // Modeled host work, seconds summed over workers: input.cpu_us_per_example with
+  // the faults.slow_hosts factor, and the storage model's waits.
+  double modeled_preprocessing_s = 0;
+  double modeled_storage_s = 0;
+  int64_t examples = 0;            // examples the host built
+  int64_t file_bytes = 0;          // bytes read from the dataset's files
+  int64_t storage_requests = 0;    // requests the storage model charged
+  int64_t device_bytes = 0;        // shard bytes sent to the host's cores
+
+  StageCosts& operator+=(const StageCosts& other);
+};
+
 // The stage that bounds a host, "file read", "preprocessing", "shuffle" or "enqueue".
 // The sender either enqueues (times.enqueue_s, credit waits included) or waits for
 // the workers to build the next step (`build_wait_s`): when it enqueued at least as

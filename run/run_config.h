@@ -55,7 +55,22 @@ struct InputConfig {
   int64_t global_batch = 128;
   std::map<std::string, InputFeatureConfig> features{{"x", {"float32", {64}}}};
   double max_examples_per_sec = 0;   // per host; 0 = unlimited
-  double cpu_us_per_example = 0;     // busy work per example on the host
+  double cpu_us_per_example = 0;     // modeled host work per example
+  // How modeled host work (cpu_us_per_example, faults.slow_hosts, the storage
+  // model) is paid: kEmulate charges it to a modeled pool of min(parallelism,
+  // target_host.input_vcpus) workers by timed waits (this machine's cores stay
+  // free); kBurn spins this machine's CPU (stress tests).
+  enum class CostMode { kEmulate, kBurn };
+  CostMode cost_mode = CostMode::kEmulate;  // input.cost_mode: emulate | burn
+};
+
+// target_host: overrides of the TPU host the projection targets; unset = the
+// topology's figures (run/target_host.h resolves them).
+struct TargetHostConfig {
+  std::optional<double> vcpus;        // vCPUs of one host
+  std::optional<double> input_vcpus;  // vCPUs the input pipeline may use (<= vcpus)
+  std::optional<double> cpu_speed;    // one target vCPU / one core of this machine
+  std::optional<double> memory_gib;   // memory of one host
 };
 
 struct InfeedConfig {
@@ -170,6 +185,7 @@ struct RunConfig {
   EmbeddingSection embedding;
   FaultsConfig faults;
   RunSection run;
+  TargetHostConfig target_host;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 

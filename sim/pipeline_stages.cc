@@ -17,7 +17,7 @@ void ForEachStage(Times& t, Fn&& fn) {
 void to_json(nlohmann::json& j, const PipelineStages& p) {
   nlohmann::json stages = nlohmann::json::object();
   ForEachStage(p.stages, [&stages](const char* name, double value) { stages[name] = value; });
-  j = {{"stages", stages}, {"bound_by", p.bound_by}};
+  j = {{"stages", stages}, {"costs", p.costs}, {"bound_by", p.bound_by}};
   if (p.direct_io) j["direct_io"] = *p.direct_io;
 }
 
@@ -25,6 +25,7 @@ void from_json(const nlohmann::json& j, PipelineStages& p) {
   const nlohmann::json& stages = j.at("stages");
   ForEachStage(p.stages,
                [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
+  j.at("costs").get_to(p.costs);
   j.at("bound_by").get_to(p.bound_by);
   p.direct_io.reset();
   if (j.contains("direct_io")) p.direct_io = j["direct_io"].get<DirectIoStatus>();

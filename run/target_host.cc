@@ -1,0 +1,50 @@
+#include "run/target_host.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace tpusim::sim {
+namespace {
+
+// `override` if set, else the topology's figure, which must then be given.
+TargetFigure FromTopology(const std::optional<double>& override, double topology,
+                          const char* key, const std::string& source) {
+  if (override) return {*override, "override"};
+  if (topology <= 0) {
+    Fail("{}: target_host.{}: the topology gives no host figure (hardware.host_{}); set "
+         "target_host.{} or add the figure to the topology file",
+         source, key, key, key);
+  }
+  return {topology, "topology"};
+}
+
+}  // namespace
+
+TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::HardwareFigures& hardware,
+                             int chips_per_host, const std::string& source) {
+  TargetHost host;
+  host.vcpus = FromTopology(config.vcpus, hardware.host_vcpus, "vcpus", source);
+  host.memory_gib = FromTopology(config.memory_gib, hardware.host_memory_gib, "memory_gib", source);
+  host.numa_nodes = hardware.host_numa_nodes;
+  if (config.input_vcpus) {
+    host.input_vcpus = {*config.input_vcpus, "override"};
+  } else {
+    const double reserve = kReservedVcpusPerChip * chips_per_host;
+    host.input_vcpus = {std::max(1.0, host.vcpus.value - reserve),
+                        fmt::format("default: vcpus - {:g} ({:g} per chip for the framework)",
+                                    reserve, kReservedVcpusPerChip)};
+  }
+  if (host.input_vcpus.value > host.vcpus.value) {
+    Fail("{}: target_host.input_vcpus: {:g} is more than the host's {:g} vCPUs", source,
+         host.input_vcpus.value, host.vcpus.value);
+  }
+  host.cpu_speed = config.cpu_speed
+                       ? TargetFigure{*config.cpu_speed, "override"}
+                       : TargetFigure{1, "default: one target vCPU = one core of this machine"};
+  return host;
+}
+
+}  // namespace tpusim::sim

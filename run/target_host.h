@@ -1,0 +1,40 @@
+// The TPU host a run's answer is for: the topology's host figures (per generation,
+// cluster/accelerator_type.cc and configs/topologies/) with the run's target_host
+// overrides, each figure saying where it came from. The input pipeline's modeled
+// worker pool (sim/host) and the report's pod_projection both use it.
+#pragma once
+
+#include <string>
+
+#include "cluster/topology.h"
+#include "run/run_config.h"
+
+namespace tpusim::sim {
+
+// One figure and where it came from: "override" (target_host), "topology" (the
+// topology's hardware figures), or "default: <the rule>".
+struct TargetFigure {
+  double value = 0;
+  std::string source;
+};
+
+struct TargetHost {
+  TargetFigure vcpus;        // vCPUs of one TPU host
+  TargetFigure input_vcpus;  // vCPUs its input pipeline may use
+  TargetFigure cpu_speed;    // one target vCPU relative to one core of this machine
+  TargetFigure memory_gib;   // memory of one TPU host
+  int numa_nodes = 0;        // NUMA nodes of one host (0: not given)
+};
+
+// vCPUs a host keeps for the framework unless target_host.input_vcpus says
+// otherwise: two per chip (one physical core per chip for the TPU runtime's and
+// the training program's host threads). An assumption, not a published figure.
+constexpr double kReservedVcpusPerChip = 2;
+
+// Resolves `config` on `hardware`, a host owning `chips_per_host` chips. Throws
+// Error naming `source` and the key when a figure is neither given by the
+// topology nor overridden, and when input_vcpus exceeds vcpus.
+TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::HardwareFigures& hardware,
+                             int chips_per_host, const std::string& source);
+
+}  // namespace tpusim::sim
