@@ -1,5 +1,7 @@
 #include "app/run_flags.h"
 
+#include <map>
+
 namespace tpusim::sim {
 
 void AddRunFlags(CLI::App* cmd, RunOptions& run) {
@@ -14,7 +16,17 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
   cmd->add_option("--expect-au", run.expect_au,
                   "exit 3 when accelerator utilization falls below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));
+  AddAuOption(cmd, run.au, "the AU --expect-au checks (default measured)");
   cmd->add_flag("--quiet", run.quiet, "no progress line");
+}
+
+void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what) {
+  const std::map<std::string, AuSource> names{{AuSourceName(AuSource::kMeasured), AuSource::kMeasured},
+                                              {AuSourceName(AuSource::kProjected), AuSource::kProjected}};
+  cmd->add_option("--au", au,
+                  "measured (this machine's worst core) or projected (on the target pod's hosts, "
+                  "the report's pod_projection): " + what)
+      ->transform(CLI::CheckedTransformer(names));
 }
 
 }  // namespace tpusim::sim
