@@ -182,9 +182,11 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
 void PrintPodProjection(const Report& r) {
   const PodProjectionSection& p = r.pod_projection.value();
   const TargetHost& t = p.target_host;
-  fmt::print("pod projection on {}'s hosts: {} vCPUs, {} for input, cpu speed {}, {}, {} NUMA nodes\n",
-             r.topology.name, FigureText(t.vcpus, ""), FigureText(t.input_vcpus, ""),
-             FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"), t.numa_nodes);
+  fmt::print("pod projection on {}'s hosts: {}, {}, cpu speed {}, {}, {}\n", r.topology.name,
+             FigureText(t.vcpus, " vCPUs"), FigureText(t.input_vcpus, " for input"),
+             FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"),
+             t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes)
+                              : std::string("NUMA nodes not given"));
   for (const HostProjection& h : p.hosts) PrintHostProjection(h, t.memory_gib.value);
   PrintProjectedStep(p, r);
   PrintThisMachine(p);

@@ -57,6 +57,21 @@ TEST(GoldenCompareTest, ClockReadingsAndListedFieldsMayDiffer) {
   EXPECT_THAT(GoldenDifferences(Golden(), fresh), IsEmpty());
 }
 
+// The fields the golden reports predate (kAddedSinceGolden) are left out of the
+// fresh report; any other new field is still a difference.
+TEST(GoldenCompareTest, FieldsAddedSinceTheGoldenReportsAreLeftOut) {
+  json fresh = Golden();
+  fresh["pod_projection"] = {{"verdict", "not input-bound"}};
+  for (json& host : fresh["hosts"]) host["costs"] = {{"examples", 640}};
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh), IsEmpty());
+  EXPECT_FALSE(WithoutAddedFields(fresh).contains("pod_projection"));
+  EXPECT_FALSE(WithoutAddedFields(fresh)["hosts"][0].contains("costs"));
+  fresh["hosts"][0]["costz"] = 1;
+  fresh["pod_projectionz"] = 1;
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh),
+              ElementsAre("unknown field 'hosts[0].costz'", "unknown field 'pod_projectionz'"));
+}
+
 TEST(GoldenCompareTest, DeterministicValuesMustAgree) {
   json fresh = Golden();
   fresh["loops"]["num_loops"] = 3;
