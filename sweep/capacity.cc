@@ -127,8 +127,9 @@ void PrintSearch(const CapacityOptions& o, const PointShape& first) {
   const std::string hosts =
       o.key == "topology" ? "each tried topology's hosts" : first.topology + "'s hosts";
   fmt::print(
-      "capacity: answering with the projected AU on {} (pod_projection; --au measured for this "
-      "machine's): {} of {} for projected AU >= {}, at most {} runs; each in {}/run-NNN\n",
+      "capacity: answering with the projected AU on {}: {} of {} for projected AU >= {} (the "
+      "reports' pod_projection; --au measured answers for this machine), at most {} runs; each "
+      "in {}/run-NNN\n",
       hosts, o.key, o.config, o.target_au, o.max_runs, o.out);
 }
 

@@ -1,5 +1,6 @@
 // The capacity question end to end (issue 10): accelerator utilization against a
-// pass mark (--expect-au, exit 3 naming the worst core and its host), the slow
+// pass mark (--expect-au, exit 3 naming the worst core and its host; with --au
+// projected the host and stage that bind on the target pod), the slow
 // core named as the cause of everyone's waiting, and the steps CSV — one row per
 // step and core that adds up to the report's breakdown.
 #include <cmath>
@@ -55,6 +56,25 @@ TEST(Capacity, AHostBoundPipelineFailsTheExpectationNamingACoreOfThatHost) {
   EXPECT_THAT(r.output, HasSubstr("on host 0"));
   const json report = ReadJson(dir + "/r.json");
   EXPECT_LT(report["accelerator_utilization"]["min"].get<double>(), 0.9);
+}
+
+// --au projected judges the step on the target pod's hosts: capped at 3200
+// examples/s, the host's 128 examples take 40 ms against the 20 ms device step, so
+// the projected AU is 20 / 40 = 0.5 (arithmetic on the config; the cores' slept
+// device time is a hair over 20 ms).
+TEST(Capacity, TheProjectedAuFailsTheExpectationNamingTheBoundStage) {
+  const std::string dir = Dir("au-projected");
+  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) +
+                                         "--set input.max_examples_per_sec=3200 --expect-au 0.9 "
+                                         "--au projected --report " + dir + "/r.json");
+  EXPECT_EQ(r.rc, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tpusim: projected accelerator utilization 5"));
+  EXPECT_THAT(r.output, HasSubstr("on v3-8's hosts is below --expect-au 90.0%: host 0 bound by "
+                                  "rate cap (3200 examples/s against a demand of 6"));
+  const json pod = ReadJson(dir + "/r.json")["pod_projection"];
+  EXPECT_NEAR(pod["projected_au"].get<double>(), 0.5, 0.02);
+  EXPECT_EQ(pod["bound_by"], "rate cap");
+  EXPECT_EQ(pod["verdict"], "input-bound (high): infeed waits >= 20% of step time");
 }
 
 TEST(Capacity, AStorageCapFailsTheExpectationToo) {
