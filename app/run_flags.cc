@@ -21,12 +21,13 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
 }
 
 void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what) {
-  const std::map<std::string, AuSource> names{{AuSourceName(AuSource::kMeasured), AuSource::kMeasured},
-                                              {AuSourceName(AuSource::kProjected), AuSource::kProjected}};
-  cmd->add_option("--au", au,
-                  "measured (this machine's worst core) or projected (on the target pod's hosts, "
-                  "the report's pod_projection): " + what)
-      ->transform(CLI::CheckedTransformer(names));
+  const std::map<std::string, AuSource> names{
+      {AuSourceName(AuSource::kMeasured), AuSource::kMeasured},
+      {AuSourceName(AuSource::kProjected), AuSource::kProjected}};
+  const std::string help =
+      "measured (this machine's worst core) or projected (on the target pod's hosts, the "
+      "report's pod_projection): " + what;
+  cmd->add_option("--au", au, help)->transform(CLI::CheckedTransformer(names));
 }
 
 }  // namespace tpusim::sim

@@ -81,8 +81,8 @@ ProjectedStage StorageStage(const infeed::StageCosts& c, const infeed::StorageCo
   s.stage = "storage";
   s.modeled_s_per_example = PerExample(c.modeled_storage_s, c.examples);
   s.bytes_per_example = PerExample(static_cast<double>(c.file_bytes), c.examples);
-  s.capacity_examples_per_s = StorageRate(
-      storage, *s.bytes_per_example, PerExample(static_cast<double>(c.storage_requests), c.examples));
+  const double requests = PerExample(static_cast<double>(c.storage_requests), c.examples);
+  s.capacity_examples_per_s = StorageRate(storage, *s.bytes_per_example, requests);
   return s;
 }
 
@@ -175,7 +175,8 @@ void SetLeastHost(PodProjectionSection& p) {
   p.bound_by = "none";
   for (const HostProjection& h : p.hosts) {
     const std::optional<double>& rate = h.projected_examples_per_s;
-    if (rate && (!p.projected_examples_per_s_per_host || *rate < *p.projected_examples_per_s_per_host)) {
+    const std::optional<double>& least = p.projected_examples_per_s_per_host;
+    if (rate && (!least || *rate < *least)) {
       p.projected_examples_per_s_per_host = rate;
       p.bound_host = h.host;
       p.bound_by = h.bound_by;
@@ -189,7 +190,8 @@ double InputSecondsPerStep(const std::vector<HostProjection>& hosts) {
   double seconds = 0;
   for (const HostProjection& h : hosts) {
     if (!h.projected_examples_per_s) continue;
-    seconds = std::max(seconds, static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s);
+    seconds = std::max(seconds,
+                       static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s);
   }
   return seconds;
 }

@@ -120,8 +120,9 @@ std::string AuLabel(AuSource au) { return au == AuSource::kProjected ? "projecte
 // which topology's hosts (each value's, when the key is the topology).
 void PrintSearch(const CapacityOptions& o, const PointShape& first) {
   if (o.au == AuSource::kMeasured) {
-    fmt::print("capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
-               o.key, o.config, o.target_au, o.max_runs, o.out);
+    fmt::print(
+        "capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
+        o.key, o.config, o.target_au, o.max_runs, o.out);
     return;
   }
   const std::string hosts =
@@ -185,8 +186,10 @@ std::string AnswerLine(const CapacityOptions& o, const CapacityResult& r) {
     Fail("capacity: no value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {})", span, au,
          o.target_au, au, a.au, a.value, b.au, b.value);
   }
-  Fail("capacity: every value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {}): widen the range",
-       span, au, o.target_au, au, a.au, a.value, b.au, b.value);
+  Fail(
+      "capacity: every value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {}): widen the "
+      "range",
+      span, au, o.target_au, au, a.au, a.value, b.au, b.value);
 }
 
 }  // namespace

@@ -136,7 +136,8 @@ struct CapacityAnswer {
 // ("answer: KEY = 1700 (AU ...); 1800 gives AU ...").
 CapacityAnswer RunCapacity(const std::string& args, const std::string& name) {
   const std::string out = TempDir() + "/" + name;
-  const Result cap = RunTool("capacity", args + " --target-au 0.9 --tolerance 0.1 --max-runs 8", out);
+  const Result cap =
+      RunTool("capacity", args + " --target-au 0.9 --tolerance 0.1 --max-runs 8", out);
   CapacityAnswer a{false, 0, 0, cap.output};
   EXPECT_EQ(cap.rc, 0) << cap.output;
   const size_t at = cap.output.find(" = ", cap.output.find("answer: "));

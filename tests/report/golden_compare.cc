@@ -161,7 +161,8 @@ std::string ReportReadError(const json& j) {
 std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh) {
   std::vector<std::string> values;
   std::vector<std::string> out = sim::ShapeDifferences(
-      WithoutAddedFields(golden), WithoutAddedFields(fresh), [&values](const std::string& path, const json& g, const json& f) {
+      WithoutAddedFields(golden), WithoutAddedFields(fresh),
+      [&values](const std::string& path, const json& g, const json& f) {
         if (g.dump() == f.dump() || AllowedToDiffer(path, g)) return;
         values.push_back(
             fmt::format("{}: {} in the golden report, {} now", path, g.dump(), f.dump()));
