@@ -179,7 +179,7 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
                            "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
                            "examples_per_s", "host", "shards_forwarded", "simulator_ceiling",
                            "stages"}));
-  EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 640);
+  EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 20 * 64);
   EXPECT_TRUE(j.contains("pod_projection"));
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);

@@ -171,7 +171,7 @@ std::string WriteReportFile(const std::string& name, const json& report) {
   return path;
 }
 
-RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5}, outcome); }
+RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5, "v4-8"}, outcome); }
 
 // The 29 metric fields (6 numbers, the verdict, 18 numbers, the 4 projected
 // ones) of a row without them.
