@@ -151,9 +151,12 @@ void PrintHostProjection(const HostProjection& h, double memory_gib) {
 void PrintThisMachine(const PodProjectionSection& p) {
   std::vector<std::string> hosts;
   for (const HostProjection& h : p.hosts) {
-    hosts.push_back(fmt::format("host {} {:.1f} us CPU/example, at most {} examples/s", h.host,
-                                h.simulator_cpu_s_per_example * 1e6,
-                                RateText(h.this_machine_examples_per_s)));
+    const std::string most = h.this_machine_examples_per_s
+                                 ? fmt::format("at most {:.0f} examples/s",
+                                               *h.this_machine_examples_per_s)
+                                 : std::string("no CPU measured");
+    hosts.push_back(fmt::format("host {} {:.1f} us CPU/example, {}", h.host,
+                                h.simulator_cpu_s_per_example * 1e6, most));
   }
   fmt::print("  this machine, not the pod: {} cores for {} TPU hosts; {}\n", p.this_machine.cpus,
              p.this_machine.tpu_hosts, fmt::join(hosts, "; "));
@@ -190,7 +193,8 @@ void PrintPodProjection(const Report& r) {
   for (const HostProjection& h : p.hosts) PrintHostProjection(h, t.memory_gib.value);
   PrintProjectedStep(p, r);
   PrintThisMachine(p);
-  fmt::print("  assumes: {}\n", fmt::join(p.assumes, "; "));
+  fmt::print("  assumes:\n");
+  for (const std::string& a : p.assumes) fmt::print("    - {}\n", a);
 }
 
 }  // namespace
