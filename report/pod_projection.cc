@@ -240,8 +240,8 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "files source builds its stream one step at a time), shuffle and enqueue (one "
                   "sender thread per host) on 1",
                   lanes.build, lanes.emulated),
-      "the target's step is the modeled device time plus the cross-replica sum on ICI, and the "
-      "infeed transfer overlaps it",
+      "the target's step is the device model's time (device.step_time, not as slept on this "
+      "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",
       "a stage that cost nothing here is unlimited (capacity null) and left out of the least",
   };
 }
@@ -252,6 +252,7 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   PodProjectionSection p;
   p.target_host = in.target;
   for (const HostCosts& h : in.hosts) p.hosts.push_back(ProjectHost(in, h));
+  p.device_step_s = in.device_step_s;
   p.target_step_s = in.device_step_s + in.ici_crs_s_per_step;
   SetLeastHost(p);
   SetStepFigures(p);

@@ -5,7 +5,7 @@
 // seconds per example, the storage model and the host-to-device link — as a
 // capacity in examples/s; the least of them is the host's projected rate and its
 // stage the one that binds. Against it stands the demand of the target's step
-// (the modeled device step plus the cross-replica sum on ICI), giving the
+// (the device model's step plus the cross-replica sum on ICI), giving the
 // projected infeed wait, infeed share, AU and verdict, each defined as for the
 // measured step. ProjectPod is pure arithmetic over the figures it is given and
 // unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
@@ -47,7 +47,7 @@ struct PodProjectionInputs {
   TargetHost target;
   double host_to_device_gbps = 0;  // the topology's link from a host to one core
   std::vector<HostCosts> hosts;    // in host order
-  double device_step_s = 0;        // the modeled device time per step
+  double device_step_s = 0;        // the device model's time per step (not as slept here)
   double ici_crs_s_per_step = 0;   // the cross-replica sum on ICI (0: none)
   MachineShare machine;
 };

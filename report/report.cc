@@ -389,16 +389,31 @@ std::vector<HostCosts> HostCostsOf(const std::vector<RankMetrics>& ranks) {
   return out;
 }
 
+// The device model's own seconds per step, mean over the step cores and the
+// window's steps (what the target's accelerator takes; the cores' device_s is
+// that as slept here).
+double ModeledDeviceStepS(const std::vector<const CoreMetrics*>& cores) {
+  double seconds = 0;
+  int64_t steps = 0;
+  for (const CoreMetrics* c : cores) {
+    seconds += c->modeled_device_s;
+    steps += c->window_steps;
+  }
+  return PerStep(seconds, steps);
+}
+
 // The run on the target pod's hosts (report/pod_projection.h), its step the
-// projection section's modeled device step and cross-replica sum on ICI.
-PodProjectionSection PodProjectionOf(const ReportInputs& in, const ProjectionSection& projection) {
+// device model's and the projection section's cross-replica sum on ICI.
+PodProjectionSection PodProjectionOf(const ReportInputs& in,
+                                     const std::vector<const CoreMetrics*>& step_cores,
+                                     const ProjectionSection& projection) {
   const cluster::Topology& topology = in.slice.topology;
   const int chips_per_host = topology.cores_per_host() / std::max(topology.cores_per_chip(), 1);
   return ProjectPod({in.config,
                      ResolveTargetHost(in.config.target_host, topology.hardware(), chips_per_host,
                                        in.config.source),
                      topology.hardware().host_to_device_gbps, HostCostsOf(in.ranks),
-                     projection.modeled_device_step_s,
+                     ModeledDeviceStepS(step_cores),
                      projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine});
 }
 
@@ -544,7 +559,7 @@ Report BuildReport(const ReportInputs& in) {
   r.crs = CrsOf(in);
   r.embedding = EmbeddingOf(in.ranks, r.hosts);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
-  r.pod_projection = PodProjectionOf(in, r.projection);
+  r.pod_projection = PodProjectionOf(in, step_cores, r.projection);
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
   r.non_finite = NonFiniteOf(in);
   r.replicas = ReplicasOf(in.ranks);

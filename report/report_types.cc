@@ -83,6 +83,7 @@ template <typename Io, typename Section>
 void PodProjectionFields(Io& io, Section& p) {
   io.Required("target_host", p.target_host);
   io.Required("hosts", p.hosts);
+  io.Required("device_step_s", p.device_step_s);
   io.Required("target_step_s", p.target_step_s);
   io.Nullable("demand_examples_per_s_per_host", p.demand_examples_per_s_per_host);
   io.Nullable("projected_examples_per_s_per_host", p.projected_examples_per_s_per_host);

@@ -286,7 +286,11 @@ struct ThisMachineSection {
 struct PodProjectionSection {
   TargetHost target_host;
   std::vector<HostProjection> hosts;  // hosts that build batches, in host order
-  double target_step_s = 0;           // modeled device step + cross-replica sum on ICI
+  // The device model's own step (mean over the step cores), which the target's
+  // accelerator takes; projection.modeled_device_step_s is what the cores slept
+  // for it here, longer by the wake-ups of a loaded machine.
+  double device_step_s = 0;
+  double target_step_s = 0;  // device_step_s + the cross-replica sum on ICI
   std::optional<double> demand_examples_per_s_per_host;    // null: target step is 0
   std::optional<double> projected_examples_per_s_per_host;  // least over hosts; null: unlimited
   std::optional<int> bound_host;                           // null: unlimited

@@ -171,9 +171,11 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
   const std::string measured_au =
       r.accelerator_utilization ? percent(r.accelerator_utilization->min) : std::string("-");
   fmt::print(
-      "  target step {:.3f} ms (modeled device + crs on ICI): demand {} examples/s per host, "
-      "projected {} (host {}, {}); infeed {} (measured {:.1f}%), AU {} (measured {})  ->  {}\n",
-      p.target_step_s * 1e3, RateText(p.demand_examples_per_s_per_host),
+      "  target step {:.3f} ms (device {:.3f} + crs on ICI {:.3f}): demand {} examples/s per "
+      "host, projected {} (host {}, {}); infeed {} (measured {:.1f}%), AU {} (measured {})  ->  "
+      "{}\n",
+      p.target_step_s * 1e3, p.device_step_s * 1e3, (p.target_step_s - p.device_step_s) * 1e3,
+      RateText(p.demand_examples_per_s_per_host),
       RateText(p.projected_examples_per_s_per_host),
       p.bound_host ? fmt::format("{}", *p.bound_host) : std::string("-"), p.bound_by,
       percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au),

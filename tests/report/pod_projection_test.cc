@@ -187,6 +187,7 @@ TEST(PodProjectionTest, AShorterDeviceStepFlipsTheVerdict) {
 // The target's step is the device step plus the cross-replica sum on ICI.
 TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
   const PodProjectionSection p = FlipCase(0.004, 0.001);
+  ExpectClose(p.device_step_s, 0.004);
   ExpectClose(p.target_step_s, 0.005);
   EXPECT_NEAR(p.projected_au.value(), 0.5, 1e-12);
 }

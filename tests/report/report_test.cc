@@ -34,8 +34,10 @@ struct Fixture {
 };
 
 // A core with 10 steps before the window and 10 in it: each window step has
-// `wait` infeed wait, `busy` device time and `sync` of a `crs` gradient sum.
-CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync) {
+// `wait` infeed wait, `device` time slept for the device model's `modeled` (by
+// default the same) and `sync` of a `crs` gradient sum.
+CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync,
+                 double modeled = -1) {
   CoreMetrics c;
   c.host = 0;
   c.ordinal = ordinal;
@@ -49,6 +51,7 @@ CoreMetrics Core(int ordinal, double wait, double device, double crs, double syn
     r.start_s = t;
     r.parts.infeed_wait_s = wait;
     r.parts.device_s = device;
+    r.modeled_device_s = modeled < 0 ? device : modeled;
     r.parts.crs_s = crs;
     r.parts.crs_sync_s = sync;
     r.parts.step_s = wait + device + crs;
@@ -188,14 +191,16 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   EXPECT_EQ(json(json::parse(j.dump()).get<Report>()).dump(), j.dump());
 }
 
-// pod_projection from the host's costs and the cores' modeled device time: on
-// v4-8's host (vCPUs and memory overridden, 4 chips keeping 8 vCPUs for the
-// framework) one worker (infeed.parallelism 1) preprocesses at 1 / 0.5 ms =
-// 2000 examples/s, so 64 examples take 32 ms against the 8 ms device step.
+// pod_projection from the host's costs and the cores' device model: on v4-8's
+// host (vCPUs and memory overridden, 4 chips keeping 8 vCPUs for the framework)
+// one worker (infeed.parallelism 1) preprocesses at 1 / 0.5 ms = 2000
+// examples/s, so 64 examples take 32 ms against the model's 8 ms device step
+// (which the cores slept as 10 ms here: the measured projection shows that).
 TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   Fixture f;
-  const Report r = Build(f, {Core(0, 0, 0.008, 0, 0), Core(1, 0, 0.008, 0, 0),
-                             Core(2, 0, 0.008, 0, 0), Core(3, 0, 0.008, 0, 0)});
+  const Report r = Build(f, {Core(0, 0, 0.010, 0, 0, 0.008), Core(1, 0, 0.010, 0, 0, 0.008),
+                             Core(2, 0, 0.010, 0, 0, 0.008), Core(3, 0, 0.010, 0, 0, 0.008)});
+  EXPECT_NEAR(r.projection.modeled_device_step_s, 0.010, 1e-12);
   ASSERT_TRUE(r.pod_projection);
   const PodProjectionSection& p = *r.pod_projection;
   EXPECT_EQ(p.target_host.vcpus.value, 240);
@@ -212,6 +217,7 @@ TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   EXPECT_EQ(link.stage, "host-to-device");
   EXPECT_NEAR(link.capacity_examples_per_s.value(), 1.6e10 * 4 / 6.25, 1);
   // Demand 64 / 8 ms = 8000/s; wait 32 - 8 = 24 ms; AU 8 / 32 = 0.25.
+  EXPECT_NEAR(p.device_step_s, 0.008, 1e-12);
   EXPECT_NEAR(p.target_step_s, 0.008, 1e-12);
   EXPECT_NEAR(p.demand_examples_per_s_per_host.value(), 8000, 1e-6);
   EXPECT_NEAR(p.projected_infeed_wait_s_per_step, 0.024, 1e-12);
