@@ -71,7 +71,7 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}};
   RankMetrics host;
   host.host = Host();
-  host.host->pipeline = PipelineStages{{0.25, 0.5, 0, 1.5}, "enqueue", DirectIoStatus{false, "no"}};
+  host.host->pipeline = PipelineStages{{0.25, 0.5, 0, 1.5}, {}, "enqueue", DirectIoStatus{false, "no"}};
   host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
   in.ranks.push_back(host);
   for (CoreMetrics& c : cores) {
@@ -165,7 +165,7 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   for (const auto& [key, value] : j["hosts"][0].items()) host_keys.push_back(key);
   EXPECT_EQ(host_keys, (std::vector<std::string>{
                            "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
-                           "credit_wait_s", "direct_io", "enqueue_s_per_step", "examples_per_s",
+                           "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step", "examples_per_s",
                            "host", "shards_forwarded", "simulator_ceiling", "stages"}));
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);

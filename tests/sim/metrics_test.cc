@@ -145,7 +145,7 @@ HostMetrics FullHost() {
   h.Add({1, 0.1, 0.2, 0.6}, true);
   h.embedding_ids_enqueued = 12;
   h.loops = {{0, 10, 1.5, 0.75}};
-  h.pipeline = PipelineStages{{}, "enqueue", std::nullopt};
+  h.pipeline = PipelineStages{{}, {}, "enqueue", std::nullopt};
   return h;
 }
 
