@@ -408,10 +408,7 @@ PodProjectionSection PodProjectionOf(const ReportInputs& in,
                                      const std::vector<const CoreMetrics*>& step_cores,
                                      const ProjectionSection& projection) {
   const cluster::Topology& topology = in.slice.topology;
-  const int chips_per_host = topology.cores_per_host() / std::max(topology.cores_per_chip(), 1);
-  return ProjectPod({in.config,
-                     ResolveTargetHost(in.config.target_host, topology.hardware(), chips_per_host,
-                                       in.config.source),
+  return ProjectPod({in.config, TargetHostOf(in.config, topology),
                      topology.hardware().host_to_device_gbps, HostCostsOf(in.ranks),
                      ModeledDeviceStepS(step_cores),
                      projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine});

@@ -41,9 +41,9 @@ struct ReportInputs {
 };
 
 // The report of `inputs`; pure, never throws on well-formed metrics. Its
-// pod_projection resolves the target host (run/target_host.h), which throws
-// Error when neither the topology nor target_host gives a figure; the run's
-// validation has refused such a config before the run.
+// pod_projection resolves the target host (run/target_host.h TargetHostOf),
+// which throws Error when neither the topology nor target_host gives a figure;
+// the run's validation (ValidateRun) has refused such a config before the run.
 Report BuildReport(const ReportInputs& inputs);
 
 // Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.

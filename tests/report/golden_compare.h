@@ -33,11 +33,7 @@ std::vector<GoldenCase> ReadCases(const std::string& path);
 std::string TestName(const GoldenCase& c);
 
 // The source tree's golden directory, the golden report of case `name` and its
-// JSON (throws nlohmann::json::exception if it does not parse). The golden
-// reports predate hosts[].costs, which every host that builds batches has (the
-// strict reader wants it): ReadGolden gives those hosts zero costs, the values
-// a report of before would have had, and the comparison leaves them out
-// (kAddedSinceGolden).
+// JSON (throws nlohmann::json::exception if it does not parse).
 std::string GoldenDir();
 std::string GoldenPath(const std::string& name);
 nlohmann::json ReadGolden(const std::string& name);
@@ -54,18 +50,24 @@ struct MayDiffer {
 };
 extern const std::vector<MayDiffer> kMayDiffer;
 
-// Fields (array elements written as []) that fresh reports have and the golden
-// ones predate, each with the issue that added it: the comparison leaves them
-// out of both reports (their own tests check them).
-extern const std::vector<MayDiffer> kAddedSinceGolden;
+// Sections ("a.b") the comparison leaves out of both
+// reports, and the golden files leave out, each with the reason: their shape
+// itself follows the machine (their own tests check them).
+extern const std::vector<MayDiffer> kNotCompared;
 
-// `report` without the fields of kAddedSinceGolden.
-nlohmann::json WithoutAddedFields(nlohmann::json report);
+// `report` without the fields of kNotCompared.
+nlohmann::json WithoutUncompared(nlohmann::json report);
 
-// Every difference between `golden` and `fresh`, both without the added fields,
-// that the rules above do not allow, one line each ("loops.num_loops: 3 in the
-// golden report, 2 now", "unknown field 'hosts[0].stagez'"); empty when they agree.
+// Every difference between `golden` and `fresh`, both without the fields of
+// kNotCompared, that the rules above do not allow, one line each
+// ("loops.num_loops: 3 in the golden report, 2 now", "unknown field
+// 'hosts[0].stagez'"); empty when they agree.
 std::vector<std::string> GoldenDifferences(const nlohmann::json& golden,
                                            const nlohmann::json& fresh);
+
+// `golden` with every field that only `fresh` has (a field added to the report
+// since the golden one was written), at any depth and in array elements present
+// in both; a value `golden` already holds is never changed.
+nlohmann::json WithAddedFields(const nlohmann::json& golden, const nlohmann::json& fresh);
 
 }  // namespace tpusim::golden
