@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -53,6 +54,9 @@ struct Shortfall {
   const char* au;                  // JSON pointer to the AU in the report
   double au_low, au_high;          // where that AU lies
 };
+
+// How gtest names a case in its messages.
+void PrintTo(const Shortfall& c, std::ostream* os) { *os << c.name << " (" << c.args << ")"; }
 
 class CapacityShortfall : public ::testing::TestWithParam<Shortfall> {};
 
