@@ -1,7 +1,5 @@
 #include "app/run_flags.h"
 
-#include <map>
-
 namespace tpusim::sim {
 
 void AddRunFlags(CLI::App* cmd, RunOptions& run) {
@@ -21,13 +19,18 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
 }
 
 void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what) {
-  const std::map<std::string, AuSource> names{
-      {AuSourceName(AuSource::kMeasured), AuSource::kMeasured},
-      {AuSourceName(AuSource::kProjected), AuSource::kProjected}};
+  const std::string measured = AuSourceName(AuSource::kMeasured);
+  const std::string projected = AuSourceName(AuSource::kProjected);
   const std::string help =
       "measured (this machine's worst core) or projected (on the target pod's hosts, the "
       "report's pod_projection): " + what;
-  cmd->add_option("--au", au, help)->transform(CLI::CheckedTransformer(names));
+  cmd->add_option_function<std::string>(
+         "--au",
+         [&au, projected](const std::string& name) {
+           au = name == projected ? AuSource::kProjected : AuSource::kMeasured;
+         },
+         help)
+      ->check(CLI::IsMember({measured, projected}));
 }
 
 }  // namespace tpusim::sim
