@@ -160,6 +160,12 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("cache_steps", in.cache_steps);
   node.Get("shuffle_buffer", in.shuffle_buffer);
   node.Get("prefetch", in.prefetch);
+  std::string cost_mode = "emulate";
+  node.Get("cost_mode", cost_mode);
+  if (cost_mode != "emulate" && cost_mode != "burn") {
+    node.FailAt("cost_mode", fmt::format("'{}' is not one of emulate, burn", cost_mode));
+  }
+  if (cost_mode == "burn") in.cost_mode = InputConfig::CostMode::kBurn;
   if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
   RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
   CheckSourceKeys(node, in);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <span>
 #include <thread>
@@ -12,8 +13,10 @@
 
 #include "base/clock.h"
 #include "cluster/large_messages.h"
+#include "infeed/modeled_worker_pool.h"
 #include "run/run_features.h"
 #include "run/run_validation.h"
+#include "run/target_host.h"
 #include "sim/core/core_loop.h"
 #include "sim/core/embedding_server.h"
 #include "sim/host/host_loop.h"
@@ -96,6 +99,28 @@ int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int pa
   return std::max(1, share - parallelism);
 }
 
+// The target host's input vCPUs (run/target_host.h). Until every topology file
+// gives the host's figures (hardware.host_vcpus, coming with the topologies of
+// issue 16), a topology without them and a config without target_host.vcpus or
+// input_vcpus leave them unlimited, so the modeled pool has infeed.parallelism
+// workers; once every topology gives them, this is ResolveTargetHost's figure.
+double InputVcpusOrUnlimitedWithoutHostFigures(const RunConfig& config, const Slice& slice) {
+  const cluster::HardwareFigures& hardware = slice.topology.hardware();
+  const TargetHostConfig& target = config.target_host;
+  if (hardware.host_vcpus <= 0 && !target.vcpus && !target.input_vcpus) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const int chips_per_host = slice.topology.cores_per_host() / slice.topology.cores_per_chip();
+  return ResolveTargetHost(target, hardware, chips_per_host, config.source).input_vcpus.value;
+}
+
+// W of a host's modeled workers (input.cost_mode: emulate): min(infeed.parallelism,
+// floor(the target host's input vCPUs)).
+int ModeledInputWorkers(const RunConfig& config, const Slice& slice) {
+  return infeed::ModeledWorkers(config.infeed.parallelism,
+                                InputVcpusOrUnlimitedWithoutHostFigures(config, slice));
+}
+
 }  // namespace
 
 RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
@@ -136,7 +161,8 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 }
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
-  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts());
+  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
+                      ModeledInputWorkers(config_, slice_));
   const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
                             input, sinks.trace, sinks.steps_csv, observer_};
   return RunHostLoop(HostOptions(), parts);
@@ -159,7 +185,6 @@ HostLoopOptions RankRun::HostOptions() {
     s.num_loops = loops_.num_loops;
     s.core_ranks = TrainingCoreRanks(slice_);
   }
-  o.slow_hosts = config_.faults.slow_hosts;
   o.faults = Faults();
   return o;
 }

@@ -71,7 +71,12 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}};
   RankMetrics host;
   host.host = Host();
-  host.host->pipeline = PipelineStages{{0.25, 0.5, 0, 1.5}, "enqueue", DirectIoStatus{false, "no"}};
+  PipelineStages& pipeline = host.host->pipeline.emplace();
+  pipeline.stages = {0.25, 0.5, 0, 1.5};
+  pipeline.bound_by = "enqueue";
+  pipeline.cost_mode = "emulate";
+  pipeline.modeled_workers = 2;
+  pipeline.direct_io = DirectIoStatus{false, "no"};
   host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
   in.ranks.push_back(host);
   for (CoreMetrics& c : cores) {
