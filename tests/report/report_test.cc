@@ -170,8 +170,11 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   for (const auto& [key, value] : j["hosts"][0].items()) host_keys.push_back(key);
   EXPECT_EQ(host_keys, (std::vector<std::string>{
                            "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
-                           "credit_wait_s", "direct_io", "enqueue_s_per_step", "examples_per_s",
-                           "host", "shards_forwarded", "simulator_ceiling", "stages"}));
+                           "cost_mode", "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
+                           "examples_per_s", "host", "modeled_workers", "shards_forwarded",
+                           "simulator_ceiling", "simulator_cpu_s_per_example", "stages"}));
+  EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");
+  EXPECT_EQ(j["hosts"][0]["modeled_workers"], 2);
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);
   EXPECT_EQ(j["simulator_ceiling"]["examples_per_s"], 128.0);
