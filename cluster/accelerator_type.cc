@@ -25,6 +25,15 @@ struct ChipFigures {
   int chips_per_machine = 0;       // chips one physical machine holds
 };
 
+// One TPU VM of a generation, the host its input pipeline runs on: vCPUs (hyperthreads),
+// memory (GB as published, used as GiB: a small APPROXIMATION) and NUMA nodes.
+struct HostMachine {
+  int chips = 0;
+  double vcpus = 0;
+  double memory_gib = 0;
+  int numa_nodes = 0;
+};
+
 struct Generation {
   std::string name;
   std::string alias;         // another name users write ("v5e"), or ""
@@ -36,6 +45,7 @@ struct Generation {
   int single_host_max_chips = 0;  // a slice of at most this many chips is one host owning all
   int max_chips = 0;         // the largest slice
   ChipFigures figures;
+  std::vector<HostMachine> hosts;  // by chips per host; see HostOf
 };
 
 namespace {
@@ -75,25 +85,32 @@ constexpr int kMaxCubeSideChips = 256;
 // v2 and v3: a 2-D torus of two-TensorCore chips, one TF device per TensorCore,
 // names count TensorCores, 4-chip hosts.
 Generation TwoCoreTorus(std::string name, std::vector<ChipShape> sizes, int max_chips,
-                        ChipFigures figures) {
-  return {std::move(name), "", 2, 2, 2, std::move(sizes), 0, 4, max_chips, figures};
+                        ChipFigures figures, std::vector<HostMachine> hosts) {
+  return {std::move(name), "", 2, 2, 2, std::move(sizes), 0, 4, max_chips, figures,
+          std::move(hosts)};
 }
 
 // v4 and v5p: a 3-D torus of megacore chips (one TF device each), names count
 // TensorCores, 4-chip hosts; sub-cube sizes, then whole 4x4x4 cubes.
-Generation MegacoreCubes(std::string name, int max_cubes, ChipFigures figures) {
+Generation MegacoreCubes(std::string name, int max_cubes, ChipFigures figures,
+                         std::vector<HostMachine> hosts) {
   return {std::move(name), "", 1, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}},
-          max_cubes, 4, 64 * max_cubes, figures};
+          max_cubes, 4, 64 * max_cubes, figures, std::move(hosts)};
 }
 
 // v5e and v6e: a 2-D torus of one-TensorCore chips, names count chips; slices of
 // up to 8 chips are one VM, larger ones 4-chip VMs.
-Generation LitePod(std::string name, std::string alias, ChipFigures figures) {
+Generation LitePod(std::string name, std::string alias, ChipFigures figures,
+                   std::vector<HostMachine> hosts) {
   return {std::move(name), std::move(alias), 1, 1, 2,
           {{1, 1, 1}, {2, 2, 1}, {2, 4, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1},
            {16, 16, 1}},
-          0, 8, 256, figures};
+          0, 8, 256, figures, std::move(hosts)};
 }
+
+// v2 and v3 hosts: 96 vCPUs and ~340 GB (the v2/v3 TPU VM pages); 2 NUMA nodes is an
+// APPROXIMATION (a two-socket host, not published).
+constexpr HostMachine kTwoCoreTorusHost{4, 96, 340, 2};
 
 const std::vector<Generation>& Generations() {
   static const std::vector<Generation> table = {
@@ -102,32 +119,41 @@ const std::vector<Generation>& Generations() {
       // Gbit/s, same paper). DCN: APPROXIMATION, no published per-host figure; a
       // typical Compute Engine NIC of 100 Gbit/s per 4-chip host.
       TwoCoreTorus("v2", {{2, 2, 1}, {4, 4, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1}}, 256,
-                   {45, 16, 496, 128, 100, 4}),
+                   {45, 16, 496, 128, 100, 4}, {kTwoCoreTorusHost}),
       // ICI: APPROXIMATION, ~656 Gbit/s per link (Jouppi et al., CACM 2020). Host and
       // DCN: APPROXIMATIONS as for v2.
       TwoCoreTorus("v3",
                    {{2, 2, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1},
                     {16, 32, 1}, {32, 32, 1}},
-                   1024, {123, 32, 656, 128, 100, 4}),
+                   1024, {123, 32, 656, 128, 100, 4}, {kTwoCoreTorusHost}),
       // Pod: 4096 chips = 64 cubes. ICI: APPROXIMATION, ~400 Gbit/s per direction per
       // link, 6 links per chip (Jouppi et al., ISCA 2023). Host: APPROXIMATION, PCIe
       // Gen3 x16 per chip (~128 Gbit/s raw, same paper). DCN: APPROXIMATION as for v2.
-      MegacoreCubes("v4", 64, {275, 32, 400, 128, 100, 4}),
+      // Host: ct4p-hightpu-4t, 240 vCPUs, 407 GB, 2 NUMA nodes (the machine type as
+      // gcloud lists it; the v4 page gives no host figures: APPROXIMATION).
+      MegacoreCubes("v4", 64, {275, 32, 400, 128, 100, 4}, {{4, 240, 407, 2}}),
       // HBM: the page says 16 GB, used as GiB (small APPROXIMATION). ICI: APPROXIMATION,
       // 1600 Gbit/s per chip over 4 ports = ~400 Gbit/s per link, direction split not
       // stated. Host: APPROXIMATION, no official figure, PCIe-class ~128 Gbit/s.
       // DCN: 2 x 100 Gbit/s NICs per 8-chip machine (derived per host).
-      LitePod("v5litepod", "v5e", {197, 16, 400, 128, 200, 8}),
+      // Hosts: ct5lp-hightpu-1t (24 vCPUs, 48 GB), -4t (112, 192; the VMs of multi-host
+      // slices), -8t (224, 384; 2 NUMA nodes), per the v5e page's machine types.
+      LitePod("v5litepod", "v5e", {197, 16, 400, 128, 200, 8},
+              {{1, 24, 48, 1}, {4, 112, 192, 1}, {8, 224, 384, 2}}),
       // Largest job: 96 cubes. ICI: APPROXIMATION, 4800 Gbit/s per chip over 6 links =
       // 800 Gbit/s per link (the page's newer table: 1200 GB/s bidirectional per chip,
       // the same 800 per direction). Host: APPROXIMATION, no official figure,
       // PCIe-class ~128 Gbit/s as for v4. DCN: 50 Gbit/s per chip, 4-chip machines.
-      MegacoreCubes("v5p", 96, {459, 95, 800, 128, 200, 4}),
+      // Host: ct5p-hightpu-4t, 208 vCPUs, 448 GB, 2 NUMA nodes (tpu-machines page).
+      MegacoreCubes("v5p", 96, {459, 95, 800, 128, 200, 4}, {{4, 208, 448, 2}}),
       // HBM: 32 GB used as GiB (small APPROXIMATION). ICI: APPROXIMATION, 3584 Gbit/s
       // per chip over 4 ports = 896 Gbit/s per link, direction split not stated.
       // Host: APPROXIMATION, PCIe Gen5 with an unpublished lane count; x16 (~512
       // Gbit/s raw) assumed. DCN: 4 x 200 Gbit/s NICs per 8-chip machine.
-      LitePod("v6e", "", {918, 32, 896, 512, 800, 8}),
+      // Hosts: ct6e-standard-1t (44 vCPUs, 176 GB), -4t (180, 720; multi-host slices),
+      // -8t (180, 1440; 2 NUMA nodes), per the v6e and tpu-machines pages.
+      LitePod("v6e", "", {918, 32, 896, 512, 800, 8},
+              {{1, 44, 176, 1}, {4, 180, 720, 1}, {8, 180, 1440, 2}}),
   };
   return table;
 }
@@ -268,6 +294,17 @@ ChipShape ParseChipShape(const std::string& text, const Generation& generation,
   return shape;
 }
 
+// The generation's VM with `chips` chips; a host size the table lacks takes the
+// smallest VM's figures per chip (an APPROXIMATION no shipped slice needs).
+HostMachine HostOf(const Generation& generation, int chips) {
+  for (const HostMachine& h : generation.hosts) {
+    if (h.chips == chips) return h;
+  }
+  const HostMachine& base = generation.hosts.front();
+  const double scale = static_cast<double>(chips) / base.chips;
+  return {chips, base.vcpus * scale, base.memory_gib * scale, base.numa_nodes};
+}
+
 HardwareFigures GenerationHardware(const Generation& generation, double chips_per_host) {
   const ChipFigures& f = generation.figures;
   const double devices = generation.devices_per_chip;
@@ -277,6 +314,10 @@ HardwareFigures GenerationHardware(const Generation& generation, double chips_pe
   hw.ici_link_gbps = f.ici_link_gbps;
   hw.host_to_device_gbps = f.host_to_chip_gbps / devices;
   hw.dcn_gbps_per_host = f.dcn_gbps_per_machine * chips_per_host / f.chips_per_machine;
+  const HostMachine host = HostOf(generation, static_cast<int>(chips_per_host));
+  hw.host_vcpus = host.vcpus;
+  hw.host_memory_gib = host.memory_gib;
+  hw.host_numa_nodes = host.numa_nodes;
   return hw;
 }
 

@@ -309,6 +309,10 @@ std::string TopologyYaml(const Topology& topology, const std::vector<std::string
       "  host_to_device_gbps: {}\n  dcn_gbps_per_host: {}\n",
       hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps,
       hw.dcn_gbps_per_host);
+  if (hw.host_vcpus > 0) {
+    out += fmt::format("  host_vcpus: {}\n  host_memory_gib: {}\n  host_numa_nodes: {}\n",
+                       hw.host_vcpus, hw.host_memory_gib, hw.host_numa_nodes);
+  }
   return out;
 }
 

@@ -149,6 +149,14 @@ void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
   }
 }
 
+// input.cost_mode: emulate (the default) or burn.
+InputConfig::CostMode ParseCostMode(ConfigNode& node) {
+  std::string mode = "emulate";
+  node.Get("cost_mode", mode);
+  RequireOneOf(node, "cost_mode", mode, {"emulate", "burn"});
+  return mode == "burn" ? InputConfig::CostMode::kBurn : InputConfig::CostMode::kEmulate;
+}
+
 InputConfig ParseInput(ConfigNode node) {
   InputConfig in;
   node.Get("source", in.source);
@@ -157,15 +165,10 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("global_batch", in.global_batch);
   node.Get("max_examples_per_sec", in.max_examples_per_sec);
   node.Get("cpu_us_per_example", in.cpu_us_per_example);
+  in.cost_mode = ParseCostMode(node);
   node.Get("cache_steps", in.cache_steps);
   node.Get("shuffle_buffer", in.shuffle_buffer);
   node.Get("prefetch", in.prefetch);
-  std::string cost_mode = "emulate";
-  node.Get("cost_mode", cost_mode);
-  if (cost_mode != "emulate" && cost_mode != "burn") {
-    node.FailAt("cost_mode", fmt::format("'{}' is not one of emulate, burn", cost_mode));
-  }
-  if (cost_mode == "burn") in.cost_mode = InputConfig::CostMode::kBurn;
   if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
   RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
   CheckSourceKeys(node, in);
@@ -396,6 +399,25 @@ FaultsConfig ParseFaults(ConfigNode node) {
   return f;
 }
 
+// target_host: every figure given is a finite number > 0 (vCPUs at most 1e5, a
+// speed ratio at most 1000); input_vcpus <= vcpus is checked where both are known
+// (run/target_host.h), since either may come from the topology.
+TargetHostConfig ParseTargetHost(ConfigNode node) {
+  TargetHostConfig t;
+  auto read = [&node](const char* key, std::optional<double>& out, double most) {
+    node.GetOptional(key, out);
+    if (out && !(*out > 0 && *out <= most)) {
+      node.FailAt(key, fmt::format("must be a number > 0 and <= {:g}, got {}", most, *out));
+    }
+  };
+  read("vcpus", t.vcpus, 1e5);
+  read("input_vcpus", t.input_vcpus, 1e5);
+  read("cpu_speed", t.cpu_speed, 1e3);
+  read("memory_gib", t.memory_gib, 1e8);
+  node.Finish();
+  return t;
+}
+
 RunSection ParseRunSection(ConfigNode node) {
   RunSection r;
   node.GetOptional("watchdog_s", r.watchdog_s);
@@ -587,6 +609,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   config.embedding = ParseEmbedding(top.Child("embedding"), config.train);
   config.faults = ParseFaults(top.Child("faults"));
   config.run = ParseRunSection(top.Child("run"));
+  config.target_host = ParseTargetHost(top.Child("target_host"));
   top.Finish();
   CheckEmbeddingNames(config);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),

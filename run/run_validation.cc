@@ -249,13 +249,14 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
     return BuildSlice(topology, options, config.cluster.hosts_per_process());
   });
   CheckAgainstSlice(config, slice);
+  TargetHost target_host = TargetHostOf(config, slice.topology);
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);
   MemoryEstimate memory = EstimateMemory(config, slice, plan, machine);
   CheckMemory(config, memory, machine);
   CheckTrainer(config, plan, slice);
   CheckDataset(config, plan);
-  return ValidatedRun{std::move(slice), std::move(plan), loops, memory};
+  return ValidatedRun{std::move(slice), std::move(plan), loops, memory, std::move(target_host)};
 }
 
 }  // namespace tpusim::sim

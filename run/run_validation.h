@@ -18,6 +18,7 @@
 #include "run/loop_plan.h"
 #include "run/run_config.h"
 #include "run/slice.h"
+#include "run/target_host.h"
 
 namespace tpusim::sim {
 
@@ -44,6 +45,7 @@ struct ValidatedRun {
   infeed::InfeedPlan plan;
   LoopPlan loops;
   MemoryEstimate memory;  // of the ranks on the machine ValidateRun was given
+  TargetHost target_host; // the TPU host the answer is for (run/target_host.h)
 };
 
 // Checks `config` as described at the top of this file and returns what the run is

@@ -47,4 +47,9 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
   return host;
 }
 
+TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topology) {
+  const int chips_per_host = std::max(1, topology.cores_per_host() / topology.mesh_shape()[3]);
+  return ResolveTargetHost(config.target_host, topology.hardware(), chips_per_host, config.source);
+}
+
 }  // namespace tpusim::sim

@@ -37,4 +37,8 @@ constexpr double kReservedVcpusPerChip = 2;
 TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::HardwareFigures& hardware,
                              int chips_per_host, const std::string& source);
 
+// The same for a run: `config`'s target_host on `topology`'s hosts (chips per
+// host = cores per host / mesh_shape[3]). Throws Error as above.
+TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topology);
+
 }  // namespace tpusim::sim

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <span>
 #include <thread>
@@ -99,26 +98,11 @@ int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int pa
   return std::max(1, share - parallelism);
 }
 
-// The target host's input vCPUs (run/target_host.h). Until every topology file
-// gives the host's figures (hardware.host_vcpus, coming with the topologies of
-// issue 16), a topology without them and a config without target_host.vcpus or
-// input_vcpus leave them unlimited, so the modeled pool has infeed.parallelism
-// workers; once every topology gives them, this is ResolveTargetHost's figure.
-double InputVcpusOrUnlimitedWithoutHostFigures(const RunConfig& config, const Slice& slice) {
-  const cluster::HardwareFigures& hardware = slice.topology.hardware();
-  const TargetHostConfig& target = config.target_host;
-  if (hardware.host_vcpus <= 0 && !target.vcpus && !target.input_vcpus) {
-    return std::numeric_limits<double>::infinity();
-  }
-  const int chips_per_host = slice.topology.cores_per_host() / slice.topology.cores_per_chip();
-  return ResolveTargetHost(target, hardware, chips_per_host, config.source).input_vcpus.value;
-}
-
 // W of a host's modeled workers (input.cost_mode: emulate): min(infeed.parallelism,
 // floor(the target host's input vCPUs)).
 int ModeledInputWorkers(const RunConfig& config, const Slice& slice) {
   return infeed::ModeledWorkers(config.infeed.parallelism,
-                                InputVcpusOrUnlimitedWithoutHostFigures(config, slice));
+                                TargetHostOf(config, slice.topology).input_vcpus.value);
 }
 
 }  // namespace

@@ -159,13 +159,14 @@ class CoreLoop {
   void Train(const infeed::ShardCodec::View* shard, std::span<const embedding::CooPiece> ids,
              CoreStepRecord& record, OutfeedRecord& outfeed) {
     CoreTrainer& trainer = *parts_.trainer;
+    // One entry per step record, idle steps included (SplitCrsSync indexes by record).
+    crs_calls_before_.push_back(trainer.crs().durations_seconds().size());
     if (trainer.stopped()) {  // train.stop_on_nan: the rest of the infeed is drained
       trainer.IdleStep();
       outfeed.global_step = trainer.global_step();
       return;
     }
     const double start = Now();
-    crs_calls_before_.push_back(trainer.crs().durations_seconds().size());
     MicroStepResult r = trainer.MicroStep(shard, ids);
     TraceMicroStep(parts_.trace, start, r);
     if (trainer.embedding()) AddEngineStats(record, trainer.embedding()->last());

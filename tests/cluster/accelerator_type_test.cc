@@ -33,6 +33,9 @@ void ExpectSameFigures(const HardwareFigures& a, const HardwareFigures& b) {
   EXPECT_EQ(a.ici_link_gbps, b.ici_link_gbps);
   EXPECT_EQ(a.host_to_device_gbps, b.host_to_device_gbps);
   EXPECT_EQ(a.dcn_gbps_per_host, b.dcn_gbps_per_host);
+  EXPECT_EQ(a.host_vcpus, b.host_vcpus);
+  EXPECT_EQ(a.host_memory_gib, b.host_memory_gib);
+  EXPECT_EQ(a.host_numa_nodes, b.host_numa_nodes);
 }
 
 void ExpectSameTopology(const Topology& a, const Topology& b) {
@@ -183,10 +186,12 @@ TEST(AcceleratorTypeTest, OtherNamesAreNotAcceleratorTypes) {
 
 TEST(AcceleratorTypeTest, FiguresArePerTfDeviceAndNetworkPerHost) {
   HardwareFigures v5p{.host_to_device_gbps = 128, .ici_link_gbps = 800, .dcn_gbps_per_host = 200,
-                      .core_peak_tflops = 459, .hbm_gib_per_core = 95};
+                      .core_peak_tflops = 459, .hbm_gib_per_core = 95, .host_vcpus = 208,
+                      .host_memory_gib = 448, .host_numa_nodes = 2};
   ExpectSameFigures(GenerateAcceleratorType("v5p-128").hardware(), v5p);
   HardwareFigures v3{.host_to_device_gbps = 64, .ici_link_gbps = 656, .dcn_gbps_per_host = 100,
-                     .core_peak_tflops = 61.5, .hbm_gib_per_core = 16};
+                     .core_peak_tflops = 61.5, .hbm_gib_per_core = 16, .host_vcpus = 96,
+                     .host_memory_gib = 340, .host_numa_nodes = 2};
   ExpectSameFigures(GenerateAcceleratorType("v3-2048").hardware(), v3);
   // v6e machines hold 8 chips behind 4 x 200 Gbit/s; a 4-chip VM gets half.
   EXPECT_EQ(GenerateAcceleratorType("v6e-8").hardware().dcn_gbps_per_host, 800);
@@ -194,6 +199,25 @@ TEST(AcceleratorTypeTest, FiguresArePerTfDeviceAndNetworkPerHost) {
   EXPECT_EQ(GenerateAcceleratorType("v6e-256").hardware().core_peak_tflops, 918);
   EXPECT_EQ(GenerateAcceleratorType("v5litepod-8").hardware().dcn_gbps_per_host, 200);
   EXPECT_EQ(GenerateAcceleratorType("v5litepod-1").hardware().dcn_gbps_per_host, 25);
+}
+
+// The host is the VM of the slice's host size: single-host v5e/v6e slices are the
+// 1- and 8-chip VMs, multi-host ones 4-chip VMs (configs/topologies/README.md).
+TEST(AcceleratorTypeTest, TheHostIsTheVmOfTheSlicesHostSize) {
+  struct Want {
+    const char* type;
+    double vcpus, memory_gib;
+    int numa_nodes;
+  };
+  for (const Want& w : {Want{"v5litepod-1", 24, 48, 1}, Want{"v5litepod-8", 224, 384, 2},
+                        Want{"v5litepod-256", 112, 192, 1}, Want{"v6e-1", 44, 176, 1},
+                        Want{"v6e-8", 180, 1440, 2}, Want{"v6e-64", 180, 720, 1},
+                        Want{"v4-4096", 240, 407, 2}, Want{"v2-512", 96, 340, 2}}) {
+    const HardwareFigures hw = GenerateAcceleratorType(w.type).hardware();
+    EXPECT_EQ(hw.host_vcpus, w.vcpus) << w.type;
+    EXPECT_EQ(hw.host_memory_gib, w.memory_gib) << w.type;
+    EXPECT_EQ(hw.host_numa_nodes, w.numa_nodes) << w.type;
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "tests/report/golden_compare.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <regex>
@@ -130,6 +131,20 @@ std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh
             fmt::format("{}: {} in the golden report, {} now", path, g.dump(), f.dump()));
       });
   out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+nlohmann::json WithAddedFields(const nlohmann::json& golden, const nlohmann::json& fresh) {
+  json out = golden;
+  if (golden.is_object() && fresh.is_object()) {
+    for (const auto& [key, value] : fresh.items()) {
+      out[key] = golden.contains(key) ? WithAddedFields(golden[key], value) : value;
+    }
+  } else if (golden.is_array() && fresh.is_array()) {
+    for (size_t i = 0; i < std::min(golden.size(), fresh.size()); ++i) {
+      out[i] = WithAddedFields(golden[i], fresh[i]);
+    }
+  }
   return out;
 }
 

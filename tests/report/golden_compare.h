@@ -56,4 +56,9 @@ extern const std::vector<MayDiffer> kMayDiffer;
 std::vector<std::string> GoldenDifferences(const nlohmann::json& golden,
                                            const nlohmann::json& fresh);
 
+// `golden` with every field that only `fresh` has (a field added to the report
+// since the golden one was written), at any depth and in array elements present
+// in both; a value `golden` already holds is never changed.
+nlohmann::json WithAddedFields(const nlohmann::json& golden, const nlohmann::json& fresh);
+
 }  // namespace tpusim::golden
