@@ -6,9 +6,17 @@
 // that can do such work at once on that host.
 //
 // A charge holds one of the W workers while it waits out its cost on the injected
-// clock (base/clock.h), with an absolute deadline. A wait that wakes late leaves
-// the worker owing that much, taken off its next charge, so a run of charges lasts
-// their summed cost however late each single wake-up is.
+// clock (base/clock.h), with an absolute deadline; callers get workers in the
+// order they asked. A wait that wakes late leaves the worker owing that much,
+// taken off its next charge, so a run of charges lasts their summed cost however
+// late each single wake-up is.
+//
+// The workers come online staggered: worker w of W starts its first charge w/W
+// of that charge late. Started together with equal costs they would finish
+// together, every cost, for the whole run: their threads would wake at once and
+// queue for this machine's cores and locks, and the host would send its steps in
+// bursts of W. Staggered, one finishes every cost / W, as in a pipeline running
+// for a while. It delays only the start (once per worker, not charged).
 #pragma once
 
 #include <condition_variable>
@@ -33,8 +41,9 @@ class ModeledWorkerPool {
   ModeledWorkerPool& operator=(const ModeledWorkerPool&) = delete;
 
   // Charges `cost_us` of modeled work (nothing when <= 0): waits for a free
-  // worker, then holds it until cost_us (less what that worker owes from a late
-  // wake-up) has passed on the clock. Thread-safe.
+  // worker (behind the callers already waiting), then holds it until cost_us
+  // (less what that worker owes from a late wake-up) has passed on the clock.
+  // Thread-safe.
   void Charge(int64_t cost_us);
 
   int workers() const { return static_cast<int>(owed_us_.size()); }
@@ -45,19 +54,23 @@ class ModeledWorkerPool {
   int busy() const;
 
  private:
-  // A worker taken from the free list and what it owes.
+  // A worker taken from the free list, what it owes and whether this is its first charge.
   struct Held {
     int worker;
     int64_t owed_us;
+    bool first;
   };
   Held Acquire(int64_t cost_us);
   void Release(int worker, int64_t late_us);
 
   Clock& clock_;
   mutable std::mutex mu_;
-  std::condition_variable freed_;
+  std::condition_variable turn_;   // a worker was freed or the queue moved
   std::vector<int> free_;          // idle workers
   std::vector<int64_t> owed_us_;   // per worker: how late its last wait woke
+  std::vector<bool> started_;      // per worker: has it been charged before
+  uint64_t next_ticket_ = 0;       // the queue: tickets in the order callers came
+  uint64_t serving_ = 0;           // the ticket whose turn it is
   int waiting_ = 0;
   int64_t charged_us_ = 0;
 };

@@ -66,7 +66,7 @@ RunOutput RunCase(const std::string& name, const std::string& args) {
   return {ReadJson(dir + "/r.json"), StepsByHost(dir + "/steps.csv")};
 }
 
-// The emulated run of the config as shipped (400 steps, 320 measured), once.
+// The emulated run of the config as shipped (400 steps, 300 measured), once.
 const RunOutput& Emulated() {
   static const RunOutput out = RunCase("emulate", "");
   return out;
@@ -98,6 +98,18 @@ TEST(CostModeEndToEnd, EmulatedHostsBuildAtTheModeledRate) {
   }
 }
 
+// A target host whose input pipeline may use 8 vCPUs runs 8 of the 16 workers'
+// modeled work at once: half the rate.
+TEST(CostModeEndToEnd, FewerInputVcpusThanWorkersCapThePool) {
+  const RunOutput run = RunCase("eight-vcpus", "--set target_host.input_vcpus=8");
+  ASSERT_EQ(run.report["hosts"].size(), static_cast<size_t>(kHosts));
+  for (const json& host : run.report["hosts"]) {
+    EXPECT_EQ(host["modeled_workers"], 8);
+    const double ratio = host["examples_per_s"].get<double>() / (8 / kCostS);
+    EXPECT_NEAR(ratio, 1.0, 0.1) << "host " << host["host"] << ": " << host["examples_per_s"];
+  }
+}
+
 // A build waits out 32 ms of modeled work and uses a sliver of that in CPU; a
 // thread's CPU over a span never exceeds the span.
 TEST(CostModeEndToEnd, EmulatedBuildsWaitWithoutUsingTheCpu) {
@@ -115,7 +127,7 @@ TEST(CostModeEndToEnd, EmulatedBuildsWaitWithoutUsingTheCpu) {
 // many times what an emulated build does, and no host beats the modeled rate.
 TEST(CostModeEndToEnd, BurntWorkSpinsThisMachinesCores) {
   const RunOutput burn =
-      RunCase("burn", "--set input.cost_mode=burn --set train.steps=100 --set train.iterations_per_loop=20");
+      RunCase("burn", "--set input.cost_mode=burn --set train.steps=100 --set train.iterations_per_loop=25");
   ASSERT_EQ(burn.report["hosts"].size(), static_cast<size_t>(kHosts));
   for (const json& host : burn.report["hosts"]) {
     EXPECT_EQ(host["cost_mode"], "burn");

@@ -28,6 +28,7 @@ class GatedClock final : public Clock {
   void SpinUs(int64_t us) override { fake_.SpinUs(us); }
   void SleepUntilUs(int64_t deadline_us) override {
     std::unique_lock lock(mu_);
+    waits_us_.push_back(deadline_us - fake_.NowUs());
     ++sleeping_;
     most_ = std::max(most_, sleeping_);
     changed_.notify_all();
@@ -52,6 +53,11 @@ class GatedClock final : public Clock {
     std::lock_guard lock(mu_);
     return most_;
   }
+  // How long each sleep was to last when it began, in the order they began.
+  std::vector<int64_t> waits_us() const {
+    std::lock_guard lock(mu_);
+    return waits_us_;
+  }
 
  private:
   FakeClock fake_;
@@ -60,6 +66,7 @@ class GatedClock final : public Clock {
   int sleeping_ = 0;
   int most_ = 0;
   bool open_ = false;
+  std::vector<int64_t> waits_us_;
 };
 
 // A fake clock whose timed sleeps wake `late_us` after their deadline, as a
@@ -103,6 +110,39 @@ TEST(ModeledWorkerPoolTest, NeverRunsMoreThanItsWorkersAtOnce) {
   EXPECT_EQ(clock.most(), 3);
   EXPECT_EQ(pool.busy(), 0);
   EXPECT_EQ(pool.charged_us(), 8000);
+}
+
+// Four workers asked at once: worker w starts its first charge w/4 of it late,
+// so their waits end a quarter of a charge apart; what is charged is unchanged.
+TEST(ModeledWorkerPoolTest, WorkersComeOnlineStaggeredOverTheirFirstCharge) {
+  GatedClock clock;
+  ModeledWorkerPool pool(4, clock);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i) callers.emplace_back([&pool] { pool.Charge(1000); });
+  clock.WaitUntil([](int sleeping) { return sleeping == 4; });
+  clock.Open();
+  for (std::thread& t : callers) t.join();
+  std::vector<int64_t> waits = clock.waits_us();
+  std::sort(waits.begin(), waits.end());
+  EXPECT_EQ(waits, (std::vector<int64_t>{1000, 1250, 1500, 1750}));
+  EXPECT_EQ(pool.charged_us(), 4000);
+}
+
+// One worker: while the first charge holds it, a second and then a third caller
+// queue; they get it in that order (the costs tell the waits apart).
+TEST(ModeledWorkerPoolTest, CallersGetWorkersInTheOrderTheyAsked) {
+  GatedClock clock;
+  ModeledWorkerPool pool(1, clock);
+  std::vector<std::thread> callers;
+  callers.emplace_back([&pool] { pool.Charge(1000); });
+  clock.WaitUntil([](int sleeping) { return sleeping == 1; });
+  for (int i = 2; i <= 5; ++i) {
+    callers.emplace_back([&pool, i] { pool.Charge(1000 * i); });
+    clock.WaitUntil([&pool, i](int) { return pool.waiting() == i - 1; });
+  }
+  clock.Open();
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(clock.waits_us(), (std::vector<int64_t>{1000, 2000, 3000, 4000, 5000}));
 }
 
 // One worker, charged 1000 us ten times on a clock that wakes 100 us late: each
