@@ -54,6 +54,7 @@ std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
   add("--params-out", run.params_out_dir);
   add("--steps-csv", run.steps_csv_path);
   if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
+  if (run.au != AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
   if (run.quiet) args.push_back("--quiet");
   return args;
 }

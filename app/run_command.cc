@@ -25,6 +25,7 @@
 #include "cluster/in_process_transport.h"
 #include "cluster/process_link.h"
 #include "cluster/large_messages.h"
+#include "report/pod_projection.h"
 #include "run/exit_codes.h"
 #include "run/run_options.h"
 #include "run/run_outputs.h"
@@ -156,15 +157,32 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   cluster::MpiEnvironment::Abort(failure.internal ? kExitInternalError : kExitInputError);
 }
 
+// This machine's cores and the TPU hosts its MPI ranks play, which share them
+// (the report's this-machine figures): in the ranks layout a rank plays a host
+// when its role is one, in the others every process plays hosts_per_process.
+MachineShare ShareOf(const Machine& machine, const Slice& slice) {
+  const cluster::RankLayout& layout = slice.layout;
+  int hosts = 0;
+  for (int r : machine.ranks) {
+    if (layout.hosts_per_process() > 0) {
+      hosts += layout.hosts_per_process();
+    } else if (layout.RoleOf(r, slice.assignment).is_host()) {
+      ++hosts;
+    }
+  }
+  return {static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+          std::min(hosts, layout.num_hosts())};
+}
+
 // One simulated rank, on the thread that calls it: its transports split from
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
 int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
-            std::unique_ptr<cluster::Transport> world, int node) {
+            std::unique_ptr<cluster::Transport> world, int node, const MachineShare& machine) {
   const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
     SimulationContext context{setup.config, setup.run->slice, role, comms, options, node,
-                              EndOnWatchdogAlarm};
+                              EndOnWatchdogAlarm, machine};
     return RunSimulatedRank(context);
   } catch (const OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
@@ -186,7 +204,7 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
 // hosts, each of their ranks a thread, over one group that spans the processes.
 // Returns the first non-zero exit code of its ranks.
 int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const cluster::MpiEnvironment& mpi,
-                      const cluster::Communicator& world, int node, size_t machine_ranks) {
+                      const cluster::Communicator& world, int node, const Machine& machine) {
   const cluster::RankLayout& layout = setup.run->slice.layout;
   if (!mpi.thread_serialized()) {
     Fail("cluster.layout: {} needs MPI_THREAD_SERIALIZED, which {} does not grant", layout.layout_name(),
@@ -196,7 +214,7 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   // CPU, longer when many share few (256 idle links polling every 200 us would take
   // both CPUs of this machine), up to 5 ms.
   const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int per_cpu = (static_cast<int>(machine_ranks) + cpus - 1) / cpus;
+  const int per_cpu = (static_cast<int>(machine.ranks.size()) + cpus - 1) / cpus;
   auto link = std::make_shared<cluster::ProcessLink>(world, EndOnLinkFailure,
                                                      std::clamp(200 * per_cpu, 200, 5000));
   std::vector<int> process_of;
@@ -204,12 +222,13 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
       cluster::InProcessTransport::CreateSpanningGroup(link, /*id=*/1, std::move(process_of));
   const int first = world.rank() * layout.ranks_per_process();
+  const MachineShare share = ShareOf(machine, setup.run->slice);
   std::vector<int> codes(endpoints.size(), 0);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < endpoints.size(); ++i) {
     threads.emplace_back([&, i] {
       const cluster::RankRole role = layout.RoleOf(first + static_cast<int>(i), setup.run->slice.assignment);
-      codes[i] = RunRank(setup, options, role, std::move(endpoints[i]), node);
+      codes[i] = RunRank(setup, options, role, std::move(endpoints[i]), node, share);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -247,10 +266,10 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
   const int node = machine.ranks.front();  // the lowest MPI rank on this machine
   if (setup.role) {
     return RunRank(setup, options, *setup.role, std::make_unique<cluster::Communicator>(cluster::Communicator::World()),
-                   node);
+                   node, ShareOf(machine, setup.run->slice));
   }
   try {
-    return RunRanksAsThreads(setup, options, mpi, world, node, machine.ranks.size());
+    return RunRanksAsThreads(setup, options, mpi, world, node, machine);
   } catch (...) {
     bool internal = false;
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));

@@ -14,7 +14,23 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
   cmd->add_option("--expect-au", run.expect_au,
                   "exit 3 when accelerator utilization falls below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));
+  AddAuOption(cmd, run.au, "the AU --expect-au checks (default measured)");
   cmd->add_flag("--quiet", run.quiet, "no progress line");
+}
+
+void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what) {
+  const std::string measured = AuSourceName(AuSource::kMeasured);
+  const std::string projected = AuSourceName(AuSource::kProjected);
+  const std::string help =
+      "measured (this machine's worst core) or projected (on the target pod's hosts, the "
+      "report's pod_projection): " + what;
+  cmd->add_option_function<std::string>(
+         "--au",
+         [&au, projected](const std::string& name) {
+           au = name == projected ? AuSource::kProjected : AuSource::kMeasured;
+         },
+         help)
+      ->check(CLI::IsMember({measured, projected}));
 }
 
 }  // namespace tpusim::sim

@@ -2,6 +2,8 @@
 // files of a run), registered once so launch forwards exactly what run accepts.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 #include "run/run_options.h"
@@ -9,7 +11,11 @@
 namespace tpusim::sim {
 
 // Adds --set, --report, --trace, --placement-log, --params-out, --steps-csv,
-// --expect-au and --quiet to `cmd`, filling `run` (which must outlive parsing).
+// --expect-au, --au and --quiet to `cmd`, filling `run` (which must outlive parsing).
 void AddRunFlags(CLI::App* cmd, RunOptions& run);
+
+// Adds `--au measured|projected` to `cmd`, filling `au` (which must outlive
+// parsing); `what` ends the help text ("the AU --expect-au checks").
+void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what);
 
 }  // namespace tpusim::sim

@@ -125,10 +125,11 @@ void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
   if (!o.trace_path.empty()) outputs.Try([&] { WriteTrace(o.trace_path, ranks); });
 }
 
-// Rank 0, --expect-au: one line naming the worst core and its host, and the
-// distinct exit code, when the run's accelerator utilization falls short.
-int CheckUtilization(const SimulationContext& ctx, const Report& report) {
-  if (ctx.options.expect_au <= 0 || !report.accelerator_utilization) return 0;
+// Rank 0, --expect-au (--au measured): one line naming the worst core and its
+// host, and the distinct exit code, when the run's accelerator utilization falls
+// short.
+int CheckMeasuredAu(const SimulationContext& ctx, const Report& report) {
+  if (!report.accelerator_utilization) return 0;
   const UtilizationSection& au = *report.accelerator_utilization;
   if (au.min >= ctx.options.expect_au) return 0;
   const CoreUtilization& core = au.worst_core;
@@ -138,6 +139,33 @@ int CheckUtilization(const SimulationContext& ctx, const Report& report) {
              au.min * 100, ctx.options.expect_au * 100, core.host, core.ordinal, core.replica,
              core.host, au.mean * 100);
   return kExitBelowExpectedAu;
+}
+
+// Rank 0, --expect-au --au projected: the same on the target pod's hosts, naming
+// the host and stage that bind (or why there is no projected AU to check).
+int CheckProjectedAu(const SimulationContext& ctx, const Report& report) {
+  const PodProjectionSection& p = report.pod_projection.value();
+  if (p.projected_au && *p.projected_au >= ctx.options.expect_au) return 0;
+  if (!p.projected_au) {
+    fmt::print(stderr, "tpusim: --expect-au --au projected: no projected AU to check: {}\n",
+               p.verdict);
+  } else {
+    fmt::print(stderr,
+               "tpusim: projected accelerator utilization {:.1f}% on {}'s hosts is below "
+               "--expect-au {:.1f}%: host {} bound by {} ({:.0f} examples/s against a demand of "
+               "{:.0f} per host)\n",
+               *p.projected_au * 100, report.topology.name, ctx.options.expect_au * 100,
+               p.bound_host.value_or(-1), p.bound_by,
+               p.projected_examples_per_s_per_host.value_or(0),
+               p.demand_examples_per_s_per_host.value_or(0));
+  }
+  return kExitBelowExpectedAu;
+}
+
+int CheckUtilization(const SimulationContext& ctx, const Report& report) {
+  if (ctx.options.expect_au <= 0) return 0;
+  return ctx.options.au == AuSource::kProjected ? CheckProjectedAu(ctx, report)
+                                                : CheckMeasuredAu(ctx, report);
 }
 
 // Rank 0, train.stop_on_nan: the run's one line when training stopped on a
@@ -222,7 +250,7 @@ int RunSimulatedRank(SimulationContext& ctx) {
   ReportInputs inputs{ctx.config, ctx.slice, run.keys(), run.plan().global_batch(), run.loops(), std::move(ranks),
                       run_s, baseline, run.ceiling_steps(),
                       Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
-                      Provenance(ctx.config.source)};
+                      Provenance(ctx.config.source), ctx.machine};
   return ReportAtRankZero(ctx, run, inputs, outputs);
 }
 

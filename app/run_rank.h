@@ -7,6 +7,7 @@
 
 #include "cluster/communicators.h"
 #include "cluster/rank_layout.h"
+#include "report/pod_projection.h"
 #include "run/run_config.h"
 #include "run/run_options.h"
 #include "run/slice.h"
@@ -25,6 +26,7 @@ struct SimulationContext {
   const RunOptions& options;
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   Watchdog::AlarmHandler on_watchdog_alarm;  // prints the line and ends the process
+  MachineShare machine;  // this rank's machine: its cores and the TPU hosts it plays
 };
 
 // Runs this rank's part; returns the exit code. Throws Error on failure.

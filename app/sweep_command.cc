@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/command.h"
+#include "app/run_flags.h"
 #include "sweep/capacity.h"
 #include "sweep/sweep.h"
 
@@ -26,6 +27,7 @@ void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* sweep =
       app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
   AddCommonFlags(sweep, s->config, s->sets, s->out, s->timeout_s, s->target_au);
+  AddAuOption(sweep, s->au, "the AU the AU plot shows against --target-au (default measured)");
   sweep->add_option("--vary", s->vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")
       ->required()
       ->take_all();
@@ -35,8 +37,10 @@ void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
 void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
   auto c = std::make_shared<CapacityOptions>();
   CLI::App* capacity = app.add_subcommand(
-      "capacity", "bisect a key for the largest/smallest value keeping AU >= target");
+      "capacity",
+      "bisect a key for the largest/smallest value keeping AU >= target (projected AU by default)");
   AddCommonFlags(capacity, c->config, c->sets, c->out, c->timeout_s, c->target_au);
+  AddAuOption(capacity, c->au, "the AU the answer keeps >= --target-au (default projected)");
   capacity->add_option("--key", c->key, "the config key to search")->required();
   capacity->add_option("--low", c->low, "low end (default: the key's value in CONFIG)");
   capacity->add_option("--high", c->high, "high end (needed for a numeric key)");

@@ -8,18 +8,14 @@
 #include "base/atomic_file.h"
 #include "base/checksum.h"
 #include "cluster/cross_replica_sum.h"
+#include "report/pod_projection.h"
 #include "report/shampoo_section.h"
+#include "report/verdict.h"
 
 namespace tpusim::sim {
 namespace {
 
 using json = nlohmann::json;
-
-std::string Verdict(double infeed_percent) {
-  if (infeed_percent >= 20) return "input-bound (high): infeed waits >= 20% of step time";
-  if (infeed_percent >= 5) return "input-bound (moderate): infeed waits >= 5% of step time";
-  return "not input-bound: infeed waits < 5% of step time";
-}
 
 // The resolved config as JSON (scalars typed as YAML would read them).
 json YamlToJson(const YAML::Node& node) {
@@ -378,6 +374,46 @@ ProjectionSection ProjectionOf(const ReportInputs& in, const StepBreakdown& brea
   return p;
 }
 
+// The hosts that build batches, with what their pipelines cost. A host sends
+// one shard per core it feeds each step, so shards_sent / steps counts them.
+std::vector<HostCosts> HostCostsOf(const std::vector<RankMetrics>& ranks) {
+  std::vector<HostCosts> out;
+  for (const RankMetrics& r : ranks) {
+    if (!r.host || !r.host->pipeline) continue;
+    const HostMetrics& h = *r.host;
+    const int fed = h.steps > 0 ? static_cast<int>(h.shards_sent / h.steps) : 0;
+    out.push_back({h.host, h.rows_per_step, fed, h.pipeline->costs});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const HostCosts& a, const HostCosts& b) { return a.host < b.host; });
+  return out;
+}
+
+// The device model's own seconds per step, mean over the step cores and the
+// window's steps (what the target's accelerator takes; the cores' device_s is
+// that as slept here).
+double ModeledDeviceStepS(const std::vector<const CoreMetrics*>& cores) {
+  double seconds = 0;
+  int64_t steps = 0;
+  for (const CoreMetrics* c : cores) {
+    seconds += c->modeled_device_s;
+    steps += c->window_steps;
+  }
+  return PerStep(seconds, steps);
+}
+
+// The run on the target pod's hosts (report/pod_projection.h), its step the
+// device model's and the projection section's cross-replica sum on ICI.
+PodProjectionSection PodProjectionOf(const ReportInputs& in,
+                                     const std::vector<const CoreMetrics*>& step_cores,
+                                     const ProjectionSection& projection) {
+  const cluster::Topology& topology = in.slice.topology;
+  return ProjectPod({in.config, TargetHostOf(in.config, topology),
+                     topology.hardware().host_to_device_gbps, HostCostsOf(in.ranks),
+                     ModeledDeviceStepS(step_cores),
+                     projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine});
+}
+
 // The mean shard bytes a fed core received per window step.
 double ShardBytesPerCoreStep(const WindowFigures& w, int64_t window_steps) {
   if (w.fed == 0) return 0;
@@ -520,6 +556,7 @@ Report BuildReport(const ReportInputs& in) {
   r.crs = CrsOf(in);
   r.embedding = EmbeddingOf(in.ranks, r.hosts);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
+  r.pod_projection = PodProjectionOf(in, step_cores, r.projection);
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
   r.non_finite = NonFiniteOf(in);
   r.replicas = ReplicasOf(in.ranks);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/mpi_baseline.h"
+#include "report/pod_projection.h"
 #include "report/report_types.h"
 #include "run/loop_plan.h"
 #include "run/run_config.h"
@@ -36,9 +37,13 @@ struct ReportInputs {
   int64_t ceiling_steps = 0;       // steps the simulator ceiling sent
   ReportEnvironment environment;
   ReportProvenance provenance;
+  MachineShare machine;            // rank 0's machine, for pod_projection's this-machine figures
 };
 
-// The report of `inputs`; pure, never throws on well-formed metrics.
+// The report of `inputs`; pure, never throws on well-formed metrics. Its
+// pod_projection resolves the target host (run/target_host.h TargetHostOf),
+// which throws Error when neither the topology nor target_host gives a figure;
+// the run's validation (ValidateRun) has refused such a config before the run.
 Report BuildReport(const ReportInputs& inputs);
 
 // Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.

@@ -55,6 +55,48 @@ void ProjectionFields(Io& io, Section& p) {
   io.Required("modeled_device_step_s", p.modeled_device_step_s);
 }
 
+template <typename Io, typename Stage>
+void ProjectedStageFields(Io& io, Stage& s) {
+  io.Required("stage", s.stage);
+  io.IfPresent("cpu_s_per_example", s.cpu_s_per_example);
+  io.IfPresent("modeled_s_per_example", s.modeled_s_per_example);
+  io.IfPresent("bytes_per_example", s.bytes_per_example);
+  io.IfPresent("workers", s.workers);
+  io.Nullable("capacity_examples_per_s", s.capacity_examples_per_s);
+}
+
+template <typename Io, typename Row>
+void HostProjectionFields(Io& io, Row& h) {
+  io.Required("host", h.host);
+  io.Required("examples_per_step", h.examples_per_step);
+  io.Required("stages", h.stages);
+  io.Nullable("projected_examples_per_s", h.projected_examples_per_s);
+  io.Required("bound_by", h.bound_by);
+  io.Required("prefetch_steps", h.prefetch_steps);
+  io.Required("prefetch_memory_gib", h.prefetch_memory_gib);
+  io.Required("fits_memory", h.fits_memory);
+  io.Required("simulator_cpu_s_per_example", h.simulator_cpu_s_per_example);
+  io.Nullable("this_machine_examples_per_s", h.this_machine_examples_per_s);
+}
+
+template <typename Io, typename Section>
+void PodProjectionFields(Io& io, Section& p) {
+  io.Required("target_host", p.target_host);
+  io.Required("hosts", p.hosts);
+  io.Required("device_step_s", p.device_step_s);
+  io.Required("target_step_s", p.target_step_s);
+  io.Nullable("demand_examples_per_s_per_host", p.demand_examples_per_s_per_host);
+  io.Nullable("projected_examples_per_s_per_host", p.projected_examples_per_s_per_host);
+  io.Nullable("bound_host", p.bound_host);
+  io.Required("bound_by", p.bound_by);
+  io.Required("projected_infeed_wait_s_per_step", p.projected_infeed_wait_s_per_step);
+  io.Nullable("projected_infeed_fraction", p.projected_infeed_fraction);
+  io.Nullable("projected_au", p.projected_au);
+  io.Required("verdict", p.verdict);
+  io.Required("this_machine", p.this_machine);
+  io.Required("assumes", p.assumes);
+}
+
 template <typename Io, typename Section>
 void TrainingFields(Io& io, Section& t) {
   io.Required("loops", t.loops);
@@ -99,6 +141,7 @@ void ReportFields(Io& io, R& r) {
   io.Nullable("crs", r.crs);
   io.IfPresent("embedding", r.embedding);
   io.Required("projection", r.projection);
+  io.IfPresent("pod_projection", r.pod_projection);
   io.IfPresent("training", r.training);
   io.IfPresent("non_finite", r.non_finite);
   io.IfPresent("replicas", r.replicas);
@@ -125,6 +168,9 @@ TPUSIM_REPORT_JSON_FROM_FIELDS(HostWindowRates, HostWindowRatesFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(CoreRow, CoreRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectionSection, ProjectionFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectedStage, ProjectedStageFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(HostProjection, HostProjectionFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(PodProjectionSection, PodProjectionFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(TrainingSection, TrainingFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(NonFiniteSection, NonFiniteFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ReplicasSection, ReplicasFields)

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/shampoo_section.h"
+#include "run/target_host.h"
 #include "sim/metrics.h"
 #include "sim/pipeline_stages.h"
 
@@ -247,6 +248,61 @@ struct ProjectionSection {
   double modeled_device_step_s = 0;
 };
 
+// One stage of a host's input pipeline on the target host (pod_projection): what
+// it costs per example and how many examples per second it can carry there.
+struct ProjectedStage {
+  std::string stage;  // report/pod_projection.h lists the stages
+  std::optional<double> cpu_s_per_example;      // absent: no real work (CPU seconds)
+  std::optional<double> modeled_s_per_example;  // absent: not modeled
+  std::optional<double> bytes_per_example;      // absent: moves no bytes
+  std::optional<double> workers;                // absent: not run by the host's workers
+  std::optional<double> capacity_examples_per_s;  // null: costs nothing, so unlimited
+};
+
+// A host that builds batches, projected on the target host.
+struct HostProjection {
+  int host = 0;
+  int64_t examples_per_step = 0;
+  std::vector<ProjectedStage> stages;
+  std::optional<double> projected_examples_per_s;  // null: no stage costs anything
+  std::string bound_by;                            // the least stage; "none" when unlimited
+  int64_t prefetch_steps = 0;
+  double prefetch_memory_gib = 0;
+  bool fits_memory = true;                          // prefetch_memory_gib <= memory_gib
+  double simulator_cpu_s_per_example = 0;           // this machine: the real stages' CPU
+  std::optional<double> this_machine_examples_per_s;  // null: no CPU measured
+};
+
+// This machine (rank 0's), not the pod: its cores and the TPU hosts it plays.
+struct ThisMachineSection {
+  int cpus = 0;
+  int tpu_hosts = 0;
+  std::string note;
+};
+
+// The run put on the target pod (design.md §2b): each building host's stages on
+// the target host, the demand of the target's step, and the projected infeed
+// share, AU and verdict, with every assumption they rest on.
+struct PodProjectionSection {
+  TargetHost target_host;
+  std::vector<HostProjection> hosts;  // hosts that build batches, in host order
+  // The device model's own step (mean over the step cores), which the target's
+  // accelerator takes; projection.modeled_device_step_s is what the cores slept
+  // for it here, longer by the wake-ups of a loaded machine.
+  double device_step_s = 0;
+  double target_step_s = 0;  // device_step_s + the cross-replica sum on ICI
+  std::optional<double> demand_examples_per_s_per_host;    // null: target step is 0
+  std::optional<double> projected_examples_per_s_per_host;  // least over hosts; null: unlimited
+  std::optional<int> bound_host;                           // null: unlimited
+  std::string bound_by;                                    // "none" when unlimited
+  double projected_infeed_wait_s_per_step = 0;
+  std::optional<double> projected_infeed_fraction;  // null: target step is 0
+  std::optional<double> projected_au;               // null: target step is 0
+  std::string verdict;
+  ThisMachineSection this_machine;
+  std::vector<std::string> assumes;
+};
+
 // Every loop's loss; a non-finite loss is written as null and read back as NaN.
 struct TrainingSection {
   std::vector<LoopRecord> loops;
@@ -326,6 +382,9 @@ struct Report {
   std::optional<CrsSection> crs;                              // null: no cross-replica sum
   std::optional<EmbeddingLoad> embedding;                     // absent: no embedding load
   ProjectionSection projection;
+  // Absent only in reports written before it existed (the golden ones):
+  // BuildReport always fills it.
+  std::optional<PodProjectionSection> pod_projection;
   std::optional<TrainingSection> training;     // absent: no model
   std::optional<NonFiniteSection> non_finite;  // absent: no training core
   std::optional<ReplicasSection> replicas;     // absent: no checksums
@@ -371,6 +430,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_ste
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps,
                                    core_peak_tflops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetFigure, value, source)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib,
+                                   numa_nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_after_first_loop_mib,
@@ -389,6 +452,12 @@ void to_json(nlohmann::json& j, const CoreRow& c);
 void from_json(const nlohmann::json& j, CoreRow& c);
 void to_json(nlohmann::json& j, const ProjectionSection& p);
 void from_json(const nlohmann::json& j, ProjectionSection& p);
+void to_json(nlohmann::json& j, const ProjectedStage& s);
+void from_json(const nlohmann::json& j, ProjectedStage& s);
+void to_json(nlohmann::json& j, const HostProjection& h);
+void from_json(const nlohmann::json& j, HostProjection& h);
+void to_json(nlohmann::json& j, const PodProjectionSection& p);
+void from_json(const nlohmann::json& j, PodProjectionSection& p);
 void to_json(nlohmann::json& j, const TrainingSection& t);
 void from_json(const nlohmann::json& j, TrainingSection& t);
 void to_json(nlohmann::json& j, const NonFiniteSection& n);

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "report/shampoo_section.h"
 
@@ -119,6 +122,83 @@ void PrintBaselines(const Report& r) {
       100.0 * r.totals.bytes_per_s / std::max(c.bytes_per_s, 1e-9));
 }
 
+// "12345" examples/s, or "unlimited" for a figure that is null (nothing to bound it).
+std::string RateText(const std::optional<double>& rate) {
+  return rate ? fmt::format("{:.0f}", *rate) : std::string("unlimited");
+}
+
+std::string FigureText(const TargetFigure& f, const char* unit) {
+  return fmt::format("{:g}{} ({})", f.value, unit, f.source);
+}
+
+// A host on the target: its rate, the stage that binds, every stage that limits
+// it and its prefetch against the target host's memory.
+void PrintHostProjection(const HostProjection& h, double memory_gib) {
+  std::vector<std::string> limits;
+  for (const ProjectedStage& s : h.stages) {
+    if (s.capacity_examples_per_s) {
+      limits.push_back(fmt::format("{} {:.0f}", s.stage, *s.capacity_examples_per_s));
+    }
+  }
+  fmt::print("  host {}: {} examples/s, bound by {} ({}); prefetch {:.3f} GiB of {:g} GiB ({})\n",
+             h.host, RateText(h.projected_examples_per_s), h.bound_by,
+             limits.empty() ? std::string("no stage costs anything")
+                            : fmt::format("{}; others unlimited", fmt::join(limits, ", ")),
+             h.prefetch_memory_gib, memory_gib, h.fits_memory ? "fits" : "DOES NOT FIT");
+}
+
+// The simulator's own cost on this machine, kept apart from the pod's figures.
+void PrintThisMachine(const PodProjectionSection& p) {
+  std::vector<std::string> hosts;
+  for (const HostProjection& h : p.hosts) {
+    const std::string most = h.this_machine_examples_per_s
+                                 ? fmt::format("at most {:.0f} examples/s",
+                                               *h.this_machine_examples_per_s)
+                                 : std::string("no CPU measured");
+    hosts.push_back(fmt::format("host {} {:.1f} us CPU/example, {}", h.host,
+                                h.simulator_cpu_s_per_example * 1e6, most));
+  }
+  fmt::print("  this machine, not the pod: {} cores for {} TPU hosts; {}\n", p.this_machine.cpus,
+             p.this_machine.tpu_hosts, fmt::join(hosts, "; "));
+}
+
+// The projected step beside the measured one: demand, projected rate, infeed
+// share, AU and verdict.
+void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
+  const auto percent = [](const std::optional<double>& f) {
+    return f ? fmt::format("{:.1f}%", *f * 100) : std::string("-");
+  };
+  const std::string measured_au =
+      r.accelerator_utilization ? percent(r.accelerator_utilization->min) : std::string("-");
+  fmt::print(
+      "  target step {:.3f} ms (device {:.3f} + crs on ICI {:.3f}): demand {} examples/s per "
+      "host, projected {} (host {}, {}); infeed {} (measured {:.1f}%), AU {} (measured {})  ->  "
+      "{}\n",
+      p.target_step_s * 1e3, p.device_step_s * 1e3, (p.target_step_s - p.device_step_s) * 1e3,
+      RateText(p.demand_examples_per_s_per_host),
+      RateText(p.projected_examples_per_s_per_host),
+      p.bound_host ? fmt::format("{}", *p.bound_host) : std::string("-"), p.bound_by,
+      percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au),
+      measured_au, p.verdict);
+}
+
+// pod_projection: the target host, each building host on it, the projected step
+// and its verdict, this machine's own figures and what all of it assumes.
+void PrintPodProjection(const Report& r) {
+  const PodProjectionSection& p = r.pod_projection.value();
+  const TargetHost& t = p.target_host;
+  fmt::print("pod projection on {}'s hosts: {}, {}, cpu speed {}, {}, {}\n", r.topology.name,
+             FigureText(t.vcpus, " vCPUs"), FigureText(t.input_vcpus, " for input"),
+             FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"),
+             t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes)
+                              : std::string("NUMA nodes not given"));
+  for (const HostProjection& h : p.hosts) PrintHostProjection(h, t.memory_gib.value);
+  PrintProjectedStep(p, r);
+  PrintThisMachine(p);
+  fmt::print("  assumes:\n");
+  for (const std::string& a : p.assumes) fmt::print("    - {}\n", a);
+}
+
 }  // namespace
 
 void PrintSummary(const Report& report) {
@@ -133,6 +213,7 @@ void PrintSummary(const Report& report) {
       "measured infeed wait\n",
       report.topology.name, p.host_to_device_s_per_step * 1e3, p.hardware.host_to_device_gbps,
       p.measured_infeed_wait_s_per_step * 1e3);
+  if (report.pod_projection) PrintPodProjection(report);
   if (report.training) {
     fmt::print("training: {} global steps, final loss {:.6f}\n", report.training->global_steps,
                report.training->final_loss);

@@ -8,6 +8,16 @@
 
 namespace tpusim::sim {
 
+// Which accelerator utilization a decision reads (--au): the one this machine
+// measured (the worst core's, the report's accelerator_utilization.min), or the
+// one projected on the target pod's hosts (pod_projection.projected_au).
+enum class AuSource { kMeasured, kProjected };
+
+// "measured" or "projected", as --au spells it.
+inline const char* AuSourceName(AuSource source) {
+  return source == AuSource::kProjected ? "projected" : "measured";
+}
+
 struct RunOptions {
   std::string config;
   std::vector<std::string> overrides;
@@ -17,6 +27,7 @@ struct RunOptions {
   std::string params_out_dir;
   std::string steps_csv_path;
   double expect_au = 0;   // > 0: exit with kExitBelowExpectedAu when AU falls short
+  AuSource au = AuSource::kMeasured;  // --au: the AU --expect-au checks
   bool quiet = false;
 };
 

@@ -1,17 +1,20 @@
 #!/usr/bin/python3
 """Plots of a `tpusim sweep` or `tpusim capacity` output directory (matplotlib).
 
-Usage: scripts/plot_sweep.py DIR [--target-au 0.9] [--answer VALUE] [--order A,B,C]
+Usage: scripts/plot_sweep.py DIR [--target-au 0.9] [--au measured|projected] [--answer VALUE]
+                             [--order A,B,C]
 
 DIR/runs.csv (tpusim sweep) gives:
   throughput.png  total examples/s against the first varied key, one line per value
                   of the other varied keys
-  au.png          accelerator utilization (worst core solid, mean dashed) against the
-                  first varied key, with the target line
+  au.png          accelerator utilization (--au measured: worst core solid, mean
+                  dashed; --au projected: projected_au, on the target pod's hosts)
+                  against the first varied key, with the target line
   breakdown.png   one stacked bar per run: the mean step split into its parts (ms)
 DIR/capacity.csv (tpusim capacity) gives:
-  capacity.png    AU (worst core) of every run tried against the key, passing runs
-                  green, failing red, the target line and the answer
+  capacity.png    AU (--au: the worst core's measured, or the projected) of every run
+                  tried against the key, passing runs green, failing red, the target
+                  line and the answer
 
 `tpusim sweep` and `tpusim capacity` call this with /usr/bin/python3 at their end.
 For each file written it prints one line: path, size in pixels, distinct colors.
@@ -48,8 +51,12 @@ def read_csv(path):
     return keys, rows
 
 
-def succeeded(row):
-    return row["exit_code"] == "0" and row["au_min"] != ""
+# The column each --au reads: the worst core's measured AU, or pod_projection's.
+AU_COLUMN = {"measured": "au_min", "projected": "projected_au"}
+
+
+def succeeded(row, au="measured"):
+    return row["exit_code"] == "0" and row.get(AU_COLUMN[au], "") != ""
 
 
 def as_numbers(values):
@@ -86,9 +93,9 @@ def save(fig, path):
     print(f"plot_sweep: wrote {path} ({img.shape[1]}x{img.shape[0]} px, {colors} colors)")
 
 
-def line_plot(out_dir, keys, rows, name, columns, ylabel, target=None):
+def line_plot(out_dir, keys, rows, name, columns, ylabel, target=None, au="measured"):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ok = [r for r in rows if succeeded(r)]
+    ok = [r for r in rows if succeeded(r, au)]
     all_x, order = x_axis([r[keys[0]] for r in ok])
     for i, (label, group) in enumerate(series(keys, ok).items()):
         xs, _ = x_axis([r[keys[0]] for r in group], order)
@@ -126,11 +133,11 @@ def breakdown_plot(out_dir, keys, rows):
     save(fig, os.path.join(out_dir, "breakdown.png"))
 
 
-def capacity_plot(out_dir, keys, rows, target, answer, order):
+def capacity_plot(out_dir, keys, rows, target, answer, order, au):
     key = keys[0]
-    ok = [r for r in rows if succeeded(r)]
+    ok = [r for r in rows if succeeded(r, au)]
     xs, order = x_axis([r[key] for r in ok], order)
-    aus = [float(r["au_min"]) for r in ok]
+    aus = [float(r[AU_COLUMN[au]]) for r in ok]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pairs = sorted(zip(xs, aus))
     ax.plot([p[0] for p in pairs], [p[1] for p in pairs], color="grey", alpha=0.5)
@@ -147,8 +154,9 @@ def capacity_plot(out_dir, keys, rows, target, answer, order):
     if order:
         ax.set_xticks(range(len(order)), order)
     ax.set_xlabel(key)
-    ax.set_ylabel("accelerator utilization (worst core)")
-    ax.set_title(f"capacity: {key} for AU >= {target}", fontsize=9)
+    ax.set_ylabel("accelerator utilization (worst core)" if au == "measured"
+                  else "projected accelerator utilization (target pod)")
+    ax.set_title(f"capacity: {key} for {au} AU >= {target}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     save(fig, os.path.join(out_dir, "capacity.png"))
@@ -158,6 +166,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir")
     parser.add_argument("--target-au", type=float, default=0.9)
+    parser.add_argument("--au", choices=sorted(AU_COLUMN), default="measured",
+                        help="the AU the AU and capacity plots show")
     parser.add_argument("--answer", help="capacity: the value found")
     parser.add_argument("--order", help="capacity over a list: the values in order, a,b,c")
     args = parser.parse_args()
@@ -168,13 +178,18 @@ def main():
     if os.path.exists(runs):
         keys, rows = read_csv(runs)
         line_plot(args.dir, keys, rows, "throughput.png", [("examples_per_s", "-")], "examples/s (total)")
-        line_plot(args.dir, keys, rows, "au.png", [("au_min", "-"), ("au_mean", "--")],
-                  "accelerator utilization", target=args.target_au)
+        if args.au == "measured":
+            line_plot(args.dir, keys, rows, "au.png", [("au_min", "-"), ("au_mean", "--")],
+                      "accelerator utilization", target=args.target_au)
+        else:
+            line_plot(args.dir, keys, rows, "au.png", [("projected_au", "-")],
+                      "projected accelerator utilization (target pod)", target=args.target_au,
+                      au="projected")
         breakdown_plot(args.dir, keys, rows)
     if os.path.exists(capacity):
         keys, rows = read_csv(capacity)
         order = args.order.split(",") if args.order else None
-        capacity_plot(args.dir, keys, rows, args.target_au, args.answer, order)
+        capacity_plot(args.dir, keys, rows, args.target_au, args.answer, order, args.au)
     return 0
 
 

@@ -43,7 +43,8 @@ constexpr JsonFields kCoreFields(
     Field("bytes_received", &CoreMetrics::bytes_received),
     Field("rows_served", &CoreMetrics::rows_served),
     Field("ids_looked_up", &CoreMetrics::ids_looked_up),
-    Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes), Field("crs", &CoreMetrics::crs),
+    Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes),
+    Field("modeled_device_s", &CoreMetrics::modeled_device_s), Field("crs", &CoreMetrics::crs),
     Field("global_step", &CoreMetrics::global_step),
     Field("param_checksums", &CoreMetrics::param_checksums),
     Field("shampoo", &CoreMetrics::shampoo),
@@ -116,6 +117,7 @@ void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
   rows_served += r.rows_served;
   ids_looked_up += r.ids_looked_up;
   all_to_all_bytes += r.all_to_all_bytes;
+  modeled_device_s += r.modeled_device_s;
 }
 
 CoreMetrics CoreIdentity(const cluster::RankRole& core, bool fed, bool trains) {

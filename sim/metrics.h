@@ -120,6 +120,7 @@ struct CoreStepRecord {
   int64_t rows_served = 0;    // embedding rows this core served as table owner
   int64_t ids_looked_up = 0;
   int64_t all_to_all_bytes = 0;
+  double modeled_device_s = 0;  // the device model's seconds (parts.device_s: as slept here)
 };
 
 // One host step: what the host spent building and enqueueing it.
@@ -171,6 +172,7 @@ struct CoreMetrics {
   int64_t rows_served = 0;        // window
   int64_t ids_looked_up = 0;      // window
   int64_t all_to_all_bytes = 0;   // window
+  double modeled_device_s = 0;    // window: the device model's seconds (no sleep overshoot)
   std::optional<CoreCrs> crs;
   int64_t global_step = 0;
   std::vector<std::vector<std::string>> param_checksums;  // [variable, hex digest]

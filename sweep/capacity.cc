@@ -99,18 +99,57 @@ double HighPosition(const CapacityRange& r) {
   return r.values.empty() ? r.high : static_cast<double>(r.values.size() - 1);
 }
 
-// Every end (or listed value) is checked in-process before the first run.
-void ValidateRange(const RunRecorder& recorder, const CapacityRange& r) {
+// Every end (or listed value) is checked in-process before the first run; the
+// shape of the first.
+PointShape ValidateRange(const RunRecorder& recorder, const CapacityRange& r) {
   std::vector<std::string> values = r.values;
   if (values.empty()) values = {ValueAt(r, r.low), ValueAt(r, r.high)};
+  std::vector<PointShape> shapes;
   try {
-    for (const std::string& v : values) recorder.Validate({v});
+    for (const std::string& v : values) shapes.push_back(recorder.Validate({v}));
   } catch (const Error& e) {
     Fail("capacity: {}", e.what());
   }
+  return shapes.front();
 }
 
-void PrintTrials(const std::string& key, const CapacityResult& result,
+// "AU" or "projected AU", as the lines name the AU the answer is about.
+std::string AuLabel(AuSource au) { return au == AuSource::kProjected ? "projected AU" : "AU"; }
+
+// What the search is about, before the first run: with the projected AU, on
+// which topology's hosts (each value's, when the key is the topology).
+void PrintSearch(const CapacityOptions& o, const PointShape& first) {
+  if (o.au == AuSource::kMeasured) {
+    fmt::print(
+        "capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
+        o.key, o.config, o.target_au, o.max_runs, o.out);
+    return;
+  }
+  const std::string hosts =
+      o.key == "topology" ? "each tried topology's hosts" : first.topology + "'s hosts";
+  fmt::print(
+      "capacity: answering with the projected AU on {}: {} of {} for projected AU >= {} (the "
+      "reports' pod_projection; --au measured answers for this machine), at most {} runs; each "
+      "in {}/run-NNN\n",
+      hosts, o.key, o.config, o.target_au, o.max_runs, o.out);
+}
+
+// The AU a finished run gives the search; throws Error when it failed or has none.
+double TrialAu(const CapacityOptions& o, const std::string& value, const RunRow& row) {
+  if (row.exit_code != 0) {
+    Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key, value,
+         row.exit_code, row.error, o.out, row.run);
+  }
+  const std::optional<double> au = AuOf(row.metrics, o.au);
+  if (!au && o.au == AuSource::kProjected) {
+    Fail("capacity: the run with {}={} reports no projected AU ({}); see {}/{}/report.json",
+         o.key, value, row.metrics.projected_verdict, o.out, row.run);
+  }
+  if (!au) Fail("capacity: the run with {}={} reports no accelerator utilization", o.key, value);
+  return *au;
+}
+
+void PrintTrials(const CapacityOptions& o, const CapacityResult& result,
                  const std::vector<RunRow>& rows) {
   std::vector<size_t> order(result.trials.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -120,14 +159,16 @@ void PrintTrials(const std::string& key, const CapacityResult& result,
   fmt::print("tried, by value ({} runs):\n", order.size());
   for (size_t i : order) {
     const CapacityTrial& t = result.trials[i];
-    fmt::print("  {}={:<12} AU {:.3f}  {}  {}  {}\n", key, t.value, t.au,
-               t.passes ? "pass" : "FAIL", rows[i].metrics.verdict, rows[i].run);
+    fmt::print("  {}={:<12} {} {:.3f}  {}  {}  {}\n", o.key, t.value, AuLabel(o.au), t.au,
+               t.passes ? "pass" : "FAIL", VerdictOf(rows[i].metrics, o.au), rows[i].run);
   }
 }
 
 std::string AnswerLine(const CapacityOptions& o, const CapacityResult& r) {
-  std::string line = fmt::format("answer: {} = {} (AU {:.3f} >= {}); {} gives AU {:.3f}", o.key,
-                                 r.pass->value, r.pass->au, o.target_au, r.fail->value, r.fail->au);
+  const std::string au = AuLabel(o.au);
+  std::string line =
+      fmt::format("answer: {} = {} ({} {:.3f} >= {}); {} gives {} {:.3f}", o.key, r.pass->value,
+                  au, r.pass->au, o.target_au, r.fail->value, au, r.fail->au);
   if (r.converged) return line + fmt::format("; {} runs", r.trials.size());
   return line +
          fmt::format("; stopped by --max-runs {} before the bracket met --tolerance", o.max_runs);
@@ -140,13 +181,15 @@ std::string AnswerLine(const CapacityOptions& o, const CapacityResult& r) {
   const std::string span =
       fmt::format("{} from {} to {}", o.key, ValueAt(range, LowPosition(range)),
                   ValueAt(range, HighPosition(range)));
+  const std::string au = AuLabel(o.au);
   if (r.outcome == CapacityOutcome::kNonePass) {
-    Fail("capacity: no value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {})", span,
-         o.target_au, a.au, a.value, b.au, b.value);
+    Fail("capacity: no value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {})", span, au,
+         o.target_au, au, a.au, a.value, b.au, b.value);
   }
   Fail(
-      "capacity: every value of {} keeps AU >= {} (AU {:.3f} at {}, {:.3f} at {}): widen the range",
-      span, o.target_au, a.au, a.value, b.au, b.value);
+      "capacity: every value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {}): widen the "
+      "range",
+      span, au, o.target_au, au, a.au, a.value, b.au, b.value);
 }
 
 }  // namespace
@@ -199,26 +242,17 @@ CapacityResult FindCapacity(const CapacityRange& range, double target_au, int ma
 int RunCapacityCommand(const CapacityOptions& o) {
   const CapacityRange range = MakeRange(o);
   RunRecorder recorder({o.config, o.sets, {o.key}, o.out, "capacity.csv", o.timeout_s});
-  ValidateRange(recorder, range);
-  fmt::print("capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
-             o.key, o.config, o.target_au, o.max_runs, o.out);
+  PrintSearch(o, ValidateRange(recorder, range));
   const CapacityResult result =
       FindCapacity(range, o.target_au, o.max_runs, [&](const std::string& value) {
-        const RunRow& row = recorder.Run({value});
-        if (row.exit_code != 0) {
-          Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key,
-               value, row.exit_code, row.error, o.out, row.run);
-        }
-        if (!row.metrics.au_min) {
-          Fail("capacity: the run with {}={} reports no accelerator utilization", o.key, value);
-        }
-        return *row.metrics.au_min;
+        return TrialAu(o, value, recorder.Run({value}));
       });
-  fmt::print("AU {} as {} grows: the {} value with AU >= {} is the answer\n",
+  fmt::print("{} {} as {} grows: the {} value with {} >= {} is the answer\n", AuLabel(o.au),
              result.au_falls ? "falls" : "rises", o.key, result.au_falls ? "largest" : "smallest",
-             o.target_au);
-  PrintTrials(o.key, result, recorder.rows());
-  std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au)};
+             AuLabel(o.au), o.target_au);
+  PrintTrials(o, result, recorder.rows());
+  std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au), "--au",
+                                     AuSourceName(o.au)};
   if (result.pass) plot_args.insert(plot_args.end(), {"--answer", result.pass->value});
   if (!range.values.empty()) {
     plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});

@@ -1,6 +1,8 @@
 // `tpusim capacity CONFIG --key K --target-au 0.9 --out DIR`: the largest (or
-// smallest) value of a config key that keeps accelerator utilization (its worst
-// core, as --expect-au) at or above a target, found by bisection over real runs
+// smallest) value of a config key that keeps accelerator utilization at or above a
+// target — by default the AU projected on the target pod's hosts (the report's
+// pod_projection), with --au measured the worst core's as this machine measured it
+// (as --expect-au) — found by bisection over real runs
 // (sweep/run_recorder.h): on a numeric key between --low and --high, or over an
 // ordered list --values a,b,c. The direction comes from the AU at the two ends.
 // FindCapacity is the pure search, unit-tested with a fake probe.
@@ -10,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "run/run_options.h"
 
 namespace tpusim::sim {
 
@@ -50,7 +54,7 @@ struct CapacityResult {
   bool converged = false;                   // false: stopped by max_runs
 };
 
-// AU (worst core) of a real run with the key at `value`; throws Error when the run fails.
+// The AU (--au) of a real run with the key at `value`; throws Error when the run fails.
 using CapacityProbe = std::function<double(const std::string& value)>;
 
 // Probes both ends, then bisects the bracket until NextPosition says stop or
@@ -62,6 +66,7 @@ struct CapacityOptions {
   std::string config;
   std::string key;
   double target_au = 0.9;
+  AuSource au = AuSource::kProjected;  // --au: the AU the answer is about
   std::string low, high;  // numeric bounds; low defaults to the key's value in CONFIG
   std::string values;     // "a,b,c" instead of a numeric range
   double tolerance = 0.05;

@@ -117,7 +117,7 @@ PointShape ValidatePoint(const std::string& config, const std::vector<std::strin
   cluster::Topology topology = cluster::LoadTopology(run.topology);
   Slice slice = BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
                            run.cluster.hosts_per_process());
-  return {topology.num_hosts(), slice.layout.num_processes()};
+  return {topology.num_hosts(), slice.layout.num_processes(), topology.name()};
 }
 
 std::string SelfExecutable() {

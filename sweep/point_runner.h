@@ -28,6 +28,7 @@ inline constexpr int kExitUnreadableReport = kExitInternalError;
 struct PointShape {
   int hosts = 0;
   int ranks = 0;
+  std::string topology;  // its name
 };
 
 // Loads `config` with `overrides` as `tpusim run` would and builds its slice.

@@ -41,7 +41,10 @@ std::string DescribeOutcome(const RunRow& row, double seconds) {
   // A row that did not fail was made from its report (JudgePoint), so its metrics are there.
   std::string text = fmt::format("{:.1f} s: {:.0f} examples/s", seconds, m.examples_per_s.value());
   if (m.au_mean && m.au_min) text += fmt::format(", AU {:.3f} (min {:.3f})", *m.au_mean, *m.au_min);
-  return text + fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value(), m.verdict);
+  text += fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value(), m.verdict);
+  if (!m.projected_au) return text;
+  return text + fmt::format("; projected AU {:.3f} ({}, bound by {})", *m.projected_au,
+                            m.projected_verdict, m.projected_bound_by);
 }
 
 RunRecorder::RunRecorder(RecorderSetup setup) : setup_(std::move(setup)) {

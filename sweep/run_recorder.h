@@ -24,8 +24,9 @@ std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
 RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
                const PointShape& shape, const PointOutcome& outcome);
 
-// "6.2 s: 1234 examples/s, AU 0.981 (min 0.975), infeed 1.2%, not input-bound",
-// or "FAILED (exit 2): <error>".
+// "6.2 s: 1234 examples/s, AU 0.981 (min 0.975), infeed 1.2%, not input-bound;
+// projected AU 0.950 (input-bound (moderate), bound by preprocessing)" (the
+// projected part when the report has a projected AU), or "FAILED (exit 2): <error>".
 std::string DescribeOutcome(const RunRow& row, double seconds);
 
 struct RecorderSetup {

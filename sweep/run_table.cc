@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "report/verdict.h"
 
 namespace tpusim::sim {
 namespace {
@@ -19,8 +20,9 @@ struct Column {
   Field field;
 };
 
-// Columns are added at the end of kTrailing, never renamed or reordered (README:
-// "runs.csv"). kLeading comes between `hosts` and `verdict`, kTrailing after it.
+// Columns are added at the end, never renamed or reordered (README: "runs.csv").
+// kLeading comes between `hosts` and `verdict`, kTrailing after it, then
+// kProjectedColumns.
 const std::array<Column, 6> kLeading{{
     {"examples_per_s", &RunMetrics::examples_per_s},
     {"host_examples_per_s_min", &RunMetrics::host_examples_per_s_min},
@@ -49,6 +51,10 @@ const std::array<Column, 18> kTrailing{{
     {"embedding_backward_ms", &RunMetrics::embedding_backward_ms},
     {"idle_ms", &RunMetrics::idle_ms},
 }};
+
+// pod_projection's columns, after kTrailing (README: "runs.csv").
+constexpr const char* kProjectedColumns =
+    ",projected_examples_per_s_per_host,projected_bound_by,projected_au,projected_verdict";
 
 // The report's seconds in the CSV's milliseconds.
 constexpr double kMs = 1e3;
@@ -89,6 +95,14 @@ void FillBreakdown(const StepBreakdown& b, RunMetrics& m) {
   m.idle_ms = b.idle_s * kMs;
 }
 
+void FillProjection(const std::optional<PodProjectionSection>& pod, RunMetrics& m) {
+  if (!pod) return;
+  m.projected_examples_per_s_per_host = pod->projected_examples_per_s_per_host;
+  m.projected_bound_by = pod->bound_by;
+  m.projected_au = pod->projected_au;
+  m.projected_verdict = VerdictHeadline(pod->verdict);
+}
+
 std::string CsvField(const std::string& text) {
   if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
   std::string quoted = "\"";
@@ -116,10 +130,19 @@ RunMetrics SummarizeReport(const Report& report) {
     m.au_min = au->min;
   }
   m.infeed_percent = report.step.infeed_percent;
-  m.verdict = report.verdict.substr(0, report.verdict.find(':'));
+  m.verdict = VerdictHeadline(report.verdict);
   FillStepTimes(report.step, m);
   FillBreakdown(report.step_breakdown, m);
+  FillProjection(report.pod_projection, m);
   return m;
+}
+
+std::optional<double> AuOf(const RunMetrics& metrics, AuSource source) {
+  return source == AuSource::kProjected ? metrics.projected_au : metrics.au_min;
+}
+
+const std::string& VerdictOf(const RunMetrics& metrics, AuSource source) {
+  return source == AuSource::kProjected ? metrics.projected_verdict : metrics.verdict;
 }
 
 std::string RunCsvHeader(const std::vector<std::string>& keys) {
@@ -129,7 +152,7 @@ std::string RunCsvHeader(const std::vector<std::string>& keys) {
   for (const Column& c : kLeading) header += std::string(",") + c.name;
   header += ",verdict";
   for (const Column& c : kTrailing) header += std::string(",") + c.name;
-  return header;
+  return header + kProjectedColumns;
 }
 
 std::string RunCsvLine(const RunRow& row) {
@@ -139,7 +162,10 @@ std::string RunCsvLine(const RunRow& row) {
   for (const Column& c : kLeading) line += "," + OptionalNumber(row.metrics.*c.field);
   line += "," + CsvField(row.metrics.verdict);
   for (const Column& c : kTrailing) line += "," + OptionalNumber(row.metrics.*c.field);
-  return line;
+  const RunMetrics& m = row.metrics;
+  return line + "," + OptionalNumber(m.projected_examples_per_s_per_host) + "," +
+         CsvField(m.projected_bound_by) + "," + OptionalNumber(m.projected_au) + "," +
+         CsvField(m.projected_verdict);
 }
 
 void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "report/report_types.h"
+#include "run/run_options.h"
 
 namespace tpusim::sim {
 
@@ -34,7 +35,21 @@ struct RunMetrics {
   // (which is inside crs) add up to step_ms.
   std::optional<double> infeed_ms, compute_ms, crs_ms, crs_sync_ms, apply_ms, device_ms, outfeed_ms,
       post_loop_ms, embedding_forward_ms, embedding_backward_ms, idle_ms;
+  // pod_projection: the least projected examples/s over the hosts and its stage,
+  // the projected AU and the projected verdict up to its ':'. Empty for a report
+  // without the section; the rate also when every stage is unlimited, the AU when
+  // the target's step time is 0.
+  std::optional<double> projected_examples_per_s_per_host;
+  std::string projected_bound_by;
+  std::optional<double> projected_au;
+  std::string projected_verdict;
 };
+
+// The AU a decision reads from a run's metrics: au_min (measured, worst core) or
+// projected_au; empty when the run has none.
+std::optional<double> AuOf(const RunMetrics& metrics, AuSource source);
+// The verdict that goes with it: the measured one or the projected one.
+const std::string& VerdictOf(const RunMetrics& metrics, AuSource source);
 
 // The CSV's view of a report (version 2).
 RunMetrics SummarizeReport(const Report& report);

@@ -110,7 +110,8 @@ int RunSweepCommand(const SweepOptions& options) {
   for (const std::vector<std::string>& point : grid) recorder.Run(point);
   fmt::print("wrote {} ({} rows)\n", recorder.csv_path(), recorder.rows().size());
   const PlotOutcome plots =
-      RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au)});
+      RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au), "--au",
+                                  AuSourceName(options.au)});
   const std::string failed = recorder.FailedRuns();
   if (!failed.empty()) fmt::print("sweep: some runs failed: {}; see their output.log\n", failed);
   return failed.empty() && plots != PlotOutcome::kFailed ? 0 : 1;

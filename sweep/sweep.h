@@ -1,11 +1,14 @@
 // `tpusim sweep CONFIG --vary KEY=V1,V2 [--vary ...] [--set KEY=V ...] --out DIR`:
 // the cartesian grid of the varied values, every point a real run (sweep/run_recorder.h),
-// one row per run in DIR/runs.csv and the plots of scripts/plot_sweep.py in DIR.
+// one row per run in DIR/runs.csv (measured and projected figures) and the plots
+// of scripts/plot_sweep.py in DIR, the AU plot showing the AU --au names.
 // Every point's config is checked before the first run starts.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "run/run_options.h"
 
 namespace tpusim::sim {
 
@@ -35,6 +38,7 @@ struct SweepOptions {
   std::string out;
   double timeout_s = 600;  // per run
   double target_au = 0.9;  // the line on the AU plot
+  AuSource au = AuSource::kMeasured;  // --au: the AU the plot shows against the target
 };
 
 // Throws Error "<command>: --target-au V: must be in (0, 1]" unless 0 < V <= 1.

@@ -138,7 +138,7 @@ class CoreLoop {
     } else if (shard) {
       outfeed.rows = shard->slices[0].end[0] - shard->slices[0].begin[0];
     }
-    record.parts.device_s = ModelDeviceTime(step);
+    record.parts.device_s = ModelDeviceTime(step, record.modeled_device_s);
     if (parts_.queue) parts_.queue->Release(step);
     record.parts.outfeed_s = PushOutfeed(step, outfeed);
     record.parts.step_s = Now() - record.start_s;
@@ -180,11 +180,14 @@ class CoreLoop {
     record.parts.apply_s = r.apply_s;
   }
 
-  // Sleeps for the step's modeled device time; returns the seconds it took. A
-  // training core stopped on a non-finite value models none.
-  double ModelDeviceTime(int64_t step) {
+  // Sleeps for the step's modeled device time; returns the seconds it took, and
+  // the model's own seconds in `modeled_s` (the sleep can only overshoot them, by
+  // as much as a loaded machine takes to wake the thread). A training core
+  // stopped on a non-finite value models none.
+  double ModelDeviceTime(int64_t step, double& modeled_s) {
     const bool stopped = parts_.trainer && parts_.trainer->stopped();
     const double seconds = stopped ? 0.0 : parts_.device.SecondsAt(step);
+    modeled_s = std::max(seconds, 0.0);
     if (seconds <= 0) return 0;
     const double start = Now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));

@@ -1,14 +1,17 @@
 // `tpusim sweep` and `tpusim capacity` end to end (issue 10, items 6 and 7): a sweep
 // over input.cpu_us_per_example x topology (v4-8, v4-32) writes runs.csv and three
 // PNG plots that open and are not blank; capacity on v4-8 finds a threshold within
-// one bisection step of the sweep's crossing; a bad --vary value fails in well
-// under a second, and a failing point is a row while the sweep goes on.
+// one bisection step of the sweep's crossing (--au measured), and with the
+// default projected AU on the rate cap's crossing, which the config alone fixes;
+// a bad --vary value fails in well under a second, and a failing point is a row
+// while the sweep goes on.
 //
 // configs/runs/v4-8-host-cpu.yaml: a host burns cpu_us_per_example of wall-clock
 // CPU per example on one worker for G/H examples per step against a 100 ms device
 // step, so AU ~ min(1, 100 ms / (G/H x cpu_us)) independently of the simulator.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -120,6 +123,35 @@ Result RunTool(const std::string& command, const std::string& args, const std::s
                " --timeout-s 240 --out " + out);
 }
 
+// A capacity search's answer: the value found and the one tried beside it that fails.
+struct CapacityAnswer {
+  bool found = false;
+  double answer = 0, fails = 0;
+  std::string output;
+};
+
+// `tpusim capacity` on the host-cpu run with `args` (--au, the key and its range)
+// for AU >= 0.9 within --tolerance 0.1 in at most 8 runs, into TempDir()/NAME;
+// checks what every search prints and writes, then reads its answer line
+// ("answer: KEY = 1700 (AU ...); 1800 gives AU ...").
+CapacityAnswer RunCapacity(const std::string& args, const std::string& name) {
+  const std::string out = TempDir() + "/" + name;
+  const Result cap =
+      RunTool("capacity", args + " --target-au 0.9 --tolerance 0.1 --max-runs 8", out);
+  CapacityAnswer a{false, 0, 0, cap.output};
+  EXPECT_EQ(cap.rc, 0) << cap.output;
+  const size_t at = cap.output.find(" = ", cap.output.find("answer: "));
+  if (cap.rc != 0 || at == std::string::npos) return a;
+  a.answer = std::stod(cap.output.substr(at + 3));
+  a.fails = std::stod(cap.output.substr(cap.output.find("); ", at) + 3));
+  a.found = true;
+  EXPECT_LE(std::fabs(a.fails - a.answer), 0.1 * std::max(a.fails, a.answer) + 1e-9);
+  const size_t runs = ReadCsv(out + "/capacity.csv").rows.size();
+  EXPECT_THAT(cap.output, HasSubstr("tried, by value (" + std::to_string(runs) + " runs)"));
+  ExpectPlot(out + "/capacity.png");
+  return a;
+}
+
 // Shared by the two acceptance tests: the sweep runs once.
 class SweepEndToEnd : public ::testing::Test {
  protected:
@@ -185,33 +217,40 @@ TEST_F(SweepEndToEnd, CapacityFindsTheSweepsCrossingWithinOneBisectionStep) {
   ASSERT_GE(last_pass, 400);
   ASSERT_EQ(first_fail, 3200);
 
-  const std::string out = TempDir() + "/capacity";
-  Result cap = RunTool("capacity",
-                       "--key input.cpu_us_per_example --low 0 --high 3200 --target-au 0.9 --tolerance 0.1"
-                       " --max-runs 8",
-                       out);
-  ASSERT_EQ(cap.rc, 0) << cap.output;
+  const CapacityAnswer cap =
+      RunCapacity("--au measured --key input.cpu_us_per_example --low 0 --high 3200", "capacity");
+  ASSERT_TRUE(cap.found);
   EXPECT_THAT(cap.output, HasSubstr("AU falls as input.cpu_us_per_example grows: the largest value"));
-  // "answer: input.cpu_us_per_example = 1700 (AU ...); 1800 gives AU ..."
-  const size_t at = cap.output.find("answer: input.cpu_us_per_example = ");
-  ASSERT_NE(at, std::string::npos) << cap.output;
-  const double answer = std::stod(cap.output.substr(at + 35));
-  const double fails = std::stod(cap.output.substr(cap.output.find("); ", at) + 3));
-  const double step = fails - answer;
-  EXPECT_GT(step, 0);
-  EXPECT_LE(step, 0.1 * fails + 1e-9);  // --tolerance 0.1
+  const double step = std::fabs(cap.fails - cap.answer);
   // The sweep saw last_pass pass, so capacity's answer is at most a step below it.
   // (Its upper side needs no check against the sweep: capacity answers inside
   // [--low, --high] by construction; the model below bounds it.)
-  EXPECT_GE(answer, last_pass - step);
+  EXPECT_GE(cap.answer, last_pass - step);
   // Independent expectation: 64 x cpu_us = 100 ms / 0.9 at ~1736 us. As for AU, a
   // loaded machine can only answer lower (1700 at load 3 in 3 runs, 1500-1650 at
   // load 11-18), and never more than a step above the model's crossing.
-  EXPECT_LE(answer, 1736 + step);
-  EXPECT_GE(answer, 1736 - 400);
-  const size_t runs = ReadCsv(out + "/capacity.csv").rows.size();
-  EXPECT_THAT(cap.output, HasSubstr("tried, by value (" + std::to_string(runs) + " runs)"));
-  ExpectPlot(out + "/capacity.png");
+  EXPECT_LE(cap.answer, 1736 + step);
+  EXPECT_GE(cap.answer, 1736 - 400);
+}
+
+// The default: capacity answers with the AU projected on the target's hosts. A
+// host capped at input.max_examples_per_sec = r builds its 64 examples in 64 / r
+// s against the 100 ms device step, so projected AU = min(1, 0.1 r / 64) and
+// reaches 0.9 at r = 576 — arithmetic on the config (the device model's step, not
+// as the cores slept it), whatever the machine's load.
+TEST(CapacityProjected, AnswersWithTheProjectedAuOnTheTargetsHosts) {
+  const CapacityAnswer cap = RunCapacity(
+      "--set input.cpu_us_per_example=0 --set train.steps=8 --key input.max_examples_per_sec "
+      "--low 100 --high 2000",
+      "capacity-projected");
+  ASSERT_TRUE(cap.found);
+  EXPECT_THAT(cap.output, HasSubstr("capacity: answering with the projected AU on v4-8's hosts"));
+  EXPECT_THAT(cap.output, HasSubstr("projected AU rises as input.max_examples_per_sec grows: the "
+                                    "smallest value"));
+  EXPECT_THAT(cap.output, HasSubstr("bound by rate cap"));
+  EXPECT_LT(cap.fails, 576);
+  EXPECT_GE(cap.answer, 576);
+  EXPECT_LE(cap.answer, 576 + 0.1 * cap.answer);  // --tolerance 0.1 above the crossing
 }
 
 TEST(SweepErrors, BadVaryValueFailsBeforeAnyRunInUnderASecond) {

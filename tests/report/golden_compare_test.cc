@@ -57,6 +57,22 @@ TEST(GoldenCompareTest, ClockReadingsAndListedFieldsMayDiffer) {
   EXPECT_THAT(GoldenDifferences(Golden(), fresh), IsEmpty());
 }
 
+// The sections kNotCompared lists are left out of both reports; any other new
+// field is still a difference.
+TEST(GoldenCompareTest, TheUncomparedSectionsAreLeftOut) {
+  json fresh = Golden();
+  fresh["pod_projection"] = {{"verdict", "not input-bound"}};
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh), IsEmpty());
+  json golden = Golden();
+  golden["pod_projection"] = {{"verdict", "input-bound (high)"}, {"hosts", json::array()}};
+  EXPECT_THAT(GoldenDifferences(golden, fresh), IsEmpty());
+  EXPECT_FALSE(WithoutUncompared(fresh).contains("pod_projection"));
+  fresh["hosts"][0]["costz"] = 1;
+  fresh["pod_projectionz"] = 1;
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh),
+              ElementsAre("unknown field 'hosts[0].costz'", "unknown field 'pod_projectionz'"));
+}
+
 TEST(GoldenCompareTest, DeterministicValuesMustAgree) {
   json fresh = Golden();
   fresh["loops"]["num_loops"] = 3;

@@ -26,13 +26,18 @@ struct Fixture {
                                            "test"))) {
     config.train.steps = 20;
     config.train.iterations_per_loop = 10;
+    // The target host given whole, so the test does not depend on the topology's.
+    config.target_host.vcpus = 240;
+    config.target_host.memory_gib = 400;
     loops = MakeLoopPlan(config.train);  // 2 loops: window = steps 10..19
   }
 };
 
 // A core with 10 steps before the window and 10 in it: each window step has
-// `wait` infeed wait, `busy` device time and `sync` of a `crs` gradient sum.
-CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync) {
+// `wait` infeed wait, `device` time slept for the device model's `modeled` (by
+// default the same) and `sync` of a `crs` gradient sum.
+CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync,
+                 double modeled = -1) {
   CoreMetrics c;
   c.host = 0;
   c.ordinal = ordinal;
@@ -46,6 +51,7 @@ CoreMetrics Core(int ordinal, double wait, double device, double crs, double syn
     r.start_s = t;
     r.parts.infeed_wait_s = wait;
     r.parts.device_s = device;
+    r.modeled_device_s = modeled < 0 ? device : modeled;
     r.parts.crs_s = crs;
     r.parts.crs_sync_s = sync;
     r.parts.step_s = wait + device + crs;
@@ -68,15 +74,21 @@ HostMetrics Host() {
 
 Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   const shampoo::KeyTable no_keys;
-  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}};
+  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}, {2, 1}};
   RankMetrics host;
   host.host = Host();
+  // 20 steps of 64 examples built with 0.64 s of preprocessing CPU, 0.5 ms each,
+  // and sent as 4 shards a step (one per core) of 8000 bytes in all.
   PipelineStages& pipeline = host.host->pipeline.emplace();
   pipeline.stages = {0.25, 0.5, 0, 1.5};
+  pipeline.costs.examples = 20 * 64;
+  pipeline.costs.preprocessing_cpu_s = 0.64;
+  pipeline.costs.device_bytes = 20 * 400;
   pipeline.bound_by = "enqueue";
   pipeline.cost_mode = "emulate";
   pipeline.modeled_workers = 2;
   pipeline.direct_io = DirectIoStatus{false, "no"};
+  host.host->shards_sent = 20 * 4;
   host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
   in.ranks.push_back(host);
   for (CoreMetrics& c : cores) {
@@ -175,11 +187,51 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
                            "simulator_ceiling", "simulator_cpu_s_per_example", "stages"}));
   EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");
   EXPECT_EQ(j["hosts"][0]["modeled_workers"], 2);
+  EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 20 * 64);
+  EXPECT_TRUE(j.contains("pod_projection"));
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);
   EXPECT_EQ(j["simulator_ceiling"]["examples_per_s"], 128.0);
   EXPECT_EQ(json(j.get<Report>()).dump(), j.dump());
   EXPECT_EQ(json(json::parse(j.dump()).get<Report>()).dump(), j.dump());
+}
+
+// pod_projection from the host's costs and the cores' device model: on v4-8's
+// host (vCPUs and memory overridden, 4 chips keeping 8 vCPUs for the framework)
+// one worker (infeed.parallelism 1) preprocesses at 1 / 0.5 ms = 2000
+// examples/s, so 64 examples take 32 ms against the model's 8 ms device step
+// (which the cores slept as 10 ms here: the measured projection shows that).
+TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
+  Fixture f;
+  const Report r = Build(f, {Core(0, 0, 0.010, 0, 0, 0.008), Core(1, 0, 0.010, 0, 0, 0.008),
+                             Core(2, 0, 0.010, 0, 0, 0.008), Core(3, 0, 0.010, 0, 0, 0.008)});
+  EXPECT_NEAR(r.projection.modeled_device_step_s, 0.010, 1e-12);
+  ASSERT_TRUE(r.pod_projection);
+  const PodProjectionSection& p = *r.pod_projection;
+  EXPECT_EQ(p.target_host.vcpus.value, 240);
+  EXPECT_EQ(p.target_host.vcpus.source, "override");
+  EXPECT_EQ(p.target_host.input_vcpus.value, 232);
+  EXPECT_EQ(p.target_host.input_vcpus.source, "default: vcpus - 8 (2 per chip for the framework)");
+  ASSERT_EQ(p.hosts.size(), 1u);
+  const HostProjection& h = p.hosts[0];
+  EXPECT_EQ(h.examples_per_step, 64);
+  EXPECT_NEAR(h.projected_examples_per_s.value(), 2000, 1e-9);
+  EXPECT_EQ(h.bound_by, "preprocessing");
+  // Host-to-device: 128 Gb/s = 1.6e10 B/s per core, x 4 cores / 6.25 B per example.
+  const ProjectedStage& link = h.stages.back();
+  EXPECT_EQ(link.stage, "host-to-device");
+  EXPECT_NEAR(link.capacity_examples_per_s.value(), 1.6e10 * 4 / 6.25, 1);
+  // Demand 64 / 8 ms = 8000/s; wait 32 - 8 = 24 ms; AU 8 / 32 = 0.25.
+  EXPECT_NEAR(p.device_step_s, 0.008, 1e-12);
+  EXPECT_NEAR(p.target_step_s, 0.008, 1e-12);
+  EXPECT_NEAR(p.demand_examples_per_s_per_host.value(), 8000, 1e-6);
+  EXPECT_NEAR(p.projected_infeed_wait_s_per_step, 0.024, 1e-12);
+  EXPECT_NEAR(p.projected_au.value(), 0.25, 1e-12);
+  EXPECT_EQ(p.verdict, "input-bound (high): infeed waits >= 20% of step time");
+  // This machine: 2 cores for 1 TPU host at 0.5 ms of CPU per example.
+  EXPECT_NEAR(h.this_machine_examples_per_s.value(), 4000, 1e-6);
+  const json j = r;
+  EXPECT_EQ(json(j.get<Report>()).dump(), j.dump());
 }
 
 TEST(ReportTest, ANonFiniteLoopLossTravelsAsNull) {

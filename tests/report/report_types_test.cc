@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "report/pod_projection.h"
 #include "tests/report/golden_compare.h"
 
 namespace tpusim::sim {
@@ -92,6 +93,35 @@ TEST(ReportTypesTest, AnotherVersionIsAnError) {
   json j = ReadGolden("per-host");
   j["version"] = 1;
   EXPECT_EQ(ReportReadError(j), "report: version 1, this tpusim reads version 2");
+}
+
+// pod_projection is strict like every section: left out only by reports written
+// before it (the golden ones), never null, and its fields must all be known.
+TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
+  const RunConfig config;
+  infeed::StageCosts costs;
+  costs.examples = 640;
+  costs.preprocessing_cpu_s = 0.32;
+  const TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2};
+  json j = ReadGolden("per-host");
+  j["pod_projection"] =
+      ProjectPod({config, target, 64, {HostCosts{0, 64, 8, costs}}, 0.01, 0, MachineShare{2, 1}});
+  ASSERT_EQ(ReportReadError(j), "");
+  EXPECT_EQ(json(j.get<Report>()).dump(2), j.dump(2));
+  json missing = j;
+  missing["pod_projection"].erase("verdict");
+  EXPECT_EQ(ReportReadError(missing), "report: pod_projection.verdict: missing");
+  json unknown = j;
+  unknown["pod_projection"]["hosts"][0]["stages"][2]["capacity"] = 1;
+  EXPECT_EQ(ReportReadError(unknown),
+            "report: unknown field 'pod_projection.hosts[0].stages[2].capacity'");
+  json null = j;
+  null["pod_projection"] = nullptr;
+  EXPECT_EQ(ReportReadError(null),
+            "report: pod_projection: null, but the field is left out when empty");
+  json wrong = j;
+  wrong["pod_projection"]["target_host"]["vcpus"]["value"] = "96";
+  EXPECT_THAT(ReportReadError(wrong), HasSubstr("report: pod_projection.target_host"));
 }
 
 // JSON has no NaN: a non-finite loss is written as null and read back as NaN.

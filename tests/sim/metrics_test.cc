@@ -123,6 +123,7 @@ CoreMetrics FullCore() {
   r.bytes = 64;
   r.occupancy = 2;
   r.rows_served = 5;
+  r.modeled_device_s = 0.125;
   c.Add(r, false);
   c.Add(r, true);
   c.crs = CoreCrs{4, 1024, 0.5, 0.25, 0.25, 1e9, 2e9, 8};
@@ -176,7 +177,8 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 25u);
+  EXPECT_EQ(json(FullCore()).size(), 26u);
+  EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only
 }
 
 TEST(MetricsJsonTest, HostMetricsRoundTripStrictly) {

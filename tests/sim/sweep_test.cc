@@ -111,14 +111,50 @@ TEST(RunTable, HeaderAndRowsHaveAStableSchema) {
             "host_examples_per_s_max,au_mean,au_min,infeed_percent,verdict,step_ms,step_p50_ms,step_p90_ms,"
             "step_p99_ms,infeed_wait_p50_ms,infeed_wait_p90_ms,infeed_wait_p99_ms,infeed_ms,compute_ms,crs_ms,"
             "crs_sync_ms,apply_ms,device_ms,outfeed_ms,post_loop_ms,embedding_forward_ms,embedding_backward_ms,"
-            "idle_ms");
+            "idle_ms,projected_examples_per_s_per_host,projected_bound_by,projected_au,projected_verdict");
   RunRow ok{"run-001", {"50", "v4-32"}, 0, "", 4, SummarizeReport(MeasuredReport())};
   EXPECT_EQ(RunCsvLine(ok),
             "run-001,50,v4-32,0,,4,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,250,0,"
-            "1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125");
+            "1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125,,,,");
   RunRow failed{"run-002", {"[64,32]", "v4-8"}, 2, "tpusim: error: a, \"b\"", 1, {}};
   EXPECT_EQ(RunCsvLine(failed),
-            "run-002,\"[64,32]\",v4-8,2,\"tpusim: error: a, \"\"b\"\"\",1,,,,,,,,,,,,,,,,,,,,,,,,,");
+            "run-002,\"[64,32]\",v4-8,2,\"tpusim: error: a, \"\"b\"\"\",1,,,,,,,,,,,,,,,,,,,,,,,,,,,,,");
+}
+
+// A report with its pod_projection: host 1 binds at 1250 examples/s (its
+// preprocessing), projected AU 0.625, input-bound (high).
+Report ProjectedReport() {
+  Report r = MeasuredReport();
+  PodProjectionSection& p = r.pod_projection.emplace();
+  p.projected_examples_per_s_per_host = 1250;
+  p.bound_host = 1;
+  p.bound_by = "preprocessing";
+  p.projected_au = 0.625;
+  p.verdict = "input-bound (high): infeed waits >= 20% of step time";
+  return r;
+}
+
+TEST(RunTable, TheProjectedColumnsComeLast) {
+  const RunMetrics m = SummarizeReport(ProjectedReport());
+  EXPECT_EQ(m.projected_examples_per_s_per_host, 1250.0);
+  EXPECT_EQ(m.projected_bound_by, "preprocessing");
+  EXPECT_EQ(m.projected_au, 0.625);
+  EXPECT_EQ(m.projected_verdict, "input-bound (high)");
+  RunRow row{"run-001", {"50"}, 0, "", 1, m};
+  const std::string line = RunCsvLine(row);
+  EXPECT_EQ(line.substr(line.rfind(",7.8125,") + 8), "1250,preprocessing,0.625,input-bound (high)");
+  // The AU (and verdict) a decision reads, by --au.
+  EXPECT_EQ(AuOf(m, AuSource::kMeasured), 0.75);
+  EXPECT_EQ(AuOf(m, AuSource::kProjected), 0.625);
+  EXPECT_EQ(VerdictOf(m, AuSource::kMeasured), "input-bound (moderate)");
+  EXPECT_EQ(VerdictOf(m, AuSource::kProjected), "input-bound (high)");
+  EXPECT_EQ(DescribeOutcome(row, 1.5),
+            "1.5 s: 3000 examples/s, AU 0.875 (min 0.750), infeed 12.5%, input-bound (moderate); "
+            "projected AU 0.625 (input-bound (high), bound by preprocessing)");
+  // Without a projected AU (a zero target step) the projected AU is empty.
+  Report unknown = ProjectedReport();
+  unknown.pod_projection->projected_au.reset();
+  EXPECT_FALSE(AuOf(SummarizeReport(unknown), AuSource::kProjected));
 }
 
 // A folder of this test's own under gtest's temporary folder.
@@ -135,10 +171,11 @@ std::string WriteReportFile(const std::string& name, const json& report) {
   return path;
 }
 
-RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5}, outcome); }
+RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5, "v4-8"}, outcome); }
 
-// The 25 metric fields (6 numbers, the verdict, 18 numbers) of a row without them.
-const std::string kEmptyMetrics(25, ',');
+// The 29 metric fields (6 numbers, the verdict, 18 numbers, the 4 projected
+// ones) of a row without them.
+const std::string kEmptyMetrics(29, ',');
 
 TEST(PointRunner, AReportFileReadsBackIntoTheSameRow) {
   const PointReport read = ReadPointReport(WriteReportFile("whole", json(MeasuredReport())));
@@ -147,7 +184,7 @@ TEST(PointRunner, AReportFileReadsBackIntoTheSameRow) {
   const RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
   EXPECT_EQ(RunCsvLine(row),
             "run-001,50,0,,1,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,"
-            "250,0,1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125");
+            "250,0,1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125,,,,");
   EXPECT_EQ(DescribeOutcome(row, 1.5),
             "1.5 s: 3000 examples/s, AU 0.875 (min 0.750), infeed 12.5%, input-bound (moderate)");
 }

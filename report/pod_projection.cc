@@ -1,0 +1,266 @@
+#include "report/pod_projection.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "report/verdict.h"
+#include "run/host_batches.h"
+
+namespace tpusim::sim {
+namespace {
+
+constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+
+double PerExample(double total, int64_t examples) {
+  return examples > 0 ? total / static_cast<double>(examples) : 0.0;
+}
+
+// Examples/s of `lanes` working at once, each taking `s_per_example`; none
+// (unlimited) when the work costs nothing.
+std::optional<double> LanesRate(double lanes, double s_per_example) {
+  if (s_per_example <= 0) return std::nullopt;
+  return lanes / s_per_example;
+}
+
+// How many of the target host's workers each stage runs on: as tpusim's pipeline
+// runs it, since that is the pipeline being projected.
+// - The enqueue workers, W = min(infeed.parallelism, input_vcpus) of them, build
+//   steps in parallel (infeed/infeed_transport.cc HostSender::Schedule): file read
+//   and preprocessing run on W — except with the files source, whose stream (and
+//   its shuffle) is served one step at a time in step order (the StepSequencer of
+//   sim/host/input_pipeline.cc), so on 1.
+// - Emulated preprocessing: input.cost_mode emulate charges the modeled work to a
+//   modeled pool of W workers (run/run_config.h), so W.
+// - The shuffle buffer is one stream: 1.
+// - Enqueue: one sender thread per host sends every shard (HostSender::Run, Send),
+//   so 1. Its CPU (StageCosts::enqueue_cpu_s) also holds the packing of a step's
+//   shards, which the workers do; counting it on the one sender is conservative.
+struct StageLanes {
+  double build = 1;     // file read, preprocessing
+  double emulated = 1;  // emulated preprocessing
+};
+
+StageLanes LanesOf(const RunConfig& config, const TargetHost& target) {
+  const double workers =
+      std::min(static_cast<double>(config.infeed.parallelism), target.input_vcpus.value);
+  return {config.input.source == "files" ? 1.0 : workers, workers};
+}
+
+// Real work: CPU seconds per example on this machine, done by `lanes` target vCPUs
+// each `cpu_speed` times one core of this machine.
+ProjectedStage CpuStage(const char* name, double cpu_s, int64_t examples, double lanes,
+                        double cpu_speed) {
+  ProjectedStage s;
+  s.stage = name;
+  s.cpu_s_per_example = PerExample(cpu_s, examples);
+  s.workers = lanes;
+  s.capacity_examples_per_s = LanesRate(lanes * cpu_speed, *s.cpu_s_per_example);
+  return s;
+}
+
+// The storage model's rate (infeed/storage_model.h) for examples of `bytes` in
+// `requests` each: its bandwidth over the bytes, and the requests it keeps in
+// flight over their latency. A term whose figure is 0 (unlimited), or that the
+// examples do not use, is left out.
+std::optional<double> StorageRate(const infeed::StorageConfig& storage, double bytes,
+                                  double requests) {
+  std::optional<double> rate;
+  auto keep_least = [&rate](double r) { rate = std::min(rate.value_or(r), r); };
+  if (storage.bandwidth_mb_s > 0 && bytes > 0) keep_least(storage.bandwidth_mb_s * 1e6 / bytes);
+  if (storage.latency_us > 0 && requests > 0) {
+    keep_least(storage.concurrency / (storage.latency_us * 1e-6 * requests));
+  }
+  return rate;
+}
+
+ProjectedStage StorageStage(const infeed::StageCosts& c, const infeed::StorageConfig& storage) {
+  ProjectedStage s;
+  s.stage = "storage";
+  s.modeled_s_per_example = PerExample(c.modeled_storage_s, c.examples);
+  s.bytes_per_example = PerExample(static_cast<double>(c.file_bytes), c.examples);
+  const double requests = PerExample(static_cast<double>(c.storage_requests), c.examples);
+  s.capacity_examples_per_s = StorageRate(storage, *s.bytes_per_example, requests);
+  return s;
+}
+
+// Modeled work is stated for the target (input.cpu_us_per_example is the user's
+// figure), so cpu_speed does not scale it.
+ProjectedStage EmulatedStage(const infeed::StageCosts& c, double lanes) {
+  ProjectedStage s;
+  s.stage = "emulated preprocessing";
+  s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
+  s.workers = lanes;
+  s.capacity_examples_per_s = LanesRate(lanes, *s.modeled_s_per_example);
+  return s;
+}
+
+// input.max_examples_per_sec caps a host wherever it runs.
+ProjectedStage RateCapStage(double max_examples_per_sec) {
+  ProjectedStage s;
+  s.stage = "rate cap";
+  if (max_examples_per_sec > 0) s.capacity_examples_per_s = max_examples_per_sec;
+  return s;
+}
+
+// host_to_device_gbps is the link from a host to one core (cluster/topology.h),
+// so a host feeding n cores moves n links' worth.
+ProjectedStage HostToDeviceStage(const HostCosts& h, double gbps) {
+  ProjectedStage s;
+  s.stage = "host-to-device";
+  s.bytes_per_example = PerExample(static_cast<double>(h.costs.device_bytes), h.costs.examples);
+  if (*s.bytes_per_example > 0 && gbps > 0 && h.fed_cores > 0) {
+    s.capacity_examples_per_s = gbps * 1e9 / 8 * h.fed_cores / *s.bytes_per_example;
+  }
+  return s;
+}
+
+std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCosts& h) {
+  const infeed::StageCosts& c = h.costs;
+  const StageLanes lanes = LanesOf(in.config, in.target);
+  const double speed = in.target.cpu_speed.value;
+  return {StorageStage(c, in.config.input.storage),
+          CpuStage("file read", c.file_read_cpu_s, c.examples, lanes.build, speed),
+          CpuStage("preprocessing", c.preprocessing_cpu_s, c.examples, lanes.build, speed),
+          EmulatedStage(c, lanes.emulated),
+          RateCapStage(in.config.input.max_examples_per_sec),
+          CpuStage("shuffle", c.shuffle_cpu_s, c.examples, 1, speed),
+          CpuStage("enqueue", c.enqueue_cpu_s, c.examples, 1, speed),
+          HostToDeviceStage(h, in.host_to_device_gbps)};
+}
+
+// The least capacity and its stage (the first of equals): the host's projected
+// rate. An unlimited stage (null) never binds; "none" when every stage is.
+void SetBound(HostProjection& p) {
+  p.bound_by = "none";
+  for (const ProjectedStage& s : p.stages) {
+    const std::optional<double>& c = s.capacity_examples_per_s;
+    if (c && (!p.projected_examples_per_s || *c < *p.projected_examples_per_s)) {
+      p.projected_examples_per_s = c;
+      p.bound_by = s.stage;
+    }
+  }
+}
+
+// The simulator's own cost here: the real stages' CPU per example, and the most
+// examples/s this machine's cores could carry per host for the whole run.
+void SetThisMachine(const infeed::StageCosts& c, const MachineShare& machine, HostProjection& p) {
+  p.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(c);
+  if (machine.cpus > 0 && machine.tpu_hosts > 0 && p.simulator_cpu_s_per_example > 0) {
+    p.this_machine_examples_per_s =
+        machine.cpus / (machine.tpu_hosts * p.simulator_cpu_s_per_example);
+  }
+}
+
+HostProjection ProjectHost(const PodProjectionInputs& in, const HostCosts& h) {
+  HostProjection p;
+  p.host = h.host;
+  p.examples_per_step = h.examples_per_step;
+  p.stages = StagesOf(in, h);
+  SetBound(p);
+  p.prefetch_steps = PrefetchSteps(in.config);
+  p.prefetch_memory_gib = static_cast<double>(p.prefetch_steps * h.examples_per_step *
+                                              RunExampleBytes(in.config)) /
+                          kBytesPerGib;
+  p.fits_memory = p.prefetch_memory_gib <= in.target.memory_gib.value;
+  SetThisMachine(h.costs, in.machine, p);
+  return p;
+}
+
+// The least projected rate over the hosts, the host that has it and its stage.
+void SetLeastHost(PodProjectionSection& p) {
+  p.bound_by = "none";
+  for (const HostProjection& h : p.hosts) {
+    const std::optional<double>& rate = h.projected_examples_per_s;
+    const std::optional<double>& least = p.projected_examples_per_s_per_host;
+    if (rate && (!least || *rate < *least)) {
+      p.projected_examples_per_s_per_host = rate;
+      p.bound_host = h.host;
+      p.bound_by = h.bound_by;
+    }
+  }
+}
+
+// The longest any host takes to build its step at its projected rate (0 when
+// every host is unlimited), and the most examples a host builds per step.
+double InputSecondsPerStep(const std::vector<HostProjection>& hosts) {
+  double seconds = 0;
+  for (const HostProjection& h : hosts) {
+    if (!h.projected_examples_per_s) continue;
+    seconds = std::max(seconds,
+                       static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s);
+  }
+  return seconds;
+}
+
+int64_t MostExamplesPerStep(const std::vector<HostProjection>& hosts) {
+  int64_t most = 0;
+  for (const HostProjection& h : hosts) most = std::max(most, h.examples_per_step);
+  return most;
+}
+
+// The projected step, with AU defined as the measured one is (the accelerator's
+// work over wall time, report/report.cc UtilizationOf): the target's step is all
+// work, and a host that builds its step more slowly than the step adds the
+// difference as infeed wait. The verdict is the measured step's rule.
+void SetStepFigures(PodProjectionSection& p) {
+  const double step_s = p.target_step_s;
+  p.projected_infeed_wait_s_per_step = std::max(0.0, InputSecondsPerStep(p.hosts) - step_s);
+  if (step_s <= 0) {
+    p.verdict =
+        "unknown: the target's step time is 0 (no modeled device time: set device.step_time_us "
+        "or device.flops_per_example)";
+    return;
+  }
+  p.demand_examples_per_s_per_host = static_cast<double>(MostExamplesPerStep(p.hosts)) / step_s;
+  const double wall_s = step_s + p.projected_infeed_wait_s_per_step;
+  p.projected_infeed_fraction = p.projected_infeed_wait_s_per_step / wall_s;
+  p.projected_au = step_s / wall_s;
+  p.verdict = Verdict(100 * *p.projected_infeed_fraction);
+}
+
+std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
+  const TargetHost& t = in.target;
+  const StageLanes lanes = LanesOf(in.config, t);
+  return {
+      "stages independent and pipelined: every stage works at once at its own capacity, so the "
+      "bound stage (the least capacity) sets the host's rate",
+      fmt::format("no framework overhead beyond input_vcpus: the input pipeline has {:g} of the "
+                  "host's {:g} vCPUs to itself ({})",
+                  t.input_vcpus.value, t.vcpus.value, t.input_vcpus.source),
+      fmt::format("cpu_speed as given: one target vCPU does {:g}x the work of one core of this "
+                  "machine ({}); modeled costs (input.cpu_us_per_example, the storage model) are "
+                  "the target's own and not scaled",
+                  t.cpu_speed.value, t.cpu_speed.source),
+      fmt::format("workers as tpusim's pipeline runs them: file read and preprocessing on {:g}, "
+                  "emulated preprocessing on {:g} (min(infeed.parallelism, input_vcpus); the "
+                  "files source builds its stream one step at a time), shuffle and enqueue (one "
+                  "sender thread per host) on 1",
+                  lanes.build, lanes.emulated),
+      "the target's step is the device model's time (device.step_time, not as slept on this "
+      "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",
+      "a stage that cost nothing here is unlimited (capacity null) and left out of the least",
+  };
+}
+
+}  // namespace
+
+PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
+  PodProjectionSection p;
+  p.target_host = in.target;
+  for (const HostCosts& h : in.hosts) p.hosts.push_back(ProjectHost(in, h));
+  p.device_step_s = in.device_step_s;
+  p.target_step_s = in.device_step_s + in.ici_crs_s_per_step;
+  SetLeastHost(p);
+  SetStepFigures(p);
+  p.this_machine = {in.machine.cpus, in.machine.tpu_hosts,
+                    "this machine (rank 0's), not the pod: its cores are shared by the TPU hosts "
+                    "it plays; a host's this_machine_examples_per_s is the most its share could "
+                    "carry at the simulator's own CPU per example, for the whole run"};
+  p.assumes = Assumptions(in);
+  return p;
+}
+
+}  // namespace tpusim::sim

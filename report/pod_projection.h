@@ -1,0 +1,60 @@
+// The report's pod_projection (design.md §2b): what the run's input pipeline
+// would do on the target pod's hosts. Each host that builds batches has its
+// stages put on the target host — the real work in CPU seconds per example (this
+// machine's thread CPU time, scaled by target_host.cpu_speed), the modeled work in
+// seconds per example, the storage model and the host-to-device link — as a
+// capacity in examples/s; the least of them is the host's projected rate and its
+// stage the one that binds. Against it stands the demand of the target's step
+// (the device model's step plus the cross-replica sum on ICI), giving the
+// projected infeed wait, infeed share, AU and verdict, each defined as for the
+// measured step. ProjectPod is pure arithmetic over the figures it is given and
+// unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
+//
+// The stages, in the order data flows: "storage" (the storage model), "file
+// read", "preprocessing", "emulated preprocessing" (input.cpu_us_per_example),
+// "rate cap" (input.max_examples_per_sec), "shuffle", "enqueue" and
+// "host-to-device".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infeed/stage_times.h"
+#include "report/report_types.h"
+#include "run/run_config.h"
+#include "run/target_host.h"
+
+namespace tpusim::sim {
+
+// This machine (rank 0's), not the pod: its cores and the TPU hosts it plays,
+// which share them. Zero when unknown (then no this-machine rate is given).
+struct MachineShare {
+  int cpus = 0;
+  int tpu_hosts = 0;
+};
+
+// One host that builds batches: its examples per step, the cores it feeds and
+// what its pipeline cost over the run (sim/pipeline_stages.h).
+struct HostCosts {
+  int host = 0;
+  int64_t examples_per_step = 0;
+  int fed_cores = 0;
+  infeed::StageCosts costs;
+};
+
+struct PodProjectionInputs {
+  const RunConfig& config;  // input (source, storage, prefetch, caps) and infeed
+  TargetHost target;
+  double host_to_device_gbps = 0;  // the topology's link from a host to one core
+  std::vector<HostCosts> hosts;    // in host order
+  double device_step_s = 0;        // the device model's time per step (not as slept here)
+  double ici_crs_s_per_step = 0;   // the cross-replica sum on ICI (0: none)
+  MachineShare machine;
+};
+
+// The projection of `in`. Never throws; a stage or a host whose figures are
+// zero is unlimited (null), and a zero target step leaves demand, infeed share
+// and AU null with an "unknown" verdict.
+PodProjectionSection ProjectPod(const PodProjectionInputs& in);
+
+}  // namespace tpusim::sim
