@@ -12,6 +12,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/strict_yaml.h"
+#include "infeed/cpu_timer.h"
 #include "infeed/internal/zlib_codec.h"
 
 namespace tpusim::infeed {
@@ -240,34 +241,48 @@ int64_t FileSource::ExampleIdAt(int64_t local_index) const {
 }
 
 void FileSource::ReadPayload(const FeatureFile& f, int64_t offset, std::span<std::byte> out,
-                             StageTimes* times) const {
+                             const Ledger& ledger) const {
   const int64_t start = clock_.NowUs();
-  storage_.Pay(static_cast<int64_t>(out.size()));
-  f.file->ReadAt(f.payload_offset + offset, out);
-  if (times) times->file_read_s += SecondsSinceUs(clock_, start);
+  const auto bytes = static_cast<int64_t>(out.size());
+  storage_.Pay(bytes);
+  const int64_t paid = clock_.NowUs();
+  {
+    ScopedCpuTimer read(ledger.costs ? &ledger.costs->file_read_cpu_s : nullptr);
+    f.file->ReadAt(f.payload_offset + offset, out);
+  }
+  if (ledger.times) ledger.times->file_read_s += SecondsSinceUs(clock_, start);
+  if (!ledger.costs) return;
+  ledger.costs->modeled_storage_s += static_cast<double>(paid - start) * 1e-6;
+  ledger.costs->file_bytes += bytes;
+  ledger.costs->storage_requests += storage_.Requests(bytes);
 }
 
 void FileSource::CopyCompressedRows(size_t feature, size_t shard, int64_t row, int64_t n, std::byte* out,
-                                    StageTimes* times) const {
+                                    const Ledger& ledger) const {
   const size_t row_bytes = ExampleBytes(specs_[feature]);
   std::lock_guard lock(inflated_mu_);
   Inflated& cache = inflated_[feature];
+  double* cpu_s = ledger.costs ? &ledger.costs->preprocessing_cpu_s : nullptr;
   if (cache.shard != shard) {
     const FeatureFile& f = local_[shard].files[feature];
     std::vector<std::byte> stored(static_cast<size_t>(f.stored_bytes));
-    ReadPayload(f, 0, stored, times);
+    ReadPayload(f, 0, stored, ledger);
     const int64_t start = clock_.NowUs();
-    cache.bytes.resize(static_cast<size_t>(local_[shard].rows) * row_bytes);
-    internal::Inflate(stored, cache.bytes, f.file->path());
+    {
+      ScopedCpuTimer inflate(cpu_s);
+      cache.bytes.resize(static_cast<size_t>(local_[shard].rows) * row_bytes);
+      internal::Inflate(stored, cache.bytes, f.file->path());
+    }
     cache.shard = shard;
-    if (times) times->preprocessing_s += SecondsSinceUs(clock_, start);
+    if (ledger.times) ledger.times->preprocessing_s += SecondsSinceUs(clock_, start);
   }
+  ScopedCpuTimer copy(cpu_s);
   std::memcpy(out, cache.bytes.data() + static_cast<size_t>(row) * row_bytes, static_cast<size_t>(n) * row_bytes);
 }
 
 // Reads rows shard by shard: one read per contiguous run inside a shard, straight
 // into the tensor (or one copy out of an inflated shard).
-void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor, StageTimes* times) const {
+void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor, const Ledger& ledger) const {
   size_t row_bytes = ExampleBytes(specs_[feature]);
   int64_t rows = tensor.shape()[0];
   std::byte* out = tensor.bytes().data();
@@ -277,9 +292,9 @@ void FileSource::CopyRows(size_t feature, int64_t local_first, Tensor& tensor, S
     int64_t run = std::min(rows - done, shard.rows - p.row);
     size_t bytes = static_cast<size_t>(run) * row_bytes;
     if (shard.files[feature].compressed) {
-      CopyCompressedRows(feature, p.shard, p.row, run, out, times);
+      CopyCompressedRows(feature, p.shard, p.row, run, out, ledger);
     } else if (bytes > 0) {
-      ReadPayload(shard.files[feature], p.row * static_cast<int64_t>(row_bytes), {out, bytes}, times);
+      ReadPayload(shard.files[feature], p.row * static_cast<int64_t>(row_bytes), {out, bytes}, ledger);
     }
     out += bytes;
     done += run;
@@ -295,13 +310,14 @@ void FileSource::CheckTensor(size_t feature, const Tensor& tensor, int64_t rows)
   }
 }
 
-void FileSource::ReadRows(int64_t local_first, Batch& batch, std::span<int64_t> ids, StageTimes* times) const {
+void FileSource::ReadRows(int64_t local_first, Batch& batch, std::span<int64_t> ids, StageTimes* times,
+                          StageCosts* costs) const {
   if (local_first < 0) Fail("file source: local example index must be >= 0, got {}", local_first);
   const auto rows = static_cast<int64_t>(ids.size());
   for (size_t f = 0; f < specs_.size(); ++f) {
     Tensor& tensor = batch.at(specs_[f].name);
     CheckTensor(f, tensor, rows);
-    CopyRows(f, local_first, tensor, times);
+    CopyRows(f, local_first, tensor, {times, costs});
   }
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = ExampleIdAt(local_first + static_cast<int64_t>(i));
 }

@@ -109,8 +109,12 @@ class FileSource {
   // Same into `out`'s existing [rows, ...] tensors; ids are written to out.example_ids.
   void ReadInto(int64_t local_first, ExampleRows& out) const;
   // Same into `batch`'s [rows, ...] tensors and `ids` (one per row), adding the time
-  // spent reading (file read) and inflating (preprocessing) to `times` if given.
-  void ReadRows(int64_t local_first, Batch& batch, std::span<int64_t> ids, StageTimes* times = nullptr) const;
+  // spent reading (file read) and inflating (preprocessing) to `times` if given,
+  // and to `costs` if given: the thread CPU of the reads (file_read_cpu_s) and of
+  // inflating and copying (preprocessing_cpu_s), the storage model's waits
+  // (modeled_storage_s), the bytes read and the requests charged.
+  void ReadRows(int64_t local_first, Batch& batch, std::span<int64_t> ids, StageTimes* times = nullptr,
+                StageCosts* costs = nullptr) const;
 
  private:
   struct FeatureFile {
@@ -130,6 +134,11 @@ class FileSource {
     size_t shard = static_cast<size_t>(-1);
     std::vector<std::byte> bytes;
   };
+  // Where a read records what it took; either may be null.
+  struct Ledger {
+    StageTimes* times;
+    StageCosts* costs;
+  };
   // Which loaded shard and row local index `local_index` falls in.
   struct Position {
     size_t shard;
@@ -138,13 +147,13 @@ class FileSource {
 
   Position Locate(int64_t local_index) const;
   void CheckTensor(size_t feature, const Tensor& tensor, int64_t rows) const;
-  void CopyRows(size_t feature, int64_t local_first, Tensor& tensor, StageTimes* times) const;
+  void CopyRows(size_t feature, int64_t local_first, Tensor& tensor, const Ledger& ledger) const;
   // Reads `out.size()` bytes of a file's payload at `offset` through the storage model.
-  void ReadPayload(const FeatureFile& f, int64_t offset, std::span<std::byte> out, StageTimes* times) const;
+  void ReadPayload(const FeatureFile& f, int64_t offset, std::span<std::byte> out, const Ledger& ledger) const;
   // Copies rows [row, row + n) of a compressed shard's feature, inflating it first
   // if the stream was elsewhere.
   void CopyCompressedRows(size_t feature, size_t shard, int64_t row, int64_t n, std::byte* out,
-                          StageTimes* times) const;
+                          const Ledger& ledger) const;
 
   std::vector<FeatureSpec> specs_;
   SteadyClock steady_clock_;

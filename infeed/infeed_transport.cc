@@ -3,6 +3,7 @@
 #include <atomic>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "infeed/cpu_timer.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -40,6 +42,7 @@ std::span<const std::byte> CreditBytes(const int32_t (&credit)[2]) {
 struct Package {
   int64_t step = 0;
   double build_s = 0;                            // the worker's time building it
+  double build_cpu_s = 0;                        // its thread CPU meanwhile
   Batch batch;                                   // filled by the BatchFiller (unused when borrowing)
   const Batch* send = nullptr;                   // what the shards are cut from: batch or a borrowed one
   std::vector<int64_t> ids;                      // example id per host batch row
@@ -95,6 +98,7 @@ class HostSender {
     DrainCredits();
     Recycle(true);
     stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
+    stats_.costs.enqueue_cpu_s += static_cast<double>(package_cpu_ns_.load()) * 1e-9;
     return stats_;
   }
 
@@ -147,23 +151,17 @@ class HostSender {
   }
 
   // Runs on a worker: fills the host batch and encodes every shard of the step.
+  // Its thread CPU building the package (all but the fill, which the input
+  // pipeline charges to its own stages) is the enqueue stage's.
   std::unique_ptr<Package> Build(int64_t step) {
     const MonotonicTime start = std::chrono::steady_clock::now();
-    std::unique_ptr<Package> p = TakeFree();
-    if (!p) {
-      p = std::make_unique<Package>();
-      if (!options_.borrow_batch) p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
-      p->ids.resize(static_cast<size_t>(host_.rows_per_step));
-      for (const ShardCodec& codec : codecs_) {
-        p->meta.emplace_back(codec.meta_bytes());
-        p->staging.emplace_back(plan_.features().size());
-        for (size_t f = 0; f < plan_.features().size(); ++f) {
-          if (!codec.IsContiguous(f)) p->staging.back()[f].resize(codec.piece_bytes(f));
-        }
-      }
-      p->trailer.resize(codecs_.size());
-      p->requests.resize(static_cast<size_t>(messages_per_step_));
-    }
+    const int64_t cpu_start_ns = ThreadCpuNs();
+    double package_cpu_s = 0;
+    std::unique_ptr<Package> p = [&] {
+      ScopedCpuTimer package(&package_cpu_s);
+      std::unique_ptr<Package> free = TakeFree();
+      return free ? std::move(free) : NewPackage();
+    }();
     p->step = step;
     if (options_.borrow_batch) {
       p->send = &options_.borrow_batch(step, p->ids);
@@ -171,17 +169,47 @@ class HostSender {
       fill_(step, p->batch, p->ids);
       p->send = &p->batch;
     }
-    for (size_t i = 0; i < codecs_.size(); ++i) {
-      codecs_[i].EncodeMeta(Header(step, i), p->ids, p->meta[i]);
-      for (size_t f = 0; f < plan_.features().size(); ++f) {
-        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(*p->send, f, p->staging[i][f]);
-      }
-      if (options_.encode_trailer) EncodeTrailer(step, i, *p);
+    {
+      ScopedCpuTimer package(&package_cpu_s);
+      Encode(step, *p);
+    }
+    package_cpu_ns_ += std::llround(package_cpu_s * 1e9);
+    p->build_s = SecondsSince(start);
+    if (options_.after_build) {
+      options_.after_build(step, p->build_s, static_cast<double>(ThreadCpuNs() - cpu_start_ns) * 1e-9);
     }
     p->build_s = SecondsSince(start);
-    if (options_.after_build) options_.after_build(step, p->build_s);
-    p->build_s = SecondsSince(start);
+    p->build_cpu_s = static_cast<double>(ThreadCpuNs() - cpu_start_ns) * 1e-9;
     return p;
+  }
+
+  // A package with the buffers of one step: the batch (unless batches are
+  // borrowed), ids, each route's meta block, staging and trailer, the requests.
+  std::unique_ptr<Package> NewPackage() const {
+    auto p = std::make_unique<Package>();
+    if (!options_.borrow_batch) p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
+    p->ids.resize(static_cast<size_t>(host_.rows_per_step));
+    for (const ShardCodec& codec : codecs_) {
+      p->meta.emplace_back(codec.meta_bytes());
+      p->staging.emplace_back(plan_.features().size());
+      for (size_t f = 0; f < plan_.features().size(); ++f) {
+        if (!codec.IsContiguous(f)) p->staging.back()[f].resize(codec.piece_bytes(f));
+      }
+    }
+    p->trailer.resize(codecs_.size());
+    p->requests.resize(static_cast<size_t>(messages_per_step_));
+    return p;
+  }
+
+  // Every route's meta block, packed pieces and trailer of the filled batch.
+  void Encode(int64_t step, Package& p) const {
+    for (size_t i = 0; i < codecs_.size(); ++i) {
+      codecs_[i].EncodeMeta(Header(step, i), p.ids, p.meta[i]);
+      for (size_t f = 0; f < plan_.features().size(); ++f) {
+        if (!codecs_[i].IsContiguous(f)) codecs_[i].PackPiece(*p.send, f, p.staging[i][f]);
+      }
+      if (options_.encode_trailer) EncodeTrailer(step, i, p);
+    }
   }
 
   // The trailer must fit the slot the core pre-posted for it.
@@ -211,6 +239,7 @@ class HostSender {
 
   void Send(Package& p) {
     const MonotonicTime start = std::chrono::steady_clock::now();
+    const int64_t cpu_start_ns = ThreadCpuNs();
     size_t request = 0;
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
@@ -225,12 +254,19 @@ class HostSender {
       bool local = r.dst_host == host_.host;
       int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
       int tag = local ? kTagShard : kTagForwardBase + r.dst_ordinal;
-      SendShard(p, i, peer, tag, request);
+      {
+        ScopedCpuTimer send(&stats_.costs.enqueue_cpu_s);
+        SendShard(p, i, peer, tag, request);
+      }
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
+      stats_.costs.device_bytes +=
+          static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
     }
+    stats_.costs.examples += host_.rows_per_step;
     if (options_.on_step_sent) {
-      options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s});
+      options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
+                             p.build_cpu_s, static_cast<double>(ThreadCpuNs() - cpu_start_ns) * 1e-9});
     }
   }
 
@@ -328,6 +364,7 @@ class HostSender {
   std::vector<std::unique_ptr<Package>> free_;
   HostFeedStats stats_;
   std::atomic<int64_t> build_ns_{0};  // summed over workers
+  std::atomic<int64_t> package_cpu_ns_{0};  // the workers' thread CPU building packages
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host

@@ -22,6 +22,7 @@
 #include "cluster/transport.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/shard_message.h"
+#include "infeed/stage_times.h"
 
 namespace tpusim::infeed {
 
@@ -31,6 +32,8 @@ struct SentStep {
   double build_s = 0;    // a worker's wall time filling and encoding it
   double enqueue_s = 0;  // the sender's time on it, credit waits included
   double sent_s = 0;     // when its last shard left, seconds since TransportOptions::origin_s
+  double build_cpu_s = 0;    // the worker's thread CPU over the same time as build_s
+  double enqueue_cpu_s = 0;  // the sender's thread CPU over the same time as enqueue_s
 };
 
 struct TransportOptions {
@@ -41,9 +44,10 @@ struct TransportOptions {
   double origin_s = 0;
   // Called on the sending thread after each step's shards are on their way.
   std::function<void(const SentStep& step)> on_step_sent;
-  // Called on the worker that built `step` after `build_s` seconds of building
-  // (a slow host's extra work plugs in here); must be thread-safe.
-  std::function<void(int64_t step, double build_s)> after_build;
+  // Called on the worker that built `step` after `build_s` seconds of building,
+  // `build_cpu_s` of them on a CPU (a slow host's extra work plugs in here); must
+  // be thread-safe.
+  std::function<void(int64_t step, double build_s, double build_cpu_s)> after_build;
   // Host ranks also serve other protocols (the outfeed and the post-loop work)
   // while the infeed runs, and must never block them: a host calls `poll` after
   // every step and whenever it would otherwise wait (for a credit, a worker or a
@@ -91,6 +95,11 @@ struct HostFeedStats {
   double build_wait_s = 0;           // time the sender waited for workers to build a step
   double send_s = 0;                 // time in the enqueue itself, credit waits included
   double build_s = 0;                // workers' time building steps (fill, encode), summed
+  // The transport's part of the host's StageCosts: enqueue_cpu_s (the workers'
+  // thread CPU building packages — allocating, encoding, packing pieces, trailers
+  // — and the sender's sending shards, credit waits left out), examples (rows
+  // sent) and device_bytes (tensor pieces and trailers sent); the rest is 0.
+  StageCosts costs;
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an

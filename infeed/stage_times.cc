@@ -26,6 +26,24 @@ StageCosts& StageCosts::operator+=(const StageCosts& other) {
   return *this;
 }
 
+double RealCpuSeconds(const StageCosts& costs) {
+  return costs.file_read_cpu_s + costs.preprocessing_cpu_s + costs.shuffle_cpu_s + costs.enqueue_cpu_s;
+}
+
+double SimulatorCpuSecondsPerExample(const StageCosts& costs) {
+  return costs.examples > 0 ? RealCpuSeconds(costs) / static_cast<double>(costs.examples) : 0.0;
+}
+
+void StageCostsSum::Add(const StageCosts& costs) {
+  std::lock_guard lock(mu_);
+  sum_ += costs;
+}
+
+StageCosts StageCostsSum::total() const {
+  std::lock_guard lock(mu_);
+  return sum_;
+}
+
 std::string_view BoundBy(const StageTimes& times, double build_wait_s) {
   if (times.enqueue_s >= build_wait_s) return "enqueue";
   const std::pair<std::string_view, double> stages[] = {{"file read", times.file_read_s},

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string_view>
 
 #include "base/clock.h"
@@ -47,6 +48,25 @@ struct StageCosts {
   int64_t device_bytes = 0;        // shard bytes sent to the host's cores
 
   StageCosts& operator+=(const StageCosts& other);
+};
+
+// CPU seconds of the real stages: file read, preprocessing, shuffle and enqueue
+// (the modeled work is not CPU of this machine in cost_mode emulate, and is not
+// counted in burn either).
+double RealCpuSeconds(const StageCosts& costs);
+// The simulator's own cost per example on this machine: RealCpuSeconds / examples
+// (0 without examples).
+double SimulatorCpuSecondsPerExample(const StageCosts& costs);
+
+// StageCosts that concurrent workers add their own to, step by step. Thread-safe.
+class StageCostsSum {
+ public:
+  void Add(const StageCosts& costs);
+  StageCosts total() const;
+
+ private:
+  mutable std::mutex mu_;
+  StageCosts sum_;
 };
 
 // The stage that bounds a host, "file read", "preprocessing", "shuffle" or "enqueue".

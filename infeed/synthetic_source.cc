@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/synthetic.h"
+#include "infeed/cpu_timer.h"
 #include "infeed/internal/synthetic_rows.h"
 
 namespace tpusim::infeed {
@@ -274,17 +275,19 @@ VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view n
 
 SyntheticSource::SyntheticSource(SyntheticConfig config, Clock& clock)
     : data_(config.seed, std::move(config.features), std::move(config.label), config.int_range),
-      cost_(config.cpu_us_per_example, config.max_examples_per_sec, clock) {}
+      cost_(config.cpu_us_per_example, config.max_examples_per_sec, clock, config.pool) {}
 
 Batch SyntheticSource::Read(int64_t first_id, int64_t rows) {
   cost_.Pay(rows);
   return data_.Generate(first_id, rows);
 }
 
-void SyntheticSource::ReadInto(int64_t first_id, Batch& batch) {
+void SyntheticSource::ReadInto(int64_t first_id, Batch& batch, double cost_factor, StageCosts* costs) {
   int64_t rows = batch.size() == 0 ? 0 : batch.begin()->second.shape().at(0);
-  cost_.Pay(rows);
+  const double modeled_s = cost_.Pay(rows, cost_factor);
+  ScopedCpuTimer generation(costs ? &costs->preprocessing_cpu_s : nullptr);
   data_.Fill(first_id, batch);
+  if (costs) costs->modeled_preprocessing_s += modeled_s;
 }
 
 }  // namespace tpusim::infeed

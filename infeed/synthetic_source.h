@@ -25,7 +25,9 @@
 #include <vector>
 
 #include "infeed/feature_spec.h"
+#include "infeed/modeled_worker_pool.h"
 #include "infeed/preprocess_cost.h"
+#include "infeed/stage_times.h"
 #include "infeed/tensor.h"
 
 namespace tpusim::infeed {
@@ -43,7 +45,10 @@ struct SyntheticConfig {
   LabelConfig label;
   int64_t int_range = 1000;           // int features take values in [0, int_range)
   double max_examples_per_sec = 0;    // per host; 0 = unlimited
-  double cpu_us_per_example = 0;      // emulated preprocessing, burnt as CPU
+  double cpu_us_per_example = 0;      // modeled preprocessing per example
+  // Where the modeled preprocessing is waited out (input.cost_mode: emulate);
+  // null: it is burnt as CPU on the clock (burn). Borrowed.
+  ModeledWorkerPool* pool = nullptr;
 };
 
 // Outcome of a verification; `message` names the tensor, row, example id, element and
@@ -121,8 +126,8 @@ class SyntheticData {
   double teacher_scale_ = 0;
 };
 
-// A host's synthetic input pipeline: the pure values plus the emulated cost of a real
-// pipeline (rate cap and CPU per example). Thread-safe.
+// A host's synthetic input pipeline: the pure values plus the modeled cost of a real
+// pipeline (rate cap and work per example, infeed/preprocess_cost.h). Thread-safe.
 class SyntheticSource {
  public:
   // Borrows `clock`, which must outlive the source. Throws Error like SyntheticData.
@@ -131,11 +136,14 @@ class SyntheticSource {
   const SyntheticData& data() const { return data_; }
   const std::vector<FeatureSpec>& specs() const { return data_.specs(); }
 
-  // Examples [first_id, first_id + rows), after waiting for the rate cap and burning
-  // the configured CPU time.
+  // Examples [first_id, first_id + rows), after waiting for the rate cap and paying
+  // the modeled work.
   Batch Read(int64_t first_id, int64_t rows);
-  // Same into `batch`'s existing [rows, ...] tensors (no allocation).
-  void ReadInto(int64_t first_id, Batch& batch);
+  // Same into `batch`'s existing [rows, ...] tensors (no allocation), the modeled
+  // work of each example x `cost_factor` (faults.slow_hosts). Adds the generation's
+  // thread CPU (preprocessing_cpu_s) and the modeled seconds paid
+  // (modeled_preprocessing_s) to `costs` if given.
+  void ReadInto(int64_t first_id, Batch& batch, double cost_factor = 1, StageCosts* costs = nullptr);
 
  private:
   SyntheticData data_;

@@ -147,8 +147,7 @@ void SetBound(HostProjection& p) {
 // The simulator's own cost here: the real stages' CPU per example, and the most
 // examples/s this machine's cores could carry per host for the whole run.
 void SetThisMachine(const infeed::StageCosts& c, const MachineShare& machine, HostProjection& p) {
-  p.simulator_cpu_s_per_example = PerExample(
-      c.file_read_cpu_s + c.preprocessing_cpu_s + c.shuffle_cpu_s + c.enqueue_cpu_s, c.examples);
+  p.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(c);
   if (machine.cpus > 0 && machine.tpu_hosts > 0 && p.simulator_cpu_s_per_example > 0) {
     p.this_machine_examples_per_s =
         machine.cpus / (machine.tpu_hosts * p.simulator_cpu_s_per_example);

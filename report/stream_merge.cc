@@ -10,6 +10,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "sim/metrics.h"
 #include "sim/rank_stream.h"
 
 namespace tpusim::sim {
@@ -103,7 +104,9 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
   MergedFile merged(path, "--steps-csv " + path);
   merged.Append(header);
   merged.Append("\n");
-  std::vector<std::string> host_columns(hosts.size(), ",,");
+  // A core whose shard no host built gets the host columns empty.
+  const std::string no_host(kHostStepsCsvColumns.size() - 1, ',');
+  std::vector<std::string> host_columns(hosts.size(), no_host);
   std::string line;
   for (int64_t step = 0;; ++step) {
     for (size_t h = 0; h < hosts.size(); ++h) {
@@ -125,7 +128,7 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
       const bool known = b != std::string::npos && src >= 0 && static_cast<size_t>(src) < hosts.size();
       merged.Append(line);
       merged.Append(",");
-      merged.Append(known ? host_columns[static_cast<size_t>(src)] : ",,");
+      merged.Append(known ? host_columns[static_cast<size_t>(src)] : no_host);
       merged.Append("\n");
     }
     if (!any) break;

@@ -15,9 +15,9 @@ void MergePlacementLog(const std::string& path, const std::vector<int>& ranks);
 
 // Rank 0, steps CSV: `core_ranks` parts hold core rows "STEP,SRC_HOST,..." and
 // `host_ranks` parts (host h at index h, -1 for a host that built nothing) hold
-// "STEP,BUILD_S,ENQUEUE_S,SENT_S"; writes `header` then, step-major and in
-// core-rank order, each core row followed by the build and enqueue times of the
-// step on the host that built its shard.
+// "STEP," then the kHostStepsCsvColumns (sim/metrics.h); writes `header` then,
+// step-major and in core-rank order, each core row followed by the host columns
+// of the step on the host that built its shard (empty when none did).
 void MergeStepsCsv(const std::string& path, const std::string& header,
                    const std::vector<int>& core_ranks, const std::vector<int>& host_ranks);
 

@@ -96,7 +96,8 @@ std::string StepsCsvHeader() {
   ForEachCsvPart(StepParts{}, [&header](std::string_view column, double) {
     header.append(",").append(column);
   });
-  return header + ",host_build_s,host_enqueue_s,host_sent_s";
+  for (const char* column : kHostStepsCsvColumns) header.append(",").append(column);
+  return header;
 }
 
 void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {

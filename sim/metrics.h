@@ -96,10 +96,16 @@ void ForEachCsvPart(const StepParts& parts, F&& f) {
   });
 }
 
+// The host's columns of --steps-csv, after a core's, in order (users parse them:
+// new ones go at the end): the build and enqueue of the step on the host that
+// built the shard, wall seconds, when it left, and the same build and enqueue
+// in thread CPU seconds (the worker's and the sender's).
+inline constexpr auto kHostStepsCsvColumns = std::to_array<const char*>(
+    {"host_build_s", "host_enqueue_s", "host_sent_s", "host_build_cpu_s", "host_enqueue_cpu_s"});
+
 // The header of --steps-csv: a core's step (sim/core/core_loop.cc writes its
 // columns: step, src_host, host, ordinal, replica, logical_core, start_s, then
-// ForEachCsvPart's), then the build and enqueue times of that step on the host
-// that built the shard (host_build_s, host_enqueue_s, host_sent_s).
+// ForEachCsvPart's), then kHostStepsCsvColumns (sim/host/host_loop.cc writes them).
 std::string StepsCsvHeader();
 inline const std::string kStepsCsvHeader = StepsCsvHeader();
 

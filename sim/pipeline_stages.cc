@@ -17,7 +17,12 @@ void ForEachStage(Times& t, Fn&& fn) {
 void to_json(nlohmann::json& j, const PipelineStages& p) {
   nlohmann::json stages = nlohmann::json::object();
   ForEachStage(p.stages, [&stages](const char* name, double value) { stages[name] = value; });
-  j = {{"stages", stages}, {"costs", p.costs}, {"bound_by", p.bound_by}};
+  j = {{"stages", stages},
+       {"costs", p.costs},
+       {"bound_by", p.bound_by},
+       {"cost_mode", p.cost_mode},
+       {"modeled_workers", p.modeled_workers},
+       {"simulator_cpu_s_per_example", p.simulator_cpu_s_per_example}};
   if (p.direct_io) j["direct_io"] = *p.direct_io;
 }
 
@@ -27,6 +32,9 @@ void from_json(const nlohmann::json& j, PipelineStages& p) {
                [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
   j.at("costs").get_to(p.costs);
   j.at("bound_by").get_to(p.bound_by);
+  j.at("cost_mode").get_to(p.cost_mode);
+  j.at("modeled_workers").get_to(p.modeled_workers);
+  j.at("simulator_cpu_s_per_example").get_to(p.simulator_cpu_s_per_example);
   p.direct_io.reset();
   if (j.contains("direct_io")) p.direct_io = j["direct_io"].get<DirectIoStatus>();
 }

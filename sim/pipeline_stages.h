@@ -1,6 +1,8 @@
 // What a host's input pipeline says about itself at the end of a run: the time of
-// each stage (file read, preprocessing, shuffle, enqueue), the stage that bounds
-// the host and, with input.storage.direct_io, whether O_DIRECT is in use.
+// each stage (file read, preprocessing, shuffle, enqueue), what the stages cost
+// (CPU seconds, modeled work, counts), how the modeled work was paid and the
+// simulator's own CPU per example, the stage that bounds the host and, with
+// input.storage.direct_io, whether O_DIRECT is in use.
 // sim/host/input_pipeline.h fills it, HostMetrics carries it to rank 0 and the
 // report's host rows show it. Serialised once (strict from_json: a missing field
 // is an error).
@@ -35,12 +37,23 @@ struct PipelineStages {
   infeed::StageTimes stages;
   infeed::StageCosts costs;
   std::string bound_by;                     // infeed::BoundBy
+  // How the modeled host work was paid (input.cost_mode): "emulate", waited out
+  // on `modeled_workers` modeled workers (W = min(infeed.parallelism, the target
+  // host's input vCPUs)), or "burn", spun on this machine's CPU (modeled_workers 0).
+  std::string cost_mode;
+  int modeled_workers = 0;
+  // The simulator's own CPU per example on this machine: the thread CPU of every
+  // real stage (costs' *_cpu_s) over the examples sent. An emulated rate of R
+  // examples/s per host needs about R x this of this machine's cores per host;
+  // above what they have, the real work, not the model, sets the pace.
+  double simulator_cpu_s_per_example = 0;
   std::optional<DirectIoStatus> direct_io;  // with input.storage.direct_io only
 };
 
 // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "costs"
-// (infeed::StageCosts, every field), "bound_by",
-// "direct_io" (absent without input.storage.direct_io)}.
+// (infeed::StageCosts, every field), "bound_by", "cost_mode", "modeled_workers",
+// "simulator_cpu_s_per_example", "direct_io" (absent without
+// input.storage.direct_io)}.
 void to_json(nlohmann::json& j, const PipelineStages& p);
 void from_json(const nlohmann::json& j, PipelineStages& p);
 

@@ -12,8 +12,10 @@
 
 #include "base/clock.h"
 #include "cluster/large_messages.h"
+#include "infeed/modeled_worker_pool.h"
 #include "run/run_features.h"
 #include "run/run_validation.h"
+#include "run/target_host.h"
 #include "sim/core/core_loop.h"
 #include "sim/core/embedding_server.h"
 #include "sim/host/host_loop.h"
@@ -96,6 +98,13 @@ int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int pa
   return std::max(1, share - parallelism);
 }
 
+// W of a host's modeled workers (input.cost_mode: emulate): min(infeed.parallelism,
+// floor(the target host's input vCPUs)).
+int ModeledInputWorkers(const RunConfig& config, const Slice& slice) {
+  return infeed::ModeledWorkers(config.infeed.parallelism,
+                                TargetHostOf(config, slice.topology).input_vcpus.value);
+}
+
 }  // namespace
 
 RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
@@ -136,7 +145,8 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 }
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
-  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts());
+  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
+                      ModeledInputWorkers(config_, slice_));
   const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
                             input, sinks.trace, sinks.steps_csv, observer_};
   return RunHostLoop(HostOptions(), parts);
@@ -159,7 +169,6 @@ HostLoopOptions RankRun::HostOptions() {
     s.num_loops = loops_.num_loops;
     s.core_ranks = TrainingCoreRanks(slice_);
   }
-  o.slow_hosts = config_.faults.slow_hosts;
   o.faults = Faults();
   return o;
 }

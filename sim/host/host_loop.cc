@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "base/clock.h"
 #include "base/process_memory.h"
 #include "sim/host/host_outfeed.h"
 #include "sim/wire/embedding_trailer.h"
@@ -21,16 +20,6 @@ std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
                    s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0});
   }
   return out;
-}
-
-// faults.slow_hosts of `host`: how much longer its workers take from a step on.
-double SlowHostFactor(const std::vector<FaultsConfig::SlowHost>& slow_hosts, int host,
-                      int64_t step) {
-  double factor = 1;
-  for (const FaultsConfig::SlowHost& h : slow_hosts) {
-    if (h.host == host && step >= h.from_step) factor *= h.factor;
-  }
-  return factor;
 }
 
 // The input pipeline's cost of Shampoo's service: wall time and examples enqueued
@@ -87,12 +76,6 @@ class HostLoop {
     infeed::TransportOptions options = options_.transport;
     parts_.input.Configure(options);
     options.on_step_sent = [this](const infeed::SentStep& s) { StepSent(s); };
-    if (!options_.slow_hosts.empty()) {
-      options.after_build = [this](int64_t step, double build_s) {
-        const double factor = SlowHostFactor(options_.slow_hosts, options_.host, step);
-        if (factor > 1) SteadyClock().SpinUs(static_cast<int64_t>((factor - 1) * build_s * 1e6));
-      };
-    }
     options.poll = [this] { outfeed_.Poll(); };
     options.on_foreign_message = [this](const cluster::Pending& p) { outfeed_.Receive(p); };
     if (options_.embedding && parts_.plan.host_plan(options_.host)) AddEmbeddingIds(options);
@@ -117,8 +100,8 @@ class HostLoop {
     const bool in_window = s.step >= window_start_;
     metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
     if (parts_.steps_csv.enabled()) {
-      parts_.steps_csv.WriteLine(
-          fmt::format("{},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s, s.sent_s));
+      parts_.steps_csv.WriteLine(fmt::format("{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f}", s.step, s.build_s,
+                                             s.enqueue_s, s.sent_s, s.build_cpu_s, s.enqueue_cpu_s));
     }
     parts_.trace.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
     if (shampoo_) CountInfeedWhileBusy(s, in_window);

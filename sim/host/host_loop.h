@@ -46,7 +46,6 @@ struct HostLoopOptions {
   // Shampoo's preconditioner service, when this host owns keys (the loop adds
   // on_root, which traces every root).
   std::optional<shampoo::HostServiceOptions> shampoo;
-  std::vector<FaultsConfig::SlowHost> slow_hosts;  // faults.slow_hosts
   FaultInjector faults;
 };
 

@@ -1,5 +1,7 @@
 #include "sim/host/input_pipeline.h"
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -8,6 +10,7 @@
 #include "infeed/cached_source.h"
 #include "infeed/file_pipeline.h"
 #include "infeed/file_source.h"
+#include "infeed/modeled_worker_pool.h"
 #include "run/run_features.h"
 
 namespace tpusim::sim {
@@ -42,6 +45,16 @@ class StepSequencer {
   bool failed_ = false;
 };
 
+// faults.slow_hosts of `host`: how much longer its workers take from a step on.
+double SlowHostFactor(const std::vector<FaultsConfig::SlowHost>& slow_hosts, int host,
+                      int64_t step) {
+  double factor = 1;
+  for (const FaultsConfig::SlowHost& h : slow_hosts) {
+    if (h.host == host && step >= h.from_step) factor *= h.factor;
+  }
+  return factor;
+}
+
 // One pass of the pool: the first cache_steps steps' host batches.
 std::vector<int64_t> PoolFirstIds(const RunConfig& run, const infeed::InfeedPlan& plan,
                                   const infeed::HostPlan& host) {
@@ -56,19 +69,24 @@ struct InputPipeline::Impl {
   SteadyClock clock;
   const RunConfig& run;
   const infeed::InfeedPlan& plan;
+  const int host;
   const infeed::HostPlan* host_plan = nullptr;
+  std::optional<infeed::ModeledWorkerPool> pool;  // cost_mode emulate
   std::optional<infeed::SyntheticSource> synthetic;
   std::optional<infeed::FileSource> files;
   std::optional<infeed::FilePipeline> file_pipeline;
   std::optional<infeed::CachedSource> cached;
   StepSequencer sequencer;
+  infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
 
-  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int host, int num_hosts) : run(r), plan(p) {
+  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers)
+      : run(r), plan(p), host(h) {
     host_plan = plan.host_plan(host);
     if (!host_plan) return;
     const InputConfig& input = run.input;
+    if (input.cost_mode == InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
     if (input.source == "files") {
-      OpenFiles(host, num_hosts);
+      OpenFiles(num_hosts);
     } else if (input.source == "cached") {
       cached.emplace(MakeSyntheticData(run), PoolFirstIds(run, plan, *host_plan), host_plan->rows_per_step);
     } else {
@@ -78,11 +96,12 @@ struct InputPipeline::Impl {
       config.label = RunLabel(run);
       config.max_examples_per_sec = input.max_examples_per_sec;
       config.cpu_us_per_example = input.cpu_us_per_example;
+      config.pool = pool ? &*pool : nullptr;
       synthetic.emplace(std::move(config), clock);
     }
   }
 
-  void OpenFiles(int host, int num_hosts) {
+  void OpenFiles(int num_hosts) {
     const InputConfig& input = run.input;
     // Per-host mode: every host reads its own shards; single-host: host 0 reads all.
     int readers = plan.per_host() ? num_hosts : 1;
@@ -93,18 +112,57 @@ struct InputPipeline::Impl {
     options.seed = input.seed ^ (static_cast<uint64_t>(host) << 32);
     options.cpu_us_per_example = input.cpu_us_per_example;
     options.max_examples_per_sec = input.max_examples_per_sec;
+    options.pool = pool ? &*pool : nullptr;
     file_pipeline.emplace(*files, options, clock);
+  }
+
+  // A slow host's factor on the modeled work per example: emulated, its workers
+  // wait out factor x the work; burnt, the work is spun as configured and the
+  // factor comes in after the build (SlowDown), as it always has. A factor below
+  // 1 changes nothing in either mode.
+  double CostFactor(int64_t step) const {
+    return pool ? std::max(1.0, SlowHostFactor(run.faults.slow_hosts, host, step)) : 1.0;
   }
 
   void Fill(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     if (file_pipeline) {
-      sequencer.Run(step, [&] { file_pipeline->Next(batch, ids); });
+      sequencer.Run(step, [&] { file_pipeline->Next(batch, ids, CostFactor(step)); });
       return;
     }
     if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
     int64_t first = plan.example_id(step, *host_plan, 0);
-    synthetic->ReadInto(first, batch);
+    infeed::StageCosts costs;
+    synthetic->ReadInto(first, batch, CostFactor(step), &costs);
+    worker_costs.Add(costs);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
+  }
+
+  bool SlowFromSomeStep() const {
+    for (const FaultsConfig::SlowHost& h : run.faults.slow_hosts) {
+      if (h.host == host && h.factor > 1) return true;
+    }
+    return false;
+  }
+
+  // faults.slow_hosts after a worker built `step`: the rest of "its workers take
+  // factor x as long". Burnt, (factor - 1) x the build's wall time is spun (the
+  // modeled work spun in it included); emulated, the modeled work was already
+  // paid x factor, so (factor - 1) x the build's real CPU is waited out on a
+  // modeled worker.
+  void SlowDown(int64_t step, double build_s, double build_cpu_s) {
+    const double factor = SlowHostFactor(run.faults.slow_hosts, host, step);
+    if (factor <= 1) return;
+    infeed::StageCosts extra;
+    if (pool) {
+      const int64_t us = std::llround((factor - 1) * build_cpu_s * 1e6);
+      pool->Charge(us);
+      extra.modeled_preprocessing_s = static_cast<double>(us) * 1e-6;
+    } else {
+      const auto us = static_cast<int64_t>((factor - 1) * build_s * 1e6);
+      clock.SpinUs(us);
+      extra.modeled_preprocessing_s = static_cast<double>(us) * 1e-6;
+    }
+    worker_costs.Add(extra);
   }
 
   const infeed::Batch& Borrow(int64_t step, std::span<int64_t> ids) const {
@@ -125,11 +183,19 @@ struct InputPipeline::Impl {
     times.enqueue_s = feed.send_s;
     return times;
   }
+
+  // The transport's costs (enqueue, examples, device bytes) with the sources'.
+  infeed::StageCosts Costs(const infeed::HostFeedStats& feed) const {
+    infeed::StageCosts costs = feed.costs;
+    costs += worker_costs.total();
+    if (file_pipeline) costs += file_pipeline->costs();
+    return costs;
+  }
 };
 
 InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host,
-                             int num_hosts)
-    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts)) {}
+                             int num_hosts, int modeled_workers)
+    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers)) {}
 
 InputPipeline::~InputPipeline() = default;
 
@@ -141,6 +207,11 @@ infeed::BatchFiller InputPipeline::Filler() {
 
 void InputPipeline::Configure(infeed::TransportOptions& options) {
   options.prefetch = impl_->run.input.prefetch;
+  if (impl_->SlowFromSomeStep()) {
+    options.after_build = [impl = impl_.get()](int64_t step, double build_s, double build_cpu_s) {
+      impl->SlowDown(step, build_s, build_cpu_s);
+    };
+  }
   if (!impl_->cached) return;
   options.borrow_batch = [impl = impl_.get()](int64_t step, std::span<int64_t> ids) -> const infeed::Batch& {
     return impl->Borrow(step, ids);
@@ -151,7 +222,11 @@ std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats&
   if (!impl_->host_plan) return std::nullopt;
   PipelineStages out;
   out.stages = impl_->Times(feed);
+  out.costs = impl_->Costs(feed);
   out.bound_by = infeed::BoundBy(out.stages, feed.build_wait_s);
+  out.cost_mode = impl_->pool ? "emulate" : "burn";
+  out.modeled_workers = impl_->pool ? impl_->pool->workers() : 0;
+  out.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(out.costs);
   if (impl_->files && impl_->run.input.storage.direct_io) {
     const std::string refusal = impl_->files->direct_io_refusal();
     out.direct_io = DirectIoStatus{refusal.empty(), refusal};

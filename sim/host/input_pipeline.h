@@ -3,7 +3,10 @@
 // synthetic source (generated in parallel by the workers), from files written by
 // `tpusim gen-data` (a staged pipeline: file read -> preprocessing -> shuffle, one
 // step at a time in step order), or from the cached pool (sent without a copy).
-// It also keeps each stage's time for the host's report.
+// It pays the host's modeled work — input.cpu_us_per_example and a slow host's
+// extra (faults.slow_hosts) — as input.cost_mode says: waited out on the host's
+// modeled workers (emulate) or burnt on this machine's CPU (burn). It also keeps
+// each stage's time and cost for the host's report.
 #pragma once
 
 #include <memory>
@@ -23,17 +26,21 @@ namespace tpusim::sim {
 
 class InputPipeline {
  public:
-  // Opens the source for `host`. Throws Error naming the file or key on bad input.
-  InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts);
+  // Opens the source for `host`, its modeled work charged to `modeled_workers`
+  // workers (infeed::ModeledWorkers; unused in cost_mode burn). Throws Error
+  // naming the file or key on bad input.
+  InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
+                int modeled_workers);
   ~InputPipeline();
   // Thread-safe filler for the host's enqueue workers.
   infeed::BatchFiller Filler();
-  // Sets what the source needs in the transport: the prefetch depth and, for the
-  // cached source, the borrowed pool batches (RunHostInfeed's filler is then unused).
+  // Sets what the source needs in the transport: the prefetch depth, a slow
+  // host's extra work after each build and, for the cached source, the borrowed
+  // pool batches (RunHostInfeed's filler is then unused).
   void Configure(infeed::TransportOptions& options);
-  // The host's stage times with the enqueue stage of `feed`, the bounding stage
-  // and, with input.storage.direct_io, whether O_DIRECT is in use; none on a host
-  // that builds no batches.
+  // The host's stage times and costs with the enqueue stage of `feed`, the
+  // bounding stage and, with input.storage.direct_io, whether O_DIRECT is in use;
+  // none on a host that builds no batches.
   std::optional<PipelineStages> Stages(const infeed::HostFeedStats& feed) const;
 
  private:

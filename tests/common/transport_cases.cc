@@ -267,6 +267,12 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
     infeed::HostFeedStats stats = infeed::RunHostInfeed(s.plan, s.layout, t, role.host, options, fill);
     if (hp) {
       EXPECT_EQ(stats.shards_sent, options.num_steps * static_cast<int64_t>(hp->shards.size()));
+      // The even split sends every row once: the device bytes are the batches' floats.
+      EXPECT_EQ(stats.costs.examples, options.num_steps * hp->rows_per_step);
+      EXPECT_EQ(stats.costs.device_bytes,
+                options.num_steps * hp->rows_per_step * feature_floats * static_cast<int64_t>(sizeof(float)));
+      EXPECT_GT(stats.costs.enqueue_cpu_s, 0);
+      EXPECT_EQ(stats.costs.preprocessing_cpu_s, 0);  // the filler's stages are the pipeline's
     } else {
       EXPECT_EQ(stats.shards_forwarded, options.num_steps * s.topology.cores_per_host());
     }

@@ -5,10 +5,8 @@
 // step and core that adds up to the report's breakdown.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <ostream>
-#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -108,25 +106,6 @@ TEST(Capacity, AStorageCapFailsTheExpectationToo) {
   EXPECT_THAT(r.output, HasSubstr("worst core 0/"));
 }
 
-// A CSV file as rows of name -> value.
-std::vector<std::map<std::string, std::string>> ReadCsv(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header;
-  std::stringstream h(line);
-  for (std::string cell; std::getline(h, cell, ',');) header.push_back(cell);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    std::stringstream s(line);
-    std::map<std::string, std::string> row;
-    size_t i = 0;
-    for (std::string cell; std::getline(s, cell, ',');) row[header.at(i++)] = cell;
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 // One slow core (factor 3 from step 10): the report names it, and in the steps
 // CSV it spends 3x the device time while the others wait in the gradient sum.
 TEST(Capacity, ASlowCoreIsShownAsTheCause) {
@@ -149,7 +128,7 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
   EXPECT_LE(report["stragglers"]["ratio_to_median"].get<double>(), 3.3);
   double slow_device = 0, slow_sync = 0, other_device = 0, other_sync = 0;
   int slow_rows = 0, other_rows = 0;
-  for (const auto& row : ReadCsv(dir + "/steps.csv")) {
+  for (const auto& row : ReadCsvRows(dir + "/steps.csv")) {
     if (std::stoi(row.at("step")) < 10) continue;
     const bool slow = row.at("ordinal") == "3";
     (slow ? slow_device : other_device) += std::stod(row.at("device_s"));
@@ -171,7 +150,7 @@ TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
                                      "--set train.iterations_per_loop=10 --report " + dir +
                                          "/r.json --steps-csv " + dir + "/steps.csv");
   ASSERT_EQ(r.rc, 0) << r.output;
-  const std::vector<std::map<std::string, std::string>> rows = ReadCsv(dir + "/steps.csv");
+  const std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(dir + "/steps.csv");
   ASSERT_EQ(rows.size(), 30u * 8);
   const std::vector<std::string> parts = {"infeed_wait_s", "compute_s", "crs_s", "apply_s",
                                           "device_s", "outfeed_s", "idle_s", "step_s"};

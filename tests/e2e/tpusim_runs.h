@@ -1,6 +1,6 @@
 // Running `tpusim run` under mpirun from an end-to-end test and reading what it
-// wrote: placement-log lines, --params-out arrays, and the largest difference
-// between two runs' parameters. Shared by the e2e test binaries.
+// wrote: placement-log lines, --steps-csv rows, --params-out arrays, and the
+// largest difference between two runs' parameters. Shared by the e2e test binaries.
 #pragma once
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,26 @@ inline std::vector<nlohmann::json> ReadLines(const std::string& path) {
 
 inline nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(std::ifstream(path));
+}
+
+// A CSV file (the steps CSV) as rows of column -> value; a row with more cells
+// than the header throws std::out_of_range.
+inline std::vector<std::map<std::string, std::string>> ReadCsvRows(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::stringstream h(line);
+  for (std::string cell; std::getline(h, cell, ',');) header.push_back(cell);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::stringstream s(line);
+    std::map<std::string, std::string> row;
+    size_t i = 0;
+    for (std::string cell; std::getline(s, cell, ',');) row[header.at(i++)] = cell;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 // One float32 .npy file's values.

@@ -89,6 +89,43 @@ TEST_F(FilePipelineTest, StagesAreTimedOnTheInjectedClock) {
   EXPECT_DOUBLE_EQ(pipeline.times().file_read_s, 3000e-6);
   EXPECT_DOUBLE_EQ(pipeline.times().preprocessing_s, 600e-6);
   EXPECT_EQ(pipeline.times().shuffle_s, 0);
+  // The same in costs: the storage model's waits and the modeled work (spun: no
+  // pool), 60 KiB in three requests; the enqueue's fields are the transport's.
+  const StageCosts& costs = pipeline.costs();
+  EXPECT_DOUBLE_EQ(costs.modeled_storage_s, 3000e-6);
+  EXPECT_DOUBLE_EQ(costs.modeled_preprocessing_s, 600e-6);
+  EXPECT_EQ(clock.spun_us(), 600);
+  EXPECT_EQ(costs.file_bytes, 60 * 1024);
+  EXPECT_EQ(costs.storage_requests, 3);
+  EXPECT_GE(costs.file_read_cpu_s, 0);
+  EXPECT_EQ(costs.shuffle_cpu_s, 0);
+  EXPECT_EQ(costs.enqueue_cpu_s, 0);
+  EXPECT_EQ(costs.examples, 0);
+}
+
+// Emulated, the modeled work of every example (x a slow host's factor) is waited
+// out on the pool, the shuffle buffer's first fill included, and the shuffle's
+// real work is CPU of the shuffle stage.
+TEST_F(FilePipelineTest, EmulatedWorkIsChargedToThePoolWithItsFactor) {
+  FakeClock clock;
+  FileSource source(dir_, Data().specs(), 0, 1, {}, &clock);
+  ModeledWorkerPool pool(4, clock);
+  FilePipelineOptions options;
+  options.cpu_us_per_example = 10;
+  options.shuffle_buffer = 20;
+  options.pool = &pool;
+  FilePipeline pipeline(source, options, clock);
+  Batch batch = MakeBatch(Data().specs(), 30);
+  std::vector<int64_t> ids(30);
+  pipeline.Next(batch, ids, 2);  // 20 + 30 examples at 2 x 10 us
+  pipeline.Next(batch, ids);     // 30 at 10 us
+  EXPECT_EQ(pool.charged_us(), 50 * 20 + 30 * 10);
+  EXPECT_DOUBLE_EQ(pipeline.costs().modeled_preprocessing_s, 1300e-6);
+  EXPECT_EQ(clock.spun_us(), 0);
+  EXPECT_EQ(pipeline.costs().file_bytes, 80 * 1024);
+  EXPECT_GT(pipeline.costs().shuffle_cpu_s + pipeline.costs().file_read_cpu_s +
+                pipeline.costs().preprocessing_cpu_s,
+            0);
 }
 
 // With a shuffle buffer the stream is a deterministic permutation: every example

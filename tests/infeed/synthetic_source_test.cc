@@ -200,6 +200,28 @@ TEST(SyntheticSourceTest, ThrottleAndCpuCostUseTheInjectedClock) {
   EXPECT_EQ(clock.NowUs(), before + 100'500);
 }
 
+// cost_mode emulate: the modeled work (x a slow host's factor) is slept on the
+// pool, not spun; the generation's thread CPU is preprocessing.
+TEST(SyntheticSourceTest, EmulatedCostIsWaitedOnThePoolAndCounted) {
+  FakeClock clock;
+  ModeledWorkerPool pool(2, clock);
+  SyntheticConfig config;
+  config.seed = 3;
+  config.features = Features();
+  config.cpu_us_per_example = 5;
+  config.pool = &pool;
+  SyntheticSource source(config, clock);
+  Batch b = MakeBatch(source.specs(), 100);
+  StageCosts costs;
+  source.ReadInto(0, b, 3, &costs);
+  EXPECT_TRUE(source.data().Verify(b, 0).ok);
+  EXPECT_EQ(clock.slept_us(), 1500);
+  EXPECT_EQ(clock.spun_us(), 0);
+  EXPECT_EQ(pool.charged_us(), 1500);
+  EXPECT_DOUBLE_EQ(costs.modeled_preprocessing_s, 1500e-6);
+  EXPECT_GT(costs.preprocessing_cpu_s, 0);
+}
+
 TEST(SyntheticSourceTest, UnlimitedRateDoesNotWaitAndSteadyClockSpins) {
   FakeClock clock;
   SyntheticConfig config;

@@ -79,12 +79,15 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   host.host = Host();
   // 20 steps of 64 examples built with 0.64 s of preprocessing CPU, 0.5 ms each,
   // and sent as 4 shards a step (one per core) of 8000 bytes in all.
-  infeed::StageCosts costs;
-  costs.examples = 20 * 64;
-  costs.preprocessing_cpu_s = 0.64;
-  costs.device_bytes = 20 * 400;
-  host.host->pipeline =
-      PipelineStages{{0.25, 0.5, 0, 1.5}, costs, "enqueue", DirectIoStatus{false, "no"}};
+  PipelineStages& pipeline = host.host->pipeline.emplace();
+  pipeline.stages = {0.25, 0.5, 0, 1.5};
+  pipeline.costs.examples = 20 * 64;
+  pipeline.costs.preprocessing_cpu_s = 0.64;
+  pipeline.costs.device_bytes = 20 * 400;
+  pipeline.bound_by = "enqueue";
+  pipeline.cost_mode = "emulate";
+  pipeline.modeled_workers = 2;
+  pipeline.direct_io = DirectIoStatus{false, "no"};
   host.host->shards_sent = 20 * 4;
   host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
   in.ranks.push_back(host);
@@ -179,9 +182,11 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   for (const auto& [key, value] : j["hosts"][0].items()) host_keys.push_back(key);
   EXPECT_EQ(host_keys, (std::vector<std::string>{
                            "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
-                           "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
-                           "examples_per_s", "host", "shards_forwarded", "simulator_ceiling",
-                           "stages"}));
+                           "cost_mode", "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
+                           "examples_per_s", "host", "modeled_workers", "shards_forwarded",
+                           "simulator_ceiling", "simulator_cpu_s_per_example", "stages"}));
+  EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");
+  EXPECT_EQ(j["hosts"][0]["modeled_workers"], 2);
   EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 20 * 64);
   EXPECT_TRUE(j.contains("pod_projection"));
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);

@@ -53,12 +53,14 @@ TEST(StepPartsTest, SumAddsEveryPart) {
               [&n](std::string_view name, double seconds) { EXPECT_EQ(seconds, 2 * ++n) << name; });
 }
 
-// The header users parse, exactly as it has always been.
-TEST(StepsCsvTest, HeaderIsUnchanged) {
+// The header users parse: the columns as they have always been, in their order,
+// and the ones added since only at the end (the host's CPU seconds).
+TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
   EXPECT_EQ(kStepsCsvHeader,
             "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
             "embedding_lookup_s,embedding_exchange_s,crs_s,crs_sync_s,apply_s,device_s,outfeed_s,"
-            "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s");
+            "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s,host_build_cpu_s,"
+            "host_enqueue_cpu_s");
 }
 
 TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
@@ -146,7 +148,14 @@ HostMetrics FullHost() {
   h.Add({1, 0.1, 0.2, 0.6}, true);
   h.embedding_ids_enqueued = 12;
   h.loops = {{0, 10, 1.5, 0.75}};
-  h.pipeline = PipelineStages{{}, {}, "enqueue", std::nullopt};
+  PipelineStages& p = h.pipeline.emplace();
+  p.costs.file_read_cpu_s = 0.5;
+  p.costs.enqueue_cpu_s = 0.25;
+  p.costs.examples = 64;
+  p.costs.device_bytes = 4096;
+  p.bound_by = "enqueue";
+  p.cost_mode = "burn";
+  p.simulator_cpu_s_per_example = 0.75 / 64;
   return h;
 }
 
