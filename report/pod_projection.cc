@@ -27,13 +27,16 @@ std::optional<double> LanesRate(double lanes, double s_per_example) {
 
 // How many of the target host's workers each stage runs on: as tpusim's pipeline
 // runs it, since that is the pipeline being projected.
-// - The enqueue workers, W = min(infeed.parallelism, input_vcpus) of them, build
-//   steps in parallel (infeed/infeed_transport.cc HostSender::Schedule): file read
-//   and preprocessing run on W — except with the files source, whose stream (and
-//   its shuffle) is served one step at a time in step order (the StepSequencer of
+// - The enqueue workers, W = min(infeed.parallelism, input_vcpus, prefetch steps)
+//   of them, build steps in parallel, one step each (infeed/infeed_transport.cc
+//   HostSender::Run schedules at most the prefetch window of steps ahead, so a
+//   window smaller than the pool leaves workers idle): file read and preprocessing
+//   run on W — except with the files source, whose stream (and its shuffle, and its
+//   modeled cost) is served one step at a time in step order (the StepSequencer of
 //   sim/host/input_pipeline.cc), so on 1.
 // - Emulated preprocessing: input.cost_mode emulate charges the modeled work to a
-//   modeled pool of W workers (run/run_config.h), so W.
+//   modeled pool of min(infeed.parallelism, input_vcpus) workers (run/run_config.h),
+//   which the same window and the files source's one stream limit: W as above.
 // - The shuffle buffer is one stream: 1.
 // - Enqueue: one sender thread per host sends every shard (HostSender::Run, Send),
 //   so 1. Its CPU (StageCosts::enqueue_cpu_s) also holds the packing of a step's
@@ -45,8 +48,10 @@ struct StageLanes {
 
 StageLanes LanesOf(const RunConfig& config, const TargetHost& target) {
   const double workers =
-      std::min(static_cast<double>(config.infeed.parallelism), target.input_vcpus.value);
-  return {config.input.source == "files" ? 1.0 : workers, workers};
+      std::min({static_cast<double>(config.infeed.parallelism), target.input_vcpus.value,
+                static_cast<double>(PrefetchSteps(config))});
+  const double lanes = config.input.source == "files" ? 1.0 : workers;
+  return {lanes, lanes};
 }
 
 // Real work: CPU seconds per example on this machine, done by `lanes` target vCPUs
@@ -235,9 +240,9 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "the target's own and not scaled",
                   t.cpu_speed.value, t.cpu_speed.source),
       fmt::format("workers as tpusim's pipeline runs them: file read and preprocessing on {:g}, "
-                  "emulated preprocessing on {:g} (min(infeed.parallelism, input_vcpus); the "
-                  "files source builds its stream one step at a time), shuffle and enqueue (one "
-                  "sender thread per host) on 1",
+                  "emulated preprocessing on {:g} (min(infeed.parallelism, input_vcpus, the "
+                  "prefetch steps); the files source builds its stream one step at a time), "
+                  "shuffle and enqueue (one sender thread per host) on 1",
                   lanes.build, lanes.emulated),
       "the target's step is the device model's time (device.step_time, not as slept on this "
       "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",

@@ -1,6 +1,7 @@
 #include "report/summary.h"
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -147,10 +148,38 @@ void PrintHostProjection(const HostProjection& h, double memory_gib) {
              h.prefetch_memory_gib, memory_gib, h.fits_memory ? "fits" : "DOES NOT FIT");
 }
 
+// Hosts listed one line each; a larger slice shows its slowest and fastest host
+// (every host is in the report's pod_projection.hosts).
+constexpr size_t kHostsListed = 8;
+
+// The hosts the table shows: all of them, or the slowest and the fastest.
+std::vector<const HostProjection*> ShownHosts(const std::vector<HostProjection>& hosts) {
+  std::vector<const HostProjection*> shown;
+  for (const HostProjection& h : hosts) shown.push_back(&h);
+  if (shown.size() <= kHostsListed) return shown;
+  const auto rate = [](const HostProjection* h) {
+    return h->projected_examples_per_s.value_or(std::numeric_limits<double>::infinity());
+  };
+  const auto [slowest, fastest] = std::minmax_element(
+      shown.begin(), shown.end(),
+      [&rate](const HostProjection* a, const HostProjection* b) { return rate(a) < rate(b); });
+  return {*slowest, *fastest};
+}
+
+void PrintHostsProjection(const PodProjectionSection& p) {
+  const std::vector<const HostProjection*> shown = ShownHosts(p.hosts);
+  if (shown.size() < p.hosts.size()) {
+    fmt::print("  {} building hosts; the slowest and the fastest (all in pod_projection.hosts):\n",
+               p.hosts.size());
+  }
+  for (const HostProjection* h : shown) PrintHostProjection(*h, p.target_host.memory_gib.value);
+}
+
 // The simulator's own cost on this machine, kept apart from the pod's figures.
 void PrintThisMachine(const PodProjectionSection& p) {
   std::vector<std::string> hosts;
-  for (const HostProjection& h : p.hosts) {
+  for (const HostProjection* shown : ShownHosts(p.hosts)) {
+    const HostProjection& h = *shown;
     const std::string most = h.this_machine_examples_per_s
                                  ? fmt::format("at most {:.0f} examples/s",
                                                *h.this_machine_examples_per_s)
@@ -192,7 +221,7 @@ void PrintPodProjection(const Report& r) {
              FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"),
              t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes)
                               : std::string("NUMA nodes not given"));
-  for (const HostProjection& h : p.hosts) PrintHostProjection(h, t.memory_gib.value);
+  PrintHostsProjection(p);
   PrintProjectedStep(p, r);
   PrintThisMachine(p);
   fmt::print("  assumes:\n");
