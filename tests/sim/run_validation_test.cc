@@ -50,8 +50,8 @@ TEST(RunValidationTest, ABatchThatCannotBeShardedIsRefused) {
 
 TEST(RunValidationTest, TooManyReplicasNameTheClusterKeys) {
   EXPECT_EQ(ErrorOfRun("topology: v3-8\ncluster: {replicas: 9}\n"),
-            "t.yaml: cluster: requested 9 replicas but only 8 fit: computation_shape [1, 1, 1, 1], "
-            "computation_stride [1, 1, 1, 1], mesh_shape [2, 2, 1, 2] give replica_counts [2, 2, 1, 2]");
+            "t.yaml: cluster: requested 9 replicas but only 8 replicas with shape [1 1 1 1] and "
+            "computation_stride [1 1 1 1] fit in a TPU mesh of shape [2 2 1 2]");
 }
 
 TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
