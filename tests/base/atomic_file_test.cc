@@ -19,6 +19,7 @@
 
 #include "base/regular_file.h"
 #include "tests/common/error_of.h"
+#include "tests/common/scratch_dir.h"
 
 namespace tpusim {
 namespace {
@@ -30,13 +31,7 @@ using testing::ErrorOf;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpusim_atomic_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return scratch_.Path(name); }
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -46,7 +41,8 @@ class AtomicFileTest : public ::testing::Test {
     return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
   }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"tpusim_atomic_"};
+  const fs::path& dir_ = scratch_.dir();
 };
 
 TEST_F(AtomicFileTest, WritesTheWholeFileAndLeavesNoTemporary) {

@@ -15,6 +15,7 @@
 #include "base/npy.h"
 #include "base/strict_yaml.h"
 #include "tests/common/error_of.h"
+#include "tests/common/scratch_dir.h"
 
 namespace tpusim {
 namespace {
@@ -25,17 +26,14 @@ using testing::ErrorOf;
 class RegularFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tpusim_regular_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     std::ofstream(Path("file.yaml")) << "a: 1\n";
     EXPECT_EQ(::mkfifo(Path("fifo").c_str(), 0644), 0);
     EXPECT_EQ(::mknod(Path("null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return scratch_.Path(name); }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"tpusim_regular_"};
+  const fs::path& dir_ = scratch_.dir();
 };
 
 TEST_F(RegularFileTest, KindsAreToldApartWithoutOpening) {
