@@ -28,7 +28,7 @@ struct TopologyOptions {
   std::string config;
   std::optional<int> split;            // unset = from the run file, else 1
   std::string computation_shape;       // "X,Y,Z,C"
-  std::optional<int> replicas;         // unset = from the run file, else as many as fit
+  std::optional<int> replicas;         // unset = from the run file, else num_cores / K
   std::string order;                   // empty = from the run file, else auto
   std::string ring_rule;
   std::string generation;              // figures for an imported device list / TopologyProto

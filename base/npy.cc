@@ -10,6 +10,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/regular_file.h"
 
 namespace tpusim {
 namespace {
@@ -152,6 +153,7 @@ size_t NpyItemSize(const std::string& descr) {
 }
 
 NpyArray ReadNpyHeader(const std::string& path, NpyPayload payload) {
+  RefuseNonRegularFile(path);  // a FIFO would block the open below
   std::ifstream in(path, std::ios::binary);
   return ReadHeader(in, path, payload);
 }
@@ -169,11 +171,12 @@ NpyArray ReadNpy(std::istream& in, const std::string& path) {
 }
 
 NpyArray ReadNpy(const std::string& path) {
+  RefuseNonRegularFile(path);
   std::ifstream in(path, std::ios::binary);
   return ReadNpy(in, path);
 }
 
-void WriteNpy(const std::string& path, const NpyArray& array) {
+void WriteNpy(const std::string& path, const NpyArray& array, const std::string& label) {
   size_t expected = PayloadBytes(array, path);
   if (array.data.size() != expected) {
     Fail("{}: array data has {} bytes, shape and dtype need {}", path, array.data.size(), expected);
@@ -188,7 +191,7 @@ void WriteNpy(const std::string& path, const NpyArray& array) {
   const char preamble[10] = {kMagic[0], kMagic[1], kMagic[2], kMagic[3], kMagic[4], kMagic[5], 1, 0,
                              static_cast<char>(header.size() & 0xff),
                              static_cast<char>(header.size() >> 8)};
-  AtomicFile out(path, path);
+  AtomicFile out(path, label.empty() ? path : label);
   out.Write(std::string_view(preamble, sizeof(preamble)));
   out.Write(header);
   out.Write(array.data);

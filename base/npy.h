@@ -39,7 +39,8 @@ NpyArray ReadNpyHeader(const std::string& path, NpyPayload payload = NpyPayload:
 
 // Writes `array` to `path` atomically (base/atomic_file.h). Throws Error naming the
 // file when it cannot be written or when data.size() does not match shape and dtype.
-void WriteNpy(const std::string& path, const NpyArray& array);
+// `label` names the file in messages (default: the path).
+void WriteNpy(const std::string& path, const NpyArray& array, const std::string& label = "");
 
 // Bytes per element of a NumPy dtype string; throws Error for unsupported ones.
 size_t NpyItemSize(const std::string& descr);

@@ -10,6 +10,7 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 
 namespace tpusim {
 namespace {
@@ -118,6 +119,7 @@ YAML::Node LoadStrictYaml(std::string_view text, const std::string& source) {
 
 YAML::Node LoadStrictYamlFile(const std::string& path) {
   std::error_code ec;
+  RefuseNonRegularFile(path);
   if (!std::filesystem::is_regular_file(path, ec)) Fail("{}: no such file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("{}: cannot open file", path);

@@ -70,10 +70,11 @@ Capacity ValidateOptions(const Topology& topology, const DeviceAssignmentOptions
   Capacity capacity = ComputeCapacity(topology, options);
   if (options.num_replicas < 1) Fail("num_replicas = {}: must be >= 1", options.num_replicas);
   if (options.num_replicas > capacity.max_replicas) {
-    Fail("requested {} replicas but only {} fit: computation_shape {}, computation_stride {}, "
-         "mesh_shape {} give replica_counts {}",
-         options.num_replicas, capacity.max_replicas, shape, stride, mesh,
-         capacity.replica_counts);
+    // TF's own words (numpy prints arrays as [4 2 1 1]).
+    Fail("requested {} replicas but only {} replicas with shape [{}] and computation_stride [{}] "
+         "fit in a TPU mesh of shape [{}]",
+         options.num_replicas, capacity.max_replicas, fmt::join(shape, " "),
+         fmt::join(stride, " "), fmt::join(mesh, " "));
   }
   return capacity;
 }
@@ -328,6 +329,16 @@ int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options
          topology.num_cores());
   }
   return static_cast<int>(max_replicas);
+}
+
+int DefaultReplicas(const Topology& topology, const DeviceAssignmentOptions& options) {
+  ComputeCapacity(topology, options);  // TF's shape and footprint checks come first
+  const int64_t cores_per_replica = Product(options.computation_shape);
+  if (cores_per_replica > topology.num_cores()) {
+    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices",
+         options.computation_shape, cores_per_replica, topology.name(), topology.num_cores());
+  }
+  return static_cast<int>(topology.num_cores() / cores_per_replica);
 }
 
 DeviceAssignment DeviceAssignment::Build(const Topology& topology,

@@ -94,6 +94,15 @@ class DeviceAssignment {
 // Throws Error as Build does when the footprint does not fit the mesh.
 int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options);
 
+// The replica count a run asks for when it does not give one: Lingvo's
+// num_splits_per_client, num_cores / K (integer division; infeed.md §2.4), which
+// Build then checks against what fits, as TF does. So a computation shape whose
+// footprint does not tile the mesh (24 cores, K = 8 as [4, 2, 1, 1] on [6, 4, 1, 1]:
+// 3 requested, 2 fit) is refused instead of silently dropping a replica.
+// Throws Error as Build does when the footprint does not fit the mesh, or when one
+// replica needs more cores than the topology has (a degraded slice).
+int DefaultReplicas(const Topology& topology, const DeviceAssignmentOptions& options);
+
 // Lingvo's py_utils.ComputationShape(split_size, topology): the block of cores one
 // replica occupies for `split_size` cores per replica. Throws Error for sizes
 // Lingvo does not support. The result is not checked against the mesh; Build does that.

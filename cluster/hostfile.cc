@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -57,6 +58,7 @@ std::vector<HostfileNode> ParseHostfile(const std::string& text, const std::stri
 }
 
 std::vector<HostfileNode> ReadHostfile(const std::string& path) {
+  RefuseNonRegularFile(path);
   std::ifstream in(path);
   if (!in) Fail("hostfile {}: cannot read it", path);
   std::stringstream text;

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 #include "base/strict_yaml.h"
 #include "cluster/accelerator_type.h"
 #include "cluster/topology_import.h"
@@ -62,6 +63,7 @@ std::string FindInDirs(const std::string& name, const std::vector<std::string>& 
 }
 
 std::string ReadBoundedFile(const std::string& path) {
+  RefuseNonRegularFile(path);
   if (!IsRegularFile(path)) Fail("{}: topology file not found", path);
   std::error_code error;
   const uintmax_t size = fs::file_size(path, error);
@@ -94,6 +96,7 @@ YAML::Node ParseYaml(const std::string& text, const std::string& path) {
 TopologySource ResolveTopology(const std::string& reference,
                                const std::vector<std::string>& search_dirs,
                                const std::string& generation) {
+  RefuseSpecialFile(reference);  // a name or a folder still falls through below
   if (IsRegularFile(reference)) return {reference, "", generation};
   const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
   if (std::string path = FindInDirs(reference, dirs); !path.empty()) return {path, "", generation};

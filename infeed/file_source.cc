@@ -11,6 +11,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/regular_file.h"
 #include "base/strict_yaml.h"
 #include "infeed/cpu_timer.h"
 #include "infeed/internal/zlib_codec.h"
@@ -23,6 +24,7 @@ constexpr const char* kManifestFormat = "tpusim-dataset";
 
 std::vector<fs::path> ListShardDirs(const std::string& dir) {
   std::error_code ec;
+  RefuseNonDirectory(dir);
   if (!fs::is_directory(dir, ec)) Fail("{}: dataset directory does not exist", dir);
   std::vector<fs::path> shards;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {

@@ -22,6 +22,7 @@ class PartReader {
   PartReader(const std::string& path, int rank) : path_(PartPath(path, rank)), in_(path_) {
     if (!in_) Fail("{}: cannot read this rank's part (do all ranks see the output folder?)", path_);
   }
+  ~PartReader() { Remove(); }  // a failed merge leaves no parts either (a full disk needs the space)
   // The next line, or false at the end.
   bool Next(std::string& line) { return static_cast<bool>(std::getline(in_, line)); }
   const std::string& path() const { return path_; }

@@ -641,7 +641,8 @@ int64_t ShapeProduct(const std::vector<int>& shape) {
 
 // TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose
 // footprint fits the mesh and up to the replicas that fit; cores outside every
-// replica stay idle. Without cluster.replicas a run takes as many as fit.
+// replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
+// Lingvo does, and TF's check refuses it when those do not fit.
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source) {
@@ -667,7 +668,7 @@ cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
               options.computation_shape.begin());
   }
   options.num_replicas = config.replicas > 0 ? config.replicas
-                                             : cluster::MaxReplicas(topology, options);
+                                             : cluster::DefaultReplicas(topology, options);
   return options;
 }
 

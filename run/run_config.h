@@ -31,7 +31,7 @@ struct ClusterConfig {
   std::string order = "auto";       // auto | ring | mesh (train.tpu_device_order_mode)
   std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
   std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
-  int replicas = 0;                 // 0 = as many as fit (TF's replica_counts product)
+  int replicas = 0;                 // 0 = num_cores / K (Lingvo), checked by TF's rule
   std::string layout = "ranks";     // ranks | threads | packed (design.md §2)
   int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 
 namespace tpusim::sim {
 
@@ -42,6 +43,7 @@ ConfigTarget ResolveConfigTarget(const std::string& config,
                                  const std::vector<std::string>& overrides,
                                  const std::string& generation) {
   ConfigTarget target;
+  RefuseSpecialFile(config);
   if (std::filesystem::is_regular_file(config) && !cluster::IsTopologyFile(config)) {
     target.is_run = true;
     target.run = LoadRunConfig(config, overrides);

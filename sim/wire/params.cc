@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/npy.h"
 #include "cluster/large_messages.h"
@@ -43,11 +44,14 @@ void ReceiveParams(const cluster::Transport& world, int source, const std::strin
     size_t bytes = static_cast<size_t>(array.num_elements()) * sizeof(float);
     const std::byte* begin = values + v["offset"].get<size_t>() * sizeof(float);
     array.data.assign(begin, begin + bytes);
-    std::filesystem::path path = std::filesystem::path(dir) / (v["name"].get<std::string>() + ".npy");
+    // A character device or FIFO (--params-out /dev/null) takes every array in place.
+    const bool in_place = WritesInPlace(dir);
+    std::filesystem::path path = in_place ? std::filesystem::path(dir)
+                                          : std::filesystem::path(dir) / (v["name"].get<std::string>() + ".npy");
     std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
+    if (!in_place) std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) Fail("--params-out {}: cannot create {}: {}", dir, path.parent_path().string(), ec.message());
-    WriteNpy(path.string(), array);  // atomically (base/npy.h)
+    WriteNpy(path.string(), array, in_place ? "--params-out " + dir : "");  // atomically (base/npy.h)
   }
 }
 

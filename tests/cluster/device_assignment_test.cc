@@ -482,11 +482,40 @@ TEST(DeviceAssignmentErrorTest, FootprintTooBig) {
 }
 
 TEST(DeviceAssignmentErrorTest, TooManyReplicas) {
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 9); }),
-              HasSubstr("requested 9 replicas but only 8 fit"));
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-32"), {1, 1, 1, 2}, 17); }),
-              AllOf(HasSubstr("requested 17 replicas but only 16 fit"),
-                    HasSubstr("replica_counts [4, 4, 1, 1]")));
+  EXPECT_EQ(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 9); }),
+            "requested 9 replicas but only 8 replicas with shape [1 1 1 1] and computation_stride "
+            "[1 1 1 1] fit in a TPU mesh of shape [2 2 1 2]");
+  EXPECT_EQ(ErrorOf([] { Assign(Shipped("v3-32"), {1, 1, 1, 2}, 17); }),
+            "requested 17 replicas but only 16 replicas with shape [1 1 1 2] and computation_stride "
+            "[1 1 1 1] fit in a TPU mesh of shape [4 4 1 2]");
+}
+
+// Issue 20: 24 megacore chips as six 2x2 hosts, split 8. Lingvo's computation shape
+// is [4, 2, 1, 1] and it asks for 24 / 8 = 3 replicas; the footprint fits the
+// [6, 4, 1, 1] mesh only 1 x 2 times, so TF raises (it used to give 2 silently).
+TEST(DeviceAssignmentErrorTest, DefaultReplicasThatDoNotTileTheMeshAreRefusedAsTfDoes) {
+  const Topology topology = Synthetic({6, 4, 1, 1}, {2, 2, 1});
+  DeviceAssignmentOptions options;
+  options.computation_shape = ComputationShape(8, topology);
+  EXPECT_EQ(options.computation_shape, (Coord{4, 2, 1, 1}));
+  EXPECT_EQ(DefaultReplicas(topology, options), 3);
+  EXPECT_EQ(MaxReplicas(topology, options), 2);
+  options.num_replicas = DefaultReplicas(topology, options);
+  EXPECT_EQ(ErrorOf([&] { DeviceAssignment::Build(topology, options); }),
+            "requested 3 replicas but only 2 replicas with shape [4 2 1 1] and computation_stride "
+            "[1 1 1 1] fit in a TPU mesh of shape [6 4 1 1]");
+  // Split 4 ([2, 2, 1, 1]) tiles the mesh: 24 / 4 = 6 replicas, all of them fit.
+  options.computation_shape = ComputationShape(4, topology);
+  options.num_replicas = DefaultReplicas(topology, options);
+  EXPECT_EQ(DeviceAssignment::Build(topology, options).num_replicas(), 6);
+}
+
+TEST(DeviceAssignmentErrorTest, DefaultReplicasOnADegradedSliceCountThePresentCores) {
+  const Topology& degraded = Shipped("v3-8-degraded");
+  DeviceAssignmentOptions options;
+  options.computation_shape = {1, 1, 1, 1};
+  EXPECT_EQ(DefaultReplicas(degraded, options), degraded.num_cores());
+  EXPECT_EQ(DefaultReplicas(degraded, options), MaxReplicas(degraded, options));
 }
 
 TEST(DeviceAssignmentErrorTest, RingIncompatible) {

@@ -1,12 +1,15 @@
 // Faults end to end (issue 12): a stalled rank is found by the watchdog on the
 // infeed, cross-replica-sum and outfeed paths, and a killed rank is named with
-// its role by the survivors — each as one line, the job ending within seconds.
+// its role by the survivors — each as one line, the job ending within seconds —
+// and a full disk under the outputs.
 // Ranks are stalled or killed by test-only faults of the run config, and once
 // from outside, by the process id the run prints for that rank.
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -127,6 +130,72 @@ TEST(Watchdog, ARankKilledFromOutsideByItsPidIsNamed) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("rank 5, core 0/4 (replica 4, logical core 0) died"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("rc=0")));
+}
+
+// A full disk for real (issue 20 item 5, at the end of the run): a 256 KiB tmpfs holds the report, placement log
+// and trace of a run, next to earlier files. The parts the ranks stream (about
+// 130 KiB for 20 steps: 51 KiB of placement log, 76 KiB of trace) and an 80 KiB
+// earlier file fit; the merged outputs at the end do not all fit. Every output
+// either is complete or is named in the one error line and still holds its earlier
+// content; no temporary file or part is left, and the earlier file is untouched.
+// (A disk that fills while the ranks stream their parts still stops the job with
+// the failing rank's line and leaves the other parts: not handled yet.)
+class FullDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir() + "/full-disk";
+    std::filesystem::create_directories(dir_);
+    const Result mount = Shell("mount -t tmpfs -o size=256k tmpfs " + dir_);
+    ASSERT_EQ(mount.rc, 0) << mount.output;
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) EXPECT_EQ(Shell("umount " + dir_).rc, 0);
+    std::filesystem::remove_all(dir_);
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST_F(FullDisk, OutputsThatDoNotFitAreNamedAndLeaveNoPartialFile) {
+  const std::string filler(80 * 1024, 'f');
+  std::ofstream(Path("earlier.bin")) << filler;
+  const std::map<std::string, std::string> outputs = {
+      {"--report", "r.json"}, {"--placement-log", "p.jsonl"}, {"--trace", "t.json"}};
+  std::string args = "--set train.steps=20";
+  for (const auto& [flag, name] : outputs) {
+    std::ofstream(Path(name)) << "earlier " << name << "\n";
+    args += " " + flag + " " + Path(name);
+  }
+  const Result r = RunTpusim(Source(kRun), args, 0, 120);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(CountOf(r.output, "error:"), 1) << r.output;
+  int failed = 0;
+  for (const auto& [flag, name] : outputs) {
+    const std::string text = Read(Path(name));
+    if (r.output.find(flag + " " + Path(name) + ": write failed: No space left on device (ENOSPC; ") !=
+        std::string::npos) {
+      ++failed;
+      EXPECT_EQ(text, "earlier " + name + "\n") << flag;
+    } else if (name == "p.jsonl") {
+      EXPECT_EQ(ReadLines(Path(name)).size(), 20u * 8u);  // a line per core per step
+    } else {
+      EXPECT_NO_THROW(nlohmann::json::parse(text)) << flag << " is not whole";
+    }
+  }
+  EXPECT_GE(failed, 1) << r.output;
+  EXPECT_EQ(Read(Path("earlier.bin")), filler);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+    EXPECT_EQ(name.find(".part-"), std::string::npos) << name;
+  }
 }
 
 }  // namespace

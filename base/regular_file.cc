@@ -1,0 +1,55 @@
+#include "base/regular_file.h"
+
+#include <sys/stat.h>
+
+#include "base/error.h"
+
+namespace tpusim {
+
+FileKind KindOf(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return FileKind::kMissing;
+  switch (info.st_mode & S_IFMT) {
+    case S_IFREG: return FileKind::kRegular;
+    case S_IFDIR: return FileKind::kDirectory;
+    case S_IFIFO: return FileKind::kFifo;
+    case S_IFSOCK: return FileKind::kSocket;
+    case S_IFCHR: return FileKind::kCharDevice;
+    case S_IFBLK: return FileKind::kBlockDevice;
+    default: return FileKind::kOther;
+  }
+}
+
+const char* KindName(FileKind kind) {
+  switch (kind) {
+    case FileKind::kMissing: return "missing";
+    case FileKind::kRegular: return "a regular file";
+    case FileKind::kDirectory: return "a folder";
+    case FileKind::kFifo: return "a FIFO";
+    case FileKind::kSocket: return "a socket";
+    case FileKind::kCharDevice: return "a character device";
+    case FileKind::kBlockDevice: return "a block device";
+    case FileKind::kOther: return "not a file";
+  }
+  return "not a file";
+}
+
+void RefuseNonRegularFile(const std::string& path) {
+  const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing || kind == FileKind::kRegular) return;
+  Fail("{}: is {}, not a regular file", path, KindName(kind));
+}
+
+void RefuseSpecialFile(const std::string& path) {
+  const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing || kind == FileKind::kRegular || kind == FileKind::kDirectory) return;
+  Fail("{}: is {}, not a regular file", path, KindName(kind));
+}
+
+void RefuseNonDirectory(const std::string& path) {
+  const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing || kind == FileKind::kDirectory) return;
+  Fail("{}: is {}, not a folder", path, KindName(kind));
+}
+
+}  // namespace tpusim
