@@ -123,8 +123,9 @@ TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
   unlimited.input.storage = {};
   const HostProjection u = Project(unlimited, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
   EXPECT_FALSE(StageOf(u, "storage").capacity_examples_per_s);
-  EXPECT_EQ(u.bound_by, "file read");
-  ExpectClose(u.projected_examples_per_s.value(), 20000);
+  // The one stream reads, inflates and shuffles in turn: 50 + 20 + 10 us per example.
+  EXPECT_EQ(u.bound_by, "file stream");
+  ExpectClose(u.projected_examples_per_s.value(), 12500);
 }
 
 TEST(PodProjectionTest, TheProjectedRateIsTheLeastStageCapacity) {
@@ -141,9 +142,11 @@ TEST(PodProjectionTest, TheProjectedRateIsTheLeastStageCapacity) {
   }
   ExpectClose(h.projected_examples_per_s.value(), least);
   EXPECT_EQ(h.bound_by, least_stage);
-  // File read 20000, preprocessing 50000, shuffle 100000, enqueue 50000, storage
-  // 100000, host-to-device 128e9/8 B/s x 4 cores / 1000 B = 6.4e7.
-  ExpectClose(least, 20000);
+  // File read 20000, preprocessing 50000, shuffle 100000, the stream of the three
+  // 1 / 80 us = 12500, enqueue 50000, storage 100000, host-to-device 128e9/8 B/s x 4
+  // cores / 1000 B = 6.4e7.
+  ExpectClose(least, 12500);
+  ExpectClose(StageOf(h, "file read").capacity_examples_per_s.value(), 20000);
   ExpectClose(StageOf(h, "host-to-device").capacity_examples_per_s.value(), 6.4e7);
   ExpectClose(StageOf(h, "shuffle").capacity_examples_per_s.value(), 100000);
   // The files source builds its stream one step at a time: 1 worker, not 8.
