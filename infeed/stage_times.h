@@ -72,8 +72,9 @@ class StageCostsSum {
 // The stage that bounds a host, "file read", "preprocessing", "shuffle" or "enqueue".
 // The sender either enqueues (times.enqueue_s, credit waits included) or waits for
 // the workers to build the next step (`build_wait_s`): when it enqueued at least as
-// long as it waited, "enqueue"; otherwise the building stage with the most time
-// (ties go to the earlier one; "preprocessing" when none took any).
+// long as it waited, or when no building stage took any time (nothing was built:
+// the cached source), "enqueue"; otherwise the building stage with the most time
+// (ties go to the earlier one).
 std::string_view BoundBy(const StageTimes& times, double build_wait_s);
 
 }  // namespace tpusim::infeed
