@@ -22,21 +22,39 @@ class Backoff {
 
   // One idle poll: yield, or sleep once the wait has lasted `spin`.
   void Pause() {
-    if (!sleeps_) {
+    const std::chrono::microseconds pause = Next(sleeps_);
+    if (pause.count() == 0) {
       std::this_thread::yield();
-      return;
+    } else {
+      std::this_thread::sleep_for(pause);
     }
+  }
+
+  // One idle poll that waits on `ready`, a future or anything with wait_for, which
+  // ends the pause the moment it is ready: the same schedule as Pause with
+  // `sleeps` (when `sleeps` is true), or always yielding otherwise.
+  template <typename Waitable>
+  void PauseOn(Waitable& ready, bool sleeps) {
+    const std::chrono::microseconds pause = Next(sleeps);
+    if (pause.count() == 0) {
+      std::this_thread::yield();
+    } else {
+      ready.wait_for(pause);
+    }
+  }
+
+  // How long this poll pauses: 0 (yield) while the wait is younger than `spin` or
+  // when not `sleeps`, then a sleep that doubles up to `cap`.
+  std::chrono::microseconds Next(bool sleeps) {
+    if (!sleeps) return std::chrono::microseconds(0);
     const Clock::time_point now = Clock::now();
     if (!waiting_) {
       waiting_ = true;
       since_ = now;
     }
-    if (now - since_ < spin_) {
-      std::this_thread::yield();
-      return;
-    }
+    if (now - since_ < spin_) return std::chrono::microseconds(0);
     sleep_ = std::min(cap_, std::max(std::chrono::microseconds(20), sleep_ * 2));
-    std::this_thread::sleep_for(sleep_);
+    return sleep_;
   }
 
   // Progress was made: the next wait starts by yielding again.

@@ -45,6 +45,7 @@ void FilePipeline::Preprocess(int64_t rows, double cost_factor) {
 }
 
 void FilePipeline::Next(Batch& batch, std::span<int64_t> ids, double cost_factor) {
+  ScopedCpuTimer stream(&costs_.stream_cpu_s);
   if (options_.shuffle_buffer > 0 && !shuffle_) FillShuffleBuffer(batch, cost_factor);
   const auto rows = static_cast<int64_t>(ids.size());
   source_.ReadRows(next_local_, batch, ids, &times_, &costs_);

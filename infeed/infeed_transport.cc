@@ -98,7 +98,9 @@ class HostSender {
     DrainCredits();
     Recycle(true);
     stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
-    stats_.costs.enqueue_cpu_s += static_cast<double>(package_cpu_ns_.load()) * 1e-9;
+    stats_.costs.package_cpu_s = static_cast<double>(package_cpu_ns_.load()) * 1e-9;
+    stats_.costs.enqueue_cpu_s += stats_.costs.package_cpu_s;
+    stats_.costs.build_cpu_s = static_cast<double>(build_cpu_ns_.load()) * 1e-9;
     return stats_;
   }
 
@@ -133,7 +135,10 @@ class HostSender {
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       Recycle(false);
       Poll();
-      backoff.Pause();
+      // With no send in flight MPI has nothing to move for this host, so the wait
+      // sleeps on the future (woken the moment the package is ready) instead of
+      // taking a core from the workers it waits for.
+      backoff.PauseOn(future, options_.sleep_when_idle || in_flight_.empty());
     }
     return future.get();
   }
@@ -179,7 +184,9 @@ class HostSender {
       options_.after_build(step, p->build_s, static_cast<double>(ThreadCpuNs() - cpu_start_ns) * 1e-9);
     }
     p->build_s = SecondsSince(start);
-    p->build_cpu_s = static_cast<double>(ThreadCpuNs() - cpu_start_ns) * 1e-9;
+    const int64_t build_cpu_ns = ThreadCpuNs() - cpu_start_ns;
+    p->build_cpu_s = static_cast<double>(build_cpu_ns) * 1e-9;
+    build_cpu_ns_ += build_cpu_ns;
     return p;
   }
 
@@ -365,6 +372,7 @@ class HostSender {
   HostFeedStats stats_;
   std::atomic<int64_t> build_ns_{0};  // summed over workers
   std::atomic<int64_t> package_cpu_ns_{0};  // the workers' thread CPU building packages
+  std::atomic<int64_t> build_cpu_ns_{0};    // their whole thread CPU building steps
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host
@@ -490,6 +498,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
       trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
       world_(world), host_rank_(host_rank),
       depth_(options.queue_depth), num_steps_(options.num_steps), watchdog_(options.watchdog),
+      core_sleeps_(options.core_sleeps_when_idle),
       credit_{route.dst_host, route.dst_ordinal} {
   slots_.assign(static_cast<size_t>(depth_),
                 std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
@@ -531,6 +540,12 @@ void CoreInfeedQueue::Post(int64_t step) {
   }
 }
 
+// How a core waits for its shard when it sleeps (TransportOptions::
+// core_sleeps_when_idle): short, so a transfer that needs the receiver's MPI
+// progress stalls for at most a tenth of a millisecond.
+constexpr std::chrono::microseconds kCoreSpin{20};
+constexpr std::chrono::microseconds kCoreSleepCap{100};
+
 ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
   size_t slot = static_cast<size_t>(step % depth_);
   int full = 0;
@@ -543,6 +558,10 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   std::span<cluster::Request> requests = SlotRequests(slot);
   if (!std::all_of(requests.begin(), requests.end(), [](const cluster::Request& r) { return r.done(); })) {
     Watchdog::Scope wait(watchdog_, "the infeed shard of step", step, host_rank_);
+    if (core_sleeps_) {
+      Backoff backoff(true, kCoreSpin, kCoreSleepCap);
+      while (!Arrived(slot)) backoff.Pause();
+    }
     for (cluster::Request& r : requests) r.Wait();
   }
   if (wait_s) *wait_s = SecondsSince(before);

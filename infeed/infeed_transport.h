@@ -62,6 +62,16 @@ struct TransportOptions {
   // while their sender calls it. true (threads, packed): after a short spin it
   // sleeps, so hundreds of waiting rank threads leave the CPU to those working.
   bool sleep_when_idle = false;
+  // How a core waits for its next shard in the ranks layout. false: in MPI_Wait,
+  // which spins (yielding). true, for more ranks on the machine than CPUs: it tests
+  // its slot and sleeps between tests (20 us of yields, then sleeps doubling to
+  // 100 us), so idle cores leave the CPUs to the host pipeline they wait for. On
+  // 2 CPUs (v4-8, zlib shards, 2 workers) spinning cores took a fair share of both
+  // and the host built 50,842-53,979 examples/s of a 61,617-65,024 capacity; with
+  // sleeps 46,036-54,601 of 49,705-58,819 (7.7-8.0 % short), and a transfer-bound
+  // run (v3-8, cached uint8 [224, 224, 3]) moved as much or more (40,868-44,986
+  // examples/s against 34,391-39,017).
+  bool core_sleeps_when_idle = false;
   // Optional variable-size bytes sent after a shard's tensors in the same message
   // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
   // the shard's credit, slot and ordering and cannot overtake or deadlock it.
@@ -97,8 +107,10 @@ struct HostFeedStats {
   double build_s = 0;                // workers' time building steps (fill, encode), summed
   // The transport's part of the host's StageCosts: enqueue_cpu_s (the workers'
   // thread CPU building packages — allocating, encoding, packing pieces, trailers
-  // — and the sender's sending shards, credit waits left out), examples (rows
-  // sent) and device_bytes (tensor pieces and trailers sent); the rest is 0.
+  // — and the sender's sending shards, credit waits left out), package_cpu_s (the
+  // packing alone), build_cpu_s (the workers' whole thread CPU building steps, the
+  // fill included), examples (rows sent) and device_bytes (tensor pieces and
+  // trailers sent); the rest is 0.
   StageCosts costs;
 };
 
@@ -148,6 +160,7 @@ class CoreInfeedQueue {
   int depth_;
   int64_t num_steps_;
   Watchdog* watchdog_;
+  bool core_sleeps_;
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<ShardCodec::Block> first_;  // slot blocks the first message fills (+ trailer)

@@ -17,6 +17,9 @@ StageCosts& StageCosts::operator+=(const StageCosts& other) {
   preprocessing_cpu_s += other.preprocessing_cpu_s;
   shuffle_cpu_s += other.shuffle_cpu_s;
   enqueue_cpu_s += other.enqueue_cpu_s;
+  build_cpu_s += other.build_cpu_s;
+  package_cpu_s += other.package_cpu_s;
+  stream_cpu_s += other.stream_cpu_s;
   modeled_preprocessing_s += other.modeled_preprocessing_s;
   modeled_storage_s += other.modeled_storage_s;
   examples += other.examples;
@@ -27,6 +30,7 @@ StageCosts& StageCosts::operator+=(const StageCosts& other) {
 }
 
 double RealCpuSeconds(const StageCosts& costs) {
+  if (costs.build_cpu_s > 0) return costs.build_cpu_s + costs.enqueue_cpu_s - costs.package_cpu_s;
   return costs.file_read_cpu_s + costs.preprocessing_cpu_s + costs.shuffle_cpu_s + costs.enqueue_cpu_s;
 }
 

@@ -38,6 +38,14 @@ struct StageCosts {
   double preprocessing_cpu_s = 0;  // inflate, generation, copies into the batch
   double shuffle_cpu_s = 0;
   double enqueue_cpu_s = 0;        // package build/copy and sends
+  // The enqueue workers' whole thread CPU building steps: the fill (read, inflate
+  // or generation, shuffle, the copies and bookkeeping between them) and the
+  // packing of the shards. Of it, package_cpu_s packs (and is also in
+  // enqueue_cpu_s), and with the files source stream_cpu_s runs the one stream
+  // (read, inflate, shuffle and what lies between them, one step at a time).
+  double build_cpu_s = 0;
+  double package_cpu_s = 0;
+  double stream_cpu_s = 0;
   // Modeled host work, seconds summed over workers: input.cpu_us_per_example with
   // the faults.slow_hosts factor, and the storage model's waits.
   double modeled_preprocessing_s = 0;
@@ -50,9 +58,10 @@ struct StageCosts {
   StageCosts& operator+=(const StageCosts& other);
 };
 
-// CPU seconds of the real stages: file read, preprocessing, shuffle and enqueue
-// (the modeled work is not CPU of this machine in cost_mode emulate, and is not
-// counted in burn either).
+// CPU seconds of the real stages: the workers' builds and the sends (or, for
+// costs that do not say what the builds took, file read, preprocessing, shuffle
+// and enqueue); the modeled work is not CPU of this machine in cost_mode emulate,
+// and is not counted in burn either.
 double RealCpuSeconds(const StageCosts& costs);
 // The simulator's own cost per example on this machine: RealCpuSeconds / examples
 // (0 without examples).

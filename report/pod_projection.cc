@@ -30,18 +30,19 @@ std::optional<double> LanesRate(double lanes, double s_per_example) {
 // - The enqueue workers, W = min(infeed.parallelism, input_vcpus, prefetch steps)
 //   of them, build steps in parallel, one step each (infeed/infeed_transport.cc
 //   HostSender::Run schedules at most the prefetch window of steps ahead, so a
-//   window smaller than the pool leaves workers idle): file read and preprocessing
-//   run on W — except with the files source, whose stream (and its shuffle, and its
-//   modeled cost) is served one step at a time in step order (the StepSequencer of
-//   sim/host/input_pipeline.cc), so on 1.
+//   window smaller than the pool leaves workers idle): a worker's whole step (its
+//   fill and the packing of its shards, one after the other) runs on W, and so do
+//   file read and preprocessing — except with the files source, whose stream (and
+//   its shuffle, and its modeled cost) is served one step at a time in step order
+//   (the StepSequencer of sim/host/input_pipeline.cc), so on 1.
 // - Emulated preprocessing: input.cost_mode emulate charges the modeled work to a
 //   modeled pool of min(infeed.parallelism, input_vcpus) workers (run/run_config.h),
 //   which the same window and the files source's one stream limit: W as above.
 // - The shuffle buffer is one stream: 1.
 // - Enqueue: one sender thread per host sends every shard (HostSender::Run, Send),
-//   so 1. Its CPU (StageCosts::enqueue_cpu_s) also holds the packing of a step's
-//   shards, which the workers do; counting it on the one sender is conservative.
+//   so 1; the packing is the workers' (in the step build).
 struct StageLanes {
+  double workers = 1;   // a worker's whole step
   double build = 1;     // file read, preprocessing
   double emulated = 1;  // emulated preprocessing
 };
@@ -51,7 +52,7 @@ StageLanes LanesOf(const RunConfig& config, const TargetHost& target) {
       std::min({static_cast<double>(config.infeed.parallelism), target.input_vcpus.value,
                 static_cast<double>(PrefetchSteps(config))});
   const double lanes = config.input.source == "files" ? 1.0 : workers;
-  return {lanes, lanes};
+  return {workers, lanes, lanes};
 }
 
 // Real work: CPU seconds per example on this machine, done by `lanes` target vCPUs
@@ -108,15 +109,35 @@ ProjectedStage EmulatedStage(const infeed::StageCosts& c, double lanes) {
 // run on this machine measured 44,310-50,468 examples/s (v4-8, zlib shards, quiet
 // machine) where the slowest of the three alone said 117,448-127,826 and their sum
 // 51,214-58,550.
+// Its CPU is the stream's own thread CPU (StageCosts::stream_cpu_s), which holds
+// what the three leave between them (allocations, bookkeeping); costs that do not
+// say it fall back to the three's sum.
 ProjectedStage FileStreamStage(const infeed::StageCosts& c, double cpu_speed) {
   ProjectedStage s;
   s.stage = "file stream";
-  s.cpu_s_per_example =
-      PerExample(c.file_read_cpu_s + c.preprocessing_cpu_s + c.shuffle_cpu_s, c.examples);
+  const double parts = c.file_read_cpu_s + c.preprocessing_cpu_s + c.shuffle_cpu_s;
+  s.cpu_s_per_example = PerExample(c.stream_cpu_s > 0 ? c.stream_cpu_s : parts, c.examples);
   s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
   s.workers = 1;
   s.capacity_examples_per_s =
       LanesRate(1, *s.cpu_s_per_example / cpu_speed + *s.modeled_s_per_example);
+  return s;
+}
+
+// A worker's whole step: everything its thread spent building (StageCosts::
+// build_cpu_s: the fill — read, inflate or generation, shuffle and what lies
+// between them — and the packing) plus the modeled work it waited out, on the
+// W workers. It binds when the parts, each below it, add up: a real zlib run on
+// this machine with one worker (v4-8, sanitized build) measured 20,682 examples/s
+// where the parts' least said 25,923 and the worker's step 20,048.
+ProjectedStage StepBuildStage(const infeed::StageCosts& c, double workers, double cpu_speed) {
+  ProjectedStage s;
+  s.stage = "step build";
+  s.cpu_s_per_example = PerExample(c.build_cpu_s, c.examples);
+  s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
+  s.workers = workers;
+  s.capacity_examples_per_s =
+      LanesRate(workers, *s.cpu_s_per_example / cpu_speed + *s.modeled_s_per_example);
   return s;
 }
 
@@ -152,7 +173,9 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
       RateCapStage(in.config.input.max_examples_per_sec),
       CpuStage("shuffle", c.shuffle_cpu_s, c.examples, 1, speed)};
   if (in.config.input.source == "files") stages.push_back(FileStreamStage(c, speed));
-  stages.push_back(CpuStage("enqueue", c.enqueue_cpu_s, c.examples, 1, speed));
+  stages.push_back(StepBuildStage(c, lanes.workers, speed));
+  // The sender's own CPU: enqueue_cpu_s holds the workers' packing too.
+  stages.push_back(CpuStage("enqueue", c.enqueue_cpu_s - c.package_cpu_s, c.examples, 1, speed));
   stages.push_back(HostToDeviceStage(h, in.host_to_device_gbps));
   return stages;
 }
@@ -260,11 +283,12 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "machine ({}); modeled costs (input.cpu_us_per_example, the storage model) are "
                   "the target's own and not scaled",
                   t.cpu_speed.value, t.cpu_speed.source),
-      fmt::format("workers as tpusim's pipeline runs them: file read and preprocessing on {:g}, "
-                  "emulated preprocessing on {:g} (min(infeed.parallelism, input_vcpus, the "
-                  "prefetch steps); the files source builds its stream one step at a time), "
-                  "shuffle and enqueue (one sender thread per host) on 1",
-                  lanes.build, lanes.emulated),
+      fmt::format("workers as tpusim's pipeline runs them: a worker's whole step (its fill and "
+                  "packing, one after the other) on {:g} (min(infeed.parallelism, input_vcpus, "
+                  "the prefetch steps)), file read and preprocessing on {:g}, emulated "
+                  "preprocessing on {:g} (the files source builds its stream one step at a "
+                  "time), shuffle and enqueue (one sender thread per host) on 1",
+                  lanes.workers, lanes.build, lanes.emulated),
       "the target's step is the device model's time (device.step_time, not as slept on this "
       "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",
       "a stage that cost nothing here is unlimited (capacity null) and left out of the least",

@@ -18,8 +18,9 @@
 namespace tpusim::infeed {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StageCosts, file_read_cpu_s, preprocessing_cpu_s, shuffle_cpu_s,
-                                   enqueue_cpu_s, modeled_preprocessing_s, modeled_storage_s,
-                                   examples, file_bytes, storage_requests, device_bytes)
+                                   enqueue_cpu_s, build_cpu_s, package_cpu_s, stream_cpu_s,
+                                   modeled_preprocessing_s, modeled_storage_s, examples, file_bytes,
+                                   storage_requests, device_bytes)
 
 }  // namespace tpusim::infeed
 

@@ -28,19 +28,20 @@ namespace {
 
 using json = nlohmann::json;
 
-// How many host ranks share this rank's machine, `node` (collective over the world).
-int HostRanksOnThisNode(const cluster::Transport& world, const Slice& slice, int node) {
+// How many ranks, and how many host ranks, share this rank's machine, `node`
+// (collective over the world).
+NodeShare ShareOfThisNode(const cluster::Transport& world, const Slice& slice, int node) {
   const int32_t mine = node;
   const std::vector<std::byte> all = world.Allgather(std::as_bytes(std::span(&mine, 1)));
   std::vector<int32_t> nodes(all.size() / sizeof(int32_t));
   std::memcpy(nodes.data(), all.data(), all.size());
-  int hosts = 0;
+  NodeShare share{0, 0};
   for (size_t r = 0; r < nodes.size(); ++r) {
-    if (nodes[r] == mine && slice.layout.RoleOf(static_cast<int>(r), slice.assignment).is_host()) {
-      ++hosts;
-    }
+    if (nodes[r] != mine) continue;
+    ++share.ranks;
+    if (slice.layout.RoleOf(static_cast<int>(r), slice.assignment).is_host()) ++share.host_ranks;
   }
-  return hosts;
+  return share;
 }
 
 // run.watchdog_s, or 120 s plus half a second per rank (start-up and steps of
@@ -120,7 +121,7 @@ RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::Ran
       plan_(BuildInfeedPlan(config, slice)),
       keys_(shampoo::BuildRunKeyTable(config, plan_, slice)),
       watchdog_(WatchdogOptions(config, slice, role, *comms.world, options.on_watchdog_alarm)) {
-  host_ranks_on_node_ = HostRanksOnThisNode(*comms.world, slice, options.node);
+  node_share_ = ShareOfThisNode(*comms.world, slice, options.node);
   comms.world->Barrier();
   origin_s_ = MonotonicSeconds();
 }
@@ -163,7 +164,7 @@ HostLoopOptions RankRun::HostOptions() {
   if (!keys_.OwnedBy(o.host).empty()) {
     shampoo::HostServiceOptions& s = o.shampoo.emplace();
     s.host = o.host;
-    s.threads = ServiceThreads(keys_, host_ranks_on_node_, config_.infeed.parallelism);
+    s.threads = ServiceThreads(keys_, node_share_.host_ranks, config_.infeed.parallelism);
     s.extra_delay_us = static_cast<int64_t>(config_.faults.preconditioner_delay_ms * 1e3);
     s.origin_s = origin_s_;
     s.num_loops = loops_.num_loops;
@@ -257,6 +258,8 @@ infeed::TransportOptions RankRun::Transport() {
   t.origin_s = origin_s_;
   t.watchdog = &watchdog_;
   t.sleep_when_idle = slice_.layout.hosts_per_process() > 0;
+  t.core_sleeps_when_idle = slice_.layout.hosts_per_process() == 0 &&
+                            node_share_.ranks > static_cast<int>(std::thread::hardware_concurrency());
   if (config_.embedding.enabled()) {
     t.trailer_capacity = [&embedding = config_.embedding.config](const infeed::ShardRoute& route) {
       return TrailerCapacity(embedding, route);
@@ -280,8 +283,9 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
   if (role_.is_host() && plan_.host_plan(role_.host)) {
     pool_values.emplace(MakeSyntheticData(config_));
   }
-  const CeilingOptions options{role_, config_.infeed.queue_depth,
-                               slice_.layout.hosts_per_process() > 0};
+  const infeed::TransportOptions run = Transport();  // the run's waits
+  const CeilingOptions options{role_, config_.infeed.queue_depth, run.sleep_when_idle,
+                               run.core_sleeps_when_idle};
   SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
   mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
 }

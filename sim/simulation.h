@@ -35,6 +35,12 @@ struct CoreClientOptions;  // sim/shampoo/core_client.h
 }  // namespace shampoo
 
 // What a rank's run is told besides the config, the slice and its role.
+// The ranks on this rank's machine (its node), all roles, and those that play hosts.
+struct NodeShare {
+  int ranks = 1;
+  int host_ranks = 1;
+};
+
 struct RankRunOptions {
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   bool params_out = false;  // --params-out: replica 0's core sends its params to rank 0
@@ -101,7 +107,7 @@ class RankRun {
   infeed::InfeedPlan plan_;
   shampoo::KeyTable keys_;
   Watchdog watchdog_;
-  int host_ranks_on_node_ = 1;  // host ranks sharing this machine (for thread counts)
+  NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
   double origin_s_ = 0;         // MonotonicSeconds() right after the start barrier
 };
 

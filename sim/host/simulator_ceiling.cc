@@ -51,6 +51,7 @@ infeed::TransportOptions SimulatorCeiling::Transport() const {
   options.queue_depth = options_.queue_depth;
   options.num_steps = CeilingSteps(plan_, options_.queue_depth);
   options.sleep_when_idle = options_.sleep_when_idle;
+  options.core_sleeps_when_idle = options_.core_sleeps_when_idle;
   return options;
 }
 

@@ -27,6 +27,7 @@ struct CeilingOptions {
   cluster::RankRole role;        // this rank
   int queue_depth = 4;           // infeed.queue_depth
   bool sleep_when_idle = false;  // how a waiting rank waits (infeed::TransportOptions)
+  bool core_sleeps_when_idle = false;  // and a waiting core (the same)
 };
 
 // The measurement on one rank; `plan`, `layout` and `world` are borrowed.

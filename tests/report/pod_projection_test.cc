@@ -128,6 +128,50 @@ TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
   ExpectClose(u.projected_examples_per_s.value(), 12500);
 }
 
+// A worker does its whole step in turn: the fill and the packing of its shards.
+// Synthetic source, 4 workers, 4 vCPUs: generation 100 us of CPU per example
+// (40000/s on 4), packing 50 us, the whole step 200 us (the parts and what lies
+// between them): 4 / 200 us = 20000/s binds where each part alone said more.
+// The sender's own CPU is enqueue_cpu_s less the packing: 10 us, 100000/s.
+TEST(PodProjectionTest, AWorkersWholeStepBindsWhenItsPartsAddUp) {
+  RunConfig config;
+  config.infeed.parallelism = 4;
+  infeed::StageCosts costs;
+  costs.preprocessing_cpu_s = 0.1;
+  costs.package_cpu_s = 0.05;
+  costs.enqueue_cpu_s = 0.06;
+  costs.build_cpu_s = 0.2;
+  const HostProjection h = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 40000);
+  const ProjectedStage& build = StageOf(h, "step build");
+  ExpectClose(build.cpu_s_per_example.value(), 200e-6);
+  ExpectClose(build.workers.value(), 4);
+  ExpectClose(build.capacity_examples_per_s.value(), 20000);
+  ExpectClose(StageOf(h, "enqueue").capacity_examples_per_s.value(), 100000);
+  EXPECT_EQ(h.bound_by, "step build");
+  ExpectClose(h.projected_examples_per_s.value(), 20000);
+  // Modeled work is waited out on the same workers: 100 us more per example,
+  // 4 / 300 us.
+  costs.modeled_preprocessing_s = 0.1;
+  const HostProjection m = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  ExpectClose(StageOf(m, "step build").capacity_examples_per_s.value(), 4 / 300e-6);
+  EXPECT_EQ(m.bound_by, "step build");
+}
+
+// The files source's stream is timed as a whole (stream_cpu_s), which holds what
+// its parts leave between them: 100 us per example here against the parts' 80.
+TEST(PodProjectionTest, TheFileStreamIsItsOwnThreadsCpu) {
+  RunConfig config = FilesConfig();
+  config.input.storage = {};
+  infeed::StageCosts costs = FilesCosts();
+  costs.stream_cpu_s = 0.1;
+  const HostProjection h = Project(config, Target(8), {Host(costs)}, 0.1).hosts.at(0);
+  const ProjectedStage& stream = StageOf(h, "file stream");
+  ExpectClose(stream.cpu_s_per_example.value(), 100e-6);
+  ExpectClose(stream.capacity_examples_per_s.value(), 10000);
+  EXPECT_EQ(h.bound_by, "file stream");
+}
+
 TEST(PodProjectionTest, TheProjectedRateIsTheLeastStageCapacity) {
   RunConfig config = FilesConfig();
   config.input.storage.latency_us = 0;  // storage 100000/s: the file read (20000/s) binds
