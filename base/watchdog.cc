@@ -45,6 +45,9 @@ struct Watchdog::Board {
   struct Slot {
     std::atomic<int64_t> since_us;   // 0: the rank never wrote (another machine)
     std::atomic<int64_t> step;
+    // Bumped by the rank's watchdog thread at every look (kCheckEvery): it stops
+    // only when the whole process does (SIGSTOP, a debugger, a frozen VM).
+    std::atomic<int64_t> heartbeat_us;
     std::atomic<int32_t> state;      // kBusy, kWaiting, kFinished
     std::atomic<int32_t> pid;
     char what[40];                   // best effort: may tear, it is only printed
@@ -95,6 +98,7 @@ Watchdog::Watchdog(Options options) : options_(std::move(options)) {
     board_->slots[options_.rank].pid.store(static_cast<int32_t>(::getpid()));
   }
   Publish(kBusy, "", -1);
+  Beat();
   std::signal(SIGTERM, OnTerminate);
   thread_ = std::thread([this] { Run(); });
 }
@@ -119,6 +123,11 @@ void Watchdog::Publish(int state, const char* what, int64_t step) {
   slot.step.store(step, std::memory_order_relaxed);
   slot.state.store(state, std::memory_order_relaxed);
   slot.since_us.store(NowUs(), std::memory_order_release);
+}
+
+void Watchdog::Beat() {
+  if (!board_ || options_.rank < 0 || options_.rank >= board_->size) return;
+  board_->slots[options_.rank].heartbeat_us.store(NowUs(), std::memory_order_release);
 }
 
 void Watchdog::SetStep(int64_t step) {
@@ -151,10 +160,56 @@ Watchdog::Scope::~Scope() {
   dog_->Publish(kBusy, "", dog_->current_step_.load(std::memory_order_relaxed));
 }
 
-// The rank of this machine that has been busy (not waiting) longest, if longer
-// than the deadline: a stalled rank the others are all waiting for.
+// What rank r last published: "waiting for WHAT STEP" or "busy at step STEP".
+std::string Watchdog::StateOf(int r) const {
+  const Board::Slot& slot = board_->slots[r];
+  char what[sizeof(slot.what)] = {};
+  std::memcpy(what, slot.what, sizeof(what) - 1);
+  const int64_t step = slot.step.load(std::memory_order_relaxed);
+  const std::string at = step >= 0 ? fmt::format(" {}", step) : "";
+  if (slot.state.load(std::memory_order_relaxed) == kWaiting) return fmt::format("waiting for {}{}", what, at);
+  return step >= 0 ? fmt::format("busy at step {}", step) : "busy";
+}
+
+// A rank of this machine, in another process, whose heartbeat has not moved for
+// longer than `stale_s` while it has not finished: its process is stopped or
+// frozen. -1 when there is none. One look per process (its ranks beat together).
+int Watchdog::FrozenRank(double stale_s) const {
+  if (!board_) return -1;
+  const int64_t now = NowUs();
+  const int32_t self = static_cast<int32_t>(::getpid());
+  int32_t seen = self;
+  for (int r = 0; r < board_->size; ++r) {
+    const Board::Slot& slot = board_->slots[r];
+    const int32_t pid = slot.pid.load(std::memory_order_relaxed);
+    if (pid <= 0 || pid == self || pid == seen || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
+    seen = pid;
+    const int64_t beat = slot.heartbeat_us.load(std::memory_order_acquire);
+    if (beat > 0 && static_cast<double>(now - beat) * 1e-6 > stale_s) return r;
+  }
+  return -1;
+}
+
+// "rank 3, core 0/2 (...): its process (pid 7) has not run for 5.1 s (stopped or
+// frozen; last state: waiting for the cross-replica sum of step 6152)".
+std::string Watchdog::Frozen(int r) const {
+  const Board::Slot& slot = board_->slots[r];
+  const double stale_s =
+      static_cast<double>(NowUs() - slot.heartbeat_us.load(std::memory_order_acquire)) * 1e-6;
+  std::string who = fmt::format("rank {}", r);
+  if (options_.describe) who += ", " + options_.describe(r);
+  return fmt::format("{}: its process (pid {}) has not run for {:.1f} s (stopped or frozen; last "
+                     "state: {})",
+                     who, slot.pid.load(std::memory_order_relaxed), stale_s, StateOf(r));
+}
+
+// The rank this rank's wait is most likely stuck on: a frozen one first (its
+// heartbeat stale for half the deadline), else the one of this machine that has
+// been busy (not waiting) longest, if longer than the deadline: a stalled rank
+// the others are all waiting for.
 std::string Watchdog::Culprit() const {
   if (!board_) return "";
+  if (const int frozen = FrozenRank(options_.deadline_s / 2); frozen >= 0) return "; " + Frozen(frozen);
   const int64_t now = NowUs();
   int worst = -1;
   int64_t worst_since = now;
@@ -200,6 +255,7 @@ std::string Watchdog::Message(double waited_s) const {
 void Watchdog::Run() {
   std::unique_lock lock(mu_);
   while (!stop_cv_.wait_for(lock, kCheckEvery, [this] { return stop_; })) {
+    Beat();
     if (std::optional<Alarm> alarm = Check()) {
       lock.unlock();
       options_.on_alarm(*alarm);
@@ -208,11 +264,14 @@ void Watchdog::Run() {
   }
 }
 
-// One look: a dead peer, mpirun stopping us, or the open wait past its deadline.
+// One look: a dead peer, mpirun stopping us, a peer frozen for the deadline, or
+// the open wait past its deadline.
 std::optional<Watchdog::Alarm> Watchdog::Check() {
   const int dead = DeadRank();
   if (dead >= 0) return ReportDeath(dead);
   if (g_terminating.load()) return Alarm{AlarmKind::kStopped, ""};  // nothing to add
+  const int frozen = FrozenRank(options_.deadline_s);
+  if (frozen >= 0) return ReportFrozen(frozen);
   const uint64_t before = sequence_.load(std::memory_order_acquire);
   if (before % 2 == 0) return std::nullopt;  // no wait open
   const double waited_s =
@@ -258,6 +317,16 @@ Watchdog::Alarm Watchdog::ReportDeath(int rank) {
       fmt::format("tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job",
                   options_.self, who, slot.pid.load(std::memory_order_relaxed),
                   step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
+  return alarm;
+}
+
+// Only called with a board (FrozenRank found the rank on it).
+Watchdog::Alarm Watchdog::ReportFrozen(int rank) {
+  Alarm alarm{AlarmKind::kDeadline, ""};
+  if (!FirstToFire()) return alarm;
+  alarm.line = fmt::format("tpusim: [{}] error: watchdog: {} (run.watchdog_s = {:g}); stopping the job",
+                           options_.self, Frozen(rank), options_.deadline_s);
+  ::shm_unlink(options_.board.c_str());
   return alarm;
 }
 

@@ -10,11 +10,15 @@
 // Every rank also publishes what it is doing on a board in shared memory (one
 // slot per rank of the job on this machine: its pid, waiting for what since
 // when, or busy since when). The rank that fires reads the board to name the
-// likely culprit — a rank that has been busy, not waiting, for longer than the
+// likely culprit — a rank whose process has stopped running (its heartbeat, bumped
+// by its watchdog thread four times a second, stale: SIGSTOP, a debugger, a
+// frozen VM), else a rank that has been busy, not waiting, for longer than the
 // deadline (stalled) — and only the first rank of the job to fire has a line, so
 // a job whose ranks all wait on one stalled peer ends with one line. The thread
 // also watches the board for a rank whose process is gone (killed, crashed)
-// before it finished, and reports it by role; when mpirun stops a survivor with
+// before it finished, and reports it by role, and for a rank whose heartbeat has
+// been stale for the deadline, which it names with the state it last published;
+// when mpirun stops a survivor with
 // SIGTERM first, the survivor looks for the dead rank before it raises the alarm.
 //
 // Opening and closing a Scope is a few relaxed atomic stores: cheap enough for
@@ -109,7 +113,13 @@ class Watchdog {
   std::optional<Alarm> Check();
   Alarm Fire(double waited_s);
   void Publish(int state, const char* what, int64_t step);
+  void Beat();
   std::string Culprit() const;
+  std::string StateOf(int rank) const;
+  // A rank of this machine whose process's heartbeat is older than `stale_s`, or -1.
+  int FrozenRank(double stale_s) const;
+  std::string Frozen(int rank) const;
+  Alarm ReportFrozen(int rank);
   // A rank of this machine whose process is gone before it finished, or -1.
   int DeadRank() const;
   Alarm ReportDeath(int rank);
