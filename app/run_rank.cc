@@ -106,6 +106,26 @@ void RemoveStalePart(const std::string& path, int rank) {
   if (!path.empty()) std::filesystem::remove(PartPath(path, rank), ignored);
 }
 
+// Rank 0: throws naming the output `label` ("--trace out/t.json") when a rank gave
+// up its part mid-run (a full disk): the output is not written, and every rank's
+// part of it is removed (the one that failed already was).
+void ThrowIfGivenUp(const std::vector<RankMetrics>& ranks, const std::string& output,
+                    const std::string& label) {
+  const RankMetrics* first = nullptr;
+  for (const RankMetrics& r : ranks) {
+    if (!first && r.stream_failures.count(output)) first = &r;
+  }
+  if (!first) return;
+  const std::string path = label.substr(label.find(' ') + 1);
+  for (const RankMetrics& r : ranks) {
+    std::error_code ignored;  // a part left behind costs disk space, not the output
+    std::filesystem::remove(PartPath(path, r.rank), ignored);
+  }
+  Fail("{}: write failed: {}; rank {}, {} streaming its part mid-run: the run went on without "
+       "it, nothing written to {})",
+       label, ErrnoText(first->stream_failures.at(output)), first->rank, first->role, path);
+}
+
 // Rank 0: the streamed outputs, each merged from every rank's part; a failed one
 // is kept in `outputs` and the others are still written.
 void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
@@ -118,11 +138,19 @@ void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
     if (r.host && plan.host_plan(r.host->host)) builders[static_cast<size_t>(r.host->host)] = r.rank;
   }
   const RunOptions& o = ctx.options;
-  if (!o.placement_log_path.empty()) outputs.Try([&] { MergePlacementLog(o.placement_log_path, fed); });
-  if (!o.steps_csv_path.empty()) {
-    outputs.Try([&] { MergeStepsCsv(o.steps_csv_path, kStepsCsvHeader, stepping, builders); });
-  }
-  if (!o.trace_path.empty()) outputs.Try([&] { WriteTrace(o.trace_path, ranks); });
+  auto merge = [&](const char* output, const std::string& flag, const std::string& path,
+                   const std::function<void()>& write) {
+    if (path.empty()) return;
+    outputs.Try([&] {
+      ThrowIfGivenUp(ranks, output, flag + " " + path);
+      write();
+    });
+  };
+  merge("placement_log", "--placement-log", o.placement_log_path,
+        [&] { MergePlacementLog(o.placement_log_path, fed); });
+  merge("steps_csv", "--steps-csv", o.steps_csv_path,
+        [&] { MergeStepsCsv(o.steps_csv_path, kStepsCsvHeader, stepping, builders); });
+  merge("trace", "--trace", o.trace_path, [&] { WriteTrace(o.trace_path, ranks); });
 }
 
 // Rank 0, --expect-au (--au measured): one line naming the worst core and its
@@ -230,6 +258,7 @@ int RunSimulatedRank(SimulationContext& ctx) {
   RankSinks sinks = OpenSinks(ctx.options, run.outputs(), ctx.comms.world->rank());
   RankMetrics mine = run.RunLoops(sinks);
   sinks.Close();
+  mine.stream_failures = sinks.Failures();
   OutputWrites outputs;  // a failed output must not lose the others
   if (rank0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     const int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);

@@ -18,11 +18,6 @@ namespace fs = std::filesystem;
 
 std::string Reason(int error) { return std::strerror(error); }
 
-// "ENOSPC": the errno's name, for scripts and searches, next to its text.
-std::string ErrnoName(int error) {
-  const char* name = ::strerrorname_np(error);
-  return name ? name : fmt::format("errno {}", error);
-}
 
 // The folder a file path lives in ("." for a bare name).
 fs::path FolderOf(const std::string& path) {
@@ -136,8 +131,8 @@ void AtomicFile::Write(std::span<const std::byte> bytes) {
     if (n < 0) {
       int error = errno;
       Discard();
-      if (in_place_) Fail("{}: write failed: {} ({})", label_, Reason(error), ErrnoName(error));
-      Fail("{}: write failed: {} ({}; nothing written to {})", label_, Reason(error), ErrnoName(error),
+      if (in_place_) Fail("{}: write failed: {})", label_, ErrnoText(error));
+      Fail("{}: write failed: {}; nothing written to {})", label_, ErrnoText(error),
            path_);
     }
     data += n;
@@ -155,16 +150,15 @@ void AtomicFile::Commit() {
   if (!in_place_ && ::fsync(fd_) != 0) {
     int error = errno;
     Discard();
-    Fail("{}: cannot sync to disk: {} ({}; nothing written to {})", label_, Reason(error),
-         ErrnoName(error), path_);
+    Fail("{}: cannot sync to disk: {}; nothing written to {})", label_, ErrnoText(error), path_);
   }
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     int error = errno;
-    if (in_place_) Fail("{}: close failed: {} ({})", label_, Reason(error), ErrnoName(error));
+    if (in_place_) Fail("{}: close failed: {})", label_, ErrnoText(error));
     ::unlink(temp_path_.c_str());
-    Fail("{}: close failed: {} ({}; nothing written to {})", label_, Reason(error), ErrnoName(error),
+    Fail("{}: close failed: {}; nothing written to {})", label_, ErrnoText(error),
          path_);
   }
   if (in_place_) return;

@@ -4,6 +4,7 @@
 // catches it, prints it once tagged with rank and role, and decides to abort.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -23,6 +24,13 @@ class Error : public std::runtime_error {
 template <typename... Args>
 [[noreturn]] void Fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// "No space left on device (ENOSPC": an errno's text and, for scripts and
+// searches, its name (the caller closes the parenthesis, adding what it must).
+inline std::string ErrnoText(int error) {
+  const char* name = ::strerrorname_np(error);
+  return fmt::format("{} ({}", std::strerror(error), name ? name : fmt::format("errno {}", error));
 }
 
 // The one-line message of the exception being handled; call it inside a catch

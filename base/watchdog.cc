@@ -1,6 +1,7 @@
 #include "base/watchdog.h"
 
 #include <fcntl.h>
+#include <semaphore.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -35,7 +37,32 @@ constexpr int32_t kFinished = 2;
 // rank to report and raises the alarm (kStopped when there is none).
 std::atomic<bool> g_terminating{false};
 
-extern "C" void OnTerminate(int /*signal*/) { g_terminating.store(true); }
+// The watchdog threads of this process sleep on one semaphore between looks, so
+// that SIGTERM (sem_post is async-signal-safe) wakes them at once: mpirun kills
+// the job's processes soon after its SIGTERM, and on a loaded machine a thread
+// that only looked every 250 ms could be killed before it named the dead rank.
+sem_t g_wake;
+std::once_flag g_wake_once;
+std::atomic<int> g_sleepers{0};
+
+void WakeEveryWatchdog() {
+  for (int n = g_sleepers.load(); n > 0; --n) ::sem_post(&g_wake);
+}
+
+extern "C" void OnTerminate(int /*signal*/) {
+  g_terminating.store(true);
+  WakeEveryWatchdog();
+}
+
+// Sleeps until `wait` has passed or a post wakes the thread.
+void SleepOrWake(std::chrono::milliseconds wait) {
+  timespec deadline{};
+  ::clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_nsec += static_cast<long>(wait.count()) * 1'000'000;
+  deadline.tv_sec += deadline.tv_nsec / 1'000'000'000;
+  deadline.tv_nsec %= 1'000'000'000;
+  ::sem_clockwait(&g_wake, CLOCK_MONOTONIC, &deadline);  // a timeout or EINTR is a wake too
+}
 
 }  // namespace
 
@@ -99,16 +126,14 @@ Watchdog::Watchdog(Options options) : options_(std::move(options)) {
   }
   Publish(kBusy, "", -1);
   Beat();
+  std::call_once(g_wake_once, [] { ::sem_init(&g_wake, 0, 0); });
   std::signal(SIGTERM, OnTerminate);
   thread_ = std::thread([this] { Run(); });
 }
 
 Watchdog::~Watchdog() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
+  stop_.store(true);
+  WakeEveryWatchdog();
   if (thread_.joinable()) thread_.join();
   Publish(kFinished, "", -1);
   // The name goes now; ranks still running keep their mapping.
@@ -250,18 +275,21 @@ std::string Watchdog::Message(double waited_s) const {
                      options_.self, waited_s, waited_for, from, Culprit(), options_.deadline_s);
 }
 
-// Checks four times a second until stopped or an alarm is raised; the handler
-// runs without mu_ held, so a handler that returns lets the destructor go on.
+// Checks four times a second, and at once on SIGTERM, until stopped or an alarm
+// is raised; a handler that returns lets the destructor go on.
 void Watchdog::Run() {
-  std::unique_lock lock(mu_);
-  while (!stop_cv_.wait_for(lock, kCheckEvery, [this] { return stop_; })) {
+  ++g_sleepers;
+  while (!stop_.load()) {
+    SleepOrWake(kCheckEvery);
+    if (stop_.load()) break;
     Beat();
     if (std::optional<Alarm> alarm = Check()) {
-      lock.unlock();
+      --g_sleepers;
       options_.on_alarm(*alarm);
       return;
     }
   }
+  --g_sleepers;
 }
 
 // One look: a dead peer, mpirun stopping us, a peer frozen for the deadline, or

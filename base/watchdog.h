@@ -26,10 +26,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -136,9 +134,7 @@ class Watchdog {
   std::atomic<double> patience_{1.0};
   std::atomic<int64_t> current_step_{-1};
   Board* board_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 

@@ -183,7 +183,7 @@ void from_json(const json& j, HostMetrics& m) { kHostFields.Read(j, m); }
 void to_json(json& j, const RankMetrics& m) {
   j = {{"rank", m.rank}, {"role", m.role}, {"trace_lanes", m.trace_lanes},
        {"peak_rss_after_first_loop_kib", m.peak_rss_after_first_loop_kib},
-       {"peak_rss_kib", m.peak_rss_kib}};
+       {"peak_rss_kib", m.peak_rss_kib}, {"stream_failures", m.stream_failures}};
   PutOptional(j, "host", m.host);
   PutOptional(j, "core", m.core);
   PutOptional(j, "simulator_ceiling", m.simulator_ceiling);
@@ -195,6 +195,7 @@ void from_json(const json& j, RankMetrics& m) {
   m.trace_lanes = j.at("trace_lanes");
   j.at("peak_rss_after_first_loop_kib").get_to(m.peak_rss_after_first_loop_kib);
   j.at("peak_rss_kib").get_to(m.peak_rss_kib);
+  j.at("stream_failures").get_to(m.stream_failures);
   GetOptional(j, "host", m.host);
   GetOptional(j, "core", m.core);
   GetOptional(j, "simulator_ceiling", m.simulator_ceiling);

@@ -8,6 +8,7 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -244,6 +245,10 @@ struct RankMetrics {
   nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
   int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
   int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run
+  // Streamed outputs this rank gave up mid-run, by output ("placement_log",
+  // "steps_csv", "trace"), with the errno (RankStream::failure): rank 0 names
+  // them and writes none of them.
+  std::map<std::string, int> stream_failures;
 };
 void to_json(nlohmann::json& j, const RankMetrics& m);
 void from_json(const nlohmann::json& j, RankMetrics& m);

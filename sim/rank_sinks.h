@@ -6,6 +6,10 @@
 // merges every rank's part.
 #pragma once
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "sim/rank_stream.h"
 #include "sim/trace_log.h"
 
@@ -24,11 +28,23 @@ struct RankSinks {
   RankStream steps_csv;
   TraceLog trace;
 
-  // Flushes and closes every sink. Throws Error on a write failure.
+  // Flushes and closes every sink.
   void Close() {
     placement_log.Close();
     steps_csv.Close();
     trace.Close();
+  }
+
+  // The errno a sink was given up for, by output ("placement_log", "steps_csv",
+  // "trace").
+  std::map<std::string, int> Failures() const {
+    std::map<std::string, int> failures;
+    for (const auto& [name, error] : {std::pair{"placement_log", placement_log.failure()},
+                                      std::pair{"steps_csv", steps_csv.failure()},
+                                      std::pair{"trace", trace.failure()}}) {
+      if (error != 0) failures[name] = error;
+    }
+    return failures;
   }
 };
 

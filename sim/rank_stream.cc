@@ -1,5 +1,7 @@
 #include "sim/rank_stream.h"
 
+#include <cerrno>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -35,17 +37,29 @@ RankStream& RankStream::operator=(RankStream&& other) noexcept {
 }
 
 void RankStream::WriteLine(std::string_view line) {
+  if (failure_ != 0) return;
   if (!file_) Fail("{}: written after it was closed", path_);
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fputc('\n', file_) == EOF) {
-    Fail("{}: write failed", path_);
+    GiveUp(errno);
   }
 }
 
 void RankStream::Close() {
   if (!file_) return;
   const bool ok = std::fclose(file_) == 0;
+  const int error = errno;
   file_ = nullptr;
-  if (!ok) Fail("{}: write failed", path_);
+  if (!ok) GiveUp(error);
+}
+
+// The part is of no use without the lines that did not fit, and a full disk needs
+// its space back.
+void RankStream::GiveUp(int error) {
+  failure_ = error != 0 ? error : EIO;
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+  std::error_code ignored;  // a part left behind costs disk space, not the output
+  std::filesystem::remove(path_, ignored);
 }
 
 }  // namespace tpusim::sim

@@ -28,14 +28,23 @@ class RankStream {
   RankStream& operator=(const RankStream&) = delete;
 
   bool enabled() const { return file_ != nullptr; }
-  // Appends `line` and a newline (buffered). Throws Error on a write failure.
+  // Appends `line` and a newline (buffered). A write that fails (a full disk)
+  // does not stop the run: the part is removed, later lines are dropped, and
+  // failure() says why (the errno), for rank 0 to name the output (sim/metrics.h
+  // RankMetrics::stream_failures).
   void WriteLine(std::string_view line);
-  // Flushes and closes; further writes are errors. Throws Error on failure.
+  // Flushes and closes; further writes are errors. A failing flush is a failure()
+  // as a failing write is.
   void Close();
+  // The errno this part was given up for (ENOSPC: a full disk), or 0.
+  int failure() const { return failure_; }
 
  private:
+  void GiveUp(int error);
+
   std::string path_;
   std::FILE* file_ = nullptr;
+  int failure_ = 0;
 };
 
 // The part file of `rank` for the output at `path`.

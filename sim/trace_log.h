@@ -31,8 +31,9 @@ class TraceLog {
   void NameLane(int lane, std::string name);
   // {lane: name} of the named lanes.
   nlohmann::json lanes() const;
-  // Flushes and closes the part. Throws Error on a write failure.
+  // Flushes and closes the part (a failure is the stream's, below).
   void Close() { stream_.Close(); }
+  int failure() const { return stream_.failure(); }
 
  private:
   RankStream stream_;
