@@ -35,7 +35,7 @@ using ::testing::HasSubstr;
 
 // One path: a config, what keeps it running past the freeze, the ranks whose
 // freezing makes the others wait on that path, and the line of the log after
-// which the freeze comes (half a second later).
+// which the freeze comes (0.2 s later).
 constexpr double kDeadlineS = 2;
 
 struct Path {
@@ -129,7 +129,7 @@ class FrozenTry {
     for (int i = 0; i < 600 && ReadText(log_).find(after_) == std::string::npos; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     ASSERT_EQ(ReadText(log_).find("rc="), std::string::npos) << "ended before the freeze:\n" << ReadText(log_);
     pid_ = roles_.at(rank_).pid;
     stopped_ = std::chrono::steady_clock::now();
