@@ -173,7 +173,12 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
       RateCapStage(in.config.input.max_examples_per_sec),
       CpuStage("shuffle", c.shuffle_cpu_s, c.examples, 1, speed)};
   if (in.config.input.source == "files") stages.push_back(FileStreamStage(c, speed));
-  stages.push_back(StepBuildStage(c, lanes.workers, speed));
+  // Burnt modeled work is spun inside the builds, so their CPU holds it (a share
+  // of it, on cores the workers share): the step cannot be told from its modeled
+  // part and is left out.
+  const bool burnt = in.config.input.cost_mode == InputConfig::CostMode::kBurn &&
+                     c.modeled_preprocessing_s > 0;
+  if (!burnt) stages.push_back(StepBuildStage(c, lanes.workers, speed));
   // The sender's own CPU: enqueue_cpu_s holds the workers' packing too.
   stages.push_back(CpuStage("enqueue", c.enqueue_cpu_s - c.package_cpu_s, c.examples, 1, speed));
   stages.push_back(HostToDeviceStage(h, in.host_to_device_gbps));

@@ -156,6 +156,14 @@ TEST(PodProjectionTest, AWorkersWholeStepBindsWhenItsPartsAddUp) {
   const HostProjection m = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
   ExpectClose(StageOf(m, "step build").capacity_examples_per_s.value(), 4 / 300e-6);
   EXPECT_EQ(m.bound_by, "step build");
+  // Burnt, the modeled work was spun inside the builds' CPU: no step to tell
+  // apart, so the stage is left out; the parts stand (preprocessing and the
+  // modeled work, 40000/s each: the first of equals binds).
+  config.input.cost_mode = InputConfig::CostMode::kBurn;
+  const HostProjection b = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  EXPECT_THROW(StageOf(b, "step build"), std::runtime_error);
+  ExpectClose(StageOf(b, "emulated preprocessing").capacity_examples_per_s.value(), 40000);
+  ExpectClose(b.projected_examples_per_s.value(), 40000);
 }
 
 // The files source's stream is timed as a whole (stream_cpu_s), which holds what
