@@ -7,7 +7,12 @@ NAME@SETTING.json (scripts/bench: infeed_transfer@single_copy=none.json and
 infeed_transfer@single_copy=cma.json). Those files form one group: BM_X's best
 median over the settings is compared with BM_XBaseline's best median over the
 settings (each may come from a different setting), so the baseline is the
-fastest plain MPI the machine offers; every setting's pair is printed too."""
+fastest plain MPI the machine offers; every setting's pair is printed too.
+
+A benchmark and its baseline are paired by their arguments alone: the segments
+Google Benchmark appends for run options (iterations:3, repeats:5, threads:2,
+manual_time, real_time, process_time) may differ between the two, as they do for
+BM_InProcessHop/262144/iterations:3/manual_time and BM_InProcessHopBaseline/262144."""
 import json
 import pathlib
 import sys
@@ -32,6 +37,26 @@ def medians(path):
     return runs
 
 
+OPTION_SEGMENTS = ("manual_time", "real_time", "process_time")
+
+
+def pairing_key(name):
+    """(family, arguments) of a run name: BM_X/1024/iterations:3/manual_time gives
+    ("BM_X", ("1024",)); a baseline's family keeps its "Baseline" suffix."""
+    family, *segments = name.split("/")
+    args = tuple(s for s in segments if ":" not in s and s not in OPTION_SEGMENTS)
+    return family, args
+
+
+def baseline_of(name, names):
+    """The baseline run paired with `name` among `names`, or None."""
+    family, args = pairing_key(name)
+    for candidate in names:
+        if pairing_key(candidate) == (family + "Baseline", args):
+            return candidate
+    return None
+
+
 def best(runs_by_setting, name):
     """(rate key, best rate, its setting, its entry) of `name` over the settings."""
     found = []
@@ -51,10 +76,12 @@ def print_group(stem, runs_by_setting):
     print(f"-- {stem}" + (f" (best of {', '.join(runs_by_setting)})" if several else ""))
     names = dict.fromkeys(n for runs in runs_by_setting.values() for n in runs)
     for name in names:
-        base, _, arg = name.partition("/")
-        if base.endswith("Baseline"):
+        if pairing_key(name)[0].endswith("Baseline"):
             continue
-        ref_name = f"{base}Baseline/{arg}" if arg else f"{base}Baseline"
+        ref_name = baseline_of(name, names)
+        if ref_name is None:
+            print(f"{name:45s} no baseline with the same arguments")
+            continue
         key, value, setting, entry = best(runs_by_setting, name)
         _, ref_value, ref_setting, _ = best(runs_by_setting, ref_name)
         if value is None or ref_value is None:
