@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "cluster/accelerator_type.h"
+#include "cluster/internal/jax_device_repr.h"
 #include "cluster/internal/topology_proto.h"
 
 namespace tpusim::cluster {
@@ -145,7 +146,8 @@ json ParseJson(std::string_view text, const std::string& source) {
 }
 
 std::vector<JaxDevice> ReadJaxDevices(std::string_view text, const std::string& source) {
-  const json root = ParseJson(text, source);
+  const json root = internal::LooksLikeJaxRepr(text) ? internal::JaxReprAsJson(text, source)
+                                                     : ParseJson(text, source);
   if (!root.is_array() || root.empty()) {
     Fail("{}: a JAX device list must be a non-empty JSON array of devices", source);
   }

@@ -26,6 +26,7 @@ using tpusim::testing::ErrorOf;
 using tpusim::testing::ProtoTopology;
 using tpusim::testing::Tag;
 using tpusim::testing::V4_32JaxDevices;
+using tpusim::testing::V4_32JaxRepr;
 using tpusim::testing::V4_32Proto;
 using tpusim::testing::Varint;
 
@@ -56,6 +57,38 @@ TEST(TopologyImportTest, JaxDeviceListGivesTheObservedV4_32) {
   const Topology t = Jax(V4_32JaxDevices(/*with_kind=*/true));
   EXPECT_EQ(t.name(), "d");
   ExpectV4_32(t);
+}
+
+// What a user pastes from print(jax.devices()): the same slice as the JSON list
+// (no device_kind in the printed form, so the generation comes from the flag);
+// one slice's slice_index is dropped.
+TEST(TopologyImportTest, PrintedJaxDevicesGiveTheObservedV4_32) {
+  EXPECT_EQ(DetectTopologyFormat(V4_32JaxRepr(), "d.txt"), TopologyFileFormat::kJaxDevices);
+  ExpectV4_32(Jax(V4_32JaxRepr(), "v4"));
+  ExpectV4_32(Jax(V4_32JaxRepr(/*slices=*/1), "v4"));
+  const Topology json = Jax(V4_32JaxDevices(/*with_kind=*/false), "v4");
+  EXPECT_EQ(Jax(V4_32JaxRepr(), "v4").device_coordinates(), json.device_coordinates());
+  // Python may break the printed list over lines and leave a trailing comma in a tuple.
+  ExpectV4_32(Jax("[\n  " + V4_32JaxRepr().substr(1), "v4"));
+  EXPECT_NO_THROW(Jax("[TpuDevice(id=0, process_index=0, coords=(0,0,0,), core_on_chip=0)]", "v4"));
+}
+
+TEST(TopologyImportTest, BadPrintedDeviceListsAreOneLineErrors) {
+  EXPECT_THAT(JaxError(V4_32JaxRepr(/*slices=*/2)),
+              HasSubstr("the devices belong to 2 slices (slice_index 0, 1): multislice jobs are "
+                        "not supported yet"));
+  EXPECT_THAT(JaxError("[TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0"),
+              HasSubstr("not a device list as print(jax.devices()) prints it: at character 65, "
+                        "expected ')', found 'the end'"));
+  EXPECT_THAT(JaxError("[TpuDevice(id=zero)]"),
+              HasSubstr("at character 15, expected a number, a (tuple) or a 'string', found 'zero)]'"));
+  EXPECT_THAT(JaxError("[TpuDevice(id=0, id=1)]"), HasSubstr("expected a key not given twice"));
+  EXPECT_THAT(JaxError("[TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0)] x"),
+              HasSubstr("expected the end of the list, found 'x'"));
+  // Keys the importer does not know are named by it, as in the JSON form.
+  EXPECT_THAT(JaxError("[TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0, "
+                       "color='red')]"),
+              HasSubstr("device [0]: unknown key 'color'"));
 }
 
 TEST(TopologyImportTest, TopologyProtoPackedOrUnpackedGivesTheObservedV4_32) {
@@ -250,6 +283,7 @@ TEST(TopologyImportFuzzTest, MutatedTopologyProtosNeverCrash) {
 
 TEST(TopologyImportFuzzTest, MutatedDeviceListsNeverCrash) {
   MutationLoop(V4_32JaxDevices(true), 20240902, [](const std::string& s) { Jax(s); });
+  MutationLoop(V4_32JaxRepr(), 20261201, [](const std::string& s) { Jax(s, "v4"); });
 }
 
 }  // namespace

@@ -89,4 +89,22 @@ inline std::string V4_32JaxDevices(bool with_kind) {
   return out + "]\n";
 }
 
+// The same devices as print(jax.devices()) prints them ("TpuDevice(id=7,
+// process_index=0, coords=(0,0,0), core_on_chip=0)"), on one line, in the same
+// order; with `slices` > 1 each device carries slice_index = its task % slices.
+inline std::string V4_32JaxRepr(int slices = 0) {
+  std::vector<std::string> entries;
+  for (int task = 0; task < 4; ++task) {
+    for (int o = 0; o < 4; ++o) {
+      const int id = 100 * task + 10 * o + 7;
+      const std::string slice = slices > 0 ? fmt::format(", slice_index={}", task % slices) : "";
+      entries.push_back(fmt::format("TpuDevice(id={}, process_index={}, coords=({},{},{}), core_on_chip=0{})",
+                                    id, task, o % 2, o / 2, task, slice));
+    }
+  }
+  std::string out = "[";
+  for (size_t i = entries.size(); i-- > 0;) out += entries[i] + (i ? ", " : "");
+  return out + "]\n";
+}
+
 }  // namespace tpusim::testing
