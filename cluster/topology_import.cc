@@ -221,10 +221,11 @@ Coord MeshOf(const std::vector<JaxDevice>& devices) {
 // TopologyProto
 
 void CheckProtoCounts(const internal::TopologyProtoFields& p, const std::string& source) {
-  if (p.mesh_shape.size() != 4) {
-    Fail("{}: mesh_shape has {} entries; tpusim reads rank-4 [x, y, z, cores_per_chip] "
-         "topologies",
-         source, p.mesh_shape.size());
+  const size_t rank = p.mesh_shape.size();
+  if (rank != 4 && rank != 3) {
+    Fail("{}: mesh_shape has {} entries; tpusim reads rank-4 [x, y, z, cores_per_chip] and TF "
+         "1.x's rank-3 [x, y, cores_per_chip] topologies",
+         source, rank);
   }
   if (p.num_tasks < 1 || p.num_tpu_devices_per_task < 1) {
     Fail("{}: num_tasks = {} and num_tpu_devices_per_task = {}: both must be >= 1", source,
@@ -235,12 +236,29 @@ void CheckProtoCounts(const internal::TopologyProtoFields& p, const std::string&
     Fail("{}: {} tasks x {} devices is more than the supported {} devices", source, p.num_tasks,
          p.num_tpu_devices_per_task, kMaxDevices);
   }
-  if (static_cast<int64_t>(p.device_coordinates.size()) != devices * 4) {
-    Fail("{}: device_coordinates has {} values but num_tasks {} x num_tpu_devices_per_task {} x 4 "
+  const auto per_device = static_cast<int64_t>(rank);
+  if (static_cast<int64_t>(p.device_coordinates.size()) != devices * per_device) {
+    Fail("{}: device_coordinates has {} values but num_tasks {} x num_tpu_devices_per_task {} x {} "
          "= {}",
-         source, p.device_coordinates.size(), p.num_tasks, p.num_tpu_devices_per_task,
-         devices * 4);
+         source, p.device_coordinates.size(), p.num_tasks, p.num_tpu_devices_per_task, per_device,
+         devices * per_device);
   }
+}
+
+// TF 1.x wrote rank-3 topologies (the v2/v3 era, before z): mesh_shape [x, y,
+// cores_per_chip] and (x, y, core) per device. Read as rank 4 with z = 0, after
+// the counts are checked as rank 3.
+void WidenRank3(internal::TopologyProtoFields& p, const std::string& source) {
+  if (p.mesh_shape.size() != 3) return;
+  CheckProtoCounts(p, source);
+  p.mesh_shape.insert(p.mesh_shape.begin() + 2, 1);
+  std::vector<int> wide;
+  wide.reserve(p.device_coordinates.size() / 3 * 4);
+  for (size_t i = 0; i + 2 < p.device_coordinates.size(); i += 3) {
+    const int* c = &p.device_coordinates[i];
+    wide.insert(wide.end(), {c[0], c[1], 0, c[2]});
+  }
+  p.device_coordinates = std::move(wide);
 }
 
 }  // namespace
@@ -279,7 +297,8 @@ Topology ImportJaxDevices(std::string_view text, const std::string& source,
 
 Topology ImportTopologyProto(std::string_view bytes, const std::string& source,
                              const std::string& name, const std::string& generation) {
-  const internal::TopologyProtoFields p = internal::ParseTopologyProto(bytes, source);
+  internal::TopologyProtoFields p = internal::ParseTopologyProto(bytes, source);
+  WidenRank3(p, source);
   CheckProtoCounts(p, source);
   const Coord mesh{p.mesh_shape[0], p.mesh_shape[1], p.mesh_shape[2], p.mesh_shape[3]};
   std::vector<std::vector<Coord>> table(static_cast<size_t>(p.num_tasks));

@@ -91,6 +91,26 @@ TEST(TopologyImportTest, BadPrintedDeviceListsAreOneLineErrors) {
               HasSubstr("device [0]: unknown key 'color'"));
 }
 
+// TF 1.x's rank-3 TopologyProto (mesh_shape [x, y, cores_per_chip], (x, y, core)
+// per device), as a v3-8 wrote it: the same topology as its rank-4 form, z = 0.
+TEST(TopologyImportTest, RankThreeTopologyProtoGivesTheSameV3_8) {
+  const Topology v3_8 = GenerateAcceleratorType("v3-8");
+  const Coord mesh = v3_8.mesh_shape();
+  ProtoTopology rank4{{mesh[0], mesh[1], mesh[2], mesh[3]}, v3_8.num_hosts(), v3_8.cores_per_host(), {}};
+  ProtoTopology rank3{{mesh[0], mesh[1], mesh[3]}, v3_8.num_hosts(), v3_8.cores_per_host(), {}};
+  for (const auto& host : v3_8.device_coordinates()) {
+    for (const auto& c : host) {
+      rank4.device_coordinates.insert(rank4.device_coordinates.end(), {c[0], c[1], c[2], c[3]});
+      rank3.device_coordinates.insert(rank3.device_coordinates.end(), {c[0], c[1], c[3]});
+    }
+  }
+  const Topology wide = Proto(EncodeTopologyProto(rank4), "v3");
+  const Topology narrow = Proto(EncodeTopologyProto(rank3), "v3");
+  EXPECT_EQ(narrow.mesh_shape(), v3_8.mesh_shape());
+  EXPECT_EQ(narrow.device_coordinates(), v3_8.device_coordinates());
+  EXPECT_EQ(narrow.device_coordinates(), wide.device_coordinates());
+}
+
 TEST(TopologyImportTest, TopologyProtoPackedOrUnpackedGivesTheObservedV4_32) {
   ExpectV4_32(Proto(EncodeTopologyProto(V4_32Proto(), /*packed=*/true)));
   ExpectV4_32(Proto(EncodeTopologyProto(V4_32Proto(), /*packed=*/false)));
@@ -213,9 +233,16 @@ TEST(TopologyProtoReaderTest, AbsurdCountsAreRejectedBeforeAllocating) {
 
 TEST(TopologyProtoReaderTest, ContradictoryFieldsAreOneLineErrors) {
   ProtoTopology t = V4_32Proto();
+  t.mesh_shape = {2, 2, 4, 1, 1};
+  EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
+              HasSubstr("t.pb: mesh_shape has 5 entries; tpusim reads rank-4 [x, y, z, "
+                        "cores_per_chip] and TF 1.x's rank-3 [x, y, cores_per_chip] topologies"));
+  // Rank 3 with rank-4 coordinates: the count is checked as rank 3.
+  t = V4_32Proto();
   t.mesh_shape = {2, 2, 4};
   EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
-              HasSubstr("t.pb: mesh_shape has 3 entries; tpusim reads rank-4"));
+              HasSubstr("device_coordinates has 64 values but num_tasks 4 x "
+                        "num_tpu_devices_per_task 4 x 3 = 48"));
   t = V4_32Proto();
   t.num_tasks = 5;
   EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
