@@ -81,6 +81,11 @@ constexpr int kMaxCubeSideChips = 256;
 //   v6e tpu/docs/v6e: one TensorCore, 32 GB HBM, 918 TFLOPS per chip, ICI 3584
 //       Gbit/s per chip over 4 ports, PCIe Gen5 to the host; 8-chip machines with
 //       4 x 200 Gbit/s NICs; shapes 1x1 .. 16x16 (4x4 and up: 4-chip VMs).
+//   tpu7x (Ironwood) tpu/docs/tpu7x: 2 TensorCores per chip, each its own device
+//       (no megacore; device_kind "TPU7x"), 192 GiB HBM and 2,307 TFLOPS bf16 per
+//       chip; a 3-D torus from 2x2x1 to 16x24x24 (9,216 chips = 144 cubes); 4-chip
+//       VMs (tpu7x-standard-4t: 224 vCPUs, 960 GB); names count TensorCores
+//       (tpu7x-64 = 32 chips).
 // APPROXIMATIONS are marked where a figure is not published as such.
 // v2 and v3: a 2-D torus of two-TensorCore chips, one TF device per TensorCore,
 // names count TensorCores, 4-chip hosts.
@@ -95,6 +100,16 @@ Generation TwoCoreTorus(std::string name, std::vector<ChipShape> sizes, int max_
 Generation MegacoreCubes(std::string name, int max_cubes, ChipFigures figures,
                          std::vector<HostMachine> hosts) {
   return {std::move(name), "", 1, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}},
+          max_cubes, 4, 64 * max_cubes, figures, std::move(hosts)};
+}
+
+// TPU7x: a 3-D torus of two-TensorCore chips, one device per TensorCore, names
+// count TensorCores, 4-chip hosts; the v4/v5p sub-cube sizes, then whole 4x4x4
+// cubes (the cube rule is an APPROXIMATION of the generation's list of offered
+// topologies, which its page gives up to 16x24x24).
+Generation TwoCoreCubes(std::string name, int max_cubes, ChipFigures figures,
+                        std::vector<HostMachine> hosts) {
+  return {std::move(name), "", 2, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}},
           max_cubes, 4, 64 * max_cubes, figures, std::move(hosts)};
 }
 
@@ -154,6 +169,13 @@ const std::vector<Generation>& Generations() {
       // -8t (180, 1440; 2 NUMA nodes), per the v6e and tpu-machines pages.
       LitePod("v6e", "", {918, 32, 896, 512, 800, 8},
               {{1, 44, 176, 1}, {4, 180, 720, 1}, {8, 180, 1440, 2}}),
+      // 144 cubes = 9,216 chips (16x24x24). HBM: 192 GiB per chip. ICI: APPROXIMATION,
+      // 1.2 TB/s bidirectional per chip over 6 links = 800 Gbit/s per link per
+      // direction. Host: APPROXIMATION, PCIe Gen5 x16 (~512 Gbit/s raw) per chip, as
+      // for v6e. DCN: APPROXIMATION, 50 Gbit/s per chip as for v5p (200 per 4-chip
+      // machine). Host: tpu7x-standard-4t, 224 vCPUs, 960 GB; 2 NUMA nodes is an
+      // APPROXIMATION (not published).
+      TwoCoreCubes("tpu7x", 144, {2307, 192, 800, 512, 200, 4}, {{4, 224, 960, 2}}),
   };
   return table;
 }

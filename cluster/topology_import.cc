@@ -36,7 +36,8 @@ const Generation* GenerationOfDeviceKind(std::string kind) {
   static const std::map<std::string, std::string> kinds = {
       {"tpu v2", "v2"},        {"tpu v3", "v3"},         {"tpu v4", "v4"},
       {"tpu v5 lite", "v5e"},  {"tpu v5e", "v5e"},       {"tpu v5", "v5p"},
-      {"tpu v5p", "v5p"},      {"tpu v6 lite", "v6e"},   {"tpu v6e", "v6e"}};
+      {"tpu v5p", "v5p"},      {"tpu v6 lite", "v6e"},   {"tpu v6e", "v6e"},
+      {"tpu7x", "tpu7x"}};
   const auto it = kinds.find(kind);
   return it == kinds.end() ? nullptr : FindGeneration(it->second);
 }

@@ -137,6 +137,32 @@ TEST(AcceleratorTypeTest, V3AndV2HostsOwnFourChipsOfTwoCores) {
   EXPECT_EQ(GenerateAcceleratorType("v2-512").num_hosts(), 64);
 }
 
+// TPU7x (Ironwood): two devices per chip as on v2/v3 (no megacore), names count
+// TensorCores, 4-chip hosts of a 3-D torus; figures per device from the chip's.
+TEST(AcceleratorTypeTest, Tpu7xHostsOwnFourChipsOfTwoDevices) {
+  const Topology t = GenerateAcceleratorType("tpu7x-64");
+  EXPECT_EQ(t.mesh_shape(), (Coord{2, 4, 4, 2}));
+  EXPECT_EQ(t.num_cores(), 64);
+  EXPECT_EQ(t.num_hosts(), 8);
+  EXPECT_EQ(t.cores_per_host(), 8);
+  ExpectTwoByTwoHosts(t, 1, 2, 2);
+  EXPECT_EQ(t.host_at({1, 3, 2, 1}), 5);  // z = 2, second y block
+  EXPECT_EQ(t.ordinal_at({1, 3, 2, 1}), 7);  // 4 (y % 2) + 2 (x % 2) + core
+  const Topology one = GenerateAcceleratorType("tpu7x-8");
+  EXPECT_EQ(one.mesh_shape(), (Coord{2, 2, 1, 2}));
+  EXPECT_EQ(one.num_hosts(), 1);
+  EXPECT_EQ(AcceleratorTypeShape("tpu7x-18432"), (ChipShape{16, 24, 24}));
+  EXPECT_EQ(AcceleratorTypeShape("tpu7x-1152"), (ChipShape{4, 12, 12}));
+  EXPECT_THAT(ErrorOf([] { AcceleratorTypeShape("tpu7x-12"); }), HasSubstr("tpu7x-8, tpu7x-16, tpu7x-32"));
+  const HardwareFigures hw = t.hardware();
+  EXPECT_DOUBLE_EQ(hw.core_peak_tflops, 2307.0 / 2);
+  EXPECT_DOUBLE_EQ(hw.hbm_gib_per_core, 96);
+  EXPECT_DOUBLE_EQ(hw.host_to_device_gbps, 256);
+  EXPECT_DOUBLE_EQ(hw.dcn_gbps_per_host, 200);
+  EXPECT_EQ(hw.host_vcpus, 224);
+  EXPECT_EQ(hw.host_memory_gib, 960);
+}
+
 TEST(AcceleratorTypeTest, WholeCubesTakeTheMostCubeLikeShape) {
   // Google's own map (maxtext accelerator_to_spec_map.py) for these sizes.
   const std::vector<std::pair<std::string, ChipShape>> cases = {
@@ -289,7 +315,7 @@ TEST(GeneratedDocumentTest, BadShapesAndGenerationsAreOneLineErrors) {
               HasSubstr("shape 16x32x1 has 512 chips; the largest v5litepod slice has 256"));
   EXPECT_THAT(error("name: t\ngeneration: v9\nshape: 2x2\n"),
               AllOf(HasSubstr("t.yaml:2: generation: 'v9' is not a TPU generation"),
-                    HasSubstr("known: v2, v3, v4, v5litepod (alias v5e), v5p, v6e")));
+                    HasSubstr("known: v2, v3, v4, v5litepod (alias v5e), v5p, v6e, tpu7x")));
   EXPECT_THAT(error("name: t\ngeneration: v4\nshape: 2x2x1\nhardware: {}\n"),
               HasSubstr("unknown key 'hardware' (allowed: name, generation, shape)"));
   EXPECT_THAT(error("name: t\ngeneration: v4\nshape: 2xx2\n"), HasSubstr("shape '2xx2'"));

@@ -419,7 +419,7 @@ TEST(ResolveTopologyTest, UnknownNameListsAvailableNamesAndAcceleratorTypes) {
                     HasSubstr("available: "), HasSubstr("jf-8x8, v1-1, v2-8, v3-32, v3-8, v3-8-degraded, "
                                                         "v4-32, v4-8, v5e-16"),
                     HasSubstr("accelerator types: v2-N, v3-N, v4-N, v5litepod-N (alias v5e-N), "
-                              "v5p-N, v6e-N")));
+                              "v5p-N, v6e-N, tpu7x-N")));
 }
 
 TEST(ResolveTopologyTest, AcceleratorTypeWithoutAFileIsGenerated) {
