@@ -69,7 +69,9 @@ bool PieceFits(const FeatureSpec& spec, const Tensor& piece, size_t rows, std::s
 SyntheticData::SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
                              int64_t int_range)
     : seed_(seed), label_(std::move(label)), int_range_(int_range), specs_(std::move(features)) {
-  if (int_range_ <= 0) Fail("input.int_range: must be > 0, got {}", int_range_);
+  if (int_range_ <= 0 || int_range_ > (int64_t{1} << 31)) {
+    Fail("input.int_range: must be in [1, 2^31], got {}", int_range_);
+  }
   label_index_ = label_.kind != LabelKind::kNone ? specs_.size() : specs_.size() + 1;
   if (label_.kind != LabelKind::kNone) specs_.push_back({label_.name, DType::kFloat32, {}});
   for (const FeatureSpec& spec : specs_) keys_.push_back(FeatureKey(spec.name));
@@ -118,8 +120,8 @@ const FeatureSpec& SyntheticData::spec(std::string_view name) const {
 }
 
 float SyntheticData::FloatFeatureValue(uint64_t row_key, DType dtype, int64_t element) {
-  float v = BitsToUnitFloat(SyntheticElementBits(row_key, element));
-  return dtype == DType::kBFloat16 ? BFloat16ToFloat(FloatToBFloat16(v)) : v;
+  return dtype == DType::kBFloat16 ? internal::BFloat16ElementAsFloat(row_key, element)
+                                   : internal::Float32Element(row_key, element);
 }
 
 float SyntheticData::Label(int64_t example_id) const {

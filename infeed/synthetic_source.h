@@ -1,18 +1,25 @@
 // The synthetic input source. Every value is a pure function of (seed, global example
-// id, feature, element) through base/synthetic.h, so a core can regenerate and verify
+// id, feature, element) through base/synthetic.h and base/synthetic_words.h, so a core can regenerate and verify
 // any shard it receives, whole rows or a partitioned slice, without communication.
 //
-// Values (element = row-major index inside one example's feature):
-//   float32   BitsToUnitFloat(SyntheticBits(seed, id, FeatureKey(name), element)), in [-1, 1)
-//   bfloat16  the float32 value above rounded to nearest-even bfloat16
-//   int32/64  SyntheticBits(...) % int_range, in [0, int_range) (default 1000)
-//   uint8     SyntheticBits(...) >> 56, in [0, 256) (raw image bytes; int_range unused)
+// Values (element = row-major index inside one example's feature) come from the 32-bit
+// words of the example's row, W(w) = SyntheticRowWords(SyntheticRowKey(
+// SyntheticFeatureSeed(seed, FeatureKey(name)), id))(w) (base/synthetic_words.h: a
+// two-round 32-bit hash of w keyed by the row key):
+//   float32   WordToUnitFloat(W(e)) = (W(e) >> 8) / 2^23 - 1, in [-1, 1)
+//   bfloat16  ByteToUnitFloat(b) = b / 128 - 1, 256 values in [-1, 1), each exact in
+//             bfloat16, of a byte b taken in blocks of 32 elements from 8 words:
+//             element 32i + 16h + 2j + q is byte 2h + q of W(8i + j) (byte 0 lowest)
+//   int32/64  WordToRange(W(e), int_range) = W(e) * int_range / 2^32 (rounded down),
+//             in [0, int_range) (default 1000, at most 2^31)
+//   uint8     byte e % 4 of W(e / 4), lowest byte first, in [0, 256) (raw image bytes)
 //   int8      the same byte read as signed, in [-128, 128)
-// Generation fills whole rows with vectorised kernels (infeed/internal/synthetic_rows.h).
+// One hash per 4 bytes of a row (two 32-bit multiplies), so the vectorised row kernels
+// (infeed/internal/synthetic_rows.h) fill image-sized rows near memory speed.
 // Label (optional, float32, one scalar per example, tensor [n]): a fixed hidden teacher
 // with weights w(f, j) = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(f), j))
-// (id -1 is never a real example) over every float feature f of the example, as stored
-// (bfloat16 rounded), in config order:
+// (id -1 is never a real example) over every float feature f of the example, as stored,
+// in config order:
 //   s = 3 / sqrt(D) * sum_f sum_j w(f, j) x(f, j)   (D = number of float elements; the
 //       scale gives s unit variance)
 //   regression: label = s;  logistic: label = 1 if s > 0 else 0.
@@ -63,7 +70,7 @@ struct VerifyResult {
 class SyntheticData {
  public:
   // Throws Error for duplicate names, a label that collides with a feature, a label
-  // without any float feature for the teacher, or int_range <= 0.
+  // without any float feature for the teacher, or int_range outside [1, 2^31].
   SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
                 int64_t int_range = 1000);
 

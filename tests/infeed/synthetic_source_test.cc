@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -30,29 +31,55 @@ std::vector<std::byte> Rows(const Tensor& t, int64_t row, int64_t n) {
   return {begin, begin + static_cast<ptrdiff_t>(static_cast<size_t>(n) * row_bytes)};
 }
 
+// The documented values (infeed/synthetic_source.h), written out here independently
+// of base/synthetic_words.h and the row kernels: word w of a row is lowbias32 of
+// w + the low half of the row key, its high half xored in after the first multiply.
+uint32_t Word(uint64_t seed, int64_t id, std::string_view feature, int64_t w) {
+  const uint64_t key = SyntheticRowKey(SyntheticFeatureSeed(seed, FeatureKey(feature)), id);
+  uint32_t x = static_cast<uint32_t>(w) + static_cast<uint32_t>(key);
+  x = (x ^ (x >> 16)) * 0x7feb352du;
+  x ^= static_cast<uint32_t>(key >> 32);
+  x = (x ^ (x >> 15)) * 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+float Float32Value(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
+  return static_cast<float>(static_cast<double>(Word(seed, id, f, e) >> 8) / (1 << 23) - 1.0);
+}
+uint8_t ByteValue(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
+  return static_cast<uint8_t>(Word(seed, id, f, e / 4) >> (8 * (e % 4)));
+}
+// bfloat16: element 32b + 16h + 2j + q is byte 2h + q of word 8b + j, as b / 128 - 1.
+uint16_t BFloat16Value(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
+  const int64_t b = e / 32, h = e % 32 / 16, j = e % 16 / 2, q = e % 2;
+  const uint32_t byte = (Word(seed, id, f, 8 * b + j) >> (8 * (2 * h + q))) & 0xffu;
+  const float value = static_cast<float>(byte / 128.0 - 1.0);
+  const uint16_t bits = FloatToBFloat16(value);
+  EXPECT_EQ(BFloat16ToFloat(bits), value);  // exact in bfloat16
+  return bits;
+}
+int64_t IntValue(uint64_t seed, int64_t id, std::string_view f, int64_t e, uint64_t range) {
+  return static_cast<int64_t>(static_cast<uint64_t>(Word(seed, id, f, e)) * range >> 32);
+}
+
 TEST(SyntheticDataTest, ValuesFollowTheDocumentedFormulas) {
   SyntheticData data = Data();
   Batch b = data.Generate(100, 2);
-  uint64_t bits = SyntheticBits(7, 101, FeatureKey("x"), 6);
-  EXPECT_EQ(b.at("x").data<float>()[12 + 6], BitsToUnitFloat(bits));
-  bits = SyntheticBits(7, 100, FeatureKey("h"), 4);
-  EXPECT_EQ(b.at("h").data<uint16_t>()[4], FloatToBFloat16(BitsToUnitFloat(bits)));
-  bits = SyntheticBits(7, 101, FeatureKey("ids"), 1);
-  EXPECT_EQ(b.at("ids").data<int32_t>()[3], static_cast<int32_t>(bits % 1000));
-  bits = SyntheticBits(7, 100, FeatureKey("big"), 0);
-  EXPECT_EQ(b.at("big").data<int64_t>()[0], static_cast<int64_t>(bits % 1000));
-  EXPECT_EQ(data.ExpectedValue("x", 101, 6), BitsToUnitFloat(SyntheticBits(7, 101, FeatureKey("x"), 6)));
+  EXPECT_EQ(b.at("x").data<float>()[12 + 6], Float32Value(7, 101, "x", 6));
+  EXPECT_EQ(b.at("h").data<uint16_t>()[4], BFloat16Value(7, 100, "h", 4));
+  EXPECT_EQ(b.at("h").data<uint16_t>()[5 + 3], BFloat16Value(7, 101, "h", 3));
+  EXPECT_EQ(b.at("ids").data<int32_t>()[3], IntValue(7, 101, "ids", 1, 1000));
+  EXPECT_EQ(b.at("big").data<int64_t>()[0], IntValue(7, 100, "big", 0, 1000));
+  EXPECT_EQ(data.ExpectedValue("x", 101, 6), Float32Value(7, 101, "x", 6));
+  EXPECT_EQ(data.ExpectedValue("h", 101, 3), BFloat16ToFloat(BFloat16Value(7, 101, "h", 3)));
   for (float v : b.at("x").data<float>()) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
 }
 
-TEST(SyntheticDataTest, ByteFeaturesHoldTheTopByteOfTheBits) {
+TEST(SyntheticDataTest, ByteFeaturesHoldTheBytesOfTheWords) {
   SyntheticData data(7, {{"img", DType::kUInt8, {4, 3}}, {"s", DType::kInt8, {5}}}, {});
   Batch b = data.Generate(20, 3);
-  uint64_t bits = SyntheticBits(7, 22, FeatureKey("img"), 11);
-  EXPECT_EQ(b.at("img").data<uint8_t>()[2 * 12 + 11], static_cast<uint8_t>(bits >> 56));
-  bits = SyntheticBits(7, 21, FeatureKey("s"), 3);
-  EXPECT_EQ(b.at("s").data<int8_t>()[5 + 3], static_cast<int8_t>(static_cast<uint8_t>(bits >> 56)));
-  EXPECT_EQ(data.ExpectedValue("s", 21, 3), static_cast<int8_t>(static_cast<uint8_t>(bits >> 56)));
+  EXPECT_EQ(b.at("img").data<uint8_t>()[2 * 12 + 11], ByteValue(7, 22, "img", 11));
+  EXPECT_EQ(b.at("s").data<int8_t>()[5 + 3], static_cast<int8_t>(ByteValue(7, 21, "s", 3)));
+  EXPECT_EQ(data.ExpectedValue("s", 21, 3), static_cast<int8_t>(ByteValue(7, 21, "s", 3)));
   EXPECT_TRUE(data.Verify(b, 20).ok);
   Batch bad = b.Clone();
   bad.at("img").bytes()[13] ^= std::byte{1};
@@ -60,7 +87,8 @@ TEST(SyntheticDataTest, ByteFeaturesHoldTheTopByteOfTheBits) {
 }
 
 // The row kernels against the element-wise definition, at lengths that exercise
-// every vector width's main loop and tail.
+// every vector width's main loop and tail, whole rows and rows that start or end
+// inside a word (a partitioned slice or one element of the verifier).
 TEST(SyntheticDataTest, WholeRowsEqualTheElementwiseDefinition) {
   for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 1000}) {
     SyntheticData data(5, {{"f", DType::kFloat32, {n}}, {"h", DType::kBFloat16, {n}}, {"u", DType::kUInt8, {n}},
@@ -68,13 +96,35 @@ TEST(SyntheticDataTest, WholeRowsEqualTheElementwiseDefinition) {
     Batch b = data.Generate(3, 2);
     for (int64_t j = 0; j < n; ++j) {
       const auto k = static_cast<size_t>(n + j);  // row 1 = example 4
-      EXPECT_EQ(b.at("f").data<float>()[k], BitsToUnitFloat(SyntheticBits(5, 4, FeatureKey("f"), j)));
-      EXPECT_EQ(b.at("h").data<uint16_t>()[k], FloatToBFloat16(BitsToUnitFloat(SyntheticBits(5, 4, FeatureKey("h"), j))));
-      EXPECT_EQ(b.at("u").data<uint8_t>()[k], SyntheticBits(5, 4, FeatureKey("u"), j) >> 56);
-      EXPECT_EQ(b.at("i").data<int32_t>()[k], static_cast<int32_t>(SyntheticBits(5, 4, FeatureKey("i"), j) % 77));
-      EXPECT_EQ(b.at("l").data<int64_t>()[k], static_cast<int64_t>(SyntheticBits(5, 4, FeatureKey("l"), j) % 77));
+      EXPECT_EQ(b.at("f").data<float>()[k], Float32Value(5, 4, "f", j));
+      EXPECT_EQ(b.at("h").data<uint16_t>()[k], BFloat16Value(5, 4, "h", j));
+      EXPECT_EQ(b.at("u").data<uint8_t>()[k], ByteValue(5, 4, "u", j));
+      EXPECT_EQ(b.at("i").data<int32_t>()[k], IntValue(5, 4, "i", j, 77));
+      EXPECT_EQ(b.at("l").data<int64_t>()[k], IntValue(5, 4, "l", j, 77));
+      EXPECT_EQ(data.ExpectedValue("u", 4, j), ByteValue(5, 4, "u", j));
+      EXPECT_EQ(data.ExpectedValue("h", 4, j), BFloat16ToFloat(BFloat16Value(5, 4, "h", j)));
     }
   }
+}
+
+// Slices that start and end inside a word: the bytes of a [1, 9] piece of a [3, 9]
+// uint8 feature at every column offset, and a bfloat16 one at an odd offset.
+TEST(SyntheticDataTest, SlicesInsideAWordVerify) {
+  SyntheticData data(5, {{"u", DType::kUInt8, {3, 9}}, {"h", DType::kBFloat16, {7}}}, {});
+  for (int64_t col = 0; col < 9; ++col) {
+    for (int64_t width = 1; col + width <= 9; ++width) {
+      Tensor piece(DType::kUInt8, {1, 1, width});
+      for (int64_t j = 0; j < width; ++j) piece.data<uint8_t>()[static_cast<size_t>(j)] = ByteValue(5, 12, "u", 9 + col + j);
+      std::vector<int64_t> begin{2, 1, col};
+      EXPECT_TRUE(data.VerifySlice("u", piece, 10, begin).ok) << col << " " << width;
+      piece.data<uint8_t>()[0] ^= 1;
+      EXPECT_FALSE(data.VerifySlice("u", piece, 10, begin).ok) << col << " " << width;
+    }
+  }
+  Tensor h(DType::kBFloat16, {1, 3});
+  for (int64_t j = 0; j < 3; ++j) h.data<uint16_t>()[static_cast<size_t>(j)] = BFloat16Value(5, 10, "h", 3 + j);
+  std::vector<int64_t> begin{0, 3};
+  EXPECT_TRUE(data.VerifySlice("h", h, 10, begin).ok);
 }
 
 TEST(SyntheticDataTest, PureAcrossRangesOrdersAndFeatureLists) {
@@ -145,8 +195,8 @@ double TeacherSum(uint64_t seed, int64_t id) {
     if (!IsFloating(spec.dtype)) continue;
     for (int64_t j = 0; j < NumElements(spec.shape); ++j) {
       float w = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(spec.name), j));
-      float x = BitsToUnitFloat(SyntheticBits(seed, id, FeatureKey(spec.name), j));
-      if (spec.dtype == DType::kBFloat16) x = BFloat16ToFloat(FloatToBFloat16(x));
+      float x = spec.dtype == DType::kBFloat16 ? BFloat16ToFloat(BFloat16Value(seed, id, spec.name, j))
+                                               : Float32Value(seed, id, spec.name, j);
       s += static_cast<double>(w) * x;
     }
   }
@@ -175,6 +225,10 @@ TEST(SyntheticDataTest, ConfigErrors) {
               testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'x'")));
   EXPECT_THAT([] { SyntheticData d(1, {{"label", DType::kFloat32, {2}}}, {LabelKind::kLogistic, "label"}); },
               testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'label'")));
+  for (int64_t range : {int64_t{0}, (int64_t{1} << 31) + 1}) {
+    EXPECT_THAT([range] { SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {}, range); },
+                testing::ThrowsMessage<Error>(HasSubstr("input.int_range: must be in [1, 2^31]")));
+  }
 }
 
 TEST(SyntheticSourceTest, ThrottleAndCpuCostUseTheInjectedClock) {

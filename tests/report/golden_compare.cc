@@ -163,6 +163,16 @@ std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh
   return out;
 }
 
+const std::vector<std::string> kTrainingSections = {"training", "replicas"};
+
+nlohmann::json WithTrainingOf(const nlohmann::json& golden, const nlohmann::json& fresh) {
+  json out = golden;
+  for (const std::string& section : kTrainingSections) {
+    if (fresh.contains(section)) out[section] = fresh[section];
+  }
+  return out;
+}
+
 nlohmann::json WithAddedFields(const nlohmann::json& golden, const nlohmann::json& fresh) {
   json out = golden;
   if (golden.is_object() && fresh.is_object()) {

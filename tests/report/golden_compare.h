@@ -65,6 +65,15 @@ nlohmann::json WithoutUncompared(nlohmann::json report);
 std::vector<std::string> GoldenDifferences(const nlohmann::json& golden,
                                            const nlohmann::json& fresh);
 
+// The sections whose values follow from the synthetic data (the losses and the
+// trained parameters' checksums).
+extern const std::vector<std::string> kTrainingSections;
+
+// `golden` with the sections of kTrainingSections taken from `fresh` and nothing
+// else changed: for a change of the synthetic generator's values, which changes
+// what the training computes but nothing else a report says.
+nlohmann::json WithTrainingOf(const nlohmann::json& golden, const nlohmann::json& fresh);
+
 // `golden` with every field that only `fresh` has (a field added to the report
 // since the golden one was written), at any depth and in array elements present
 // in both; a value `golden` already holds is never changed.

@@ -90,6 +90,19 @@ TEST(GoldenCompareTest, DeterministicValuesMustAgree) {
                           "window.excludes_first_loop: true in the golden report, false now"));
 }
 
+// A new generator's values: the training sections are taken, nothing else.
+TEST(GoldenCompareTest, TakingTheTrainingChangesOnlyTheTrainingSections) {
+  json fresh = Golden();
+  fresh["training"]["final_loss"] = 0.25;
+  fresh["replicas"]["checksums"][0]["checksum"] = "0123456789abcdef";
+  fresh["topology"]["name"] = "v4-8";
+  const json taken = WithTrainingOf(Golden(), fresh);
+  EXPECT_EQ(taken["training"], fresh["training"]);
+  EXPECT_EQ(taken["replicas"], fresh["replicas"]);
+  EXPECT_THAT(GoldenDifferences(taken, fresh),
+              ElementsAre("topology.name: \"v3-8\" in the golden report, \"v4-8\" now"));
+}
+
 // A float in the config is not a clock reading either.
 TEST(GoldenCompareTest, ConfigFloatsMustAgree) {
   json fresh = Golden("shampoo-sync");
