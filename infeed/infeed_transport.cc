@@ -80,6 +80,7 @@ class HostSender {
     // Build far enough ahead that a worker never has to wake up for the step the
     // sender wants next: the credit window plus what the workers run at once.
     int64_t window = options_.prefetch > 0 ? options_.prefetch : 2 * options_.parallelism + options_.queue_depth;
+    FillPool(window);
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       for (; next < options_.num_steps && next < step + window; ++next) ahead.push_back(Schedule(pool, next));
       MonotonicTime before = std::chrono::steady_clock::now();
@@ -98,6 +99,7 @@ class HostSender {
     DrainCredits();
     Recycle(true);
     stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
+    stats_.packages_allocated = packages_allocated_.load();
     stats_.costs.package_cpu_s = static_cast<double>(package_cpu_ns_.load()) * 1e-9;
     stats_.costs.enqueue_cpu_s += stats_.costs.package_cpu_s;
     stats_.costs.build_cpu_s = static_cast<double>(build_cpu_ns_.load()) * 1e-9;
@@ -147,6 +149,16 @@ class HostSender {
     if (options_.poll) options_.poll();
   }
 
+  // Allocates and first-touches, before the first step, every package the run can
+  // hold at once: `window` steps built ahead, up to queue_depth steps whose sends are
+  // still in flight (credits bound them) and the one being sent. Steps then take
+  // packages from the pool and give them back, so steady state allocates nothing.
+  void FillPool(int64_t window) {
+    const int64_t size = std::min<int64_t>(options_.num_steps, window + options_.queue_depth + 1);
+    std::lock_guard<std::mutex> lock(free_mutex_);
+    for (int64_t i = 0; i < size; ++i) free_.push_back(NewPackage());
+  }
+
   std::unique_ptr<Package> TakeFree() {
     std::lock_guard<std::mutex> lock(free_mutex_);
     if (free_.empty()) return nullptr;
@@ -192,7 +204,8 @@ class HostSender {
 
   // A package with the buffers of one step: the batch (unless batches are
   // borrowed), ids, each route's meta block, staging and trailer, the requests.
-  std::unique_ptr<Package> NewPackage() const {
+  std::unique_ptr<Package> NewPackage() {
+    ++packages_allocated_;
     auto p = std::make_unique<Package>();
     if (!options_.borrow_batch) p->batch = MakeBatch(plan_.features(), host_.rows_per_step);
     p->ids.resize(static_cast<size_t>(host_.rows_per_step));
@@ -371,6 +384,7 @@ class HostSender {
   std::vector<std::unique_ptr<Package>> free_;
   HostFeedStats stats_;
   std::atomic<int64_t> build_ns_{0};  // summed over workers
+  std::atomic<int64_t> packages_allocated_{0};
   std::atomic<int64_t> package_cpu_ns_{0};  // the workers' thread CPU building packages
   std::atomic<int64_t> build_cpu_ns_{0};    // their whole thread CPU building steps
 };

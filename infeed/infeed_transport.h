@@ -105,6 +105,10 @@ struct HostFeedStats {
   double build_wait_s = 0;           // time the sender waited for workers to build a step
   double send_s = 0;                 // time in the enqueue itself, credit waits included
   double build_s = 0;                // workers' time building steps (fill, encode), summed
+  // Step packages (host batch, packed pieces, meta blocks) allocated and first touched:
+  // the pool built before the first step, sized by prefetch and queue depth, plus
+  // any a step had to allocate because none was free (none in a steady run).
+  int64_t packages_allocated = 0;
   // The transport's part of the host's StageCosts: enqueue_cpu_s (the workers'
   // thread CPU building packages — allocating, encoding, packing pieces, trailers
   // — and the sender's sending shards, credit waits left out), package_cpu_s (the

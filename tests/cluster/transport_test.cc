@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "cluster/in_process_transport.h"
 #include "tests/common/error_of.h"
+#include "tests/common/malloc_counter.h"
 #include "tests/common/transport_cases.h"
 
 namespace tpusim::cluster {
@@ -58,6 +59,23 @@ TEST(InProcessTransportTest, InfeedCreditsPerHost) {
 
 TEST(InProcessTransportTest, InfeedCreditsLargePiecesTravelAlone) {
   RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsLargePieces);
+}
+
+// Shard packages come from a pool built before the first step, core slots are
+// pre-posted and reused, and the in-process hop copies into them: a run twice as
+// long allocates no buffer more (every malloc of 64 KiB or more counted, all ranks).
+TEST(InProcessTransportTest, InfeedAllocatesNoBufferPerStep) {
+  if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc belongs to the sanitizer";
+  auto large_mallocs = [](int64_t steps) {
+    const long before = tpusim::testing::LargeMallocCalls();
+    RunOnGroup(testing_cases::kV4_8Members, [steps](const Transport& t) {
+      testing_cases::InfeedCredits(t, "v4-8", true, 16384, steps);
+    });
+    return tpusim::testing::LargeMallocCalls() - before;
+  };
+  const long short_run = large_mallocs(24);
+  EXPECT_GT(short_run, 0);  // the counter sees the pool and the slots
+  EXPECT_EQ(large_mallocs(48), short_run);
 }
 
 TEST(InProcessTransportTest, InfeedCreditsRelayedInSingleHostMode) {

@@ -8,6 +8,9 @@ namespace tpusim::testing {
 
 // malloc calls so far in this process.
 long MallocCalls();
+// Those of kLargeMallocBytes or more: buffers (a shard, a batch), not bookkeeping.
+inline constexpr unsigned long kLargeMallocBytes = 64 << 10;
+long LargeMallocCalls();
 bool MallocCountingEnabled();
 
 }  // namespace tpusim::testing

@@ -243,14 +243,14 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
 }  // namespace
 
 void InfeedCredits(const Transport& t, const std::string& topology, bool per_host,
-                   int64_t feature_floats) {
+                   int64_t feature_floats, int64_t num_steps) {
   const InfeedSetup s = MakeInfeedSetup(topology, per_host, feature_floats);
   ASSERT_EQ(t.size(), s.layout.world_size());
   const cluster::RankRole role = s.layout.RoleOf(t.rank(), s.assignment);
   infeed::TransportOptions options;
   options.parallelism = 2;
   options.queue_depth = 2;
-  options.num_steps = 12;
+  options.num_steps = num_steps;
   if (role.is_core()) {
     RunCore(t, s, role, options, feature_floats);
   } else {
@@ -273,6 +273,8 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
                 options.num_steps * hp->rows_per_step * feature_floats * static_cast<int64_t>(sizeof(float)));
       EXPECT_GT(stats.costs.enqueue_cpu_s, 0);
       EXPECT_EQ(stats.costs.preprocessing_cpu_s, 0);  // the filler's stages are the pipeline's
+      const int64_t window = 2 * options.parallelism + options.queue_depth;
+      EXPECT_EQ(stats.packages_allocated, std::min(num_steps, window + options.queue_depth + 1));
     } else {
       EXPECT_EQ(stats.shards_forwarded, options.num_steps * s.topology.cores_per_host());
     }
