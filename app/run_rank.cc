@@ -271,7 +271,8 @@ int RunSimulatedRank(SimulationContext& ctx) {
   std::vector<RankMetrics> ranks;
   {
     Watchdog::Scope wait = run.EndOfRunDeadline();
-    baseline = MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan());
+    baseline = MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan(),
+                                  run.cores_sleep_when_idle());
     run.MeasureCeiling(mine);
     ranks = run.GatherAtRankZero(mine);
   }

@@ -1,7 +1,10 @@
 #include "report/mpi_baseline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 
+#include "base/backoff.h"
 #include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
 
@@ -9,44 +12,110 @@ namespace tpusim::sim {
 namespace {
 
 using cluster::kTagBaseline;
-constexpr int kBaselineMessages = 16;
+
+// Rounds (one message to each of the host's own cores) in flight at once: the
+// cores keep this many receives posted, as an infeed queue does, so plain MPI is
+// pipelined as well as the simulated infeed is.
+constexpr int kRoundsInFlight = 4;
+// Timed rounds: enough for ~256 MiB per host (a steady figure, as the simulator
+// ceiling is), at least 16 and at most 4096.
+constexpr int64_t kTimedBytes = int64_t{256} << 20;
+constexpr int64_t kMinRounds = 16;
+constexpr int64_t kMaxRounds = 4096;
+// A sleeping core's poll schedule: the infeed queue's (infeed_transport.cc).
+constexpr std::chrono::microseconds kCoreSpin{20};
+constexpr std::chrono::microseconds kCoreSleepCap{100};
+
+// One round's messages of `host`: the wire bytes of each shard route to its own cores.
+std::vector<size_t> RoundMessages(const infeed::InfeedPlan& plan, int host) {
+  std::vector<size_t> sizes;
+  const infeed::HostPlan* hp = plan.host_plan(host);
+  if (!hp) return sizes;
+  for (const infeed::ShardRoute& r : hp->shards) {
+    if (r.dst_host == host) sizes.push_back(infeed::ShardCodec(plan.features(), r).wire_bytes());
+  }
+  return sizes;
+}
+
+int64_t TimedRounds(const std::vector<size_t>& sizes) {
+  int64_t bytes = 0;
+  for (size_t s : sizes) bytes += static_cast<int64_t>(s);
+  if (bytes == 0) return kMinRounds;
+  return std::clamp((kTimedBytes + bytes - 1) / bytes, kMinRounds, kMaxRounds);
+}
+
+// A core: kRoundsInFlight receives posted into buffers touched before the first,
+// each re-posted as it completes, for every round the host sends.
+void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes, int64_t rounds,
+                   bool sleeps) {
+  std::vector<std::vector<std::byte>> slots(kRoundsInFlight, std::vector<std::byte>(bytes, std::byte{1}));
+  std::vector<cluster::Request> posted(kRoundsInFlight);
+  for (int64_t i = 0; i < std::min<int64_t>(rounds, kRoundsInFlight); ++i) {
+    posted[static_cast<size_t>(i)] = world.Irecv(slots[static_cast<size_t>(i)], host_rank, kTagBaseline,
+                                                 "MPI_Irecv (baseline)");
+  }
+  for (int64_t i = 0; i < rounds; ++i) {
+    const auto slot = static_cast<size_t>(i % kRoundsInFlight);
+    if (sleeps) {
+      Backoff backoff(true, kCoreSpin, kCoreSleepCap);
+      while (!posted[slot].Test()) backoff.Pause();
+    }
+    posted[slot].Wait();
+    if (i + kRoundsInFlight < rounds) {
+      posted[slot] = world.Irecv(slots[slot], host_rank, kTagBaseline, "MPI_Irecv (baseline)");
+    }
+  }
+}
+
+// A host: `rounds` rounds from buffers touched before the first, kRoundsInFlight
+// of them in flight (a send buffer may be in several sends at once).
+void SendRounds(const cluster::Transport& world, const std::vector<std::vector<std::byte>>& messages,
+                const std::vector<int>& peers, int64_t rounds) {
+  std::deque<std::vector<cluster::Request>> in_flight;
+  for (int64_t i = 0; i < rounds; ++i) {
+    if (in_flight.size() == kRoundsInFlight) {
+      for (cluster::Request& r : in_flight.front()) r.Wait();
+      in_flight.pop_front();
+    }
+    std::vector<cluster::Request>& round = in_flight.emplace_back(messages.size());
+    for (size_t m = 0; m < messages.size(); ++m) {
+      round[m] = world.Isend(messages[m], peers[m], kTagBaseline, "MPI_Isend (baseline)");
+    }
+  }
+  for (std::vector<cluster::Request>& round : in_flight) {
+    for (cluster::Request& r : round) r.Wait();
+  }
+}
 
 }  // namespace
 
 MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::RankLayout& layout,
-                               const cluster::RankRole& role, const infeed::InfeedPlan& plan) {
+                               const cluster::RankRole& role, const infeed::InfeedPlan& plan,
+                               bool cores_sleep) {
   world.Barrier();
   MpiBaseline result;
+  const std::vector<size_t> sizes = RoundMessages(plan, role.host);
+  const int64_t rounds = TimedRounds(sizes);
   if (role.is_core()) {
     const infeed::ShardRoute* route = plan.route_to(role.host, role.ordinal);
     if (!route || plan.source_host(role.host, role.ordinal) != role.host) return result;
-    std::vector<std::byte> buffer(infeed::ShardCodec(plan.features(), *route).wire_bytes());
-    for (int i = 0; i < kBaselineMessages + 1; ++i) {
-      world.Recv(buffer, layout.host_rank(role.host), kTagBaseline);
-    }
+    const size_t bytes = infeed::ShardCodec(plan.features(), *route).wire_bytes();
+    ReceiveRounds(world, layout.host_rank(role.host), bytes, kRoundsInFlight + rounds, cores_sleep);
     return result;
   }
-  const infeed::HostPlan* hp = plan.host_plan(role.host);
-  if (!hp) return result;
+  if (sizes.empty()) return result;
   std::vector<std::vector<std::byte>> messages;
   std::vector<int> peers;
-  for (const infeed::ShardRoute& r : hp->shards) {
+  for (const infeed::ShardRoute& r : plan.host_plan(role.host)->shards) {
     if (r.dst_host != role.host) continue;
-    messages.emplace_back(infeed::ShardCodec(plan.features(), r).wire_bytes());
+    messages.emplace_back(infeed::ShardCodec(plan.features(), r).wire_bytes(), std::byte{1});
     peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
   }
-  std::vector<cluster::Request> requests(messages.size());
-  auto round = [&] {
-    for (size_t i = 0; i < messages.size(); ++i) {
-      requests[i] = world.Isend(messages[i], peers[i], kTagBaseline, "MPI_Isend (baseline)");
-    }
-    for (cluster::Request& r : requests) r.Wait();
-  };
-  round();  // warm-up: connections and registration
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kBaselineMessages; ++i) round();
+  SendRounds(world, messages, peers, kRoundsInFlight);  // warm-up: connections, registration, caches
+  const auto start = std::chrono::steady_clock::now();
+  SendRounds(world, messages, peers, rounds);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto& m : messages) result.bytes += static_cast<int64_t>(m.size()) * kBaselineMessages;
+  for (size_t s : sizes) result.bytes += static_cast<int64_t>(s) * rounds;
   return result;
 }
 

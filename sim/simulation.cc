@@ -268,6 +268,8 @@ infeed::TransportOptions RankRun::Transport() {
   return t;
 }
 
+bool RankRun::cores_sleep_when_idle() { return Transport().core_sleeps_when_idle; }
+
 FaultInjector RankRun::Faults() {
   return {config_.faults, comms_.world->rank(), &watchdog_};
 }

@@ -83,6 +83,9 @@ class RankRun {
   int64_t ceiling_steps() const;
   // Seconds since the start barrier.
   double elapsed_s() const;
+  // Whether a waiting core polls and sleeps (more ranks than CPUs on its node) — how
+  // the run's cores wait, for the after-run measurements to wait alike.
+  bool cores_sleep_when_idle();
 
  private:
   RankMetrics RunHost(RankSinks& sinks);
