@@ -486,6 +486,18 @@ std::optional<Pending> InProcessTransport::TryProbe(int peer, int tag) const {
   return FindPending(box, peer, tag);
 }
 
+std::optional<Pending> InProcessTransport::ProbeFor(int peer, int tag,
+                                                   std::chrono::microseconds timeout) const {
+  CheckPeer(peer, size(), true, "ProbeFor");
+  Mailbox& box = group_->mailbox(rank_, internal::kPointToPoint);
+  std::unique_lock<std::mutex> lock(box.mutex);
+  std::optional<Pending> found;
+  box.arrived.wait_for(lock, timeout, [&] {
+    return (found = FindPending(box, peer, tag)).has_value() || group_->abandoned();
+  });
+  return found;
+}
+
 bool InProcessTransport::TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
                                      Pending& status) const {
   Handle* h = HandleOf(handle);

@@ -1,5 +1,6 @@
 #include "cluster/transport.h"
 
+#include <thread>
 #include <utility>
 
 namespace tpusim::cluster {
@@ -59,6 +60,12 @@ Request Transport::Irecv(std::span<std::byte> data, int peer, int tag,
                          std::string_view call) const {
   const std::span<std::byte> blocks[] = {data};
   return IrecvBlocks(blocks, peer, tag, call);
+}
+
+std::optional<Pending> Transport::ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const {
+  if (std::optional<Pending> found = TryProbe(peer, tag)) return found;
+  std::this_thread::sleep_for(timeout);
+  return TryProbe(peer, tag);
 }
 
 void Transport::Send(std::span<const std::byte> data, int peer, int tag) const {

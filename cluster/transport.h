@@ -12,6 +12,7 @@
 // and collectives never match point-to-point receives (kAnyTag included).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -103,6 +104,12 @@ class Transport {
   virtual Pending Probe(int peer, int tag) const = 0;
   // Like Probe, but returns at once: empty when no such message is pending.
   virtual std::optional<Pending> TryProbe(int peer, int tag) const = 0;
+  // An idle poll's pause: returns as soon as such a message is pending, or after
+  // `timeout` with none. The in-process transport sleeps on the mailbox and wakes
+  // the moment a message is queued; this default (MPI) sleeps the timeout out, as
+  // MPI offers no wait that leaves the CPU (a poller that must keep MPI progressing
+  // never pauses).
+  virtual std::optional<Pending> ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const;
 
   // Collectives: every member calls them in the same order.
   virtual void Barrier() const = 0;

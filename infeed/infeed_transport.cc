@@ -38,6 +38,14 @@ std::span<const std::byte> CreditBytes(const int32_t (&credit)[2]) {
   return std::as_bytes(std::span<const int32_t>(credit));
 }
 
+// What an idle poll waits on for a message (Backoff::PauseOn): the transport's
+// ProbeFor, which returns the moment one is queued.
+struct ArrivalOf {
+  const cluster::Transport& world;
+  int peer, tag;
+  void wait_for(std::chrono::microseconds timeout) const { world.ProbeFor(peer, tag, timeout); }
+};
+
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
@@ -311,13 +319,16 @@ class HostSender {
   }
 
   // Takes one credit, keeping every other protocol of this host moving meanwhile.
+  // An idle pause ends the moment a credit is queued (the in-process transport
+  // wakes the waiter), not when a timed sleep runs out.
   void AwaitCredit() {
     std::optional<cluster::Pending> pending;
     Backoff backoff(options_.sleep_when_idle);
+    ArrivalOf credit{world_, cluster::kAnySource, kTagCredit};
     while (!(pending = world_.TryProbe(cluster::kAnySource, kTagCredit))) {
       Recycle(false);
       Poll();
-      backoff.Pause();
+      backoff.PauseOn(credit, options_.sleep_when_idle);
     }
     ReceiveCredit(pending->source);
   }
@@ -418,12 +429,13 @@ class HostRelay {
     Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
                          expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1);
     Backoff backoff(sleep_when_idle_);
+    ArrivalOf anything{world_, cluster::kAnySource, cluster::kAnyTag};
     while (forwarded < expected_messages_ || credits < expected_credits_) {
       std::optional<cluster::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
         if (poll_) poll_();
-        backoff.Pause();
+        backoff.PauseOn(anything, sleep_when_idle_);
         continue;
       }
       backoff.Reset();
