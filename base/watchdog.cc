@@ -196,23 +196,32 @@ std::string Watchdog::StateOf(int r) const {
   return step >= 0 ? fmt::format("busy at step {}", step) : "busy";
 }
 
-// A rank of this machine, in another process, whose heartbeat has not moved for
-// longer than `stale_s` while it has not finished: its process is stopped or
-// frozen. -1 when there is none. One look per process (its ranks beat together).
-int Watchdog::FrozenRank(double stale_s) const {
+// The board holds every rank of this machine; the ranks of one process sit in
+// consecutive slots and live or die together, so each other process is looked at
+// once (this one is alive), and a finished rank is never a culprit.
+int Watchdog::FirstOtherProcessRank(const std::function<bool(const Board&, int rank, int32_t pid)>& test) const {
   if (!board_) return -1;
-  const int64_t now = NowUs();
   const int32_t self = static_cast<int32_t>(::getpid());
-  int32_t seen = self;
+  int32_t looked_at = self;
   for (int r = 0; r < board_->size; ++r) {
     const Board::Slot& slot = board_->slots[r];
     const int32_t pid = slot.pid.load(std::memory_order_relaxed);
-    if (pid <= 0 || pid == self || pid == seen || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
-    seen = pid;
-    const int64_t beat = slot.heartbeat_us.load(std::memory_order_acquire);
-    if (beat > 0 && static_cast<double>(now - beat) * 1e-6 > stale_s) return r;
+    if (pid <= 0 || pid == self || pid == looked_at || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
+    looked_at = pid;
+    if (test(*board_, r, pid)) return r;
   }
   return -1;
+}
+
+// A rank of this machine, in another process, whose heartbeat has not moved for
+// longer than `stale_s` while it has not finished: its process is stopped or
+// frozen. -1 when there is none.
+int Watchdog::FrozenRank(double stale_s) const {
+  const int64_t now = NowUs();
+  return FirstOtherProcessRank([&](const Board& board, int rank, int32_t) {
+    const int64_t beat = board.slots[rank].heartbeat_us.load(std::memory_order_acquire);
+    return beat > 0 && static_cast<double>(now - beat) * 1e-6 > stale_s;
+  });
 }
 
 // "rank 3, core 0/2 (...): its process (pid 7) has not run for 5.1 s (stopped or
@@ -313,19 +322,7 @@ std::optional<Watchdog::Alarm> Watchdog::Check() {
 }
 
 int Watchdog::DeadRank() const {
-  if (!board_) return -1;
-  // One signal per process, not per rank: in the threads layout a process holds
-  // many ranks (in consecutive slots), and this process is alive.
-  const int32_t self = static_cast<int32_t>(::getpid());
-  int32_t alive = self;
-  for (int r = 0; r < board_->size; ++r) {
-    const Board::Slot& slot = board_->slots[r];
-    const int32_t pid = slot.pid.load(std::memory_order_relaxed);
-    if (pid <= 0 || pid == self || pid == alive || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
-    if (::kill(pid, 0) != 0 && errno == ESRCH) return r;
-    alive = pid;
-  }
-  return -1;
+  return FirstOtherProcessRank([](const Board&, int, int32_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; });
 }
 
 bool Watchdog::FirstToFire() {

@@ -114,6 +114,9 @@ class Watchdog {
   void Beat();
   std::string Culprit() const;
   std::string StateOf(int rank) const;
+  // The first rank of this machine, one per other process not yet finished, for
+  // which `test(slot of that rank, its pid)` holds, or -1.
+  int FirstOtherProcessRank(const std::function<bool(const Board&, int rank, int32_t pid)>& test) const;
   // A rank of this machine whose process's heartbeat is older than `stale_s`, or -1.
   int FrozenRank(double stale_s) const;
   std::string Frozen(int rank) const;

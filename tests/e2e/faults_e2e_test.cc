@@ -164,6 +164,23 @@ class FullDisk : public ::testing::Test {
     }
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  // An earlier file of `bytes` bytes, left untouched by the run; returns its content.
+  std::string WriteEarlierFile(size_t bytes) const {
+    const std::string filler(bytes, 'f');
+    std::ofstream(Path("earlier.bin")) << filler;
+    return filler;
+  }
+  // Each output (flag -> file name) holding earlier content first; returns the
+  // flags that point the run at them.
+  std::string EarlierOutputs(const std::map<std::string, std::string>& outputs) const {
+    std::string args;
+    for (const auto& [flag, name] : outputs) {
+      std::ofstream(Path(name)) << Earlier(name);
+      args += " " + flag + " " + Path(name);
+    }
+    return args;
+  }
+  static std::string Earlier(const std::string& name) { return "earlier " + name + "\n"; }
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -176,16 +193,10 @@ class FullDisk : public ::testing::Test {
 TEST_F(FullDisk, OutputsThatDoNotFitAreNamedAndLeaveNoPartialFile) {
   Mount("256k");
   if (HasFatalFailure()) return;
-  const std::string filler(80 * 1024, 'f');
-  std::ofstream(Path("earlier.bin")) << filler;
+  const std::string filler = WriteEarlierFile(80 * 1024);
   const std::map<std::string, std::string> outputs = {
       {"--report", "r.json"}, {"--placement-log", "p.jsonl"}, {"--trace", "t.json"}};
-  std::string args = "--set train.steps=20";
-  for (const auto& [flag, name] : outputs) {
-    std::ofstream(Path(name)) << "earlier " << name << "\n";
-    args += " " + flag + " " + Path(name);
-  }
-  const Result r = RunTpusim(Source(kRun), args, 0, 120);
+  const Result r = RunTpusim(Source(kRun), "--set train.steps=20" + EarlierOutputs(outputs), 0, 120);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(CountOf(r.output, "error:"), 1) << r.output;
   int failed = 0;
@@ -194,7 +205,7 @@ TEST_F(FullDisk, OutputsThatDoNotFitAreNamedAndLeaveNoPartialFile) {
     if (r.output.find(flag + " " + Path(name) + ": write failed: No space left on device (ENOSPC; ") !=
         std::string::npos) {
       ++failed;
-      EXPECT_EQ(text, "earlier " + name + "\n") << flag;
+      EXPECT_EQ(text, Earlier(name)) << flag;
     } else if (name == "p.jsonl") {
       EXPECT_EQ(ReadLines(Path(name)).size(), 20u * 8u);  // a line per core per step
     } else {
@@ -216,16 +227,11 @@ TEST_F(FullDisk, OutputsThatDoNotFitAreNamedAndLeaveNoPartialFile) {
 TEST_F(FullDisk, PartsThatStopFittingMidRunAreNamedAndRemoved) {
   Mount("48k");
   if (HasFatalFailure()) return;
-  const std::string filler(16 * 1024, 'f');
-  std::ofstream(Path("earlier.bin")) << filler;
+  const std::string filler = WriteEarlierFile(16 * 1024);
   const std::map<std::string, std::string> streamed = {
       {"--placement-log", "p.jsonl"}, {"--trace", "t.json"}, {"--steps-csv", "s.csv"}};
-  std::string args = "--set train.steps=100 --report " + Path("r.json");
-  for (const auto& [flag, name] : streamed) {
-    std::ofstream(Path(name)) << "earlier " << name << "\n";
-    args += " " + flag + " " + Path(name);
-  }
-  const Result r = RunTpusim(Source(kRun), args, 0, 120);
+  const Result r = RunTpusim(Source(kRun),
+                             "--set train.steps=100 --report " + Path("r.json") + EarlierOutputs(streamed), 0, 120);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(CountOf(r.output, "error:"), 1) << r.output;
   EXPECT_EQ(CountOf(r.output, "watchdog"), 0) << r.output;
@@ -234,7 +240,7 @@ TEST_F(FullDisk, PartsThatStopFittingMidRunAreNamedAndRemoved) {
     const std::string named = flag + " " + Path(name) + ": write failed: No space left on device (ENOSPC; ";
     if (r.output.find(named) == std::string::npos) continue;
     mid_run += r.output.find(named + "rank ") != std::string::npos;
-    EXPECT_EQ(Read(Path(name)), "earlier " + name + "\n") << flag;
+    EXPECT_EQ(Read(Path(name)), Earlier(name)) << flag;
   }
   EXPECT_GE(mid_run, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("streaming its part mid-run: the run went on without it"));
