@@ -426,18 +426,23 @@ class HostRelay {
 
   HostFeedStats Run() {
     int64_t forwarded = 0, credits = 0;
-    Watchdog::Scope wait(watchdog_, "shards and credits to relay", -1,
-                         expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1);
+    const int source = expected_credits_ > 0 ? layout_.host_rank(source_host_) : -1;
+    // The deadline runs while the relay has nothing to do, from the first empty
+    // look to the next message — not over the whole run, which may rightly last
+    // longer than the deadline.
+    std::optional<Watchdog::Scope> idle;
     Backoff backoff(sleep_when_idle_);
     ArrivalOf anything{world_, cluster::kAnySource, cluster::kAnyTag};
     while (forwarded < expected_messages_ || credits < expected_credits_) {
       std::optional<cluster::Pending> pending =
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
+        if (!idle) idle.emplace(watchdog_, "shards and credits to relay", -1, source);
         if (poll_) poll_();
         backoff.PauseOn(anything, sleep_when_idle_);
         continue;
       }
+      idle.reset();
       backoff.Reset();
       if (pending->tag == kTagCredit) {
         RelayCredit(pending->source);
