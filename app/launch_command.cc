@@ -1,13 +1,16 @@
 // `tpusim launch CONFIG`: validates the run and its output paths in this process
 // exactly as every rank will, then runs mpirun --quiet with `tpusim run CONFIG
 // ...` on the right number of ranks and the flags this kind of machine needs,
-// forwarding signals to it; returns its exit code and says in one line when a
-// rank died of a signal or mpirun failed on its own. With a hostfile every TPU
+// under a supervisor (mpirun_supervisor.h) that forwards signals, says in one line
+// when Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's
+// exit code and says in one line when a rank died of a signal or mpirun failed on
+// its own. With a hostfile every TPU
 // host's ranks go to one node (cluster/hostfile.h): the placement is printed and
 // mpirun gets a hostfile with exactly those slots.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +26,7 @@
 #include <fmt/ranges.h>
 
 #include "app/command.h"
+#include "app/mpirun_supervisor.h"
 #include "app/run_flags.h"
 #include "base/error.h"
 #include "base/temp_file.h"
@@ -60,13 +64,24 @@ std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
 }
 
 // Open MPI on this kind of machine: see README "Open MPI notes" for why each is set.
-void SetMpiEnvironment() {
+void SetMpiEnvironment(bool multi_node, double watchdog_s) {
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   setenv("OMPI_MCA_odls_base_cutoff", "1000", 0);
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  // Across nodes, mpirun learns that a node is gone (its link down, the machine off)
+  // from TCP keepalives on its connection to that node's daemon: the first after a
+  // fifth of the watchdog's deadline of silence, then two a second apart, so Open MPI
+  // names the lost node before the ranks' deadlines expire on their waits for it.
+  // The kernel answers keepalives, so a busy or frozen daemon is not taken for lost.
+  if (multi_node) {
+    const int idle_s = std::clamp(static_cast<int>(watchdog_s / 5), 1, 300);
+    setenv("OMPI_MCA_oob_tcp_keepalive_time", std::to_string(idle_s).c_str(), 0);
+    setenv("OMPI_MCA_oob_tcp_keepalive_intvl", "1", 0);
+    setenv("OMPI_MCA_oob_tcp_keepalive_probes", "2", 0);
   }
 }
 
@@ -77,55 +92,58 @@ std::string SelfPath() {
   return std::string(self, static_cast<size_t>(n));
 }
 
-// The mpirun child that signals are forwarded to. A signal handler can reach
-// nothing else, hence this one global; it is set before the handlers are installed.
-volatile std::sig_atomic_t g_mpirun_pid = 0;
+// Where launch put the TPU hosts: the nodes of a hostfile and the hostfile mpirun
+// reads (which must outlive mpirun); empty without --hostfile.
+struct MpirunPlacement {
+  std::vector<cluster::NodePlacement> nodes;
+  std::optional<TempFile> hostfile;
+};
 
-void ForwardSignal(int signal) {
-  if (g_mpirun_pid > 0) kill(static_cast<pid_t>(g_mpirun_pid), signal);
+// What runs on `node` ("TPU host 2 (ranks 10-14)"), or "" when it is not one of
+// the placement's.
+std::string DescribeNode(const std::vector<cluster::NodePlacement>& nodes, const std::string& node) {
+  for (const cluster::NodePlacement& p : nodes) {
+    if (p.node != node) continue;
+    const std::string line = cluster::DescribePlacement({p}).front();  // "node N: TPU host ..."
+    return line.substr(line.find(": ") + 2);
+  }
+  return "";
 }
 
-// Runs mpirun as a child, passing on the signals a terminal or `timeout` sends to
-// this process, and returns how it ended.
-int RunChild(std::vector<std::string>& argv) {
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::fflush(stdout);
-  pid_t child = fork();
-  if (child < 0) Fail("launch: cannot start mpirun: {}", std::strerror(errno));
-  if (child == 0) {
-    execvp("mpirun", cargv.data());
-    fmt::print(stderr, "tpusim: error: launch: cannot exec mpirun: {}\n", std::strerror(errno));
-    _exit(127);
-  }
-  g_mpirun_pid = child;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardSignal);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
+// How long mpirun may take to end after the job's first error: a rank's watchdog
+// line comes when its wait has outlasted the deadline, and the others' may come up
+// to a deadline later; mpirun itself ends the rest within a second or two.
+double SupervisorGraceS(double watchdog_s) { return std::max(5.0, watchdog_s > 0 ? watchdog_s : 0.0); }
+
+// The codes a tpusim rank (or exec's failure, 127) ends with after its own line.
+bool IsTpusimExitCode(int code) {
+  return code == 0 || code == kExitInputError || code == kExitBelowExpectedAu ||
+         code == kExitNonFinite || code == kExitInternalError || code == 127;
 }
 
-// mpirun's exit, told in one line when no rank has said anything: tpusim's ranks
-// exit with one of run/exit_codes.h's codes after printing their own line, and with
-// the watchdog on (`watchdog`) the survivors name a rank that died.
-int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog) {
+// mpirun's exit, told in one line when nobody has said anything: tpusim's ranks
+// exit with one of run/exit_codes.h's codes after printing their own line, with the
+// watchdog on (`watchdog`) the survivors name a rank that died, and the supervisor
+// tells (`told`) what Open MPI's banners say of a lost node or a rank's death. A
+// job that failed without a code of tpusim's (Open MPI's own, 205 for a lost node)
+// ends with kExitInputError once its line is told.
+int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog, bool told) {
   if (WIFSIGNALED(status)) {
     fmt::print(stderr, "tpusim: error: mpirun was killed by signal {} ({})\n", WTERMSIG(status),
                strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
-  if (code > 128) {
-    if (!watchdog) {
+  const bool rank_signal = code > 128 && code - 128 < NSIG;  // Open MPI's codes go higher
+  if (told && !rank_signal && !IsTpusimExitCode(code)) return kExitInputError;
+  if (rank_signal) {
+    if (!watchdog && !told) {
       fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
                  code - 128, strsignal(code - 128));
     }
-  } else if (code != 0 && code != kExitInputError && code != kExitBelowExpectedAu &&
-             code != kExitNonFinite && code != kExitInternalError && code != 127) {
-    fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported; run "
-               "it without --quiet to see why: {}\n", code, fmt::join(argv, " "));
+  } else if (!IsTpusimExitCode(code)) {
+    fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported (Open "
+               "MPI's messages, if any, are above): {}\n", code, fmt::join(argv, " "));
   }
   return code;
 }
@@ -134,14 +152,13 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
 // threads and packed layouts, every MPI rank of K hosts) on one node, printed, and
 // the hostfile written to `placed`.
 std::vector<std::string> PlaceOnHostfile(const cluster::RankLayout& layout,
-                                         const std::string& hostfile,
-                                         std::optional<TempFile>& placed) {
+                                         const std::string& hostfile, MpirunPlacement& placed) {
   // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
   const bool ranks = layout.hosts_per_process() == 0;
   const int units = ranks ? layout.num_hosts() : layout.num_processes();
   const int ranks_per_unit = ranks ? layout.ranks_per_host() : 1;
-  std::vector<cluster::NodePlacement> placement =
-      cluster::PlaceTpuHosts(cluster::ReadHostfile(hostfile), units, ranks_per_unit, hostfile);
+  std::vector<cluster::NodePlacement>& placement = placed.nodes;
+  placement = cluster::PlaceTpuHosts(cluster::ReadHostfile(hostfile), units, ranks_per_unit, hostfile);
   if (ranks) {
     fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
                placement.size(), hostfile);
@@ -153,18 +170,18 @@ std::vector<std::string> PlaceOnHostfile(const cluster::RankLayout& layout,
   }
   for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
   std::fflush(stdout);
-  placed.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));
-  return {"--hostfile", placed->path(), "--map-by", "slot"};
+  placed.hostfile.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));
+  return {"--hostfile", placed.hostfile->path(), "--map-by", "slot"};
 }
 
 // The mpirun command line for `options` on `layout`; a hostfile's placement goes
 // to `placed`, which must outlive mpirun.
 std::vector<std::string> MpirunCommand(const LaunchOptions& options,
-                                       const cluster::RankLayout& layout,
-                                       std::optional<TempFile>& placed) {
+                                       const cluster::RankLayout& layout, MpirunPlacement& placed) {
   const int np = layout.num_processes();
-  // --quiet: no Open MPI banner after a rank's own one-line error (README).
-  std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none", "--quiet"};
+  // No --quiet: the supervisor drops Open MPI's banners after the job's first error
+  // itself and needs the one that names a lost node (README "Open MPI notes").
+  std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none"};
   if (!options.hostfile.empty()) {
     const std::vector<std::string> placement = PlaceOnHostfile(layout, options.hostfile, placed);
     argv.insert(argv.end(), placement.begin(), placement.end());
@@ -185,14 +202,20 @@ int RunLaunchCommand(const LaunchOptions& options) {
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   ValidatedRun run = ValidateRun(target.run, ThisMachine());
   CheckRunOutputs(options.run);
-  SetMpiEnvironment();
-  std::optional<TempFile> placed;
+  const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
+  SetMpiEnvironment(!options.hostfile.empty(), watchdog_s);
+  MpirunPlacement placed;
   std::vector<std::string> argv = MpirunCommand(options, run.slice.layout, placed);
   if (options.dry_run) {
     fmt::print("{}\n", fmt::join(argv, " "));
     return 0;
   }
-  return ReportMpirunExit(RunChild(argv), argv, target.run.run.watchdog_s.value_or(1.0) > 0);
+  MpirunSupervisor supervisor({SupervisorGraceS(watchdog_s), [&placed](const std::string& node) {
+                                 return DescribeNode(placed.nodes, node);
+                               }});
+  const int status = supervisor.Run(argv);
+  if (supervisor.stopped()) return kExitInputError;
+  return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());
 }
 
 }  // namespace

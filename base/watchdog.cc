@@ -365,10 +365,27 @@ Watchdog::Alarm Watchdog::Fire(double waited_s) {
   return alarm;
 }
 
+namespace {
+
+// The inode of this process's network namespace ("net:[4026531992]" -> "4026531992"),
+// or "" when /proc does not say.
+std::string NetworkNamespaceId() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/net", link, sizeof(link) - 1);
+  if (n <= 0) return "";
+  std::string id(link, static_cast<size_t>(n));
+  id.erase(std::remove_if(id.begin(), id.end(), [](char c) { return c < '0' || c > '9'; }), id.end());
+  return id;
+}
+
+}  // namespace
+
 std::string JobBoardName() {
   for (const char* variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}) {
     if (const char* id = std::getenv(variable)) {
       std::string name = std::string("/tpusim-watchdog-") + id;
+      const std::string net = NetworkNamespaceId();
+      if (!net.empty()) name += "-net" + net;
       std::replace_if(name.begin() + 1, name.end(), [](char c) { return c == '/' || c == '@'; }, '-');
       return name;
     }

@@ -141,8 +141,12 @@ class Watchdog {
   std::thread thread_;
 };
 
-// The name of this job's watchdog board, from the launcher's environment
-// (Open MPI / PMIx job id); empty when there is none.
+// The name of this job's watchdog board on this machine, from the launcher's
+// environment (Open MPI / PMIx job id) and the network namespace the process runs
+// in; empty when there is no job id. A board is per machine: network namespaces on
+// one computer are separate nodes to MPI (scripts/netns-cluster), so each gets its
+// own board, as separate machines would — the ranks of one node share /dev/shm
+// with the others', but not their fate when a link goes down.
 std::string JobBoardName();
 
 }  // namespace tpusim

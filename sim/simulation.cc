@@ -44,13 +44,12 @@ NodeShare ShareOfThisNode(const cluster::Transport& world, const Slice& slice, i
   return share;
 }
 
-// run.watchdog_s, or 120 s plus half a second per rank (start-up and steps of
-// large slices oversubscribed on few CPUs are slow; a hang is not).
+// The deadline of run.watchdog_s (RunSection::watchdog_deadline_s).
 Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
                                   const cluster::RankRole& role, const cluster::Transport& world,
                                   Watchdog::AlarmHandler on_alarm) {
   Watchdog::Options o;
-  o.deadline_s = config.run.watchdog_s.value_or(120.0 + 0.5 * world.size());
+  o.deadline_s = config.run.watchdog_deadline_s(world.size());
   o.rank = world.rank();
   o.world_size = world.size();
   o.self = fmt::format("rank {}, {}", o.rank, role.Describe());

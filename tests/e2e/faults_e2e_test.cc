@@ -64,6 +64,34 @@ TEST(Watchdog, ARunLongerThanTheDeadlineIsNoStall) {
   EXPECT_GT(seconds, 2.0) << "the run must outlast the deadline to test anything";
 }
 
+// `tpusim launch` in front of an mpirun that lost a node and waits for it forever
+// (a stand-in on PATH that prints Open MPI's banner and ignores SIGTERM): one line
+// names the TPU host of that node, and launch ends mpirun (SIGTERM, then SIGKILL)
+// 5 s after it, exiting 2. The real thing is tests/net/netns_link_down_test.sh.
+TEST(Watchdog, LaunchNamesALostNodeAndStopsAnMpirunStuckOnIt) {
+  const std::string dir = TempDir() + "/stuck-mpirun";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/mpirun") << "#!/bin/sh\ntrap '' TERM\ncat >&2 <<'EOF'\n" << std::string(74, '-')
+      << "\nORTE has lost communication with a remote daemon.\n\n"
+         "  HNP daemon   : [[50917,0],0] on node head\n"
+         "  Remote daemon: [[50917,0],1] on node nodeA\n\n"
+         "This is usually due to either a failure of the TCP network\n" << std::string(74, '-')
+      << "\nEOF\nexec sleep 60\n";
+  std::filesystem::permissions(dir + "/mpirun", std::filesystem::perms::owner_all);
+  std::ofstream(dir + "/hosts") << "nodeA slots=9\n";
+  const auto start = std::chrono::steady_clock::now();
+  Result r = Shell("PATH=" + dir + ":$PATH timeout 60 " + Tpusim() + " launch " + Source(kRun) +
+                   " --hostfile " + dir + "/hosts --set run.watchdog_s=2 --quiet");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(CountOf(r.output, "error"), 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tpusim: error: lost TPU host 0 (ranks 0-8) on node nodeA: Open MPI "
+                                  "lost its connection to that node's daemon")) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("ORTE has lost"))) << r.output;
+  EXPECT_GT(seconds, 5.0) << r.output;   // the grace period
+  EXPECT_LT(seconds, 20.0) << r.output;  // + 3 s to SIGKILL, and room for a loaded machine
+}
+
 // Host 0 stops before building step 5: the cores wait for their shards. Infeed
 // only, so no core can be caught in a cross-replica sum with a replica that
 // still waits for its shard (with training, whichever deadline expires first

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A TPU host lost mid-run, on the network-namespace cluster (one namespace per TPU
+# host of v4-32, TCP between them), under a 5 s watchdog:
+#   1. its link goes down (`ip link set tpusimv2 down` on the bridge's side) while the
+#      job runs: one line names TPU host 2 and its ranks, and the job ends within the
+#      deadline — Open MPI's keepalives find the silent node first, `tpusim launch`
+#      says so in its words and stops an mpirun left waiting for that node;
+#   2. its process is killed (threads layout: one process is the whole TPU host, so
+#      no rank of that node survives to name it): one line names rank 2, its signal
+#      and TPU host 2.
+# The link is restored and the namespace's leftovers (processes this test started,
+# found by pid in that namespace) are ended before the next case, which runs across
+# the restored link. Skips (77)
+# without root or ip.
+set -u
+tpusim=$1
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+[ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || exit 77
+work=$(mktemp -d)
+cluster=$source_dir/scripts/netns-cluster
+trap 'ip link set tpusimv2 up 2>/dev/null; end_leftovers; "$cluster" down; rm -rf "$work"' EXIT
+deadline_s=5
+fail=0
+
+# The pids of this job's tpusim processes in namespace tpusim2 (`rank` = one world rank only).
+tpusim_pids() {
+  local rank=${1:-}
+  for p in $(ip netns pids tpusim2 2>/dev/null); do
+    [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$tpusim")" ] || continue
+    [ -z "$rank" ] || tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" || continue
+    echo "$p"
+  done
+}
+
+end_leftovers() {
+  for p in $(ip netns pids tpusim2 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+}
+
+# Starts the job in the background (output in $work/out), waits until TPU host 2's
+# ranks have run for 3 s, then runs the fault ($1) and waits for the job to end.
+# Sets `elapsed` to the seconds from the fault to the job's end and `rc`.
+run_with_fault() {
+  local fault=$1 hostfile=$2
+  shift 2
+  rm -f "$work/rc"
+  (TPUSIM_BIN=$tpusim TPUSIM_TIMEOUT=120 "$cluster" launch "$hostfile" \
+     "$source_dir/configs/runs/v4-32-single-host.yaml" --set train.steps=1000000 \
+     --set run.watchdog_s=$deadline_s --quiet "$@" > "$work/out" 2>&1; echo $? > "$work/rc") &
+  for _ in $(seq 1 240); do [ -n "$(tpusim_pids)" ] && break; sleep 0.5; done
+  [ -n "$(tpusim_pids)" ] || { echo "TPU host 2 never started"; cat "$work/out"; fail=1; return; }
+  sleep 3
+  local start
+  start=$(date +%s%N)
+  $fault
+  while [ ! -f "$work/rc" ]; do sleep 0.1; done
+  elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+  rc=$(cat "$work/rc")
+}
+
+# One tpusim error line in the output, and it is `expected` (a regex).
+expect_one_line() {
+  local expected=$1 what=$2
+  local lines
+  lines=$(grep -c 'error' "$work/out")
+  if [ "$lines" -ne 1 ] || ! grep -qE "$expected" "$work/out"; then
+    echo "$what: expected one line matching: $expected"; grep -v '^  ' "$work/out"; fail=1
+  fi
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "$what: exit code $rc"; fail=1; }
+  echo "$what: ended $elapsed ms after the fault (deadline ${deadline_s} s), exit $rc"
+  grep 'error' "$work/out"
+}
+
+link_down() { ip link set tpusimv2 down; }
+kill_host_process() { kill -9 $(tpusim_pids 2); }
+
+printf 'tpusim%d slots=5\n' 0 1 2 3 > "$work/hosts"
+run_with_fault link_down "$work/hosts"
+expect_one_line '^tpusim: error: lost TPU host 2 \(ranks 10-14\) on node tpusim2: ' "link down"
+[ "$elapsed" -le $((deadline_s * 1000 + 2000)) ] || { echo "link down: the job outlived the deadline + 2 s"; fail=1; }
+ip link set tpusimv2 up
+end_leftovers
+# The namespace is whole again: its link up (the next case runs across it).
+ip link show tpusimv2 | grep -q 'state UP' || { echo "tpusimv2 did not come back up"; fail=1; }
+[ -z "$(tpusim_pids)" ] || { echo "tpusim processes left in tpusim2"; fail=1; }
+
+printf 'tpusim%d slots=1\n' 0 1 2 3 > "$work/threads-hosts"
+run_with_fault kill_host_process "$work/threads-hosts" --set cluster.layout=threads
+expect_one_line '^tpusim: error: rank 2 died of signal 9 \(Killed\) — TPU host 2 \(ranks 2\) on node tpusim2; ' "killed host"
+[ "$elapsed" -le $((deadline_s * 1000 + 2000)) ] || { echo "killed host: the job outlived the deadline + 2 s"; fail=1; }
+exit $fail
