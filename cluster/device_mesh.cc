@@ -488,4 +488,12 @@ const Generation& MeshGeneration(const Topology& topology, const std::string& ge
   return *g;
 }
 
+DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation,
+                           const MeshSpec& spec, const std::string& where) {
+  const Generation& g = MeshGeneration(topology, generation, where);
+  return InContext(fmt::format("{}: create_device_mesh refuses {} on {} ({})", where,
+                               MeshAxesText(spec.axes), topology.name(), JaxDeviceKind(g)),
+                   [&] { return DeviceMesh::Create(topology, g, spec); });
+}
+
 }  // namespace tpusim::cluster

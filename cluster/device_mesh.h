@@ -89,4 +89,9 @@ std::string MeshAxesText(const std::vector<MeshAxis>& axes);
 const Generation& MeshGeneration(const Topology& topology, const std::string& generation,
                                  const std::string& where);
 
+// DeviceMesh::Create for the generation MeshGeneration picks, its refusals
+// prefixed "<where>: create_device_mesh refuses data=3 on v4-8 (TPU v4): ".
+DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation,
+                           const MeshSpec& spec, const std::string& where);
+
 }  // namespace tpusim::cluster

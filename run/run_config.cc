@@ -61,6 +61,29 @@ void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& v
   }
 }
 
+// cluster.mesh: {axes: [[NAME, SIZE], ...], allow_split_physical_axes: BOOL}.
+cluster::MeshSpec ParseMesh(ConfigNode node) {
+  cluster::MeshSpec mesh;
+  std::vector<std::vector<std::string>> axes;
+  node.Get("axes", axes);
+  node.Get("allow_split_physical_axes", mesh.allow_split_physical_axes);
+  if (axes.empty()) node.FailAt("axes", "give the mesh's axes, e.g. [[data, 16], [fsdp, 4]]");
+  std::vector<std::string> items;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].size() != 2) {
+      node.FailAt("axes", fmt::format("entry {}: expected [NAME, SIZE], got [{}]", i,
+                                      fmt::join(axes[i], ", ")));
+    }
+    items.push_back(axes[i][0] + "=" + axes[i][1]);
+  }
+  const std::string text = fmt::format("{}", fmt::join(items, ","));
+  mesh.axes = InContext(node.source(), [&] {
+    return cluster::ParseMeshAxes(text, node.KeyPath("axes"));
+  });
+  node.Finish();
+  return mesh;
+}
+
 // An explicit computation shape with no explicit split gives the split (Lingvo
 // asserts prod(shape) == devices_per_split; AssignmentOptions checks it).
 ClusterConfig ParseCluster(ConfigNode node) {
@@ -87,6 +110,7 @@ ClusterConfig ParseCluster(ConfigNode node) {
   } else if (node.Has("hosts_per_rank")) {
     node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", c.layout));
   }
+  if (node.Present("mesh")) c.mesh = ParseMesh(node.Child("mesh"));
   node.Finish();
   return c;
 }
@@ -643,6 +667,11 @@ int64_t ShapeProduct(const std::vector<int>& shape) {
 // footprint fits the mesh and up to the replicas that fit; cores outside every
 // replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
 // Lingvo does, and TF's check refuses it when those do not fit.
+cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology& topology,
+                            const std::string& generation, const std::string& source) {
+  return cluster::BuildDeviceMesh(topology, generation, config.mesh, source + ": cluster.mesh");
+}
+
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source) {
