@@ -441,32 +441,44 @@ DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& genera
   return mesh;
 }
 
+MeshAxis ParseMeshAxis(const std::string& name, std::string_view size_text,
+                       const std::string& where) {
+  if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), IsAxisNameChar)) {
+    Fail("{}: axis name '{}' must be 1 to 64 of A-Z a-z 0-9 _", where, name);
+  }
+  int size = 0;
+  const auto [end, error] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
+  if (size_text.empty() || error != std::errc() || end != size_text.data() + size_text.size() ||
+      size < 1) {
+    Fail("{}: size '{}' of axis '{}' must be a whole number >= 1", where, size_text, name);
+  }
+  return {name, size};
+}
+
+void CheckDistinctAxes(const std::vector<MeshAxis>& axes, const std::string& where) {
+  std::set<std::string> names;
+  for (const MeshAxis& a : axes) {
+    if (!names.insert(a.name).second) Fail("{}: axis '{}' is given twice", where, a.name);
+  }
+}
+
 std::vector<MeshAxis> ParseMeshAxes(const std::string& text, const std::string& where) {
   std::vector<MeshAxis> axes;
-  std::set<std::string> names;
-  size_t start = 0;
-  while (true) {
+  const std::string context = fmt::format("{} '{}'", where, text);
+  for (size_t start = 0;;) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma - start);
     const size_t eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    const std::string_view size_text =
-        eq == std::string::npos ? std::string_view() : std::string_view(item).substr(eq + 1);
-    int size = 0;
-    const auto [end, error] =
-        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
-    const bool name_ok = !name.empty() && name.size() <= 64 &&
-                         std::all_of(name.begin(), name.end(), IsAxisNameChar);
-    if (!name_ok || eq == std::string::npos || size_text.empty() || error != std::errc() ||
-        end != size_text.data() + size_text.size() || size < 1) {
-      Fail("{} '{}': axis '{}' must be NAME=SIZE (NAME of A-Z a-z 0-9 _, SIZE a whole number "
-           ">= 1), e.g. data=16,fsdp=4", where, text, item);
+    if (eq == std::string::npos) {
+      Fail("{}: '{}' is not NAME=SIZE (axes by increasing network intensity, e.g. "
+           "data=16,fsdp=4)", context, item);
     }
-    if (!names.insert(name).second) Fail("{} '{}': axis '{}' is given twice", where, text, name);
-    axes.push_back({name, size});
-    if (comma == std::string::npos) return axes;
+    axes.push_back(ParseMeshAxis(item.substr(0, eq), std::string_view(item).substr(eq + 1), context));
+    if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  CheckDistinctAxes(axes, context);
+  return axes;
 }
 
 std::string MeshAxesText(const std::vector<MeshAxis>& axes) {

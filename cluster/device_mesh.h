@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cluster/accelerator_type.h"
@@ -79,6 +80,11 @@ std::string JaxDeviceKind(const Generation& generation);
 // Parses "data=16,fsdp=4": names of A-Z a-z 0-9 _, each given once, sizes whole
 // numbers >= 1. Throws Error prefixed by `where` otherwise.
 std::vector<MeshAxis> ParseMeshAxes(const std::string& text, const std::string& where);
+// One axis: `name` of 1 to 64 of A-Z a-z 0-9 _, `size` a whole number >= 1;
+// throws Error prefixed by `where` otherwise.
+MeshAxis ParseMeshAxis(const std::string& name, std::string_view size, const std::string& where);
+// Throws Error prefixed by `where` when two axes share a name.
+void CheckDistinctAxes(const std::vector<MeshAxis>& axes, const std::string& where);
 
 // "data=16,fsdp=4", the form ParseMeshAxes reads.
 std::string MeshAxesText(const std::vector<MeshAxis>& axes);

@@ -68,18 +68,16 @@ cluster::MeshSpec ParseMesh(ConfigNode node) {
   node.Get("axes", axes);
   node.Get("allow_split_physical_axes", mesh.allow_split_physical_axes);
   if (axes.empty()) node.FailAt("axes", "give the mesh's axes, e.g. [[data, 16], [fsdp, 4]]");
-  std::vector<std::string> items;
+  const std::string key = node.source() + ": " + node.KeyPath("axes");
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].size() != 2) {
       node.FailAt("axes", fmt::format("entry {}: expected [NAME, SIZE], got [{}]", i,
                                       fmt::join(axes[i], ", ")));
     }
-    items.push_back(axes[i][0] + "=" + axes[i][1]);
+    mesh.axes.push_back(
+        cluster::ParseMeshAxis(axes[i][0], axes[i][1], fmt::format("{} entry {}", key, i)));
   }
-  const std::string text = fmt::format("{}", fmt::join(items, ","));
-  mesh.axes = InContext(node.source(), [&] {
-    return cluster::ParseMeshAxes(text, node.KeyPath("axes"));
-  });
+  cluster::CheckDistinctAxes(mesh.axes, key);
   node.Finish();
   return mesh;
 }

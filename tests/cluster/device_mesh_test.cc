@@ -220,9 +220,17 @@ TEST(ParseMeshAxesTest, ReadsNamesAndSizes) {
 }
 
 TEST(ParseMeshAxesTest, RefusesMalformed) {
-  for (const char* bad : {"", "data", "data=", "data=0", "=4", "data=4,", "da ta=4", "data=4x"}) {
-    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("must be NAME=SIZE"))
+  for (const char* bad : {"", "data", "data=4,", "data=4,fsdp"}) {
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("is not NAME=SIZE"))
         << bad;
+  }
+  for (const char* bad : {"=4", "da ta=4", "data-1=4"}) {
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }),
+                HasSubstr("must be 1 to 64 of A-Z a-z 0-9 _")) << bad;
+  }
+  for (const char* bad : {"data=", "data=0", "data=4x", "data=-2"}) {
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }),
+                HasSubstr("must be a whole number >= 1")) << bad;
   }
   EXPECT_THAT(ErrorOf([&] { ParseMeshAxes("a=2,a=2", "--mesh"); }), HasSubstr("given twice"));
 }
