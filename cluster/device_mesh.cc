@@ -93,45 +93,54 @@ bool HasCoreAxis(const std::string& kind, int cores_per_chip) {
          ((kind == "TPU v5p" || kind == "TPU v5") && cores_per_chip == 2);
 }
 
-// [x, y, core] on v2/v3; [x, y, z, core] on TPU7x (and two-device v5p); [x, y, z]
-// elsewhere, where every device must be core 0 (megacore).
-Array PhysicalMesh(const std::vector<MeshDevice>& devices, const std::string& kind) {
-  Coord lo = devices[0].coord, hi = devices[0].coord;
+// The box of the devices' coordinates (and cores): its lowest and highest corner.
+struct CoordBox {
+  Coord lo{}, hi{};
+  int extent(int i) const { return hi[i] - lo[i] + 1; }
+};
+
+CoordBox BoxOf(const std::vector<MeshDevice>& devices) {
+  CoordBox box{devices[0].coord, devices[0].coord};
   for (const MeshDevice& d : devices) {
     for (int i = 0; i < 4; ++i) {
-      lo[i] = std::min(lo[i], d.coord[i]);
-      hi[i] = std::max(hi[i], d.coord[i]);
+      box.lo[i] = std::min(box.lo[i], d.coord[i]);
+      box.hi[i] = std::max(box.hi[i], d.coord[i]);
     }
   }
-  const int cores = hi[3] - lo[3] + 1;
-  std::vector<int> axes;  // which coordinate each physical axis reads
-  if (kind == "TPU v2" || kind == "TPU v3") {
-    axes = {0, 1, 3};
-  } else if (HasCoreAxis(kind, cores)) {
-    axes = {0, 1, 2, 3};
-  } else {
-    axes = {0, 1, 2};
-  }
-  Array mesh;
-  for (int a : axes) mesh.shape.push_back(hi[a] - lo[a] + 1);
-  const int64_t chips = int64_t{hi[0] - lo[0] + 1} * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1);
-  if (static_cast<int64_t>(devices.size()) != chips * cores) {
+  return box;
+}
+
+// Which coordinate each physical axis reads: [x, y, core] on v2/v3; [x, y, z,
+// core] on TPU7x (and two-device v5p); [x, y, z] elsewhere (megacore).
+std::vector<int> PhysicalAxes(const std::string& kind, int cores_per_chip) {
+  if (kind == "TPU v2" || kind == "TPU v3") return {0, 1, 3};
+  if (HasCoreAxis(kind, cores_per_chip)) return {0, 1, 2, 3};
+  return {0, 1, 2};
+}
+
+// _get_physical_tpu_mesh: the devices placed in the box of their coordinates.
+// Throws JAX's AssertionError when they do not fill it, or when a kind with one
+// device per chip has a core other than 0.
+Array PhysicalMesh(const std::vector<MeshDevice>& devices, const std::string& kind) {
+  const CoordBox box = BoxOf(devices);
+  const std::vector<int> axes = PhysicalAxes(kind, box.extent(3));
+  const int64_t chips = int64_t{box.extent(0)} * box.extent(1) * box.extent(2);
+  if (static_cast<int64_t>(devices.size()) != chips * box.extent(3)) {
     Fail("AssertionError: {} devices do not fill the {}x{}x{} box of their coordinates with {} "
          "cores per chip (_get_physical_tpu_mesh)",
-         devices.size(), hi[0] - lo[0] + 1, hi[1] - lo[1] + 1, hi[2] - lo[2] + 1, cores);
+         devices.size(), box.extent(0), box.extent(1), box.extent(2), box.extent(3));
   }
+  Array mesh;
+  for (int a : axes) mesh.shape.push_back(box.extent(a));
   mesh.items.assign(static_cast<size_t>(Product(mesh.shape)), -1);
   for (size_t k = 0; k < devices.size(); ++k) {
-    const MeshDevice& d = devices[k];
-    if (axes.size() == 3 && axes[2] == 2 && d.coord[3] != 0) {
+    const Coord& c = devices[k].coord;
+    if (axes.size() == 3 && axes[2] == 2 && c[3] != 0) {
       Fail("AssertionError: Creating meshes for TPU >v3 requires one device per chip "
-           "(\"megacore\" mode). Got device id {} for a device of kind {}",
-           d.coord[3], kind);
+           "(\"megacore\" mode). Got device id {} for a device of kind {}", c[3], kind);
     }
     int64_t flat = 0;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      flat = flat * mesh.shape[i] + (d.coord[axes[i]] - lo[axes[i]]);
-    }
+    for (size_t i = 0; i < axes.size(); ++i) flat = flat * mesh.shape[i] + (c[axes[i]] - box.lo[axes[i]]);
     mesh.items[flat] = static_cast<int>(k);
   }
   if (std::count(mesh.items.begin(), mesh.items.end(), -1) > 0) {

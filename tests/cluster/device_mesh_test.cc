@@ -128,6 +128,15 @@ TEST(DeviceMeshTest, V5p8Generic) {
   EXPECT_THAT(Ids(Mesh("v5p-8", "data=4")), ElementsAre(0, 2, 1, 3));
 }
 
+// A v4 2x2x1 missing its chip (1, 1): the generic rule needs the whole box.
+TEST(DeviceMeshTest, SliceWithAHoleRefused) {
+  const Topology degraded = Topology::Create(
+      "t", "v4-8-degraded", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}}}, {});
+  const MeshSpec spec{ParseMeshAxes("data=3", "--mesh"), false};
+  EXPECT_THAT(ErrorOf([&] { DeviceMesh::Create(degraded, RequireGeneration("v4", ""), spec); }),
+              HasSubstr("AssertionError: 3 devices do not fill the 2x2x1 box"));
+}
+
 // ---------------------------------------------------------------------------
 // Per-kind orders
 
