@@ -1,6 +1,7 @@
 // `tpusim topology CONFIG`: the device assignment a config or topology asks for,
-// and the JAX device mesh of --mesh or cluster.mesh, as a table or JSON (no MPI); and `tpusim topology import FILE --out TOPO.yaml`,
-// which writes a JAX device list or TopologyProto as a topology YAML.
+// and the JAX device mesh of --mesh or cluster.mesh, as a table or JSON (no MPI);
+// and `tpusim topology import FILE --out TOPO.yaml`, which writes a JAX device list
+// or TopologyProto as a topology YAML.
 #include <charconv>
 #include <filesystem>
 #include <iostream>
@@ -151,7 +152,9 @@ nlohmann::json NestedIds(const cluster::DeviceMesh& mesh, size_t axis, int offse
   int stride = 1;
   for (size_t i = axis + 1; i < axes.size(); ++i) stride *= axes[i].size;
   nlohmann::json out = nlohmann::json::array();
-  for (int i = 0; i < axes[axis].size; ++i) out.push_back(NestedIds(mesh, axis + 1, offset + i * stride));
+  for (int i = 0; i < axes[axis].size; ++i) {
+    out.push_back(NestedIds(mesh, axis + 1, offset + i * stride));
+  }
   return out;
 }
 

@@ -661,15 +661,15 @@ int64_t ShapeProduct(const std::vector<int>& shape) {
   return product;
 }
 
-// TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose
-// footprint fits the mesh and up to the replicas that fit; cores outside every
-// replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
-// Lingvo does, and TF's check refuses it when those do not fit.
 cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology& topology,
                             const std::string& generation, const std::string& source) {
   return cluster::BuildDeviceMesh(topology, generation, config.mesh, source + ": cluster.mesh");
 }
 
+// TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose
+// footprint fits the mesh and up to the replicas that fit; cores outside every
+// replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
+// Lingvo does, and TF's check refuses it when those do not fit.
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source) {
