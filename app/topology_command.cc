@@ -1,6 +1,7 @@
 // `tpusim topology CONFIG`: the device assignment a config or topology asks for,
-// as a table or JSON (no MPI); and `tpusim topology import FILE --out TOPO.yaml`,
-// which writes a JAX device list or TopologyProto as a topology YAML.
+// and the JAX device mesh of --mesh or cluster.mesh, as a table or JSON (no MPI);
+// and `tpusim topology import FILE --out TOPO.yaml`, which writes a JAX device list
+// or TopologyProto as a topology YAML.
 #include <charconv>
 #include <filesystem>
 #include <iostream>
@@ -32,6 +33,8 @@ struct TopologyOptions {
   std::string order;                   // empty = from the run file, else auto
   std::string ring_rule;
   std::string generation;              // figures for an imported device list / TopologyProto
+  std::string mesh;                    // "data=16,fsdp=4"; empty = the run file's cluster.mesh
+  bool allow_split_physical_axes = false;
   bool json = false;
 };
 
@@ -121,6 +124,78 @@ nlohmann::json AssignmentJson(const Slice& slice) {
           {"assignment", rows}};
 }
 
+// The mesh the flags or the run file ask for, or nullopt when neither names one.
+std::optional<cluster::DeviceMesh> TopologyMesh(const TopologyOptions& options,
+                                                const ConfigTarget& target,
+                                                const cluster::Topology& topology) {
+  const std::string generation =
+      options.generation.empty() ? target.topology.generation : options.generation;
+  if (!options.mesh.empty()) {
+    const cluster::MeshSpec spec{cluster::ParseMeshAxes(options.mesh, "--mesh"),
+                                 options.allow_split_physical_axes};
+    return cluster::BuildDeviceMesh(topology, generation, spec, "--mesh " + options.mesh);
+  }
+  ClusterConfig cfg = target.is_run ? target.run.cluster : ClusterConfig{};
+  if (options.allow_split_physical_axes && cfg.mesh.axes.empty()) {
+    Fail("--allow-split-physical-axes: there is no mesh to split; give --mesh NAME=SIZE,... (or "
+         "cluster.mesh in the run file)");
+  }
+  if (cfg.mesh.axes.empty()) return std::nullopt;
+  cfg.mesh.allow_split_physical_axes |= options.allow_split_physical_axes;
+  return RunMesh(cfg, topology, generation, options.config);
+}
+
+// The ids of mesh positions [offset, offset + product(sizes[axis..])) as nested lists.
+nlohmann::json NestedIds(const cluster::DeviceMesh& mesh, size_t axis, int offset) {
+  const std::vector<cluster::MeshAxis>& axes = mesh.spec().axes;
+  if (axis == axes.size()) return mesh.at(offset).id;
+  int stride = 1;
+  for (size_t i = axis + 1; i < axes.size(); ++i) stride *= axes[i].size;
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 0; i < axes[axis].size; ++i) {
+    out.push_back(NestedIds(mesh, axis + 1, offset + i * stride));
+  }
+  return out;
+}
+
+void AddMeshJson(const cluster::DeviceMesh& mesh, nlohmann::json& out) {
+  nlohmann::json axes = nlohmann::json::array();
+  for (const cluster::MeshAxis& a : mesh.spec().axes) axes.push_back({a.name, a.size});
+  nlohmann::json devices = nlohmann::json::array();
+  for (const cluster::MeshDevice& d : mesh.devices()) {
+    devices.push_back({{"id", d.id},
+                       {"process_index", d.process_index},
+                       {"coords", {d.coord[0], d.coord[1], d.coord[2]}},
+                       {"core_on_chip", d.coord[3]}});
+  }
+  out["device_kind"] = mesh.device_kind();
+  out["mesh_axes"] = axes;
+  out["allow_split_physical_axes"] = mesh.spec().allow_split_physical_axes;
+  out["devices"] = devices;
+  out["mesh"] = NestedIds(mesh, 0, 0);
+}
+
+// One line per mesh position: its index on every axis and the device there.
+void PrintMeshTable(const cluster::DeviceMesh& mesh) {
+  const std::vector<cluster::MeshAxis>& axes = mesh.spec().axes;
+  fmt::print("\nmesh {} ({}, as jax's create_device_mesh builds it; allow_split_physical_axes {})"
+             "\n", cluster::MeshAxesText(axes), mesh.device_kind(),
+             mesh.spec().allow_split_physical_axes);
+  for (const cluster::MeshAxis& a : axes) fmt::print("{:>8} ", a.name);
+  fmt::print("{:>6} {:>7} {:>9} {:>4}\n", "id", "process", "coords", "core");
+  std::vector<int> index(axes.size(), 0);
+  for (size_t flat = 0; flat < mesh.positions().size(); ++flat) {
+    const cluster::MeshDevice& d = mesh.at(static_cast<int>(flat));
+    for (int i : index) fmt::print("{:>8} ", i);
+    fmt::print("{:>6} {:>7} {:>9} {:>4}\n", d.id, d.process_index,
+               fmt::format("({},{},{})", d.coord[0], d.coord[1], d.coord[2]), d.coord[3]);
+    for (size_t i = axes.size(); i-- > 0;) {
+      if (++index[i] < axes[i].size) break;
+      index[i] = 0;
+    }
+  }
+}
+
 void PrintAssignmentTable(const Slice& slice) {
   const cluster::DeviceAssignment& da = slice.assignment;
   const cluster::Topology& topo = slice.topology;
@@ -152,10 +227,14 @@ int RunTopologyCommand(const TopologyOptions& options) {
   cluster::Topology topology = cluster::LoadTopology(target.topology);
   cluster::DeviceAssignmentOptions assignment = TopologyAssignmentOptions(options, target, topology);
   Slice slice = InContext(options.config, [&] { return BuildSlice(topology, assignment); });
+  const std::optional<cluster::DeviceMesh> mesh = TopologyMesh(options, target, topology);
   if (options.json) {
-    std::cout << AssignmentJson(slice).dump(2) << "\n";
+    nlohmann::json out = AssignmentJson(slice);
+    if (mesh) AddMeshJson(*mesh, out);
+    std::cout << out.dump(2) << "\n";
   } else {
     PrintAssignmentTable(slice);
+    if (mesh) PrintMeshTable(*mesh);
   }
   return 0;
 }
@@ -191,6 +270,10 @@ CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
   topology->add_option("--generation", topo.generation,
                        "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
+  topology->add_option("--mesh", topo.mesh,
+                       "a JAX device mesh, axes by increasing network intensity: data=16,fsdp=4");
+  topology->add_flag("--allow-split-physical-axes", topo.allow_split_physical_axes,
+                     "let the mesh split a physical axis (create_device_mesh's option)");
   topology->add_flag("--json", topo.json, "one JSON object instead of a table");
   return topology;
 }

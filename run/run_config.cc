@@ -61,6 +61,27 @@ void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& v
   }
 }
 
+// cluster.mesh: {axes: [[NAME, SIZE], ...], allow_split_physical_axes: BOOL}.
+cluster::MeshSpec ParseMesh(ConfigNode node) {
+  cluster::MeshSpec mesh;
+  std::vector<std::vector<std::string>> axes;
+  node.Get("axes", axes);
+  node.Get("allow_split_physical_axes", mesh.allow_split_physical_axes);
+  if (axes.empty()) node.FailAt("axes", "give the mesh's axes, e.g. [[data, 16], [fsdp, 4]]");
+  const std::string key = node.source() + ": " + node.KeyPath("axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].size() != 2) {
+      node.FailAt("axes", fmt::format("entry {}: expected [NAME, SIZE], got [{}]", i,
+                                      fmt::join(axes[i], ", ")));
+    }
+    mesh.axes.push_back(
+        cluster::ParseMeshAxis(axes[i][0], axes[i][1], fmt::format("{} entry {}", key, i)));
+  }
+  cluster::CheckDistinctAxes(mesh.axes, key);
+  node.Finish();
+  return mesh;
+}
+
 // An explicit computation shape with no explicit split gives the split (Lingvo
 // asserts prod(shape) == devices_per_split; AssignmentOptions checks it).
 ClusterConfig ParseCluster(ConfigNode node) {
@@ -87,6 +108,7 @@ ClusterConfig ParseCluster(ConfigNode node) {
   } else if (node.Has("hosts_per_rank")) {
     node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", c.layout));
   }
+  if (node.Present("mesh")) c.mesh = ParseMesh(node.Child("mesh"));
   node.Finish();
   return c;
 }
@@ -637,6 +659,11 @@ int64_t ShapeProduct(const std::vector<int>& shape) {
   int64_t product = 1;
   for (int v : shape) product *= v;  // entries are <= 2^22 once checked: no overflow in 4 of them
   return product;
+}
+
+cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology& topology,
+                            const std::string& generation, const std::string& source) {
+  return cluster::BuildDeviceMesh(topology, generation, config.mesh, source + ": cluster.mesh");
 }
 
 // TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose

@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cluster/device_assignment.h"
+#include "cluster/device_mesh.h"
 #include "cluster/topology.h"
 #include "cluster/topology_source.h"
 #include "embedding/config.h"
@@ -34,6 +35,10 @@ struct ClusterConfig {
   int replicas = 0;                 // 0 = num_cores / K (Lingvo), checked by TF's rule
   std::string layout = "ranks";     // ranks | threads | packed (design.md §2)
   int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
+  // A JAX device mesh (cluster/device_mesh.h), axes by increasing network
+  // intensity; no axes = none. Checked against the slice by validation; it places
+  // nothing in a run yet (printed by `tpusim topology`).
+  cluster::MeshSpec mesh;
 
   // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
   int hosts_per_process() const { return layout == "ranks" ? 0 : layout == "threads" ? 1 : hosts_per_rank; }
@@ -209,6 +214,12 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
 // computation shape for the split (or the explicit one, whose product must equal
 // the split) and, unless cluster.replicas is set, as many replicas as TF's
 // device_assignment fits. Throws Error naming the key.
+// The JAX device mesh cluster.mesh asks for on `topology` (of `generation`, ""
+// = from the topology's name). Throws Error "<source>: cluster.mesh: ..." with
+// JAX's reason when create_device_mesh would refuse it; requires config.mesh.axes.
+cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology& topology,
+                            const std::string& generation, const std::string& source);
+
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source);

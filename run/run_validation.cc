@@ -249,6 +249,9 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
     return BuildSlice(topology, options, config.cluster.hosts_per_process());
   });
   CheckAgainstSlice(config, slice);
+  if (!config.cluster.mesh.axes.empty()) {
+    RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
+  }
   TargetHost target_host = TargetHostOf(config, slice.topology);
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);

@@ -2,7 +2,8 @@
 // mpirun) and every rank of `tpusim run` (before its first message) call
 // ValidateRun, so they accept and refuse exactly the same inputs with the same
 // message: the device assignment (TF's rules, idle cores allowed), the fault
-// targets on the slice (run/slice.h CheckAgainstSlice), the infeed plan
+// targets on the slice (run/slice.h CheckAgainstSlice), cluster.mesh (what JAX's
+// create_device_mesh would refuse, run_config.h RunMesh), the infeed plan
 // (a batch that cannot be sharded), sizes that would overflow, waits that would
 // not end, the memory the run needs against what the machine has, the trainer's
 // inputs, the composite optimizer's routing of the model's variable names and

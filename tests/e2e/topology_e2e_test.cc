@@ -137,5 +137,55 @@ TEST(TopologyEndToEnd, BadFilesAreOneLineErrorsWithExitCode2) {
   EXPECT_THAT(r.output, HasSubstr("v5p sizes are v5p-8, v5p-16, v5p-32, v5p-64 and v5p-128*k"));
 }
 
+// `--mesh` on v4-32 (2x2x4, ids x + 2y + 4z): fsdp takes the 2x2 plane read
+// x-major, data the z axis (jax's _create_device_mesh_for_nd_torus); every device
+// is listed as jax.devices() lists it.
+TEST(TopologyEndToEnd, MeshOfV4_32AsJaxBuildsIt) {
+  const json j = TopologyJson("v4-32 --mesh data=4,fsdp=4");
+  EXPECT_EQ(j["device_kind"], "TPU v4");
+  EXPECT_EQ(j["mesh_axes"], json::parse(R"([["data", 4], ["fsdp", 4]])"));
+  EXPECT_EQ(j["mesh"], json::parse("[[0,2,1,3],[4,6,5,7],[8,10,9,11],[12,14,13,15]]"));
+  ASSERT_EQ(j["devices"].size(), 16u);
+  EXPECT_EQ(j["devices"][6], json::parse(
+      R"({"id": 6, "process_index": 1, "coords": [0, 1, 1], "core_on_chip": 0})"));
+}
+
+// A mesh that needs a split physical axis is refused with jax's reason, and
+// built once the split is allowed.
+TEST(TopologyEndToEnd, MeshSplitRefusedThenAllowed) {
+  Result r = Shell(Tpusim() + " topology v5litepod-16 --mesh data=2,model=8 --json");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("--mesh data=2,model=8: create_device_mesh refuses data=2,model=8 "
+                                  "on v5litepod-16 (TPU v5 lite): NotImplementedError: Failed to "
+                                  "find assignment for logical_axis_index 1 of size 8"));
+  const json j = TopologyJson("v5litepod-16 --mesh data=2,model=8 --allow-split-physical-axes");
+  EXPECT_EQ(j["mesh"], json::parse("[[0,4,1,5,2,6,3,7],[8,12,9,13,10,14,11,15]]"));
+  EXPECT_EQ(j["allow_split_physical_axes"], true);
+  r = Shell(Tpusim() + " topology v4-8 --mesh data=3");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("Number of devices 4 must equal the product of mesh_shape (3,)"));
+}
+
+// cluster.mesh in a run file: `topology` prints it, `validate` refuses what jax
+// refuses, naming the key.
+TEST(TopologyEndToEnd, RunConfigMesh) {
+  const std::string run = Write(
+      "mesh-run.yaml", "topology: v3-8\ncluster:\n  mesh: {axes: [[data, 2], [model, 4]]}\n");
+  EXPECT_EQ(TopologyJson(run)["mesh"], json::parse("[[0,1,2,3],[6,7,4,5]]"));
+  const std::string bad = Write(
+      "mesh-bad.yaml", "topology: v4-32\ncluster:\n  mesh: {axes: [[a, 2], [b, 2], [c, 4]]}\n");
+  Result r = Shell(Tpusim() + " validate " + bad);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(bad + ": cluster.mesh: create_device_mesh refuses a=2,b=2,c=4 on "
+                                  "v4-32 (TPU v4): NotImplementedError"));
+  r = Shell(Tpusim() + " validate " + bad + " --set cluster.mesh.allow_split_physical_axes=true");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  const std::string typo = Write(
+      "mesh-typo.yaml", "topology: v4-8\ncluster:\n  mesh: {axes: [[data, 4]], split: 1}\n");
+  r = Shell(Tpusim() + " validate " + typo);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("cluster.mesh.split"));
+}
+
 }  // namespace
 }  // namespace tpusim::e2e

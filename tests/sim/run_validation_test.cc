@@ -55,6 +55,26 @@ TEST(RunValidationTest, TooManyReplicasNameTheClusterKeys) {
             "computation_stride [1 1 1 1] fit in a TPU mesh of shape [2 2 1 2]");
 }
 
+// cluster.mesh is read as typed axes and judged against the slice by JAX's rules.
+TEST(RunValidationTest, MeshIsReadAndJudgedByJaxsRules) {
+  const RunConfig config = Config(
+      "topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n");
+  ASSERT_EQ(config.cluster.mesh.axes.size(), 2u);
+  EXPECT_EQ(config.cluster.mesh.axes[1].name, "fsdp");
+  EXPECT_FALSE(config.cluster.mesh.allow_split_physical_axes);
+  EXPECT_NO_THROW(Validate("topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n"));
+  const std::string split = "topology: v4-32\ncluster:\n  mesh: {axes: [[a, 2], [b, 2], [c, 4]]}\n";
+  EXPECT_THAT(ErrorOfRun(split),
+              HasSubstr("t.yaml: cluster.mesh: create_device_mesh refuses a=2,b=2,c=4 on v4-32 (TPU "
+                        "v4): NotImplementedError: Failed to find assignment for "
+                        "logical_axis_index 1 of size 2"));
+  EXPECT_NO_THROW(Validate(split, {"cluster.mesh.allow_split_physical_axes=true"}));
+  EXPECT_EQ(ErrorOf([] { Config("topology: v4-8\ncluster: {mesh: {}}\n"); }),
+            "t.yaml: cluster.mesh.axes: give the mesh's axes, e.g. [[data, 16], [fsdp, 4]]");
+  EXPECT_EQ(ErrorOf([] { Config("topology: v4-8\ncluster: {mesh: {axes: [[data]]}}\n"); }),
+            "t.yaml: cluster.mesh.axes: entry 0: expected [NAME, SIZE], got [data]");
+}
+
 TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
   RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
   std::string message = ErrorOf([&] { ValidateRun(config, Machine{1 * kGiB, {}}); });
