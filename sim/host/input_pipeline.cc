@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -64,6 +65,18 @@ std::vector<int64_t> PoolFirstIds(const RunConfig& run, const infeed::InfeedPlan
   return first;
 }
 
+// What the stream's read and CRC stages took between two readings.
+infeed::TfRecordStageCosts StreamDelta(const infeed::TfRecordStageCosts& before,
+                                       const infeed::TfRecordStageCosts& after) {
+  infeed::TfRecordStageCosts d;
+  d.read = {after.read.wall_s - before.read.wall_s, after.read.cpu_s - before.read.cpu_s};
+  d.crc = {after.crc.wall_s - before.crc.wall_s, after.crc.cpu_s - before.crc.cpu_s};
+  d.records_read = after.records_read - before.records_read;
+  d.skipped_records = after.skipped_records - before.skipped_records;
+  d.file_bytes = after.file_bytes - before.file_bytes;
+  return d;
+}
+
 // The tfrecord source's figures for the report: per-example stage costs.
 TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed::TfRecordStageCosts& c) {
   TfRecordStages out;
@@ -99,6 +112,7 @@ struct InputPipeline::Impl {
   std::optional<infeed::TfRecordSource> tfrecord;
   mutable std::mutex decode_mu_;
   infeed::TfRecordStageCosts decode_costs;  // the workers' parse, decode, resize, batch
+  std::map<int64_t, infeed::TfRecordStageCosts> step_costs_;  // built, not yet sent
   StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
 
@@ -153,11 +167,27 @@ struct InputPipeline::Impl {
   // per-example work on this worker, beside the other workers' steps.
   void FillTfRecord(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     std::vector<infeed::RawRecord> records;
-    sequencer.Run(step, [&] { records = tfrecord->NextRecords(static_cast<int64_t>(ids.size())); });
+    infeed::TfRecordStageCosts step_costs;
+    sequencer.Run(step, [&] {
+      const infeed::TfRecordStageCosts before = tfrecord->stream_costs();
+      records = tfrecord->NextRecords(static_cast<int64_t>(ids.size()));
+      step_costs = StreamDelta(before, tfrecord->stream_costs());
+    });
     infeed::TfRecordStageCosts costs;
     tfrecord->Decode(records, batch, ids, costs);
+    step_costs += costs;
     std::lock_guard lock(decode_mu_);
     decode_costs += costs;
+    step_costs_[step] = step_costs;
+  }
+
+  infeed::TfRecordStageCosts TakeStepCosts(int64_t step) {
+    std::lock_guard lock(decode_mu_);
+    auto found = step_costs_.find(step);
+    if (found == step_costs_.end()) return {};
+    infeed::TfRecordStageCosts costs = found->second;
+    step_costs_.erase(found);
+    return costs;
   }
 
   // All stages of the tfrecord source: the stream's and the workers'.
@@ -285,6 +315,10 @@ void InputPipeline::Configure(infeed::TransportOptions& options) {
   options.borrow_batch = [impl = impl_.get()](int64_t step, std::span<int64_t> ids) -> const infeed::Batch& {
     return impl->Borrow(step, ids);
   };
+}
+
+infeed::TfRecordStageCosts InputPipeline::TakeStepCosts(int64_t step) {
+  return impl_->tfrecord ? impl_->TakeStepCosts(step) : infeed::TfRecordStageCosts{};
 }
 
 std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats& feed) const {
