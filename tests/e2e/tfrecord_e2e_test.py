@@ -3,7 +3,7 @@
 outside tpusim (tests/scripts/write_tfrecord_dataset.py: standard-library framing
 with its own CRC-32C, PIL JPEGs) infeeds on a v4-8 under mpirun; the placement log
 names every record exactly once per epoch (example id = file * 10^9 + record) and
-the report counts the examples; one flipped byte in one record's data is one line
+the report counts the examples and the steps CSV times each stage; one flipped byte in one record's data is one line
 naming that file and byte offset with exit 2; with skip_corrupt the run finishes
 and counts one skipped record.
 
@@ -53,8 +53,14 @@ def main():
                         '2', '6', '64x48'], check=True)
         # 3 steps x 4 examples = the 12 records once: file 0 and 1 interleaved (one reader).
         config = write_config(tmp, data, False)
-        r = run(tpusim, config, tmp)
+        csv_path = os.path.join(tmp, 'steps.csv')
+        r = run(tpusim, config, tmp, '--steps-csv', csv_path)
         assert r.returncode == 0, r.stdout + r.stderr
+        with open(csv_path) as f:
+            header = f.readline().strip().split(',')
+            rows = [dict(zip(header, line.strip().split(','))) for line in f]
+        assert len(rows) == 3 * 4, len(rows)  # 3 steps x 4 cores
+        assert all(float(row['host_decode_cpu_s']) > 0 and float(row['host_read_s']) >= 0 for row in rows)
         ids = []
         with open(os.path.join(tmp, 'placement.jsonl')) as f:
             for line in f:
