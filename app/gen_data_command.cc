@@ -1,6 +1,8 @@
 // `tpusim gen-data CONFIG --out DIR`: writes a run's synthetic examples as an
 // on-disk dataset for input.source: files (.npy shards, optionally zlib), after
-// checking the counts, the free disk space and the memory one shard needs.
+// checking the counts, the free disk space and the memory one shard needs; with
+// --format tfrecord an ImageNet-like dataset of JPEG tf.train.Examples for
+// input.source: tfrecord (infeed/tfrecord_dataset.h).
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "app/command.h"
 #include "base/error.h"
 #include "infeed/file_source.h"
+#include "infeed/tfrecord_dataset.h"
 #include "run/run_features.h"
 #include "run/run_validation.h"
 #include "run/slice.h"
@@ -29,6 +32,12 @@ struct GenDataOptions {
   std::optional<int64_t> examples;  // default: ten global batches
   std::optional<int64_t> shards;    // default: two per host
   bool compress = false;            // zlib-compressed FEATURE.npy.zlib files
+  std::string format = "npy";       // npy | tfrecord
+  std::string image_size = "500x375";  // tfrecord: WIDTHxHEIGHT
+  int jpeg_quality = 90;
+  std::string name = "synthetic_imagenet";
+  int64_t classes = 1000;
+  std::string compression = "none";  // tfrecord: none | zlib | gzip
 };
 
 constexpr int64_t kMaxGenShards = 100000;
@@ -60,12 +69,56 @@ void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t
   }
 }
 
+// "500x375" -> width 500, height 375.
+void ParseImageSize(const std::string& text, infeed::TfRecordDatasetOptions& out) {
+  const size_t x = text.find('x');
+  try {
+    size_t used_w = 0, used_h = 0;
+    out.width = std::stoi(text.substr(0, x), &used_w);
+    out.height = std::stoi(text.substr(x + 1), &used_h);
+    if (x != std::string::npos && used_w == x && used_h == text.size() - x - 1) return;
+  } catch (const std::exception&) {
+  }
+  Fail("--image-size {}: expected WIDTHxHEIGHT, e.g. 500x375", text);
+}
+
+infeed::TfRecordCompression CompressionOf(const std::string& name) {
+  if (name == "none") return infeed::TfRecordCompression::kNone;
+  if (name == "zlib") return infeed::TfRecordCompression::kZlib;
+  if (name == "gzip") return infeed::TfRecordCompression::kGzip;
+  Fail("--compression {}: expected none, zlib or gzip", name);
+}
+
+// gen-data --format tfrecord: JPEG tf.train.Examples in TFDS-named shards.
+int RunGenTfRecord(const GenDataOptions& options, const ConfigTarget& target, int hosts) {
+  infeed::TfRecordDatasetOptions data;
+  data.name = options.name;
+  data.examples = options.examples.value_or(10 * target.run.input.global_batch);
+  data.shards = options.shards.value_or(2 * hosts);
+  ParseImageSize(options.image_size, data);
+  data.jpeg_quality = options.jpeg_quality;
+  if (options.classes < 1) Fail("--classes {}: must be >= 1", options.classes);
+  data.classes = options.classes;
+  data.seed = target.run.input.seed;
+  data.compression = CompressionOf(options.compression);
+  const std::vector<std::string> paths = infeed::WriteTfRecordDataset(options.out_dir, data);
+  int64_t bytes = 0;
+  for (const std::string& path : paths) bytes += static_cast<int64_t>(std::filesystem::file_size(path));
+  fmt::print("{}: {} examples in {} TFRecord shards ({}-train.tfrecord-*-of-{:05d}, {} MB, {}x{} JPEG q{}, {} "
+             "classes, compression {})\n",
+             options.out_dir, data.examples, data.shards, data.name, data.shards, bytes / 1000000, data.width,
+             data.height, data.jpeg_quality, data.classes, options.compression);
+  return 0;
+}
+
 // Writes the run's synthetic examples as .npy shards into `out_dir` (replacing a
 // dataset gen-data wrote there before, refusing a folder holding anything else).
 int RunGenDataCommand(const GenDataOptions& options) {
   ConfigTarget target = ResolveConfigTarget(options.config, options.overrides);
   if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", options.config);
   int hosts = SliceOf(target).topology.num_hosts();
+  if (options.format == "tfrecord") return RunGenTfRecord(options, target, hosts);
+  if (options.format != "npy") Fail("--format {}: expected npy or tfrecord", options.format);
   int64_t examples = options.examples.value_or(10 * target.run.input.global_batch);
   int64_t shards = options.shards.value_or(2 * hosts);
   CheckGenDataCounts(options, examples, shards, ExampleBytes(RunFeatureSpecs(target.run)));
@@ -90,6 +143,12 @@ void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
                   "examples to write (default: 10 global batches)");
   gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)");
   gen->add_flag("--compress", options->compress, "write zlib-compressed FEATURE.npy.zlib files");
+  gen->add_option("--format", options->format, "npy (input.source: files) or tfrecord (input.source: tfrecord)");
+  gen->add_option("--image-size", options->image_size, "tfrecord: JPEG size WIDTHxHEIGHT (default 500x375)");
+  gen->add_option("--jpeg-quality", options->jpeg_quality, "tfrecord: JPEG quality 1-100 (default 90)");
+  gen->add_option("--name", options->name, "tfrecord: dataset name in the shard names");
+  gen->add_option("--classes", options->classes, "tfrecord: label classes (default 1000)");
+  gen->add_option("--compression", options->compression, "tfrecord: none, zlib or gzip (default none)");
   gen->add_option("--set", options->overrides, "override a config key: a.b=value")->take_all();
   commands.push_back({gen, false, [options](CommandLine&) { return RunGenDataCommand(*options); }});
 }

@@ -18,6 +18,19 @@ double CeilingBytesPerS(const std::optional<CeilingRates>& ceiling) {
   return ceiling ? ceiling->bytes_per_s : 0.0;
 }
 
+// input.source: tfrecord: each real stage's cost per example, microseconds of
+// wall and of thread CPU, and the records skipped as corrupt.
+void PrintTfRecordStages(const TfRecordStages& t) {
+  const std::pair<const char*, const TfRecordStages::PerExample*> stages[] = {
+      {"read", &t.read}, {"crc", &t.crc}, {"parse", &t.parse}, {"decode", &t.decode}, {"crop/resize", &t.resize},
+      {"batch", &t.batch}};
+  std::string line;
+  for (const auto& [name, s] : stages) line += fmt::format(" {} {:.1f}/{:.1f}", name, s->wall_s * 1e6, s->cpu_s * 1e6);
+  fmt::print("       tfrecord us/example wall/cpu:{}; {} records read, {} skipped as corrupt\n", line, t.records_read,
+             t.skipped_records);
+  if (!t.sharding_note.empty()) fmt::print("       note: {}\n", t.sharding_note);
+}
+
 // One host of the end-of-run table: its rates, its ceiling and its stage times.
 void PrintHostRow(const HostRow& h, const HostWindowRates& rates) {
   const infeed::StageTimes stages = h.pipeline ? h.pipeline->stages : infeed::StageTimes{};
@@ -29,6 +42,7 @@ void PrintHostRow(const HostRow& h, const HostWindowRates& rates) {
   if (h.pipeline && h.pipeline->direct_io && !h.pipeline->direct_io->active) {
     fmt::print("       note: {}\n", h.pipeline->direct_io->note);
   }
+  if (h.pipeline && h.pipeline->tfrecord) PrintTfRecordStages(*h.pipeline->tfrecord);
 }
 
 // The title, then per host its rates and the total the cores dequeued.

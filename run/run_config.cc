@@ -113,23 +113,74 @@ ClusterConfig ParseCluster(ConfigNode node) {
   return c;
 }
 
-InputFeatureConfig ParseFeature(ConfigNode node) {
-  InputFeatureConfig f;
-  node.Get("dtype", f.dtype);
-  node.Get("shape", f.shape);
-  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
+void CheckShape(ConfigNode& node, const std::vector<int64_t>& shape) {
   int64_t elements = 1;
-  for (int64_t d : f.shape) {
+  for (int64_t d : shape) {
     if (d < 1 || d > kMaxCount) {
       node.FailAt("shape", fmt::format("every dimension must be in [1, {}], got {}", kMaxCount, d));
     }
     if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxCount) {
       node.FailAt("shape", fmt::format("{} has more than {} elements per example",
-                                       fmt::join(f.shape, "x"), kMaxCount));
+                                       fmt::join(shape, "x"), kMaxCount));
     }
   }
+}
+
+// A tfrecord feature: key and kind, and for decode: jpeg the image's output size
+// (its shape is [height, width, 3]) and crop and flip; dtypes follow the kind.
+void ParseExampleFeature(ConfigNode& node, InputFeatureConfig& f) {
+  node.Get("key", f.key);
+  node.Get("kind", f.kind);
+  node.Get("decode", f.decode);
+  node.Get("resize", f.resize);
+  node.Get("crop", f.crop);
+  node.Get("flip", f.flip);
+  if (f.key.empty()) node.FailAt("key", "is required with input.source: tfrecord (the tf.train.Example feature key)");
+  RequireOneOf(node, "kind", f.kind, {"float", "int64", "bytes"});
+  RequireOneOf(node, "crop", f.crop, {"none", "center", "random"});
+  RequireOneOf(node, "flip", f.flip, {"none", "random"});
+  if (f.kind == "bytes") {
+    if (f.decode != "jpeg") node.FailAt("decode", "a bytes feature needs decode: jpeg (a variable-length byte string is no tensor)");
+    if (f.resize.size() != 2 || f.resize[0] < 1 || f.resize[1] < 1 || f.resize[0] > 16384 || f.resize[1] > 16384) {
+      node.FailAt("resize", "decode: jpeg needs resize: [height, width], each in [1, 16384]");
+    }
+    if (!node.Has("dtype")) f.dtype = "uint8";
+    RequireOneOf(node, "dtype", f.dtype, {"uint8", "bfloat16", "float32"});
+    const std::vector<int64_t> image{f.resize[0], f.resize[1], 3};
+    if (node.Has("shape") && f.shape != image) {
+      node.FailAt("shape", fmt::format("a decoded image is [{}] (resize and 3 channels)", fmt::join(image, ", ")));
+    }
+    f.shape = image;
+    return;
+  }
+  for (const char* key : {"decode", "resize"}) {
+    if (node.Has(key)) node.FailAt(key, fmt::format("only a bytes feature (kind: bytes) is decoded, kind is {}", f.kind));
+  }
+  if (f.crop != "none" || f.flip != "none") node.FailAt(f.crop != "none" ? "crop" : "flip", "applies to decode: jpeg only");
+  if (!node.Has("dtype")) f.dtype = f.kind == "int64" ? "int64" : "float32";
+  if (f.kind == "int64") RequireOneOf(node, "dtype", f.dtype, {"int64", "int32", "float32"});
+  if (f.kind == "float") RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16"});
+}
+
+InputFeatureConfig ParseFeature(ConfigNode node, bool tfrecord) {
+  InputFeatureConfig f;
+  node.Get("dtype", f.dtype);
+  node.Get("shape", f.shape);
+  if (tfrecord) ParseExampleFeature(node, f);
+  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
+  CheckShape(node, f.shape);
   node.Finish();
   return f;
+}
+
+TfRecordInputConfig ParseTfRecord(ConfigNode node) {
+  TfRecordInputConfig t;
+  node.Get("compression", t.compression);
+  node.Get("verify_crc", t.verify_crc);
+  node.Get("skip_corrupt", t.skip_corrupt);
+  RequireOneOf(node, "compression", t.compression, {"none", "zlib", "gzip"});
+  node.Finish();
+  return t;
 }
 
 void RequireFiniteNonNegative(ConfigNode& node, const std::string& key, double value, const std::string& zero) {
@@ -156,13 +207,22 @@ infeed::StorageConfig ParseStorage(ConfigNode node) {
 // Keys that only one source reads are errors with the others, so a run never
 // silently ignores what the user asked for.
 void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
-  if (in.source != "files") {
-    for (const char* key : {"storage", "shuffle_buffer"}) {
-      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: files reads it (source is {})", in.source));
+  if (in.source != "files" && in.source != "tfrecord" && node.Has("shuffle_buffer")) {
+    node.FailAt("shuffle_buffer", fmt::format("only input.source: files and tfrecord read it (source is {})", in.source));
+  }
+  if (in.source != "files" && node.Has("storage")) {
+    node.FailAt("storage", fmt::format("only input.source: files reads it (source is {})", in.source));
+  }
+  if (in.source != "tfrecord") {
+    for (const char* key : {"files", "tfrecord"}) {
+      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: tfrecord reads it (source is {})", in.source));
     }
   }
   if (in.source != "cached" && node.Has("cache_steps")) {
     node.FailAt("cache_steps", fmt::format("only input.source: cached reads it (source is {})", in.source));
+  }
+  if (in.source == "tfrecord" && node.Has("cpu_us_per_example")) {
+    node.FailAt("cpu_us_per_example", "the tfrecord source does its preprocessing for real (it is timed, not modeled)");
   }
   if (in.source == "cached") {
     for (const char* key : {"cpu_us_per_example", "max_examples_per_sec"}) {
@@ -183,6 +243,8 @@ InputConfig ParseInput(ConfigNode node) {
   InputConfig in;
   node.Get("source", in.source);
   node.Get("data_dir", in.data_dir);
+  node.Get("files", in.files);
+  if (node.Has("tfrecord")) in.tfrecord = ParseTfRecord(node.Child("tfrecord"));
   node.Get("seed", in.seed);
   node.Get("global_batch", in.global_batch);
   node.Get("max_examples_per_sec", in.max_examples_per_sec);
@@ -192,7 +254,7 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("shuffle_buffer", in.shuffle_buffer);
   node.Get("prefetch", in.prefetch);
   if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
-  RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached"});
+  RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached", "tfrecord"});
   CheckSourceKeys(node, in);
   RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
   if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
@@ -205,6 +267,12 @@ InputConfig ParseInput(ConfigNode node) {
   if (in.source == "files" && in.data_dir.empty()) {
     node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");
   }
+  if (in.source == "tfrecord" && in.files.empty()) {
+    node.FailAt("files", "is required when input.source is tfrecord (glob patterns of TFRecord files)");
+  }
+  if (in.source == "tfrecord" && !node.Has("features")) {
+    node.FailAt("features", "is required when input.source is tfrecord (each with key and kind)");
+  }
   RequireRealRange(node, "max_examples_per_sec", in.max_examples_per_sec, 0.0, 1e15);
   RequireRealRange(node, "cpu_us_per_example", in.cpu_us_per_example, 0.0, kMaxMicros);
   ConfigNode features = node.Child("features");
@@ -212,10 +280,10 @@ InputConfig ParseInput(ConfigNode node) {
     in.features.clear();
     for (const std::string& name : features.Keys()) {
       RequireName(features, name);
-      if (name == kLabelFeature) {
+      if (name == kLabelFeature && in.source != "tfrecord") {
         features.FailAt(name, "the name is reserved for the teacher's target a training run adds");
       }
-      in.features[name] = ParseFeature(features.Child(name));
+      in.features[name] = ParseFeature(features.Child(name), in.source == "tfrecord");
     }
     if (in.features.empty()) node.FailAt("features", "must declare at least one feature");
   }

@@ -47,11 +47,30 @@ struct ClusterConfig {
 struct InputFeatureConfig {
   std::string dtype = "float32";
   std::vector<int64_t> shape;  // per example
+  // input.source: tfrecord only — how the feature comes out of a tf.train.Example,
+  // as tf.io.parse_single_example's spec: its key and list kind; a bytes feature
+  // is a JPEG decoded (decode: jpeg) to [resize[0], resize[1], 3], cropped and
+  // flipped before the resize.
+  std::string key;                  // "" = not a tfrecord run
+  std::string kind;                 // float | int64 | bytes
+  std::string decode;               // "" | jpeg
+  std::vector<int64_t> resize;      // [height, width]
+  std::string crop = "none";        // none | center | random
+  std::string flip = "none";        // none | random
+};
+
+// input.tfrecord: how the TFRecord files are stored and checked.
+struct TfRecordInputConfig {
+  std::string compression = "none";  // none | zlib | gzip
+  bool verify_crc = true;
+  bool skip_corrupt = false;         // skip (and count) records whose CRC fails
 };
 
 struct InputConfig {
-  std::string source = "synthetic";  // synthetic | files | cached
+  std::string source = "synthetic";  // synthetic | files | cached | tfrecord
   std::string data_dir;              // files: dataset directory (tpusim gen-data)
+  std::vector<std::string> files;    // tfrecord: glob patterns of the TFRecord files
+  TfRecordInputConfig tfrecord;      // tfrecord: compression and CRC checks
   int64_t cache_steps = 2;           // cached: pre-built host batches, cycled over the steps
   int64_t shuffle_buffer = 0;        // files: examples in the shuffle buffer; 0 = none
   int prefetch = 0;                  // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth

@@ -13,6 +13,35 @@ std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input) {
   return specs;
 }
 
+std::vector<infeed::ExampleFeatureSpec> ExampleFeatureSpecs(const InputConfig& input) {
+  std::vector<infeed::ExampleFeatureSpec> out;
+  std::vector<infeed::FeatureSpec> outputs = FeatureSpecs(input);
+  for (infeed::FeatureSpec& output : outputs) {
+    const InputFeatureConfig& f = input.features.at(output.name);
+    infeed::ExampleFeatureSpec spec;
+    spec.output = std::move(output);
+    spec.key = f.key;
+    spec.kind = f.kind == "int64" ? infeed::FeatureKind::kInt64
+                : f.kind == "float" ? infeed::FeatureKind::kFloat : infeed::FeatureKind::kBytes;
+    spec.decode_jpeg = f.decode == "jpeg";
+    spec.crop = f.crop == "random" ? infeed::CropMode::kRandom
+                : f.crop == "center" ? infeed::CropMode::kCenter : infeed::CropMode::kNone;
+    spec.random_flip = f.flip == "random";
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+infeed::TfRecordOptions TfRecordOptionsOf(const InputConfig& input) {
+  infeed::TfRecordOptions options;
+  options.compression = input.tfrecord.compression == "gzip" ? infeed::TfRecordCompression::kGzip
+                        : input.tfrecord.compression == "zlib" ? infeed::TfRecordCompression::kZlib
+                                                                : infeed::TfRecordCompression::kNone;
+  options.verify_crc = input.tfrecord.verify_crc;
+  options.skip_corrupt = input.tfrecord.skip_corrupt;
+  return options;
+}
+
 infeed::LabelConfig RunLabel(const RunConfig& config) {
   infeed::LabelConfig label;
   if (config.model.enabled) {

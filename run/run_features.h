@@ -8,12 +8,20 @@
 
 #include "infeed/feature_spec.h"
 #include "infeed/synthetic_source.h"
+#include "infeed/tfrecord_source.h"
 #include "run/run_config.h"
 
 namespace tpusim::sim {
 
 // The declared features in name order (the order shards pack them).
 std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input);
+
+// input.source: tfrecord: how each declared feature (name order) comes out of a
+// tf.train.Example.
+std::vector<infeed::ExampleFeatureSpec> ExampleFeatureSpecs(const InputConfig& input);
+
+// input.tfrecord as the reader's options.
+infeed::TfRecordOptions TfRecordOptionsOf(const InputConfig& input);
 
 // The label the hidden teacher adds when the run trains a model: a regression
 // target for mse, a 0/1 class for logistic; none for infeed-only runs.

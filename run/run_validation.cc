@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "infeed/file_source.h"
 #include "infeed/shard_message.h"
+#include "infeed/tfrecord_source.h"
 #include "optim/optimizer_config.h"
 #include "embedding/coo_bytes.h"
 #include "run/model_inputs.h"
@@ -159,7 +160,27 @@ void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan, const
   InContext(config.source, [&] { shampoo::BuildRunKeyTable(config, plan, slice); });
 }
 
+// A tfrecord run reads the user's files: infeed only for now (the model trains on
+// the synthetic teacher's labels, and infeed.verify checks synthetic values).
+void CheckTfRecordRun(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  if (config.model.enabled) {
+    Fail("{}: model.enabled: input.source: tfrecord runs infeed only (set model.enabled: false); training on "
+         "the dataset's labels is not built yet", config.source);
+  }
+  if (config.infeed.verify) {
+    Fail("{}: infeed.verify: checks synthetic values, which input.source: tfrecord does not carry", config.source);
+  }
+  if (!config.embedding.config.features.empty()) {
+    Fail("{}: embedding.features: input.source: tfrecord carries no embedding ids", config.source);
+  }
+  const std::vector<std::string> files =
+      InContext(config.source, [&] { return infeed::ExpandFilePatterns(config.input.files); });
+  const int64_t readers = plan.per_host() ? static_cast<int64_t>(plan.hosts().size()) : 1;
+  InContext(config.source, [&] { infeed::CheckFileSharding(files.size(), readers); });
+}
+
 void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  if (config.input.source == "tfrecord") CheckTfRecordRun(config, plan);
   if (config.input.source != "files") return;
   infeed::DatasetShards shards = infeed::ScanDataset(config.input.data_dir, RunFeatureSpecs(config));
   int64_t readers = plan.per_host() ? static_cast<int64_t>(plan.hosts().size()) : 1;

@@ -100,9 +100,14 @@ void ForEachCsvPart(const StepParts& parts, F&& f) {
 // The host's columns of --steps-csv, after a core's, in order (users parse them:
 // new ones go at the end): the build and enqueue of the step on the host that
 // built the shard, wall seconds, when it left, and the same build and enqueue
-// in thread CPU seconds (the worker's and the sender's).
+// in thread CPU seconds (the worker's and the sender's); then, with input.source:
+// tfrecord (0 with the other sources), the step's wall and thread-CPU seconds of
+// each real stage (read, crc, parse, decode, crop/resize, batch), summed over the
+// examples of the step.
 inline constexpr auto kHostStepsCsvColumns = std::to_array<const char*>(
-    {"host_build_s", "host_enqueue_s", "host_sent_s", "host_build_cpu_s", "host_enqueue_cpu_s"});
+    {"host_build_s", "host_enqueue_s", "host_sent_s", "host_build_cpu_s", "host_enqueue_cpu_s", "host_read_s",
+     "host_read_cpu_s", "host_crc_s", "host_crc_cpu_s", "host_parse_s", "host_parse_cpu_s", "host_decode_s",
+     "host_decode_cpu_s", "host_resize_s", "host_resize_cpu_s", "host_batch_s", "host_batch_cpu_s"});
 
 // The header of --steps-csv: a core's step (sim/core/core_loop.cc writes its
 // columns: step, src_host, host, ordinal, replica, logical_core, start_s, then

@@ -24,6 +24,7 @@ void to_json(nlohmann::json& j, const PipelineStages& p) {
        {"modeled_workers", p.modeled_workers},
        {"simulator_cpu_s_per_example", p.simulator_cpu_s_per_example}};
   if (p.direct_io) j["direct_io"] = *p.direct_io;
+  if (p.tfrecord) j["tfrecord"] = *p.tfrecord;
 }
 
 void from_json(const nlohmann::json& j, PipelineStages& p) {
@@ -37,6 +38,8 @@ void from_json(const nlohmann::json& j, PipelineStages& p) {
   j.at("simulator_cpu_s_per_example").get_to(p.simulator_cpu_s_per_example);
   p.direct_io.reset();
   if (j.contains("direct_io")) p.direct_io = j["direct_io"].get<DirectIoStatus>();
+  p.tfrecord.reset();
+  if (j.contains("tfrecord")) p.tfrecord = j["tfrecord"].get<TfRecordStages>();
 }
 
 }  // namespace tpusim::sim

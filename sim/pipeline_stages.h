@@ -34,6 +34,26 @@ struct DirectIoStatus {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DirectIoStatus, active, note)
 
+// input.source: tfrecord: what each stage of the real pipeline cost per example
+// (wall and thread-CPU seconds; the workers' stages summed over the workers), the
+// records read and skipped as corrupt (input.tfrecord.skip_corrupt), and the
+// sharding note when the files do not divide over the hosts.
+struct TfRecordStages {
+  struct PerExample {
+    double wall_s = 0;
+    double cpu_s = 0;
+  };
+  int64_t files_total = 0;     // files matched by input.files, all hosts
+  int64_t records_read = 0;
+  int64_t skipped_records = 0;
+  int64_t examples = 0;        // decoded into batches
+  std::string sharding_note;   // "" when the files divide over the hosts
+  PerExample read, crc, parse, decode, resize, batch;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages::PerExample, wall_s, cpu_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages, files_total, records_read, skipped_records, examples,
+                                   sharding_note, read, crc, parse, decode, resize, batch)
+
 struct PipelineStages {
   infeed::StageTimes stages;
   infeed::StageCosts costs;
@@ -49,12 +69,13 @@ struct PipelineStages {
   // above what they have, the real work, not the model, sets the pace.
   double simulator_cpu_s_per_example = 0;
   std::optional<DirectIoStatus> direct_io;  // with input.storage.direct_io only
+  std::optional<TfRecordStages> tfrecord;   // with input.source: tfrecord only
 };
 
 // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "costs"
 // (infeed::StageCosts, every field), "bound_by", "cost_mode", "modeled_workers",
 // "simulator_cpu_s_per_example", "direct_io" (absent without
-// input.storage.direct_io)}.
+// input.storage.direct_io), "tfrecord" (absent without input.source: tfrecord)}.
 void to_json(nlohmann::json& j, const PipelineStages& p);
 void from_json(const nlohmann::json& j, PipelineStages& p);
 

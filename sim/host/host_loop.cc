@@ -99,9 +99,14 @@ class HostLoop {
     if (parts_.observer) parts_.observer->StepSent(s.step);
     const bool in_window = s.step >= window_start_;
     metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
+    const infeed::TfRecordStageCosts stages = parts_.input.TakeStepCosts(s.step);
     if (parts_.steps_csv.enabled()) {
-      parts_.steps_csv.WriteLine(fmt::format("{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f}", s.step, s.build_s,
-                                             s.enqueue_s, s.sent_s, s.build_cpu_s, s.enqueue_cpu_s));
+      std::string line = fmt::format("{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s,
+                                     s.sent_s, s.build_cpu_s, s.enqueue_cpu_s);
+      for (const auto* stage : {&stages.read, &stages.crc, &stages.parse, &stages.decode, &stages.resize, &stages.batch}) {
+        line += fmt::format(",{:.9f},{:.9f}", stage->wall_s, stage->cpu_s);
+      }
+      parts_.steps_csv.WriteLine(line);
     }
     parts_.trace.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
     if (shampoo_) CountInfeedWhileBusy(s, in_window);

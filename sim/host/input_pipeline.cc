@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "infeed/file_pipeline.h"
 #include "infeed/file_source.h"
 #include "infeed/modeled_worker_pool.h"
+#include "infeed/tfrecord_source.h"
 #include "run/run_features.h"
 
 namespace tpusim::sim {
@@ -63,6 +65,37 @@ std::vector<int64_t> PoolFirstIds(const RunConfig& run, const infeed::InfeedPlan
   return first;
 }
 
+// What the stream's read and CRC stages took between two readings.
+infeed::TfRecordStageCosts StreamDelta(const infeed::TfRecordStageCosts& before,
+                                       const infeed::TfRecordStageCosts& after) {
+  infeed::TfRecordStageCosts d;
+  d.read = {after.read.wall_s - before.read.wall_s, after.read.cpu_s - before.read.cpu_s};
+  d.crc = {after.crc.wall_s - before.crc.wall_s, after.crc.cpu_s - before.crc.cpu_s};
+  d.records_read = after.records_read - before.records_read;
+  d.skipped_records = after.skipped_records - before.skipped_records;
+  d.file_bytes = after.file_bytes - before.file_bytes;
+  return d;
+}
+
+// The tfrecord source's figures for the report: per-example stage costs.
+TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed::TfRecordStageCosts& c) {
+  TfRecordStages out;
+  out.files_total = static_cast<int64_t>(source.files().size());
+  out.records_read = c.records_read;
+  out.skipped_records = c.skipped_records;
+  out.examples = c.examples;
+  out.sharding_note = source.sharding_note();
+  const double n = c.examples > 0 ? static_cast<double>(c.examples) : 1.0;
+  auto per = [n](const infeed::TfRecordStageCosts::Stage& s) { return TfRecordStages::PerExample{s.wall_s / n, s.cpu_s / n}; };
+  out.read = per(c.read);
+  out.crc = per(c.crc);
+  out.parse = per(c.parse);
+  out.decode = per(c.decode);
+  out.resize = per(c.resize);
+  out.batch = per(c.batch);
+  return out;
+}
+
 }  // namespace
 
 struct InputPipeline::Impl {
@@ -76,6 +109,10 @@ struct InputPipeline::Impl {
   std::optional<infeed::FileSource> files;
   std::optional<infeed::FilePipeline> file_pipeline;
   std::optional<infeed::CachedSource> cached;
+  std::optional<infeed::TfRecordSource> tfrecord;
+  mutable std::mutex decode_mu_;
+  infeed::TfRecordStageCosts decode_costs;  // the workers' parse, decode, resize, batch
+  std::map<int64_t, infeed::TfRecordStageCosts> step_costs_;  // built, not yet sent
   StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
 
@@ -87,6 +124,8 @@ struct InputPipeline::Impl {
     if (input.cost_mode == InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
     if (input.source == "files") {
       OpenFiles(num_hosts);
+    } else if (input.source == "tfrecord") {
+      OpenTfRecords(num_hosts);
     } else if (input.source == "cached") {
       cached.emplace(MakeSyntheticData(run), PoolFirstIds(run, plan, *host_plan), host_plan->rows_per_step);
     } else {
@@ -116,6 +155,49 @@ struct InputPipeline::Impl {
     file_pipeline.emplace(*files, options, clock);
   }
 
+  void OpenTfRecords(int num_hosts) {
+    const InputConfig& input = run.input;
+    const int readers = plan.per_host() ? num_hosts : 1;
+    tfrecord.emplace(infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), host, readers,
+                     TfRecordOptionsOf(input), run.infeed.parallelism, input.shuffle_buffer,
+                     input.seed ^ (static_cast<uint64_t>(host) << 32), &clock);
+  }
+
+  // The stream (read, CRC, shuffle) one step at a time in step order; the
+  // per-example work on this worker, beside the other workers' steps.
+  void FillTfRecord(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
+    std::vector<infeed::RawRecord> records;
+    infeed::TfRecordStageCosts step_costs;
+    sequencer.Run(step, [&] {
+      const infeed::TfRecordStageCosts before = tfrecord->stream_costs();
+      records = tfrecord->NextRecords(static_cast<int64_t>(ids.size()));
+      step_costs = StreamDelta(before, tfrecord->stream_costs());
+    });
+    infeed::TfRecordStageCosts costs;
+    tfrecord->Decode(records, batch, ids, costs);
+    step_costs += costs;
+    std::lock_guard lock(decode_mu_);
+    decode_costs += costs;
+    step_costs_[step] = step_costs;
+  }
+
+  infeed::TfRecordStageCosts TakeStepCosts(int64_t step) {
+    std::lock_guard lock(decode_mu_);
+    auto found = step_costs_.find(step);
+    if (found == step_costs_.end()) return {};
+    infeed::TfRecordStageCosts costs = found->second;
+    step_costs_.erase(found);
+    return costs;
+  }
+
+  // All stages of the tfrecord source: the stream's and the workers'.
+  infeed::TfRecordStageCosts TfRecordCosts() const {
+    infeed::TfRecordStageCosts costs = tfrecord->stream_costs();
+    std::lock_guard lock(decode_mu_);
+    costs += decode_costs;
+    return costs;
+  }
+
   // A slow host's factor on the modeled work per example: emulated, its workers
   // wait out factor x the work; burnt, the work is spun as configured and the
   // factor comes in after the build (SlowDown), as it always has. A factor below
@@ -125,6 +207,10 @@ struct InputPipeline::Impl {
   }
 
   void Fill(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
+    if (tfrecord) {
+      FillTfRecord(step, batch, ids);
+      return;
+    }
     if (file_pipeline) {
       sequencer.Run(step, [&] { file_pipeline->Next(batch, ids, CostFactor(step)); });
       return;
@@ -175,6 +261,13 @@ struct InputPipeline::Impl {
     infeed::StageTimes times;
     if (file_pipeline) {
       times = file_pipeline->times();
+    } else if (tfrecord) {
+      // The stream runs on one worker at a time; the per-example work on all of
+      // them at once, so its time counts per worker.
+      const infeed::TfRecordStageCosts c = TfRecordCosts();
+      times.file_read_s = c.read.wall_s + c.crc.wall_s;
+      times.preprocessing_s =
+          (c.parse.wall_s + c.decode.wall_s + c.resize.wall_s + c.batch.wall_s) / run.infeed.parallelism;
     } else {
       // Generating (or borrowing) a step is all its building: the workers' time
       // building steps (filling, allocating, encoding), per worker.
@@ -189,6 +282,12 @@ struct InputPipeline::Impl {
     infeed::StageCosts costs = feed.costs;
     costs += worker_costs.total();
     if (file_pipeline) costs += file_pipeline->costs();
+    if (tfrecord) {
+      const infeed::TfRecordStageCosts c = TfRecordCosts();
+      costs.file_read_cpu_s += c.read.cpu_s + c.crc.cpu_s;
+      costs.preprocessing_cpu_s += c.parse.cpu_s + c.decode.cpu_s + c.resize.cpu_s + c.batch.cpu_s;
+      costs.file_bytes += c.file_bytes;
+    }
     return costs;
   }
 };
@@ -218,6 +317,10 @@ void InputPipeline::Configure(infeed::TransportOptions& options) {
   };
 }
 
+infeed::TfRecordStageCosts InputPipeline::TakeStepCosts(int64_t step) {
+  return impl_->tfrecord ? impl_->TakeStepCosts(step) : infeed::TfRecordStageCosts{};
+}
+
 std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats& feed) const {
   if (!impl_->host_plan) return std::nullopt;
   PipelineStages out;
@@ -227,6 +330,7 @@ std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats&
   out.cost_mode = impl_->pool ? "emulate" : "burn";
   out.modeled_workers = impl_->pool ? impl_->pool->workers() : 0;
   out.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(out.costs);
+  if (impl_->tfrecord) out.tfrecord = TfRecordReport(*impl_->tfrecord, impl_->TfRecordCosts());
   if (impl_->files && impl_->run.input.storage.direct_io) {
     const std::string refusal = impl_->files->direct_io_refusal();
     out.direct_io = DirectIoStatus{refusal.empty(), refusal};

@@ -18,6 +18,7 @@
 #include "infeed/infeed_transport.h"
 #include "infeed/stage_times.h"
 #include "infeed/synthetic_source.h"
+#include "infeed/tfrecord_source.h"
 #include "run/run_config.h"
 #include "run/run_features.h"
 #include "sim/pipeline_stages.h"
@@ -42,6 +43,9 @@ class InputPipeline {
   // bounding stage and, with input.storage.direct_io, whether O_DIRECT is in use;
   // none on a host that builds no batches.
   std::optional<PipelineStages> Stages(const infeed::HostFeedStats& feed) const;
+  // The tfrecord source's stage costs of `step` (for --steps-csv), once: a later
+  // call for the same step, or any with another source, gives zeros. Thread-safe.
+  infeed::TfRecordStageCosts TakeStepCosts(int64_t step);
 
  private:
   struct Impl;

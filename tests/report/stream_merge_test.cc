@@ -37,9 +37,11 @@ TEST(StepsCsvMergeTest, EveryRowHasTheHeadersColumnsWithOrWithoutItsHost) {
     for (size_t i = 2; i < core_cells; ++i) row += ",0";
     return row;
   };
+  std::string zeros;  // the tfrecord stage columns (0 with other sources)
+  for (size_t i = 5; i < kHostStepsCsvColumns.size(); ++i) zeros += ",0";
   {
     RankStream host(path, 0), fed(path, 1), unfed(path, 2);
-    host.WriteLine("0,0.5,0.25,1.5,0.125,0.0625");
+    host.WriteLine("0,0.5,0.25,1.5,0.125,0.0625" + zeros);
     fed.WriteLine(core_row(0));
     unfed.WriteLine(core_row(-1));
   }
@@ -47,8 +49,8 @@ TEST(StepsCsvMergeTest, EveryRowHasTheHeadersColumnsWithOrWithoutItsHost) {
   const std::vector<std::string> lines = Lines(path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], kStepsCsvHeader);
-  EXPECT_EQ(lines[1], core_row(0) + ",0.5,0.25,1.5,0.125,0.0625");
-  EXPECT_EQ(lines[2], core_row(-1) + ",,,,,");  // five empty host cells
+  EXPECT_EQ(lines[1], core_row(0) + ",0.5,0.25,1.5,0.125,0.0625" + zeros);
+  EXPECT_EQ(lines[2], core_row(-1) + std::string(kHostStepsCsvColumns.size(), ','));  // empty host cells
   for (const std::string& line : lines) EXPECT_EQ(Cells(line), Cells(kStepsCsvHeader)) << line;
   std::filesystem::remove(path);
 }

@@ -60,7 +60,9 @@ TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
             "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
             "embedding_lookup_s,embedding_exchange_s,crs_s,crs_sync_s,apply_s,device_s,outfeed_s,"
             "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s,host_build_cpu_s,"
-            "host_enqueue_cpu_s");
+            "host_enqueue_cpu_s,host_read_s,host_read_cpu_s,host_crc_s,host_crc_cpu_s,host_parse_s,"
+            "host_parse_cpu_s,host_decode_s,host_decode_cpu_s,host_resize_s,host_resize_cpu_s,host_batch_s,"
+            "host_batch_cpu_s");
 }
 
 TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {

@@ -1,0 +1,116 @@
+// TFRecord files (input.source: tfrecord and `gen-data --format tfrecord`): the
+// record framing exactly as TensorFlow writes it (tensorflow/core/lib/io/
+// record_writer.cc), each record
+//   uint64 length | uint32 masked CRC-32C of the 8 length bytes | data[length] |
+//   uint32 masked CRC-32C of the data
+// little-endian, the mask base/crc32c.h's MaskCrc32c. A whole file may be one zlib
+// or gzip stream (TFRecordOptions compression_type "ZLIB" / "GZIP"); offsets in a
+// compressed file's messages are then offsets into the inflated stream.
+//
+// Bad files are one Error naming the file and the byte offset of the record: a
+// length or data CRC that does not match, a record cut short, a file that is not
+// TFRecord at all (its first length CRC fails; a gzip or zlib header there is
+// named). With skip_corrupt a record whose data CRC fails is skipped and counted;
+// a bad length CRC or a truncation leaves no trustworthy way to the next record, so
+// the rest of that file is skipped and counted as one record.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+
+namespace tpusim::infeed {
+
+enum class TfRecordCompression { kNone, kZlib, kGzip };
+
+// "none", "zlib", "gzip".
+std::string_view CompressionName(TfRecordCompression compression);
+
+struct TfRecordOptions {
+  TfRecordCompression compression = TfRecordCompression::kNone;
+  bool verify_crc = true;
+  bool skip_corrupt = false;
+};
+
+// The bytes of one framed record (header, data, data CRC).
+std::string FrameTfRecord(std::string_view data);
+
+// What reading cost: wall seconds on the reader's clock and thread CPU seconds,
+// for the file reads (inflating a compressed file included) and the CRC checks.
+struct TfRecordReadCosts {
+  double read_s = 0;
+  double read_cpu_s = 0;
+  double crc_s = 0;
+  double crc_cpu_s = 0;
+  int64_t file_bytes = 0;  // bytes read from the file (compressed bytes if compressed)
+  int64_t records = 0;     // records returned
+  int64_t skipped = 0;     // records skipped as corrupt (skip_corrupt)
+
+  TfRecordReadCosts& operator+=(const TfRecordReadCosts& other);
+};
+
+// Reads one TFRecord file front to back. Not thread-safe; one reader per thread.
+class TfRecordReader {
+ public:
+  // Opens `path` (a regular file: FIFOs and devices are refused). `clock` times
+  // the stages (nullptr: the steady clock; borrowed). Throws Error naming the path.
+  TfRecordReader(std::string path, const TfRecordOptions& options, Clock* clock = nullptr);
+  ~TfRecordReader();
+  TfRecordReader(const TfRecordReader&) = delete;
+  TfRecordReader& operator=(const TfRecordReader&) = delete;
+
+  // The next record's data into `data`; false at the end of the file. Throws
+  // Error "<path>: record R at byte offset N: ..." on a corrupt or truncated
+  // record (unless skip_corrupt), or when the file cannot be read.
+  bool Next(std::string& data);
+  // Byte offset (in the inflated stream when compressed) of the record Next
+  // returned last, and its index among the file's records (skipped ones counted).
+  int64_t record_offset() const { return record_offset_; }
+  int64_t record_index() const { return record_index_ - 1; }
+  const std::string& path() const { return path_; }
+  const TfRecordReadCosts& costs() const { return costs_; }
+
+ private:
+  class Stream;
+  // Reads up to n bytes into out; returns how many (fewer only at the end).
+  size_t ReadSome(char* out, size_t n);
+  bool CheckCrc(std::string_view bytes, uint32_t stored_masked);
+  [[noreturn]] void Corrupt(const std::string& what) const;
+  bool Skip(const std::string& what, bool rest_of_file);
+
+  std::string path_;
+  TfRecordOptions options_;
+  SteadyClock steady_clock_;
+  Clock& clock_;
+  std::unique_ptr<Stream> stream_;
+  int64_t offset_ = 0;         // in the (inflated) stream
+  int64_t record_offset_ = 0;
+  int64_t record_index_ = 0;
+  bool at_end_ = false;
+  TfRecordReadCosts costs_;
+};
+
+// Writes records to a file as TensorFlow's TFRecordWriter does. The file is built
+// in memory and written at Close (gen-data's shards are a few hundred MB at most).
+class TfRecordWriter {
+ public:
+  TfRecordWriter(std::string path, TfRecordCompression compression);
+  void Write(std::string_view data);
+  // Compresses if asked and writes the file. Throws Error naming the path.
+  void Close();
+
+ private:
+  std::string path_;
+  TfRecordCompression compression_;
+  std::string framed_;
+};
+
+// The whole of a compressed TFRecord file as it is stored: `framed` as one zlib or
+// gzip stream (kNone: unchanged).
+std::string CompressTfRecords(std::string_view framed, TfRecordCompression compression);
+
+}  // namespace tpusim::infeed
