@@ -2,6 +2,12 @@
 // features are model inputs, the input width (dense columns, then the embedding
 // activations), and whether the plan can train at all. The core's trainer, the
 // validation and Shampoo's key table all size the model from here.
+//
+// The rule: the feature named `label` is the target (one value per example: the
+// synthetic teacher's, or in a tfrecord run the dataset's own, e.g. an int64 class
+// id read as its value); every other float32/bfloat16 feature is an input, flattened
+// in feature-name order. A tfrecord run's uint8 features (decoded images) are
+// inputs too, scaled to [0, 1] as the float dtypes of a decode are.
 #pragma once
 
 #include "infeed/feature_spec.h"
@@ -10,20 +16,26 @@
 
 namespace tpusim::sim {
 
-// The feature that holds the teacher's label.
+// The feature that holds the target: the teacher's label, or the dataset's.
 inline constexpr const char* kLabel = "label";
 
-// A float feature other than the label: a column block of the model's input.
-bool IsModelInput(const infeed::FeatureSpec& spec);
+// Whether the model reads `spec` as a column block of its input (the rule above).
+bool IsModelInput(const InputConfig& input, const infeed::FeatureSpec& spec);
 
-// Throws Error when `plan` cannot train a model: no label, neither a float feature
-// nor an embedding feature, or a feature partitioned along a non-batch dim. The
-// constructor checks it; run/run_validation.h checks it before a run starts.
+// Element `index` of a feature's bytes as the model reads it: floats as they are,
+// integers as their value, and a tfrecord run's uint8 input scaled by 1/255.
+float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, const std::byte* bytes,
+                 int64_t index);
+
+// Throws Error when `plan` cannot train a model: no label, a label of more than one
+// value per example, neither an input feature nor an embedding feature, or a
+// feature partitioned along a non-batch dim. The constructor checks it;
+// run/run_validation.h checks it before a run starts.
 void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan);
 
-// Model input width of a plan: the per-example element counts of its float
-// features other than the label.
-int ModelInputWidth(const infeed::InfeedPlan& plan);
+// Model input width of a run's features: the per-example element counts of its
+// model inputs.
+int ModelInputWidth(const InputConfig& input, const std::vector<infeed::FeatureSpec>& features);
 // Dense plus embedding columns: the model's input width in a run.
 int TrainerInputWidth(const RunConfig& config, const infeed::InfeedPlan& plan);
 

@@ -44,7 +44,8 @@ infeed::TfRecordOptions TfRecordOptionsOf(const InputConfig& input) {
 
 infeed::LabelConfig RunLabel(const RunConfig& config) {
   infeed::LabelConfig label;
-  if (config.model.enabled) {
+  // A tfrecord dataset carries its own label feature: no teacher's is added.
+  if (config.model.enabled && config.input.source != "tfrecord") {
     label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic
                                                         : infeed::LabelKind::kRegression;
   }

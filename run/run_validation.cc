@@ -100,7 +100,7 @@ double ModelParameters(const model::ModelConfig& m, double width) {
 double ModelWidth(const RunConfig& config, const std::vector<infeed::FeatureSpec>& specs) {
   double width = static_cast<double>(embedding::EmbeddingWidth(config.embedding.config));
   for (const infeed::FeatureSpec& s : specs) {
-    if (s.name != kLabelFeature && infeed::IsFloating(s.dtype)) width += static_cast<double>(infeed::NumElements(s.shape));
+    if (IsModelInput(config.input, s)) width += static_cast<double>(infeed::NumElements(s.shape));
   }
   return width;
 }
@@ -160,13 +160,9 @@ void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan, const
   InContext(config.source, [&] { shampoo::BuildRunKeyTable(config, plan, slice); });
 }
 
-// A tfrecord run reads the user's files: infeed only for now (the model trains on
-// the synthetic teacher's labels, and infeed.verify checks synthetic values).
+// A tfrecord run reads the user's files: it trains on the dataset's own label
+// feature (run/model_inputs.h), but carries no synthetic values to verify.
 void CheckTfRecordRun(const RunConfig& config, const infeed::InfeedPlan& plan) {
-  if (config.model.enabled) {
-    Fail("{}: model.enabled: input.source: tfrecord runs infeed only (set model.enabled: false); training on "
-         "the dataset's labels is not built yet", config.source);
-  }
   if (config.infeed.verify) {
     Fail("{}: infeed.verify: checks synthetic values, which input.source: tfrecord does not carry", config.source);
   }

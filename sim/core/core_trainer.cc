@@ -16,17 +16,6 @@
 namespace tpusim::sim {
 namespace {
 
-float ElementAsFloat(const infeed::FeatureSpec& spec, const std::byte* bytes, int64_t index) {
-  if (spec.dtype == infeed::DType::kBFloat16) {
-    uint16_t bits;
-    std::memcpy(&bits, bytes + index * 2, 2);
-    return infeed::BFloat16ToFloat(bits);
-  }
-  float value;
-  std::memcpy(&value, bytes + index * 4, 4);
-  return value;
-}
-
 cluster::CrossReplicaSumOptions CrsOptions(const RunConfig& config) {
   cluster::CrossReplicaSumOptions o;
   o.algorithm = config.train.crs == "mpi" ? cluster::CrsAlgorithm::kMpi : cluster::CrsAlgorithm::kRing;
@@ -40,12 +29,12 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
                          Watchdog* watchdog)
     : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
-      dense_width_(ModelInputWidth(plan)), replica_(role.replica) {
+      dense_width_(ModelInputWidth(config.input, plan.features())), replica_(role.replica) {
   CheckTrainable(config, plan);
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
     if (spec.name == kLabel) label_feature_ = static_cast<int>(f);
-    if (IsModelInput(spec)) input_features_.push_back(f);
+    if (IsModelInput(config.input, spec)) input_features_.push_back(f);
   }
   crs_.emplace(*comms.logical_core, role.replica, CrsOptions(config));
   // The cores of one replica sum their gradients with the same deterministic ring
@@ -90,13 +79,15 @@ void CoreTrainer::BuildInputs(const infeed::ShardCodec::View* shard) {
     int64_t width = infeed::NumElements(spec.shape);
     const std::byte* bytes = shard->tensor_bytes[f].data();
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < width; ++j) inputs_(r, col + j) = ElementAsFloat(spec, bytes, r * width + j);
+      for (int64_t j = 0; j < width; ++j) {
+        inputs_(r, col + j) = ModelValue(config_.input, spec, bytes, r * width + j);
+      }
     }
     col += static_cast<int>(width);
   }
   const std::byte* label = shard->tensor_bytes[static_cast<size_t>(label_feature_)].data();
   for (int64_t r = 0; r < rows; ++r) {
-    labels_(r) = ElementAsFloat(plan_.features()[static_cast<size_t>(label_feature_)], label, r);
+    labels_(r) = ModelValue(config_.input, plan_.features()[static_cast<size_t>(label_feature_)], label, r);
   }
 }
 
