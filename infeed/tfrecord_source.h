@@ -35,6 +35,15 @@ namespace tpusim::infeed {
 
 inline constexpr int64_t kTfRecordIdStride = 1'000'000'000;
 
+// The record a tfrecord run's example id names.
+struct RecordName {
+  int64_t file_index = 0;    // in the sorted list of all files
+  int64_t record_index = 0;  // in its file
+};
+inline RecordName RecordOfExampleId(int64_t example_id) {
+  return {example_id / kTfRecordIdStride, example_id % kTfRecordIdStride};
+}
+
 // How one output feature comes out of an Example (input.features.F in a tfrecord run).
 struct ExampleFeatureSpec {
   FeatureSpec output;           // name, dtype and per-example shape of the tensor

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,8 @@ struct TfRecordStages {
     double cpu_s = 0;
   };
   int64_t files_total = 0;     // files matched by input.files, all hosts
+  // Those files, sorted: a placement log's `records` file_index indexes this list.
+  std::vector<std::string> files;
   int64_t records_read = 0;
   int64_t skipped_records = 0;
   int64_t examples = 0;        // decoded into batches
@@ -51,7 +54,7 @@ struct TfRecordStages {
   PerExample read, crc, parse, decode, resize, batch;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages::PerExample, wall_s, cpu_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages, files_total, records_read, skipped_records, examples,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages, files_total, files, records_read, skipped_records, examples,
                                    sharding_note, read, crc, parse, decode, resize, batch)
 
 struct PipelineStages {

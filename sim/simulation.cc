@@ -219,6 +219,7 @@ CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
   o.verify_ids = config_.infeed.verify;
   o.seed = config_.input.seed;
+  o.name_records = config_.input.source == "tfrecord";
   o.faults = Faults();
   return o;
 }

@@ -149,7 +149,7 @@ class CoreLoop {
     CheckShard(options_.role, parts_.plan, values, shard);
     if (parts_.placement_log.enabled()) {
       parts_.placement_log.WriteLine(fmt::format(
-          "{}\t{}", shard.header.step, PlacementRecord(options_.role, parts_.plan, shard).dump()));
+          "{}\t{}", shard.header.step, PlacementRecord(options_.role, parts_.plan, shard, options_.name_records).dump()));
     }
     for (const auto& t : shard.tensor_bytes) record.bytes += static_cast<int64_t>(t.size());
     record.bytes += static_cast<int64_t>(shard.trailer.size());

@@ -49,6 +49,9 @@ struct CoreLoopOptions {
   std::optional<embedding::EmbeddingConfig> embedding;
   bool verify_ids = false;
   uint64_t seed = 0;
+  // input.source: tfrecord: each placement-log tensor also names the record of
+  // every row (`records`, PlacementRecord).
+  bool name_records = false;
   FaultInjector faults;
 };
 

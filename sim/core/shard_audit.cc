@@ -3,19 +3,35 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "infeed/tfrecord_source.h"
 
 namespace tpusim::sim {
 
 using json = nlohmann::json;
 
+namespace {
+
+// [[file_index, record_index], ...] of a tfrecord run's example ids.
+json RecordsOf(const std::vector<int64_t>& ids) {
+  json records = json::array();
+  for (int64_t id : ids) {
+    const infeed::RecordName r = infeed::RecordOfExampleId(id);
+    records.push_back({r.file_index, r.record_index});
+  }
+  return records;
+}
+
+}  // namespace
+
 // One placement-log line for a shard this core dequeued (design.md §3).
 json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
-                     const infeed::ShardCodec::View& shard) {
+                     const infeed::ShardCodec::View& shard, bool name_records) {
   json tensors = json::object();
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::PieceSlice& s = shard.slices[f];
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
     json t = {{"shape", s.shape()}, {"example_ids", ids}};
+    if (name_records) t["records"] = RecordsOf(ids);
     if (plan.partitioned()) {
       json slice = json::array();
       for (size_t d = 0; d < s.begin.size(); ++d) slice.push_back({s.begin[d], s.end[d]});

@@ -26,9 +26,10 @@ struct ShardValues {
 
 // One placement-log line of a shard `core` dequeued: step, host, ordinal,
 // replica, logical core, source host and per tensor its shape, example ids and
-// (partitioned) slice.
+// (partitioned) slice; with `name_records` (a tfrecord run) also `records`, one
+// [file_index, record_index] per row (infeed/tfrecord_source.h's example ids).
 nlohmann::json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
-                               const infeed::ShardCodec::View& shard);
+                               const infeed::ShardCodec::View& shard, bool name_records = false);
 
 // Throws Error when the shard's header names a core other than `core`, or when
 // `values` is given and a value differs from the synthetic function of its

@@ -81,6 +81,7 @@ infeed::TfRecordStageCosts StreamDelta(const infeed::TfRecordStageCosts& before,
 TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed::TfRecordStageCosts& c) {
   TfRecordStages out;
   out.files_total = static_cast<int64_t>(source.files().size());
+  out.files = source.files();
   out.records_read = c.records_read;
   out.skipped_records = c.skipped_records;
   out.examples = c.examples;

@@ -2,7 +2,8 @@
 """input.source: tfrecord end to end (issue 17, acceptance 1): a dataset written
 outside tpusim (tests/scripts/write_tfrecord_dataset.py: standard-library framing
 with its own CRC-32C, PIL JPEGs) infeeds on a v4-8 under mpirun; the placement log
-names every record exactly once per epoch (example id = file * 10^9 + record) and
+names every record exactly once per epoch (example id = file * 10^9 + record, and
+`records` [[file, record], ...] into the report's sorted `files`) and
 the report counts the examples and the steps CSV times each stage; one flipped byte in one record's data is one line
 naming that file and byte offset with exit 2; with skip_corrupt the run finishes
 and counts one skipped record. Training (acceptance 1, "trains with the labels it
@@ -164,6 +165,9 @@ def main():
                 tensors = entry['tensors']
                 image_ids = tensors['image']['example_ids']
                 assert tensors['label']['example_ids'] == image_ids
+                # One [file_index, record_index] per row, beside the ids.
+                for tensor in tensors.values():
+                    assert tensor['records'] == [[i // STRIDE, i % STRIDE] for i in image_ids], tensor
                 assert tensors['image']['shape'][1:] == [48, 64, 3], tensors['image']['shape']
                 ids += image_ids
         records = sorted((i // STRIDE, i % STRIDE) for i in ids)
@@ -172,6 +176,7 @@ def main():
         host = report['hosts'][0]
         assert host['costs']['examples'] == 12, host['costs']
         assert host['tfrecord']['skipped_records'] == 0 and host['tfrecord']['files_total'] == 2
+        assert host['tfrecord']['files'] == [os.path.join(data, f'part-{f:05d}.tfrecord') for f in range(2)]
         assert host['tfrecord']['decode']['cpu_s'] > 0
         check_training(tpusim, config, tmp, data)
 
