@@ -211,13 +211,19 @@ void TfRecordSource::Decode(const std::vector<RawRecord>& records, Batch& batch,
 }
 
 void TfRecordSource::DecodeOne(const RawRecord& record, Batch& batch, int64_t row, TfRecordStageCosts& costs) const {
-  const std::string& file = files_[static_cast<size_t>(record.file_index)];
+  DecodeExample({files_, specs_, seed_, clock_}, record, batch, row, costs);
+}
+
+void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Batch& batch, int64_t row,
+                   TfRecordStageCosts& costs) {
+  Clock& clock = decoding.clock;
+  const std::string& file = decoding.files[static_cast<size_t>(record.file_index)];
   const std::string where = fmt::format("{}: record {}", file, record.record_index);
   ParsedExample example = [&] {
-    StageScope scope(clock_, costs.parse);
+    StageScope scope(clock, costs.parse);
     return InContext(where, [&] { return ParseExample(record.data); });
   }();
-  for (const ExampleFeatureSpec& spec : specs_) {
+  for (const ExampleFeatureSpec& spec : decoding.specs) {
     auto found = example.find(spec.key);
     if (found == example.end()) {
       Fail("{}: feature key '{}' (input.features.{}.key) is missing; the record has: {}", where, spec.key,
@@ -236,11 +242,11 @@ void TfRecordSource::DecodeOne(const RawRecord& record, Batch& batch, int64_t ro
         Fail("{}: feature key '{}' holds {} byte strings, one JPEG expected", where, spec.key, feature.bytes.size());
       }
       RgbImage image = [&] {
-        StageScope scope(clock_, costs.decode);
+        StageScope scope(clock, costs.decode);
         return DecodeJpeg(feature.bytes[0], where + ", key '" + spec.key + "'");
       }();
-      StageScope scope(clock_, costs.resize);
-      const uint64_t seed = ExampleSeed(seed_, static_cast<uint64_t>(record.file_index),
+      StageScope scope(clock, costs.resize);
+      const uint64_t seed = ExampleSeed(decoding.seed, static_cast<uint64_t>(record.file_index),
                                         static_cast<uint64_t>(record.record_index));
       const CropBox box = ChooseCrop(image.width, image.height, spec.crop, seed);
       const bool flip = spec.random_flip && ChooseFlip(seed);
@@ -248,7 +254,7 @@ void TfRecordSource::DecodeOne(const RawRecord& record, Batch& batch, int64_t ro
                  spec.output.dtype, out);
       continue;
     }
-    StageScope scope(clock_, costs.batch);
+    StageScope scope(clock, costs.batch);
     const auto expected = static_cast<size_t>(NumElements(spec.output.shape));
     if (feature.size() != expected) {
       Fail("{}: feature key '{}' holds {} values, input.features.{}.shape {} needs {}", where, spec.key,

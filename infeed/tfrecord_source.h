@@ -86,6 +86,28 @@ struct RawRecord {
   int64_t record_index = 0;  // in its file
 };
 
+// The seed of host `host`'s source (its shuffle, crops and flips) in a run of
+// input.seed `seed`.
+inline uint64_t TfRecordHostSeed(uint64_t seed, int64_t host) {
+  return seed ^ (static_cast<uint64_t>(host) << 32);
+}
+
+// What decoding one record needs: all hosts' files (sorted), the feature specs,
+// the seed of the per-record crops and flips, and the clock that times the stages.
+struct ExampleDecoding {
+  const std::vector<std::string>& files;
+  const std::vector<ExampleFeatureSpec>& specs;
+  uint64_t seed;
+  Clock& clock;
+};
+
+// Parses and preprocesses `record` into row `row` of `batch`'s tensors, adding
+// what it took to `costs`: what every tfrecord worker does per example, and what
+// infeed.verify redoes on a core. Throws Error "FILE: record R: ..." naming the key
+// on a missing key, a wrong kind, a wrong count or a JPEG that does not decode.
+void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Batch& batch, int64_t row,
+                   TfRecordStageCosts& costs);
+
 class TfRecordSource {
  public:
   // `files`: all hosts' files, sorted (ExpandFilePatterns). This host reads files

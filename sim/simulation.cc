@@ -212,7 +212,11 @@ CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   o.host_rank = slice_.layout.host_rank(role_.host);
   o.origin_s = origin_s_;
   o.params_out = options_.params_out;
-  if (config_.infeed.verify && route) {
+  if (config_.infeed.verify && route && config_.input.source == "tfrecord") {
+    const InputConfig& input = config_.input;
+    o.tfrecord_verifier = std::make_shared<infeed::TfRecordVerifier>(
+        infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), TfRecordOptionsOf(input), input.seed);
+  } else if (config_.infeed.verify && route) {
     o.shard_values.emplace(MakeSyntheticData(config_),
                            [&config = config_](int64_t id) { return ValueExampleId(config, id); });
   }

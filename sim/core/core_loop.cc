@@ -147,6 +147,10 @@ class CoreLoop {
   void Audit(const infeed::ShardCodec::View& shard, CoreStepRecord& record) {
     const ShardValues* values = options_.shard_values ? &*options_.shard_values : nullptr;
     CheckShard(options_.role, parts_.plan, values, shard);
+    if (options_.tfrecord_verifier) {
+      const std::string why = options_.tfrecord_verifier->Check(parts_.plan.features(), shard);
+      if (!why.empty()) Fail("infeed.verify: step {}: {}", shard.header.step, why);
+    }
     if (parts_.placement_log.enabled()) {
       parts_.placement_log.WriteLine(fmt::format(
           "{}\t{}", shard.header.step, PlacementRecord(options_.role, parts_.plan, shard, options_.name_records).dump()));

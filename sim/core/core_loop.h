@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "base/watchdog.h"
@@ -20,6 +21,7 @@
 #include "embedding/config.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
+#include "infeed/tfrecord_verifier.h"
 #include "run/loop_plan.h"
 #include "sim/core/core_trainer.h"
 #include "sim/core/device_model.h"
@@ -49,6 +51,9 @@ struct CoreLoopOptions {
   std::optional<embedding::EmbeddingConfig> embedding;
   bool verify_ids = false;
   uint64_t seed = 0;
+  // infeed.verify with input.source: tfrecord: the core's own decode of each row's
+  // record, which the shard must equal (none: not checked).
+  std::shared_ptr<infeed::TfRecordVerifier> tfrecord_verifier;
   // input.source: tfrecord: each placement-log tensor also names the record of
   // every row (`records`, PlacementRecord).
   bool name_records = false;

@@ -161,7 +161,7 @@ struct InputPipeline::Impl {
     const int readers = plan.per_host() ? num_hosts : 1;
     tfrecord.emplace(infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), host, readers,
                      TfRecordOptionsOf(input), run.infeed.parallelism, input.shuffle_buffer,
-                     input.seed ^ (static_cast<uint64_t>(host) << 32), &clock);
+                     infeed::TfRecordHostSeed(input.seed, host), &clock);
   }
 
   // The stream (read, CRC, shuffle) one step at a time in step order; the

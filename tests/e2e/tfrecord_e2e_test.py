@@ -12,6 +12,8 @@ forward pass (this script's, over the initial parameters --params-out wrote) of
 the records the placement log names at that step, PIL's pixels / 255 as input and
 the written label 100 * file + record as the mse target; at a learning rate that
 moves the parameters, 4 replicas of G/4 end with the parameters of 1 replica of G.
+infeed.verify passes with random crops, flips and a shuffle (its failures are
+tests/infeed/tfrecord_source_test.cc's).
 
 Usage: tfrecord_e2e_test.py TPUSIM SOURCE_ROOT"""
 import array
@@ -179,6 +181,11 @@ def main():
         assert host['tfrecord']['files'] == [os.path.join(data, f'part-{f:05d}.tfrecord') for f in range(2)]
         assert host['tfrecord']['decode']['cpu_s'] > 0
         check_training(tpusim, config, tmp, data)
+        # infeed.verify: every core decodes each row's record itself (random crops
+        # and flips, shuffled) and the shard must equal it.
+        r = run(tpusim, config, tmp, '--set', 'infeed.verify=true', '--set', 'input.features.image.crop=random',
+                '--set', 'input.features.image.flip=random', '--set', 'input.shuffle_buffer=4')
+        assert r.returncode == 0, r.stdout + r.stderr
 
         # One flipped byte inside record 2 of file 1's data: 6 records of equal
         # framing overhead; find record 2's offset from the file itself.

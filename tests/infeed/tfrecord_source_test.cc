@@ -1,10 +1,12 @@
 #include "infeed/tfrecord_source.h"
+#include "infeed/tfrecord_verifier.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -69,6 +71,39 @@ TEST_F(TfRecordSourceTest, LabelsAndPixelsMatchTheIndependentWriter) {
         << "pixels of file " << file << " record " << record;
   }
   EXPECT_EQ(source.stream_costs().records_read, 12);
+}
+
+// infeed.verify's core-side decode: a shard built by host 1's source (random crops
+// and flips, shuffled) equals the verifier's own decode of the records its ids
+// name; one flipped pixel byte, or the crops of another host's seed, do not.
+TEST_F(TfRecordSourceTest, VerifierRedecodesTheRecordsAShardNames) {
+  ExampleFeatureSpec image = Image(24, 24, CropMode::kRandom);
+  image.random_flip = true;
+  const std::vector<ExampleFeatureSpec> specs = {image, Label()};
+  TfRecordSource source(files_, specs, 1, 2, {}, 1, 4, TfRecordHostSeed(7, 1));
+  Batch batch = MakeBatch({specs[0].output, specs[1].output}, 6);
+  std::vector<int64_t> ids(6);
+  TfRecordStageCosts costs;
+  source.Decode(source.NextRecords(6), batch, ids, costs);
+  ShardCodec::View shard;
+  shard.header.src_host = 1;
+  shard.example_ids = ids;
+  for (const char* name : {"image", "label"}) {
+    const Shape& shape = batch.at(name).shape();
+    Shape begin(shape.size(), 0);
+    shard.slices.push_back({begin, shape});
+    shard.tensor_bytes.push_back(batch.at(name).bytes());
+  }
+  const std::vector<FeatureSpec> features = {specs[0].output, specs[1].output};
+  TfRecordVerifier verifier(files_, specs, {}, 7);
+  EXPECT_EQ(verifier.Check(features, shard), "");
+  shard.header.src_host = 0;
+  EXPECT_THAT(verifier.Check(features, shard), HasSubstr("feature 'image' row 0"));
+  shard.header.src_host = 1;
+  batch.at("image").bytes()[3 * 24 * 24 * 3 + 5] ^= std::byte{1};
+  EXPECT_THAT(verifier.Check(features, shard),
+              HasSubstr(fmt::format("feature 'image' row 3 (record [1, {}] of {}): byte 5 is", ids[3] % kTfRecordIdStride,
+                                    files_[1])));
 }
 
 // A random crop is a pure function of (seed, file, record): two sources agree.
