@@ -152,8 +152,8 @@ class CoreLoop {
       if (!why.empty()) Fail("infeed.verify: step {}: {}", shard.header.step, why);
     }
     if (parts_.placement_log.enabled()) {
-      parts_.placement_log.WriteLine(fmt::format(
-          "{}\t{}", shard.header.step, PlacementRecord(options_.role, parts_.plan, shard, options_.name_records).dump()));
+      const nlohmann::json line = PlacementRecord(options_.role, parts_.plan, shard, options_.name_records);
+      parts_.placement_log.WriteLine(fmt::format("{}\t{}", shard.header.step, line.dump()));
     }
     for (const auto& t : shard.tensor_bytes) record.bytes += static_cast<int64_t>(t.size());
     record.bytes += static_cast<int64_t>(shard.trailer.size());

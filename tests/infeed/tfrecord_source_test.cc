@@ -101,9 +101,9 @@ TEST_F(TfRecordSourceTest, VerifierRedecodesTheRecordsAShardNames) {
   EXPECT_THAT(verifier.Check(features, shard), HasSubstr("feature 'image' row 0"));
   shard.header.src_host = 1;
   batch.at("image").bytes()[3 * 24 * 24 * 3 + 5] ^= std::byte{1};
-  EXPECT_THAT(verifier.Check(features, shard),
-              HasSubstr(fmt::format("feature 'image' row 3 (record [1, {}] of {}): byte 5 is", ids[3] % kTfRecordIdStride,
-                                    files_[1])));
+  const std::string row3 = fmt::format("feature 'image' row 3 (record [1, {}] of {}): byte 5 is",
+                                       ids[3] % kTfRecordIdStride, files_[1]);
+  EXPECT_THAT(verifier.Check(features, shard), HasSubstr(row3));
 }
 
 // A random crop is a pure function of (seed, file, record): two sources agree.
