@@ -1,12 +1,11 @@
 // `tpusim launch CONFIG`: validates the run and its output paths in this process
-// exactly as every rank will, then runs mpirun --quiet with `tpusim run CONFIG
-// ...` on the right number of ranks and the flags this kind of machine needs,
-// under a supervisor (mpirun_supervisor.h) that forwards signals, says in one line
-// when Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's
-// exit code and says in one line when a rank died of a signal or mpirun failed on
-// its own. With a hostfile every TPU
-// host's ranks go to one node (cluster/hostfile.h): the placement is printed and
-// mpirun gets a hostfile with exactly those slots.
+// exactly as every rank will, then runs mpirun with `tpusim run CONFIG ...` on the
+// right number of ranks and the flags this kind of machine needs, under a
+// supervisor (mpirun_supervisor.h) that forwards signals, says in one line when
+// Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's exit
+// code and says in one line when a rank died of a signal or mpirun failed on its
+// own. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
+// the placement is printed and mpirun gets a hostfile with exactly those slots.
 #include <sys/wait.h>
 #include <unistd.h>
 

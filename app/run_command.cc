@@ -178,7 +178,7 @@ MachineShare ShareOf(const Machine& machine, const Slice& slice) {
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
 int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
             std::unique_ptr<cluster::Transport> world, int node, const MachineShare& machine) {
-  const std::string where = fmt::format("rank {} {}", role.rank, role.Describe());
+  const std::string where = fmt::format("rank {}, {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
     SimulationContext context{setup.config, setup.run->slice, role, comms, options, node,
@@ -191,7 +191,7 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
     return kExitInputError;
   } catch (...) {
     // Alone or not, this rank prints its own line and brings every rank down;
-    // `tpusim launch` runs mpirun --quiet so no banner follows it.
+    // `tpusim launch` drops the banners Open MPI prints after it.
     bool internal = false;
     std::string message = CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
