@@ -67,7 +67,9 @@ TEST(TfExampleTest, UnpackedListsUnknownFieldsAndMerging) {
 
 TEST(TfExampleTest, EmptyExampleAndEmptyLists) {
   EXPECT_TRUE(ParseExample("").empty());
-  ParsedExample e = ParseExample(EncodeExample({{"x", FeatureKind::kInt64, {}, {}, {}}}));
+  // The parse holds views into the bytes, which must outlive it.
+  const std::string bytes = EncodeExample({{"x", FeatureKind::kInt64, {}, {}, {}}});
+  ParsedExample e = ParseExample(bytes);
   EXPECT_EQ(e.at("x").kind, FeatureKind::kInt64);
   EXPECT_EQ(e.at("x").size(), 0u);
 }

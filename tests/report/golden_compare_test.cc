@@ -94,13 +94,31 @@ TEST(GoldenCompareTest, DeterministicValuesMustAgree) {
 TEST(GoldenCompareTest, TakingTheTrainingChangesOnlyTheTrainingSections) {
   json fresh = Golden();
   fresh["training"]["final_loss"] = 0.25;
-  fresh["replicas"]["checksums"][0]["checksum"] = "0123456789abcdef";
+  for (json& replica : fresh["replicas"]["checksums"]) replica["checksum"] = "0123456789abcdef";
   fresh["topology"]["name"] = "v4-8";
   const json taken = WithTrainingOf(Golden(), fresh);
   EXPECT_EQ(taken["training"], fresh["training"]);
   EXPECT_EQ(taken["replicas"], fresh["replicas"]);
   EXPECT_THAT(GoldenDifferences(taken, fresh),
               ElementsAre("topology.name: \"v3-8\" in the golden report, \"v4-8\" now"));
+}
+
+// The trained parameters' checksums and the losses' last bits follow the CPU; the
+// replicas must still agree with each other, and a loss must not move beyond 1e-4.
+TEST(GoldenCompareTest, TrainingMayMoveInItsLastBitsButReplicasMustAgree) {
+  json fresh = Golden();
+  for (json& replica : fresh["replicas"]["checksums"]) replica["checksum"] = "0123456789abcdef";
+  const double loss = fresh["training"]["final_loss"].get<double>();
+  fresh["training"]["final_loss"] = loss * (1 + 5e-5);
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh), ElementsAre());
+  fresh["replicas"]["checksums"][1]["checksum"] = "fedcba9876543210";
+  fresh["training"]["final_loss"] = loss * (1 + 1e-3);
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh),
+              ElementsAre("training.final_loss: " + Golden()["training"]["final_loss"].dump() +
+                              " in the golden report, " + fresh["training"]["final_loss"].dump() +
+                              " now",
+                          "replicas.checksums[1].checksum: \"fedcba9876543210\" now, replica 0 has "
+                          "\"0123456789abcdef\""));
 }
 
 // A float in the config is not a clock reading either.
