@@ -181,7 +181,7 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
   const std::string where = fmt::format("rank {}, {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
-    SimulationContext context{setup.config, setup.run->slice, role, comms, options, node,
+    SimulationContext context{setup.config, setup.run->slice, setup.run->plan, role, comms, options, node,
                               EndOnWatchdogAlarm, machine};
     return RunSimulatedRank(context);
   } catch (const OutputsFailed& e) {

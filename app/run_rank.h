@@ -7,6 +7,7 @@
 
 #include "cluster/communicators.h"
 #include "cluster/rank_layout.h"
+#include "infeed/infeed_plan.h"
 #include "report/pod_projection.h"
 #include "run/run_config.h"
 #include "run/run_options.h"
@@ -21,6 +22,7 @@ namespace tpusim::sim {
 struct SimulationContext {
   const RunConfig& config;
   const Slice& slice;
+  const infeed::InfeedPlan& plan;  // the run's (ValidateRun's), shared by the process's ranks
   const cluster::RankRole& role;
   cluster::Communicators& comms;
   const RunOptions& options;

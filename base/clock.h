@@ -20,6 +20,13 @@ inline double MonotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Seconds on the wall clock (system_clock) since 1970: what NTP keeps within
+// milliseconds across machines, for carrying one instant from rank to rank
+// (RankRun's common origin); never for durations, since it may be stepped.
+inline double RealtimeSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // Seconds elapsed since `start`.
 inline double SecondsSince(MonotonicTime start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,6 +14,9 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -37,34 +40,100 @@ constexpr int32_t kFinished = 2;
 // rank to report and raises the alarm (kStopped when there is none).
 std::atomic<bool> g_terminating{false};
 
-// The watchdog threads of this process sleep on one semaphore between looks, so
-// that SIGTERM (sem_post is async-signal-safe) wakes them at once: mpirun kills
-// the job's processes soon after its SIGTERM, and on a loaded machine a thread
-// that only looked every 250 ms could be killed before it named the dead rank.
-sem_t g_wake;
-std::once_flag g_wake_once;
-std::atomic<int> g_sleepers{0};
+// Each watchdog thread sleeps on its own semaphore between looks, so that its
+// destructor wakes it alone (one shared semaphore woke every sleeper of the
+// process per destructor: 480 ranks of a packed process ending made 230,000
+// wake-ups) and SIGTERM wakes them all at once: mpirun kills the job's processes
+// soon after its SIGTERM, and on a loaded machine a thread that only looked every
+// 250 ms could be killed before it named the dead rank. The signal handler may
+// only post a semaphore (async-signal-safe), so it posts g_terminate, and one relay
+// thread per process posts every sleeper's.
+sem_t g_terminate;
+std::once_flag g_relay_once;
 
-void WakeEveryWatchdog() {
-  for (int n = g_sleepers.load(); n > 0; --n) ::sem_post(&g_wake);
+class Sleepers {
+ public:
+  void Add(sem_t* wake) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wakes_.insert(wake);
+  }
+  void Remove(sem_t* wake) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wakes_.erase(wake);
+  }
+  void WakeAll() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (sem_t* wake : wakes_) ::sem_post(wake);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<sem_t*> wakes_;
+};
+
+// Never destroyed: the relay thread may still use it while the process exits.
+Sleepers& EverySleeper() {
+  static auto* sleepers = new Sleepers;
+  return *sleepers;
+}
+
+void StartTerminateRelay() {
+  ::sem_init(&g_terminate, 0, 0);
+  std::thread([] {
+    for (;;) {
+      if (::sem_wait(&g_terminate) == 0) EverySleeper().WakeAll();
+    }
+  }).detach();
 }
 
 extern "C" void OnTerminate(int /*signal*/) {
   g_terminating.store(true);
-  WakeEveryWatchdog();
+  ::sem_post(&g_terminate);
 }
 
-// Sleeps until `wait` has passed or a post wakes the thread.
-void SleepOrWake(std::chrono::milliseconds wait) {
+// Whether this rank's watchdog should look at the other processes' ranks now (a
+// dead or frozen one): what it would find is the same for every rank of this
+// process on `board`, so one look per board per process per kCheckEvery is enough.
+// Every rank looking made the looks quadratic: 7,680 ranks scanning 7,680 slots
+// four times a second took a sixth of a v5p-12288 replay's CPU.
+bool ClaimPeerLook(const std::string& board) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, int64_t> next_look_us;
+  const int64_t now = NowUs();
+  const int64_t period_us = std::chrono::duration_cast<std::chrono::microseconds>(kCheckEvery).count();
+  std::lock_guard<std::mutex> lock(mutex);
+  int64_t& next = next_look_us[board];
+  if (now < next) return false;
+  next = now + period_us * 3 / 4;  // a little early, so no period goes without a look
+  return true;
+}
+
+// Sleeps until `wait` has passed or a post of `wake` wakes the thread.
+void SleepOrWake(sem_t& wake, std::chrono::milliseconds wait) {
   timespec deadline{};
   ::clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_nsec += static_cast<long>(wait.count()) * 1'000'000;
   deadline.tv_sec += deadline.tv_nsec / 1'000'000'000;
   deadline.tv_nsec %= 1'000'000'000;
-  ::sem_clockwait(&g_wake, CLOCK_MONOTONIC, &deadline);  // a timeout or EINTR is a wake too
+  ::sem_clockwait(&wake, CLOCK_MONOTONIC, &deadline);  // a timeout or EINTR is a wake too
 }
 
 }  // namespace
+
+// The semaphore this rank's watchdog thread sleeps on (see EverySleeper).
+struct Watchdog::Wake {
+  sem_t sem;
+  Wake() {
+    ::sem_init(&sem, 0, 0);
+    EverySleeper().Add(&sem);
+  }
+  ~Wake() {
+    EverySleeper().Remove(&sem);
+    ::sem_destroy(&sem);
+  }
+  Wake(const Wake&) = delete;
+  Wake& operator=(const Wake&) = delete;
+};
 
 // One slot per rank in a shared-memory segment of the job (steady_clock is
 // CLOCK_MONOTONIC, shared by every process of a machine).
@@ -126,14 +195,15 @@ Watchdog::Watchdog(Options options) : options_(std::move(options)) {
   }
   Publish(kBusy, "", -1);
   Beat();
-  std::call_once(g_wake_once, [] { ::sem_init(&g_wake, 0, 0); });
+  std::call_once(g_relay_once, StartTerminateRelay);
+  wake_ = std::make_unique<Wake>();
   std::signal(SIGTERM, OnTerminate);
   thread_ = std::thread([this] { Run(); });
 }
 
 Watchdog::~Watchdog() {
   stop_.store(true);
-  WakeEveryWatchdog();
+  if (wake_) ::sem_post(&wake_->sem);
   if (thread_.joinable()) thread_.join();
   Publish(kFinished, "", -1);
   // The name goes now; ranks still running keep their mapping.
@@ -287,27 +357,26 @@ std::string Watchdog::Message(double waited_s) const {
 // Checks four times a second, and at once on SIGTERM, until stopped or an alarm
 // is raised; a handler that returns lets the destructor go on.
 void Watchdog::Run() {
-  ++g_sleepers;
   while (!stop_.load()) {
-    SleepOrWake(kCheckEvery);
+    SleepOrWake(wake_->sem, kCheckEvery);
     if (stop_.load()) break;
     Beat();
     if (std::optional<Alarm> alarm = Check()) {
-      --g_sleepers;
       options_.on_alarm(*alarm);
       return;
     }
   }
-  --g_sleepers;
 }
 
 // One look: a dead peer, mpirun stopping us, a peer frozen for the deadline, or
 // the open wait past its deadline.
 std::optional<Watchdog::Alarm> Watchdog::Check() {
-  const int dead = DeadRank();
+  const bool terminating = g_terminating.load();
+  const bool look = board_ && (terminating || ClaimPeerLook(options_.board));
+  const int dead = look ? DeadRank() : -1;
   if (dead >= 0) return ReportDeath(dead);
-  if (g_terminating.load()) return Alarm{AlarmKind::kStopped, ""};  // nothing to add
-  const int frozen = FrozenRank(options_.deadline_s);
+  if (terminating) return Alarm{AlarmKind::kStopped, ""};  // nothing to add
+  const int frozen = look ? FrozenRank(options_.deadline_s) : -1;
   if (frozen >= 0) return ReportFrozen(frozen);
   const uint64_t before = sequence_.load(std::memory_order_acquire);
   if (before % 2 == 0) return std::nullopt;  // no wait open

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -106,6 +107,7 @@ class Watchdog {
 
  private:
   struct Board;
+  struct Wake;
   void Run();
   // One look: the alarm to raise now, if any.
   std::optional<Alarm> Check();
@@ -138,6 +140,7 @@ class Watchdog {
   std::atomic<int64_t> current_step_{-1};
   Board* board_ = nullptr;
   std::atomic<bool> stop_{false};
+  std::unique_ptr<Wake> wake_;  // before thread_: the thread sleeps on it
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/atomic_file.h"
 #include "base/checksum.h"
@@ -39,11 +40,6 @@ json YamlToJson(const YAML::Node& node) {
   return node.Scalar();
 }
 
-// Index of the first infeed step of the measured window: the first loop is warm-up
-// unless the run has only one loop.
-int64_t WindowStart(const LoopPlan& loops) {
-  return loops.num_loops > 1 ? loops.infeed_steps_per_loop() : 0;
-}
 
 double PerStep(double total, int64_t steps) {
   return steps > 0 ? total / static_cast<double>(steps) : 0.0;
@@ -75,6 +71,7 @@ std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks)
 // figures are the fed cores'.
 struct WindowFigures {
   double begin_s = 0;
+  double last_begin_s = 0;  // the last core's begin
   double end_s = 0;
   double total_wait_s = 0;
   double max_wait_s = 0;
@@ -87,10 +84,16 @@ struct WindowFigures {
   double seconds() const { return std::max(end_s - begin_s, 1e-9); }
 };
 
+// The window spans from the first core's begin to the last core's end. (The last
+// core's begin made it as short as a burst when this machine ran the ranks in
+// turns: a v5p-12288 replay's 10-step window measured 8 ms of a 130 ms run and
+// read 62 M examples/s.)
 WindowFigures MeasureWindow(const std::vector<const CoreMetrics*>& cores, int64_t window_steps) {
   WindowFigures w;
+  w.begin_s = cores.empty() ? 0.0 : cores.front()->window_begin_s;
   for (const CoreMetrics* c : cores) {
-    w.begin_s = std::max(w.begin_s, c->window_begin_s);
+    w.begin_s = std::min(w.begin_s, c->window_begin_s);
+    w.last_begin_s = std::max(w.last_begin_s, c->window_begin_s);
     w.end_s = std::max(w.end_s, c->window_end_s);
     w.step_time.Merge(c->step_time);
     if (!c->fed) continue;
@@ -110,22 +113,36 @@ CeilingRates HostCeiling(const SimulatorCeilingPart& part) {
           Rate(static_cast<double>(part.examples), part.seconds)};
 }
 
-// The run's ceiling from every rank's part: hosts run in parallel, so the slowest
-// host's time; none when no host measured anything.
+// The run's ceiling from every rank's part, timed as the run's window is: the
+// hosts' bytes and examples of the measured steps, over the span from the first
+// fed core's begin to the last one's end. Without core windows (no fed core
+// reported one), over the slowest host's whole time. None when no host measured.
 std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>& ranks,
                                                  int64_t steps) {
-  double bytes = 0, examples = 0, seconds = 0;
+  double bytes = 0, examples = 0, host_s = 0;
+  std::optional<double> begin_s, end_s;
+  int64_t measured = steps;
   for (const RankMetrics& r : ranks) {
     if (!r.simulator_ceiling) continue;
-    bytes += static_cast<double>(r.simulator_ceiling->bytes);
-    examples += static_cast<double>(r.simulator_ceiling->examples);
-    seconds = std::max(seconds, r.simulator_ceiling->seconds);
+    const SimulatorCeilingPart& p = *r.simulator_ceiling;
+    bytes += static_cast<double>(p.bytes);
+    examples += static_cast<double>(p.examples);
+    host_s = std::max(host_s, p.seconds);
+    if (p.window_steps <= 0) continue;
+    measured = p.window_steps;
+    begin_s = std::min(begin_s.value_or(p.window_begin_s), p.window_begin_s);
+    end_s = std::max(end_s.value_or(p.window_end_s), p.window_end_s);
   }
-  if (seconds == 0) return std::nullopt;
-  return CeilingSection{Rate(bytes, seconds), Rate(examples, seconds), steps,
+  if (host_s == 0) return std::nullopt;
+  const double share = static_cast<double>(measured) / static_cast<double>(std::max<int64_t>(steps, 1));
+  const double seconds = begin_s ? std::max(*end_s - *begin_s, 1e-9) : host_s;
+  return CeilingSection{Rate(bytes * share, seconds), Rate(examples * share, seconds), steps,
                         "the same shard shapes from the cached source (pre-built batches, no "
                         "copy) through the real transport, measured after the run on the same "
-                        "ranks"};
+                        "ranks: its last measured_steps steps (after a queue depth of warm-up), "
+                        "from the first core's begin to the last core's end, as the run's "
+                        "window is timed",
+                        measured};
 }
 
 // A host's enqueue rates over the window.
@@ -196,10 +213,34 @@ LoopsSection LoopsOf(const TrainConfig& train, const LoopPlan& loops) {
           loops.infeed_steps};
 }
 
-WindowSection WindowOf(int64_t first_step, int64_t window_steps, double seconds) {
-  return {first_step, window_steps, seconds, first_step > 0,
-          first_step > 0 ? "measured after the first loop (warm-up)"
-                         : "single loop: the whole run is measured"};
+// Why the window's rate is not a steady figure, or "" when it is (WindowSection).
+std::string UnsteadyWindow(int64_t window_steps, int queue_depth, const WindowFigures& w) {
+  std::vector<std::string> why;
+  if (window_steps < 4 * int64_t{queue_depth}) {
+    why.push_back(fmt::format(
+        "the window is {} steps against infeed queues {} deep: up to {} of its steps may have "
+        "been queued before it began (a window of {} or more steps is steady)",
+        window_steps, queue_depth, queue_depth, 4 * queue_depth));
+  }
+  const double skew_s = w.last_begin_s - w.begin_s;
+  if (skew_s > 0.1 * w.seconds()) {
+    why.push_back(fmt::format(
+        "the cores began the window up to {:.1f} ms apart over its {:.1f} ms (this machine ran "
+        "the ranks in turns); the rate counts the whole span",
+        skew_s * 1e3, w.seconds() * 1e3));
+  }
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
+WindowSection WindowOf(int64_t first_step, int64_t window_steps, int queue_depth,
+                       const WindowFigures& w) {
+  WindowSection s{first_step, window_steps, w.seconds(), first_step > 0,
+                  first_step > 0 ? "measured after the first loop (warm-up)"
+                                 : "single loop: the whole run is measured"};
+  s.begin_skew_s = w.last_begin_s - w.begin_s;
+  s.steady_note = UnsteadyWindow(window_steps, queue_depth, w);
+  s.steady = s.steady_note.empty();
+  return s;
 }
 
 StepSection StepOf(const WindowFigures& w, double step_s, double max_wait_per_step) {
@@ -507,7 +548,8 @@ std::optional<TrainingSection> TrainingOf(const std::vector<RankMetrics>& ranks)
 
 MpiBaselineSection BaselineOf(const MpiBaseline& baseline) {
   return {Rate(static_cast<double>(baseline.bytes), baseline.seconds),
-          "host 0 -> its own cores, plain MPI_Isend/MPI_Irecv of the same message sizes "
+          "host 0 -> its own cores, alone (every other rank waits), plain MPI_Isend/MPI_Irecv "
+          "of the same message sizes "
           "(buffers touched first, 4 rounds in flight, ~256 MiB timed after 4 warm-up rounds, "
           "cores waiting as the run's cores do), "
           "measured after the run on the same ranks"};
@@ -541,8 +583,8 @@ void AddStepSections(const ReportInputs& in, const std::vector<const CoreMetrics
 }  // namespace
 
 Report BuildReport(const ReportInputs& in) {
-  const int64_t first_step = WindowStart(in.loops);
-  const int64_t window_steps = in.loops.infeed_steps - first_step;
+  const int64_t first_step = in.loops.window_first_step();
+  const int64_t window_steps = in.loops.window_steps();
   const std::vector<const CoreMetrics*> step_cores = StepCores(in.ranks);
   const WindowFigures w = MeasureWindow(step_cores, window_steps);
   Report r;
@@ -551,7 +593,7 @@ Report BuildReport(const ReportInputs& in) {
   r.provenance = in.provenance;
   r.topology = TopologyOf(in.slice);
   r.loops = LoopsOf(in.config.train, in.loops);
-  r.window = WindowOf(first_step, window_steps, w.seconds());
+  r.window = WindowOf(first_step, window_steps, in.config.infeed.queue_depth, w);
   r.run_seconds = in.run_s;
   AddRows(in.ranks, window_steps, r);
   AddStepSections(in, step_cores, w, window_steps, r);

@@ -70,9 +70,18 @@ struct LoopsSection {
 struct WindowSection {
   int64_t first_infeed_step = 0;
   int64_t infeed_steps = 0;
+  // From the first core to begin the window to the last to end it: every step of
+  // the window ran within it.
   double seconds = 0;
   bool excludes_first_loop = false;
   std::string note;
+  double begin_skew_s = 0;  // the last core began the window this much after the first
+  // Whether the window's rate is a steady figure: long against the infeed queues
+  // (at least 4 queue depths, so steps queued before it began are a small part)
+  // and begun by every core at about the same time (skew at most a tenth of the
+  // window). steady_note says why not, empty when steady.
+  bool steady = true;
+  std::string steady_note;
 };
 
 // A host's own part of the simulator ceiling, as rates.
@@ -358,8 +367,9 @@ struct MpiBaselineSection {
 struct CeilingSection {
   double bytes_per_s = 0;
   double examples_per_s = 0;
-  int64_t steps = 0;
+  int64_t steps = 0;           // sent in all
   std::string note;
+  int64_t measured_steps = 0;  // timed (after the warm-up)
 };
 
 struct Report {
@@ -402,7 +412,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_pe
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops,
                                    global_steps, infeed_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds,
-                                   excludes_first_loop, note)
+                                   excludes_first_loop, note, begin_skew_s, steady, steady_note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingRates, bytes_per_s, examples_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreInfeed, infeed_percent, infeed_wait_s, mean_queue_occupancy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreWork, au, device_s_per_step, busy_s_per_step,
@@ -441,7 +451,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_afte
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib,
                                    max_growth_after_first_loop)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MpiBaselineSection, bytes_per_s, note)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note,
+                                   measured_steps)
 
 // The sections with optional parts, written by hand (see the kinds above).
 void to_json(nlohmann::json& j, const HostWindowRates& r);

@@ -58,6 +58,7 @@ void PrintHosts(const Report& r) {
   const double ceiling = r.simulator_ceiling ? r.simulator_ceiling->bytes_per_s : 0.0;
   fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
              r.totals.examples_per_s, r.totals.bytes_per_s / 1e6, ceiling / 1e6);
+  if (!r.window.steady) fmt::print("  window not steady: {}\n", r.window.steady_note);
 }
 
 // Per fed core its wait for infeed and its queue occupancy.

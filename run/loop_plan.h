@@ -18,6 +18,10 @@ struct LoopPlan {
   int64_t infeed_steps = 0;   // global_steps * micro_batches
   int64_t infeed_steps_per_loop() const { return steps_per_loop * micro_batches; }
   bool overshoots(const TrainConfig& train) const { return global_steps != train.steps; }
+  // The report's window: the infeed steps after the first loop (its warm-up), or
+  // every step of a single loop.
+  int64_t window_first_step() const { return num_loops > 1 ? infeed_steps_per_loop() : 0; }
+  int64_t window_steps() const { return infeed_steps - window_first_step(); }
 };
 
 LoopPlan MakeLoopPlan(const TrainConfig& train);

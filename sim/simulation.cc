@@ -44,6 +44,18 @@ NodeShare ShareOfThisNode(const cluster::Transport& world, const Slice& slice, i
   return share;
 }
 
+// The run's origin on this rank's steady clock: the moment rank 0 left the start
+// barrier, carried by the wall clock (one clock on one machine, within NTP's
+// milliseconds across machines), so that every rank's step times lie on one
+// timeline. Each rank's own exit from the barrier would not do: the in-process
+// barrier releases its ranks one after another, seconds apart on a 7,680-rank
+// slice, which put the report's window 8 s wide around a 0.1 s run. Collective.
+double CommonOrigin(const cluster::Transport& world) {
+  double wall_at_origin = RealtimeSeconds();
+  world.Broadcast(std::as_writable_bytes(std::span(&wall_at_origin, 1)), 0);
+  return MonotonicSeconds() - (RealtimeSeconds() - wall_at_origin);
+}
+
 // The deadline of run.watchdog_s (RunSection::watchdog_deadline_s).
 Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
                                   const cluster::RankRole& role, const cluster::Transport& world,
@@ -107,9 +119,9 @@ int ModeledInputWorkers(const RunConfig& config, const Slice& slice) {
 
 }  // namespace
 
-RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
-                 cluster::Communicators& comms, const RankRunOptions& options,
-                 RunObserver* observer)
+RankRun::RankRun(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+                 const cluster::RankRole& role, cluster::Communicators& comms,
+                 const RankRunOptions& options, RunObserver* observer)
     : config_(config),
       slice_(slice),
       role_(role),
@@ -117,12 +129,12 @@ RankRun::RankRun(const RunConfig& config, const Slice& slice, const cluster::Ran
       options_(options),
       observer_(observer),
       loops_(MakeLoopPlan(config.train)),
-      plan_(BuildInfeedPlan(config, slice)),
+      plan_(plan),
       keys_(shampoo::BuildRunKeyTable(config, plan_, slice)),
       watchdog_(WatchdogOptions(config, slice, role, *comms.world, options.on_watchdog_alarm)) {
   node_share_ = ShareOfThisNode(*comms.world, slice, options.node);
   comms.world->Barrier();
-  origin_s_ = MonotonicSeconds();
+  origin_s_ = CommonOrigin(*comms.world);
 }
 
 RankOutputs RankRun::outputs() const {
@@ -291,7 +303,7 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
   }
   const infeed::TransportOptions run = Transport();  // the run's waits
   const CeilingOptions options{role_, config_.infeed.queue_depth, run.sleep_when_idle,
-                               run.core_sleeps_when_idle};
+                               run.core_sleeps_when_idle, origin_s_, loops_.window_steps()};
   SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
   mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
 }
@@ -303,7 +315,9 @@ std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
   return ranks;
 }
 
-int64_t RankRun::ceiling_steps() const { return CeilingSteps(plan_, config_.infeed.queue_depth); }
+int64_t RankRun::ceiling_steps() const {
+  return CeilingSteps(plan_, config_.infeed.queue_depth, loops_.window_steps());
+}
 
 double RankRun::elapsed_s() const { return MonotonicSeconds() - origin_s_; }
 

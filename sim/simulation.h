@@ -52,11 +52,14 @@ struct RankRunOptions {
 // measures on the same ranks) MeasureCeiling and GatherAtRankZero.
 class RankRun {
  public:
-  // Builds the plans and the watchdog, then waits at the start barrier. Borrows
-  // `config`, `slice`, `comms` and `observer` (rank 0's progress; may be null),
-  // which must outlive it. Throws Error on failure.
-  RankRun(const RunConfig& config, const Slice& slice, const cluster::RankRole& role,
-          cluster::Communicators& comms, const RankRunOptions& options, RunObserver* observer);
+  // Builds the rank's own plans and the watchdog, then waits at the start
+  // barrier. Borrows `config`, `slice`, `plan` (the run's infeed plan, as
+  // ValidateRun built it: one per process, shared by every rank it plays — a copy
+  // per rank made start-up quadratic in the slice), `comms` and `observer` (rank
+  // 0's progress; may be null), which must outlive it. Throws Error on failure.
+  RankRun(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+          const cluster::RankRole& role, cluster::Communicators& comms,
+          const RankRunOptions& options, RunObserver* observer);
   RankRun(const RankRun&) = delete;
   RankRun& operator=(const RankRun&) = delete;
 
@@ -107,11 +110,11 @@ class RankRun {
   const RankRunOptions options_;
   RunObserver* observer_;
   LoopPlan loops_;
-  infeed::InfeedPlan plan_;
+  const infeed::InfeedPlan& plan_;
   shampoo::KeyTable keys_;
   Watchdog watchdog_;
   NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
-  double origin_s_ = 0;         // MonotonicSeconds() right after the start barrier
+  double origin_s_ = 0;         // rank 0's exit from the start barrier, on this rank's steady clock
 };
 
 }  // namespace tpusim::sim

@@ -96,7 +96,7 @@ class CoreLoop {
       : options_(std::move(options)),
         parts_(parts),
         metrics_(CoreIdentity(options_.role, parts.queue != nullptr, parts.trainer != nullptr)),
-        window_start_(parts.loops.num_loops > 1 ? parts.loops.infeed_steps_per_loop() : 0) {
+        window_start_(parts.loops.window_first_step()) {
     if (options_.embedding) {
       embedding_ids_.emplace(*options_.embedding, options_.verify_ids, options_.seed);
     }

@@ -21,7 +21,7 @@ class EmbeddingServer {
         layer_(*options_.embedding, parts.cores),
         inputs_(0, layer_.width()),
         grads_(0, layer_.width()),
-        window_start_(parts.loops.num_loops > 1 ? parts.loops.infeed_steps_per_loop() : 0) {
+        window_start_(parts.loops.window_first_step()) {
     EmptyPieces(*options_.embedding, none_);
   }
 

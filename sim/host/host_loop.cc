@@ -35,7 +35,7 @@ class HostLoop {
         parts_(parts),
         outfeed_(parts.world, parts.loops, options_.outfeed_cores, options_.num_hosts,
                  options_.transport.origin_s, options_.transport.sleep_when_idle),
-        window_start_(parts.loops.num_loops > 1 ? parts.loops.infeed_steps_per_loop() : 0) {
+        window_start_(parts.loops.window_first_step()) {
     if (parts_.observer) {
       outfeed_.on_loop_done = [observer = parts_.observer](const LoopSummary& s) {
         observer->LoopDone(s);

@@ -16,14 +16,18 @@ constexpr int64_t kMaxSteps = 64;
 
 }  // namespace
 
-int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth) {
+int64_t CeilingWarmupSteps(int queue_depth) { return queue_depth; }
+
+int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth, int64_t run_window_steps) {
   double step_bytes = 0;
   for (const infeed::FeatureSpec& spec : plan.features()) {
     step_bytes +=
         static_cast<double>(ExampleBytes(spec)) * static_cast<double>(plan.global_batch());
   }
   const auto wanted = static_cast<int64_t>(kTargetBytes / std::max(step_bytes, 1.0)) + 1;
-  return std::clamp<int64_t>(wanted, 4 * int64_t{queue_depth}, kMaxSteps);
+  const int64_t least = std::max(4 * int64_t{queue_depth}, run_window_steps);
+  return CeilingWarmupSteps(queue_depth) +
+         std::clamp<int64_t>(wanted, least, std::max(kMaxSteps, least));
 }
 
 SimulatorCeiling::SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan,
@@ -36,11 +40,8 @@ std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(
   const cluster::RankRole& role = options_.role;
   if (role.is_host()) return FeedFromPool(pool_values);
   const infeed::ShardRoute* route = plan_.route_to(role.host, role.ordinal);
-  if (route && role.in_replica()) {
-    DrainCore(*route);
-  } else {
-    world_.Barrier();
-  }
+  if (route && role.in_replica()) return DrainCore(*route);
+  world_.Barrier();
   return std::nullopt;
 }
 
@@ -49,21 +50,29 @@ std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(
 infeed::TransportOptions SimulatorCeiling::Transport() const {
   infeed::TransportOptions options;
   options.queue_depth = options_.queue_depth;
-  options.num_steps = CeilingSteps(plan_, options_.queue_depth);
+  options.num_steps = CeilingSteps(plan_, options_.queue_depth, options_.run_window_steps);
   options.sleep_when_idle = options_.sleep_when_idle;
   options.core_sleeps_when_idle = options_.core_sleeps_when_idle;
   return options;
 }
 
-void SimulatorCeiling::DrainCore(const infeed::ShardRoute& route) {
+// Times the steps after the warm-up as the run's window is timed: from the done
+// time of the step before them to that of the last, on the run's clock.
+SimulatorCeilingPart SimulatorCeiling::DrainCore(const infeed::ShardRoute& route) {
   const infeed::TransportOptions options = Transport();
   infeed::CoreInfeedQueue queue(plan_, route, world_, layout_.host_rank(options_.role.host),
                                 options);
+  const int64_t warmup = CeilingWarmupSteps(options_.queue_depth);
+  SimulatorCeilingPart part;
   world_.Barrier();
   for (int64_t step = 0; step < options.num_steps; ++step) {
     queue.Dequeue(step, nullptr, nullptr);
     queue.Release(step);
+    if (step == warmup - 1) part.window_begin_s = MonotonicSeconds() - options_.origin_s;
   }
+  part.window_end_s = MonotonicSeconds() - options_.origin_s;
+  part.window_steps = options.num_steps - warmup;
+  return part;
 }
 
 std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(

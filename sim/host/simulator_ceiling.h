@@ -18,16 +18,23 @@
 
 namespace tpusim::sim {
 
-// Steps the measurement sends: enough for ~256 MiB of `plan`'s global batches, at
-// least four queue depths (so filling and draining the queues is a small part of
-// the time) and at most 64 steps, so it stays short.
-int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth);
+// Steps the measurement sends: CeilingWarmupSteps, then the measured steps —
+// enough for ~256 MiB of `plan`'s global batches, at least four queue depths and
+// at least the run's own window (`run_window_steps`, so the ceiling is as steady
+// a figure as the run's rate), and at most 64 steps or that window, so it stays
+// short.
+int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth, int64_t run_window_steps);
+// The steps the measurement leaves out at its start: one queue depth, while the
+// queues fill from empty.
+int64_t CeilingWarmupSteps(int queue_depth);
 
 struct CeilingOptions {
   cluster::RankRole role;        // this rank
   int queue_depth = 4;           // infeed.queue_depth
   bool sleep_when_idle = false;  // how a waiting rank waits (infeed::TransportOptions)
   bool core_sleeps_when_idle = false;  // and a waiting core (the same)
+  double origin_s = 0;                 // the run's origin (MonotonicSeconds at its start)
+  int64_t run_window_steps = 0;        // the run's measured window (CeilingSteps)
 };
 
 // The measurement on one rank; `plan`, `layout` and `world` are borrowed.
@@ -38,12 +45,12 @@ class SimulatorCeiling {
 
   // Collective over the world. Returns this rank's part for the report on a host
   // that builds batches, sent from a pool of `pool_values`' batches (it must be
-  // given there); none elsewhere.
+  // given there), and on a core it feeds; none elsewhere.
   std::optional<SimulatorCeilingPart> Measure(const infeed::SyntheticData* pool_values);
 
  private:
   infeed::TransportOptions Transport() const;
-  void DrainCore(const infeed::ShardRoute& route);
+  SimulatorCeilingPart DrainCore(const infeed::ShardRoute& route);
   std::optional<SimulatorCeilingPart> FeedFromPool(const infeed::SyntheticData* pool_values);
 
   CeilingOptions options_;
