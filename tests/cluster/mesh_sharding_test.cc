@@ -14,8 +14,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cluster/accelerator_type.h"
 #include "tests/common/error_of.h"
+#include "tests/common/v4_32_mesh.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -24,11 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
-struct Fixture {
-  Topology topology = GenerateAcceleratorType("v4-32");
-  DeviceMesh mesh = DeviceMesh::Create(topology, MeshGeneration(topology, "", "v4-32"),
-                                       MeshSpec{ParseMeshAxes("data=4,fsdp=4", "test"), false});
-};
+using Fixture = tpusim::testing::V4_32Mesh;
 
 // The mesh position of JAX device `id`.
 int FlatOf(const DeviceMesh& mesh, int id) {

@@ -5,10 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cluster/accelerator_type.h"
 #include "cluster/mesh_sharding.h"
 #include "infeed/infeed_plan.h"
 #include "tests/common/error_of.h"
+#include "tests/common/v4_32_mesh.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -17,12 +17,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
-struct Fixture {
-  cluster::Topology topology = cluster::GenerateAcceleratorType("v4-32");
-  cluster::DeviceMesh mesh = cluster::DeviceMesh::Create(
-      topology, cluster::MeshGeneration(topology, "", "v4-32"),
-      cluster::MeshSpec{cluster::ParseMeshAxes("data=4,fsdp=4", "test"), false});
-};
+using Fixture = tpusim::testing::V4_32Mesh;
 
 InfeedPlan Plan(const Fixture& f, const cluster::SpecDim& batch_axes,
                 cluster::PartitionSpec x_spec = {}, int64_t global_batch = 64) {
