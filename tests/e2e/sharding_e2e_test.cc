@@ -46,12 +46,13 @@ JaxMesh ReadMesh() {
   return mesh;
 }
 
-std::vector<json> PlacementOf(const std::string& name, const std::string& args) {
+// Two steps of the run on `layout` (ranks: 20 MPI ranks; threads: one per TPU host).
+std::vector<json> PlacementOf(const std::string& name, const std::string& layout, const std::string& args) {
   const std::string log = TempDir() + "/sharding-" + name + ".jsonl";
   const Result r = RunTpusim(Source(kConfig),
                              "--set train.steps=2 --set train.iterations_per_loop=2 "
-                             "--set cluster.layout=threads " + args + " --placement-log " + log,
-                             4);  // the threads layout: a rank per TPU host
+                             "--set cluster.layout=" + layout + " " + args + " --placement-log " + log,
+                             layout == "threads" ? 4 : 20);
   EXPECT_EQ(r.rc, 0) << r.output;
   return ReadLines(log);
 }
@@ -94,12 +95,12 @@ void CheckPlacement(const std::vector<json>& lines, int blocks, BlockOf block_of
 }
 
 TEST(ShardingE2E, DataAndFsdpGiveEachDeviceItsBlock) {
-  CheckPlacement(PlacementOf("data-fsdp", ""), 16, [](int d, int f) { return 4 * d + f; });
+  CheckPlacement(PlacementOf("data-fsdp", "ranks", ""), 16, [](int d, int f) { return 4 * d + f; });
 }
 
 // [[data], null]: the 4 fsdp devices of a data row hold the same 16 rows.
 TEST(ShardingE2E, FsdpLeftOutGivesCopies) {
-  const std::vector<json> lines = PlacementOf("data", "--set 'input.sharding.x=[[data], null]'");
+  const std::vector<json> lines = PlacementOf("data", "threads", "--set 'input.sharding.x=[[data], null]'");
   CheckPlacement(lines, 4, [](int d, int) { return d; });
   for (const json& line : lines) EXPECT_EQ(line["replica"], line["mesh_coords"][0]) << line;
 }
