@@ -366,6 +366,20 @@ DeviceAssignment DeviceAssignment::Build(const Topology& topology,
   return result;
 }
 
+DeviceAssignment DeviceAssignment::FromCores(const Topology& topology, int num_replicas,
+                                             int cores_per_replica, std::vector<Coord> cores,
+                                             std::string path) {
+  assert(static_cast<int>(cores.size()) == num_replicas * cores_per_replica);
+  DeviceAssignment result;
+  result.num_replicas_ = num_replicas;
+  result.cores_per_replica_ = cores_per_replica;
+  result.computation_shape_ = Coord{1, 1, 1, 1};
+  result.path_ = std::move(path);
+  result.core_assignment_ = std::move(cores);
+  result.IndexByHost(topology);
+  return result;
+}
+
 // Precomputes TF's task_cores_to_replicas and our inverse (host, ordinal) table.
 // Replicas are visited in ascending order, so every list comes out sorted.
 void DeviceAssignment::IndexByHost(const Topology& topology) {

@@ -37,6 +37,12 @@ class DeviceAssignment {
   // from `topology` and does not keep a reference to it. On a degraded slice
   // (topology.has_missing_devices()) the order mode is ignored, as in TF.
   static DeviceAssignment Build(const Topology& topology, const DeviceAssignmentOptions& options);
+  // An assignment given core by core (TF's DeviceAssignment(topology,
+  // core_assignment)): `cores[r * K + k]` plays logical core k of replica r, K =
+  // `cores_per_replica`; `path` is what path() reports. Requires every coordinate
+  // to be a distinct device of `topology` (the caller's invariant).
+  static DeviceAssignment FromCores(const Topology& topology, int num_replicas, int cores_per_replica,
+                                    std::vector<Coord> cores, std::string path);
 
   int num_replicas() const { return num_replicas_; }
   int num_cores_per_replica() const { return cores_per_replica_; }

@@ -1,6 +1,7 @@
 #include "infeed/infeed_plan.h"
 
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -184,6 +185,97 @@ void CheckEqualReplicaBatches(const std::vector<HostPlan>& hosts) {
   }
 }
 
+// ---- input.sharding (BuildSharded) ----------------------------------------------
+
+void CheckSpecs(const MeshShardingOptions& sharding, const InfeedPlanOptions& options) {
+  for (const FeatureSpec& spec : options.features) {
+    const cluster::PartitionSpec& p = sharding.specs.at(spec.name);
+    cluster::CheckPartitionSpec(sharding.mesh->spec(), p, BatchShape(spec, options.global_batch),
+                                "input.sharding." + spec.name);
+    if (p.dims.empty() || p.dims[0] != sharding.batch_axes) {
+      Fail("input.sharding.{}: {} splits the batch dim unlike the others ({}); every feature's "
+           "rows are rows of one batch", spec.name, cluster::SpecText(p),
+           cluster::SpecText({{sharding.batch_axes}}));
+    }
+  }
+}
+
+// Mesh positions whose device each host addresses, in the order of their ordinals.
+std::vector<std::vector<int>> DevicesByHost(const Layout& l, const MeshShardingOptions& sharding) {
+  const cluster::MeshSpec& mesh = sharding.mesh->spec();
+  std::vector<std::vector<int>> by_ordinal(static_cast<size_t>(l.num_hosts),
+                                           std::vector<int>(static_cast<size_t>(l.cores_per_host), -1));
+  for (int flat = 0; flat < static_cast<int>(sharding.mesh->positions().size()); ++flat) {
+    const int r = cluster::BlockIndex(mesh, sharding.batch_axes, flat);
+    const int k = cluster::CopyIndex(mesh, sharding.batch_axes, flat);
+    by_ordinal[static_cast<size_t>(l.da.host(r, k))][static_cast<size_t>(l.da.tpu_ordinal(r, k))] = flat;
+  }
+  std::vector<std::vector<int>> flats(by_ordinal.size());
+  for (size_t t = 0; t < by_ordinal.size(); ++t) {
+    for (int flat : by_ordinal[t]) {
+      if (flat >= 0) flats[t].push_back(flat);
+    }
+  }
+  return flats;
+}
+
+// The replica (row block) ids a host's devices hold, which must be consecutive.
+std::pair<int, int> HostBlocks(const MeshShardingOptions& sharding, int host, const std::vector<int>& flats) {
+  std::set<int> blocks;
+  for (int flat : flats) blocks.insert(cluster::BlockIndex(sharding.mesh->spec(), sharding.batch_axes, flat));
+  if (blocks.empty()) Fail("input.sharding: host {} addresses no device of cluster.mesh", host);
+  const int first = *blocks.begin(), last = *blocks.rbegin();
+  if (last - first + 1 != static_cast<int>(blocks.size())) {
+    Fail("input.sharding: host {}'s devices hold row blocks [{}] of {} along [{}], not one consecutive "
+         "range; tpusim builds a host's batch from consecutive example ids (put the axes that span "
+         "hosts first in the batch dim's list)", host, fmt::join(blocks, ", "),
+         cluster::BlockCount(sharding.mesh->spec(), sharding.batch_axes), fmt::join(sharding.batch_axes, ", "));
+  }
+  return {first, last};
+}
+
+// The box of a feature's replica batch (its block of rows) the device holds.
+PieceSlice ShardedSlice(const cluster::ShardBox& box) {
+  PieceSlice slice{box.begin, box.end};
+  slice.end[0] -= slice.begin[0];
+  slice.begin[0] = 0;
+  return slice;
+}
+
+HostPlan PlanShardedHost(const Layout& l, const MeshShardingOptions& sharding, int host,
+                         const std::vector<int>& flats) {
+  const cluster::MeshSpec& mesh = sharding.mesh->spec();
+  const auto [first, last] = HostBlocks(sharding, host, flats);
+  const int64_t b = l.options.global_batch / cluster::BlockCount(mesh, sharding.batch_axes);
+  HostPlan plan{host, (last - first + 1) * b, first * b, {}};
+  for (int flat : flats) {
+    const int r = cluster::BlockIndex(mesh, sharding.batch_axes, flat);
+    std::vector<PieceSlice> slices;
+    for (const FeatureSpec& spec : l.options.features) {
+      slices.push_back(ShardedSlice(cluster::ShardIndices(
+          mesh, sharding.specs.at(spec.name), BatchShape(spec, l.options.global_batch), flat)));
+    }
+    ShardRoute route = MakeRoute(l, static_cast<int>(plan.shards.size()), r,
+                                 cluster::CopyIndex(mesh, sharding.batch_axes, flat), (r - first) * b, b,
+                                 std::move(slices));
+    route.device_id = sharding.mesh->at(flat).id;
+    route.mesh_coords = cluster::MeshCoords(mesh, flat);
+    plan.shards.push_back(std::move(route));
+  }
+  return plan;
+}
+
+// Whether a route's pieces split some feature on a dim other than the batch dim.
+bool SplitsInnerDims(const std::vector<FeatureSpec>& features, const ShardRoute& route) {
+  for (size_t f = 0; f < route.slices.size(); ++f) {
+    const PieceSlice& s = route.slices[f];
+    for (size_t d = 1; d < s.begin.size(); ++d) {
+      if (s.end[d] - s.begin[d] != features[f].shape[d - 1]) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int num_hosts,
@@ -216,14 +308,38 @@ InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int nu
     plan.hosts_.push_back(std::move(host));
   }
   CheckEqualReplicaBatches(plan.hosts_);
-  plan.route_index_.assign(static_cast<size_t>(num_hosts * cores_per_host), {-1, -1});
-  for (size_t h = 0; h < plan.hosts_.size(); ++h) {
-    for (size_t s = 0; s < plan.hosts_[h].shards.size(); ++s) {
-      const ShardRoute& r = plan.hosts_[h].shards[s];
-      plan.route_index_[r.dst_host * cores_per_host + r.dst_ordinal] = {static_cast<int>(h),
-                                                                        static_cast<int>(s)};
+  plan.IndexRoutes(num_hosts, cores_per_host);
+  return plan;
+}
+
+void InfeedPlan::IndexRoutes(int num_hosts, int cores_per_host) {
+  route_index_.assign(static_cast<size_t>(num_hosts * cores_per_host), {-1, -1});
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    for (size_t s = 0; s < hosts_[h].shards.size(); ++s) {
+      const ShardRoute& r = hosts_[h].shards[s];
+      route_index_[r.dst_host * cores_per_host + r.dst_ordinal] = {static_cast<int>(h), static_cast<int>(s)};
     }
   }
+}
+
+InfeedPlan InfeedPlan::BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts,
+                                    int cores_per_host, const InfeedPlanOptions& options,
+                                    const MeshShardingOptions& sharding) {
+  Layout l{assignment, num_hosts, cores_per_host, options};
+  if (options.features.empty()) Fail("input.features: at least one feature is needed");
+  CheckSpecs(sharding, options);
+  InfeedPlan plan;
+  plan.features_ = options.features;
+  plan.global_batch_ = options.global_batch;
+  plan.per_host_ = true;
+  plan.cores_per_host_ = cores_per_host;
+  for (const cluster::MeshAxis& a : sharding.mesh->spec().axes) plan.mesh_axes_.push_back(a.name);
+  const std::vector<std::vector<int>> flats = DevicesByHost(l, sharding);
+  for (int t = 0; t < num_hosts; ++t) {
+    plan.hosts_.push_back(PlanShardedHost(l, sharding, t, flats[static_cast<size_t>(t)]));
+    for (const ShardRoute& r : plan.hosts_.back().shards) plan.partitioned_ |= SplitsInnerDims(plan.features_, r);
+  }
+  plan.IndexRoutes(num_hosts, cores_per_host);
   return plan;
 }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "cluster/device_assignment.h"
+#include "cluster/device_mesh.h"
+#include "cluster/mesh_sharding.h"
 #include "infeed/feature_spec.h"
 #include "infeed/split.h"
 
@@ -27,6 +29,15 @@ struct InfeedPlanOptions {
   std::vector<FeatureSpec> features;  // per example; the label, if any, included
 };
 
+// input.sharding (cluster/mesh_sharding.h): every feature's PartitionSpec over
+// the mesh. Each spec's dim 0 is `batch_axes` (the rows of one batch are split
+// alike in every feature); the caller fills in the features the config leaves out.
+struct MeshShardingOptions {
+  const cluster::DeviceMesh* mesh = nullptr;  // borrowed, outlives Build
+  cluster::SpecDim batch_axes;
+  std::map<std::string, cluster::PartitionSpec> specs;  // every feature of the plan
+};
+
 // One enqueue: shard `index` of a host's batch to one core.
 struct ShardRoute {
   int index = 0;
@@ -40,6 +51,10 @@ struct ShardRoute {
   // Per feature (plan order): the piece of the replica batch this shard holds.
   std::vector<PieceSlice> slices;
   size_t payload_bytes = 0;
+  // input.sharding only: the JAX id and mesh coordinates (cluster.mesh's axis
+  // order) of the destination device; -1 and empty otherwise.
+  int device_id = -1;
+  std::vector<int> mesh_coords;
 };
 
 // Rows of a host batch: [begin, begin + count).
@@ -67,12 +82,28 @@ class InfeedPlan {
   // per-host mode, a host holding the wrong number of replicas, bad partition dims).
   static InfeedPlan Build(const cluster::DeviceAssignment& assignment, int num_hosts,
                           int cores_per_host, const InfeedPlanOptions& options);
+  // The plan of a batch placed by partition specs (input.sharding), as
+  // jax.make_array_from_process_local_data places it: host t builds the rows its
+  // devices hold, in increasing global index, and sends each of its devices the
+  // box its mesh coordinates select. `assignment` must be
+  // cluster::BatchAssignment(mesh, sharding.batch_axes). options.per_host,
+  // partitioned, per_core and partition_dims are ignored. Throws Error naming
+  // input.sharding when a spec does not fit (unknown or repeated axis, a dim that
+  // does not divide), or when a host's devices hold rows that are not one
+  // consecutive range of the global batch (tpusim builds a host batch from
+  // consecutive example ids).
+  static InfeedPlan BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts,
+                                 int cores_per_host, const InfeedPlanOptions& options,
+                                 const MeshShardingOptions& sharding);
 
   const std::vector<HostPlan>& hosts() const { return hosts_; }
   const std::vector<FeatureSpec>& features() const { return features_; }
   int64_t global_batch() const { return global_batch_; }
   bool partitioned() const { return partitioned_; }
   bool per_host() const { return per_host_; }
+  // input.sharding: the mesh's axis names (ShardRoute::mesh_coords' order); empty
+  // in a plan Build made.
+  const std::vector<std::string>& mesh_axes() const { return mesh_axes_; }
   // The host plan of `host`, or nullptr when that host builds no batches.
   const HostPlan* host_plan(int host) const;
   // The route that feeds core (host, ordinal), or nullptr when it gets no infeed.
@@ -91,6 +122,8 @@ class InfeedPlan {
   bool partitioned_ = false;
   bool per_host_ = true;
   int cores_per_host_ = 0;
+  std::vector<std::string> mesh_axes_;
+  void IndexRoutes(int num_hosts, int cores_per_host);
   // [host * cores_per_host + ordinal] -> {host plan index, shard index} or {-1, -1}
   std::vector<std::pair<int, int>> route_index_;
 };

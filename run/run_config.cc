@@ -239,6 +239,43 @@ InputConfig::CostMode ParseCostMode(ConfigNode& node) {
   return mode == "burn" ? InputConfig::CostMode::kBurn : InputConfig::CostMode::kEmulate;
 }
 
+// One entry of a partition spec: null, an axis name, or a list of axis names.
+cluster::SpecDim ParseSpecDim(const YAML::Node& entry, const std::string& where) {
+  if (entry.IsNull()) return {};
+  if (entry.IsScalar()) return {entry.Scalar()};
+  cluster::SpecDim axes;
+  bool ok = entry.IsSequence() && entry.size() > 0;
+  for (size_t i = 0; ok && i < entry.size(); ++i) {
+    ok = entry[i].IsScalar();
+    if (ok) axes.push_back(entry[i].Scalar());
+  }
+  if (!ok) {
+    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where,
+         YAML::Dump(entry));
+  }
+  return axes;
+}
+
+// input.sharding: {FEATURE: [[data, fsdp], null, ...]}, one entry per dimension.
+std::map<std::string, cluster::PartitionSpec> ParseSharding(ConfigNode node) {
+  std::map<std::string, cluster::PartitionSpec> specs;
+  for (const std::string& name : node.Keys()) {
+    YAML::Node raw;
+    node.Get(name, raw);
+    const std::string key = node.source() + ": " + node.KeyPath(name);
+    if (!raw.IsSequence() || raw.size() == 0) {
+      Fail("{}: expected a partition spec, one entry per dimension (e.g. [[data, fsdp], null]), got '{}'",
+           key, YAML::Dump(raw));
+    }
+    cluster::PartitionSpec& spec = specs[name];
+    for (size_t d = 0; d < raw.size(); ++d) {
+      spec.dims.push_back(ParseSpecDim(raw[d], fmt::format("{}: entry {}", key, d)));
+    }
+  }
+  node.Finish();
+  return specs;
+}
+
 InputConfig ParseInput(ConfigNode node) {
   InputConfig in;
   node.Get("source", in.source);
@@ -254,6 +291,7 @@ InputConfig ParseInput(ConfigNode node) {
   node.Get("shuffle_buffer", in.shuffle_buffer);
   node.Get("prefetch", in.prefetch);
   if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
+  if (node.Present("sharding")) in.sharding = ParseSharding(node.Child("sharding"));
   RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached", "tfrecord"});
   CheckSourceKeys(node, in);
   RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);

@@ -12,6 +12,7 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/device_mesh.h"
+#include "cluster/mesh_sharding.h"
 #include "cluster/topology.h"
 #include "cluster/topology_source.h"
 #include "embedding/config.h"
@@ -37,7 +38,7 @@ struct ClusterConfig {
   int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
   // A JAX device mesh (cluster/device_mesh.h), axes by increasing network
   // intensity; no axes = none. Checked against the slice by validation; it places
-  // nothing in a run yet (printed by `tpusim topology`).
+  // a run's batches when input.sharding is given (printed by `tpusim topology`).
   cluster::MeshSpec mesh;
 
   // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
@@ -86,6 +87,10 @@ struct InputConfig {
   // free); kBurn spins this machine's CPU (stress tests).
   enum class CostMode { kEmulate, kBurn };
   CostMode cost_mode = CostMode::kEmulate;  // input.cost_mode: emulate | burn
+  // input.sharding: feature -> JAX PartitionSpec over cluster.mesh
+  // (cluster/mesh_sharding.h, run/input_sharding.h); empty = placed by the
+  // device assignment as before.
+  std::map<std::string, cluster::PartitionSpec> sharding;
 };
 
 // target_host: overrides of the TPU host the projection targets; unset = the

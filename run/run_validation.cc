@@ -14,6 +14,7 @@
 #include "infeed/tfrecord_source.h"
 #include "optim/optimizer_config.h"
 #include "embedding/coo_bytes.h"
+#include "run/input_sharding.h"
 #include "run/model_inputs.h"
 #include "run/run_features.h"
 #include "model/mlp.h"
@@ -188,6 +189,18 @@ bool OnMachine(const Machine& machine, const cluster::RankLayout& layout, int ra
          std::find(machine.ranks.begin(), machine.ranks.end(), process) != machine.ranks.end();
 }
 
+// input.sharding (run/input_sharding.h): the plan of a batch placed by the mesh.
+infeed::InfeedPlan BuildShardedPlan(const RunConfig& config, const Slice& slice) {
+  infeed::InfeedPlanOptions options;
+  options.global_batch = config.input.global_batch;
+  options.features = RunFeatureSpecs(config);
+  const cluster::DeviceMesh mesh =
+      RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
+  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.topology.num_hosts(),
+                                          slice.topology.cores_per_host(), options,
+                                          ShardingOptions(config, mesh));
+}
+
 }  // namespace
 
 double ExampleBytes(const std::vector<infeed::FeatureSpec>& specs) {
@@ -205,6 +218,7 @@ Machine ThisMachine() {
 }
 
 infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice) {
+  if (ShardedByMesh(config)) return BuildShardedPlan(config, slice);
   infeed::InfeedPlanOptions options;
   options.per_host = config.infeed.per_host;
   options.partitioned = config.infeed.partitioned;
@@ -267,6 +281,7 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   if (!config.cluster.mesh.axes.empty()) {
     RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
   }
+  PlaceByMesh(config, slice);
   TargetHost target_host = TargetHostOf(config, slice.topology);
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);

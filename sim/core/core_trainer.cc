@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
+#include "run/input_sharding.h"
 #include "run/model_inputs.h"
 #include "sim/wire/embedding_trailer.h"
 
@@ -39,7 +40,11 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
   crs_.emplace(*comms.logical_core, role.replica, CrsOptions(config));
   // The cores of one replica sum their gradients with the same deterministic ring
   // (member i = logical core i), so the result is the same bits in every layout.
-  if (comms.replica->size() > 1) replica_sum_.emplace(*comms.replica, comms.replica->rank());
+  // Placed by input.sharding, a replica's cores hold copies of one row block
+  // (run/input_sharding.h): each has the whole replica gradient already.
+  if (comms.replica->size() > 1 && !ShardedByMesh(config)) {
+    replica_sum_.emplace(*comms.replica, comms.replica->rank());
+  }
   if (config.embedding.enabled()) {
     embedding_ = std::make_unique<EmbeddingLayer>(config.embedding.config, *comms.cores);
   }
@@ -104,7 +109,7 @@ void CoreTrainer::ReduceGradients() {
     fused_[0] = std::numeric_limits<float>::quiet_NaN();  // the loss: see MicroStep
   }
   std::span<float> all(fused_.data(), static_cast<size_t>(fused_.size()));
-  if (comms_.replica->size() > 1) {
+  if (replica_sum_) {
     Watchdog::Scope wait(watchdog_, "the gradient sum within its replica at step", global_step_, -1,
                          "the other cores of its replica");
     replica_sum_->Sum(all);

@@ -1,6 +1,7 @@
 // The training step of one core rank (training.md §0, §1, §6): the core turns its
 // dequeued shard into model inputs, runs forward and backward, reduces the gradient
-// (within its replica when the replica has several cores, then the cross-replica
+// (within its replica when the replica has several cores — not when input.sharding
+// made them copies of one row block, run/input_sharding.h — then the cross-replica
 // sum over the cores sharing its logical core), adjusts it like Lingvo's Learner,
 // and hands it to the accumulation wrapper and the optimizer. Every replica applies
 // the same reduced gradient, so all replicas keep identical parameters. With an

@@ -21,6 +21,29 @@ json RecordsOf(const std::vector<int64_t>& ids) {
   return records;
 }
 
+// input.sharding: the device's JAX id and mesh coordinates, the rows [begin,
+// end) of the step's global batch it holds, and per tensor its box of the global
+// array (what NamedSharding.devices_indices_map gives the device).
+void AddMeshPlacement(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
+                      const infeed::ShardCodec::View& shard, json& record) {
+  const infeed::ShardRoute* route = plan.route_to(core.host, core.ordinal);
+  const infeed::HostPlan* host = route ? plan.host_plan(plan.source_host(core.host, core.ordinal)) : nullptr;
+  if (!host) return;
+  const int64_t first = host->first_row + route->replica_row_begin;
+  record["device_id"] = route->device_id;
+  record["mesh_coords"] = route->mesh_coords;
+  record["rows"] = {first, first + route->replica_rows};
+  for (size_t f = 0; f < plan.features().size(); ++f) {
+    const infeed::PieceSlice& s = shard.slices[f];
+    json global = json::array();
+    for (size_t d = 0; d < s.begin.size(); ++d) {
+      const int64_t offset = d == 0 ? first : 0;
+      global.push_back({s.begin[d] + offset, s.end[d] + offset});
+    }
+    record["tensors"][plan.features()[f].name]["global_slice"] = global;
+  }
+}
+
 }  // namespace
 
 // One placement-log line for a shard this core dequeued (design.md §3).
@@ -39,10 +62,12 @@ json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& pl
     }
     tensors[plan.features()[f].name] = t;
   }
-  return {{"step", shard.header.step},     {"host", core.host},
-          {"ordinal", core.ordinal},       {"replica", core.replica},
-          {"logical_core", core.logical_core}, {"src_host", shard.header.src_host},
-          {"tensors", tensors}};
+  json record = {{"step", shard.header.step},     {"host", core.host},
+                 {"ordinal", core.ordinal},       {"replica", core.replica},
+                 {"logical_core", core.logical_core}, {"src_host", shard.header.src_host},
+                 {"tensors", tensors}};
+  if (!plan.mesh_axes().empty()) AddMeshPlacement(core, plan, shard, record);
+  return record;
 }
 
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or

@@ -30,6 +30,10 @@ TEST(StrictYamlTest, MalformedYamlAndSecondDocumentsAreErrors) {
             "run.yaml: holds more than one YAML document (separated by '---'); a config is one document");
   // yaml-cpp itself would read ",a" as an empty document (and LoadAll would never return).
   EXPECT_EQ(ErrorOf([] { LoadStrictYaml(",a", "--set x=,a"); }), "--set x=,a:1:1: malformed YAML: unexpected ','");
+  // yaml-cpp ends this message with the escaped character itself: shown, one line.
+  const std::string escape = ErrorOf([] { LoadStrictYaml("a: \"\\\x01\"\n", "run.yaml"); });
+  EXPECT_NE(escape.find("malformed YAML: unknown escape character: \\x"), std::string::npos) << escape;
+  EXPECT_EQ(escape.find_first_of("\n\x01"), std::string::npos) << escape;
 }
 
 TEST(StrictYamlTest, AliasesThatExpandWithoutBoundAreRefused) {

@@ -1,0 +1,124 @@
+#include "run/input_sharding.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "cluster/mesh_sharding.h"
+#include "run/run_features.h"
+
+namespace tpusim::sim {
+namespace {
+
+void CheckFeaturesNamed(const RunConfig& config, const std::string& key) {
+  std::vector<std::string> names;
+  for (const infeed::FeatureSpec& spec : RunFeatureSpecs(config)) names.push_back(spec.name);
+  for (const auto& [name, spec] : config.input.sharding) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      Fail("{}.{}: no such feature (the run's features: {})", key, name, fmt::join(names, ", "));
+    }
+  }
+}
+
+void CheckBatchAxesAgree(const RunConfig& config, const std::string& key) {
+  const auto& first = *config.input.sharding.begin();
+  for (const auto& [name, spec] : config.input.sharding) {
+    if (spec.dims[0] != first.second.dims[0]) {
+      Fail("{}.{}: {} splits the batch dim unlike input.sharding.{} ({}); every feature's rows are "
+           "rows of one batch, so dim 0 must name the same axes in every spec",
+           key, name, cluster::SpecText(spec), first.first, cluster::SpecText(first.second));
+    }
+  }
+}
+
+// The keys that place batches another way (device assignment, infeed modes).
+void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
+  const InfeedConfig& in = config.infeed;
+  const ClusterConfig& c = config.cluster;
+  auto refuse = [&](const std::string& other) {
+    Fail("{}: {} places batches another way; input.sharding places them by cluster.mesh (remove one)",
+         key, other);
+  };
+  if (!in.per_host) refuse("infeed.per_host: false");
+  if (in.partitioned) refuse("infeed.partitioned: true");
+  if (in.per_core) refuse("infeed.per_core: true");
+  if (!in.partition_dims.empty()) refuse("infeed.partition_dims");
+  if (c.split != 1) refuse(fmt::format("cluster.split: {}", c.split));
+  if (c.replicas != 0) refuse(fmt::format("cluster.replicas: {}", c.replicas));
+  if (!c.computation_shape.empty()) refuse("cluster.computation_shape");
+}
+
+void CheckSourceAndModel(const RunConfig& config, const std::string& key) {
+  if (config.input.source != "synthetic" && config.input.source != "cached") {
+    Fail("{}: input.source: {} is not supported with input.sharding yet (synthetic and cached are)",
+         key, config.input.source);
+  }
+  if (config.embedding.enabled()) {
+    Fail("{}: embedding.features are not supported with input.sharding yet", key);
+  }
+  if (!config.model.enabled) return;
+  for (const auto& [name, spec] : config.input.sharding) {
+    for (size_t d = 1; d < spec.dims.size(); ++d) {
+      if (!spec.dims[d].empty()) {
+        Fail("{}.{}: dim {} is split over [{}]; training splits examples across devices, so only the "
+             "batch dim may be split (or set model.enabled: false)", key, name, d, fmt::join(spec.dims[d], ", "));
+      }
+    }
+  }
+}
+
+// Each spec the config lists against its feature's global shape [G, ...] and the
+// mesh, before anything indexes the mesh by its axes.
+void CheckListedSpecs(const RunConfig& config, const cluster::DeviceMesh& mesh) {
+  for (const infeed::FeatureSpec& spec : RunFeatureSpecs(config)) {
+    auto listed = config.input.sharding.find(spec.name);
+    if (listed == config.input.sharding.end()) continue;
+    cluster::CheckPartitionSpec(mesh.spec(), listed->second,
+                                infeed::BatchShape(spec, config.input.global_batch),
+                                config.source + ": input.sharding." + spec.name);
+  }
+}
+
+}  // namespace
+
+void CheckShardingConfig(const RunConfig& config) {
+  if (!ShardedByMesh(config)) return;
+  const std::string key = config.source + ": input.sharding";
+  if (config.cluster.mesh.axes.empty()) {
+    Fail("{}: needs cluster.mesh (the device mesh whose axes the specs name)", key);
+  }
+  CheckFeaturesNamed(config, key);
+  CheckBatchAxesAgree(config, key);
+  CheckNoOtherPlacement(config, key);
+  CheckSourceAndModel(config, key);
+}
+
+cluster::SpecDim BatchAxes(const RunConfig& config) {
+  return config.input.sharding.begin()->second.dims[0];
+}
+
+infeed::MeshShardingOptions ShardingOptions(const RunConfig& config, const cluster::DeviceMesh& mesh) {
+  infeed::MeshShardingOptions options;
+  options.mesh = &mesh;
+  options.batch_axes = BatchAxes(config);
+  for (const infeed::FeatureSpec& spec : RunFeatureSpecs(config)) {
+    auto listed = config.input.sharding.find(spec.name);
+    options.specs[spec.name] = listed != config.input.sharding.end()
+                                   ? listed->second
+                                   : cluster::PartitionSpec{{options.batch_axes}};
+  }
+  return options;
+}
+
+void PlaceByMesh(const RunConfig& config, Slice& slice) {
+  if (!ShardedByMesh(config)) return;
+  CheckShardingConfig(config);
+  const cluster::DeviceMesh mesh =
+      RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
+  CheckListedSpecs(config, mesh);
+  slice.assignment = cluster::BatchAssignment(slice.topology, mesh, BatchAxes(config));
+}
+
+}  // namespace tpusim::sim
