@@ -37,7 +37,10 @@ const Training kTrainings[] = {
     {"Sgd", "configs/runs/v3-8-per-host.yaml", ""},
     {"Adam", "configs/runs/v3-8-per-host.yaml", "--set train.optimizer.name=adam --set train.optimizer.learning_rate=0.001"},
     {"Shampoo", "configs/runs/v3-8-per-host.yaml", ShampooArgs("mode: sync", "matrix_epsilon: 0.001, ")},
-    {"Embedding", "configs/runs/v3-8-embedding.yaml", ""},
+    // Two tables (adagrad and adam slots, in the checkpoint) beside a dense model
+    // trained by Adam (its slots in --params-out).
+    {"Embedding", "configs/runs/v3-8-embedding.yaml",
+     "--set train.optimizer.name=adam --set train.optimizer.learning_rate=0.001"},
 };
 
 struct Layout {
