@@ -73,6 +73,10 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice) {
   if (!config.model.enabled) {
     Fail("{}: checkpoint: model.enabled is false, so there is no training state to save", config.source);
   }
+  if (c.shares_input_storage && config.input.source != "files") {
+    Fail("{}: checkpoint.shares_input_storage: input.source {} reads no input.storage to share", config.source,
+         config.input.source);
+  }
   if (config.embedding.enabled() && slice.idle_cores() > 0) {
     Fail("{}: checkpoint: {} cores outside every replica hold embedding shards, which checkpoints do not "
          "save; use every core (cluster.replicas) or no embedding", config.source, slice.idle_cores());
