@@ -107,6 +107,7 @@ std::string StepsCsvHeader() {
     header.append(",").append(column);
   });
   for (const char* column : kHostStepsCsvColumns) header.append(",").append(column);
+  for (const char* column : kCoreTailCsvColumns) header.append(",").append(column);
   return header;
 }
 

@@ -109,6 +109,11 @@ inline constexpr auto kHostStepsCsvColumns = std::to_array<const char*>(
      "host_read_cpu_s", "host_crc_s", "host_crc_cpu_s", "host_parse_s", "host_parse_cpu_s", "host_decode_s",
      "host_decode_cpu_s", "host_resize_s", "host_resize_cpu_s", "host_batch_s", "host_batch_cpu_s"});
 
+// The columns a core's row ends with, after the host's (added later, so they
+// go at the end): the loop's checkpoint work on its last step, measured, and
+// the modeled blocked seconds of a save taken there (0 on other steps).
+inline constexpr auto kCoreTailCsvColumns = std::to_array<const char*>({"checkpoint_s", "checkpoint_blocked_s"});
+
 // The header of --steps-csv: a core's step (sim/core/core_loop.cc writes its
 // columns: step, src_host, host, ordinal, replica, logical_core, start_s, then
 // ForEachCsvPart's), then kHostStepsCsvColumns (sim/host/host_loop.cc writes them).

@@ -273,6 +273,8 @@ class CoreLoop {
     AppendColumn(row, r.start_s);
     ForEachCsvPart(r.parts,
                    [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
+    AppendColumn(row, r.checkpoint_s);  // kCoreTailCsvColumns: the merge moves them last
+    AppendColumn(row, r.checkpoint_blocked_s);
     return row;
   }
 

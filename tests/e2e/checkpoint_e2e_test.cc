@@ -115,6 +115,18 @@ INSTANTIATE_TEST_SUITE_P(Trainings, ResumeTest, testing::ValuesIn(AllCases()),
                            return std::string(info.param.training.name) + "_" + info.param.layout.name;
                          });
 
+// A save taken in the ranks layout resumes in the threads layout, to the bytes
+// of an uninterrupted threads run.
+TEST(CrossLayout, SavedInRanksResumesInThreads) {
+  const Case ranks{kTrainings[1], kLayouts[0]}, threads{kTrainings[1], kLayouts[1]};
+  const std::string dir = TempDir() + "/ckpt-cross";
+  fs::remove_all(dir);
+  Train("cross-first", ranks, 4, "--set checkpoint.every_steps=4 --set checkpoint.dir=" + dir);
+  const std::string whole = Train("cross-whole", threads, 8, "");
+  const std::string resumed = Train("cross-resumed", threads, 8, "--resume " + dir);
+  EXPECT_TRUE(FileBytes(whole) == FileBytes(resumed));
+}
+
 // One save of 4 MiB of extra state (replicated: the one host writes it all) at
 // 40 MB/s: the modeled write is 0.1 s and more.
 const std::string kSaveArgs =

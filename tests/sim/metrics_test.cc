@@ -54,7 +54,8 @@ TEST(StepPartsTest, SumAddsEveryPart) {
 }
 
 // The header users parse: the columns as they have always been, in their order,
-// and the ones added since only at the end (the host's CPU seconds).
+// and the ones added since only at the end (the host's CPU seconds, then the
+// core's checkpoint columns).
 TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
   EXPECT_EQ(kStepsCsvHeader,
             "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
@@ -62,7 +63,7 @@ TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
             "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s,host_build_cpu_s,"
             "host_enqueue_cpu_s,host_read_s,host_read_cpu_s,host_crc_s,host_crc_cpu_s,host_parse_s,"
             "host_parse_cpu_s,host_decode_s,host_decode_cpu_s,host_resize_s,host_resize_cpu_s,host_batch_s,"
-            "host_batch_cpu_s");
+            "host_batch_cpu_s,checkpoint_s,checkpoint_blocked_s");
 }
 
 TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
