@@ -135,6 +135,8 @@ CoreMetrics FullCore() {
   c.non_finite_steps = 1;
   c.non_finite = NonFiniteValue{7, 3, "loss"};
   c.stopped_on_non_finite = true;
+  c.checkpoint_saves = {CoreSaveRecord{4, 8, 100, 400, 0.5, 1.5, 0.25, 0.75, 2.0, 3.5, true}};
+  c.checkpoint_final_wait_s = 0.125;
   return c;
 }
 
@@ -180,7 +182,9 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 26u);
+  EXPECT_EQ(json(FullCore()).size(), 28u);
+  EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
+  EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);
   EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only
 }
 
