@@ -30,6 +30,7 @@
 #include "run/run_options.h"
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
+#include "app/resume_point.h"
 #include "app/run_rank.h"
 
 namespace tpusim::sim {
@@ -39,6 +40,7 @@ struct Setup {
   RunConfig config;
   std::optional<ValidatedRun> run;
   std::optional<cluster::RankRole> role;  // known once the slice is
+  std::optional<ResumePoint> resume;      // --resume or checkpoint.resume
 };
 
 // This machine's memory and the world ranks that share it.
@@ -65,6 +67,7 @@ void LoadSetup(const RunOptions& options, const cluster::Communicator& world, co
   slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
   if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
   if (world.rank() == 0) CheckRunOutputs(options);
+  setup.resume = LoadResumePoint(options.resume_dir, setup.config);
 }
 
 void ConfigureLogger(const std::string& tag) {
@@ -182,7 +185,7 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
     SimulationContext context{setup.config, setup.run->slice, setup.run->plan, role, comms, options, node,
-                              EndOnWatchdogAlarm, machine};
+                              EndOnWatchdogAlarm, machine, setup.resume ? &*setup.resume : nullptr};
     return RunSimulatedRank(context);
   } catch (const OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally

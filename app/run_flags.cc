@@ -11,6 +11,8 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
                   "write one JSON line per shard a core dequeues");
   cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
   cmd->add_option("--steps-csv", run.steps_csv_path, "write one row per step and core");
+  cmd->add_option("--resume", run.resume_dir,
+                  "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder");
   cmd->add_option("--expect-au", run.expect_au,
                   "exit 3 when accelerator utilization falls below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));

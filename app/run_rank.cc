@@ -250,7 +250,8 @@ int RunSimulatedRank(SimulationContext& ctx) {
   std::optional<ProgressPrinter> progress;
   const bool rank0 = ctx.comms.world->rank() == 0;
   if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
-  const RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm};
+  const RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
+                               ctx.resume};
   RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);
   for (const std::string* path : {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
     RemoveStalePart(*path, ctx.comms.world->rank());

@@ -29,6 +29,7 @@ struct SimulationContext {
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   Watchdog::AlarmHandler on_watchdog_alarm;  // prints the line and ends the process
   MachineShare machine;  // this rank's machine: its cores and the TPU hosts it plays
+  const ResumePoint* resume = nullptr;  // --resume (or checkpoint.resume): verified; null: fresh
 };
 
 // Runs this rank's part; returns the exit code. Throws Error on failure.

@@ -96,6 +96,7 @@ class EmbeddingEngine {
 
   const EngineStepStats& stats() const { return stats_; }
   const ShardedTable& shard(size_t table) const { return shards_[table]; }
+  ShardedTable& mutable_shard(size_t table) { return shards_[table]; }
   int core() const { return core_; }
   int num_cores() const { return num_cores_; }
 

@@ -4,6 +4,7 @@
 // once per touched row per step with that row's gradient summed over the step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -37,6 +38,8 @@ class ShardedTable {
   // Adagrad accumulator or Adam m (empty for SGD) and Adam v (empty otherwise).
   const RowMatrix& slot0() const { return slot0_; }
   const RowMatrix& slot1() const { return slot1_; }
+  // The parameters and both slots, for a checkpoint's save and restore.
+  std::array<RowMatrix*, 3> state() { return {&params_, &slot0_, &slot1_}; }
 
  private:
   void Initialise();

@@ -580,6 +580,38 @@ void AddStepSections(const ReportInputs& in, const std::vector<const CoreMetrics
   r.stragglers = StragglersOf(step_cores);
 }
 
+// One save over the training cores: the slowest core's figures.
+void FoldSave(const CoreSaveRecord& s, CheckpointSave& out) {
+  out.step = s.global_step;
+  out.bytes_per_host = std::max(out.bytes_per_host, s.bytes_per_host);
+  out.copy_s = std::max(out.copy_s, s.copy_s);
+  out.write_s = std::max(out.write_s, s.write_s);
+  out.wait_previous_s = std::max(out.wait_previous_s, s.wait_previous_s);
+  out.blocked_s = std::max(out.blocked_s, s.blocked_s);
+  out.committed = s.committed;
+}
+
+std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
+  if (!in.config.checkpoint.saves()) return std::nullopt;
+  CheckpointSection c;
+  c.mode = in.config.checkpoint.mode == CheckpointMode::kAsync ? "async" : "sync";
+  for (const RankMetrics& r : in.ranks) {
+    if (!r.core) continue;
+    const std::vector<CoreSaveRecord>& saves = r.core->checkpoint_saves;
+    if (c.per_save.size() < saves.size()) c.per_save.resize(saves.size());
+    for (size_t i = 0; i < saves.size(); ++i) FoldSave(saves[i], c.per_save[i]);
+    c.final_wait_s = std::max(c.final_wait_s, r.core->checkpoint_final_wait_s);
+  }
+  for (CheckpointSave& s : c.per_save) {
+    if (s.write_s > 0) s.gb_per_s_per_host = static_cast<double>(s.bytes_per_host) / s.write_s / 1e9;
+    c.blocked_s += s.blocked_s;
+    c.write_s += s.write_s;
+    c.bytes_per_host += s.bytes_per_host;
+  }
+  c.saves = static_cast<int64_t>(c.per_save.size());
+  return c;
+}
+
 }  // namespace
 
 Report BuildReport(const ReportInputs& in) {
@@ -608,6 +640,7 @@ Report BuildReport(const ReportInputs& in) {
   r.mpi_baseline = BaselineOf(in.baseline);
   r.simulator_ceiling = SimulatorCeilingOf(in.ranks, in.ceiling_steps);
   if (!in.keys.empty()) r.shampoo = ShampooOf(in.keys, in.ranks);
+  r.checkpoint = CheckpointOf(in);
   return r;
 }
 

@@ -149,6 +149,7 @@ void ReportFields(Io& io, R& r) {
   io.Required("mpi_baseline", r.mpi_baseline);
   io.Nullable("simulator_ceiling", r.simulator_ceiling);
   io.IfPresent("shampoo", r.shampoo);
+  io.IfPresent("checkpoint", r.checkpoint);
 }
 
 }  // namespace

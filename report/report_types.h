@@ -345,6 +345,29 @@ struct ReplicasSection {
   std::optional<ReplicaDifference> first_difference;  // null: identical
 };
 
+// checkpoint: one save, over the training cores: modeled seconds (the config's
+// figures over the bytes), the slowest core's; wait_previous_s measured.
+struct CheckpointSave {
+  int64_t step = 0;             // the global step saved
+  int64_t bytes_per_host = 0;   // the largest host share
+  double copy_s = 0;            // device-to-host copy, blocking
+  double write_s = 0;           // the host's write through checkpoint.storage
+  double wait_previous_s = 0;   // for the previous save's writes
+  double blocked_s = 0;         // the cores' time blocked by this save
+  double gb_per_s_per_host = 0;  // bytes_per_host / write_s / 1e9 (0: no modeled write time)
+  bool committed = false;       // its manifest was written
+};
+
+struct CheckpointSection {
+  std::string mode;             // sync | async
+  int64_t saves = 0;
+  double blocked_s = 0;         // summed over the saves, the slowest core's
+  double write_s = 0;           // summed over the saves
+  int64_t bytes_per_host = 0;   // summed over the saves, the largest host share
+  double final_wait_s = 0;      // after the last loop, for the last save's writes (slowest core)
+  std::vector<CheckpointSave> per_save;
+};
+
 struct RankMemory {
   int rank = 0;
   double peak_rss_mib = 0;
@@ -402,6 +425,7 @@ struct Report {
   MpiBaselineSection mpi_baseline;
   std::optional<CeilingSection> simulator_ceiling;  // null: not measured
   std::optional<shampoo::ShampooSection> shampoo;   // absent: no Shampoo
+  std::optional<CheckpointSection> checkpoint;      // absent: no saves
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks,
@@ -451,6 +475,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_afte
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib,
                                    max_growth_after_first_loop)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MpiBaselineSection, bytes_per_s, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSave, step, bytes_per_host, copy_s, write_s, wait_previous_s,
+                                   blocked_s, gb_per_s_per_host, committed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSection, mode, saves, blocked_s, write_s, bytes_per_host,
+                                   final_wait_s, per_save)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note,
                                    measured_steps)
 

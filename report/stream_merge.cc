@@ -72,6 +72,14 @@ int64_t LeadingStep(const std::string& line, char separator, const std::string& 
   return step;
 }
 
+// Where a core row's last `columns` columns begin (at their comma).
+size_t TailStart(const std::string& line, size_t columns) {
+  size_t at = line.size();
+  for (size_t i = 0; i < columns && at != std::string::npos && at > 0; ++i) at = line.rfind(',', at - 1);
+  if (at == std::string::npos) Fail("--steps-csv: a core row without its last {} columns: '{}'", columns, line.substr(0, 40));
+  return at;
+}
+
 }  // namespace
 
 void MergePlacementLog(const std::string& path, const std::vector<int>& ranks) {
@@ -127,9 +135,11 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
       const size_t a = line.find(',') + 1, b = line.find(',', a);
       const int src = std::atoi(line.c_str() + a);
       const bool known = b != std::string::npos && src >= 0 && static_cast<size_t>(src) < hosts.size();
-      merged.Append(line);
+      const size_t tail = TailStart(line, kCoreTailCsvColumns.size());
+      merged.Append(std::string_view(line).substr(0, tail));
       merged.Append(",");
       merged.Append(known ? host_columns[static_cast<size_t>(src)] : no_host);
+      merged.Append(std::string_view(line).substr(tail));
       merged.Append("\n");
     }
     if (!any) break;

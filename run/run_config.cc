@@ -189,6 +189,8 @@ void RequireFiniteNonNegative(ConfigNode& node, const std::string& key, double v
   }
 }
 
+}  // namespace
+
 infeed::StorageConfig ParseStorage(ConfigNode node) {
   infeed::StorageConfig s;
   node.Get("bandwidth_mb_s", s.bandwidth_mb_s);
@@ -203,6 +205,8 @@ infeed::StorageConfig ParseStorage(ConfigNode node) {
   node.Finish();
   return s;
 }
+
+namespace {
 
 // Keys that only one source reads are errors with the others, so a run never
 // silently ignores what the user asked for.
@@ -466,6 +470,7 @@ ModelSection ParseModel(ConfigNode node) {
   node.Get("bn_decay", m.config.bn_decay);
   node.Get("bn_epsilon", m.config.bn_epsilon);
   node.Get("init_seed", m.config.init_seed);
+  ParseExtraState(node, m);
   model::ValidateModelConfig(m.config, node.source() + ": model");
   node.Finish();
   return m;
@@ -521,6 +526,7 @@ FaultsConfig ParseFaults(ConfigNode node) {
   ConfigNode kill = node.Child("kill");
   kill.Get("rank", f.kill.rank);
   kill.Get("step", f.kill.step);
+  kill.Get("during_checkpoint", f.kill.during_checkpoint);
   if (f.kill.step < 0) kill.FailAt("step", "must be >= 0");
   kill.Finish();
   node.Finish();
@@ -738,6 +744,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   config.faults = ParseFaults(top.Child("faults"));
   config.run = ParseRunSection(top.Child("run"));
   config.target_host = ParseTargetHost(top.Child("target_host"));
+  config.checkpoint = ParseCheckpoint(top.Child("checkpoint"));
   top.Finish();
   CheckEmbeddingNames(config);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),

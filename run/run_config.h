@@ -20,6 +20,8 @@
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
 #include "model/mlp.h"
+#include "run/checkpoint_config.h"
+#include "run/config_node.h"
 
 namespace tpusim::sim {
 
@@ -137,6 +139,11 @@ struct TrainConfig {
 struct ModelSection {
   bool enabled = true;               // false: infeed only (cores dequeue, audit, release)
   sim::model::ModelConfig config;
+  // Opaque state per replica, saved and restored like the rest (checkpoint:):
+  // replicated (every replica holds it, the hosts split its save) or sharded
+  // over the replica's cores.
+  int64_t extra_state_bytes = 0;
+  bool extra_state_sharded = false;
 };
 
 // The modeled accelerator time of a core's step, on top of the real work
@@ -175,6 +182,9 @@ struct FaultsConfig {
   struct Kill {
     int rank = -1;       // this world rank kills itself (SIGKILL) ...
     int64_t step = 0;    // ... when it reaches this infeed step
+    // ... or, when true, halfway through writing its state file of the first
+    // checkpoint save at or after that infeed step (checkpoint:)
+    bool during_checkpoint = false;
   } kill;
   // Stragglers: a core whose device time, or a host whose input pipeline, takes
   // `factor` times as long from infeed step `from_step` on.
@@ -222,6 +232,7 @@ struct RunConfig {
   FaultsConfig faults;
   RunSection run;
   TargetHostConfig target_host;
+  CheckpointConfig checkpoint;
   YAML::Node resolved;               // the config as resolved, for the report
 };
 
@@ -247,6 +258,10 @@ cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology
 cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source);
+
+// Reads an `input.storage`-shaped map (also checkpoint.storage). Throws Error
+// naming the key on a bad value.
+infeed::StorageConfig ParseStorage(ConfigNode node);
 
 // Throws Error "<key>: ..." unless `shape` is empty or 4 entries in [1, 2^22]
 // whose product is at most 2^22.

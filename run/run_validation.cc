@@ -288,6 +288,7 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   MemoryEstimate memory = EstimateMemory(config, slice, plan, machine);
   CheckMemory(config, memory, machine);
   CheckTrainer(config, plan, slice);
+  CheckCheckpoint(config, slice);
   CheckDataset(config, plan);
   return ValidatedRun{std::move(slice), std::move(plan), loops, memory, std::move(target_host)};
 }

@@ -16,7 +16,11 @@ FaultInjector::FaultInjector(const FaultsConfig& faults, int rank, Watchdog* wat
 void FaultInjector::AtStep(int64_t step) const {
   if (watchdog_) watchdog_->SetStep(step);
   MaybeStall(step, FaultsConfig::Phase::kStep);
-  if (dies_ && kill_.step == step) ::raise(SIGKILL);
+  if (dies_ && !kill_.during_checkpoint && kill_.step == step) ::raise(SIGKILL);
+}
+
+void FaultInjector::MidCheckpointWrite(int64_t infeed_step) const {
+  if (dies_ && kill_.during_checkpoint && infeed_step >= kill_.step) ::raise(SIGKILL);
 }
 
 void FaultInjector::BeforeOutfeed(int64_t step) const {

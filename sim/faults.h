@@ -25,6 +25,10 @@ class FaultInjector {
   void AtStep(int64_t step) const;
   // Right before a core pushes the outfeed of `step`: faults.stall, phase outfeed.
   void BeforeOutfeed(int64_t step) const;
+  // Halfway through writing a checkpoint state file that saves infeed position
+  // `infeed_step`: faults.kill with during_checkpoint kills this rank when it
+  // names it and infeed_step is at or after its step.
+  void MidCheckpointWrite(int64_t infeed_step) const;
 
  private:
   void MaybeStall(int64_t step, FaultsConfig::Phase phase) const;

@@ -50,7 +50,17 @@ constexpr JsonFields kCoreFields(
     Field("shampoo", &CoreMetrics::shampoo),
     Field("non_finite_steps", &CoreMetrics::non_finite_steps),
     Field("non_finite", &CoreMetrics::non_finite),
-    Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite));
+    Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite),
+    Field("checkpoint_saves", &CoreMetrics::checkpoint_saves),
+    Field("checkpoint_final_wait_s", &CoreMetrics::checkpoint_final_wait_s));
+
+constexpr JsonFields kSaveFields(
+    "CoreSaveRecord", Field("global_step", &CoreSaveRecord::global_step),
+    Field("infeed_step", &CoreSaveRecord::infeed_step), Field("bytes", &CoreSaveRecord::bytes),
+    Field("bytes_per_host", &CoreSaveRecord::bytes_per_host), Field("copy_s", &CoreSaveRecord::copy_s),
+    Field("write_s", &CoreSaveRecord::write_s), Field("wait_previous_s", &CoreSaveRecord::wait_previous_s),
+    Field("blocked_s", &CoreSaveRecord::blocked_s), Field("write_begin_s", &CoreSaveRecord::write_begin_s),
+    Field("write_end_s", &CoreSaveRecord::write_end_s), Field("committed", &CoreSaveRecord::committed));
 
 // HostMetrics' fields, once.
 constexpr JsonFields kHostFields(
@@ -97,6 +107,7 @@ std::string StepsCsvHeader() {
     header.append(",").append(column);
   });
   for (const char* column : kHostStepsCsvColumns) header.append(",").append(column);
+  for (const char* column : kCoreTailCsvColumns) header.append(",").append(column);
   return header;
 }
 
@@ -159,6 +170,10 @@ void from_json(const json& j, StepParts& p) {
                                [key](const StepPart& part) { return part.name == key; });
   });
 }
+
+void to_json(json& j, const CoreSaveRecord& r) { j = kSaveFields.Write(r); }
+
+void from_json(const json& j, CoreSaveRecord& r) { kSaveFields.Read(j, r); }
 
 void to_json(json& j, const CoreMetrics& m) { j = kCoreFields.Write(m); }
 

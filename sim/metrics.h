@@ -109,6 +109,11 @@ inline constexpr auto kHostStepsCsvColumns = std::to_array<const char*>(
      "host_read_cpu_s", "host_crc_s", "host_crc_cpu_s", "host_parse_s", "host_parse_cpu_s", "host_decode_s",
      "host_decode_cpu_s", "host_resize_s", "host_resize_cpu_s", "host_batch_s", "host_batch_cpu_s"});
 
+// The columns a core's row ends with, after the host's (added later, so they
+// go at the end): the loop's checkpoint work on its last step, measured, and
+// the modeled blocked seconds of a save taken there (0 on other steps).
+inline constexpr auto kCoreTailCsvColumns = std::to_array<const char*>({"checkpoint_s", "checkpoint_blocked_s"});
+
 // The header of --steps-csv: a core's step (sim/core/core_loop.cc writes its
 // columns: step, src_host, host, ordinal, replica, logical_core, start_s, then
 // ForEachCsvPart's), then kHostStepsCsvColumns (sim/host/host_loop.cc writes them).
@@ -127,6 +132,11 @@ struct CoreStepRecord {
   int64_t ids_looked_up = 0;
   int64_t all_to_all_bytes = 0;
   double modeled_device_s = 0;  // the device model's seconds (parts.device_s: as slept here)
+  // After the loop's last step: the core's time in checkpoint work (a save's
+  // blocking part, committing the previous one), measured; and the modeled
+  // blocked seconds of a save taken there (CoreSaveRecord::blocked_s).
+  double checkpoint_s = 0;
+  double checkpoint_blocked_s = 0;
 };
 
 // One host step: what the host spent building and enqueueing it.
@@ -159,6 +169,24 @@ struct NonFiniteValue {
 };
 
 // One core over the run. The window is the report's: infeed steps >= window_first_step.
+// One checkpoint save as a training core took part in it (sim/core/core_checkpoint.h).
+// Modeled seconds come from the config's figures and the bytes, not this machine.
+struct CoreSaveRecord {
+  int64_t global_step = 0;
+  int64_t infeed_step = 0;      // the infeed position saved
+  int64_t bytes = 0;            // this core's state file
+  int64_t bytes_per_host = 0;   // its host's share (every training core of the host)
+  double copy_s = 0;            // modeled device-to-host copy of the host's share
+  double write_s = 0;           // modeled write of the host's share through the storage
+  double wait_previous_s = 0;   // measured: waiting for the previous save's writes
+  double blocked_s = 0;         // copy_s (+ write_s in sync mode) + wait_previous_s
+  double write_begin_s = 0;     // measured, since the run's start: this core's writer
+  double write_end_s = 0;
+  bool committed = false;       // its manifest was written
+};
+void to_json(nlohmann::json& j, const CoreSaveRecord& r);
+void from_json(const nlohmann::json& j, CoreSaveRecord& r);
+
 struct CoreMetrics {
   int host = 0;
   int ordinal = 0;
@@ -186,6 +214,8 @@ struct CoreMetrics {
   int64_t non_finite_steps = 0;              // micro-steps with a non-finite loss or gradient
   std::optional<NonFiniteValue> non_finite;  // the first one
   bool stopped_on_non_finite = false;        // train.stop_on_nan stopped training there
+  std::vector<CoreSaveRecord> checkpoint_saves;  // checkpoint: every save, in order
+  double checkpoint_final_wait_s = 0;  // after the last loop: waiting for the last save's writes
 
   // Folds one step in (the window's sums only when `in_window`).
   void Add(const CoreStepRecord& record, bool in_window);

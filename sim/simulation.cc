@@ -159,6 +159,7 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
   InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
                       ModeledInputWorkers(config_, slice_));
+  input.StartAt(first_infeed_step());
   const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
                             input, sinks.trace, sinks.steps_csv, observer_};
   return RunHostLoop(HostOptions(), parts);
@@ -200,6 +201,12 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
   if (trainer && !keys_.empty()) {
     shampoo.emplace(keys_, trainer->optimizer(), *comms_.world, ShampooClientOptions());
   }
+  std::optional<CoreCheckpointer> checkpoint;
+  if (trainer && (config_.checkpoint.saves() || options_.resume)) {
+    checkpoint.emplace(CheckpointOptions(), *trainer, CheckpointGroups{*comms_.replica, *comms_.logical_core},
+                       sinks.trace);
+    if (options_.resume) checkpoint->Restore(options_.resume->step_dir, options_.resume->manifest);
+  }
   const DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
                                role_.ordinal, route ? RowsOf(*route) : 0,
                                slice_.topology.hardware().core_peak_tflops);
@@ -214,7 +221,8 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
                             &watchdog_,
                             sinks.placement_log,
                             sinks.steps_csv,
-                            sinks.trace};
+                            sinks.trace,
+                            checkpoint ? &*checkpoint : nullptr};
   return RunCoreLoop(CoreOptions(route), parts);
 }
 
@@ -236,6 +244,48 @@ CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   o.verify_ids = config_.infeed.verify;
   o.seed = config_.input.seed;
   o.name_records = config_.input.source == "tfrecord";
+  o.faults = Faults();
+  o.first_infeed_step = first_infeed_step();
+  return o;
+}
+
+int64_t RankRun::first_infeed_step() const {
+  return options_.resume ? options_.resume->manifest.infeed_step : 0;
+}
+
+// This core's share of a save: where it stands among the training cores, taken
+// in world-rank order (host by host).
+CoreCheckpointOptions RankRun::CheckpointOptions() {
+  CoreCheckpointOptions o;
+  o.config = config_.checkpoint;
+  if (o.config.shares_input_storage) o.config.storage = config_.input.storage;
+  CheckpointShare& s = o.share;
+  s.host = role_.host;
+  s.ordinal = role_.ordinal;
+  s.num_hosts = s.num_cores = 0;
+  for (int h = 0; h < slice_.topology.num_hosts(); ++h) {
+    int on_host = 0;
+    for (int c = 0; c < slice_.topology.cores_per_host(); ++c) {
+      if (slice_.assignment.replica_core_at(h, c).replica < 0) continue;
+      if (h == role_.host && c == role_.ordinal) {
+        s.core_on_host = on_host;
+        s.core_index = s.num_cores;
+      }
+      ++on_host;
+      ++s.num_cores;
+    }
+    if (h == role_.host) s.host_index = s.num_hosts, s.cores_on_host = on_host;
+    if (on_host > 0) ++s.num_hosts;
+  }
+  s.logical_core = role_.logical_core;
+  s.cores_per_replica = slice_.assignment.num_cores_per_replica();
+  o.link_bytes_per_s = slice_.topology.hardware().host_to_device_gbps * 1e9 / 8;
+  o.extra_state_bytes = config_.model.extra_state_bytes;
+  o.extra_state_sharded = config_.model.extra_state_sharded;
+  o.micro_batches = config_.train.num_micro_batches;
+  o.seed = config_.input.seed;
+  o.fingerprint = StateFingerprint(config_);
+  o.origin_s = origin_s_;
   o.faults = Faults();
   return o;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/watchdog.h"
+#include "checkpoint/manifest.h"
 #include "cluster/communicators.h"
 #include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
@@ -30,6 +31,7 @@ namespace tpusim::sim {
 
 struct HostLoopOptions;  // sim/host/host_loop.h
 struct CoreLoopOptions;  // sim/core/core_loop.h
+struct CoreCheckpointOptions;  // sim/core/core_checkpoint.h
 namespace shampoo {
 struct CoreClientOptions;  // sim/shampoo/core_client.h
 }  // namespace shampoo
@@ -41,10 +43,17 @@ struct NodeShare {
   int host_ranks = 1;
 };
 
+// --resume: the checkpoint the run continues from, its manifest verified.
+struct ResumePoint {
+  std::string step_dir;
+  checkpoint::Manifest manifest;
+};
+
 struct RankRunOptions {
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   bool params_out = false;  // --params-out: replica 0's core sends its params to rank 0
   Watchdog::AlarmHandler on_watchdog_alarm;  // the app's: print the line, end the process
+  const ResumePoint* resume = nullptr;  // borrowed; null: a fresh run
 };
 
 // One rank's run. Every method is collective over the world, called in this
@@ -96,6 +105,9 @@ class RankRun {
   RankMetrics RunCore(RankSinks& sinks);
   // A core in a replica whose shard (if any) follows `route` (may be null).
   CoreLoopOptions CoreOptions(const infeed::ShardRoute* route);
+  CoreCheckpointOptions CheckpointOptions();
+  // The infeed step a resumed run starts at (0 for a fresh run).
+  int64_t first_infeed_step() const;
   shampoo::CoreClientOptions ShampooClientOptions();
   RankMetrics RunEmbeddingServer();
   // The run's infeed settings, the same on hosts and cores.

@@ -231,6 +231,7 @@ class CoreLoop {
       last.parts.step_s = Now() - last.start_s;
     }
     if (parts_.trainer) SplitCrsSync();
+    if (parts_.checkpoint) Checkpoint(loop, last);
     for (const CoreStepRecord& r : loop_records_) {
       metrics_.Add(r, r.step >= window_start_);
       if (parts_.steps_csv.enabled()) parts_.steps_csv.WriteLine(CsvRow(r));
@@ -238,6 +239,17 @@ class CoreLoop {
     loop_records_.clear();
     crs_calls_before_.clear();
     if (loop == 0) peak_rss_after_first_loop_kib_ = PeakResidentKib();
+  }
+
+  // checkpoint: after the loop's preconditioners are assigned, so a save holds
+  // every state the next loop starts from.
+  void Checkpoint(int64_t loop, CoreStepRecord& last) {
+    const size_t saves = parts_.checkpoint->saves().size();
+    const int64_t next = options_.first_infeed_step + (loop + 1) * parts_.loops.infeed_steps_per_loop();
+    last.checkpoint_s = parts_.checkpoint->AtLoopEnd(next);
+    if (parts_.checkpoint->saves().size() > saves) {
+      last.checkpoint_blocked_s = parts_.checkpoint->saves().back().blocked_s;
+    }
   }
 
   // Collective over the cross-replica sum group: each call's duration minus the
@@ -261,11 +273,17 @@ class CoreLoop {
     AppendColumn(row, r.start_s);
     ForEachCsvPart(r.parts,
                    [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
+    AppendColumn(row, r.checkpoint_s);  // kCoreTailCsvColumns: the merge moves them last
+    AppendColumn(row, r.checkpoint_blocked_s);
     return row;
   }
 
   RankMetrics Finish() {
     if (parts_.shampoo) metrics_.shampoo = parts_.shampoo->metrics();
+    if (parts_.checkpoint) {
+      metrics_.checkpoint_final_wait_s = parts_.checkpoint->Finish();
+      metrics_.checkpoint_saves = parts_.checkpoint->saves();
+    }
     if (parts_.trainer) FinishTraining(*parts_.trainer);
     RankMetrics out;
     out.core = metrics_;

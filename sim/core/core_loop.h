@@ -23,6 +23,7 @@
 #include "infeed/infeed_transport.h"
 #include "infeed/tfrecord_verifier.h"
 #include "run/loop_plan.h"
+#include "sim/core/core_checkpoint.h"
 #include "sim/core/core_trainer.h"
 #include "sim/core/device_model.h"
 #include "sim/core/shard_audit.h"
@@ -58,6 +59,9 @@ struct CoreLoopOptions {
   // every row (`records`, PlacementRecord).
   bool name_records = false;
   FaultInjector faults;
+  // The absolute infeed step of this run's step 0: 0, or where a resumed
+  // checkpoint left off (--resume).
+  int64_t first_infeed_step = 0;
 };
 
 // What a core loop borrows; each must outlive it.
@@ -74,6 +78,7 @@ struct CoreLoopParts {
   RankStream& placement_log;  // a line per shard dequeued (off when not asked for)
   RankStream& steps_csv;      // a line per step (off when not asked for)
   TraceLog& trace;            // --trace (off when not asked for)
+  CoreCheckpointer* checkpoint;  // null: no checkpoints (checkpoint.every_steps 0)
 };
 
 // Runs every infeed step of the run on this core and returns what it measured

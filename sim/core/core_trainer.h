@@ -96,6 +96,10 @@ class CoreTrainer {
   // Lingvo's names, including the accumulation wrapper's.
   std::vector<optim::SlotView> Slots(int var_index);
   const model::Mlp& model() const { return model_; }
+  // Checkpoint restore (sim/core/core_checkpoint.h): the variables to overwrite
+  // and the global step to continue from.
+  model::Mlp& mutable_model() { return model_; }
+  void RestoreGlobalStep(int64_t global_step) { global_step_ = global_step; }
   cluster::CrossReplicaSum& crs() { return *crs_; }
   // The embedding layer, or nullptr when the run has no embedding features.
   EmbeddingLayer* embedding() { return embedding_.get(); }

@@ -58,6 +58,7 @@ class EmbeddingLayer {
   int64_t width() const { return width_; }
   const embedding::EmbeddingConfig& config() const { return config_; }
   const EmbeddingStepLog& last() const { return log_; }
+  embedding::EmbeddingEngine& engine() { return engine_; }
 
  private:
   embedding::EmbeddingConfig config_;

@@ -105,6 +105,7 @@ struct InputPipeline::Impl {
   const infeed::InfeedPlan& plan;
   const int host;
   const infeed::HostPlan* host_plan = nullptr;
+  int64_t first_step = 0;  // --resume: the infeed position this run starts at
   std::optional<infeed::ModeledWorkerPool> pool;  // cost_mode emulate
   std::optional<infeed::SyntheticSource> synthetic;
   std::optional<infeed::FileSource> files;
@@ -217,7 +218,7 @@ struct InputPipeline::Impl {
       return;
     }
     if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
-    int64_t first = plan.example_id(step, *host_plan, 0);
+    int64_t first = plan.example_id(first_step + step, *host_plan, 0);
     infeed::StageCosts costs;
     synthetic->ReadInto(first, batch, CostFactor(step), &costs);
     worker_costs.Add(costs);
@@ -298,6 +299,8 @@ InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& 
     : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers)) {}
 
 InputPipeline::~InputPipeline() = default;
+
+void InputPipeline::StartAt(int64_t first_step) { impl_->first_step = first_step; }
 
 infeed::BatchFiller InputPipeline::Filler() {
   return [impl = impl_.get()](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {

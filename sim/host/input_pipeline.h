@@ -33,6 +33,9 @@ class InputPipeline {
   InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
                 int modeled_workers);
   ~InputPipeline();
+  // A resumed run (--resume): its step s builds the examples of infeed step
+  // `first_step` + s (input.source synthetic; call before Filler).
+  void StartAt(int64_t first_step);
   // Thread-safe filler for the host's enqueue workers.
   infeed::BatchFiller Filler();
   // Sets what the source needs in the transport: the prefetch depth, a slow

@@ -54,7 +54,8 @@ TEST(StepPartsTest, SumAddsEveryPart) {
 }
 
 // The header users parse: the columns as they have always been, in their order,
-// and the ones added since only at the end (the host's CPU seconds).
+// and the ones added since only at the end (the host's CPU seconds, then the
+// core's checkpoint columns).
 TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
   EXPECT_EQ(kStepsCsvHeader,
             "step,src_host,host,ordinal,replica,logical_core,start_s,infeed_wait_s,compute_s,"
@@ -62,7 +63,7 @@ TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
             "post_loop_s,idle_s,step_s,host_build_s,host_enqueue_s,host_sent_s,host_build_cpu_s,"
             "host_enqueue_cpu_s,host_read_s,host_read_cpu_s,host_crc_s,host_crc_cpu_s,host_parse_s,"
             "host_parse_cpu_s,host_decode_s,host_decode_cpu_s,host_resize_s,host_resize_cpu_s,host_batch_s,"
-            "host_batch_cpu_s");
+            "host_batch_cpu_s,checkpoint_s,checkpoint_blocked_s");
 }
 
 TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
@@ -134,6 +135,8 @@ CoreMetrics FullCore() {
   c.non_finite_steps = 1;
   c.non_finite = NonFiniteValue{7, 3, "loss"};
   c.stopped_on_non_finite = true;
+  c.checkpoint_saves = {CoreSaveRecord{4, 8, 100, 400, 0.5, 1.5, 0.25, 0.75, 2.0, 3.5, true}};
+  c.checkpoint_final_wait_s = 0.125;
   return c;
 }
 
@@ -179,7 +182,9 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 26u);
+  EXPECT_EQ(json(FullCore()).size(), 28u);
+  EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
+  EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);
   EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only
 }
 

@@ -1,0 +1,47 @@
+#include "app/resume_point.h"
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "checkpoint/manifest.h"
+#include "run/checkpoint_config.h"
+
+namespace tpusim::sim {
+namespace {
+
+// What a resume needs of the config: the infeed position is a step, so the
+// source must build any step on its own.
+void CheckResumable(const RunConfig& config, const std::string& flag) {
+  if (config.input.source != "synthetic") {
+    Fail("{}: input.source {} keeps a stream position checkpoints do not save; only synthetic resumes", flag,
+         config.input.source);
+  }
+  if (config.infeed.verify) Fail("{}: infeed.verify checks step numbers from 0; turn it off to resume", flag);
+}
+
+}  // namespace
+
+std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunConfig& config) {
+  std::string path = resume_dir;
+  const std::string flag = path.empty() ? "checkpoint.resume: latest" : "--resume " + path;
+  if (path.empty() && config.checkpoint.resume == "latest") {
+    path = config.checkpoint.dir;
+    if (checkpoint::CompleteCheckpoints(path).empty()) return std::nullopt;  // the first run
+  }
+  if (path.empty()) return std::nullopt;
+  CheckResumable(config, flag);
+  ResumePoint point;
+  point.step_dir = checkpoint::ResolveCheckpoint(path);
+  point.manifest = checkpoint::ReadManifest(point.step_dir);
+  const std::string manifest_path = (std::filesystem::path(point.step_dir) / "manifest.json").string();
+  checkpoint::CheckFingerprint(manifest_path, point.manifest.fingerprint, StateFingerprint(config));
+  checkpoint::VerifyFiles(point.step_dir, point.manifest);
+  if (point.manifest.global_step >= config.train.steps) {
+    Fail("{}: saved at global step {}, train.steps is {}: nothing left to run", manifest_path,
+         point.manifest.global_step, config.train.steps);
+  }
+  config.train.steps -= point.manifest.global_step;
+  return point;
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,20 @@
+// --resume DIR (or checkpoint.resume: latest): which checkpoint a run continues
+// from, checked before any rank talks to a peer — the manifest is there, every
+// file it lists has its size and CRC-32C, and the config shapes the same state —
+// so a bad checkpoint is one line naming the file and nothing is written.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "run/run_config.h"
+#include "sim/simulation.h"
+
+namespace tpusim::sim {
+
+// The checkpoint to resume from, or none for a fresh run (no --resume, and
+// checkpoint.resume: latest with no complete save yet). Sets config.train.steps
+// to the steps left. Throws Error naming the file or key on a bad checkpoint.
+std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunConfig& config);
+
+}  // namespace tpusim::sim
