@@ -134,7 +134,8 @@ std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>&
     end_s = std::max(end_s.value_or(p.window_end_s), p.window_end_s);
   }
   if (host_s == 0) return std::nullopt;
-  const double share = static_cast<double>(measured) / static_cast<double>(std::max<int64_t>(steps, 1));
+  // The measured steps' share of what the hosts sent (all of it without core windows).
+  const double share = begin_s && steps > 0 ? static_cast<double>(measured) / static_cast<double>(steps) : 1.0;
   const double seconds = begin_s ? std::max(*end_s - *begin_s, 1e-9) : host_s;
   return CeilingSection{Rate(bytes * share, seconds), Rate(examples * share, seconds), steps,
                         "the same shard shapes from the cached source (pre-built batches, no "

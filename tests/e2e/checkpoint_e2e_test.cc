@@ -111,8 +111,8 @@ TEST_P(ResumeTest, FourStepsSavedAndResumedEqualEightUninterrupted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Trainings, ResumeTest, testing::ValuesIn(AllCases()),
-                         [](const testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.training.name) + "_" + info.param.layout.name;
+                         [](const testing::TestParamInfo<Case>& param_info) {
+                           return std::string(param_info.param.training.name) + "_" + param_info.param.layout.name;
                          });
 
 // A save taken in the ranks layout resumes in the threads layout, to the bytes

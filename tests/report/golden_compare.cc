@@ -66,6 +66,8 @@ const std::vector<MayDiffer> kMayDiffer = {
     {"environment.mpi_version", "the machine's MPI library"},
     {"environment.build_type", "a release or a debug build"},
     {"verdict", "from the measured infeed wait"},
+    {"window.steady", "false when the measured begin times of the cores lie far apart"},
+    {"window.steady_note", "quotes the measured begin times of the cores"},
     {"stragglers.cause", "quotes the measured ratio and wait"},
     {"stragglers.slowest_core.host", "the core with the most measured work"},
     {"stragglers.slowest_core.ordinal", "the core with the most measured work"},

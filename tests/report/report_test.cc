@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "cluster/topology_source.h"
@@ -127,6 +129,62 @@ TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
   EXPECT_TRUE(r.replicas->identical);
   ASSERT_TRUE(r.stragglers);
   EXPECT_EQ(r.stragglers->cause, "none: no core works 1.5x the median");
+}
+
+// The window spans the first core's begin to the last core's end; a core that
+// began late (this machine ran it after the others) makes it unsteady, and the
+// note says by how much. Default queues are 4 deep, so 10 window steps are also
+// short against them.
+TEST(ReportTest, TheWindowSpansEveryCoreAndSaysWhenItIsNotSteady) {
+  Fixture f;
+  CoreMetrics late = Core(1, 0.001, 0.008, 0.001, 0);
+  late.window_begin_s += 0.05;  // began 50 ms after the others (each step 10 ms)
+  late.window_end_s += 0.05;
+  const Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), late});
+  // Cores: window [0.1, 0.2] s, the late one [0.15, 0.25] s.
+  EXPECT_NEAR(r.window.seconds, 0.15, 1e-9);
+  EXPECT_NEAR(r.window.begin_skew_s, 0.05, 1e-9);
+  EXPECT_NEAR(r.totals.examples_per_s, 10 * 256 / 0.15, 1e-6);
+  EXPECT_FALSE(r.window.steady);
+  EXPECT_EQ(r.window.steady_note,
+            "the window is 10 steps against infeed queues 4 deep: up to 4 of its steps may have "
+            "been queued before it began (a window of 16 or more steps is steady); the cores "
+            "began the window up to 50.0 ms apart over its 150.0 ms (this machine ran the ranks "
+            "in turns); the rate counts the whole span");
+  f.config.infeed.queue_depth = 2;
+  const Report together = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.001, 0.008, 0.001, 0)});
+  EXPECT_TRUE(together.window.steady);
+  EXPECT_EQ(together.window.steady_note, "");
+}
+
+// With the fed cores' windows, the ceiling counts the hosts' measured steps over
+// the span from the first core's begin to the last core's end.
+TEST(ReportTest, TheCeilingIsTimedAsTheWindowIs) {
+  Fixture f;
+  CoreMetrics a = Core(0, 0.001, 0.008, 0.001, 0);
+  CoreMetrics b = Core(1, 0.001, 0.008, 0.001, 0);
+  std::vector<RankMetrics> ranks;
+  const shampoo::KeyTable no_keys;
+  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 20, {}, {}, {2, 1}};
+  RankMetrics host;
+  host.host = Host();
+  host.simulator_ceiling = SimulatorCeilingPart{2000, 1280, 0.5};  // 20 steps of 64 examples
+  in.ranks.push_back(host);
+  int rank = 1;
+  for (auto [core, begin, end] : {std::tuple{a, 1.0, 1.2}, std::tuple{b, 1.1, 1.4}}) {
+    RankMetrics r;
+    r.rank = rank++;
+    r.core = core;
+    r.simulator_ceiling = SimulatorCeilingPart{0, 0, 0, begin, end, 16};
+    in.ranks.push_back(r);
+  }
+  const Report r = BuildReport(in);
+  ASSERT_TRUE(r.simulator_ceiling);
+  EXPECT_EQ(r.simulator_ceiling->steps, 20);
+  EXPECT_EQ(r.simulator_ceiling->measured_steps, 16);
+  // 16 of 20 steps' 1280 examples and 2000 bytes over 1.4 - 1.0 s.
+  EXPECT_NEAR(r.simulator_ceiling->examples_per_s, 1280 * 0.8 / 0.4, 1e-6);
+  EXPECT_NEAR(r.simulator_ceiling->bytes_per_s, 2000 * 0.8 / 0.4, 1e-6);
 }
 
 TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
