@@ -113,6 +113,20 @@ std::span<std::byte> MatrixBytes(embedding::RowMatrix& m) {
 
 constexpr std::array<const char*, 3> kTableParts{"params", "slot0", "slot1"};
 
+// Calls visit(name, bytes) for every part (parameters and both slots) of every
+// embedding table shard `layer` holds, in the one order saves write them and
+// restores read them.
+template <typename Visit>
+void ForEachTablePart(EmbeddingLayer& layer, Visit visit) {
+  for (size_t t = 0; t < layer.config().tables.size(); ++t) {
+    std::array<embedding::RowMatrix*, 3> parts = layer.engine().mutable_shard(t).state();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      visit(fmt::format("embedding/{}/{}", layer.config().tables[t].name, kTableParts[i]),
+            MatrixBytes(*parts[i]));
+    }
+  }
+}
+
 // Seconds the storage takes for `bytes` as one stream of requests: the larger of
 // its latency waves and its bytes over the bandwidth (infeed/storage_model.h).
 double StorageSeconds(int64_t bytes, const infeed::StorageConfig& s) {
@@ -231,14 +245,9 @@ std::vector<std::byte> CoreCheckpointer::TakeShare(int64_t next_infeed_step) {
 
 void CoreCheckpointer::AddTables(checkpoint::StateWriter& writer) {
   if (!trainer_.embedding()) return;
-  EmbeddingLayer& layer = *trainer_.embedding();
-  for (size_t t = 0; t < layer.config().tables.size(); ++t) {
-    std::array<embedding::RowMatrix*, 3> parts = layer.engine().mutable_shard(t).state();
-    for (size_t i = 0; i < parts.size(); ++i) {
-      writer.Add(fmt::format("embedding/{}/{}", layer.config().tables[t].name, kTableParts[i]),
-                 MatrixBytes(*parts[i]));
-    }
-  }
+  ForEachTablePart(*trainer_.embedding(), [&writer](const std::string& name, std::span<std::byte> bytes) {
+    writer.Add(name, bytes);
+  });
 }
 
 CoreCheckpointer::ExtraShard CoreCheckpointer::ShardedExtra() const {
@@ -380,14 +389,9 @@ void CoreCheckpointer::RestoreOwn(const checkpoint::StateReader& reader, const s
   trainer_.RestoreGlobalStep(global_step);
   last_global_step_ = global_step;
   if (trainer_.embedding()) {
-    EmbeddingLayer& layer = *trainer_.embedding();
-    for (size_t t = 0; t < layer.config().tables.size(); ++t) {
-      std::array<embedding::RowMatrix*, 3> parts = layer.engine().mutable_shard(t).state();
-      for (size_t i = 0; i < parts.size(); ++i) {
-        reader.CopyTo(fmt::format("embedding/{}/{}", layer.config().tables[t].name, kTableParts[i]),
-                      MatrixBytes(*parts[i]));
-      }
-    }
+    ForEachTablePart(*trainer_.embedding(), [&reader](const std::string& name, std::span<std::byte> bytes) {
+      reader.CopyTo(name, bytes);
+    });
   }
   const ExtraShard shard = ShardedExtra();
   if (shard.bytes > 0) CheckExtra(shard.first, reader.Section("extra_sharded", static_cast<size_t>(shard.bytes)), path);
