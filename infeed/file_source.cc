@@ -189,8 +189,8 @@ std::vector<int64_t> ShardsOfHost(int64_t num_shards, int64_t host, int64_t num_
 }
 
 FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts,
-                       const StorageConfig& storage, Clock* clock)
-    : specs_(std::move(specs)), clock_(clock ? *clock : steady_clock_), storage_(storage, clock_),
+                       const StorageConfig& storage, Clock* clock, SharedStorage* shared)
+    : specs_(std::move(specs)), clock_(clock ? *clock : steady_clock_), storage_(storage, clock_, shared),
       inflated_(specs_.size()) {
   if (num_hosts <= 0 || host < 0 || host >= num_hosts) {
     Fail("{}: host {} is not one of {} hosts", dir, host, num_hosts);

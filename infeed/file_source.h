@@ -84,11 +84,12 @@ class FileSource {
   // Scans `dir` and checks every shard against `specs` (presence, dtype, per-example
   // shape, equal first dims, complete payload of uncompressed files), then opens this
   // host's files (with O_DIRECT if storage.direct_io). Reads are charged to `storage`
-  // on `clock` (nullptr: the steady clock; a borrowed clock must outlive this). Throws
-  // Error naming the file or directory on any problem, when there are no shards, fewer
-  // shards than hosts, or this host's shards hold no examples.
+  // on `clock` (nullptr: the steady clock; a borrowed clock must outlive this), their
+  // bytes on `shared`'s bandwidth when given (borrowed too). Throws Error naming the
+  // file or directory on any problem, when there are no shards, fewer shards than
+  // hosts, or this host's shards hold no examples.
   FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts,
-             const StorageConfig& storage = {}, Clock* clock = nullptr);
+             const StorageConfig& storage = {}, Clock* clock = nullptr, SharedStorage* shared = nullptr);
   ~FileSource();
 
   const std::vector<FeatureSpec>& specs() const { return specs_; }

@@ -2,13 +2,16 @@
 
 #include <cmath>
 
+#include "infeed/shared_storage.h"
+
 namespace tpusim::infeed {
 
-StorageModel::StorageModel(const StorageConfig& config, Clock& clock)
+StorageModel::StorageModel(const StorageConfig& config, Clock& clock, SharedStorage* shared)
     : config_(config),
       clock_(clock),
       bandwidth_(config.bandwidth_mb_s * 1e6,
-                 static_cast<double>(config.request_kib * 1024 * config.concurrency), clock) {}
+                 static_cast<double>(config.request_kib * 1024 * config.concurrency), clock),
+      shared_(shared) {}
 
 int64_t StorageModel::Requests(int64_t bytes) const {
   const int64_t request = config_.request_kib * 1024;
@@ -21,7 +24,11 @@ void StorageModel::Pay(int64_t bytes) {
   if (config_.latency_us > 0) {
     clock_.SleepUs(static_cast<int64_t>(std::llround(static_cast<double>(waves) * config_.latency_us)));
   }
-  bandwidth_.Acquire(bytes);
+  if (shared_) {
+    shared_->Acquire(bytes);
+  } else {
+    bandwidth_.Acquire(bytes);
+  }
 }
 
 }  // namespace tpusim::infeed

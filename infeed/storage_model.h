@@ -11,6 +11,8 @@
 
 namespace tpusim::infeed {
 
+class SharedStorage;  // infeed/shared_storage.h
+
 struct StorageConfig {
   double bandwidth_mb_s = 0;   // MB (1e6 bytes) per second per host; 0 = unlimited
   double latency_us = 0;       // per request
@@ -24,11 +26,14 @@ struct StorageConfig {
 // bucket at the bandwidth (burst: one wave of requests). The bucket keeps earning
 // while a read waits out its latency, so latency and transfer overlap as in a
 // pipelined store: a stream of reads takes about the larger of its latency waves
-// and its bytes / bandwidth. Thread-safe.
+// and its bytes / bandwidth. Thread-safe. With a SharedStorage, the bytes are
+// taken from its bandwidth instead, which other ranks of the host take from too
+// (a checkpoint's writes beside the input's reads).
 class StorageModel {
  public:
-  // Borrows `clock`, which must outlive this. Values are validated by the config.
-  StorageModel(const StorageConfig& config, Clock& clock);
+  // Borrows `clock` and `shared` (may be null), which must outlive this. Values
+  // are validated by the config.
+  StorageModel(const StorageConfig& config, Clock& clock, SharedStorage* shared = nullptr);
 
   // Sleeps on the clock for the modeled cost of reading `bytes` (> 0) as one read.
   void Pay(int64_t bytes);
@@ -39,6 +44,7 @@ class StorageModel {
   StorageConfig config_;
   Clock& clock_;
   TokenBucket bandwidth_;
+  SharedStorage* shared_;
 };
 
 }  // namespace tpusim::infeed

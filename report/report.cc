@@ -592,6 +592,25 @@ void FoldSave(const CoreSaveRecord& s, CheckpointSave& out) {
   out.committed = s.committed;
 }
 
+// What the hosts' input pipelines sent while each save's writes ran, and
+// outside every save's writes.
+void AddInputBesideSaves(const std::vector<RankMetrics>& ranks, std::vector<CheckpointSave>& saves) {
+  double outside = 0;
+  for (const RankMetrics& r : ranks) {
+    if (!r.host) continue;
+    const HostMetrics& h = *r.host;
+    if (h.input_outside_saves_s > 0) outside += h.examples_outside_saves / h.input_outside_saves_s;
+    for (const SaveInputRecord& during : h.input_during_saves) {
+      for (CheckpointSave& s : saves) {
+        if (s.step != during.global_step || during.writing_s <= 0) continue;
+        s.input_writing_s = std::max(s.input_writing_s, during.writing_s);
+        s.input_examples_per_s_during_write += during.examples / during.writing_s;
+      }
+    }
+  }
+  for (CheckpointSave& s : saves) s.input_examples_per_s_outside_writes = outside;
+}
+
 std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
   if (!in.config.checkpoint.saves()) return std::nullopt;
   CheckpointSection c;
@@ -603,6 +622,7 @@ std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
     for (size_t i = 0; i < saves.size(); ++i) FoldSave(saves[i], c.per_save[i]);
     c.final_wait_s = std::max(c.final_wait_s, r.core->checkpoint_final_wait_s);
   }
+  AddInputBesideSaves(in.ranks, c.per_save);
   for (CheckpointSave& s : c.per_save) {
     if (s.write_s > 0) s.gb_per_s_per_host = static_cast<double>(s.bytes_per_host) / s.write_s / 1e9;
     c.blocked_s += s.blocked_s;

@@ -356,6 +356,13 @@ struct CheckpointSave {
   double blocked_s = 0;         // the cores' time blocked by this save
   double gb_per_s_per_host = 0;  // bytes_per_host / write_s / 1e9 (0: no modeled write time)
   bool committed = false;       // its manifest was written
+  // The input pipeline beside the save, measured at the hosts: the seconds its
+  // writes ran while the host sent steps (the longest host's; 0: none did, and
+  // the rate during is 0), and the slice's examples/s then and outside every
+  // save's writes (each host's examples over its seconds, summed over hosts).
+  double input_writing_s = 0;
+  double input_examples_per_s_during_write = 0;
+  double input_examples_per_s_outside_writes = 0;
 };
 
 struct CheckpointSection {
@@ -476,7 +483,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib,
                                    max_growth_after_first_loop)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MpiBaselineSection, bytes_per_s, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSave, step, bytes_per_host, copy_s, write_s, wait_previous_s,
-                                   blocked_s, gb_per_s_per_host, committed)
+                                   blocked_s, gb_per_s_per_host, committed, input_writing_s,
+                                   input_examples_per_s_during_write, input_examples_per_s_outside_writes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSection, mode, saves, blocked_s, write_s, bytes_per_host,
                                    final_wait_s, per_save)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note,

@@ -243,6 +243,21 @@ void PrintPodProjection(const Report& r) {
   for (const std::string& a : p.assumes) fmt::print("    - {}\n", a);
 }
 
+// The saves, and the input's rate beside each (the slice's examples/s while
+// its writes ran against outside every save's writes).
+void PrintCheckpoint(const CheckpointSection& c) {
+  fmt::print("checkpoint ({}, {} saves): blocked {:.4f} s, writes {:.3f} s, final wait {:.3f} s\n", c.mode, c.saves,
+             c.blocked_s, c.write_s, c.final_wait_s);
+  fmt::print("{:>8} {:>14} {:>10} {:>9} {:>10} {:>18} {:>16}\n", "step", "bytes/host", "blocked s", "write s",
+             "GB/s/host", "input ex/s writing", "ex/s otherwise");
+  for (const CheckpointSave& s : c.per_save) {
+    fmt::print("{:>8} {:>14} {:>10.4f} {:>9.3f} {:>10.3f} {:>18} {:>16.0f}\n", s.step, s.bytes_per_host, s.blocked_s,
+               s.write_s, s.gb_per_s_per_host,
+               s.input_writing_s > 0 ? fmt::format("{:.0f}", s.input_examples_per_s_during_write) : "-",
+               s.input_examples_per_s_outside_writes);
+  }
+}
+
 }  // namespace
 
 void PrintSummary(const Report& report) {
@@ -262,6 +277,7 @@ void PrintSummary(const Report& report) {
     fmt::print("training: {} global steps, final loss {:.6f}\n", report.training->global_steps,
                report.training->final_loss);
   }
+  if (report.checkpoint) PrintCheckpoint(*report.checkpoint);
   if (report.shampoo) shampoo::PrintReportSection(*report.shampoo);
   if (report.replicas) PrintReplicas(*report.replicas);
   PrintBaselines(report);

@@ -75,7 +75,13 @@ constexpr JsonFields kHostFields(
     Field("embedding_ids_enqueued", &HostMetrics::embedding_ids_enqueued),
     Field("build_s", &HostMetrics::build_s), Field("enqueue_s", &HostMetrics::enqueue_s),
     Field("loops", &HostMetrics::loops), Field("pipeline", &HostMetrics::pipeline),
-    Field("shampoo", &HostMetrics::shampoo));
+    Field("shampoo", &HostMetrics::shampoo), Field("input_during_saves", &HostMetrics::input_during_saves),
+    Field("input_outside_saves_s", &HostMetrics::input_outside_saves_s),
+    Field("examples_outside_saves", &HostMetrics::examples_outside_saves));
+
+constexpr JsonFields kSaveInputFields(
+    "SaveInputRecord", Field("global_step", &SaveInputRecord::global_step),
+    Field("writing_s", &SaveInputRecord::writing_s), Field("examples", &SaveInputRecord::examples));
 
 template <typename T>
 void PutOptional(json& j, const char* key, const std::optional<T>& value) {
@@ -190,6 +196,10 @@ void from_json(const json& j, LoopRecord& r) {
   const json& loss = j.at("loss");
   r.loss = loss.is_null() ? std::numeric_limits<double>::quiet_NaN() : loss.get<double>();
 }
+
+void to_json(json& j, const SaveInputRecord& r) { j = kSaveInputFields.Write(r); }
+
+void from_json(const json& j, SaveInputRecord& r) { kSaveInputFields.Read(j, r); }
 
 void to_json(json& j, const HostMetrics& m) { j = kHostFields.Write(m); }
 

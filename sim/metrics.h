@@ -178,6 +178,8 @@ struct CoreSaveRecord {
   int64_t bytes_per_host = 0;   // its host's share (every training core of the host)
   double copy_s = 0;            // modeled device-to-host copy of the host's share
   double write_s = 0;           // modeled write of the host's share through the storage
+                                // (shares_input_storage: this core's writer's time through
+                                // the bandwidth it shares with the input's reads, measured)
   double wait_previous_s = 0;   // measured: waiting for the previous save's writes
   double blocked_s = 0;         // copy_s (+ write_s in sync mode) + wait_previous_s
   double write_begin_s = 0;     // measured, since the run's start: this core's writer
@@ -235,6 +237,17 @@ struct LoopRecord {
   double loss = 0;
 };
 
+// One checkpoint save as its host's input pipeline saw it: the seconds its
+// writes ran while the host sent steps, and the examples sent meanwhile (a
+// step's examples are shared out over the time since the previous step left).
+struct SaveInputRecord {
+  int64_t global_step = 0;
+  double writing_s = 0;
+  double examples = 0;
+};
+void to_json(nlohmann::json& j, const SaveInputRecord& r);
+void from_json(const nlohmann::json& j, SaveInputRecord& r);
+
 // One host over the run.
 struct HostMetrics {
   int host = 0;
@@ -253,6 +266,12 @@ struct HostMetrics {
   std::vector<LoopRecord> loops;   // rank 0 only
   std::optional<PipelineStages> pipeline;  // input pipeline stages (none: builds no batches)
   std::optional<shampoo::ServiceMetrics> shampoo;
+  // With checkpoint saves: the input beside them, from the host's second step
+  // on (the first one's time runs from the run's start); per save written, and
+  // outside every write.
+  std::vector<SaveInputRecord> input_during_saves;
+  double input_outside_saves_s = 0;
+  double examples_outside_saves = 0;
 
   void Add(const HostStepRecord& record, bool in_window);
 };

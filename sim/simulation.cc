@@ -3,14 +3,18 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <span>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "cluster/large_messages.h"
 #include "infeed/modeled_worker_pool.h"
 #include "run/run_features.h"
@@ -54,6 +58,17 @@ double CommonOrigin(const cluster::Transport& world) {
   double wall_at_origin = RealtimeSeconds();
   world.Broadcast(std::as_writable_bytes(std::span(&wall_at_origin, 1)), 0);
   return MonotonicSeconds() - (RealtimeSeconds() - wall_at_origin);
+}
+
+// A token of this run, drawn at rank 0, that names its shared-memory segments.
+uint64_t RunToken(const cluster::Transport& world) {
+  uint64_t token = 0;
+  if (world.rank() == 0) {
+    std::random_device random;
+    token = (static_cast<uint64_t>(random()) << 32 | random()) ^ static_cast<uint64_t>(getpid());
+  }
+  world.Broadcast(std::as_writable_bytes(std::span(&token, 1)), 0);
+  return token;
 }
 
 // The deadline of run.watchdog_s (RunSection::watchdog_deadline_s).
@@ -133,8 +148,49 @@ RankRun::RankRun(const RunConfig& config, const Slice& slice, const infeed::Infe
       keys_(shampoo::BuildRunKeyTable(config, plan_, slice)),
       watchdog_(WatchdogOptions(config, slice, role, *comms.world, options.on_watchdog_alarm)) {
   node_share_ = ShareOfThisNode(*comms.world, slice, options.node);
+  const uint64_t run_token = CreateSharedStorage();
   comms.world->Barrier();
   origin_s_ = CommonOrigin(*comms.world);
+  OpenSharedStorage(run_token);
+}
+
+uint64_t RankRun::CreateSharedStorage() {
+  if (!config_.checkpoint.saves()) return 0;
+  const uint64_t token = RunToken(*comms_.world);
+  if (role_.is_host()) {
+    // Its bandwidth is the input's only when the writes share it; otherwise the
+    // segment only tells when the cores write.
+    const infeed::StorageConfig bandwidth =
+        config_.checkpoint.shares_input_storage ? config_.input.storage : infeed::StorageConfig{};
+    storage_.emplace(infeed::SharedStorage::Create(infeed::SharedStorage::Name(token, role_.host), bandwidth,
+                                                   storage_clock_));
+  }
+  return token;
+}
+
+// A core of another machine than its host's finds no segment: it runs without
+// (the host then sees no writes) unless the writes share the input's storage.
+void RankRun::OpenSharedStorage(uint64_t run_token) {
+  if (run_token == 0) return;
+  const std::string name = infeed::SharedStorage::Name(run_token, role_.host);
+  if (!role_.is_host()) {
+    infeed::SharedStorage opened = infeed::SharedStorage::Open(name, storage_clock_);
+    if (opened.valid()) {
+      storage_.emplace(std::move(opened));
+    } else if (config_.checkpoint.shares_input_storage) {
+      Fail("checkpoint.shares_input_storage: world rank {} (host {} core {}) runs on another machine than its "
+           "host's rank {}, and a host's storage is shared in that machine's memory; keep a host's ranks on "
+           "one machine (mpirun --map-by ppr:{}:node)",
+           comms_.world->rank(), role_.host, role_.ordinal, slice_.layout.host_rank(role_.host),
+           1 + slice_.topology.cores_per_host());
+    }
+  }
+  comms_.world->Barrier();
+  if (role_.is_host()) infeed::SharedStorage::Unlink(name);
+}
+
+infeed::SharedStorage* RankRun::InputStorage() {
+  return config_.checkpoint.shares_input_storage && storage_ ? &*storage_ : nullptr;
 }
 
 RankOutputs RankRun::outputs() const {
@@ -158,10 +214,10 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
   InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
-                      ModeledInputWorkers(config_, slice_));
+                      ModeledInputWorkers(config_, slice_), InputStorage());
   input.StartAt(first_infeed_step());
-  const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
-                            input, sinks.trace, sinks.steps_csv, observer_};
+  const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout,   *comms_.world,
+                            input, sinks.trace, sinks.steps_csv, observer_, storage_ ? &*storage_ : nullptr};
   return RunHostLoop(HostOptions(), parts);
 }
 
@@ -287,6 +343,7 @@ CoreCheckpointOptions RankRun::CheckpointOptions() {
   o.fingerprint = StateFingerprint(config_);
   o.origin_s = origin_s_;
   o.faults = Faults();
+  o.storage = storage_ ? &*storage_ : nullptr;
   return o;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/watchdog.h"
@@ -18,6 +19,7 @@
 #include "cluster/rank_layout.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
+#include "infeed/shared_storage.h"
 #include "run/loop_plan.h"
 #include "run/run_config.h"
 #include "run/shampoo_keys.h"
@@ -114,6 +116,12 @@ class RankRun {
   infeed::TransportOptions Transport();
   // This rank's faults, telling the run's watchdog its step.
   FaultInjector Faults();
+  // With checkpoint saves (collective): the host creates its shared storage
+  // before the start barrier, and its cores open it after.
+  uint64_t CreateSharedStorage();
+  void OpenSharedStorage(uint64_t run_token);
+  // The input's reads on the shared storage (checkpoint.shares_input_storage), or null.
+  infeed::SharedStorage* InputStorage();
 
   const RunConfig& config_;
   const Slice& slice_;
@@ -127,6 +135,8 @@ class RankRun {
   Watchdog watchdog_;
   NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
   double origin_s_ = 0;         // rank 0's exit from the start barrier, on this rank's steady clock
+  SteadyClock storage_clock_;
+  std::optional<infeed::SharedStorage> storage_;  // with checkpoint saves: the host's (infeed/shared_storage.h)
 };
 
 }  // namespace tpusim::sim

@@ -162,6 +162,9 @@ CoreCheckpointer::CoreCheckpointer(CoreCheckpointOptions options, CoreTrainer& t
                                    CheckpointGroups groups, TraceLog& trace)
     : options_(std::move(options)), trainer_(trainer), groups_(groups), trace_(trace) {
   last_global_step_ = trainer_.global_step();
+  if (options_.config.shares_input_storage && options_.storage) {
+    shared_writes_.emplace(options_.config.storage, clock_, options_.storage);
+  }
   trace_.NameLane(kWriterLane, "checkpoint writer");
 }
 
@@ -213,8 +216,9 @@ void CoreCheckpointer::Save(int64_t next_infeed_step) {
   ExchangeManifest(record);
   ModelCopy(record);
   if (options_.config.mode == CheckpointMode::kSync) {
-    record.blocked_s += record.write_s;
     Write(*pending_);
+    TakeWriteTime(*pending_);
+    record.blocked_s += record.write_s;
     TryCommit(true);
     return;
   }
@@ -304,26 +308,48 @@ void CoreCheckpointer::ModelCopy(CoreSaveRecord& record) {
 }
 
 // The host's writer: the file to a temporary name, fsynced and renamed, paced to
-// the modeled write time. Records a failure instead of throwing (it may run on
-// its own thread).
+// the modeled write time (or, on shared storage, by the bandwidth it takes).
+// Records a failure instead of throwing (it may run on its own thread).
 void CoreCheckpointer::Write(Pending& p) {
   p.begin_s = Now();
+  if (options_.storage) options_.storage->BeginWrite(p.manifest.global_step);
   try {
     std::filesystem::create_directories(p.dir);
     const std::string path = (std::filesystem::path(p.dir) / checkpoint::StateFileName(options_.share.host,
                                                                                          options_.share.ordinal)).string();
     AtomicFile file(path, "checkpoint " + path);
-    const std::span<const std::byte> bytes(p.bytes);
-    file.Write(bytes.first(bytes.size() / 2));
-    options_.faults.MidCheckpointWrite(p.manifest.infeed_step);
-    file.Write(bytes.subspan(bytes.size() / 2));
+    WritePieces(file, p);
     file.Commit();
   } catch (...) {
     p.error = std::current_exception();
   }
-  SleepFor(saves_[p.record].write_s - (Now() - p.begin_s));
+  if (!shared_writes_) SleepFor(saves_[p.record].write_s - (Now() - p.begin_s));
+  if (options_.storage) options_.storage->EndWrite();
   p.end_s = Now();
   p.done.store(true);
+}
+
+// The bytes in pieces, the fault of a kill mid-write halfway: two halves, or on
+// shared storage the core's part of the host's requests in flight (the host's
+// writers keep `concurrency` requests going, at least one each), every piece
+// paid for before it is written, so the input's reads get their turns between.
+void CoreCheckpointer::WritePieces(AtomicFile& file, const Pending& p) {
+  const std::span<const std::byte> bytes(p.bytes);
+  const size_t half = bytes.size() / 2;
+  const infeed::StorageConfig& s = options_.config.storage;
+  const int64_t in_flight = std::max(1, s.concurrency / options_.share.cores_on_host);
+  const size_t piece = shared_writes_ ? static_cast<size_t>(s.request_kib * 1024 * in_flight)
+                                      : std::max<size_t>(half, 1);
+  bool past_half = false;
+  for (size_t at = 0; at < bytes.size(); at += piece) {
+    if (!past_half && at >= half) {
+      options_.faults.MidCheckpointWrite(p.manifest.infeed_step);
+      past_half = true;
+    }
+    const std::span<const std::byte> part = bytes.subspan(at, std::min(piece, bytes.size() - at));
+    if (shared_writes_) shared_writes_->Pay(static_cast<int64_t>(part.size()));
+    file.Write(part);
+  }
 }
 
 // Collective: commits the pending save once every core's file is written
@@ -343,7 +369,14 @@ void CoreCheckpointer::TryCommit(bool wait) {
   Commit();
 }
 
+// On shared storage the write lasts as long as the shared bandwidth makes it:
+// the writer's time is the write's (the modeled time alone otherwise).
+void CoreCheckpointer::TakeWriteTime(const Pending& p) {
+  if (shared_writes_) saves_[p.record].write_s = p.end_s - p.begin_s;
+}
+
 void CoreCheckpointer::Commit() {
+  TakeWriteTime(*pending_);
   CoreSaveRecord& record = saves_[pending_->record];
   record.write_begin_s = pending_->begin_s;
   record.write_end_s = pending_->end_s;

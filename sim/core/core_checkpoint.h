@@ -8,7 +8,9 @@
 // infeed position. The device-to-host copy blocks the core (modeled: the host's
 // share over host_to_device_gbps); the host's writer then writes the share
 // through the modeled storage: in sync mode while the core waits, in async mode
-// on a background thread while the next loop runs. Once every core's file is on
+// on a background thread while the next loop runs; with shares_input_storage the
+// writes take their bytes, wave by wave, from the bandwidth the host's input
+// reads take from too, and last as long as that makes them. Once every core's file is on
 // disk (agreed collectively at a loop end), replica 0's logical core 0 writes the
 // manifest (checkpoint/manifest.h). Restore reads the shares back, verified.
 #pragma once
@@ -16,13 +18,18 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/atomic_file.h"
+#include "base/clock.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/state_file.h"
 #include "cluster/transport.h"
+#include "infeed/shared_storage.h"
+#include "infeed/storage_model.h"
 #include "run/checkpoint_config.h"
 #include "sim/core/core_trainer.h"
 #include "sim/faults.h"
@@ -56,6 +63,11 @@ struct CoreCheckpointOptions {
   std::map<std::string, std::string> fingerprint;
   double origin_s = 0;
   FaultInjector faults;
+  // The host's shared storage (borrowed; null when this core's machine does not
+  // hold it): the writer says when it writes, so the host can tell its input's
+  // rate during writes, and with config.shares_input_storage (config.storage then
+  // being input.storage) the writes take their bytes from its bandwidth.
+  infeed::SharedStorage* storage = nullptr;
 };
 
 // The collectives a checkpointer takes part in: the replica, then the logical
@@ -105,6 +117,8 @@ class CoreCheckpointer {
   void ExchangeManifest(CoreSaveRecord& record);
   void ModelCopy(CoreSaveRecord& record);
   void Write(Pending& pending);
+  void WritePieces(AtomicFile& file, const Pending& pending);
+  void TakeWriteTime(const Pending& pending);
   void TryCommit(bool wait);
   void Commit();
   void RestoreOwn(const checkpoint::StateReader& reader, const std::string& path);
@@ -118,6 +132,8 @@ class CoreCheckpointer {
   int64_t last_global_step_ = 0;
   std::unique_ptr<Pending> pending_;
   std::vector<CoreSaveRecord> saves_;
+  SteadyClock clock_;
+  std::optional<infeed::StorageModel> shared_writes_;  // shares_input_storage: paces the writes
 };
 
 }  // namespace tpusim::sim

@@ -110,6 +110,7 @@ class HostLoop {
     }
     parts_.trace.Add(fmt::format("enqueue step {}", s.step), last_sent_s_, s.sent_s - last_sent_s_);
     if (shampoo_) CountInfeedWhileBusy(s, in_window);
+    if (parts_.storage) CountInputBesideSaves(s);
     last_sent_s_ = s.sent_s;
     if (s.step + 1 == parts_.loops.infeed_steps_per_loop()) {
       peak_rss_after_first_loop_kib_ = PeakResidentKib();
@@ -130,6 +131,29 @@ class HostLoop {
     service_.infeed_idle_s += length - busy;
     service_.examples_busy += share * static_cast<double>(metrics_.rows_per_step);
     service_.examples_idle += (1 - share) * static_cast<double>(metrics_.rows_per_step);
+  }
+
+  // The input beside checkpoint saves: this step's share of time with a write
+  // of its host's cores running, the save it belongs to, and the examples sent
+  // meanwhile (saves never overlap: one waits for the previous).
+  void CountInputBesideSaves(const infeed::SentStep& s) {
+    const infeed::WriteActivity activity = parts_.storage->Activity();
+    const double length = s.sent_s - last_sent_s_;
+    const double writing = std::clamp(activity.writing_s - writing_at_last_step_, 0.0, std::max(length, 0.0));
+    writing_at_last_step_ = activity.writing_s;
+    if (s.step == 0 || length <= 0) return;
+    const double share = writing / length;
+    const double rows = static_cast<double>(metrics_.rows_per_step);
+    if (writing > 0) {
+      std::vector<SaveInputRecord>& saves = metrics_.input_during_saves;
+      if (saves.empty() || saves.back().global_step != activity.save_step) {
+        saves.push_back({activity.save_step, 0, 0});
+      }
+      saves.back().writing_s += writing;
+      saves.back().examples += share * rows;
+    }
+    metrics_.input_outside_saves_s += length - writing;
+    metrics_.examples_outside_saves += (1 - share) * rows;
   }
 
   RankMetrics Finish(const infeed::HostFeedStats& stats) {
@@ -164,6 +188,7 @@ class HostLoop {
   double last_sent_s_ = 0;
   int64_t peak_rss_after_first_loop_kib_ = 0;
   double busy_at_last_step_ = 0;
+  double writing_at_last_step_ = 0;
   ServiceShare service_;
   std::unique_ptr<EmbeddingEnqueue> enqueue_;
   std::unique_ptr<shampoo::HostService> shampoo_;

@@ -17,6 +17,7 @@
 #include "embedding/config.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
+#include "infeed/shared_storage.h"
 #include "run/loop_plan.h"
 #include "run/run_config.h"
 #include "run/shampoo_keys.h"
@@ -60,6 +61,9 @@ struct HostLoopParts {
   TraceLog& trace;        // --trace (off when not asked for)
   RankStream& steps_csv;  // --steps-csv: a line per step built (off: not asked for, builds none)
   RunObserver* observer = nullptr;  // rank 0's progress (may be null)
+  // With checkpoint saves, the host's shared storage: its cores' writers say
+  // when they write, and the loop counts the input's examples beside them.
+  const infeed::SharedStorage* storage = nullptr;
 };
 
 // Runs the host loop of host `options.host` and returns what it measured (its

@@ -118,14 +118,15 @@ struct InputPipeline::Impl {
   StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
 
-  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers)
+  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers,
+       infeed::SharedStorage* shared_storage)
       : run(r), plan(p), host(h) {
     host_plan = plan.host_plan(host);
     if (!host_plan) return;
     const InputConfig& input = run.input;
     if (input.cost_mode == InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
     if (input.source == "files") {
-      OpenFiles(num_hosts);
+      OpenFiles(num_hosts, shared_storage);
     } else if (input.source == "tfrecord") {
       OpenTfRecords(num_hosts);
     } else if (input.source == "cached") {
@@ -142,11 +143,11 @@ struct InputPipeline::Impl {
     }
   }
 
-  void OpenFiles(int num_hosts) {
+  void OpenFiles(int num_hosts, infeed::SharedStorage* shared_storage) {
     const InputConfig& input = run.input;
     // Per-host mode: every host reads its own shards; single-host: host 0 reads all.
     int readers = plan.per_host() ? num_hosts : 1;
-    files.emplace(input.data_dir, RunFeatureSpecs(run), host, readers, input.storage, &clock);
+    files.emplace(input.data_dir, RunFeatureSpecs(run), host, readers, input.storage, &clock, shared_storage);
     infeed::FilePipelineOptions options;
     options.shuffle_buffer = input.shuffle_buffer;
     // Each host shuffles with its own draws.
@@ -295,8 +296,8 @@ struct InputPipeline::Impl {
 };
 
 InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host,
-                             int num_hosts, int modeled_workers)
-    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers)) {}
+                             int num_hosts, int modeled_workers, infeed::SharedStorage* shared_storage)
+    : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers, shared_storage)) {}
 
 InputPipeline::~InputPipeline() = default;
 

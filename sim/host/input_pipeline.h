@@ -28,10 +28,12 @@ namespace tpusim::sim {
 class InputPipeline {
  public:
   // Opens the source for `host`, its modeled work charged to `modeled_workers`
-  // workers (infeed::ModeledWorkers; unused in cost_mode burn). Throws Error
-  // naming the file or key on bad input.
+  // workers (infeed::ModeledWorkers; unused in cost_mode burn), the files
+  // source's reads on `shared_storage`'s bandwidth when given (borrowed; see
+  // checkpoint.shares_input_storage). Throws Error naming the file or key on bad
+  // input.
   InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
-                int modeled_workers);
+                int modeled_workers, infeed::SharedStorage* shared_storage = nullptr);
   ~InputPipeline();
   // A resumed run (--resume): its step s builds the examples of infeed step
   // `first_step` + s (input.source synthetic; call before Filler).

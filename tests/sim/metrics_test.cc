@@ -153,6 +153,9 @@ HostMetrics FullHost() {
   h.Add({1, 0.1, 0.2, 0.6}, true);
   h.embedding_ids_enqueued = 12;
   h.loops = {{0, 10, 1.5, 0.75}};
+  h.input_during_saves = {{20, 0.5, 96}};
+  h.input_outside_saves_s = 2.5;
+  h.examples_outside_saves = 640;
   PipelineStages& p = h.pipeline.emplace();
   p.costs.file_read_cpu_s = 0.5;
   p.costs.enqueue_cpu_s = 0.25;
@@ -190,7 +193,9 @@ TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
 
 TEST(MetricsJsonTest, HostMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullHost());
-  EXPECT_EQ(json(FullHost()).size(), 16u);
+  EXPECT_EQ(json(FullHost()).size(), 19u);
+  EXPECT_EQ(json(FullHost())["input_during_saves"][0].size(), 3u);
+  EXPECT_EQ(json(FullHost())["input_during_saves"][0]["examples"], 96);
 }
 
 }  // namespace
