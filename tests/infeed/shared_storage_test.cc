@@ -34,22 +34,6 @@ struct Segment {
   ~Segment() { SharedStorage::Unlink(name); }
 };
 
-TEST(SharedStorageTest, PaysAsTheStorageModelsOwnBucketDoes) {
-  // The figures of StorageModelTest: 1 MiB in 4 waves of 500 us at 100 bytes/us,
-  // bursts of 4 x 64 KiB: the same microsecond whether the bucket is shared or not.
-  StorageConfig config;
-  config.bandwidth_mb_s = 100;
-  config.latency_us = 500;
-  config.request_kib = 64;
-  config.concurrency = 4;
-  FakeClock clock(1'000'000);
-  Segment segment;
-  SharedStorage shared = SharedStorage::Create(segment.name, config, clock);
-  StorageModel storage(config, clock, &shared);
-  storage.Pay(1 << 20);
-  EXPECT_EQ(clock.NowUs(), 1'000'000 + 2000 + 8486);
-}
-
 TEST(SharedStorageTest, TwoTakersShareOneBandwidth) {
   FakeClock clock;
   Segment segment;

@@ -1,20 +1,36 @@
 #include "infeed/storage_model.h"
 
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+
 #include <gtest/gtest.h>
 
+#include "infeed/shared_storage.h"
 #include "infeed/stage_times.h"
 
 namespace tpusim::infeed {
 namespace {
 
-TEST(StorageModelTest, RequestsPayLatencyInWavesAndBytesAtTheBandwidth) {
+// The bucket the model keeps itself (false) or one in shared memory (true,
+// checkpoint.shares_input_storage): the same microsecond either way.
+class StorageModelBucketTest : public testing::TestWithParam<bool> {};
+
+TEST_P(StorageModelBucketTest, RequestsPayLatencyInWavesAndBytesAtTheBandwidth) {
   FakeClock clock(1'000'000);
   StorageConfig config;
   config.bandwidth_mb_s = 100;  // 100 bytes per microsecond
   config.latency_us = 500;
   config.request_kib = 64;
   config.concurrency = 4;
-  StorageModel storage(config, clock);
+  std::optional<SharedStorage> shared;
+  if (GetParam()) {
+    const std::string name = SharedStorage::Name(0x5703'0000'0000'0000ull | static_cast<uint64_t>(getpid()), 0);
+    shared.emplace(SharedStorage::Create(name, config, clock));
+    SharedStorage::Unlink(name);  // the memory stays while mapped
+  }
+  StorageModel storage(config, clock, shared ? &*shared : nullptr);
   EXPECT_EQ(storage.Requests(1), 1);
   EXPECT_EQ(storage.Requests(10 * 65536 + 1), 11);
   // 1 MiB = 16 requests = 4 waves: 2000 us of latency; the bandwidth bucket starts
@@ -22,6 +38,9 @@ TEST(StorageModelTest, RequestsPayLatencyInWavesAndBytesAtTheBandwidth) {
   storage.Pay(1 << 20);
   EXPECT_EQ(clock.NowUs(), 1'000'000 + 2000 + 8486);
 }
+
+INSTANTIATE_TEST_SUITE_P(Buckets, StorageModelBucketTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) { return p.param ? "Shared" : "Own"; });
 
 TEST(StorageModelTest, UnlimitedStorageDoesNotWait) {
   FakeClock clock;
