@@ -211,6 +211,10 @@ Watchdog::~Watchdog() {
   delete board_;
 }
 
+void Watchdog::UnlinkBoardName() const {
+  if (board_) ::shm_unlink(options_.board.c_str());
+}
+
 void Watchdog::Publish(int state, const char* what, int64_t step) {
   if (!board_ || options_.rank < 0 || options_.rank >= board_->size) return;
   Board::Slot& slot = board_->slots[options_.rank];

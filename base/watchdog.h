@@ -74,6 +74,12 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
+  // Call once every rank of the job on this machine has constructed its watchdog
+  // (after a barrier): the board's name goes, the ranks keep their mappings, and
+  // the kernel frees the board when the last of them exits, so a job whose ranks
+  // are killed or frozen leaves nothing in /dev/shm.
+  void UnlinkBoardName() const;
+
   // Marks one wait; scopes do not nest (a rank waits for one thing at a time).
   // `what` must be a string literal ("the infeed shard of step"); `step` (or -1)
   // is printed after it; `peer` is the world rank waited for, or -1 with

@@ -150,6 +150,7 @@ RankRun::RankRun(const RunConfig& config, const Slice& slice, const infeed::Infe
   node_share_ = ShareOfThisNode(*comms.world, slice, options.node);
   const uint64_t run_token = CreateSharedStorage();
   comms.world->Barrier();
+  watchdog_.UnlinkBoardName();
   origin_s_ = CommonOrigin(*comms.world);
   OpenSharedStorage(run_token);
 }

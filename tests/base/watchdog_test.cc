@@ -3,9 +3,12 @@
 // process is gone (a forked child that ends without finishing).
 #include "base/watchdog.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <future>
 #include <stdexcept>
@@ -89,6 +92,49 @@ TEST(WatchdogTest, ARankWhoseProcessIsGoneGoesToTheHandler) {
             fmt::format("tpusim: [rank 0, the test] error: rank 1, peer 1 died: its "
                         "process (pid {}) is gone (last seen at step 7); stopping the job",
                         child));
+}
+
+// Once every rank has the board open its name can go: nothing is left in
+// /dev/shm however the job ends, and the ranks still see each other on it.
+TEST(WatchdogTest, TheBoardWorksAfterItsNameIsGone) {
+  const std::string board = fmt::format("/tpusim-watchdog-test-unlink-{}", ::getpid());
+  int opened[2], go[2];
+  ASSERT_EQ(::pipe(opened), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Rank 1 opens the board, says so, and ends unfinished when told to.
+    ::close(opened[0]);
+    ::close(go[1]);  // else its own copy keeps the pipe open and the read never ends
+    Watchdog::Options options = TestOptions(1, 1000, board);
+    options.on_alarm = [](const Watchdog::Alarm&) {};
+    Watchdog dog(std::move(options));
+    dog.SetStep(5);
+    char byte = 1;
+    (void)!::write(opened[1], &byte, 1);
+    (void)!::read(go[0], &byte, 1);
+    ::_exit(0);
+  }
+  ::close(opened[1]);
+  ::close(go[0]);
+  char byte = 0;
+  ASSERT_EQ(::read(opened[0], &byte, 1), 1);
+  ::close(opened[0]);
+  AlarmCatcher catcher;
+  Watchdog::Options options = TestOptions(0, 1000, board);
+  options.on_alarm = catcher.handler();
+  Watchdog dog(std::move(options));
+  dog.UnlinkBoardName();
+  EXPECT_LT(::shm_open(board.c_str(), O_RDWR, 0), 0);
+  EXPECT_EQ(errno, ENOENT);
+  ::close(go[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const Watchdog::Alarm alarm = catcher.Wait();
+  EXPECT_EQ(alarm.kind, Watchdog::AlarmKind::kPeerDied);
+  EXPECT_THAT(alarm.line, HasSubstr("rank 1, peer 1 died: its process (pid " + std::to_string(child) +
+                                    ") is gone (last seen at step 5)"));
 }
 
 TEST(WatchdogTest, ADeadlineNeedsAHandler) {
