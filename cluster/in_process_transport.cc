@@ -21,18 +21,21 @@ namespace internal {
 enum Context { kPointToPoint = 0, kCollective = 1, kContexts = 2 };
 
 // The shared state of one operation: completed by whichever side copies the bytes.
+// `done` is published with release order after status and error, so a test reads
+// it without the mutex; the mutex and condition variable serve the waiters.
 struct Op {
   std::mutex mutex;
   std::condition_variable done_cv;
-  bool done = false;
+  std::atomic<bool> done{false};
   Pending status;
-  std::string error;  // set with done: the receive did not fit
+  std::string error;  // set before done: the receive did not fit
 
+  bool IsDone() const { return done.load(std::memory_order_acquire); }
   void Complete(Pending s, std::string e = {}) {
     std::lock_guard<std::mutex> lock(mutex);
     status = s;
     error = std::move(e);
-    done = true;
+    done.store(true, std::memory_order_release);
     done_cv.notify_all();
   }
 };
@@ -312,7 +315,7 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
     m.eager.reserve(m.bytes);
     for (const auto& b : blocks) m.eager.insert(m.eager.end(), b.begin(), b.end());
     box.buffered_bytes += m.bytes;
-    op->done = true;
+    op->done.store(true, std::memory_order_release);
   } else if (group.abandoned()) {
     lock.unlock();
     op->Complete({source, tag, m.bytes}, group.reason());  // no receive will come
@@ -363,8 +366,9 @@ std::optional<Pending> FindPending(Mailbox& box, int peer, int tag) {
 }
 
 void WaitOp(Op& op) {
+  if (op.IsDone()) return;
   std::unique_lock<std::mutex> lock(op.mutex);
-  op.done_cv.wait(lock, [&] { return op.done; });
+  op.done_cv.wait(lock, [&] { return op.IsDone(); });
 }
 
 void ThrowIfFailed(const Op& op, std::string_view call, int peer) {
@@ -498,13 +502,14 @@ std::optional<Pending> InProcessTransport::ProbeFor(int peer, int tag,
   return found;
 }
 
+bool InProcessTransport::SharesMemoryWith(int peer) const {
+  return group_ && peer >= 0 && peer < size() && group_->IsLocal(peer);
+}
+
 bool InProcessTransport::TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
                                      Pending& status) const {
   Handle* h = HandleOf(handle);
-  {
-    std::lock_guard<std::mutex> lock(h->op->mutex);
-    if (!h->op->done) return false;
-  }
+  if (!h->op->IsDone()) return false;
   status = h->op->status;
   std::shared_ptr<Op> op = std::move(h->op);
   delete h;

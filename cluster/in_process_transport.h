@@ -95,6 +95,7 @@ class InProcessTransport final : public Transport {
   Pending Probe(int peer, int tag) const override;
   std::optional<Pending> TryProbe(int peer, int tag) const override;
   std::optional<Pending> ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const override;
+  bool SharesMemoryWith(int peer) const override;
 
   // Collectives gather at member 0, which reduces in rank order (so results are
   // the same bits on every run) and sends the result back.

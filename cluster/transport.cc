@@ -68,6 +68,8 @@ std::optional<Pending> Transport::ProbeFor(int peer, int tag, std::chrono::micro
   return TryProbe(peer, tag);
 }
 
+bool Transport::SharesMemoryWith(int) const { return false; }
+
 void Transport::Send(std::span<const std::byte> data, int peer, int tag) const {
   Isend(data, peer, tag, "MPI_Send").Wait();
 }

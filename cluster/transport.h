@@ -110,6 +110,9 @@ class Transport {
   // MPI offers no wait that leaves the CPU (a poller that must keep MPI progressing
   // never pauses).
   virtual std::optional<Pending> ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const;
+  // Whether `peer` runs in this process, so an address in this process's memory
+  // means the same to it (the in-process transport's own members; never over MPI).
+  virtual bool SharesMemoryWith(int peer) const;
 
   // Collectives: every member calls them in the same order.
   virtual void Barrier() const = 0;

@@ -101,6 +101,7 @@ struct HostFeedStats {
   int64_t shards_sent = 0;
   int64_t bytes_sent = 0;            // payload + headers put on the wire by this host
   int64_t shards_forwarded = 0;      // single-host mode: relayed for another host
+  int64_t shards_handed_over = 0;    // of shards_sent: handed over in this process, not copied
   double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
   double build_wait_s = 0;           // time the sender waited for workers to build a step
   double send_s = 0;                 // time in the enqueue itself, credit waits included
@@ -152,10 +153,14 @@ class CoreInfeedQueue {
   void Release(int64_t step);
 
  private:
+  void LayOutWireSlots();
+  void LayOutHandOverSlots(size_t num_features);
   void Post(int64_t step);
   std::span<cluster::Request> SlotRequests(size_t slot);
   bool Arrived(size_t slot);
   size_t TrailerBytes(size_t received) const;
+  ShardCodec::View DecodeSlot(size_t slot);
+  ShardCodec::View DecodeHandOver(size_t slot);
 
   ShardCodec codec_;
   size_t trailer_capacity_ = 0;
@@ -165,6 +170,7 @@ class CoreInfeedQueue {
   int64_t num_steps_;
   Watchdog* watchdog_;
   bool core_sleeps_;
+  bool hand_over_;  // the host hands its packages over in this process (no copy)
   int32_t credit_[2];
   std::vector<std::vector<std::byte>> slots_;
   std::vector<ShardCodec::Block> first_;  // slot blocks the first message fills (+ trailer)

@@ -85,14 +85,25 @@ ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {
   if (message.size() != message_bytes_) {
     Fail("infeed: received a shard of {} bytes, expected {}", message.size(), message_bytes_);
   }
+  std::vector<std::span<const std::byte>> pieces;
+  for (size_t f = 0; f < features_.size(); ++f) pieces.push_back(message.subspan(tensor_offsets_[f], piece_bytes_[f]));
+  return DecodeParts(message.first(meta_bytes_), pieces);
+}
+
+ShardCodec::View ShardCodec::DecodeParts(std::span<const std::byte> meta,
+                                         std::span<const std::span<const std::byte>> pieces) const {
+  if (meta.size() != meta_bytes_ || pieces.size() != features_.size()) {
+    Fail("infeed: received a shard meta block of {} bytes and {} pieces, expected {} and {}", meta.size(),
+         pieces.size(), meta_bytes_, features_.size());
+  }
   View v;
-  std::memcpy(&v.header, message.data(), sizeof(ShardHeader));
+  std::memcpy(&v.header, meta.data(), sizeof(ShardHeader));
   if (v.header.num_tensors != static_cast<int32_t>(features_.size()) ||
       v.header.replica_rows != route_->replica_rows) {
     Fail("infeed: shard header claims {} tensors of {} replica rows, expected {} of {}",
          v.header.num_tensors, v.header.replica_rows, features_.size(), route_->replica_rows);
   }
-  const std::byte* slice_in = message.data() + slices_offset_;
+  const std::byte* slice_in = meta.data() + slices_offset_;
   for (size_t f = 0; f < features_.size(); ++f) {
     PieceSlice s;
     for (size_t dim = 0; dim < route_->slices[f].begin.size(); ++dim) {
@@ -112,10 +123,13 @@ ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {
            ShapeToString(s.shape()), ShapeToString(route_->slices[f].shape()));
     }
     size_t bytes = static_cast<size_t>(NumElements(s.shape())) * DTypeSize(features_[f].dtype);
-    v.tensor_bytes.push_back(message.subspan(tensor_offsets_[f], bytes));
+    if (pieces[f].size() != bytes) {
+      Fail("infeed: shard piece of '{}' has {} bytes, expected {}", features_[f].name, pieces[f].size(), bytes);
+    }
+    v.tensor_bytes.push_back(pieces[f]);
     v.slices.push_back(std::move(s));
   }
-  v.example_ids = {reinterpret_cast<const int64_t*>(message.data() + ids_offset_),
+  v.example_ids = {reinterpret_cast<const int64_t*>(meta.data() + ids_offset_),
                    static_cast<size_t>(route_->replica_rows)};
   return v;
 }

@@ -59,6 +59,7 @@ class ShardCodec {
   // Copies feature f's piece of `host_batch` into `out` (its exact byte size).
   void PackPiece(const Batch& host_batch, size_t f, std::span<std::byte> out) const;
   size_t piece_bytes(size_t f) const { return piece_bytes_[f]; }
+  size_t piece_count() const { return piece_bytes_.size(); }
 
   // A received message read in place: valid while the message buffer is (a core's
   // queue slot, until Release). No copy of the tensor bytes.
@@ -76,6 +77,9 @@ class ShardCodec {
   // Reads a received message in place. Throws Error when it is malformed (wrong
   // size, a header that disagrees with the layout).
   View Decode(std::span<const std::byte> message) const;
+  // The same from a meta block and the tensor pieces wherever they lie (a host's
+  // package handed over in this process); each piece must have piece_bytes(f).
+  View DecodeParts(std::span<const std::byte> meta, std::span<const std::span<const std::byte>> pieces) const;
 
  private:
   std::vector<FeatureSpec> features_;

@@ -38,13 +38,23 @@ void BM_InProcessHop(benchmark::State& state) {
     batch.at("x").data<float>()[0] = static_cast<float>(step);
     ids[0] = step;
   };
+  infeed::HostFeedStats total;
   for (auto _ : state) {
     auto group = cluster::InProcessTransport::CreateGroup(2);
-    std::thread host([&] { infeed::RunHostInfeed(plan, slice.layout, *group[0], 0, options, fill); });
+    infeed::HostFeedStats stats;
+    std::thread host([&] { stats = infeed::RunHostInfeed(plan, slice.layout, *group[0], 0, options, fill); });
     infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), *group[1], 0, options);
     state.SetIterationTime(bench::DrainTimed(queue, options.num_steps, state));
     host.join();
+    total.credit_wait_s += stats.credit_wait_s;
+    total.build_wait_s += stats.build_wait_s;
+    total.send_s += stats.send_s;
   }
+  // Where the host's time went, per iteration (BM_InfeedTransfer's counters): a
+  // credit wait (the core is behind), a worker wait (building is), its sends.
+  state.counters["credit_wait_s"] = benchmark::Counter(total.credit_wait_s, benchmark::Counter::kAvgIterations);
+  state.counters["build_wait_s"] = benchmark::Counter(total.build_wait_s, benchmark::Counter::kAvgIterations);
+  state.counters["send_s"] = benchmark::Counter(total.send_s, benchmark::Counter::kAvgIterations);
   state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
   // Per-message cost: the steady-state time of one step's hop (encode, send, credit,
   // dequeue, release); at small shards it is the protocol's overhead alone.

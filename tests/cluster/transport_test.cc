@@ -53,6 +53,14 @@ TEST(InProcessTransportTest, AllToAll) {
   for (int n : {1, 4}) RunOnGroup(n, testing_cases::AllToAll);
 }
 
+TEST(InProcessTransportTest, SharesMemoryWithItsMembersOnly) {
+  RunOnGroup(3, [](const Transport& t) {
+    for (int q = 0; q < 3; ++q) EXPECT_TRUE(t.SharesMemoryWith(q)) << q;
+    EXPECT_FALSE(t.SharesMemoryWith(-1));
+    EXPECT_FALSE(t.SharesMemoryWith(3));
+  });
+}
+
 TEST(InProcessTransportTest, InfeedCreditsPerHost) {
   RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsPerHost);
 }

@@ -267,6 +267,14 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
     infeed::HostFeedStats stats = infeed::RunHostInfeed(s.plan, s.layout, t, role.host, options, fill);
     if (hp) {
       EXPECT_EQ(stats.shards_sent, options.num_steps * static_cast<int64_t>(hp->shards.size()));
+      // A core of this process reads its shard in the host's package (no copy);
+      // over MPI, or through a relay, the bytes travel.
+      int64_t handed_over = 0;
+      for (const infeed::ShardRoute& r : hp->shards) {
+        const bool direct = r.dst_host == role.host;
+        handed_over += direct && t.SharesMemoryWith(s.layout.core_rank(r.dst_host, r.dst_ordinal)) ? 1 : 0;
+      }
+      EXPECT_EQ(stats.shards_handed_over, options.num_steps * handed_over);
       // The even split sends every row once: the device bytes are the batches' floats.
       EXPECT_EQ(stats.costs.examples, options.num_steps * hp->rows_per_step);
       EXPECT_EQ(stats.costs.device_bytes,

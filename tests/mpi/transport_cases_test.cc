@@ -21,6 +21,11 @@ TEST(MpiTransportTest, CrossReplicaSum) { testing_cases::CrossReplicaSum(Communi
 
 TEST(MpiTransportTest, AllToAll) { testing_cases::AllToAll(Communicator::World()); }
 
+TEST(MpiTransportTest, SharesMemoryWithNoPeer) {
+  const Communicator world = Communicator::World();
+  for (int q = 0; q < world.size(); ++q) EXPECT_FALSE(world.SharesMemoryWith(q)) << q;
+}
+
 TEST(MpiTransportTest, InfeedCreditsPerHost) {
   if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
   testing_cases::InfeedCreditsPerHost(Communicator::World());
