@@ -50,7 +50,7 @@ MPI_Comm Comm(std::uintptr_t bits) { return FromBits<MPI_Comm>(bits, MPI_COMM_NU
 int Source(int peer) { return peer == kAnySource ? MPI_ANY_SOURCE : peer; }
 int Tag(int tag) { return tag == kAnyTag ? MPI_ANY_TAG : tag; }
 
-MPI_Op Op(ReduceOp op) {
+MPI_Op MpiOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
     case ReduceOp::kMax: return MPI_MAX;
@@ -115,7 +115,7 @@ MPI_Datatype TypeOf<int32_t>() { return MPI_INT32_T; }
 template <typename T>
 void Allreduce(std::span<T> values, ReduceOp op, MPI_Comm comm) {
   CheckMpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "MPI_Allreduce"),
-                         TypeOf<T>(), Op(op), comm),
+                         TypeOf<T>(), MpiOp(op), comm),
            "MPI_Allreduce");
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/byte_io.h"
 #include "base/error.h"
 
 namespace tpusim::embedding {
@@ -13,15 +14,6 @@ namespace {
 constexpr size_t kFeatureHeaderBytes = 2 * sizeof(int64_t);
 constexpr size_t kBytesPerId = 3 * sizeof(int64_t) + sizeof(float);
 
-template <typename T>
-void Append(std::vector<std::byte>& out, std::span<const T> values) {
-  const auto* bytes = reinterpret_cast<const std::byte*>(values.data());
-  out.insert(out.end(), bytes, bytes + values.size_bytes());
-}
-
-void AppendInt(std::vector<std::byte>& out, int64_t value) {
-  Append(out, std::span<const int64_t>(&value, 1));
-}
 
 // Sequential reads of a trailer that fail with a clear message instead of reading
 // past its end.
@@ -103,10 +95,10 @@ size_t CooBytesCapacity(const EmbeddingConfig& config, int64_t rows) {
 
 void EncodeCooPieces(std::span<const CooPiece> pieces, std::vector<std::byte>& out) {
   out.clear();
-  AppendInt(out, static_cast<int64_t>(pieces.size()));
+  Append(out, static_cast<int64_t>(pieces.size()));
   for (const CooPiece& p : pieces) {
-    AppendInt(out, p.rows);
-    AppendInt(out, p.nnz());
+    Append(out, p.rows);
+    Append(out, p.nnz());
     Append(out, std::span(p.sample_indices));
     Append(out, std::span(p.embedding_indices));
     Append(out, std::span(p.aggregation_weights));

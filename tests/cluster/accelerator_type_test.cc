@@ -15,6 +15,7 @@
 #include "cluster/device_assignment.h"
 #include "cluster/topology_source.h"
 #include "tests/common/error_of.h"
+#include "tests/common/shipped_topologies.h"
 #include "source_dir.h"
 
 namespace tpusim::cluster {
@@ -25,7 +26,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
-const std::string kTopologyDir = TPUSIM_SOURCE_DIR "/configs/topologies";
+using tpusim::testing::kTopologyDir;
 
 void ExpectSameFigures(const HardwareFigures& a, const HardwareFigures& b) {
   EXPECT_EQ(a.core_peak_tflops, b.core_peak_tflops);

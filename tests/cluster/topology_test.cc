@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "tests/common/error_of.h"
+#include "tests/common/shipped_topologies.h"
 #include "source_dir.h"
 
 namespace tpusim::cluster {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::string kTopologyDir = TPUSIM_SOURCE_DIR "/configs/topologies";
+using tpusim::testing::kTopologyDir;
 
 Topology LoadShipped(const std::string& name) {
   return LoadTopologyFile(kTopologyDir + "/" + name + ".yaml");

@@ -10,14 +10,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-SyntheticData Data() {
+SyntheticData CachedData() {
   return SyntheticData(3, {{"img", DType::kUInt8, {4, 4, 3}}, {"x", DType::kBFloat16, {5}}},
                        {LabelKind::kRegression, "label"});
 }
 
 // Two hosts, G = 8: host 1 builds rows [4, 8) of every step; a pool of 3 steps.
 TEST(CachedSourceTest, StepsCycleThePoolBuiltForTheFirstSteps) {
-  SyntheticData data = Data();
+  SyntheticData data = CachedData();
   const int64_t first_ids[] = {4, 12, 20};
   CachedSource source(data, first_ids, 4);
   EXPECT_EQ(source.pool_steps(), 3);
@@ -33,7 +33,7 @@ TEST(CachedSourceTest, StepsCycleThePoolBuiltForTheFirstSteps) {
 }
 
 TEST(CachedSourceTest, EmptyPoolIsAnError) {
-  EXPECT_THAT([] { CachedSource s(Data(), {}, 4); }, testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
+  EXPECT_THAT([] { CachedSource s(CachedData(), {}, 4); }, testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-SyntheticData Data() { return SyntheticData(5, {{"x", DType::kFloat32, {256}}}, {}); }  // 1 KiB per example
+SyntheticData PipelineData() { return SyntheticData(5, {{"x", DType::kFloat32, {256}}}, {}); }  // 1 KiB per example
 
 // Two rows holding examples 10 and 11, with values equal to their ids.
 Batch TwoRows(int64_t first) {
@@ -63,7 +63,7 @@ class FilePipelineTest : public ::testing::Test {
     dir_ = (fs::temp_directory_path() / fmt::format("tpusim_pipeline_{}_{}",
             ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid())).string();
     fs::remove_all(dir_);
-    WriteSyntheticDataset(dir_, Data(), 100, 2);
+    WriteSyntheticDataset(dir_, PipelineData(), 100, 2);
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string dir_;
@@ -75,17 +75,17 @@ TEST_F(FilePipelineTest, StagesAreTimedOnTheInjectedClock) {
   FakeClock clock;
   StorageConfig storage;
   storage.latency_us = 1000;  // one request per read (1 MiB requests)
-  FileSource source(dir_, Data().specs(), 0, 1, storage, &clock);
+  FileSource source(dir_, PipelineData().specs(), 0, 1, storage, &clock);
   FilePipelineOptions options;
   options.cpu_us_per_example = 10;
   FilePipeline pipeline(source, options, clock);
-  Batch batch = MakeBatch(Data().specs(), 30);
+  Batch batch = MakeBatch(PipelineData().specs(), 30);
   std::vector<int64_t> ids(30);
   pipeline.Next(batch, ids);  // rows [0, 30): one read of shard 0
   pipeline.Next(batch, ids);  // rows [30, 60): shard 0 then shard 1, two reads
   EXPECT_EQ(ids.front(), 30);
   EXPECT_EQ(ids.back(), 59);
-  EXPECT_TRUE(Data().Verify(batch, ids).ok);
+  EXPECT_TRUE(PipelineData().Verify(batch, ids).ok);
   EXPECT_DOUBLE_EQ(pipeline.times().file_read_s, 3000e-6);
   EXPECT_DOUBLE_EQ(pipeline.times().preprocessing_s, 600e-6);
   EXPECT_EQ(pipeline.times().shuffle_s, 0);
@@ -108,14 +108,14 @@ TEST_F(FilePipelineTest, StagesAreTimedOnTheInjectedClock) {
 // real work is CPU of the shuffle stage.
 TEST_F(FilePipelineTest, EmulatedWorkIsChargedToThePoolWithItsFactor) {
   FakeClock clock;
-  FileSource source(dir_, Data().specs(), 0, 1, {}, &clock);
+  FileSource source(dir_, PipelineData().specs(), 0, 1, {}, &clock);
   ModeledWorkerPool pool(4, clock);
   FilePipelineOptions options;
   options.cpu_us_per_example = 10;
   options.shuffle_buffer = 20;
   options.pool = &pool;
   FilePipeline pipeline(source, options, clock);
-  Batch batch = MakeBatch(Data().specs(), 30);
+  Batch batch = MakeBatch(PipelineData().specs(), 30);
   std::vector<int64_t> ids(30);
   pipeline.Next(batch, ids, 2);  // 20 + 30 examples at 2 x 10 us
   pipeline.Next(batch, ids);     // 30 at 10 us
@@ -133,17 +133,17 @@ TEST_F(FilePipelineTest, EmulatedWorkIsChargedToThePoolWithItsFactor) {
 TEST_F(FilePipelineTest, ShuffledStreamIsADeterministicPermutation) {
   auto run = [&] {
     FakeClock clock;
-    FileSource source(dir_, Data().specs(), 0, 1, {}, &clock);
+    FileSource source(dir_, PipelineData().specs(), 0, 1, {}, &clock);
     FilePipelineOptions options;
     options.shuffle_buffer = 25;
     options.seed = 4;
     FilePipeline pipeline(source, options, clock);
     std::vector<int64_t> all;
-    Batch batch = MakeBatch(Data().specs(), 25);
+    Batch batch = MakeBatch(PipelineData().specs(), 25);
     std::vector<int64_t> ids(25);
     for (int step = 0; step < 4; ++step) {
       pipeline.Next(batch, ids);
-      VerifyResult r = Data().Verify(batch, ids);
+      VerifyResult r = PipelineData().Verify(batch, ids);
       EXPECT_TRUE(r.ok) << r.message;
       all.insert(all.end(), ids.begin(), ids.end());
     }

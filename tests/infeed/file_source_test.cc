@@ -18,11 +18,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::vector<FeatureSpec> Features() {
+std::vector<FeatureSpec> SourceFeatures() {
   return {{"x", DType::kFloat32, {3}}, {"f.ids", DType::kInt32, {2}}, {"h", DType::kBFloat16, {}}};
 }
 
-SyntheticData Data() { return SyntheticData(11, Features(), {LabelKind::kLogistic, "label"}); }
+SyntheticData SourceData() { return SyntheticData(11, SourceFeatures(), {LabelKind::kLogistic, "label"}); }
 
 class FileSourceTest : public ::testing::Test {
  protected:
@@ -41,7 +41,7 @@ class FileSourceTest : public ::testing::Test {
 };
 
 TEST_F(FileSourceTest, OneHostReadsTheSyntheticExamplesInOrderAndCycles) {
-  SyntheticData data = Data();
+  SyntheticData data = SourceData();
   WriteSyntheticDataset(dir_, data, 10, 3);  // shards of 4, 3, 3 examples
   EXPECT_EQ(ReadNpyHeader(Path(0, "x")).shape, (Shape{4, 3}));
   EXPECT_EQ(ReadNpyHeader(Path(2, "h")).descr, "<u2");
@@ -58,7 +58,7 @@ TEST_F(FileSourceTest, OneHostReadsTheSyntheticExamplesInOrderAndCycles) {
 TEST_F(FileSourceTest, ShardsGoToHostsRoundRobin) {
   EXPECT_THAT(ShardsOfHost(5, 1, 2), ElementsAre(1, 3));
   EXPECT_THAT(ShardsOfHost(5, 0, 2), ElementsAre(0, 2, 4));
-  SyntheticData data = Data();
+  SyntheticData data = SourceData();
   WriteSyntheticDataset(dir_, data, 10, 3);  // ids [0,4) [4,7) [7,10)
   FileSource host0(dir_, data.specs(), 0, 2);
   FileSource host1(dir_, data.specs(), 1, 2);
@@ -77,7 +77,7 @@ TEST_F(FileSourceTest, ShardsGoToHostsRoundRobin) {
 }
 
 TEST_F(FileSourceTest, CompressedShardsReadTheSameExamples) {
-  SyntheticData data = Data();
+  SyntheticData data = SourceData();
   WriteSyntheticDataset(dir_, data, 10, 3, /*compress=*/true);
   EXPECT_FALSE(fs::exists(Path(0, "x")));
   EXPECT_EQ(ReadNpyHeader(Path(1, "x") + ".zlib", NpyPayload::kCompressed).shape, (Shape{3, 3}));  // the header stays plain
@@ -91,9 +91,9 @@ TEST_F(FileSourceTest, CompressedShardsReadTheSameExamples) {
 }
 
 TEST_F(FileSourceTest, CorruptCompressedPayloadIsNamed) {
-  WriteSyntheticDataset(dir_, Data(), 6, 1, true);
+  WriteSyntheticDataset(dir_, SourceData(), 6, 1, true);
   fs::resize_file(Path(0, "x") + ".zlib", fs::file_size(Path(0, "x") + ".zlib") - 8);
-  FileSource source(dir_, Data().specs(), 0, 1);
+  FileSource source(dir_, SourceData().specs(), 0, 1);
   EXPECT_THAT([&] { source.Read(0, 2); },
               ThrowsMessage<Error>(HasSubstr(Path(0, "x") + ".zlib: corrupt zlib payload")));
 }
@@ -152,45 +152,45 @@ TEST(ReadOnlyFileTest, RefusedDirectIoFallsBackWithAReason) {
 }
 
 TEST_F(FileSourceTest, MissingFeatureFileIsNamed) {
-  WriteSyntheticDataset(dir_, Data(), 6, 2);
+  WriteSyntheticDataset(dir_, SourceData(), 6, 2);
   fs::remove(Path(1, "f.ids"));
-  EXPECT_THAT([&] { FileSource s(dir_, Data().specs(), 0, 1); },
+  EXPECT_THAT([&] { FileSource s(dir_, SourceData().specs(), 0, 1); },
               ThrowsMessage<Error>(Path(1, "f.ids") + ": missing feature file for feature 'f.ids'"));
 }
 
 TEST_F(FileSourceTest, TruncatedFileIsNamed) {
-  WriteSyntheticDataset(dir_, Data(), 6, 2);
+  WriteSyntheticDataset(dir_, SourceData(), 6, 2);
   fs::resize_file(Path(1, "x"), fs::file_size(Path(1, "x")) - 4);
   // Host 0 does not load shard 1 but still checks it.
-  EXPECT_THAT([&] { FileSource s(dir_, Data().specs(), 0, 2); },
+  EXPECT_THAT([&] { FileSource s(dir_, SourceData().specs(), 0, 2); },
               ThrowsMessage<Error>(HasSubstr(Path(1, "x") + ": truncated")));
 }
 
 TEST_F(FileSourceTest, MismatchedFirstDimsAreNamed) {
-  WriteSyntheticDataset(dir_, Data(), 6, 2);
+  WriteSyntheticDataset(dir_, SourceData(), 6, 2);
   WriteNpy(Path(0, "h"), NpyArray{"<u2", {2}, std::vector<std::byte>(4)});
-  EXPECT_THAT([&] { FileSource s(dir_, Data().specs(), 0, 1); },
+  EXPECT_THAT([&] { FileSource s(dir_, SourceData().specs(), 0, 1); },
               ThrowsMessage<Error>(HasSubstr(Path(0, "h") + ": 2 examples, but " + Path(0, "x") + " has 3")));
 }
 
 TEST_F(FileSourceTest, DtypeAndShapeMismatchesWithTheConfigAreNamed) {
-  WriteSyntheticDataset(dir_, Data(), 6, 2);
-  std::vector<FeatureSpec> wrong_dtype = Data().specs();
+  WriteSyntheticDataset(dir_, SourceData(), 6, 2);
+  std::vector<FeatureSpec> wrong_dtype = SourceData().specs();
   wrong_dtype[0].dtype = DType::kBFloat16;
   EXPECT_THAT([&] { FileSource s(dir_, wrong_dtype, 0, 1); },
               ThrowsMessage<Error>(Path(0, "x") + ": dtype '<f4' does not match feature 'x' (bfloat16, stored as '<u2')"));
-  std::vector<FeatureSpec> wrong_shape = Data().specs();
+  std::vector<FeatureSpec> wrong_shape = SourceData().specs();
   wrong_shape[0].shape = {4};
   EXPECT_THAT([&] { FileSource s(dir_, wrong_shape, 0, 1); },
               ThrowsMessage<Error>(Path(0, "x") + ": shape [3, 3] does not match feature 'x' (expected [examples, 4])"));
 }
 
 TEST_F(FileSourceTest, NoShardsOrTooFewShardsAreErrors) {
-  EXPECT_THAT([&] { FileSource s(dir_, Features(), 0, 1); }, ThrowsMessage<Error>(HasSubstr("does not exist")));
+  EXPECT_THAT([&] { FileSource s(dir_, SourceFeatures(), 0, 1); }, ThrowsMessage<Error>(HasSubstr("does not exist")));
   fs::create_directories(dir_);
-  EXPECT_THAT([&] { FileSource s(dir_, Features(), 0, 1); }, ThrowsMessage<Error>(HasSubstr(dir_ + ": no shard directories")));
-  WriteSyntheticDataset(dir_, Data(), 6, 2);
-  EXPECT_THAT([&] { FileSource s(dir_, Data().specs(), 0, 3); },
+  EXPECT_THAT([&] { FileSource s(dir_, SourceFeatures(), 0, 1); }, ThrowsMessage<Error>(HasSubstr(dir_ + ": no shard directories")));
+  WriteSyntheticDataset(dir_, SourceData(), 6, 2);
+  EXPECT_THAT([&] { FileSource s(dir_, SourceData().specs(), 0, 3); },
               ThrowsMessage<Error>(HasSubstr(dir_ + ": 2 shards cannot feed 3 hosts")));
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Fixture {
+struct CodecFixture {
   cluster::Topology topology = cluster::LoadTopology(cluster::ResolveTopology("v3-8"));
   cluster::DeviceAssignment assignment = [this] {
     cluster::DeviceAssignmentOptions o;
@@ -46,7 +46,7 @@ std::vector<std::byte> Wire(const ShardCodec& codec, const ShardHeader& header, 
 }
 
 TEST(ShardCodecTest, PartitionedPieceRoundTripsWithItsClaims) {
-  Fixture fx;
+  CodecFixture fx;
   InfeedPlanOptions o;
   o.global_batch = 8;
   o.partitioned = true;
@@ -79,7 +79,7 @@ TEST(ShardCodecTest, PartitionedPieceRoundTripsWithItsClaims) {
 }
 
 TEST(ShardCodecTest, MalformedMessagesAreRejected) {
-  Fixture fx;
+  CodecFixture fx;
   InfeedPlanOptions o;
   o.global_batch = 8;
   o.features = {{"x", DType::kFloat32, {2}}};

@@ -17,9 +17,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
-using Fixture = tpusim::testing::V4_32Mesh;
+using MeshFixture = tpusim::testing::V4_32Mesh;
 
-InfeedPlan Plan(const Fixture& f, const cluster::SpecDim& batch_axes,
+InfeedPlan MeshPlan(const MeshFixture& f, const cluster::SpecDim& batch_axes,
                 cluster::PartitionSpec x_spec = {}, int64_t global_batch = 64) {
   InfeedPlanOptions o;
   o.global_batch = global_batch;
@@ -41,8 +41,8 @@ std::vector<std::vector<int64_t>> Rows(const HostPlan& h) {
 }
 
 TEST(ShardedPlanTest, EachHostFeedsItsOwnDevicesTheirBlocks) {
-  const Fixture f;
-  const InfeedPlan plan = Plan(f, {"data", "fsdp"});
+  const MeshFixture f;
+  const InfeedPlan plan = MeshPlan(f, {"data", "fsdp"});
   ASSERT_EQ(plan.hosts().size(), 4u);
   for (const HostPlan& h : plan.hosts()) {
     EXPECT_EQ(h.first_row, 16 * h.host);
@@ -61,8 +61,8 @@ TEST(ShardedPlanTest, EachHostFeedsItsOwnDevicesTheirBlocks) {
 }
 
 TEST(ShardedPlanTest, CopiesAlongAnAxisLeftOut) {
-  const Fixture f;
-  const InfeedPlan plan = Plan(f, {"data"});
+  const MeshFixture f;
+  const InfeedPlan plan = MeshPlan(f, {"data"});
   const HostPlan& h2 = plan.hosts()[2];
   EXPECT_EQ(h2.first_row, 32);
   EXPECT_EQ(h2.rows_per_step, 16);
@@ -75,8 +75,8 @@ TEST(ShardedPlanTest, CopiesAlongAnAxisLeftOut) {
 // fsdp alone spans no hosts: every host holds the whole batch (as JAX's replicas
 // across processes must hold identical data).
 TEST(ShardedPlanTest, AxisWithinHostsGivesEveryHostTheWholeBatch) {
-  const Fixture f;
-  const InfeedPlan plan = Plan(f, {"fsdp"});
+  const MeshFixture f;
+  const InfeedPlan plan = MeshPlan(f, {"fsdp"});
   for (const HostPlan& h : plan.hosts()) {
     EXPECT_EQ(h.first_row, 0);
     EXPECT_EQ(h.rows_per_step, 64);
@@ -85,8 +85,8 @@ TEST(ShardedPlanTest, AxisWithinHostsGivesEveryHostTheWholeBatch) {
 }
 
 TEST(ShardedPlanTest, InnerDimSplitIsAPartitionedPlan) {
-  const Fixture f;
-  const InfeedPlan plan = Plan(f, {"data"}, {{{"data"}, {"fsdp"}}});
+  const MeshFixture f;
+  const InfeedPlan plan = MeshPlan(f, {"data"}, {{{"data"}, {"fsdp"}}});
   EXPECT_TRUE(plan.partitioned());
   const ShardRoute& id9 = plan.hosts()[2].shards[1];  // fsdp 2: columns [4, 6)
   EXPECT_EQ(id9.slices[1].begin, (Shape{0, 4}));
@@ -94,17 +94,17 @@ TEST(ShardedPlanTest, InnerDimSplitIsAPartitionedPlan) {
 }
 
 TEST(ShardedPlanTest, RefusesRowsThatAreNotConsecutiveOnAHost) {
-  const Fixture f;
-  EXPECT_THAT(ErrorOf([&] { Plan(f, {"fsdp", "data"}); }),
+  const MeshFixture f;
+  EXPECT_THAT(ErrorOf([&] { MeshPlan(f, {"fsdp", "data"}); }),
               HasSubstr("input.sharding: host 0's devices hold row blocks [0, 4, 8, 12] of 16 along "
                         "[fsdp, data], not one consecutive range"));
 }
 
 TEST(ShardedPlanTest, RefusesAnIndivisibleBatchAndUnlikeBatchDims) {
-  const Fixture f;
-  EXPECT_EQ(ErrorOf([&] { Plan(f, {"data", "fsdp"}, {}, 60); }),
+  const MeshFixture f;
+  EXPECT_EQ(ErrorOf([&] { MeshPlan(f, {"data", "fsdp"}, {}, 60); }),
             "input.sharding.label: dim 0 of size 60 does not divide into 16 blocks (data=4 x fsdp=4)");
-  EXPECT_EQ(ErrorOf([&] { Plan(f, {"data", "fsdp"}, {{{"data"}, {}}}); }),
+  EXPECT_EQ(ErrorOf([&] { MeshPlan(f, {"data", "fsdp"}, {{{"data"}, {}}}); }),
             "input.sharding.x: [[data], null] splits the batch dim unlike the others ([[data, fsdp]]); "
             "every feature's rows are rows of one batch");
 }

@@ -15,13 +15,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<FeatureSpec> Features() {
+std::vector<FeatureSpec> SyntheticFeatures() {
   return {{"x", DType::kFloat32, {3, 4}}, {"h", DType::kBFloat16, {5}}, {"ids", DType::kInt32, {2}},
           {"big", DType::kInt64, {}}};
 }
 
-SyntheticData Data(LabelKind label = LabelKind::kNone, uint64_t seed = 7) {
-  return SyntheticData(seed, Features(), {label, "label"});
+SyntheticData SyntheticSourceData(LabelKind label = LabelKind::kNone, uint64_t seed = 7) {
+  return SyntheticData(seed, SyntheticFeatures(), {label, "label"});
 }
 
 // Bytes of rows [row, row + n) of a [rows, ...] tensor.
@@ -62,7 +62,7 @@ int64_t IntValue(uint64_t seed, int64_t id, std::string_view f, int64_t e, uint6
 }
 
 TEST(SyntheticDataTest, ValuesFollowTheDocumentedFormulas) {
-  SyntheticData data = Data();
+  SyntheticData data = SyntheticSourceData();
   Batch b = data.Generate(100, 2);
   EXPECT_EQ(b.at("x").data<float>()[12 + 6], Float32Value(7, 101, "x", 6));
   EXPECT_EQ(b.at("h").data<uint16_t>()[4], BFloat16Value(7, 100, "h", 4));
@@ -128,23 +128,23 @@ TEST(SyntheticDataTest, SlicesInsideAWordVerify) {
 }
 
 TEST(SyntheticDataTest, PureAcrossRangesOrdersAndFeatureLists) {
-  SyntheticData data = Data(LabelKind::kRegression);
+  SyntheticData data = SyntheticSourceData(LabelKind::kRegression);
   Batch wide = data.Generate(40, 32);
   Batch narrow = data.Generate(50, 5);
-  std::vector<FeatureSpec> features = Features();
+  std::vector<FeatureSpec> features = SyntheticFeatures();
   std::vector<FeatureSpec> reversed(features.rbegin(), features.rend());
   SyntheticData reordered(7, reversed, {LabelKind::kNone, "label"});
   Batch other = reordered.Generate(50, 5);
-  for (const FeatureSpec& spec : Features()) {
+  for (const FeatureSpec& spec : SyntheticFeatures()) {
     EXPECT_EQ(Rows(wide.at(spec.name), 10, 5), Rows(narrow.at(spec.name), 0, 5)) << spec.name;
     EXPECT_EQ(Rows(other.at(spec.name), 0, 5), Rows(narrow.at(spec.name), 0, 5)) << spec.name;
   }
   EXPECT_EQ(Rows(wide.at("label"), 10, 5), Rows(narrow.at("label"), 0, 5));
-  EXPECT_NE(Data(LabelKind::kNone, 8).Generate(50, 5).at("x"), narrow.at("x"));
+  EXPECT_NE(SyntheticSourceData(LabelKind::kNone, 8).Generate(50, 5).at("x"), narrow.at("x"));
 }
 
 TEST(SyntheticDataTest, VerifyAcceptsGoodDataAndCatchesAFlippedByte) {
-  SyntheticData data = Data(LabelKind::kLogistic);
+  SyntheticData data = SyntheticSourceData(LabelKind::kLogistic);
   Batch b = data.Generate(1000, 8);
   EXPECT_TRUE(data.Verify(b, 1000).ok);
   EXPECT_FALSE(data.Verify(b, 1001).ok);
@@ -158,7 +158,7 @@ TEST(SyntheticDataTest, VerifyAcceptsGoodDataAndCatchesAFlippedByte) {
 }
 
 TEST(SyntheticDataTest, VerifyByExampleIdsAndSlices) {
-  SyntheticData data = Data();
+  SyntheticData data = SyntheticSourceData();
   Batch b = data.Generate(0, 20);
   std::vector<int64_t> ids{3, 17, 5};
   Batch picked;
@@ -191,7 +191,7 @@ TEST(SyntheticDataTest, VerifyByExampleIdsAndSlices) {
 // The teacher of the file comment, computed independently of SyntheticData.
 double TeacherSum(uint64_t seed, int64_t id) {
   double s = 0;
-  for (const FeatureSpec& spec : Features()) {
+  for (const FeatureSpec& spec : SyntheticFeatures()) {
     if (!IsFloating(spec.dtype)) continue;
     for (int64_t j = 0; j < NumElements(spec.shape); ++j) {
       float w = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(spec.name), j));
@@ -204,8 +204,8 @@ double TeacherSum(uint64_t seed, int64_t id) {
 }
 
 TEST(SyntheticDataTest, LabelsComeFromTheHiddenTeacher) {
-  Batch reg = Data(LabelKind::kRegression).Generate(0, 200);
-  Batch cls = Data(LabelKind::kLogistic).Generate(0, 200);
+  Batch reg = SyntheticSourceData(LabelKind::kRegression).Generate(0, 200);
+  Batch cls = SyntheticSourceData(LabelKind::kLogistic).Generate(0, 200);
   int positives = 0;
   for (int64_t i = 0; i < 200; ++i) {
     double s = TeacherSum(7, i);
@@ -235,7 +235,7 @@ TEST(SyntheticSourceTest, ThrottleAndCpuCostUseTheInjectedClock) {
   FakeClock clock(1'000'000);
   SyntheticConfig config;
   config.seed = 3;
-  config.features = Features();
+  config.features = SyntheticFeatures();
   config.max_examples_per_sec = 1000;
   config.cpu_us_per_example = 5;
   SyntheticSource source(config, clock);
@@ -261,7 +261,7 @@ TEST(SyntheticSourceTest, EmulatedCostIsWaitedOnThePoolAndCounted) {
   ModeledWorkerPool pool(2, clock);
   SyntheticConfig config;
   config.seed = 3;
-  config.features = Features();
+  config.features = SyntheticFeatures();
   config.cpu_us_per_example = 5;
   config.pool = &pool;
   SyntheticSource source(config, clock);
@@ -279,7 +279,7 @@ TEST(SyntheticSourceTest, EmulatedCostIsWaitedOnThePoolAndCounted) {
 TEST(SyntheticSourceTest, UnlimitedRateDoesNotWaitAndSteadyClockSpins) {
   FakeClock clock;
   SyntheticConfig config;
-  config.features = Features();
+  config.features = SyntheticFeatures();
   SyntheticSource source(config, clock);
   source.Read(0, 1000);
   EXPECT_EQ(clock.NowUs(), 0);

@@ -5,22 +5,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/byte_files.h"
 #include "tests/common/error_of.h"
 
 namespace tpusim::infeed {
 namespace {
 
+using tpusim::testing::Unhex;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
-
-std::string Unhex(std::string_view hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
 
 // Written by tests/scripts/tfrecord_lib.py's encoder (an independent one):
 // image/encoded = [b"\xff\xd8jpeg"], image/class/label = [7, -1, 300], f = [1.5, -2].

@@ -11,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include "source_dir.h"
+#include "tests/common/byte_files.h"
 #include "tests/common/error_of.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tpusim::infeed {
 namespace {
+
+using tpusim::testing::ReadBytes;
 
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
@@ -25,11 +28,6 @@ ExampleFeatureSpec Image(int height, int width, CropMode crop = CropMode::kNone)
   return {{"image", DType::kUInt8, {height, width, 3}}, "image/encoded", FeatureKind::kBytes, true, crop, false};
 }
 ExampleFeatureSpec Label() { return {{"label", DType::kInt64, {}}, "image/class/label", FeatureKind::kInt64}; }
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A dataset written by tests/scripts/write_tfrecord_dataset.py: 2 files of 6
 // records, label 100 * file + record, and PIL's decode of every JPEG.

@@ -9,30 +9,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/byte_files.h"
 #include "tests/common/error_of.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tpusim::infeed {
 namespace {
 
+using tpusim::testing::Unhex;
+using tpusim::testing::WriteBytes;
+using tpusim::testing::ReadBytes;
+
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 using tpusim::testing::ScratchDir;
-
-std::string Unhex(std::string_view hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  return out;
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::vector<std::string> ReadAll(const std::string& path, const TfRecordOptions& options = {},
                                  TfRecordReadCosts* costs = nullptr) {

@@ -44,9 +44,9 @@ Eigen::ArrayXf Wavy(int64_t n, float phase) {
 
 // ---- training.md §3.10 ------------------------------------------------------
 
-const Eigen::ArrayXf kG1 = Arr({0.1f, 0.2f, 0.3f, -0.1f});
-const Eigen::ArrayXf kG2 = Arr({0.05f, -0.1f, 0.2f, 0.1f});
-const Eigen::ArrayXf kW = Arr({1.0f, -0.5f, 0.25f, 0.75f});
+const Eigen::ArrayXf kShampooG1 = Arr({0.1f, 0.2f, 0.3f, -0.1f});
+const Eigen::ArrayXf kShampooG2 = Arr({0.05f, -0.1f, 0.2f, 0.1f});
+const Eigen::ArrayXf kShampooW = Arr({1.0f, -0.5f, 0.25f, 0.75f});
 
 ShampooParams WorkedExampleParams(float momentum) {
   ShampooParams p;
@@ -60,8 +60,8 @@ ShampooParams WorkedExampleParams(float momentum) {
 std::unique_ptr<ShampooOptimizer> WorkedExampleState(float momentum) {
   auto opt = std::make_unique<ShampooOptimizer>(WorkedExampleParams(momentum));
   opt->AddVariable({"w:0", {2, 2}});
-  Eigen::ArrayXf w = kW;
-  opt->Apply(0, w, kG1, {0, 0.1f});
+  Eigen::ArrayXf w = kShampooW;
+  opt->Apply(0, w, kShampooG1, {0, 0.1f});
   DeliverAllPreconditioners(*opt, 0);
   return opt;
 }
@@ -86,12 +86,12 @@ TEST(ShampooWorkedExampleTest, StatisticsAndPreconditionersBeforeTheStep) {
 
 TEST(ShampooWorkedExampleTest, StepAtThreeMatchesTheSpec) {
   std::unique_ptr<ShampooOptimizer> opt = WorkedExampleState(0.0f);
-  Eigen::ArrayXf w = kW;
-  opt->Apply(0, w, kG2, {3, 0.1f});
+  Eigen::ArrayXf w = kShampooW;
+  opt->Apply(0, w, kShampooG2, {3, 0.1f});
   ExpectNear(SlotOf(*opt, 0, "mat_statistics_0"), {0.0625, 0.01, 0.01, 0.15}, 1e-7);
   ExpectNear(SlotOf(*opt, 0, "mat_statistics_1"), {0.1425, 0.005, 0.005, 0.07}, 1e-7);
   ExpectNear(SlotOf(*opt, 0, "accumulator"), {0.0125, 0.05, 0.13, 0.02}, 1e-7);
-  const Eigen::ArrayXf delta = kW - w;
+  const Eigen::ArrayXf delta = kShampooW - w;
   ExpectNear(delta, {0.0314743, -0.0502054, 0.0667277, 0.0606618}, 1e-5);
   ExpectNear(w, {0.968526, -0.449795, 0.183272, 0.689338}, 1e-5);
   // Δ = 0.1 (0.5 mult Pg + 0.5 d) ⇒ the grafted direction mult·Pg = 20 Δ - d.
@@ -102,9 +102,9 @@ TEST(ShampooWorkedExampleTest, StepAtThreeMatchesTheSpec) {
 // d alone: the same state stepped at s = 1 < start moves W by lr·d (μ = 0).
 TEST(ShampooWorkedExampleTest, DiagonalDirection) {
   std::unique_ptr<ShampooOptimizer> opt = WorkedExampleState(0.0f);
-  Eigen::ArrayXf w = kW;
-  opt->Apply(0, w, kG2, {1, 0.1f});
-  ExpectNear(Eigen::ArrayXf((kW - w) / 0.1f), {0.447214, -0.447214, 0.5547, 0.707107}, 1e-5);
+  Eigen::ArrayXf w = kShampooW;
+  opt->Apply(0, w, kShampooG2, {1, 0.1f});
+  ExpectNear(Eigen::ArrayXf((kShampooW - w) / 0.1f), {0.447214, -0.447214, 0.5547, 0.707107}, 1e-5);
 }
 
 // Pg and mult, read through the momentum slots of a μ = 0.5 run of the same state:
@@ -112,12 +112,12 @@ TEST(ShampooWorkedExampleTest, DiagonalDirection) {
 // sign(G1) / 2, so gbar = sign(G1) / 4 + d / 2.
 TEST(ShampooWorkedExampleTest, PreconditionedGradientAndGraftingMultiplier) {
   std::unique_ptr<ShampooOptimizer> opt = WorkedExampleState(0.5f);
-  Eigen::ArrayXf w = kW;
-  opt->Apply(0, w, kG2, {3, 0.1f});
+  Eigen::ArrayXf w = kShampooW;
+  opt->Apply(0, w, kShampooG2, {3, 0.1f});
   const Eigen::ArrayXf pg = 2.0f * SlotOf(*opt, 0, "precond_grad_momentum");
   ExpectNear(pg, {0.150113, -0.45864, 0.64226, 0.41683}, 1e-5);
   EXPECT_NEAR(pg.matrix().norm(), 0.905058, 1e-5);
-  const Eigen::ArrayXf d = 2.0f * (SlotOf(*opt, 0, "momentum") - kG1.sign() / 4.0f);
+  const Eigen::ArrayXf d = 2.0f * (SlotOf(*opt, 0, "momentum") - kShampooG1.sign() / 4.0f);
   ExpectNear(d, {0.447214, -0.447214, 0.5547, 0.707107}, 1e-5);
   EXPECT_NEAR(d.matrix().norm() / pg.matrix().norm(), 1.21423, 1e-5);
 }
