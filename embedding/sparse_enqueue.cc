@@ -1,5 +1,7 @@
 #include "embedding/sparse_enqueue.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "base/error.h"
@@ -34,39 +36,88 @@ void CheckShape(const FeatureConfig& feature, const DenseIds& dense, size_t num_
        k % max_ids, vocab);
 }
 
-// First pass over one piece: rejects ids outside [-1, vocab) and counts the real ones,
-// so the second pass can write into exactly-sized buffers. Branch-free (one unsigned
-// compare per id) so it vectorises; the offending id is located only on failure.
-int64_t CountValid(const FeatureConfig& feature, int64_t vocab, const int64_t* ids,
-                   int64_t count, int64_t max_ids, const BatchOrigin& origin,
-                   int64_t first_row) {
+// The build targets baseline x86-64, whose SSE2 has no 64-bit compare, so the id
+// scan is also compiled for AVX2 and the loader picks the variant the CPU runs
+// (GCC's target_clones): 0.08 -> 0.13 of memcpy at 32 ids (BM_SparseEnqueue).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TPUSIM_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
+#else
+#define TPUSIM_ALSO_FOR_AVX2
+#endif
+
+// First pass over one piece: rejects ids outside [-1, vocab) and counts each row's
+// real ids, so the second pass writes into exactly-sized buffers. run_of_row[r]
+// is the row's count when its real ids all lead it (padding only after them, the
+// layout of TF's dense padded ids and of tpusim's synthetic ids: k real positions
+// sum to k(k-1)/2 only when they are 0..k-1), and -1 for any other row.
+// Branch-free (an unsigned compare per id) so it vectorises. The offending id is located only on failure.
+TPUSIM_ALSO_FOR_AVX2
+int64_t ScanPiece(const FeatureConfig& feature, int64_t vocab, const int64_t* ids, int64_t rows,
+                  int64_t max_ids, const BatchOrigin& origin, int64_t first_row,
+                  std::vector<int64_t>& run_of_row) {
   const uint64_t limit = static_cast<uint64_t>(vocab);  // id + 1 must be <= vocab
+  run_of_row.resize(static_cast<size_t>(rows));
   int64_t nnz = 0;
-  bool out_of_range = false;
-  for (int64_t k = 0; k < count; ++k) {
-    const uint64_t shifted = static_cast<uint64_t>(ids[k]) + 1;
-    out_of_range |= shifted > limit;
-    nnz += shifted != 0 ? 1 : 0;
+  uint64_t out_of_range = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t* row = ids + r * max_ids;
+    int64_t real = 0, position_sum = 0;
+    for (int64_t p = 0; p < max_ids; ++p) {
+      const uint64_t shifted = static_cast<uint64_t>(row[p]) + 1;
+      out_of_range |= static_cast<uint64_t>(shifted > limit);
+      const int64_t is_real = static_cast<int64_t>(shifted != 0);
+      real += is_real;
+      position_sum += p & -is_real;  // a mask, not a select: GCC 12 vectorises only this
+    }
+    run_of_row[static_cast<size_t>(r)] = position_sum == real * (real - 1) / 2 ? real : -1;
+    nnz += real;
   }
-  if (out_of_range) FailOutOfRange(feature, vocab, ids, count, max_ids, origin, first_row);
+  if (out_of_range != 0) {
+    FailOutOfRange(feature, vocab, ids, rows * max_ids, max_ids, origin, first_row);
+  }
   return nnz;
 }
 
+// The coordinates, id and weight of each real id of one row, id by id.
+void WriteRowById(const int64_t* ids, const float* weights, int64_t r, int64_t max_ids,
+                  int64_t*& sample, int64_t*& index, float*& weight) {
+  for (int64_t p = 0; p < max_ids; ++p) {
+    if (ids[p] == -1) continue;
+    *sample++ = r;
+    *sample++ = p;
+    *index++ = ids[p];
+    *weight++ = weights != nullptr ? weights[p] : 1.0f;
+  }
+}
+
 // Second pass: coordinates, ids and weights of the non-padding entries, row-major.
+// A row whose real ids lead it is written as a whole run (ids and weights copied,
+// coordinates a counting sequence), any other row id by id.
 void WritePiece(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids,
-                CooPiece& piece) {
+                std::span<const int64_t> run_of_row, CooPiece& piece) {
   int64_t* sample = piece.sample_indices.data();
   int64_t* index = piece.embedding_indices.data();
   float* weight = piece.aggregation_weights.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p = 0; p < max_ids; ++p) {
-      const int64_t k = r * max_ids + p;
-      if (ids[k] == -1) continue;
-      *sample++ = r;
-      *sample++ = p;
-      *index++ = ids[k];
-      *weight++ = weights != nullptr ? weights[k] : 1.0f;
+  for (int64_t r = 0; r < rows; ++r, ids += max_ids) {
+    const float* row_weights = weights != nullptr ? weights + r * max_ids : nullptr;
+    const int64_t n = run_of_row[static_cast<size_t>(r)];
+    if (n < 0) {
+      WriteRowById(ids, row_weights, r, max_ids, sample, index, weight);
+      continue;
     }
+    std::memcpy(index, ids, static_cast<size_t>(n) * sizeof(int64_t));
+    if (row_weights != nullptr) {
+      std::memcpy(weight, row_weights, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      std::fill_n(weight, n, 1.0f);
+    }
+    for (int64_t p = 0; p < n; ++p) {
+      sample[2 * p] = r;
+      sample[2 * p + 1] = p;
+    }
+    sample += 2 * n;
+    index += n;
+    weight += n;
   }
 }
 
@@ -101,6 +152,7 @@ void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds&
   const int64_t rows = dense.rows / num_pieces;
   const int64_t stride = rows * dense.max_ids;
   out.resize(ordinal_of_piece.size());
+  thread_local std::vector<int64_t> run_of_row;  // reused: no allocation per call
   for (int64_t i = 0; i < num_pieces; ++i) {
     const int ordinal = ordinal_of_piece[static_cast<size_t>(i)];
     if (ordinal < 0 || ordinal >= num_pieces) {
@@ -111,8 +163,8 @@ void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds&
     const float* weights = dense.weights.empty() ? nullptr : dense.weights.data() + i * stride;
     CooPiece& piece = out[static_cast<size_t>(ordinal)];
     ResizePiece(piece, rows,
-                CountValid(feature, vocab, ids, stride, dense.max_ids, origin, i * rows));
-    WritePiece(ids, weights, rows, dense.max_ids, piece);
+                ScanPiece(feature, vocab, ids, rows, dense.max_ids, origin, i * rows, run_of_row));
+    WritePiece(ids, weights, rows, dense.max_ids, run_of_row, piece);
   }
 }
 

@@ -163,5 +163,40 @@ TEST(SparseEnqueueTest, HostEnqueuerRoutesEveryFeature) {
   EXPECT_THAT(out[0][1].sample_indices, ElementsAreArray({0, 0, 0, 1, 1, 0}));
 }
 
+// Every row layout the enqueue copies as a run (real ids leading, padding after,
+// including all-real and all-padding rows) or id by id (padding first or between
+// real ids, which the position-sum test must tell apart from a leading run: [-1,
+// 7, 8, -1] has 2 real ids whose positions sum to 3, not 1), with weights, against
+// the definition: every real id in row-major order.
+TEST(SparseEnqueueTest, EveryPaddingLayoutGivesTheRowMajorRealIds) {
+  const int64_t max_ids = 4;
+  std::vector<int64_t> ids;
+  for (int mask = 0; mask < 16; ++mask) {  // row `mask`: position p is real iff bit p
+    for (int p = 0; p < max_ids; ++p) ids.push_back((mask >> p) & 1 ? 10 * mask + p : -1);
+  }
+  std::vector<float> weights(ids.size());
+  std::iota(weights.begin(), weights.end(), 0.5f);
+  std::vector<int64_t> sample, index;
+  std::vector<float> weight;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] == -1) continue;
+    sample.push_back(static_cast<int64_t>(k) / max_ids % 8);
+    sample.push_back(static_cast<int64_t>(k) % max_ids);
+    index.push_back(ids[k]);
+    weight.push_back(weights[k]);
+  }
+  std::vector<CooPiece> out;
+  EnqueueFeature(Feature(max_ids), 160, DenseIds{ids, 16, max_ids, weights}, Identity(2),
+                 BatchOrigin{}, out);
+  ASSERT_EQ(out.size(), 2u);
+  const size_t first = static_cast<size_t>(out[0].nnz());
+  EXPECT_THAT(out[0].embedding_indices, ElementsAreArray(index.begin(), index.begin() + first));
+  EXPECT_THAT(out[1].embedding_indices, ElementsAreArray(index.begin() + first, index.end()));
+  EXPECT_THAT(out[0].sample_indices, ElementsAreArray(sample.begin(), sample.begin() + 2 * first));
+  EXPECT_THAT(out[1].sample_indices, ElementsAreArray(sample.begin() + 2 * first, sample.end()));
+  EXPECT_THAT(out[0].aggregation_weights, ElementsAreArray(weight.begin(), weight.begin() + first));
+  EXPECT_THAT(out[1].aggregation_weights, ElementsAreArray(weight.begin() + first, weight.end()));
+}
+
 }  // namespace
 }  // namespace tpusim::embedding
