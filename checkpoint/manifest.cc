@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,9 +24,12 @@ constexpr int kVersion = 1;
 
 std::string ManifestPath(const std::string& step_dir) { return (fs::path(step_dir) / kManifest).string(); }
 
+// "step-" and one or more digits.
 bool IsStepName(const std::string& name) {
-  static const std::regex kStep("step-[0-9]+");
-  return std::regex_match(name, kStep);
+  constexpr std::string_view kPrefix = "step-";
+  return name.size() > kPrefix.size() && name.starts_with(kPrefix) &&
+         std::all_of(name.begin() + kPrefix.size(), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
