@@ -139,7 +139,10 @@ class HostSender {
       stats_.send_s += SecondsSince(send_start);
       in_flight_.push_back(std::move(package));
       Recycle(false);
-      if (options_.poll) options_.poll();
+      if (options_.poll) {
+        options_.poll();
+        send_cpu_ns_ = -1;  // the poll's work is not the enqueue's
+      }
     }
     pool.join();
     DrainCredits();
@@ -188,6 +191,7 @@ class HostSender {
                          -1, "its own worker threads");
     Backoff backoff(options_.sleep_when_idle);
     while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      send_cpu_ns_ = -1;  // a wait is not enqueue work: the next send reads the clock
       Recycle(false);
       Poll();
       // With no send in flight MPI has nothing to move for this host, so the wait
@@ -328,11 +332,14 @@ class HostSender {
   }
 
   // Sends every route's shard of the step, each once its core has a free slot.
-  // The thread CPU clock is read where a send begins after a credit wait and
-  // where each send ends: the enqueue cost is the sends' CPU, the step's the whole.
+  // The thread CPU clock (a system call) is read where each send ends and where
+  // a send begins after a wait; a step that follows the last one's sends with no
+  // wait or poll between starts at that reading, so the recycling and scheduling
+  // between two steps count as the enqueue's. The enqueue cost is the sends' CPU,
+  // the step's the whole.
   void Send(Package& p) {
     const MonotonicTime start = std::chrono::steady_clock::now();
-    const int64_t cpu_start_ns = ThreadCpuNs();
+    const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : ThreadCpuNs();
     int64_t cpu_ns = cpu_start_ns;
     size_t request = 0;
     for (size_t i = 0; i < host_.shards.size(); ++i) {
@@ -363,6 +370,7 @@ class HostSender {
       stats_.costs.device_bytes +=
           static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
     }
+    send_cpu_ns_ = cpu_ns;
     stats_.costs.examples += host_.rows_per_step;
     if (options_.on_step_sent) {
       options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
@@ -487,6 +495,9 @@ class HostSender {
   int messages_per_step_ = 0;  // messages of one step's shards, all routes
   int64_t credits_received_ = 0;
   int64_t next_to_send_ = 0;
+  // The sender's thread CPU where its last send ended, or -1 once it has waited
+  // or polled since (Send reads the clock afresh then).
+  int64_t send_cpu_ns_ = -1;
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
