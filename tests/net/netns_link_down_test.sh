@@ -46,7 +46,8 @@ run_with_fault() {
   (TPUSIM_BIN=$tpusim TPUSIM_TIMEOUT=120 "$cluster" launch "$hostfile" \
      "$source_dir/configs/runs/v4-32-single-host.yaml" --set train.steps=1000000 \
      --set run.watchdog_s=$deadline_s --quiet "$@" > "$work/out" 2>&1; echo $? > "$work/rc") &
-  for _ in $(seq 1 240); do [ -n "$(tpusim_pids)" ] && break; sleep 0.5; done
+  # A job that ends before its ranks start (mpirun failed) is reported at once.
+  for _ in $(seq 1 240); do [ -n "$(tpusim_pids)" ] || [ -f "$work/rc" ] && break; sleep 0.5; done
   [ -n "$(tpusim_pids)" ] || { echo "TPU host 2 never started"; cat "$work/out"; fail=1; return; }
   sleep 3
   local start
