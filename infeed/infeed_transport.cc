@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
-#include <future>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -81,6 +82,52 @@ void KeepLentForever(std::unique_ptr<Package> package) {
   kept->push_back(std::move(package));
 }
 
+// One step's package on its way from a worker to the sender: set once by the
+// worker (the package, or the error that failed it), taken once by the sender,
+// then reused for a later step. Handing it over makes a system call only when the
+// sender sleeps on it; std::promise::set_value makes one every time (the futex
+// wake of its call_once), ~1 us per step here.
+class PackageSlot {
+ public:
+  void Set(std::unique_ptr<Package> package, std::exception_ptr error = nullptr) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      package_ = std::move(package);
+      error_ = std::move(error);
+      ready_.store(true, std::memory_order_release);
+      wake = sleeping_;
+    }
+    if (wake) set_.notify_one();
+  }
+
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+
+  // Backoff::PauseOn's wait: returns once the package is set or `pause` has passed.
+  void wait_for(std::chrono::microseconds pause) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleeping_ = true;
+    set_.wait_for(lock, pause, [this] { return ready(); });
+    sleeping_ = false;
+  }
+
+  // The package once ready(); rethrows the error that failed its step.
+  std::unique_ptr<Package> Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_.store(false, std::memory_order_relaxed);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return std::move(package_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable set_;
+  std::atomic<bool> ready_{false};
+  bool sleeping_ = false;  // under mutex_
+  std::unique_ptr<Package> package_;
+  std::exception_ptr error_;
+};
+
 // The enqueue loop of one infeed host.
 class HostSender {
  public:
@@ -111,12 +158,14 @@ class HostSender {
   HostSender& operator=(const HostSender&) = delete;
 
   HostFeedStats Run() {
-    boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
-    std::deque<std::future<std::unique_ptr<Package>>> ahead;
-    int64_t next = 0;
     // Build far enough ahead that a worker never has to wake up for the step the
     // sender wants next: the credit window plus what the workers run at once.
     int64_t window = options_.prefetch > 0 ? options_.prefetch : 2 * options_.parallelism + options_.queue_depth;
+    // Step s travels in slot s % window: at most `window` steps are scheduled and
+    // not yet taken. The slots outlive the pool (declared first, destroyed last).
+    std::vector<PackageSlot> slots(static_cast<size_t>(window));
+    boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
+    int64_t next = 0;
     // Steps go to the workers in runs of `chunk`, so an idle worker is woken once
     // per run rather than once per step, while every worker still has a run of
     // the window in hand.
@@ -124,15 +173,14 @@ class HostSender {
     FillPool(window);
     for (int64_t step = 0; step < options_.num_steps; ++step) {
       const int64_t limit = std::min(options_.num_steps, step + window);
-      while (next < limit && (limit - next >= chunk || limit == options_.num_steps || ahead.empty())) {
+      while (next < limit && (limit - next >= chunk || limit == options_.num_steps || next == step)) {
         const int64_t run = std::min(chunk, limit - next);
-        Schedule(pool, next, run, ahead);
+        Schedule(pool, next, run, slots);
         next += run;
       }
       MonotonicTime before = std::chrono::steady_clock::now();
       next_to_send_ = step;
-      std::unique_ptr<Package> package = Await(ahead.front());
-      ahead.pop_front();
+      std::unique_ptr<Package> package = Await(slots[static_cast<size_t>(step % window)]);
       stats_.build_wait_s += SecondsSince(before);
       MonotonicTime send_start = std::chrono::steady_clock::now();
       Send(*package);
@@ -161,22 +209,20 @@ class HostSender {
   }
 
   // Posts one job that builds steps [first, first + count) in order, each step's
-  // package handed over through its own future the moment it is built; a step
-  // that fails fails the rest of the run with it.
-  void Schedule(boost::asio::thread_pool& pool, int64_t first, int64_t count,
-                std::deque<std::future<std::unique_ptr<Package>>>& ahead) {
-    auto promises = std::make_shared<std::vector<std::promise<std::unique_ptr<Package>>>>(static_cast<size_t>(count));
-    for (auto& promise : *promises) ahead.push_back(promise.get_future());
-    boost::asio::post(pool, [this, promises, first] {
+  // package handed over through its slot the moment it is built; a step that
+  // fails fails the rest of the run with it.
+  void Schedule(boost::asio::thread_pool& pool, int64_t first, int64_t count, std::vector<PackageSlot>& slots) {
+    boost::asio::post(pool, [this, &slots, first, count] {
+      const auto slot = [&](int64_t step) -> PackageSlot& { return slots[static_cast<size_t>(step) % slots.size()]; };
       int64_t cpu_ns = ThreadCpuNs();
-      for (size_t k = 0; k < promises->size(); ++k) {
+      for (int64_t step = first; step < first + count; ++step) {
         try {
           MonotonicTime start = std::chrono::steady_clock::now();
-          std::unique_ptr<Package> package = Build(first + static_cast<int64_t>(k), cpu_ns);
+          std::unique_ptr<Package> package = Build(step, cpu_ns);
           build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-          (*promises)[k].set_value(std::move(package));
+          slot(step).Set(std::move(package));
         } catch (...) {
-          for (; k < promises->size(); ++k) (*promises)[k].set_exception(std::current_exception());
+          for (; step < first + count; ++step) slot(step).Set(nullptr, std::current_exception());
           return;
         }
       }
@@ -184,22 +230,22 @@ class HostSender {
   }
 
   // Waits for a worker's package while driving MPI progress: large sends move in
-  // fragments only while this rank is inside MPI, so blocking on the future alone
+  // fragments only while this rank is inside MPI, so blocking on the slot alone
   // would stall every transfer in flight until the next MPI call.
-  std::unique_ptr<Package> Await(std::future<std::unique_ptr<Package>>& future) {
+  std::unique_ptr<Package> Await(PackageSlot& slot) {
     Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
                          -1, "its own worker threads");
     Backoff backoff(options_.sleep_when_idle);
-    while (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    while (!slot.ready()) {
       send_cpu_ns_ = -1;  // a wait is not enqueue work: the next send reads the clock
       Recycle(false);
       Poll();
       // With no send in flight MPI has nothing to move for this host, so the wait
-      // sleeps on the future (woken the moment the package is ready) instead of
+      // sleeps on the slot (woken the moment the package is ready) instead of
       // taking a core from the workers it waits for.
-      backoff.PauseOn(future, options_.sleep_when_idle || in_flight_.empty());
+      backoff.PauseOn(slot, options_.sleep_when_idle || in_flight_.empty());
     }
-    return future.get();
+    return slot.Take();
   }
 
   void Poll() const {

@@ -65,6 +65,10 @@ TEST(InProcessTransportTest, InfeedCreditsPerHost) {
   RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsPerHost);
 }
 
+TEST(InProcessTransportTest, InfeedWorkerFailureReachesTheHost) {
+  RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedWorkerFailure);
+}
+
 TEST(InProcessTransportTest, InfeedCreditsLargePiecesTravelAlone) {
   RunOnGroup(testing_cases::kV4_8Members, testing_cases::InfeedCreditsLargePieces);
 }

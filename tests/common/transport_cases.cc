@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/device_assignment.h"
 #include "cluster/message_tags.h"
@@ -285,6 +286,37 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
       EXPECT_EQ(stats.packages_allocated, std::min(num_steps, window + options.queue_depth + 1));
     } else {
       EXPECT_EQ(stats.shards_forwarded, options.num_steps * s.topology.cores_per_host());
+    }
+  }
+  t.Barrier();
+}
+
+void InfeedWorkerFailure(const cluster::Transport& t) {
+  const InfeedSetup s = MakeInfeedSetup("v4-8", true, 8);
+  ASSERT_EQ(t.size(), s.layout.world_size());
+  const cluster::RankRole role = s.layout.RoleOf(t.rank(), s.assignment);
+  constexpr int64_t kFailingStep = 2;  // = queue_depth: steps before it need no credit
+  infeed::TransportOptions options;
+  options.parallelism = 2;
+  options.queue_depth = 2;
+  options.num_steps = 8;
+  if (role.is_core()) {
+    // The core takes the steps before the failing one and holds them (no credit
+    // goes back, so no message is left unreceived when the host stops).
+    const infeed::ShardRoute* route = s.plan.route_to(role.host, role.ordinal);
+    if (!route) return;
+    options.num_steps = kFailingStep;
+    infeed::CoreInfeedQueue queue(s.plan, *route, t, s.layout.host_rank(role.host), options);
+    for (int64_t step = 0; step < kFailingStep; ++step) EXPECT_EQ(queue.Dequeue(step, nullptr, nullptr).header.step, step);
+  } else if (s.plan.host_plan(role.host)) {
+    auto fill = [](int64_t step, infeed::Batch&, std::span<int64_t>) {
+      if (step == kFailingStep) Fail("the input pipeline failed at step {}", step);
+    };
+    try {
+      infeed::RunHostInfeed(s.plan, s.layout, t, role.host, options, fill);
+      ADD_FAILURE() << "host " << role.host << ": a worker's failure did not reach the sender";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "the input pipeline failed at step 2");
     }
   }
   t.Barrier();

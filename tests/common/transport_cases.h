@@ -47,4 +47,9 @@ void InfeedCreditsPerHost(const cluster::Transport& t);
 void InfeedCreditsLargePieces(const cluster::Transport& t);
 void InfeedCreditsRelayed(const cluster::Transport& t);
 
+// v4-8 per host (kV4_8Members): every host's input pipeline fails at step 2 on an
+// enqueue worker; the host's RunHostInfeed throws that error (after sending the
+// steps before it, which its cores take), instead of hanging or losing it.
+void InfeedWorkerFailure(const cluster::Transport& t);
+
 }  // namespace tpusim::testing_cases

@@ -36,6 +36,11 @@ TEST(MpiTransportTest, InfeedCreditsLargePiecesTravelAlone) {
   testing_cases::InfeedCreditsLargePieces(Communicator::World());
 }
 
+TEST(MpiTransportTest, InfeedWorkerFailureReachesTheHost) {
+  if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
+  testing_cases::InfeedWorkerFailure(Communicator::World());
+}
+
 TEST(MpiTransportTest, InfeedCreditsRelayedInSingleHostMode) {
   if (Communicator::World().size() != testing_cases::kV4_32Members) GTEST_SKIP() << "plays v4-32: 20 ranks";
   testing_cases::InfeedCreditsRelayed(Communicator::World());
