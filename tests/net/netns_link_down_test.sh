@@ -48,7 +48,16 @@ run_with_fault() {
      --set run.watchdog_s=$deadline_s --quiet "$@" > "$work/out" 2>&1; echo $? > "$work/rc") &
   # A job that ends before its ranks start (mpirun failed) is reported at once.
   for _ in $(seq 1 240); do [ -n "$(tpusim_pids)" ] || [ -f "$work/rc" ] && break; sleep 0.5; done
-  [ -n "$(tpusim_pids)" ] || { echo "TPU host 2 never started"; cat "$work/out"; fail=1; return; }
+  if [ -z "$(tpusim_pids)" ]; then
+    echo "TPU host 2 never started"; cat "$work/out"
+    # Open MPI sometimes fails to start a job right after the namespace's link came
+    # back (1 CI run in 3, cause not found): the start, which is not what this test
+    # checks, is tried once more; the fault is then run on that job.
+    if [ "${retried:-0}" -eq 0 ] && [ -f "$work/rc" ]; then
+      retried=1; echo "(starting the job once more)"; run_with_fault "$fault" "$hostfile" "$@"; return
+    fi
+    fail=1; return
+  fi
   sleep 3
   local start
   start=$(date +%s%N)
