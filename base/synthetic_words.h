@@ -1,5 +1,5 @@
-// The 32-bit words an input feature's synthetic values come from
-// (infeed/synthetic_source.h): one counter-based hash per word of a row, cheap
+// The 32-bit words a float32 or integer feature's synthetic values come from
+// (infeed/synthetic_source.h; byte and bfloat16 features use base/synthetic_bytes.h): one counter-based hash per word of a row, cheap
 // enough that a generator filling image-sized rows runs near memory speed.
 #pragma once
 
@@ -37,12 +37,6 @@ struct SyntheticRowWords {
 // A float32 element: the word's top 24 bits spread over [-1, 1) (exact in float).
 constexpr float WordToUnitFloat(uint32_t word_bits) {
   return static_cast<float>(word_bits >> 8) * 0x1p-23f - 1.0f;
-}
-
-// A bfloat16 element from 8 bits (a quarter of a word): b / 128 - 1, in [-1, 1); the
-// 256 values are exact in bfloat16 (at most 8 significant bits), so no rounding.
-constexpr float ByteToUnitFloat(uint32_t byte_bits) {
-  return static_cast<float>(byte_bits & 0xffu) * 0x1p-7f - 1.0f;
 }
 
 // An int element in [0, range) for range <= 2^32: the word scaled by range (a

@@ -1,5 +1,7 @@
 #include "infeed/synthetic_source.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -92,7 +94,7 @@ void SyntheticData::ValidateSpecs() const {
 
 void SyntheticData::BuildTeacher() {
   teacher_weights_.resize(specs_.size());
-  int64_t float_elements = 0;
+  int64_t float_elements = 0, bfloat16_elements = 0;
   for (size_t f = 0; f < specs_.size(); ++f) {
     const FeatureSpec& spec = specs_[f];
     if (f == label_index_ || !IsFloating(spec.dtype)) continue;
@@ -100,11 +102,15 @@ void SyntheticData::BuildTeacher() {
       teacher_weights_[f].push_back(BitsToUnitFloat(SyntheticBits(seed_, kTeacherExampleId, keys_[f], j)));
     }
     float_elements += NumElements(spec.shape);
+    if (spec.dtype == DType::kBFloat16) bfloat16_elements += NumElements(spec.shape);
   }
   if (label_.kind != LabelKind::kNone && float_elements == 0) {
     Fail("input.label: the teacher needs at least one float feature element, the features have none");
   }
-  teacher_scale_ = float_elements > 0 ? 3.0 / std::sqrt(static_cast<double>(float_elements)) : 0;
+  // 1 / sqrt(D32 / 9 + D16 * 7 / 36), the file comment's scale, written so that a
+  // float32-only teacher keeps the value 3 / sqrt(D) exactly.
+  const double weighted = static_cast<double>(float_elements - bfloat16_elements) + 1.75 * static_cast<double>(bfloat16_elements);
+  teacher_scale_ = float_elements > 0 ? 3.0 / std::sqrt(weighted) : 0;
 }
 
 size_t SyntheticData::IndexOf(std::string_view name) const {
@@ -119,19 +125,26 @@ const FeatureSpec& SyntheticData::spec(std::string_view name) const {
   return specs_[f];
 }
 
-float SyntheticData::FloatFeatureValue(uint64_t row_key, DType dtype, int64_t element) {
-  return dtype == DType::kBFloat16 ? internal::BFloat16ElementAsFloat(row_key, element)
-                                   : internal::Float32Element(row_key, element);
+void SyntheticData::FloatFeatureValues(uint64_t row_key, DType dtype, int64_t first, std::span<float> out) {
+  const auto n = static_cast<int64_t>(out.size());
+  if (dtype != DType::kBFloat16) return internal::FillFloat32Row(row_key, first, n, out.data());
+  uint16_t bits[kTeacherChunk];
+  internal::FillBFloat16Row(row_key, first, n, bits);
+  for (size_t k = 0; k < out.size(); ++k) out[k] = std::bit_cast<float>(static_cast<uint32_t>(bits[k]) << 16);
 }
 
 float SyntheticData::Label(int64_t example_id) const {
-  // Summed in double in a fixed order, so every rank computes the same float.
+  // Summed in double in a fixed order, so every rank computes the same float; the
+  // feature values are made a chunk of a row at a time, as the row kernels fill them.
   double s = 0;
+  float x[kTeacherChunk];
   for (size_t f = 0; f < teacher_weights_.size(); ++f) {
     const std::vector<float>& w = teacher_weights_[f];
     uint64_t row_key = SyntheticRowKey(feature_seeds_[f], example_id);
-    for (size_t j = 0; j < w.size(); ++j) {
-      s += static_cast<double>(w[j]) * FloatFeatureValue(row_key, specs_[f].dtype, static_cast<int64_t>(j));
+    for (size_t first = 0; first < w.size(); first += kTeacherChunk) {
+      const std::span<float> chunk(x, std::min<size_t>(kTeacherChunk, w.size() - first));
+      FloatFeatureValues(row_key, specs_[f].dtype, static_cast<int64_t>(first), chunk);
+      for (size_t k = 0; k < chunk.size(); ++k) s += static_cast<double>(w[first + k]) * chunk[k];
     }
   }
   s *= teacher_scale_;
@@ -258,20 +271,31 @@ VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view n
                                               int64_t example_id, const Shape& extent,
                                               std::span<const int64_t> inner_begin,
                                               const std::byte* actual) const {
+  // The piece's innermost dimension is contiguous in the example: one run per position
+  // of the outer dimensions, made at once and searched element by element only when it
+  // differs.
   const FeatureSpec& s = specs_[feature];
-  size_t element_bytes = DTypeSize(s.dtype);
+  const size_t element_bytes = DTypeSize(s.dtype);
+  const int64_t run = extent.empty() ? 1 : extent.back();
+  const size_t run_bytes = static_cast<size_t>(run) * element_bytes;
+  Shape outer = extent;
+  if (!outer.empty()) outer.back() = 1;
+  std::vector<std::byte> expected(run_bytes);
   std::vector<int64_t> pos(extent.size(), 0);
   do {
-    std::byte expected[8];
-    int64_t element = ElementIndex(s.shape, inner_begin, pos);
-    WriteElement(feature, example_id, element, expected);
-    if (std::memcmp(expected, actual, element_bytes) != 0) {
+    const int64_t first = ElementIndex(s.shape, inner_begin, pos);
+    FillRow(feature, example_id, first, run, expected.data());
+    if (std::memcmp(expected.data(), actual, run_bytes) != 0) {
+      int64_t k = 0;
+      while (std::memcmp(expected.data() + static_cast<size_t>(k) * element_bytes, actual + static_cast<size_t>(k) * element_bytes, element_bytes) == 0) ++k;
+      if (!pos.empty()) pos.back() = k;
+      const std::byte* want = expected.data() + static_cast<size_t>(k) * element_bytes;
       return Mismatch(fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}",
-                                  name, row, example_id, element, fmt::join(pos, ", "),
-                                  DecodeElement(s.dtype, expected), DecodeElement(s.dtype, actual)));
+                                  name, row, example_id, first + k, fmt::join(pos, ", "), DecodeElement(s.dtype, want),
+                                  DecodeElement(s.dtype, actual + static_cast<size_t>(k) * element_bytes)));
     }
-    actual += element_bytes;
-  } while (NextIndex(pos, extent));
+    actual += run_bytes;
+  } while (NextIndex(pos, outer));
   return {};
 }
 

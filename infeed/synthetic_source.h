@@ -2,26 +2,28 @@
 // id, feature, element) through base/synthetic.h and base/synthetic_words.h, so a core can regenerate and verify
 // any shard it receives, whole rows or a partitioned slice, without communication.
 //
-// Values (element = row-major index inside one example's feature) come from the 32-bit
-// words of the example's row, W(w) = SyntheticRowWords(SyntheticRowKey(
-// SyntheticFeatureSeed(seed, FeatureKey(name)), id))(w) (base/synthetic_words.h: a
-// two-round 32-bit hash of w keyed by the row key):
+// Values (element = row-major index inside one example's feature) come from the example's
+// row key K = SyntheticRowKey(SyntheticFeatureSeed(seed, FeatureKey(name)), id):
 //   float32   WordToUnitFloat(W(e)) = (W(e) >> 8) / 2^23 - 1, in [-1, 1)
-//   bfloat16  ByteToUnitFloat(b) = b / 128 - 1, 256 values in [-1, 1), each exact in
-//             bfloat16, of a byte b taken in blocks of 32 elements from 8 words:
-//             element 32i + 16h + 2j + q is byte 2h + q of W(8i + j) (byte 0 lowest)
 //   int32/64  WordToRange(W(e), int_range) = W(e) * int_range / 2^32 (rounded down),
 //             in [0, int_range) (default 1000, at most 2^31)
-//   uint8     byte e % 4 of W(e / 4), lowest byte first, in [0, 256) (raw image bytes)
+// where W(w) = SyntheticRowWords(K)(w) is a two-multiply 32-bit hash of the word index
+// (base/synthetic_words.h), and from the row's byte stream B(e) = byte e % 16 of
+// SyntheticRowBytes(K).Block(e / 16), ARS-3 (three AES rounds) of the counter e / 16
+// (base/synthetic_bytes.h):
+//   uint8     B(e), in [0, 256) (raw image bytes)
 //   int8      the same byte read as signed, in [-128, 128)
-// One hash per 4 bytes of a row (two 32-bit multiplies), so the vectorised row kernels
-// (infeed/internal/synthetic_rows.h) fill image-sized rows near memory speed.
+//   bfloat16  ByteToBFloat16Bits(B(e)): sign the byte's top bit, magnitude 0.5 + (its
+//             low 7 bits) / 256, so 256 values +-[0.5, 1), made with integer operations
+// The vectorised row kernels (infeed/internal/synthetic_rows.h: AVX2 hashes for words,
+// AES-NI for bytes) fill image-sized rows near memory speed.
 // Label (optional, float32, one scalar per example, tensor [n]): a fixed hidden teacher
 // with weights w(f, j) = BitsToUnitFloat(SyntheticBits(seed, -1, FeatureKey(f), j))
 // (id -1 is never a real example) over every float feature f of the example, as stored,
 // in config order:
-//   s = 3 / sqrt(D) * sum_f sum_j w(f, j) x(f, j)   (D = number of float elements; the
-//       scale gives s unit variance)
+//   s = sum_f sum_j w(f, j) x(f, j) / sqrt(D32 / 9 + D16 * 7 / 36)   (D32, D16 = number
+//       of float32 and bfloat16 elements; E[w^2] = 1/3, E[x^2] = 1/3 for float32 and
+//       7/12 for bfloat16, so s has unit variance)
 //   regression: label = s;  logistic: label = 1 if s > 0 else 0.
 #pragma once
 
@@ -119,7 +121,10 @@ class SyntheticData {
                                  const std::byte* actual) const;
   // Writes element `element` of example `example_id` of specs_[feature] to `out`.
   void WriteElement(size_t feature, int64_t example_id, int64_t element, std::byte* out) const;
-  static float FloatFeatureValue(uint64_t row_key, DType dtype, int64_t element);
+  // The teacher reads a float feature's row kTeacherChunk elements at a time:
+  // out = elements [first, first + out.size()) as floats (bfloat16 widened).
+  static constexpr size_t kTeacherChunk = 256;
+  static void FloatFeatureValues(uint64_t row_key, DType dtype, int64_t first, std::span<float> out);
   float Label(int64_t example_id) const;
 
   uint64_t seed_;

@@ -1,9 +1,14 @@
 #include "infeed/internal/synthetic_rows.h"
 
-#include <bit>
-#include <cstring>
+#include <algorithm>
+#include <atomic>
 
+#include "base/synthetic_bytes.h"
 #include "base/synthetic_words.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 // One clone per vector width, picked at load time.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -15,98 +20,137 @@
 namespace tpusim::infeed::internal {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the byte kernel stores a word's bytes as they lie in memory, lowest first");
+// The byte stream's blocks (base/synthetic_bytes.h) through AES-NI where the CPU has it
+// (checked once), eight blocks in flight to cover AESENC's latency; otherwise through
+// the portable rounds, which define the same bytes.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TPUSIM_AES_NI 1
+#define TPUSIM_AES_TARGET __attribute__((target("aes,avx2")))
 
-// Byte k of a word, lowest first: element 4w + k of a byte or bfloat16 row.
-constexpr uint32_t ByteOf(uint32_t word_bits, int k) { return (word_bits >> (8 * k)) & 0xffu; }
+std::atomic<bool> portable_only{false};
 
-// The raw bits of a bfloat16 element: ByteToUnitFloat is exact in bfloat16, so its
-// float's top half is the value (no rounding).
-constexpr uint16_t BFloat16Bits(uint32_t byte_bits) {
-  return static_cast<uint16_t>(std::bit_cast<uint32_t>(ByteToUnitFloat(byte_bits)) >> 16);
+bool HasAesNi() {
+  static const bool has = __builtin_cpu_supports("aes") && __builtin_cpu_supports("avx2");
+  return has && !portable_only.load(std::memory_order_relaxed);
 }
 
-uint8_t ByteElement(const SyntheticRowWords& words, int64_t element) {
-  return static_cast<uint8_t>(ByteOf(words(static_cast<uint32_t>(element / 4)), static_cast<int>(element % 4)));
+constexpr int kBlocksInFlight = 8;
+
+struct ArsKeys {
+  __m128i k[kSyntheticByteRounds + 1];
+};
+
+TPUSIM_AES_TARGET inline ArsKeys LoadKeys(const SyntheticRowBytes& bytes) {
+  ArsKeys keys;
+  for (int r = 0; r <= kSyntheticByteRounds; ++r) {
+    keys.k[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.round_keys[static_cast<size_t>(r)].data()));
+  }
+  return keys;
 }
 
-// bfloat16 elements in blocks of 32 from eight words: element 32b + 16h + 2j + q is
-// byte 2h + q of word 8b + j, so a block is two vectors of eight 32-bit lanes, each
-// lane two elements (bytes 0, 1 of its word, then bytes 2, 3), with no shuffle across
-// lanes.
-constexpr int kBFloat16Block = 32;
-
-uint16_t BFloat16Element(const SyntheticRowWords& words, int64_t element) {
-  const int64_t block = element / kBFloat16Block, at = element % kBFloat16Block;
-  const auto word = static_cast<uint32_t>(8 * block + (at % 16) / 2);
-  return BFloat16Bits(ByteOf(words(word), static_cast<int>(2 * (at / 16) + at % 2)));
+// Blocks first .. first + M - 1 into s, round by round across the blocks.
+template <int M>
+TPUSIM_AES_TARGET inline void ArsBlocks(const ArsKeys& keys, uint64_t first, __m128i* s) {
+  for (int j = 0; j < M; ++j) {
+    s[j] = _mm_xor_si128(_mm_set_epi64x(0, static_cast<long long>(first + static_cast<uint64_t>(j))), keys.k[0]);
+  }
+  for (int r = 1; r < kSyntheticByteRounds; ++r) {
+    for (int j = 0; j < M; ++j) s[j] = _mm_aesenc_si128(s[j], keys.k[r]);
+  }
+  for (int j = 0; j < M; ++j) s[j] = _mm_aesenclast_si128(s[j], keys.k[kSyntheticByteRounds]);
 }
 
-typedef uint32_t U32x8 __attribute__((vector_size(32)));
-typedef int32_t I32x8 __attribute__((vector_size(32)));
-typedef float F32x8 __attribute__((vector_size(32)));
-typedef uint8_t U8x32 __attribute__((vector_size(32)));
-typedef uint16_t U16x16 __attribute__((vector_size(32)));
-
-// Byte k of each lane, zero-extended: a mask or a shift for the outer bytes, one
-// byte shuffle within each 16-byte half for the inner ones (spreading the work over
-// the vector ports).
-template <int K>
-inline I32x8 ByteOfLanes(U32x8 bits) {
-  if constexpr (K == 0) return reinterpret_cast<I32x8>(bits & 0xffu);
-  if constexpr (K == 3) return reinterpret_cast<I32x8>(bits >> 24);
-  constexpr uint8_t Z = 32;  // an index into the zero vector
-  const U8x32 mask = {K,      Z,      Z,      Z,      4 + K,  Z,      Z,      Z,      8 + K,  Z,      Z,
-                      Z,      12 + K, Z,      Z,      Z,      16 + K, Z,      Z,      Z,      20 + K, Z,
-                      Z,      Z,      24 + K, Z,      Z,      Z,      28 + K, Z,      Z,      Z};
-  return reinterpret_cast<I32x8>(__builtin_shuffle(reinterpret_cast<U8x32>(bits), U8x32{}, mask));
+// ByteToBFloat16Bits of the 16 bytes of a block, lane by lane.
+TPUSIM_AES_TARGET inline __m256i BFloat16Lanes(__m128i block) {
+  const __m256i b = _mm256_cvtepu8_epi16(block);
+  const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(b, 8), _mm256_set1_epi16(static_cast<short>(0x8000)));
+  const __m256i mantissa = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
+  return _mm256_or_si256(_mm256_or_si256(sign, mantissa), _mm256_set1_epi16(0x3f00));
 }
 
-// ByteToUnitFloat of byte k of each lane.
-template <int K>
-inline U16x16 UnitFloatsOfByte(U32x8 bits) {
-  return reinterpret_cast<U16x16>(__builtin_convertvector(ByteOfLanes<K>(bits), F32x8) * 0x1p-7f - 1.0f);
+// M blocks from block first, stored as they are or as bfloat16 bits.
+template <bool kBFloat16, int M>
+TPUSIM_AES_TARGET inline uint8_t* StoreBlocks(const ArsKeys& keys, uint64_t first, uint8_t* to) {
+  __m128i s[M];
+  ArsBlocks<M>(keys, first, s);
+  for (int j = 0; j < M; ++j) {
+    if constexpr (kBFloat16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), BFloat16Lanes(s[j]));
+      to += 32;
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), s[j]);
+      to += 16;
+    }
+  }
+  return to;
 }
 
-// Lane by lane the top halves of two float vectors' lanes: a's low, b's high.
-inline U16x16 TopHalves(U16x16 a, U16x16 b) {
-  return __builtin_shuffle(a, b, U16x16{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+// count whole blocks from block first.
+template <bool kBFloat16>
+TPUSIM_AES_TARGET void WholeBlocksAesNi(const SyntheticRowBytes& bytes, uint64_t first, int64_t count, void* out) {
+  const ArsKeys keys = LoadKeys(bytes);
+  auto* to = static_cast<uint8_t*>(out);
+  int64_t b = 0;
+  for (; b + kBlocksInFlight <= count; b += kBlocksInFlight) {
+    to = StoreBlocks<kBFloat16, kBlocksInFlight>(keys, first + static_cast<uint64_t>(b), to);
+  }
+  for (; b < count; ++b) to = StoreBlocks<kBFloat16, 1>(keys, first + static_cast<uint64_t>(b), to);
 }
 
-// One block: two lanes' worth of elements per word, low element in the low half.
-inline void FillBFloat16Block(const SyntheticRowWords& words, uint32_t first_word, uint16_t* out) {
-  const U32x8 bits = words(U32x8{0, 1, 2, 3, 4, 5, 6, 7} + first_word);
-  const U16x16 low = TopHalves(UnitFloatsOfByte<0>(bits), UnitFloatsOfByte<1>(bits));
-  const U16x16 high = TopHalves(UnitFloatsOfByte<2>(bits), UnitFloatsOfByte<3>(bits));
-  std::memcpy(out, &low, sizeof(low));
-  std::memcpy(out + 16, &high, sizeof(high));
+TPUSIM_AES_TARGET AesBlock BlockAesNi(const SyntheticRowBytes& bytes, uint64_t i) {
+  __m128i s;
+  ArsBlocks<1>(LoadKeys(bytes), i, &s);
+  AesBlock block;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(block.data()), s);
+  return block;
+}
+#endif
+
+AesBlock BlockAt(const SyntheticRowBytes& bytes, uint64_t i) {
+#ifdef TPUSIM_AES_NI
+  if (HasAesNi()) return BlockAesNi(bytes, i);
+#endif
+  return bytes.Block(i);
 }
 
-// A byte row: the elements before the first whole word and after the last one one at
-// a time, the whole words in between stored as they are (byte k of word w is element
-// 4w + k).
-inline void FillBytes(uint64_t row_key, int64_t first, int64_t n, uint8_t* out) {
-  const SyntheticRowWords words(row_key);
+uint8_t AsByte(uint8_t b) { return b; }
+uint16_t AsBFloat16(uint8_t b) { return ByteToBFloat16Bits(b); }
+
+// Elements [first, first + n) of a row of the byte stream, each byte b stored as
+// ToElement(b): the whole blocks through AES-NI where there is one, the partial
+// blocks at either end (a slice that starts or ends inside a block) byte by byte.
+template <typename T, T (*ToElement)(uint8_t)>
+void FillFromBlocks(uint64_t row_key, int64_t first, int64_t n, T* out) {
+  constexpr int64_t kBlock = sizeof(AesBlock);
+  const SyntheticRowBytes bytes(row_key);
   const int64_t end = first + n;
   int64_t e = first;
-  for (; e < end && e % 4 != 0; ++e) *out++ = ByteElement(words, e);
-  auto word = static_cast<uint32_t>(e / 4);
-  for (; e + 4 <= end; e += 4, ++word, out += 4) {
-    const uint32_t bits = words(word);
-    std::memcpy(out, &bits, 4);
+  auto partial = [&](int64_t until) {
+    const AesBlock block = BlockAt(bytes, static_cast<uint64_t>(e / kBlock));
+    for (; e < until; ++e) *out++ = ToElement(block[static_cast<size_t>(e % kBlock)]);
+  };
+  if (e % kBlock != 0) partial(std::min(end, (e / kBlock + 1) * kBlock));
+  const int64_t whole = (end - e) / kBlock;
+#ifdef TPUSIM_AES_NI
+  if (HasAesNi()) {
+    WholeBlocksAesNi<sizeof(T) == 2>(bytes, static_cast<uint64_t>(e / kBlock), whole, out);
+    e += whole * kBlock;
+    out += whole * kBlock;
   }
-  for (; e < end; ++e) *out++ = ByteElement(words, e);
+#endif
+  while (end - e >= kBlock) partial(e + kBlock);
+  if (e < end) partial(end);
 }
 
 }  // namespace
 
-float Float32Element(uint64_t row_key, int64_t element) {
-  return WordToUnitFloat(SyntheticRowWords(row_key)(static_cast<uint32_t>(element)));
-}
-
-float BFloat16ElementAsFloat(uint64_t row_key, int64_t element) {
-  return std::bit_cast<float>(static_cast<uint32_t>(BFloat16Element(SyntheticRowWords(row_key), element)) << 16);
+bool UsePortableByteKernels(bool portable) {
+#ifdef TPUSIM_AES_NI
+  portable_only.store(portable);
+  return true;
+#else
+  return portable;
+#endif
 }
 
 TPUSIM_VECTOR_CLONES void FillFloat32Row(uint64_t row_key, int64_t first, int64_t n, float* out) {
@@ -115,21 +159,12 @@ TPUSIM_VECTOR_CLONES void FillFloat32Row(uint64_t row_key, int64_t first, int64_
   for (int64_t i = 0; i < n; ++i, ++word) out[i] = WordToUnitFloat(words(word));
 }
 
-TPUSIM_VECTOR_CLONES void FillBFloat16Row(uint64_t row_key, int64_t first, int64_t n, uint16_t* out) {
-  const SyntheticRowWords words(row_key);
-  const int64_t end = first + n;
-  int64_t e = first;
-  for (; e < end && e % kBFloat16Block != 0; ++e) *out++ = BFloat16Element(words, e);
-  auto word = static_cast<uint32_t>(e / kBFloat16Block * 8);
-#pragma GCC unroll 2
-  for (; e + kBFloat16Block <= end; e += kBFloat16Block, word += 8, out += kBFloat16Block) {
-    FillBFloat16Block(words, word, out);
-  }
-  for (; e < end; ++e) *out++ = BFloat16Element(words, e);
+void FillBFloat16Row(uint64_t row_key, int64_t first, int64_t n, uint16_t* out) {
+  FillFromBlocks<uint16_t, AsBFloat16>(row_key, first, n, out);
 }
 
-TPUSIM_VECTOR_CLONES void FillByteRow(uint64_t row_key, int64_t first, int64_t n, uint8_t* out) {
-  FillBytes(row_key, first, n, out);
+void FillByteRow(uint64_t row_key, int64_t first, int64_t n, uint8_t* out) {
+  FillFromBlocks<uint8_t, AsByte>(row_key, first, n, out);
 }
 
 TPUSIM_VECTOR_CLONES void FillInt32Row(uint64_t row_key, int64_t first, int64_t n, uint64_t range, int32_t* out) {

@@ -9,6 +9,8 @@
 
 #include "base/error.h"
 #include "base/synthetic.h"
+#include "base/synthetic_bytes.h"
+#include "infeed/internal/synthetic_rows.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -32,27 +34,42 @@ std::vector<std::byte> Rows(const Tensor& t, int64_t row, int64_t n) {
 }
 
 // The documented values (infeed/synthetic_source.h), written out here independently
-// of base/synthetic_words.h and the row kernels: word w of a row is lowbias32 of
-// w + the low half of the row key, its high half xored in after the first multiply.
+// of the row kernels: word w of a row is lowbias32 of w + the low half of the row key,
+// its high half xored in after the first multiply; byte e is byte e % 16 of ARS-3 of
+// the counter e / 16 (the key schedule spelled out here, the AES rounds from
+// base/synthetic_bytes.h, which tests/base checks against FIPS-197 and AES-NI).
+uint64_t RowKey(uint64_t seed, int64_t id, std::string_view feature) {
+  return SyntheticRowKey(SyntheticFeatureSeed(seed, FeatureKey(feature)), id);
+}
 uint32_t Word(uint64_t seed, int64_t id, std::string_view feature, int64_t w) {
-  const uint64_t key = SyntheticRowKey(SyntheticFeatureSeed(seed, FeatureKey(feature)), id);
+  const uint64_t key = RowKey(seed, id, feature);
   uint32_t x = static_cast<uint32_t>(w) + static_cast<uint32_t>(key);
   x = (x ^ (x >> 16)) * 0x7feb352du;
   x ^= static_cast<uint32_t>(key >> 32);
   x = (x ^ (x >> 15)) * 0x846ca68bu;
   return x ^ (x >> 16);
 }
+AesBlock Lanes(uint64_t low, uint64_t high) {
+  AesBlock block;
+  std::memcpy(block.data(), &low, 8);
+  std::memcpy(block.data() + 8, &high, 8);
+  return block;
+}
+uint8_t ByteValue(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
+  const uint64_t key = RowKey(seed, id, f);
+  auto round_key = [key](uint64_t r) { return Lanes(key + r * 0x9E3779B97F4A7C15ULL, r * 0xBB67AE8584CAA73BULL); };
+  AesBlock state = Lanes(static_cast<uint64_t>(e / 16) ^ key, 0);
+  state = AesLastRound(AesRound(AesRound(state, round_key(1)), round_key(2)), round_key(3));
+  return state[static_cast<size_t>(e % 16)];
+}
 float Float32Value(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
   return static_cast<float>(static_cast<double>(Word(seed, id, f, e) >> 8) / (1 << 23) - 1.0);
 }
-uint8_t ByteValue(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
-  return static_cast<uint8_t>(Word(seed, id, f, e / 4) >> (8 * (e % 4)));
-}
-// bfloat16: element 32b + 16h + 2j + q is byte 2h + q of word 8b + j, as b / 128 - 1.
+// bfloat16: the byte's top bit is the sign, 0.5 + its low 7 bits / 256 the magnitude.
 uint16_t BFloat16Value(uint64_t seed, int64_t id, std::string_view f, int64_t e) {
-  const int64_t b = e / 32, h = e % 32 / 16, j = e % 16 / 2, q = e % 2;
-  const uint32_t byte = (Word(seed, id, f, 8 * b + j) >> (8 * (2 * h + q))) & 0xffu;
-  const float value = static_cast<float>(byte / 128.0 - 1.0);
+  const uint8_t byte = ByteValue(seed, id, f, e);
+  const double magnitude = 0.5 + (byte & 0x7f) / 256.0;
+  const auto value = static_cast<float>(byte & 0x80 ? -magnitude : magnitude);
   const uint16_t bits = FloatToBFloat16(value);
   EXPECT_EQ(BFloat16ToFloat(bits), value);  // exact in bfloat16
   return bits;
@@ -74,7 +91,7 @@ TEST(SyntheticDataTest, ValuesFollowTheDocumentedFormulas) {
   for (float v : b.at("x").data<float>()) EXPECT_TRUE(v >= -1.0f && v < 1.0f);
 }
 
-TEST(SyntheticDataTest, ByteFeaturesHoldTheBytesOfTheWords) {
+TEST(SyntheticDataTest, ByteFeaturesHoldTheStreamBytes) {
   SyntheticData data(7, {{"img", DType::kUInt8, {4, 3}}, {"s", DType::kInt8, {5}}}, {});
   Batch b = data.Generate(20, 3);
   EXPECT_EQ(b.at("img").data<uint8_t>()[2 * 12 + 11], ByteValue(7, 22, "img", 11));
@@ -88,9 +105,21 @@ TEST(SyntheticDataTest, ByteFeaturesHoldTheBytesOfTheWords) {
 
 // The row kernels against the element-wise definition, at lengths that exercise
 // every vector width's main loop and tail, whole rows and rows that start or end
-// inside a word (a partitioned slice or one element of the verifier).
-TEST(SyntheticDataTest, WholeRowsEqualTheElementwiseDefinition) {
-  for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 1000}) {
+// inside a word (a partitioned slice or one element of the verifier); the byte
+// kernels both through AES-NI (where the CPU has it) and through the portable rounds.
+class SyntheticKernelTest : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!internal::UsePortableByteKernels(GetParam())) GTEST_SKIP() << "this CPU has no AES-NI";
+  }
+  void TearDown() override { internal::UsePortableByteKernels(false); }
+};
+
+INSTANTIATE_TEST_SUITE_P(ByteKernels, SyntheticKernelTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& info) { return info.param ? "Portable" : "AesNi"; });
+
+TEST_P(SyntheticKernelTest, WholeRowsEqualTheElementwiseDefinition) {
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 143, 1000}) {
     SyntheticData data(5, {{"f", DType::kFloat32, {n}}, {"h", DType::kBFloat16, {n}}, {"u", DType::kUInt8, {n}},
                            {"i", DType::kInt32, {n}}, {"l", DType::kInt64, {n}}}, {}, 77);
     Batch b = data.Generate(3, 2);
@@ -107,9 +136,26 @@ TEST(SyntheticDataTest, WholeRowsEqualTheElementwiseDefinition) {
   }
 }
 
-// Slices that start and end inside a word: the bytes of a [1, 9] piece of a [3, 9]
-// uint8 feature at every column offset, and a bfloat16 one at an odd offset.
-TEST(SyntheticDataTest, SlicesInsideAWordVerify) {
+// A long slice that starts and ends inside a 16-byte block, whole blocks between
+// (the AES-NI kernel's eight-block loop and its single blocks), in uint8 and bfloat16.
+TEST_P(SyntheticKernelTest, LongSlicesAcrossBlocksVerify) {
+  SyntheticData data(5, {{"u", DType::kUInt8, {2, 300}}, {"h", DType::kBFloat16, {2, 300}}}, {});
+  constexpr int64_t kCol = 5, kWidth = 290;
+  Tensor u(DType::kUInt8, {1, 1, kWidth}), h(DType::kBFloat16, {1, 1, kWidth});
+  for (int64_t j = 0; j < kWidth; ++j) {
+    u.data<uint8_t>()[static_cast<size_t>(j)] = ByteValue(5, 3, "u", 300 + kCol + j);
+    h.data<uint16_t>()[static_cast<size_t>(j)] = BFloat16Value(5, 3, "h", 300 + kCol + j);
+  }
+  std::vector<int64_t> begin{0, 1, kCol};
+  EXPECT_TRUE(data.VerifySlice("u", u, 3, begin).ok);
+  EXPECT_TRUE(data.VerifySlice("h", h, 3, begin).ok);
+  u.data<uint8_t>()[kWidth - 1] ^= 1;
+  EXPECT_FALSE(data.VerifySlice("u", u, 3, begin).ok);
+}
+
+// Slices that start and end inside a word or block: the bytes of a [1, 9] piece of a
+// [3, 9] uint8 feature at every column offset, and a bfloat16 one at an odd offset.
+TEST(SyntheticDataTest, SlicesInsideABlockVerify) {
   SyntheticData data(5, {{"u", DType::kUInt8, {3, 9}}, {"h", DType::kBFloat16, {7}}}, {});
   for (int64_t col = 0; col < 9; ++col) {
     for (int64_t width = 1; col + width <= 9; ++width) {
@@ -200,7 +246,7 @@ double TeacherSum(uint64_t seed, int64_t id) {
       s += static_cast<double>(w) * x;
     }
   }
-  return s * 3.0 / std::sqrt(12.0 + 5.0);
+  return s / std::sqrt(12.0 / 9 + 5.0 * 7 / 36);  // D32 = 12 (x), D16 = 5 (h)
 }
 
 TEST(SyntheticDataTest, LabelsComeFromTheHiddenTeacher) {
