@@ -25,12 +25,12 @@ namespace {
 // the portable rounds, which define the same bytes.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TPUSIM_AES_NI 1
-#define TPUSIM_AES_TARGET __attribute__((target("aes,avx2")))
+#define TPUSIM_AES_TARGET __attribute__((target("aes")))
 
 std::atomic<bool> portable_only{false};
 
 bool HasAesNi() {
-  static const bool has = __builtin_cpu_supports("aes") && __builtin_cpu_supports("avx2");
+  static const bool has = __builtin_cpu_supports("aes");
   return has && !portable_only.load(std::memory_order_relaxed);
 }
 
@@ -60,12 +60,14 @@ TPUSIM_AES_TARGET inline void ArsBlocks(const ArsKeys& keys, uint64_t first, __m
   for (int j = 0; j < M; ++j) s[j] = _mm_aesenclast_si128(s[j], keys.k[kSyntheticByteRounds]);
 }
 
-// ByteToBFloat16Bits of the 16 bytes of a block, lane by lane.
-TPUSIM_AES_TARGET inline __m256i BFloat16Lanes(__m128i block) {
-  const __m256i b = _mm256_cvtepu8_epi16(block);
-  const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(b, 8), _mm256_set1_epi16(static_cast<short>(0x8000)));
-  const __m256i mantissa = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
-  return _mm256_or_si256(_mm256_or_si256(sign, mantissa), _mm256_set1_epi16(0x3f00));
+// ByteToBFloat16Bits of the 16 bytes of a block, built bytewise in 128-bit lanes
+// (Zen 1 splits each 256-bit operation in two): element b's low byte is b & 0x7f,
+// its high byte (b & 0x80) | 0x3f, and interleaving the two gives the elements in order.
+TPUSIM_AES_TARGET inline void StoreBFloat16Lanes(__m128i block, uint8_t* to) {
+  const __m128i low = _mm_and_si128(block, _mm_set1_epi8(0x7f));
+  const __m128i high = _mm_or_si128(_mm_and_si128(block, _mm_set1_epi8(static_cast<char>(0x80))), _mm_set1_epi8(0x3f));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(to), _mm_unpacklo_epi8(low, high));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 16), _mm_unpackhi_epi8(low, high));
 }
 
 // M blocks from block first, stored as they are or as bfloat16 bits.
@@ -75,7 +77,7 @@ TPUSIM_AES_TARGET inline uint8_t* StoreBlocks(const ArsKeys& keys, uint64_t firs
   ArsBlocks<M>(keys, first, s);
   for (int j = 0; j < M; ++j) {
     if constexpr (kBFloat16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), BFloat16Lanes(s[j]));
+      StoreBFloat16Lanes(s[j], to);
       to += 32;
     } else {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(to), s[j]);
