@@ -63,8 +63,14 @@ struct Mailbox {
   std::mutex mutex;
   std::condition_variable arrived;  // a message was queued
   std::deque<Message> unexpected;
+  // unexpected.size(), stored under the mutex after every change and read without
+  // it, so a poll of an empty mailbox (a host waiting for a credit) takes no lock
+  // that its senders need.
+  std::atomic<size_t> queued{0};
   std::deque<Receive> posted;
   size_t buffered_bytes = 0;
+
+  void Recount() { queued.store(unexpected.size(), std::memory_order_release); }
 };
 
 bool Matches(int want_source, int want_tag, int source, int tag) {
@@ -186,6 +192,7 @@ class InProcessGroup {
     }
     box.buffered_bytes += m.bytes;
     box.unexpected.push_back(std::move(m));
+    box.Recount();
     box.arrived.notify_all();
   }
 
@@ -243,6 +250,7 @@ class InProcessGroup {
         if (m.op) senders.push_back(m.op);
         return m.op != nullptr;
       });
+      box.Recount();
       box.arrived.notify_all();
     }
     for (Receive& r : posted) r.op->Complete({}, reason());
@@ -326,6 +334,7 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
     *queued_in = &box;
   }
   box.unexpected.push_back(std::move(m));
+  box.Recount();
   box.arrived.notify_all();
   return op;
 }
@@ -352,6 +361,7 @@ std::shared_ptr<Op> PostReceive(internal::InProcessGroup& group, int rank, Conte
   }
   Message m = std::move(*match);
   box.unexpected.erase(match);
+  box.Recount();
   if (!m.op) box.buffered_bytes -= m.bytes;
   lock.unlock();
   internal::Deliver(m, r);
@@ -486,6 +496,7 @@ Pending InProcessTransport::Probe(int peer, int tag) const {
 std::optional<Pending> InProcessTransport::TryProbe(int peer, int tag) const {
   CheckPeer(peer, size(), true, "TryProbe");
   Mailbox& box = group_->mailbox(rank_, internal::kPointToPoint);
+  if (box.queued.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(box.mutex);
   return FindPending(box, peer, tag);
 }
@@ -535,6 +546,7 @@ void InProcessTransport::CancelRequest(std::uintptr_t& handle) const noexcept {
     removed = std::erase_if(box->posted, [&](const Receive& r) { return r.op == h->op; }) +
                   std::erase_if(box->unexpected, [&](const Message& m) { return m.op == h->op; }) >
               0;
+    box->Recount();
   }
   if (!removed) WaitOp(*h->op);  // completed, or a peer is copying it right now
   delete h;

@@ -11,13 +11,11 @@
 #include <optional>
 #include <thread>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
-
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "infeed/cpu_timer.h"
+#include "infeed/internal/step_claims.h"
 
 namespace tpusim::infeed {
 namespace {
@@ -162,37 +160,22 @@ class HostSender {
     // sender wants next: the credit window plus what the workers run at once.
     int64_t window = options_.prefetch > 0 ? options_.prefetch : 2 * options_.parallelism + options_.queue_depth;
     // Step s travels in slot s % window: at most `window` steps are scheduled and
-    // not yet taken. The slots outlive the pool (declared first, destroyed last).
+    // not yet taken. The slots outlive the workers (declared first, destroyed last).
     std::vector<PackageSlot> slots(static_cast<size_t>(window));
-    boost::asio::thread_pool pool(static_cast<size_t>(options_.parallelism));
-    int64_t next = 0;
-    // Steps go to the workers in runs of `chunk`, so an idle worker is woken once
-    // per run rather than once per step, while every worker still has a run of
-    // the window in hand.
-    const int64_t chunk = std::max<int64_t>(1, window / (2 * options_.parallelism));
     FillPool(window);
-    for (int64_t step = 0; step < options_.num_steps; ++step) {
-      const int64_t limit = std::min(options_.num_steps, step + window);
-      while (next < limit && (limit - next >= chunk || limit == options_.num_steps || next == step)) {
-        const int64_t run = std::min(chunk, limit - next);
-        Schedule(pool, next, run, slots);
-        next += run;
-      }
-      MonotonicTime before = std::chrono::steady_clock::now();
-      next_to_send_ = step;
-      std::unique_ptr<Package> package = Await(slots[static_cast<size_t>(step % window)]);
-      stats_.build_wait_s += SecondsSince(before);
-      MonotonicTime send_start = std::chrono::steady_clock::now();
-      Send(*package);
-      stats_.send_s += SecondsSince(send_start);
-      in_flight_.push_back(std::move(package));
-      Recycle(false);
-      if (options_.poll) {
-        options_.poll();
-        send_cpu_ns_ = -1;  // the poll's work is not the enqueue's
+    {
+      // A worker that has caught up with the sender and waited past its spin sleeps
+      // until half the window per worker is free again: woken once per run of steps.
+      const int64_t run = window / (2 * options_.parallelism);
+      EnqueueWorkers workers(options_.parallelism, options_.num_steps, run,
+                             [&](int64_t step, ThreadCpuEstimate& cpu) {
+                               return BuildInto(step, slots[static_cast<size_t>(step % window)], cpu);
+                             });
+      for (int64_t step = 0; step < options_.num_steps; ++step) {
+        workers.Allow(std::min(options_.num_steps, step + window));
+        SendStep(step, slots[static_cast<size_t>(step % window)]);
       }
     }
-    pool.join();
     DrainCredits();
     Recycle(true);
     stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
@@ -204,29 +187,73 @@ class HostSender {
   }
 
  private:
+  // The host's enqueue workers (tpu_infeed_parallelism threads), each building the
+  // steps it claims until every step is claimed; a step that fails closes the
+  // claims. Leaving scope closes them and joins the threads.
+  class EnqueueWorkers {
+   public:
+    // `build` builds a step into its slot; false: it failed (the slot has the error).
+    using BuildStep = std::function<bool(int64_t step, ThreadCpuEstimate& cpu)>;
+    EnqueueWorkers(int threads, int64_t num_steps, int64_t run, BuildStep build)
+        : claims_(num_steps, run), build_(std::move(build)) {
+      for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+    }
+    ~EnqueueWorkers() { claims_.Close(); }  // then threads_, the last member, joins
+    EnqueueWorkers(const EnqueueWorkers&) = delete;
+    EnqueueWorkers& operator=(const EnqueueWorkers&) = delete;
+
+    void Allow(int64_t bound) { claims_.Allow(bound); }
+
+   private:
+    void Work() {
+      ThreadCpuEstimate cpu;
+      while (std::optional<int64_t> step = claims_.Claim()) {
+        if (!build_(*step, cpu)) {
+          claims_.Close();
+          return;
+        }
+      }
+    }
+
+    internal::StepClaims claims_;
+    BuildStep build_;
+    std::vector<std::jthread> threads_;
+  };
+
+  // Takes step `step`'s package from its slot once built and sends its shards.
+  void SendStep(int64_t step, PackageSlot& slot) {
+    MonotonicTime before = std::chrono::steady_clock::now();
+    next_to_send_ = step;
+    std::unique_ptr<Package> package = Await(slot);
+    stats_.build_wait_s += SecondsSince(before);
+    MonotonicTime send_start = std::chrono::steady_clock::now();
+    Send(*package);
+    stats_.send_s += SecondsSince(send_start);
+    in_flight_.push_back(std::move(package));
+    Recycle(false);
+    if (options_.poll) {
+      options_.poll();
+      send_cpu_ns_ = -1;  // the poll's work is not the enqueue's
+    }
+  }
+
   size_t CoreKey(int host, int ordinal) const {
     return static_cast<size_t>(host * layout_.cores_per_host() + ordinal);
   }
 
-  // Posts one job that builds steps [first, first + count) in order, each step's
-  // package handed over through its slot the moment it is built; a step that
-  // fails fails the rest of the run with it.
-  void Schedule(boost::asio::thread_pool& pool, int64_t first, int64_t count, std::vector<PackageSlot>& slots) {
-    boost::asio::post(pool, [this, &slots, first, count] {
-      const auto slot = [&](int64_t step) -> PackageSlot& { return slots[static_cast<size_t>(step) % slots.size()]; };
-      int64_t cpu_ns = ThreadCpuNs();
-      for (int64_t step = first; step < first + count; ++step) {
-        try {
-          MonotonicTime start = std::chrono::steady_clock::now();
-          std::unique_ptr<Package> package = Build(step, cpu_ns);
-          build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-          slot(step).Set(std::move(package));
-        } catch (...) {
-          for (; step < first + count; ++step) slot(step).Set(nullptr, std::current_exception());
-          return;
-        }
-      }
-    });
+  // Runs on a worker: builds `step` and hands its package over through `slot` the
+  // moment it is built, or hands over the error that failed it (false then).
+  bool BuildInto(int64_t step, PackageSlot& slot, ThreadCpuEstimate& cpu) {
+    try {
+      MonotonicTime start = std::chrono::steady_clock::now();
+      std::unique_ptr<Package> package = Build(step, cpu);
+      build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      slot.Set(std::move(package));
+      return true;
+    } catch (...) {
+      slot.Set(nullptr, std::current_exception());
+      return false;
+    }
   }
 
   // Waits for a worker's package while driving MPI progress: large sends move in
@@ -272,18 +299,16 @@ class HostSender {
 
   // Runs on a worker: fills the host batch and encodes every shard of the step.
   // Its thread CPU building the package (all but the fill, which the input
-  // pipeline charges to its own stages) is the enqueue stage's. The thread CPU
-  // clock is a system call (~1 us here), so it is read only where a stage ends:
-  // `cpu_ns` holds its reading at the start of the step (the end of the worker's
-  // previous step in the same run) and returns the reading at its end.
-  std::unique_ptr<Package> Build(int64_t step, int64_t& cpu_ns) {
+  // pipeline charges to its own stages) is the enqueue stage's; `cpu` is the
+  // worker's clock of it.
+  std::unique_ptr<Package> Build(int64_t step, ThreadCpuEstimate& cpu) {
     const MonotonicTime start = std::chrono::steady_clock::now();
-    const int64_t cpu_start_ns = cpu_ns;
+    const int64_t cpu_start_ns = cpu.Ns();
     std::unique_ptr<Package> p = TakeFree();
     int64_t package_cpu_ns = 0;
     if (!p) {  // the pool covers the steady state: this is a start-up step's
       p = NewPackage();
-      package_cpu_ns = ThreadCpuNs() - cpu_start_ns;
+      package_cpu_ns = cpu.Ns() - cpu_start_ns;
     }
     p->step = step;
     if (options_.borrow_batch) {
@@ -292,20 +317,19 @@ class HostSender {
       fill_(step, p->batch, p->ids);
       p->send = &p->batch;
     }
-    const int64_t fill_end_ns = ThreadCpuNs();
+    const int64_t fill_end_ns = cpu.Ns();
     Encode(step, *p);
-    int64_t end_ns = ThreadCpuNs();
+    int64_t end_ns = cpu.Ns();
     package_cpu_ns += end_ns - fill_end_ns;
     package_cpu_ns_ += package_cpu_ns;
     p->build_s = SecondsSince(start);
     if (options_.after_build) {
       options_.after_build(step, p->build_s, static_cast<double>(end_ns - cpu_start_ns) * 1e-9);
       p->build_s = SecondsSince(start);
-      end_ns = ThreadCpuNs();
+      end_ns = cpu.Ns();
     }
     p->build_cpu_s = static_cast<double>(end_ns - cpu_start_ns) * 1e-9;
     build_cpu_ns_ += end_ns - cpu_start_ns;
-    cpu_ns = end_ns;
     return p;
   }
 
@@ -378,14 +402,14 @@ class HostSender {
   }
 
   // Sends every route's shard of the step, each once its core has a free slot.
-  // The thread CPU clock (a system call) is read where each send ends and where
-  // a send begins after a wait; a step that follows the last one's sends with no
-  // wait or poll between starts at that reading, so the recycling and scheduling
-  // between two steps count as the enqueue's. The enqueue cost is the sends' CPU,
-  // the step's the whole.
+  // The sender's thread CPU is read where each send ends and where a send begins
+  // after a wait; a step that follows the last one's sends with no wait or poll
+  // between starts at that reading, so the recycling and scheduling between two
+  // steps count as the enqueue's. The enqueue cost is the sends' CPU, the step's
+  // the whole.
   void Send(Package& p) {
     const MonotonicTime start = std::chrono::steady_clock::now();
-    const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : ThreadCpuNs();
+    const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : cpu_.Ns();
     int64_t cpu_ns = cpu_start_ns;
     size_t request = 0;
     for (size_t i = 0; i < host_.shards.size(); ++i) {
@@ -396,7 +420,7 @@ class HostSender {
                              CreditPeer(r));
         while (credits_[i] == 0) AwaitCredit();
         stats_.credit_wait_s += SecondsSince(before);
-        cpu_ns = ThreadCpuNs();
+        cpu_ns = cpu_.Ns();
       }
       --credits_[i];
       bool local = r.dst_host == host_.host;
@@ -408,7 +432,7 @@ class HostSender {
       } else {
         SendShard(p, i, peer, tag, request);
       }
-      const int64_t sent_ns = ThreadCpuNs();
+      const int64_t sent_ns = cpu_.Ns();
       stats_.costs.enqueue_cpu_s += static_cast<double>(sent_ns - cpu_ns) * 1e-9;
       cpu_ns = sent_ns;
       ++stats_.shards_sent;
@@ -544,6 +568,7 @@ class HostSender {
   // The sender's thread CPU where its last send ended, or -1 once it has waited
   // or polled since (Send reads the clock afresh then).
   int64_t send_cpu_ns_ = -1;
+  ThreadCpuEstimate cpu_;  // the sender's thread CPU (Run's thread)
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;

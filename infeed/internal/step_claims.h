@@ -1,0 +1,110 @@
+// Which step an enqueue worker builds next (infeed/infeed_transport.cc): steps are
+// claimed in increasing order, each once, never one at or past the bound the sender
+// last allowed (its prefetch window). A worker that finds nothing to claim yields
+// for kRestSpin, taking any step allowed meanwhile, then sleeps until a run of `run`
+// steps is allowed (or the last ones are), so a worker much faster than its sender
+// is woken once per run, not once per step. A sender that allows steps every few
+// microseconds (small shards) therefore never has to wake a worker — a futex wake
+// and a context switch, ~10 us on this VM, were a third of a small shard's
+// in-process hop when runs were posted to a sleeping thread pool — while a worker
+// that waits longer leaves the CPU to the sender and the cores.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "base/backoff.h"
+
+namespace tpusim::infeed::internal {
+
+class StepClaims {
+ public:
+  static constexpr std::chrono::microseconds kRestSpin{20};
+
+  StepClaims(int64_t num_steps, int64_t run) : num_steps_(num_steps), run_(std::max<int64_t>(1, run)) {}
+
+  // Steps below `bound` may be claimed from now on (a bound never moves back).
+  void Allow(int64_t bound) {
+    bound_.store(bound);
+    if (sleepers_.load() > 0 && RunAllowed()) Wake();
+  }
+
+  // No step is claimed from now on (a step failed, or the run is over).
+  void Close() {
+    closed_.store(true);
+    Wake();
+  }
+
+  // The next step once it is allowed; nullopt once every step is claimed or the
+  // claims are closed. A worker that finds nothing yields for kRestSpin, taking
+  // any step allowed meanwhile, then sleeps until a whole run is allowed.
+  std::optional<int64_t> Claim() {
+    Backoff backoff(true, kRestSpin);
+    bool asleep = false;
+    while (!Finished()) {
+      if (std::optional<int64_t> step = TryClaim(asleep)) return step;
+      const std::chrono::microseconds pause = backoff.Next(true);
+      if (pause.count() == 0) {
+        std::this_thread::yield();
+      } else {
+        asleep = true;
+        wait_for(pause);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The next step if it may be claimed now: any allowed step, or for a sleeping
+  // worker the first of a whole run (or of the last steps).
+  std::optional<int64_t> TryClaim(bool asleep) {
+    for (;;) {
+      int64_t next = next_.load();
+      if (closed_.load() || next >= num_steps_ || next >= bound_.load() || (asleep && !RunAllowed())) {
+        return std::nullopt;
+      }
+      if (next_.compare_exchange_weak(next, next + 1)) return next;
+    }
+  }
+
+  // Every step is claimed, or the claims are closed.
+  bool Finished() const { return closed_.load() || next_.load() >= num_steps_; }
+
+  // A sleep: ends when a run is allowed, the claims close or `pause` has passed. Sleepers are counted before the bound is looked at, and
+  // Allow looks at them after moving it (both sequentially consistent), so a
+  // move either is seen here or wakes this sleep.
+  void wait_for(std::chrono::microseconds pause) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleepers_.fetch_add(1);
+    moved_.wait_for(lock, pause, [this] { return closed_.load() || RunAllowed(); });
+    sleepers_.fetch_sub(1);
+  }
+
+ private:
+  // A whole run is allowed past the next step, or the steps left are.
+  bool RunAllowed() const {
+    const int64_t bound = bound_.load();
+    return bound - next_.load() >= run_ || bound >= num_steps_;
+  }
+
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    moved_.notify_all();
+  }
+
+  const int64_t num_steps_;
+  const int64_t run_;
+  std::atomic<int64_t> next_{0};   // the next step to claim
+  std::atomic<int64_t> bound_{0};  // steps below it may be claimed
+  std::atomic<bool> closed_{false};
+  std::atomic<int> sleepers_{0};
+  std::mutex mutex_;
+  std::condition_variable moved_;
+};
+
+}  // namespace tpusim::infeed::internal
