@@ -72,7 +72,7 @@ void PlanCombine(const FeatureConfig& feature, Combiner combiner, const CooPiece
   }
 }
 
-void ApplyCombine(const std::vector<CombineTerm>& terms, const std::vector<int64_t>& row_of_entry,
+void ApplyCombine(const std::vector<CombineTerm>& terms, std::span<const int64_t> row_of_entry,
                   const RowMatrix& rows, int64_t activation_rows, RowMatrix& activations) {
   activations.setZero(activation_rows, rows.cols());
   for (size_t e = 0; e < terms.size(); ++e) {

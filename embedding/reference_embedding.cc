@@ -35,7 +35,7 @@ std::vector<std::vector<RowMatrix>> ReferenceEmbedding::Forward(
         }
       }
       PlanCombine(feature, table.config().combiner, piece, terms_[c][f]);
-      ids_[c][f] = piece.embedding_indices;
+      ids_[c][f].assign(piece.embedding_indices.begin(), piece.embedding_indices.end());
       ApplyCombine(terms_[c][f], ids_[c][f], table.params(), ActivationRows(feature, piece.rows),
                    activations[c][f]);
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "embedding/internal/coo_rows.h"
 
 namespace tpusim::embedding {
 namespace {
@@ -36,102 +37,15 @@ void CheckShape(const FeatureConfig& feature, const DenseIds& dense, size_t num_
        k % max_ids, vocab);
 }
 
-// The build targets baseline x86-64, whose SSE2 has no 64-bit compare, so the id
-// count is also compiled for AVX2 and the loader picks the variant the CPU runs
-// (GCC's target_clones): 0.08 -> 0.13 of memcpy at 32 ids (BM_SparseEnqueue).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TPUSIM_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
-#else
-#define TPUSIM_ALSO_FOR_AVX2
-#endif
-
-// One row of ids: how many are real, whether they all lead the row (padding only
-// after them, the layout of TF's dense padded ids and of tpusim's synthetic ids: k
-// real positions sum to k(k-1)/2 only when they are 0..k-1), and whether any lies
-// outside [-1, vocab). Branch-free (an unsigned compare per id) so it vectorises.
-struct RowCount {
-  int64_t real = 0;
-  bool leading = false;
-};
-
-inline RowCount CountRow(const int64_t* row, int64_t max_ids, uint64_t limit, uint64_t& out_of_range) {
-  int64_t real = 0, position_sum = 0;
-  for (int64_t p = 0; p < max_ids; ++p) {
-    const uint64_t shifted = static_cast<uint64_t>(row[p]) + 1;  // id + 1 must be <= vocab
-    out_of_range |= static_cast<uint64_t>(shifted > limit);
-    const int64_t is_real = static_cast<int64_t>(shifted != 0);
-    real += is_real;
-    position_sum += p & -is_real;  // a mask, not a select: GCC 12 vectorises only this
-  }
-  return {real, position_sum == real * (real - 1) / 2};
-}
-
-typedef int64_t I64x4 __attribute__((vector_size(32)));
-
-// A row written whole: all max_ids ids, weights and coordinates, in fixed-length
-// loops that vectorise (no call or tail per row). Only its leading real entries
-// count: the caller advances by their number, so the next row overwrites the rest.
-inline void WriteWholeRow(const int64_t* ids, const float* weights, int64_t r, int64_t max_ids,
-                          int64_t* sample, int64_t* index, float* weight) {
-  for (int64_t p = 0; p < max_ids; ++p) index[p] = ids[p];
-  if (weights != nullptr) {
-    for (int64_t p = 0; p < max_ids; ++p) weight[p] = weights[p];
-  } else {
-    for (int64_t p = 0; p < max_ids; ++p) weight[p] = 1.0f;
-  }
-  // (r, 0), (r, 1), ...: two coordinate pairs per vector, the positions counting up.
-  I64x4 pairs = {r, 0, r, 1};
-  for (int64_t p = 0; p < max_ids; p += 2, sample += 4, pairs += I64x4{0, 2, 0, 2}) {
-    std::memcpy(sample, &pairs, sizeof(pairs));
-  }
-}
-
-// The coordinates, id and weight of each real id of one row, id by id.
-inline void WriteRowById(const int64_t* ids, const float* weights, int64_t r, int64_t max_ids,
-                         int64_t* sample, int64_t* index, float* weight) {
-  for (int64_t p = 0; p < max_ids; ++p) {
-    if (ids[p] == -1) continue;
-    *sample++ = r;
-    *sample++ = p;
-    *index++ = ids[p];
-    *weight++ = weights != nullptr ? weights[p] : 1.0f;
-  }
-}
-
-// Piece bound: every id real, and a row's worth of slack for the whole-row writes
-// (max_ids + 1: coordinates go in pairs of positions).
-int64_t EntryBound(int64_t rows, int64_t max_ids) { return rows * max_ids + max_ids + 1; }
-
-// One pass over one piece, into buffers sized EntryBound: each row is counted and
-// written whole, then rewritten id by id if its real ids do not lead it (a row's
-// count is known before the next row is written). Returns the number of entries;
-// rejects ids outside [-1, vocab), locating the offending one only on failure. One
-// pass reads each id once, and a row's writes need not wait for a second pass: 88 ->
-// 74 us at 32 ids, 376 -> 290 us at 128 (BM_SparseEnqueue, 3 Dec).
-TPUSIM_ALSO_FOR_AVX2
-int64_t WritePiece(const FeatureConfig& feature, int64_t vocab, const int64_t* ids,
-                   const float* weights, int64_t rows, int64_t max_ids, const BatchOrigin& origin,
-                   int64_t first_row, CooPiece& piece) {
-  const uint64_t limit = static_cast<uint64_t>(vocab);
-  uint64_t out_of_range = 0;
-  int64_t nnz = 0;
-  int64_t* sample = piece.sample_indices.data();
-  int64_t* index = piece.embedding_indices.data();
-  float* weight = piece.aggregation_weights.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t* row = ids + r * max_ids;
-    const float* row_weights = weights != nullptr ? weights + r * max_ids : nullptr;
-    const RowCount count = CountRow(row, max_ids, limit, out_of_range);
-    if (count.leading) {
-      WriteWholeRow(row, row_weights, r, max_ids, sample + 2 * nnz, index + nnz, weight + nnz);
-    } else {
-      WriteRowById(row, row_weights, r, max_ids, sample + 2 * nnz, index + nnz, weight + nnz);
-    }
-    nnz += count.real;
-  }
-  if (out_of_range != 0) {
-    FailOutOfRange(feature, vocab, ids, rows * max_ids, max_ids, origin, first_row);
-  }
+// One piece's COO, its buffers sized CooBound; rejects ids outside [-1, vocab),
+// locating the offending one only on failure.
+int64_t WritePiece(const FeatureConfig& feature, int64_t vocab, const int64_t* ids, const float* weights,
+                   int64_t rows, int64_t max_ids, const BatchOrigin& origin, int64_t first_row, CooPiece& piece) {
+  bool out_of_range = false;
+  const int64_t nnz = internal::WriteCooRows(
+      ids, weights, rows, max_ids, vocab,
+      {piece.sample_indices.data(), piece.embedding_indices.data(), piece.aggregation_weights.data()}, &out_of_range);
+  if (out_of_range) FailOutOfRange(feature, vocab, ids, rows * max_ids, max_ids, origin, first_row);
   return nnz;
 }
 
@@ -175,7 +89,7 @@ void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds&
     const int64_t* ids = dense.ids.data() + i * stride;
     const float* weights = dense.weights.empty() ? nullptr : dense.weights.data() + i * stride;
     CooPiece& piece = out[static_cast<size_t>(ordinal)];
-    ResizePiece(piece, rows, EntryBound(rows, dense.max_ids));
+    ResizePiece(piece, rows, internal::CooBound(rows, dense.max_ids));
     const int64_t nnz =
         WritePiece(feature, vocab, ids, weights, rows, dense.max_ids, origin, i * rows, piece);
     ResizePiece(piece, rows, nnz);  // shrinking keeps the capacity

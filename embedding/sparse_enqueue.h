@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "base/uninitialized_vector.h"
 #include "embedding/config.h"
 
 namespace tpusim::embedding {
@@ -18,9 +19,9 @@ namespace tpusim::embedding {
 // sample_indices[2e+1], id embedding_indices[e], weight aggregation_weights[e].
 struct CooPiece {
   int64_t rows = 0;  // batch rows of the piece (batch_size_per_core)
-  std::vector<int64_t> sample_indices;
-  std::vector<int64_t> embedding_indices;
-  std::vector<float> aggregation_weights;
+  UninitializedVector<int64_t> sample_indices;
+  UninitializedVector<int64_t> embedding_indices;
+  UninitializedVector<float> aggregation_weights;
 
   int64_t nnz() const { return static_cast<int64_t>(embedding_indices.size()); }
 };

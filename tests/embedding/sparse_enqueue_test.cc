@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/synthetic.h"
+#include "embedding/internal/coo_rows.h"
 
 namespace tpusim::embedding {
 namespace {
@@ -23,6 +25,19 @@ FeatureConfig Feature(int64_t max_ids) {
   return feature;
 }
 
+// Every test runs with each kernel of the enqueue (embedding/internal/coo_rows.h):
+// the portable one and, where the CPU has it, the AVX-512 one.
+class SparseEnqueueTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!internal::UsePortableCooRows(GetParam())) GTEST_SKIP() << "this CPU has no AVX-512";
+  }
+  void TearDown() override { internal::UsePortableCooRows(false); }
+};
+
+INSTANTIATE_TEST_SUITE_P(CooKernels, SparseEnqueueTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Portable" : "Avx512"; });
+
 std::vector<int> Identity(int n) {
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -30,7 +45,7 @@ std::vector<int> Identity(int n) {
 }
 
 // infeed.md §5.2 worked example E0: one host, 2 cores, batch_size_per_core 2, L = 3.
-TEST(SparseEnqueueTest, E0MatchesWorkedExample) {
+TEST_P(SparseEnqueueTest, E0MatchesWorkedExample) {
   const std::vector<int64_t> ids = {5, 9, -1, -1, -1, -1, 7, -1, 3, 2, 2, 11};
   std::vector<CooPiece> out;
   EnqueueFeature(Feature(3), 12, DenseIds{ids, 4, 3, {}}, Identity(2), BatchOrigin{}, out);
@@ -53,7 +68,7 @@ std::vector<int64_t> RowNumbers(int64_t rows) {
 }
 
 // E1, v3-8 (b_core = 2): host feature [16, L] -> 8 pieces, piece i -> ordinal i.
-TEST(SparseEnqueueTest, E1EightPiecesInOrder) {
+TEST_P(SparseEnqueueTest, E1EightPiecesInOrder) {
   const std::vector<int64_t> ids = RowNumbers(16);
   std::vector<CooPiece> out;
   EnqueueFeature(Feature(1), 16, DenseIds{ids, 16, 1, {}}, Identity(8), BatchOrigin{}, out);
@@ -66,7 +81,7 @@ TEST(SparseEnqueueTest, E1EightPiecesInOrder) {
 
 // E3, v4-32 per-host (D5): host 1's [8, L] -> 4 pieces; ordinal 2 <- piece 0,
 // 3 <- piece 1, 1 <- piece 2, 0 <- piece 3.
-TEST(SparseEnqueueTest, E3PerHostPermutation) {
+TEST_P(SparseEnqueueTest, E3PerHostPermutation) {
   const std::vector<int> ordinal_of_piece = {2, 3, 1, 0};
   EXPECT_THAT(InvertPermutation(ordinal_of_piece), ElementsAre(3, 2, 0, 1));
   const std::vector<int64_t> ids = RowNumbers(8);
@@ -80,7 +95,7 @@ TEST(SparseEnqueueTest, E3PerHostPermutation) {
 
 // E4, v3-32 single host: task 0 builds [64, L] and splits it into 32 pieces; piece
 // 13 holds global rows 26-27 (the host routing to task 1 ordinal 5 is infeed's job).
-TEST(SparseEnqueueTest, E4ThirtyTwoPieces) {
+TEST_P(SparseEnqueueTest, E4ThirtyTwoPieces) {
   const std::vector<int64_t> ids = RowNumbers(64);
   std::vector<CooPiece> out;
   EnqueueFeature(Feature(1), 64, DenseIds{ids, 64, 1, {}}, Identity(32), BatchOrigin{}, out);
@@ -88,7 +103,7 @@ TEST(SparseEnqueueTest, E4ThirtyTwoPieces) {
   EXPECT_THAT(out[13].embedding_indices, ElementsAre(26, 27));
 }
 
-TEST(SparseEnqueueTest, WeightsFollowTheirIds) {
+TEST_P(SparseEnqueueTest, WeightsFollowTheirIds) {
   const std::vector<int64_t> ids = {4, -1, 1, 2};
   const std::vector<float> weights = {0.5f, 9.0f, 2.0f, 3.0f};
   std::vector<CooPiece> out;
@@ -97,7 +112,7 @@ TEST(SparseEnqueueTest, WeightsFollowTheirIds) {
   EXPECT_THAT(out[0].aggregation_weights, ElementsAre(0.5f, 2.0f, 3.0f));
 }
 
-TEST(SparseEnqueueTest, ReusesBuffersAcrossCalls) {
+TEST_P(SparseEnqueueTest, ReusesBuffersAcrossCalls) {
   const std::vector<int64_t> full = {1, 2, 3, 4};
   const std::vector<int64_t> sparse = {1, -1, -1, -1};
   std::vector<CooPiece> out;
@@ -108,7 +123,7 @@ TEST(SparseEnqueueTest, ReusesBuffersAcrossCalls) {
   EXPECT_EQ(out[0].embedding_indices.data(), buffer);
 }
 
-TEST(SparseEnqueueTest, InvalidIdNamesFeatureStepExampleAndValue) {
+TEST_P(SparseEnqueueTest, InvalidIdNamesFeatureStepExampleAndValue) {
   const std::vector<int64_t> ids = {1, 2, 3, -1, 0, 13, -1, -1};
   std::vector<CooPiece> out;
   try {
@@ -126,7 +141,7 @@ TEST(SparseEnqueueTest, InvalidIdNamesFeatureStepExampleAndValue) {
                Error);
 }
 
-TEST(SparseEnqueueTest, RejectsBadShapesAndRouting) {
+TEST_P(SparseEnqueueTest, RejectsBadShapesAndRouting) {
   const std::vector<int64_t> ids(6, 0);
   std::vector<CooPiece> out;
   EXPECT_THROW(EnqueueFeature(Feature(2), 5, DenseIds{ids, 3, 2, {}}, Identity(2),
@@ -139,7 +154,7 @@ TEST(SparseEnqueueTest, RejectsBadShapesAndRouting) {
   EXPECT_THROW(InvertPermutation(not_permutation), Error);
 }
 
-TEST(SparseEnqueueTest, HostEnqueuerRoutesEveryFeature) {
+TEST_P(SparseEnqueueTest, HostEnqueuerRoutesEveryFeature) {
   EmbeddingConfig config;
   config.tables.emplace_back();
   config.tables[0].name = "t";
@@ -168,7 +183,7 @@ TEST(SparseEnqueueTest, HostEnqueuerRoutesEveryFeature) {
 // real ids, which the position-sum test must tell apart from a leading run: [-1,
 // 7, 8, -1] has 2 real ids whose positions sum to 3, not 1), with weights, against
 // the definition: every real id in row-major order.
-TEST(SparseEnqueueTest, EveryPaddingLayoutGivesTheRowMajorRealIds) {
+TEST_P(SparseEnqueueTest, EveryPaddingLayoutGivesTheRowMajorRealIds) {
   const int64_t max_ids = 4;
   std::vector<int64_t> ids;
   for (int mask = 0; mask < 16; ++mask) {  // row `mask`: position p is real iff bit p
@@ -196,6 +211,46 @@ TEST(SparseEnqueueTest, EveryPaddingLayoutGivesTheRowMajorRealIds) {
   EXPECT_THAT(out[1].sample_indices, ElementsAreArray(sample.begin() + 2 * first, sample.end()));
   EXPECT_THAT(out[0].aggregation_weights, ElementsAreArray(weight.begin(), weight.begin() + first));
   EXPECT_THAT(out[1].aggregation_weights, ElementsAreArray(weight.begin() + first, weight.end()));
+}
+
+// Rows of every length around the AVX-512 kernel's runs of 8 (whole runs, a
+// masked last run, both), padding anywhere in a row and in-range ids up to the
+// vocab's last, with and without weights, against the definition.
+TEST_P(SparseEnqueueTest, RowsOfAnyLengthAndPaddingGiveTheRowMajorRealIds) {
+  constexpr int64_t kVocab = 1000;
+  for (int64_t max_ids : {1, 3, 7, 8, 9, 13, 16, 17, 31, 32, 33}) {
+    const int64_t rows = 12;
+    std::vector<int64_t> ids(static_cast<size_t>(rows * max_ids));
+    std::vector<float> weights(ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const uint64_t bits = Mix64(static_cast<uint64_t>(max_ids) * 1000003 + k);
+      ids[k] = bits % 3 == 0 ? -1 : static_cast<int64_t>((bits >> 8) % kVocab);
+      weights[k] = static_cast<float>(k) + 0.25f;
+    }
+    for (bool weighted : {false, true}) {
+      std::vector<CooPiece> out;
+      EnqueueFeature(Feature(max_ids), kVocab, DenseIds{ids, rows, max_ids, weighted ? std::span<const float>(weights) : std::span<const float>()},
+                     Identity(3), BatchOrigin{}, out);
+      ASSERT_EQ(out.size(), 3u);
+      for (int64_t piece = 0; piece < 3; ++piece) {
+        std::vector<int64_t> sample, index;
+        std::vector<float> weight;
+        for (int64_t r = 0; r < rows / 3; ++r) {
+          for (int64_t p = 0; p < max_ids; ++p) {
+            const size_t k = static_cast<size_t>((piece * rows / 3 + r) * max_ids + p);
+            if (ids[k] == -1) continue;
+            sample.insert(sample.end(), {r, p});
+            index.push_back(ids[k]);
+            weight.push_back(weighted ? weights[k] : 1.0f);
+          }
+        }
+        const CooPiece& got = out[static_cast<size_t>(piece)];
+        EXPECT_THAT(got.embedding_indices, ElementsAreArray(index)) << "max_ids " << max_ids << " piece " << piece;
+        EXPECT_THAT(got.sample_indices, ElementsAreArray(sample)) << "max_ids " << max_ids << " piece " << piece;
+        EXPECT_THAT(got.aggregation_weights, ElementsAreArray(weight)) << "max_ids " << max_ids << " piece " << piece;
+      }
+    }
+  }
 }
 
 }  // namespace
