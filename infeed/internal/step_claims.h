@@ -7,7 +7,8 @@
 // microseconds (small shards) therefore never has to wake a worker — a futex wake
 // and a context switch, ~10 us on this VM, were a third of a small shard's
 // in-process hop when runs were posted to a sleeping thread pool — while a worker
-// that waits longer leaves the CPU to the sender and the cores.
+// that waits longer leaves the CPU to the sender and the cores. A sleep has no
+// timed wake-up: the thousands of idle workers of a packed replay must not poll.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +19,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-
-#include "base/backoff.h"
 
 namespace tpusim::infeed::internal {
 
@@ -45,16 +44,15 @@ class StepClaims {
   // claims are closed. A worker that finds nothing yields for kRestSpin, taking
   // any step allowed meanwhile, then sleeps until a whole run is allowed.
   std::optional<int64_t> Claim() {
-    Backoff backoff(true, kRestSpin);
+    const auto rest = std::chrono::steady_clock::now();
     bool asleep = false;
     while (!Finished()) {
       if (std::optional<int64_t> step = TryClaim(asleep)) return step;
-      const std::chrono::microseconds pause = backoff.Next(true);
-      if (pause.count() == 0) {
+      if (!asleep && std::chrono::steady_clock::now() - rest < kRestSpin) {
         std::this_thread::yield();
       } else {
         asleep = true;
-        wait_for(pause);
+        Sleep();
       }
     }
     return std::nullopt;
@@ -75,21 +73,21 @@ class StepClaims {
   // Every step is claimed, or the claims are closed.
   bool Finished() const { return closed_.load() || next_.load() >= num_steps_; }
 
-  // A sleep: ends when a run is allowed, the claims close or `pause` has passed. Sleepers are counted before the bound is looked at, and
-  // Allow looks at them after moving it (both sequentially consistent), so a
-  // move either is seen here or wakes this sleep.
-  void wait_for(std::chrono::microseconds pause) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    sleepers_.fetch_add(1);
-    moved_.wait_for(lock, pause, [this] { return closed_.load() || RunAllowed(); });
-    sleepers_.fetch_sub(1);
-  }
-
  private:
   // A whole run is allowed past the next step, or the steps left are.
   bool RunAllowed() const {
     const int64_t bound = bound_.load();
     return bound - next_.load() >= run_ || bound >= num_steps_;
+  }
+
+  // Sleeps until a run is allowed or the claims close. Sleepers are counted before
+  // the bound is looked at, and Allow looks at them after moving it (both
+  // sequentially consistent), so a move either is seen here or wakes this sleep.
+  void Sleep() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleepers_.fetch_add(1);
+    moved_.wait(lock, [this] { return closed_.load() || RunAllowed(); });
+    sleepers_.fetch_sub(1);
   }
 
   void Wake() {
