@@ -436,6 +436,17 @@ TEST(EndToEnd, LaunchBuildsTheFittingMpirunLine) {
   }
   EXPECT_THAT(r.output, HasSubstr(" run " + Source("configs/runs/v3-32-per-host.yaml") +
                                   " --set train.steps=3 --report /tmp/r.json"));
+  // Small shards go through shared-memory fragments, shards of 1 MiB and more
+  // (8 images of [224, 224, 3]) by one copy (README "Open MPI notes"); a setting
+  // in the environment wins.
+  const std::string launch = tpusim + " launch " + Source("configs/runs/v3-32-per-host.yaml") + " --dry-run";
+  const std::string unset = "env -u OMPI_MCA_btl_vader_single_copy_mechanism ";
+  const std::string images = " --set model.enabled=false --set 'input.features={x: {dtype: uint8, shape: [224, 224, 3]}}'";
+  EXPECT_THAT(Shell(unset + launch).output, HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun"));
+  EXPECT_THAT(Shell(unset + launch + images).output,
+              HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=cma mpirun"));
+  EXPECT_THAT(Shell("OMPI_MCA_btl_vader_single_copy_mechanism=none " + launch + images).output,
+              HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun"));
   Result ranks = Shell(tpusim + " ranks v5e-16");
   EXPECT_EQ(ranks.output, "20\n");
   Result topo = Shell(tpusim + " topology v3-32 --split 2 --json");
