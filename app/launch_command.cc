@@ -239,6 +239,7 @@ int RunLaunchCommand(const LaunchOptions& options) {
                                }});
   const int status = supervisor.Run(argv);
   if (supervisor.stopped()) return kExitInputError;
+  if (const int signal = supervisor.killed_after_signal()) return 128 + signal;  // as if it had ended
   return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());
 }
 

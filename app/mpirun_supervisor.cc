@@ -18,12 +18,15 @@
 namespace tpusim::sim {
 namespace {
 
-// The mpirun child that signals are forwarded to. A signal handler can reach
-// nothing else, hence this one global; it is set before the handlers are installed.
+// The mpirun child that signals are forwarded to, and the last signal forwarded.
+// A signal handler can reach nothing else, hence these globals; the pid is set
+// before the handlers are installed.
 volatile std::sig_atomic_t g_mpirun_pid = 0;
+volatile std::sig_atomic_t g_forwarded_signal = 0;
 
 void ForwardSignal(int signal) {
   if (g_mpirun_pid > 0) kill(static_cast<pid_t>(g_mpirun_pid), signal);
+  g_forwarded_signal = signal;
 }
 
 // Open MPI frames each banner of its help text with a rule of dashes.
@@ -122,6 +125,7 @@ void MpirunSupervisor::Start(std::vector<std::string>& argv) {
   ::close(fds[1]);
   stderr_fd_ = fds[0];
   child_ = child;
+  g_forwarded_signal = 0;
   g_mpirun_pid = child;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardSignal);
 }
@@ -197,6 +201,7 @@ void MpirunSupervisor::NoteError() {
 }
 
 void MpirunSupervisor::StopIfStuck() {
+  KillIfDeaf();
   if (!first_error_) return;
   const Clock::time_point now = Clock::now();
   if (!terminated_) {
@@ -210,6 +215,23 @@ void MpirunSupervisor::StopIfStuck() {
   } else if (now - *terminated_ >= kKillAfterTerm) {
     ::kill(child_, SIGKILL);
   }
+}
+
+// mpirun normally ends within a second of a signal passed on to it; one that waits
+// for a node it cannot reach would keep launch (and a `timeout` around it) waiting
+// for good, so after the grace period it is killed.
+void MpirunSupervisor::KillIfDeaf() {
+  const int signal = g_forwarded_signal;
+  if (signal == 0 || killed_) return;
+  const Clock::time_point now = Clock::now();
+  if (!signalled_) signalled_ = now;
+  if (now - *signalled_ < std::chrono::duration<double>(options_.grace_s)) return;
+  Emit(fmt::format("tpusim: error: mpirun has not ended {:g} s after the signal {} ({}) launch passed on "
+                   "(it waits for a node it cannot reach); killing it",
+                   options_.grace_s, signal, strsignal(signal)));
+  ::kill(child_, SIGKILL);
+  killed_ = true;
+  killed_signal_ = signal;
 }
 
 int MpirunSupervisor::Wait() {

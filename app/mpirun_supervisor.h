@@ -10,7 +10,8 @@
 // normally stops the job within a second, but when a link is down it waits for
 // the daemon it cannot reach. After `grace_s` without an exit the supervisor says
 // so in one line and stops mpirun (SIGTERM, then SIGKILL). Signals sent to launch
-// (a terminal's ^C, `timeout`) are passed on to mpirun.
+// (a terminal's ^C, `timeout`) are passed on to mpirun, which is killed when it
+// has not ended `grace_s` after one.
 #pragma once
 
 #include <chrono>
@@ -43,6 +44,9 @@ class MpirunSupervisor {
   bool stopped() const { return terminated_.has_value(); }
   // Whether an error has been told: a rank's line or one of the supervisor's.
   bool told_error() const { return first_error_.has_value(); }
+  // The signal passed on to mpirun after which the supervisor had to kill it (and
+  // said so in its line), or 0.
+  int killed_after_signal() const { return killed_ ? killed_signal_ : 0; }
 
   // The tpusim line for one Open MPI banner (the lines between two rules), or
   // nullopt when the banner is not one the supervisor translates (exposed for tests).
@@ -70,6 +74,8 @@ class MpirunSupervisor {
   void NoteError();
   // Stops mpirun when it outlives the grace period (once: SIGTERM, later SIGKILL).
   void StopIfStuck();
+  // Kills mpirun when it outlives the grace period after a signal passed on to it.
+  void KillIfDeaf();
   int Wait();
 
   Options options_;
@@ -81,6 +87,9 @@ class MpirunSupervisor {
   std::optional<Clock::time_point> first_error_;
   bool told_stop_ = false;  // the supervisor's own line said the job is stopping
   std::optional<Clock::time_point> terminated_;
+  std::optional<Clock::time_point> signalled_;  // when Wait first saw a signal passed on
+  bool killed_ = false;                         // KillIfDeaf sent SIGKILL
+  int killed_signal_ = 0;                       // the signal passed on before it
 };
 
 }  // namespace tpusim::sim
