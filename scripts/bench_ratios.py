@@ -8,6 +8,8 @@ infeed_transfer@single_copy=cma.json). Those files form one group: BM_X's best
 median over the settings is compared with BM_XBaseline's best median over the
 settings (each may come from a different setting), so the baseline is the
 fastest plain MPI the machine offers; every setting's pair is printed too.
+A benchmark without a baseline (BM_PlainMpiQueue, a reference) prints its best
+rate and setting.
 
 A benchmark and its baseline are paired by their arguments alone: the segments
 Google Benchmark appends for run options (iterations:3, repeats:5, threads:2,
@@ -71,6 +73,15 @@ def best(runs_by_setting, name):
     return key, value, setting, entry
 
 
+def rate_text(key, value):
+    """A rate as an unpaired line prints it; nothing without one."""
+    if value is None:
+        return ""
+    if key == "items_per_second":
+        return f"{value:10.2f} /s  "
+    return f"{key:16s} {value / 1e9:8.2f} GB/s  "
+
+
 def print_group(stem, runs_by_setting):
     several = list(runs_by_setting) != [""]
     print(f"-- {stem}" + (f" (best of {', '.join(runs_by_setting)})" if several else ""))
@@ -80,7 +91,9 @@ def print_group(stem, runs_by_setting):
             continue
         ref_name = baseline_of(name, names)
         if ref_name is None:
-            print(f"{name:45s} no baseline with the same arguments")
+            key, value, setting, _ = best(runs_by_setting, name)
+            print(f"{name:45s} {rate_text(key, value)}no baseline with the same arguments"
+                  + (f"  [{setting}]" if several and value is not None else ""))
             continue
         key, value, setting, entry = best(runs_by_setting, name)
         _, ref_value, ref_setting, _ = best(runs_by_setting, ref_name)

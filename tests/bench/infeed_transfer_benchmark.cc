@@ -10,6 +10,11 @@
 // time to rank 0, which reports it as the iteration's (manual) time.
 // scripts/bench runs the binary under each Open MPI shared-memory single-copy
 // setting and compares BM_InfeedTransfer with the fastest baseline.
+// BM_PlainMpiQueue (no baseline; a reference for reading the ratio) is the
+// infeed's protocol written in plain MPI — per step a small meta message and the
+// payload into one of 4 pre-posted slots, a credit back per step — sending from a
+// rotation of 1 buffer (as the baseline does) or of 11 (as the infeed's package
+// pool does in this benchmark): what queueing costs plain MPI on this machine.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -34,6 +39,9 @@ using bench::TimedSteps;
 constexpr int kIterations = 3;
 constexpr int kTagBaseline = 300;
 constexpr int kTagTime = 301;
+constexpr int kTagQueueMeta = 302;
+constexpr int kTagQueuePayload = 303;
+constexpr int kTagQueueCredit = 304;
 
 // The core's steady-state time, handed to rank 0 (which reports) after each iteration.
 void ReportCoreTime(benchmark::State& state, const cluster::Communicator& world, double seconds) {
@@ -102,13 +110,110 @@ void BM_InfeedTransferBaseline(benchmark::State& state) {
   SetBytes(state);
 }
 
+// BM_PlainMpiQueue's two sides. The host sends step s from buffer s % buffers
+// once it holds a credit and that buffer's last sends completed.
+class PlainMpiQueue {
+ public:
+  static constexpr int kDepth = 4;  // the infeed's default queue_depth
+  static constexpr size_t kMetaBytes = 256;
+
+  PlainMpiQueue(const cluster::Communicator& world, size_t bytes, int buffers)
+      : world_(world), buffers_(static_cast<size_t>(world.rank() == 0 ? buffers : kDepth)) {
+    for (Buffer& b : buffers_) {
+      b.meta.assign(kMetaBytes, std::byte{1});  // touched before timing, as the infeed's pool is
+      b.payload.assign(bytes, std::byte{1});
+    }
+  }
+
+  // Runs `steps` steps; returns the seconds from the end of step kWarmupSteps.
+  double Run(int64_t steps, benchmark::State& state) {
+    return world_.rank() == 0 ? Send(steps) : Receive(steps, state);
+  }
+
+ private:
+  struct Buffer {
+    std::vector<std::byte> meta, payload;
+    cluster::Request meta_request, payload_request;
+  };
+
+  double Send(int64_t steps) {
+    int credits = kDepth;
+    std::chrono::steady_clock::time_point start;
+    for (int64_t s = 0; s < steps; ++s) {
+      if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
+      for (; credits == 0; ++credits) world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
+      --credits;
+      Buffer& b = buffers_[static_cast<size_t>(s) % buffers_.size()];
+      b.meta_request.Wait();
+      b.payload_request.Wait();
+      b.meta[0] = b.payload[0] = static_cast<std::byte>(s);
+      b.meta_request = world_.Isend(b.meta, 1, kTagQueueMeta);
+      b.payload_request = world_.Isend(b.payload, 1, kTagQueuePayload);
+    }
+    for (Buffer& b : buffers_) {
+      b.meta_request.Wait();
+      b.payload_request.Wait();
+    }
+    for (; credits < kDepth; ++credits) world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
+    return 0;
+  }
+
+  double Receive(int64_t steps, benchmark::State& state) {
+    for (int64_t s = 0; s < std::min<int64_t>(kDepth, steps); ++s) Post(s);
+    std::chrono::steady_clock::time_point start;
+    for (int64_t s = 0; s < steps; ++s) {
+      if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
+      Buffer& b = buffers_[static_cast<size_t>(s % kDepth)];
+      b.meta_request.Wait();
+      b.payload_request.Wait();
+      if (b.meta[0] != static_cast<std::byte>(s) || b.payload[0] != static_cast<std::byte>(s)) {
+        state.SkipWithError("wrong message");
+      }
+      if (s + kDepth < steps) Post(s + kDepth);
+      world_.Send(std::as_bytes(std::span<const int>(&credit_, 1)), 0, kTagQueueCredit);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  void Post(int64_t step) {
+    Buffer& b = buffers_[static_cast<size_t>(step % kDepth)];
+    b.meta_request = world_.Irecv(b.meta, 0, kTagQueueMeta);
+    b.payload_request = world_.Irecv(b.payload, 0, kTagQueuePayload);
+  }
+
+  const cluster::Communicator& world_;
+  std::vector<Buffer> buffers_;
+  int credit_ = 0;
+};
+
+void BM_PlainMpiQueue(benchmark::State& state) {
+  cluster::Communicator world = cluster::Communicator::World();
+  PlainMpiQueue queue(world, static_cast<size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  for (auto _ : state) {
+    ReportCoreTime(state, world, queue.Run(kWarmupSteps + TimedSteps(state.range(0)), state));
+  }
+  SetBytes(state);
+}
+
 void Sizes(benchmark::internal::Benchmark* b) {
   for (int64_t kib : {256, 1024, 4096, 16384, 65536}) b->Arg(kib * 1024);
   b->Iterations(kIterations)->UseManualTime();
 }
 
+// The infeed's package pool in BM_InfeedTransfer: window (2 x parallelism +
+// queue_depth = 6) + queue_depth + 1.
+constexpr int64_t kInfeedPoolPackages = 11;
+
+void QueueSizes(benchmark::internal::Benchmark* b) {
+  for (int64_t buffers : {int64_t{1}, kInfeedPoolPackages}) {
+    for (int64_t kib : {256, 1024, 4096, 16384, 65536}) b->Args({kib * 1024, buffers});
+  }
+  b->ArgNames({"bytes", "buffers"})->Iterations(kIterations)->UseManualTime();
+}
+
 BENCHMARK(BM_InfeedTransfer)->Apply(Sizes);
 BENCHMARK(BM_InfeedTransferBaseline)->Apply(Sizes);
+BENCHMARK(BM_PlainMpiQueue)->Apply(QueueSizes);
 
 // Rank 1 runs the same benchmarks but reports nothing.
 class SilentReporter : public benchmark::BenchmarkReporter {

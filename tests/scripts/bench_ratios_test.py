@@ -32,11 +32,17 @@ def main():
     assert "ratio  0.50" in lines["BM_InProcessHop/262144/iterations:3/manual_time"], out
     assert "ratio  0.75" in lines["BM_InProcessHop/1048576/iterations:3/manual_time"], out
     assert "no baseline with the same arguments" in lines["BM_Lonely/7"], out
+    assert "1.00 GB/s" in lines["BM_Lonely/7"], out
     # Settings: each side's best, from whichever setting gave it.
     out = run({"t@single_copy=none.json": [entry("BM_T/1024/manual_time", 4), entry("BM_TBaseline/1024", 8)],
                "t@single_copy=cma.json": [entry("BM_T/1024/manual_time", 6), entry("BM_TBaseline/1024", 5)]})
     line = next(l for l in out.splitlines() if l.startswith("BM_T/1024"))
     assert "ratio  0.75" in line and "[single_copy=cma vs single_copy=none]" in line, out
+    # A reference without a baseline: its best rate over the settings, and which.
+    out = run({"q@single_copy=none.json": [entry("BM_Q/1024/manual_time", 3)],
+               "q@single_copy=cma.json": [entry("BM_Q/1024/manual_time", 2)]})
+    line = next(l for l in out.splitlines() if l.startswith("BM_Q/1024"))
+    assert "3.00 GB/s" in line and "[single_copy=none]" in line, out
     print("bench_ratios pairs runs by their arguments and compares the best settings")
 
 
