@@ -126,6 +126,10 @@ class PackageSlot {
   std::exception_ptr error_;
 };
 
+// How long an enqueue worker that caught up with its sender yields before it
+// sleeps, where ranks are threads (internal/step_claims.h).
+constexpr std::chrono::microseconds kWorkerRestSpin{20};
+
 // The enqueue loop of one infeed host.
 class HostSender {
  public:
@@ -164,16 +168,23 @@ class HostSender {
     std::vector<PackageSlot> slots(static_cast<size_t>(window));
     FillPool(window);
     {
-      // A worker that has caught up with the sender and waited past its spin sleeps
-      // until half the window per worker is free again: woken once per run of steps.
+      // A worker that has caught up with the sender rests (threads, packed) and
+      // then sleeps until half the window per worker is free again: woken once per
+      // run of steps. In the ranks layout it sleeps at once, and the sender builds
+      // cheap steps itself while all sleep (internal/step_claims.h).
       const int64_t run = window / (2 * options_.parallelism);
+      const bool sender_builds = !options_.sleep_when_idle;
       EnqueueWorkers workers(options_.parallelism, options_.num_steps, run,
+                             sender_builds ? std::chrono::microseconds(0) : kWorkerRestSpin,
                              [&](int64_t step, ThreadCpuEstimate& cpu) {
                                return BuildInto(step, slots[static_cast<size_t>(step % window)], cpu);
                              });
       for (int64_t step = 0; step < options_.num_steps; ++step) {
         workers.Allow(std::min(options_.num_steps, step + window));
         SendStep(step, slots[static_cast<size_t>(step % window)]);
+        if (sender_builds && BuildsAreCheap() && workers.BuildIfAllAsleep(cpu_)) {
+          send_cpu_ns_ = -1;  // building is not sending
+        }
       }
     }
     DrainCredits();
@@ -194,8 +205,9 @@ class HostSender {
    public:
     // `build` builds a step into its slot; false: it failed (the slot has the error).
     using BuildStep = std::function<bool(int64_t step, ThreadCpuEstimate& cpu)>;
-    EnqueueWorkers(int threads, int64_t num_steps, int64_t run, BuildStep build)
-        : claims_(num_steps, run), build_(std::move(build)) {
+    EnqueueWorkers(int threads, int64_t num_steps, int64_t run, std::chrono::microseconds rest_spin,
+                   BuildStep build)
+        : claims_(num_steps, run, rest_spin), build_(std::move(build)) {
       for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
     }
     ~EnqueueWorkers() { claims_.Close(); }  // then threads_, the last member, joins
@@ -203,6 +215,15 @@ class HostSender {
     EnqueueWorkers& operator=(const EnqueueWorkers&) = delete;
 
     void Allow(int64_t bound) { claims_.Allow(bound); }
+
+    // The caller (the sender) builds the next allowed step itself if every worker
+    // sleeps, on its own thread's CPU clock; false if it built nothing.
+    bool BuildIfAllAsleep(ThreadCpuEstimate& cpu) {
+      std::optional<int64_t> step = claims_.ClaimIfAllAsleep(static_cast<int>(threads_.size()));
+      if (!step) return false;
+      if (!build_(*step, cpu)) claims_.Close();
+      return true;
+    }
 
    private:
     void Work() {
@@ -220,11 +241,26 @@ class HostSender {
     std::vector<std::jthread> threads_;
   };
 
+  // Whether the sender may build a step its sleeping workers would be woken for
+  // (EnqueueWorkers::BuildIfAllAsleep; ranks layout): when the last step took at most
+  // kCheapBuildS to build and at most a quarter of the sender's last step. Every
+  // wake-up of a worker preempts the sender or a core on a busy machine
+  // (internal/step_claims.h). A costly build stays on the workers: the sender
+  // must keep its sends moving (a large send progresses only while its sender is
+  // in MPI) and a slow host's extra work (after_build) runs beside it.
+  bool BuildsAreCheap() const {
+    static constexpr double kCheapBuildS = 20e-6;
+    return last_build_s_ <= kCheapBuildS && 4 * last_build_s_ <= last_step_s_;
+  }
+
   // Takes step `step`'s package from its slot once built and sends its shards.
   void SendStep(int64_t step, PackageSlot& slot) {
     MonotonicTime before = std::chrono::steady_clock::now();
+    if (step > 0) last_step_s_ = std::chrono::duration<double>(before - last_step_start_).count();
+    last_step_start_ = before;
     next_to_send_ = step;
     std::unique_ptr<Package> package = Await(slot);
+    last_build_s_ = package->build_s;
     stats_.build_wait_s += SecondsSince(before);
     MonotonicTime send_start = std::chrono::steady_clock::now();
     Send(*package);
@@ -569,6 +605,10 @@ class HostSender {
   // or polled since (Send reads the clock afresh then).
   int64_t send_cpu_ns_ = -1;
   ThreadCpuEstimate cpu_;  // the sender's thread CPU (Run's thread)
+  // The last step's build time and the sender's time per step (BuildsAreCheap).
+  double last_build_s_ = 1;
+  double last_step_s_ = 0;
+  MonotonicTime last_step_start_;
   std::deque<std::unique_ptr<Package>> in_flight_;
   std::mutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;

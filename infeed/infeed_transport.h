@@ -44,9 +44,10 @@ struct TransportOptions {
   double origin_s = 0;
   // Called on the sending thread after each step's shards are on their way.
   std::function<void(const SentStep& step)> on_step_sent;
-  // Called on the worker that built `step` after `build_s` seconds of building,
-  // `build_cpu_s` of them on a CPU (a slow host's extra work plugs in here); must
-  // be thread-safe.
+  // Called on the thread that built `step` (a worker, or in the ranks layout the
+  // sender when its workers sleep and steps are cheap to build) after `build_s` seconds of
+  // building, `build_cpu_s` of them on a CPU (a slow host's extra work plugs in
+  // here); must be thread-safe.
   std::function<void(int64_t step, double build_s, double build_cpu_s)> after_build;
   // Host ranks also serve other protocols (the outfeed and the post-loop work)
   // while the infeed runs, and must never block them: a host calls `poll` after
@@ -85,7 +86,8 @@ struct TransportOptions {
   // Optional, used instead of the BatchFiller: returns the host batch of `step` from
   // storage the caller keeps unchanged until RunHostInfeed returns (a cached pool)
   // and writes each row's example id to `ids`; shards are sent straight from it, so
-  // no package batch is allocated or filled. Called on enqueue workers.
+  // no package batch is allocated or filled. Called on enqueue workers (or the
+  // sender, for a cheap step while they sleep).
   std::function<const Batch&(int64_t step, std::span<int64_t> ids)> borrow_batch;
   // Steps built ahead of the sender (the prefetch depth); 0 = 2 * parallelism +
   // queue_depth, enough that a worker never has to wake up for the next step.
@@ -93,8 +95,8 @@ struct TransportOptions {
 };
 
 // Fills the host batch ([rows_per_step, ...] per feature) for `step` and the global
-// example id of each row; must be thread-safe (enqueue workers call it concurrently
-// for different steps).
+// example id of each row; must be thread-safe (enqueue workers, and the sender for
+// a cheap step while they sleep, call it concurrently for different steps).
 using BatchFiller = std::function<void(int64_t step, Batch& host_batch, std::span<int64_t> ids)>;
 
 struct HostFeedStats {

@@ -1,14 +1,22 @@
 // Which step an enqueue worker builds next (infeed/infeed_transport.cc): steps are
 // claimed in increasing order, each once, never one at or past the bound the sender
 // last allowed (its prefetch window). A worker that finds nothing to claim yields
-// for kRestSpin, taking any step allowed meanwhile, then sleeps until a run of `run`
-// steps is allowed (or the last ones are), so a worker much faster than its sender
-// is woken once per run, not once per step. A sender that allows steps every few
-// microseconds (small shards) therefore never has to wake a worker — a futex wake
-// and a context switch, ~10 us on this VM, were a third of a small shard's
-// in-process hop when runs were posted to a sleeping thread pool — while a worker
-// that waits longer leaves the CPU to the sender and the cores. A sleep has no
-// timed wake-up: the thousands of idle workers of a packed replay must not poll.
+// for `rest_spin` (possibly 0), taking any step allowed meanwhile, then sleeps until
+// a run of `run` steps is allowed (or the last ones are), so a worker much faster
+// than its sender is woken once per run, not once per step. While every worker
+// sleeps the sender may claim the allowed steps itself (ClaimIfAllAsleep), so such
+// workers are not woken at all.
+//
+// Which of the two suits a layout was measured. Where ranks are threads (threads,
+// packed), a sender allows steps every few microseconds for small shards and a
+// 20 us rest spin means it never has to wake a worker — a futex wake and a context
+// switch, ~10 us on this VM, were a third of a small shard's in-process hop when
+// runs were posted to a sleeping thread pool. In the ranks layout a worker that
+// catches up every step or two rests nearly all the time, a third runnable thread
+// beside the sender and the core that preempts them: there workers sleep at once
+// and the sender builds cheap steps itself (HostSender::BuildsAreCheap).
+// A sleep has no timed wake-up: the thousands of idle workers of a packed replay
+// must not poll.
 #pragma once
 
 #include <algorithm>
@@ -24,9 +32,8 @@ namespace tpusim::infeed::internal {
 
 class StepClaims {
  public:
-  static constexpr std::chrono::microseconds kRestSpin{20};
-
-  StepClaims(int64_t num_steps, int64_t run) : num_steps_(num_steps), run_(std::max<int64_t>(1, run)) {}
+  StepClaims(int64_t num_steps, int64_t run, std::chrono::microseconds rest_spin)
+      : num_steps_(num_steps), run_(std::max<int64_t>(1, run)), rest_spin_(rest_spin) {}
 
   // Steps below `bound` may be claimed from now on (a bound never moves back).
   void Allow(int64_t bound) {
@@ -41,14 +48,14 @@ class StepClaims {
   }
 
   // The next step once it is allowed; nullopt once every step is claimed or the
-  // claims are closed. A worker that finds nothing yields for kRestSpin, taking
+  // claims are closed. A worker that finds nothing yields for rest_spin, taking
   // any step allowed meanwhile, then sleeps until a whole run is allowed.
   std::optional<int64_t> Claim() {
     const auto rest = std::chrono::steady_clock::now();
     bool asleep = false;
     while (!Finished()) {
       if (std::optional<int64_t> step = TryClaim(asleep)) return step;
-      if (!asleep && std::chrono::steady_clock::now() - rest < kRestSpin) {
+      if (!asleep && std::chrono::steady_clock::now() - rest < rest_spin_) {
         std::this_thread::yield();
       } else {
         asleep = true;
@@ -69,6 +76,18 @@ class StepClaims {
       if (next_.compare_exchange_weak(next, next + 1)) return next;
     }
   }
+
+  // The next allowed step if every one of `workers` sleeps (they have caught up
+  // with the bound and wait for a run), for the sender to build itself; nullopt
+  // otherwise. A worker waking meanwhile claims the step after it: each step is
+  // still claimed once.
+  std::optional<int64_t> ClaimIfAllAsleep(int workers) {
+    if (!AllAsleep(workers)) return std::nullopt;
+    return TryClaim(false);
+  }
+
+  // Whether `workers` workers sleep in Claim.
+  bool AllAsleep(int workers) const { return sleepers_.load() >= workers; }
 
   // Every step is claimed, or the claims are closed.
   bool Finished() const { return closed_.load() || next_.load() >= num_steps_; }
@@ -97,6 +116,7 @@ class StepClaims {
 
   const int64_t num_steps_;
   const int64_t run_;
+  const std::chrono::microseconds rest_spin_;
   std::atomic<int64_t> next_{0};   // the next step to claim
   std::atomic<int64_t> bound_{0};  // steps below it may be claimed
   std::atomic<bool> closed_{false};

@@ -6,15 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace tpusim::infeed::internal {
 namespace {
 
+// A worker's rest spin before it sleeps, as the threads layouts have it.
+constexpr std::chrono::microseconds kRest{20};
+
 TEST(StepClaimsTest, ClaimsAllowedStepsInOrderThenEnds) {
-  StepClaims claims(3, 2);
+  StepClaims claims(3, 2, kRest);
   claims.Allow(3);
   EXPECT_EQ(claims.Claim(), 0);
   EXPECT_EQ(claims.Claim(), 1);
@@ -23,7 +28,7 @@ TEST(StepClaimsTest, ClaimsAllowedStepsInOrderThenEnds) {
 }
 
 TEST(StepClaimsTest, AWaitingWorkerGetsTheStepOnceAllowedAndClosingReleasesIt) {
-  StepClaims claims(10, 1);
+  StepClaims claims(10, 1, kRest);
   claims.Allow(1);
   ASSERT_EQ(claims.Claim(), 0);
   std::optional<int64_t> late, closed = 7;
@@ -43,7 +48,7 @@ TEST(StepClaimsTest, AWaitingWorkerGetsTheStepOnceAllowedAndClosingReleasesIt) {
 // A sleeping worker takes a step only once a whole run is allowed past the next
 // step, or the last steps are; an awake one takes any allowed step.
 TEST(StepClaimsTest, ARestingWorkerWaitsForAWholeRun) {
-  StepClaims claims(6, 3);
+  StepClaims claims(6, 3, kRest);
   claims.Allow(3);
   EXPECT_EQ(claims.TryClaim(false), 0);
   EXPECT_EQ(claims.TryClaim(true), std::nullopt);  // 2 allowed past the next step: less than a run
@@ -59,14 +64,41 @@ TEST(StepClaimsTest, ARestingWorkerWaitsForAWholeRun) {
   EXPECT_TRUE(claims.Finished());
 }
 
-// Several workers against a sender moving the bound one step at a time: each step
-// is claimed exactly once, and none before it was allowed.
-TEST(StepClaimsTest, ConcurrentWorkersClaimEachStepOnceWithinTheBound) {
+// While every worker sleeps the sender may take the next allowed step itself, and
+// a step allowed without a whole run does not wake them; the woken worker goes on
+// after the sender's step.
+TEST(StepClaimsTest, TheSenderTakesAStepOnlyWhileEveryWorkerSleeps) {
+  StepClaims claims(10, 3, kRest);
+  claims.Allow(1);
+  EXPECT_EQ(claims.ClaimIfAllAsleep(1), std::nullopt);  // no worker sleeps yet
+  std::optional<int64_t> first, second;
+  std::thread worker([&] {
+    first = claims.Claim();   // step 0
+    second = claims.Claim();  // sleeps until a run is allowed
+  });
+  while (!claims.AllAsleep(1)) std::this_thread::yield();
+  claims.Allow(2);  // one step past the next: less than a run
+  EXPECT_EQ(claims.ClaimIfAllAsleep(1), 1);
+  EXPECT_EQ(claims.ClaimIfAllAsleep(1), std::nullopt);  // step 2 is not allowed
+  EXPECT_EQ(claims.ClaimIfAllAsleep(2), std::nullopt);  // of two workers one is awake
+  claims.Allow(10);
+  worker.join();
+  EXPECT_EQ(first, 0);
+  EXPECT_EQ(second, 2);
+}
+
+// Several workers against a sender moving the bound one step at a time and taking
+// the next step itself whenever they all sleep, with and without a rest spin: each
+// step is claimed exactly once, and none before it was allowed.
+class ConcurrentClaims : public testing::TestWithParam<int> {};
+
+TEST_P(ConcurrentClaims, EachStepOnceWithinTheBound) {
   constexpr int64_t kSteps = 20000;
-  StepClaims claims(kSteps, 3);
+  StepClaims claims(kSteps, 3, std::chrono::microseconds(GetParam()));
   std::atomic<int64_t> allowed{0};
   std::vector<std::atomic<int>> times(kSteps);
   std::atomic<int64_t> beyond{0};
+  int64_t by_sender = 0;
   std::vector<std::thread> workers;
   for (int w = 0; w < 3; ++w) {
     workers.emplace_back([&] {
@@ -79,11 +111,21 @@ TEST(StepClaimsTest, ConcurrentWorkersClaimEachStepOnceWithinTheBound) {
   for (int64_t bound = 1; bound <= kSteps; ++bound) {
     allowed.store(bound);  // before Allow: a claim of `bound - 1` sees it
     claims.Allow(bound);
+    if (std::optional<int64_t> step = claims.ClaimIfAllAsleep(3)) {
+      if (*step >= allowed.load()) ++beyond;
+      ++times[static_cast<size_t>(*step)];
+      ++by_sender;
+    }
   }
   for (std::thread& w : workers) w.join();
   EXPECT_EQ(beyond.load(), 0);
+  std::printf("rest spin %d us: the sender claimed %ld of %ld steps\n", GetParam(), static_cast<long>(by_sender),
+              static_cast<long>(kSteps));
   for (int64_t s = 0; s < kSteps; ++s) ASSERT_EQ(times[static_cast<size_t>(s)].load(), 1) << "step " << s;
 }
+
+INSTANTIATE_TEST_SUITE_P(StepClaimsTest, ConcurrentClaims, testing::Values(0, 20),
+                         [](const testing::TestParamInfo<int>& p) { return "rest_" + std::to_string(p.param) + "us"; });
 
 }  // namespace
 }  // namespace tpusim::infeed::internal
