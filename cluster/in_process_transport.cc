@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/adaptive_mutex.h"
 #include "base/error.h"
 
 namespace tpusim::cluster {
@@ -24,7 +25,7 @@ enum Context { kPointToPoint = 0, kCollective = 1, kContexts = 2 };
 // `done` is published with release order after status and error, so a test reads
 // it without the mutex; the mutex and condition variable serve the waiters.
 struct Op {
-  std::mutex mutex;
+  AdaptiveMutex mutex;
   std::condition_variable done_cv;
   std::atomic<bool> done{false};
   Pending status;
@@ -60,7 +61,7 @@ struct Receive {
 };
 
 struct Mailbox {
-  std::mutex mutex;
+  AdaptiveMutex mutex;
   std::condition_variable arrived;  // a message was queued
   std::deque<Message> unexpected;
   // unexpected.size(), stored under the mutex after every change and read without

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/adaptive_mutex.h"
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -118,17 +119,13 @@ class PackageSlot {
   }
 
  private:
-  std::mutex mutex_;
+  AdaptiveMutex mutex_;
   std::condition_variable set_;
   std::atomic<bool> ready_{false};
   bool sleeping_ = false;  // under mutex_
   std::unique_ptr<Package> package_;
   std::exception_ptr error_;
 };
-
-// How long an enqueue worker that caught up with its sender yields before it
-// sleeps, where ranks are threads (internal/step_claims.h).
-constexpr std::chrono::microseconds kWorkerRestSpin{20};
 
 // The enqueue loop of one infeed host.
 class HostSender {
@@ -168,21 +165,18 @@ class HostSender {
     std::vector<PackageSlot> slots(static_cast<size_t>(window));
     FillPool(window);
     {
-      // A worker that has caught up with the sender rests (threads, packed) and
-      // then sleeps until half the window per worker is free again: woken once per
-      // run of steps. In the ranks layout it sleeps at once, and the sender builds
-      // cheap steps itself while all sleep (internal/step_claims.h).
+      // A worker that has caught up with the sender sleeps until half the window per
+      // worker is free again: woken once per run of steps. While every worker
+      // sleeps the sender builds cheap steps itself (internal/step_claims.h).
       const int64_t run = window / (2 * options_.parallelism);
-      const bool sender_builds = !options_.sleep_when_idle;
       EnqueueWorkers workers(options_.parallelism, options_.num_steps, run,
-                             sender_builds ? std::chrono::microseconds(0) : kWorkerRestSpin,
                              [&](int64_t step, ThreadCpuEstimate& cpu) {
                                return BuildInto(step, slots[static_cast<size_t>(step % window)], cpu);
                              });
       for (int64_t step = 0; step < options_.num_steps; ++step) {
         workers.Allow(std::min(options_.num_steps, step + window));
         SendStep(step, slots[static_cast<size_t>(step % window)]);
-        if (sender_builds && BuildsAreCheap() && workers.BuildIfAllAsleep(cpu_)) {
+        if (BuildsAreCheap() && workers.BuildIfAllAsleep(cpu_)) {
           send_cpu_ns_ = -1;  // building is not sending
         }
       }
@@ -205,9 +199,8 @@ class HostSender {
    public:
     // `build` builds a step into its slot; false: it failed (the slot has the error).
     using BuildStep = std::function<bool(int64_t step, ThreadCpuEstimate& cpu)>;
-    EnqueueWorkers(int threads, int64_t num_steps, int64_t run, std::chrono::microseconds rest_spin,
-                   BuildStep build)
-        : claims_(num_steps, run, rest_spin), build_(std::move(build)) {
+    EnqueueWorkers(int threads, int64_t num_steps, int64_t run, BuildStep build)
+        : claims_(num_steps, run), build_(std::move(build)) {
       for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
     }
     ~EnqueueWorkers() { claims_.Close(); }  // then threads_, the last member, joins
@@ -242,7 +235,7 @@ class HostSender {
   };
 
   // Whether the sender may build a step its sleeping workers would be woken for
-  // (EnqueueWorkers::BuildIfAllAsleep; ranks layout): when the last step took at most
+  // (EnqueueWorkers::BuildIfAllAsleep): when the last step took at most
   // kCheapBuildS to build and at most a quarter of the sender's last step. Every
   // wake-up of a worker preempts the sender or a core on a busy machine
   // (internal/step_claims.h). A costly build stays on the workers: the sender
@@ -610,7 +603,7 @@ class HostSender {
   double last_step_s_ = 0;
   MonotonicTime last_step_start_;
   std::deque<std::unique_ptr<Package>> in_flight_;
-  std::mutex free_mutex_;
+  AdaptiveMutex free_mutex_;
   std::vector<std::unique_ptr<Package>> free_;
   HostFeedStats stats_;
   std::atomic<int64_t> build_ns_{0};  // summed over workers

@@ -1,39 +1,34 @@
 // Which step an enqueue worker builds next (infeed/infeed_transport.cc): steps are
 // claimed in increasing order, each once, never one at or past the bound the sender
-// last allowed (its prefetch window). A worker that finds nothing to claim yields
-// for `rest_spin` (possibly 0), taking any step allowed meanwhile, then sleeps until
-// a run of `run` steps is allowed (or the last ones are), so a worker much faster
-// than its sender is woken once per run, not once per step. While every worker
-// sleeps the sender may claim the allowed steps itself (ClaimIfAllAsleep), so such
-// workers are not woken at all.
+// last allowed (its prefetch window). A worker that finds nothing to claim sleeps
+// until a run of `run` steps is allowed (or the last ones are), so a worker much
+// faster than its sender is woken once per run, not once per step, and while every
+// worker sleeps the sender may claim the allowed steps itself (ClaimIfAllAsleep), so
+// such workers are not woken at all.
 //
-// Which of the two suits a layout was measured. Where ranks are threads (threads,
-// packed), a sender allows steps every few microseconds for small shards and a
-// 20 us rest spin means it never has to wake a worker — a futex wake and a context
-// switch, ~10 us on this VM, were a third of a small shard's in-process hop when
-// runs were posted to a sleeping thread pool. In the ranks layout a worker that
-// catches up every step or two rests nearly all the time, a third runnable thread
-// beside the sender and the core that preempts them: there workers sleep at once
-// and the sender builds cheap steps itself (HostSender::BuildsAreCheap).
+// A worker that caught up used to yield for 20 us before it slept, where ranks are
+// threads, so that a fast sender never had to wake it. Measured on 2 CPUs it was the
+// opposite: a worker that catches up every step or two yields nearly all the time,
+// a third runnable thread beside the sender and its core that preempts them
+// (docs/design-notes.md, "Enqueue workers claim their steps").
 // A sleep has no timed wake-up: the thousands of idle workers of a packed replay
 // must not poll.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <thread>
+
+#include "base/adaptive_mutex.h"
 
 namespace tpusim::infeed::internal {
 
 class StepClaims {
  public:
-  StepClaims(int64_t num_steps, int64_t run, std::chrono::microseconds rest_spin)
-      : num_steps_(num_steps), run_(std::max<int64_t>(1, run)), rest_spin_(rest_spin) {}
+  StepClaims(int64_t num_steps, int64_t run) : num_steps_(num_steps), run_(std::max<int64_t>(1, run)) {}
 
   // Steps below `bound` may be claimed from now on (a bound never moves back).
   void Allow(int64_t bound) {
@@ -48,19 +43,12 @@ class StepClaims {
   }
 
   // The next step once it is allowed; nullopt once every step is claimed or the
-  // claims are closed. A worker that finds nothing yields for rest_spin, taking
-  // any step allowed meanwhile, then sleeps until a whole run is allowed.
+  // claims are closed. A worker that finds nothing sleeps until a whole run is
+  // allowed.
   std::optional<int64_t> Claim() {
-    const auto rest = std::chrono::steady_clock::now();
-    bool asleep = false;
-    while (!Finished()) {
+    for (bool asleep = false; !Finished(); asleep = true) {
       if (std::optional<int64_t> step = TryClaim(asleep)) return step;
-      if (!asleep && std::chrono::steady_clock::now() - rest < rest_spin_) {
-        std::this_thread::yield();
-      } else {
-        asleep = true;
-        Sleep();
-      }
+      Sleep();
     }
     return std::nullopt;
   }
@@ -116,12 +104,11 @@ class StepClaims {
 
   const int64_t num_steps_;
   const int64_t run_;
-  const std::chrono::microseconds rest_spin_;
   std::atomic<int64_t> next_{0};   // the next step to claim
   std::atomic<int64_t> bound_{0};  // steps below it may be claimed
   std::atomic<bool> closed_{false};
   std::atomic<int> sleepers_{0};
-  std::mutex mutex_;
+  AdaptiveMutex mutex_;
   std::condition_variable moved_;
 };
 

@@ -8,18 +8,14 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
 namespace tpusim::infeed::internal {
 namespace {
 
-// A worker's rest spin before it sleeps, as the threads layouts have it.
-constexpr std::chrono::microseconds kRest{20};
-
 TEST(StepClaimsTest, ClaimsAllowedStepsInOrderThenEnds) {
-  StepClaims claims(3, 2, kRest);
+  StepClaims claims(3, 2);
   claims.Allow(3);
   EXPECT_EQ(claims.Claim(), 0);
   EXPECT_EQ(claims.Claim(), 1);
@@ -28,7 +24,7 @@ TEST(StepClaimsTest, ClaimsAllowedStepsInOrderThenEnds) {
 }
 
 TEST(StepClaimsTest, AWaitingWorkerGetsTheStepOnceAllowedAndClosingReleasesIt) {
-  StepClaims claims(10, 1, kRest);
+  StepClaims claims(10, 1);
   claims.Allow(1);
   ASSERT_EQ(claims.Claim(), 0);
   std::optional<int64_t> late, closed = 7;
@@ -36,7 +32,7 @@ TEST(StepClaimsTest, AWaitingWorkerGetsTheStepOnceAllowedAndClosingReleasesIt) {
     late = claims.Claim();    // waits: step 1 is not allowed yet
     closed = claims.Claim();  // waits until closed
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the yielding, into the sleeps
+  while (!claims.AllAsleep(1)) std::this_thread::yield();
   claims.Allow(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   claims.Close();
@@ -48,7 +44,7 @@ TEST(StepClaimsTest, AWaitingWorkerGetsTheStepOnceAllowedAndClosingReleasesIt) {
 // A sleeping worker takes a step only once a whole run is allowed past the next
 // step, or the last steps are; an awake one takes any allowed step.
 TEST(StepClaimsTest, ARestingWorkerWaitsForAWholeRun) {
-  StepClaims claims(6, 3, kRest);
+  StepClaims claims(6, 3);
   claims.Allow(3);
   EXPECT_EQ(claims.TryClaim(false), 0);
   EXPECT_EQ(claims.TryClaim(true), std::nullopt);  // 2 allowed past the next step: less than a run
@@ -68,7 +64,7 @@ TEST(StepClaimsTest, ARestingWorkerWaitsForAWholeRun) {
 // a step allowed without a whole run does not wake them; the woken worker goes on
 // after the sender's step.
 TEST(StepClaimsTest, TheSenderTakesAStepOnlyWhileEveryWorkerSleeps) {
-  StepClaims claims(10, 3, kRest);
+  StepClaims claims(10, 3);
   claims.Allow(1);
   EXPECT_EQ(claims.ClaimIfAllAsleep(1), std::nullopt);  // no worker sleeps yet
   std::optional<int64_t> first, second;
@@ -88,13 +84,11 @@ TEST(StepClaimsTest, TheSenderTakesAStepOnlyWhileEveryWorkerSleeps) {
 }
 
 // Several workers against a sender moving the bound one step at a time and taking
-// the next step itself whenever they all sleep, with and without a rest spin: each
-// step is claimed exactly once, and none before it was allowed.
-class ConcurrentClaims : public testing::TestWithParam<int> {};
-
-TEST_P(ConcurrentClaims, EachStepOnceWithinTheBound) {
+// the next step itself whenever they all sleep: each step is claimed exactly once,
+// and none before it was allowed.
+TEST(StepClaimsTest, EachStepOnceWithinTheBound) {
   constexpr int64_t kSteps = 20000;
-  StepClaims claims(kSteps, 3, std::chrono::microseconds(GetParam()));
+  StepClaims claims(kSteps, 3);
   std::atomic<int64_t> allowed{0};
   std::vector<std::atomic<int>> times(kSteps);
   std::atomic<int64_t> beyond{0};
@@ -119,13 +113,9 @@ TEST_P(ConcurrentClaims, EachStepOnceWithinTheBound) {
   }
   for (std::thread& w : workers) w.join();
   EXPECT_EQ(beyond.load(), 0);
-  std::printf("rest spin %d us: the sender claimed %ld of %ld steps\n", GetParam(), static_cast<long>(by_sender),
-              static_cast<long>(kSteps));
+  std::printf("the sender claimed %ld of %ld steps\n", static_cast<long>(by_sender), static_cast<long>(kSteps));
   for (int64_t s = 0; s < kSteps; ++s) ASSERT_EQ(times[static_cast<size_t>(s)].load(), 1) << "step " << s;
 }
-
-INSTANTIATE_TEST_SUITE_P(StepClaimsTest, ConcurrentClaims, testing::Values(0, 20),
-                         [](const testing::TestParamInfo<int>& p) { return "rest_" + std::to_string(p.param) + "us"; });
 
 }  // namespace
 }  // namespace tpusim::infeed::internal
