@@ -56,30 +56,52 @@ TEST(CpuTimerTest, ScopesAddUpAndANullTotalIsIgnored) {
 
 // The estimate stays within its resolution of the kernel's clock (never below it,
 // to the microsecond the two clocks' sources may differ by), never decreases, and
-// a sleep longer than the resolution costs it nothing.
+// over a sleep or a stretch of work it moves as the kernel's clock does, within
+// its resolution. Every bound is taken against kernel reads that bracket the
+// estimate's: on this VM, under load, the kernel's clock jumps by a stolen 0.2-0.4
+// ms at a wake-up or between two adjacent reads, which failed bounds taken against
+// zero or against a single read.
 TEST(CpuTimerTest, TheEstimateStaysWithinItsResolutionOfTheThreadsCpuTime) {
   constexpr int64_t kResolutionNs = 50'000;
   constexpr int64_t kClockSkewNs = 1'000;
   ThreadCpuEstimate estimate{std::chrono::nanoseconds(kResolutionNs)};
+  struct Bracketed {
+    int64_t before, reading, after;
+  };
+  const auto read = [&estimate] {
+    Bracketed b{};
+    b.before = ThreadCpuNs();
+    b.reading = estimate.Ns();
+    b.after = ThreadCpuNs();
+    return b;
+  };
+  // A span between two bracketed readings, against the kernel's clock: at least
+  // the inner kernel span, at most the outer one, each within the resolution.
+  const auto expect_span_tracks_the_kernel = [](const Bracketed& start, const Bracketed& end) {
+    const int64_t span = end.reading - start.reading;
+    EXPECT_GE(span, end.before - start.after - kResolutionNs - kClockSkewNs);
+    EXPECT_LE(span, end.after - start.before + kResolutionNs + kClockSkewNs);
+  };
   int64_t previous = 0;
   for (int i = 0; i < 20'000; ++i) {
-    const int64_t before = ThreadCpuNs();
-    const int64_t reading = estimate.Ns();
-    const int64_t after = ThreadCpuNs();
-    ASSERT_GE(reading, before - kClockSkewNs) << "reading " << i;
-    ASSERT_LE(reading, after + kResolutionNs) << "reading " << i;
-    ASSERT_GE(reading, previous) << "reading " << i;
-    previous = reading;
+    const Bracketed b = read();
+    ASSERT_GE(b.reading, b.before - kClockSkewNs) << "reading " << i;
+    ASSERT_LE(b.reading, b.after + kResolutionNs) << "reading " << i;
+    ASSERT_GE(b.reading, previous) << "reading " << i;
+    previous = b.reading;
   }
-  const int64_t before_sleep = estimate.Ns();
-  SteadyClock().SleepUs(20'000);
-  EXPECT_LT(estimate.Ns() - before_sleep, 2 * kResolutionNs);
-  const int64_t before_work = estimate.Ns();
-  const int64_t kernel_before = ThreadCpuNs();
+  constexpr int64_t kSleepUs = 20'000;
+  const Bracketed before_sleep = read();
+  SteadyClock().SleepUs(kSleepUs);
+  const Bracketed after_sleep = read();
+  expect_span_tracks_the_kernel(before_sleep, after_sleep);
+
+  const Bracketed before_work = read();
   volatile uint64_t sink = BusyWork();
   (void)sink;
-  const int64_t work_ns = estimate.Ns() - before_work;
-  EXPECT_NEAR(static_cast<double>(work_ns), static_cast<double>(ThreadCpuNs() - kernel_before), 2.0 * kResolutionNs);
+  const Bracketed after_work = read();
+  expect_span_tracks_the_kernel(before_work, after_work);
+  EXPECT_GT(after_work.reading - before_work.reading, 10 * kResolutionNs);
 }
 
 }  // namespace
