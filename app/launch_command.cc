@@ -90,6 +90,12 @@ void SetMpiEnvironment(bool multi_node, double watchdog_s, const char* single_co
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   setenv("OMPI_MCA_odls_base_cutoff", "1000", 0);
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", single_copy, 0);
+  // On one node the shared-memory transport is all there is, and naming Open MPI's
+  // ob1 point-to-point layer skips the matching-transport layer's probe of
+  // libfabric and PSM (there is no fabric to find): a 9-rank launch starts 0.22 s
+  // sooner here (0.79 -> 0.57 s for an MPI hello world, 5 Dec 2026). Across nodes
+  // Open MPI chooses (UCX on a cluster that has it).
+  if (!multi_node) setenv("OMPI_MCA_pml", "ob1", 0);
   if (geteuid() == 0) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

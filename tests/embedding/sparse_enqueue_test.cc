@@ -36,7 +36,7 @@ class SparseEnqueueTest : public ::testing::TestWithParam<bool> {
 };
 
 INSTANTIATE_TEST_SUITE_P(CooKernels, SparseEnqueueTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Portable" : "Avx512"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Portable" : "Avx512"; });
 
 std::vector<int> Identity(int n) {
   std::vector<int> order(static_cast<size_t>(n));

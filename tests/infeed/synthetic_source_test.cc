@@ -116,7 +116,7 @@ class SyntheticKernelTest : public testing::TestWithParam<bool> {
 };
 
 INSTANTIATE_TEST_SUITE_P(ByteKernels, SyntheticKernelTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& info) { return info.param ? "Portable" : "AesNi"; });
+                         [](const testing::TestParamInfo<bool>& p) { return p.param ? "Portable" : "AesNi"; });
 
 TEST_P(SyntheticKernelTest, WholeRowsEqualTheElementwiseDefinition) {
   for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 143, 1000}) {

@@ -114,8 +114,11 @@ TEST_F(TfRecordSourceTest, RandomCropsAreReproducible) {
     TfRecordStageCosts costs;
     source.Decode(source.NextRecords(6), batch, ids, costs);
     std::vector<std::byte> bytes(batch.at("image").bytes().begin(), batch.at("image").bytes().end());
-    if (pass == 0) first = bytes;
-    if (pass == 1) EXPECT_EQ(bytes, first);
+    if (pass == 0) {
+      first = bytes;
+    } else {
+      EXPECT_EQ(bytes, first);
+    }
   }
 }
 

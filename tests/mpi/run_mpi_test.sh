@@ -6,7 +6,7 @@ set -u
 np=$1 seconds=$2
 shift 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_odls_base_cutoff=1000
+export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_odls_base_cutoff=1000 OMPI_MCA_pml=ob1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 timeout --kill-after=5 "$seconds" mpirun -np "$np" --oversubscribe --bind-to none "$@"
 rc=$?
