@@ -46,7 +46,7 @@ struct StepContext {
 struct SlotView {
   std::string name;
   Eigen::ArrayXf* values = nullptr;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape = {};  // {} = the slot has its variable's shape
 };
 
 class ShampooOptimizer;

@@ -81,7 +81,7 @@ struct WindowSection {
   // and begun by every core at about the same time (skew at most a tenth of the
   // window). steady_note says why not, empty when steady.
   bool steady = true;
-  std::string steady_note;
+  std::string steady_note = "";
 };
 
 // A host's own part of the simulator ceiling, as rates.

@@ -54,10 +54,10 @@ struct InputFeatureConfig {
   // as tf.io.parse_single_example's spec: its key and list kind; a bytes feature
   // is a JPEG decoded (decode: jpeg) to [resize[0], resize[1], 3], cropped and
   // flipped before the resize.
-  std::string key;                  // "" = not a tfrecord run
-  std::string kind;                 // float | int64 | bytes
-  std::string decode;               // "" | jpeg
-  std::vector<int64_t> resize;      // [height, width]
+  std::string key = "";             // "" = not a tfrecord run
+  std::string kind = "";            // float | int64 | bytes
+  std::string decode = "";          // "" | jpeg
+  std::vector<int64_t> resize = {};  // [height, width]
   std::string crop = "none";        // none | center | random
   std::string flip = "none";        // none | random
 };

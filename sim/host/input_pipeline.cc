@@ -17,7 +17,9 @@
 
 namespace tpusim::sim {
 
-namespace {
+// Outside the anonymous namespace: InputPipeline::Impl holds one, and a unity
+// build's Impl must not have a member of an internal-linkage type (-Wsubobject-linkage).
+namespace internal {
 
 // Runs the file pipeline's steps one at a time in step order, whichever worker
 // gets which step, so a host's stream (and its shuffle) does not depend on timing.
@@ -46,6 +48,10 @@ class StepSequencer {
   int64_t next_ = 0;
   bool failed_ = false;
 };
+
+}  // namespace internal
+
+namespace {
 
 // faults.slow_hosts of `host`: how much longer its workers take from a step on.
 double SlowHostFactor(const std::vector<FaultsConfig::SlowHost>& slow_hosts, int host,
@@ -115,7 +121,7 @@ struct InputPipeline::Impl {
   mutable std::mutex decode_mu_;
   infeed::TfRecordStageCosts decode_costs;  // the workers' parse, decode, resize, batch
   std::map<int64_t, infeed::TfRecordStageCosts> step_costs_;  // built, not yet sent
-  StepSequencer sequencer;
+  internal::StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
 
   Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers,

@@ -7,16 +7,18 @@
 // whatever path the others wait on: the infeed (a frozen host), the credits (a
 // frozen core while its host still feeds), the relay (single-host mode's
 // forwarding host), the cross-replica sum, the embedding all-to-all, the outfeed
-// and the preconditioner service (Shampoo's host). Ten tries, the rank of each
-// drawn at random from the path's candidates with a fixed seed; every stopped
-// process is resumed (SIGCONT) at the end of its try.
+// and the preconditioner service (Shampoo's host). Ten tries, one test case each,
+// the rank of each drawn at random from the path's candidates with a fixed seed;
+// every stopped process is resumed (SIGCONT) at the end of its try.
 #include <signal.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <random>
 #include <regex>
 #include <string>
@@ -165,32 +167,55 @@ class FrozenTry {
   std::chrono::steady_clock::time_point stopped_;
 };
 
-// Try i: the paths in turn, then at random; the rank at random among the path's.
-TEST(Frozen, TheStoppedRankIsNamedWithItsRoleOnEveryPath) {
+// One try: a path and the rank stopped on it.
+struct Try {
+  int index;
+  const Path* path;
+  int rank;
+};
+
+void PrintTo(const Try& t, std::ostream* os) { *os << "try " << t.index << ": " << t.path->name << ", rank " << t.rank; }
+
+// Ten tries: the paths in turn, then at random; the rank at random among the
+// path's (a fixed seed, so every run draws the same tries).
+std::vector<Try> Tries() {
   std::mt19937 random(20);
+  std::vector<Try> tries;
   for (int i = 0; i < 10; ++i) {
-    const Path& path = i < static_cast<int>(Paths().size())
-                           ? Paths()[static_cast<size_t>(i)]
-                           : Paths()[random() % Paths().size()];
-    const int rank = path.ranks[random() % path.ranks.size()];
-    SCOPED_TRACE(std::string("try ") + std::to_string(i) + ": " + path.name + " path, rank " +
-                 std::to_string(rank));
-    FrozenTry run(path, rank, i);
-    run.StartAndFreeze();
-    if (HasFatalFailure()) return;
-    const std::string named = "rank " + std::to_string(rank) + ", " + run.frozen().role +
-                              ": its process (pid " + std::to_string(run.frozen().pid) +
-                              ") has not run for";
-    const double seconds = run.SecondsUntil(named);
-    const std::string log = run.Finish();
-    std::printf("try %d: %s path, rank %d (%s) stopped: named after %.1f s\n", i, path.name, rank,
-                run.frozen().role.c_str(), seconds);
-    EXPECT_GE(seconds, 0) << log;
-    EXPECT_LE(seconds, kDeadlineS + 2) << log;
-    EXPECT_THAT(log, HasSubstr("(stopped or frozen; last state: ")) << log;
-    EXPECT_EQ(log.find("rc=0"), std::string::npos) << log;
+    const Path& path = i < static_cast<int>(Paths().size()) ? Paths()[static_cast<size_t>(i)]
+                                                            : Paths()[random() % Paths().size()];
+    tries.push_back({i, &path, path.ranks[random() % path.ranks.size()]});
   }
+  return tries;
 }
+
+// A case per try, so gtest's shards (tests/e2e/meson.build) can run them side by side.
+class Frozen : public ::testing::TestWithParam<Try> {};
+
+TEST_P(Frozen, TheStoppedRankIsNamedWithItsRole) {
+  const Try& t = GetParam();
+  FrozenTry run(*t.path, t.rank, t.index);
+  run.StartAndFreeze();
+  if (HasFatalFailure()) return;
+  const std::string named = "rank " + std::to_string(t.rank) + ", " + run.frozen().role +
+                            ": its process (pid " + std::to_string(run.frozen().pid) + ") has not run for";
+  const double seconds = run.SecondsUntil(named);
+  const std::string log = run.Finish();
+  std::printf("try %d: %s path, rank %d (%s) stopped: named after %.1f s\n", t.index, t.path->name, t.rank,
+              run.frozen().role.c_str(), seconds);
+  EXPECT_GE(seconds, 0) << log;
+  EXPECT_LE(seconds, kDeadlineS + 2) << log;
+  EXPECT_THAT(log, HasSubstr("(stopped or frozen; last state: ")) << log;
+  EXPECT_EQ(log.find("rc=0"), std::string::npos) << log;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPath, Frozen, ::testing::ValuesIn(Tries()), [](const ::testing::TestParamInfo<Try>& p) {
+  std::string name = "try" + std::to_string(p.param.index) + "_" + p.param.path->name + "_rank" + std::to_string(p.param.rank);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+});
 
 }  // namespace
 }  // namespace tpusim::e2e
