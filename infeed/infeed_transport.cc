@@ -15,6 +15,7 @@
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/huge_page_allocator.h"
 #include "infeed/cpu_timer.h"
 #include "infeed/internal/step_claims.h"
 
@@ -65,7 +66,7 @@ struct Package {
   std::vector<std::vector<std::byte>> meta;      // per route: header, slices, ids
   // Per route and feature: a packed copy of a piece that is not contiguous in the
   // batch (empty for contiguous pieces, which are sent from the batch itself).
-  std::vector<std::vector<std::vector<std::byte>>> staging;
+  std::vector<std::vector<HugePageVector<std::byte>>> staging;
   std::vector<std::vector<std::byte>> trailer;   // per route: TransportOptions::encode_trailer
   std::vector<std::vector<uint64_t>> hand_over;  // per route handed over: its (address, bytes) pairs
   std::vector<cluster::Request> requests;        // per message, routes in order
@@ -693,7 +694,7 @@ class HostRelay {
     // the core returns after receiving it, so this wait never blocks for long. Each
     // message of a shard is forwarded as it came, in order.
     requests_[i][slot].Wait();
-    std::vector<std::byte>& buffer = slots_[i][slot];
+    HugePageVector<std::byte>& buffer = slots_[i][slot];
     buffer.resize(probed.bytes);
     world_.Recv(buffer, probed.source, probed.tag);
     int core = layout_.core_rank(host_, ordinal);
@@ -718,7 +719,7 @@ class HostRelay {
   int64_t expected_messages_ = 0;  // to forward, over all local cores and steps
   int64_t expected_credits_ = 0;
   std::vector<int> local_cores_;
-  std::vector<std::vector<std::vector<std::byte>>> slots_;
+  std::vector<std::vector<HugePageVector<std::byte>>> slots_;  // sent from, as packages are
   std::vector<std::vector<cluster::Request>> requests_;
   std::vector<int64_t> counts_;
 };
@@ -760,7 +761,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
 // other piece is a message of its own (HostSender::SendShard).
 void CoreInfeedQueue::LayOutWireSlots() {
   slots_.assign(static_cast<size_t>(depth_),
-                std::vector<std::byte>(codec_.message_bytes() + trailer_capacity_));
+                HugePageVector<std::byte>(codec_.message_bytes() + trailer_capacity_));
   first_wire_bytes_ = codec_.wire_bytes();
   for (const ShardCodec::Block& b : codec_.SlotBlocks()) {
     if (b.offset > 0 && TravelsAlone(b.bytes)) {
@@ -776,7 +777,7 @@ void CoreInfeedQueue::LayOutWireSlots() {
 // A handed-over shard's slot holds the host's (address, bytes) pairs: one message.
 void CoreInfeedQueue::LayOutHandOverSlots(size_t num_features) {
   const size_t bytes = HandOverBytes(num_features);
-  slots_.assign(static_cast<size_t>(depth_), std::vector<std::byte>(bytes));
+  slots_.assign(static_cast<size_t>(depth_), HugePageVector<std::byte>(bytes));
   first_.push_back({0, bytes});
   first_wire_bytes_ = bytes;
 }

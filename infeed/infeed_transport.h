@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "base/huge_page_allocator.h"
 #include "base/watchdog.h"
 #include "cluster/message_tags.h"
 #include "cluster/rank_layout.h"
@@ -174,7 +175,7 @@ class CoreInfeedQueue {
   bool core_sleeps_;
   bool hand_over_;  // the host hands its packages over in this process (no copy)
   int32_t credit_[2];
-  std::vector<std::vector<std::byte>> slots_;
+  std::vector<HugePageVector<std::byte>> slots_;
   std::vector<ShardCodec::Block> first_;  // slot blocks the first message fills (+ trailer)
   std::vector<ShardCodec::Block> alone_;  // slot blocks received as messages of their own
   size_t first_wire_bytes_ = 0;           // fixed bytes of a shard's first message

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/huge_page_allocator.h"
 #include "infeed/dtype.h"
 
 namespace tpusim::infeed {
@@ -70,8 +71,9 @@ class Tensor {
 
   DType dtype_ = DType::kFloat32;
   Shape shape_;
-  // std::vector's allocation is aligned for any scalar type, enough for typed access.
-  std::vector<std::byte> bytes_;
+  // Aligned for any scalar type, enough for typed access; a large tensor (a host
+  // batch the infeed sends from) sits on huge pages (base/huge_page_allocator.h).
+  HugePageVector<std::byte> bytes_;
 };
 
 // Named tensors of one batch (or one shard of it), ordered by name.

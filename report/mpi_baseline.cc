@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "base/backoff.h"
+#include "base/huge_page_allocator.h"
 #include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
 
@@ -53,7 +54,7 @@ int64_t TimedRounds(const std::vector<size_t>& sizes) {
 // each re-posted as it completes, for every round the host sends.
 void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes, int64_t rounds,
                    bool sleeps) {
-  std::vector<std::vector<std::byte>> slots(kRoundsInFlight, std::vector<std::byte>(bytes, std::byte{1}));
+  std::vector<HugePageVector<std::byte>> slots(kRoundsInFlight, HugePageVector<std::byte>(bytes, std::byte{1}));
   std::vector<cluster::Request> posted(kRoundsInFlight);
   for (int64_t i = 0; i < std::min<int64_t>(rounds, kRoundsInFlight); ++i) {
     posted[static_cast<size_t>(i)] = world.Irecv(slots[static_cast<size_t>(i)], host_rank, kTagBaseline,
@@ -74,7 +75,7 @@ void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes,
 
 // A host: `rounds` rounds from buffers touched before the first, kRoundsInFlight
 // of them in flight (a send buffer may be in several sends at once).
-void SendRounds(const cluster::Transport& world, const std::vector<std::vector<std::byte>>& messages,
+void SendRounds(const cluster::Transport& world, const std::vector<HugePageVector<std::byte>>& messages,
                 const std::vector<int>& peers, int64_t rounds) {
   std::deque<std::vector<cluster::Request>> in_flight;
   for (int64_t i = 0; i < rounds; ++i) {
@@ -110,7 +111,8 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
     return result;
   }
   if (sizes.empty()) return result;
-  std::vector<std::vector<std::byte>> messages;
+  // On huge pages, as the infeed's packages are (base/huge_page_allocator.h).
+  std::vector<HugePageVector<std::byte>> messages;
   std::vector<int> peers;
   for (const infeed::ShardRoute& r : plan.host_plan(role.host)->shards) {
     if (r.dst_host != role.host) continue;

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/huge_page_allocator.h"
 #include "cluster/communicator.h"
 #include "cluster/device_assignment.h"
 #include "cluster/rank_layout.h"
@@ -90,7 +91,7 @@ void BM_InfeedTransfer(benchmark::State& state) {
 
 void BM_InfeedTransferBaseline(benchmark::State& state) {
   cluster::Communicator world = cluster::Communicator::World();
-  std::vector<std::byte> message(static_cast<size_t>(state.range(0)));
+  HugePageVector<std::byte> message(static_cast<size_t>(state.range(0)));  // as a package's batch
   const int64_t steps = kWarmupSteps + TimedSteps(state.range(0));
   for (auto _ : state) {
     std::chrono::steady_clock::time_point start;
@@ -132,7 +133,8 @@ class PlainMpiQueue {
 
  private:
   struct Buffer {
-    std::vector<std::byte> meta, payload;
+    std::vector<std::byte> meta;
+    HugePageVector<std::byte> payload;
     cluster::Request meta_request, payload_request;
   };
 

@@ -1,5 +1,6 @@
 // The baseline most benchmarks here are measured against: memcpy of `bytes` bytes
-// between two buffers, checked after the loop, reporting bytes/s.
+// between two buffers, checked after the loop, reporting bytes/s. The buffers are
+// allocated as tpusim's tensors and queue slots are (large ones on huge pages).
 #pragma once
 
 #include <cstddef>
@@ -8,11 +9,13 @@
 
 #include <benchmark/benchmark.h>
 
+#include "base/huge_page_allocator.h"
+
 namespace tpusim::bench {
 
 inline void RunMemcpyBaseline(benchmark::State& state, size_t bytes) {
-  std::vector<std::byte> source(bytes, std::byte{1});
-  std::vector<std::byte> target(bytes);
+  HugePageVector<std::byte> source(bytes, std::byte{1});
+  HugePageVector<std::byte> target(bytes);
   for (auto _ : state) {
     std::memcpy(target.data(), source.data(), bytes);
     benchmark::ClobberMemory();

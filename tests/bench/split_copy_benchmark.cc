@@ -29,7 +29,7 @@ void BM_SplitCopy(benchmark::State& state) {
   int64_t rows = RowsPerShard(state);
   Batch batch = data.Generate(0, rows * kShards);
   ShardLayout layout = EvenShardLayout(DescribeBatch(batch), kShards);
-  std::vector<std::vector<std::byte>> storage(kShards, std::vector<std::byte>(layout.num_bytes));
+  std::vector<HugePageVector<std::byte>> storage(kShards, HugePageVector<std::byte>(layout.num_bytes));
   std::vector<std::span<std::byte>> out(storage.begin(), storage.end());
   for (auto _ : state) {
     SplitEvenInto(batch, layout, out);
