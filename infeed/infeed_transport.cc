@@ -186,9 +186,8 @@ class HostSender {
     Recycle(true);
     stats_.build_s = static_cast<double>(build_ns_.load()) * 1e-9;
     stats_.packages_allocated = packages_allocated_.load();
-    stats_.costs.package_cpu_s = static_cast<double>(package_cpu_ns_.load()) * 1e-9;
-    stats_.costs.enqueue_cpu_s += stats_.costs.package_cpu_s;
-    stats_.costs.build_cpu_s = static_cast<double>(build_cpu_ns_.load()) * 1e-9;
+    build_cpu_.AddTo(stats_.costs);
+    warmup_build_cpu_.AddTo(stats_.warmup_costs);
     return stats_;
   }
 
@@ -351,7 +350,6 @@ class HostSender {
     Encode(step, *p);
     int64_t end_ns = cpu.Ns();
     package_cpu_ns += end_ns - fill_end_ns;
-    package_cpu_ns_ += package_cpu_ns;
     p->build_s = SecondsSince(start);
     if (options_.after_build) {
       options_.after_build(step, p->build_s, static_cast<double>(end_ns - cpu_start_ns) * 1e-9);
@@ -359,7 +357,8 @@ class HostSender {
       end_ns = cpu.Ns();
     }
     p->build_cpu_s = static_cast<double>(end_ns - cpu_start_ns) * 1e-9;
-    build_cpu_ns_ += end_ns - cpu_start_ns;
+    build_cpu_.Add(package_cpu_ns, end_ns - cpu_start_ns);
+    if (InWarmup(step)) warmup_build_cpu_.Add(package_cpu_ns, end_ns - cpu_start_ns);
     return p;
   }
 
@@ -442,6 +441,7 @@ class HostSender {
     const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : cpu_.Ns();
     int64_t cpu_ns = cpu_start_ns;
     size_t request = 0;
+    StageCosts costs;  // the step's
     for (size_t i = 0; i < host_.shards.size(); ++i) {
       const ShardRoute& r = host_.shards[i];
       if (credits_[i] == 0) {
@@ -463,15 +463,17 @@ class HostSender {
         SendShard(p, i, peer, tag, request);
       }
       const int64_t sent_ns = cpu_.Ns();
-      stats_.costs.enqueue_cpu_s += static_cast<double>(sent_ns - cpu_ns) * 1e-9;
+      costs.enqueue_cpu_s += static_cast<double>(sent_ns - cpu_ns) * 1e-9;
       cpu_ns = sent_ns;
       ++stats_.shards_sent;
       stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
-      stats_.costs.device_bytes +=
+      costs.device_bytes +=
           static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
     }
     send_cpu_ns_ = cpu_ns;
-    stats_.costs.examples += host_.rows_per_step;
+    costs.examples = host_.rows_per_step;
+    stats_.costs += costs;
+    if (InWarmup(p.step)) stats_.warmup_costs += costs;
     if (options_.on_step_sent) {
       options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
                              p.build_cpu_s, static_cast<double>(cpu_ns - cpu_start_ns) * 1e-9});
@@ -609,8 +611,27 @@ class HostSender {
   HostFeedStats stats_;
   std::atomic<int64_t> build_ns_{0};  // summed over workers
   std::atomic<int64_t> packages_allocated_{0};
-  std::atomic<int64_t> package_cpu_ns_{0};  // the workers' thread CPU building packages
-  std::atomic<int64_t> build_cpu_ns_{0};    // their whole thread CPU building steps
+  // The workers' thread CPU building steps: packing packages, and the whole build.
+  class BuildCpu {
+   public:
+    void Add(int64_t package_ns, int64_t build_ns) {
+      package_ns_ += package_ns;
+      build_ns_ += build_ns;
+    }
+    // Packing is enqueue work as well as build work (StageCosts).
+    void AddTo(StageCosts& costs) const {
+      costs.package_cpu_s = static_cast<double>(package_ns_.load()) * 1e-9;
+      costs.enqueue_cpu_s += costs.package_cpu_s;
+      costs.build_cpu_s = static_cast<double>(build_ns_.load()) * 1e-9;
+    }
+
+   private:
+    std::atomic<int64_t> package_ns_{0};
+    std::atomic<int64_t> build_ns_{0};
+  };
+  bool InWarmup(int64_t step) const { return step < options_.window_first_step; }
+  BuildCpu build_cpu_;         // every step's
+  BuildCpu warmup_build_cpu_;  // of it, the steps before TransportOptions::window_first_step
 };
 
 // Single-host mode on a host that builds nothing: relays shards from the infeed host

@@ -90,6 +90,13 @@ struct TransportOptions {
   // no package batch is allocated or filled. Called on enqueue workers (or the
   // sender, for a cheap step while they sleep).
   std::function<const Batch&(int64_t step, std::span<int64_t> ids)> borrow_batch;
+  // The first step of the report's window, whose rate leaves the first loop out
+  // as a warm-up: HostFeedStats::warmup_costs holds the costs of the steps before
+  // it, so per-example costs can be taken over the rate's own steps (in
+  // configs/runs/v4-8-real-work.yaml the first step fills the shuffle buffer and
+  // the first loop runs on cold caches: 0.37 of a 600-step run's 0.75 build CPU
+  // seconds). 0 = no warm-up.
+  int64_t window_first_step = 0;
   // Steps built ahead of the sender (the prefetch depth); 0 = 2 * parallelism +
   // queue_depth, enough that a worker never has to wake up for the next step.
   int prefetch = 0;
@@ -120,6 +127,8 @@ struct HostFeedStats {
   // fill included), examples (rows sent) and device_bytes (tensor pieces and
   // trailers sent); the rest is 0.
   StageCosts costs;
+  // Of costs, the steps before TransportOptions::window_first_step.
+  StageCosts warmup_costs;
 };
 
 // Runs this host rank's part of the infeed for the whole run: the enqueue loop of an

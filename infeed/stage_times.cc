@@ -29,6 +29,24 @@ StageCosts& StageCosts::operator+=(const StageCosts& other) {
   return *this;
 }
 
+StageCosts& StageCosts::operator-=(const StageCosts& other) {
+  StageCosts negated;
+  negated.file_read_cpu_s = -other.file_read_cpu_s;
+  negated.preprocessing_cpu_s = -other.preprocessing_cpu_s;
+  negated.shuffle_cpu_s = -other.shuffle_cpu_s;
+  negated.enqueue_cpu_s = -other.enqueue_cpu_s;
+  negated.build_cpu_s = -other.build_cpu_s;
+  negated.package_cpu_s = -other.package_cpu_s;
+  negated.stream_cpu_s = -other.stream_cpu_s;
+  negated.modeled_preprocessing_s = -other.modeled_preprocessing_s;
+  negated.modeled_storage_s = -other.modeled_storage_s;
+  negated.examples = -other.examples;
+  negated.file_bytes = -other.file_bytes;
+  negated.storage_requests = -other.storage_requests;
+  negated.device_bytes = -other.device_bytes;
+  return *this += negated;
+}
+
 double RealCpuSeconds(const StageCosts& costs) {
   if (costs.build_cpu_s > 0) return costs.build_cpu_s + costs.enqueue_cpu_s - costs.package_cpu_s;
   return costs.file_read_cpu_s + costs.preprocessing_cpu_s + costs.shuffle_cpu_s + costs.enqueue_cpu_s;

@@ -56,6 +56,7 @@ struct StageCosts {
   int64_t device_bytes = 0;        // shard bytes sent to the host's cores
 
   StageCosts& operator+=(const StageCosts& other);
+  StageCosts& operator-=(const StageCosts& other);
 };
 
 // CPU seconds of the real stages: the workers' builds and the sends (or, for

@@ -39,7 +39,7 @@ struct HostCosts {
   int host = 0;
   int64_t examples_per_step = 0;
   int fed_cores = 0;
-  infeed::StageCosts costs;
+  infeed::StageCosts costs;  // over the report's window (PipelineStages::window_costs)
 };
 
 struct PodProjectionInputs {

@@ -424,7 +424,7 @@ std::vector<HostCosts> HostCostsOf(const std::vector<RankMetrics>& ranks) {
     if (!r.host || !r.host->pipeline) continue;
     const HostMetrics& h = *r.host;
     const int fed = h.steps > 0 ? static_cast<int>(h.shards_sent / h.steps) : 0;
-    out.push_back({h.host, h.rows_per_step, fed, h.pipeline->costs});
+    out.push_back({h.host, h.rows_per_step, fed, h.pipeline->window_costs});
   }
   std::sort(out.begin(), out.end(),
             [](const HostCosts& a, const HostCosts& b) { return a.host < b.host; });

@@ -19,6 +19,7 @@ void to_json(nlohmann::json& j, const PipelineStages& p) {
   ForEachStage(p.stages, [&stages](const char* name, double value) { stages[name] = value; });
   j = {{"stages", stages},
        {"costs", p.costs},
+       {"window_costs", p.window_costs},
        {"bound_by", p.bound_by},
        {"cost_mode", p.cost_mode},
        {"modeled_workers", p.modeled_workers},
@@ -32,6 +33,7 @@ void from_json(const nlohmann::json& j, PipelineStages& p) {
   ForEachStage(p.stages,
                [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
   j.at("costs").get_to(p.costs);
+  j.at("window_costs").get_to(p.window_costs);
   j.at("bound_by").get_to(p.bound_by);
   j.at("cost_mode").get_to(p.cost_mode);
   j.at("modeled_workers").get_to(p.modeled_workers);

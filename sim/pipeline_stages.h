@@ -59,7 +59,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages, files_total, files, records_r
 
 struct PipelineStages {
   infeed::StageTimes stages;
-  infeed::StageCosts costs;
+  infeed::StageCosts costs;  // the whole run's
+  // The costs of the report's window (the steps its rates are measured over, the
+  // first loop left out as a warm-up): what per-example figures (the pod
+  // projection, simulator_cpu_s_per_example) are taken from.
+  infeed::StageCosts window_costs;
   std::string bound_by;                     // infeed::BoundBy
   // How the modeled host work was paid (input.cost_mode): "emulate", waited out
   // on `modeled_workers` modeled workers (W = min(infeed.parallelism, the target
@@ -67,7 +71,7 @@ struct PipelineStages {
   std::string cost_mode;
   int modeled_workers = 0;
   // The simulator's own CPU per example on this machine: the thread CPU of every
-  // real stage (costs' *_cpu_s) over the examples sent. An emulated rate of R
+  // real stage (window_costs' *_cpu_s) over the examples sent in the window. An emulated rate of R
   // examples/s per host needs about R x this of this machine's cores per host;
   // above what they have, the real work, not the model, sets the pace.
   double simulator_cpu_s_per_example = 0;
@@ -76,7 +80,8 @@ struct PipelineStages {
 };
 
 // {"stages": {file_read_s, preprocessing_s, shuffle_s, enqueue_s}, "costs"
-// (infeed::StageCosts, every field), "bound_by", "cost_mode", "modeled_workers",
+// (infeed::StageCosts, every field), "window_costs" (the same),
+// "bound_by", "cost_mode", "modeled_workers",
 // "simulator_cpu_s_per_example", "direct_io" (absent without
 // input.storage.direct_io), "tfrecord" (absent without input.source: tfrecord)}.
 void to_json(nlohmann::json& j, const PipelineStages& p);

@@ -74,6 +74,7 @@ class HostLoop {
 
   infeed::TransportOptions Transport() {
     infeed::TransportOptions options = options_.transport;
+    options.window_first_step = window_start_;
     parts_.input.Configure(options);
     options.on_step_sent = [this](const infeed::SentStep& s) { StepSent(s); };
     options.poll = [this] { outfeed_.Poll(); };

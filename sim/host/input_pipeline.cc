@@ -83,6 +83,15 @@ infeed::TfRecordStageCosts StreamDelta(const infeed::TfRecordStageCosts& before,
   return d;
 }
 
+// The tfrecord source's stages as the host's StageCosts count them.
+infeed::StageCosts AsStageCosts(const infeed::TfRecordStageCosts& c) {
+  infeed::StageCosts costs;
+  costs.file_read_cpu_s = c.read.cpu_s + c.crc.cpu_s;
+  costs.preprocessing_cpu_s = c.parse.cpu_s + c.decode.cpu_s + c.resize.cpu_s + c.batch.cpu_s;
+  costs.file_bytes = c.file_bytes;
+  return costs;
+}
+
 // The tfrecord source's figures for the report: per-example stage costs.
 TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed::TfRecordStageCosts& c) {
   TfRecordStages out;
@@ -123,6 +132,10 @@ struct InputPipeline::Impl {
   std::map<int64_t, infeed::TfRecordStageCosts> step_costs_;  // built, not yet sent
   internal::StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
+  // The sources' costs (worker_costs', the files and tfrecord streams', the
+  // tfrecord workers') of the steps before the report's window (InWarmup).
+  int64_t window_first_step = 0;
+  infeed::StageCostsSum warmup_costs;
 
   Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers,
        infeed::SharedStorage* shared_storage)
@@ -185,6 +198,7 @@ struct InputPipeline::Impl {
     infeed::TfRecordStageCosts costs;
     tfrecord->Decode(records, batch, ids, costs);
     step_costs += costs;
+    if (InWarmup(step)) warmup_costs.Add(AsStageCosts(step_costs));
     std::lock_guard lock(decode_mu_);
     decode_costs += costs;
     step_costs_[step] = step_costs;
@@ -207,6 +221,13 @@ struct InputPipeline::Impl {
     return costs;
   }
 
+  bool InWarmup(int64_t step) const { return step < window_first_step; }
+
+  void AddWorkerCosts(int64_t step, const infeed::StageCosts& costs) {
+    worker_costs.Add(costs);
+    if (InWarmup(step)) warmup_costs.Add(costs);
+  }
+
   // A slow host's factor on the modeled work per example: emulated, its workers
   // wait out factor x the work; burnt, the work is spun as configured and the
   // factor comes in after the build (SlowDown), as it always has. A factor below
@@ -221,14 +242,21 @@ struct InputPipeline::Impl {
       return;
     }
     if (file_pipeline) {
-      sequencer.Run(step, [&] { file_pipeline->Next(batch, ids, CostFactor(step)); });
+      sequencer.Run(step, [&] {
+        const infeed::StageCosts before = file_pipeline->costs();
+        file_pipeline->Next(batch, ids, CostFactor(step));
+        if (!InWarmup(step)) return;
+        infeed::StageCosts step_costs = file_pipeline->costs();
+        step_costs -= before;
+        warmup_costs.Add(step_costs);
+      });
       return;
     }
     if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
     int64_t first = plan.example_id(first_step + step, *host_plan, 0);
     infeed::StageCosts costs;
     synthetic->ReadInto(first, batch, CostFactor(step), &costs);
-    worker_costs.Add(costs);
+    AddWorkerCosts(step, costs);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
   }
 
@@ -257,7 +285,7 @@ struct InputPipeline::Impl {
       clock.SpinUs(us);
       extra.modeled_preprocessing_s = static_cast<double>(us) * 1e-6;
     }
-    worker_costs.Add(extra);
+    AddWorkerCosts(step, extra);
   }
 
   const infeed::Batch& Borrow(int64_t step, std::span<int64_t> ids) const {
@@ -291,12 +319,15 @@ struct InputPipeline::Impl {
     infeed::StageCosts costs = feed.costs;
     costs += worker_costs.total();
     if (file_pipeline) costs += file_pipeline->costs();
-    if (tfrecord) {
-      const infeed::TfRecordStageCosts c = TfRecordCosts();
-      costs.file_read_cpu_s += c.read.cpu_s + c.crc.cpu_s;
-      costs.preprocessing_cpu_s += c.parse.cpu_s + c.decode.cpu_s + c.resize.cpu_s + c.batch.cpu_s;
-      costs.file_bytes += c.file_bytes;
-    }
+    if (tfrecord) costs += AsStageCosts(TfRecordCosts());
+    return costs;
+  }
+
+  // Costs(feed) over the report's window: the warm-up's left out.
+  infeed::StageCosts WindowCosts(const infeed::HostFeedStats& feed) const {
+    infeed::StageCosts costs = Costs(feed);
+    costs -= feed.warmup_costs;
+    costs -= warmup_costs.total();
     return costs;
   }
 };
@@ -317,6 +348,7 @@ infeed::BatchFiller InputPipeline::Filler() {
 
 void InputPipeline::Configure(infeed::TransportOptions& options) {
   options.prefetch = impl_->run.input.prefetch;
+  impl_->window_first_step = options.window_first_step;
   if (impl_->SlowFromSomeStep()) {
     options.after_build = [impl = impl_.get()](int64_t step, double build_s, double build_cpu_s) {
       impl->SlowDown(step, build_s, build_cpu_s);
@@ -337,10 +369,11 @@ std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats&
   PipelineStages out;
   out.stages = impl_->Times(feed);
   out.costs = impl_->Costs(feed);
+  out.window_costs = impl_->WindowCosts(feed);
   out.bound_by = infeed::BoundBy(out.stages, feed.build_wait_s);
   out.cost_mode = impl_->pool ? "emulate" : "burn";
   out.modeled_workers = impl_->pool ? impl_->pool->workers() : 0;
-  out.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(out.costs);
+  out.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(out.window_costs);
   if (impl_->tfrecord) out.tfrecord = TfRecordReport(*impl_->tfrecord, impl_->TfRecordCosts());
   if (impl_->files && impl_->run.input.storage.direct_io) {
     const std::string refusal = impl_->files->direct_io_refusal();

@@ -42,11 +42,13 @@ class InputPipeline {
   infeed::BatchFiller Filler();
   // Sets what the source needs in the transport: the prefetch depth, a slow
   // host's extra work after each build and, for the cached source, the borrowed
-  // pool batches (RunHostInfeed's filler is then unused).
+  // pool batches (RunHostInfeed's filler is then unused). Takes
+  // options.window_first_step, set before, for Stages' window_costs.
   void Configure(infeed::TransportOptions& options);
-  // The host's stage times and costs with the enqueue stage of `feed`, the
-  // bounding stage and, with input.storage.direct_io, whether O_DIRECT is in use;
-  // none on a host that builds no batches.
+  // The host's stage times and costs (the whole run's, and the window's) with
+  // the enqueue stage of `feed`, the bounding stage and, with
+  // input.storage.direct_io, whether O_DIRECT is in use; none on a host that
+  // builds no batches.
   std::optional<PipelineStages> Stages(const infeed::HostFeedStats& feed) const;
   // The tfrecord source's stage costs of `step` (for --steps-csv), once: a later
   // call for the same step, or any with another source, gives zeros. Thread-safe.

@@ -252,6 +252,7 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
   options.parallelism = 2;
   options.queue_depth = 2;
   options.num_steps = num_steps;
+  options.window_first_step = num_steps / 2;  // the report's warm-up: the steps before it
   if (role.is_core()) {
     RunCore(t, s, role, options, feature_floats);
   } else {
@@ -282,6 +283,13 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
                 options.num_steps * hp->rows_per_step * feature_floats * static_cast<int64_t>(sizeof(float)));
       EXPECT_GT(stats.costs.enqueue_cpu_s, 0);
       EXPECT_EQ(stats.costs.preprocessing_cpu_s, 0);  // the filler's stages are the pipeline's
+      // Of them, the warm-up's: its steps' rows and bytes, and part of the CPU.
+      EXPECT_EQ(stats.warmup_costs.examples, options.window_first_step * hp->rows_per_step);
+      EXPECT_EQ(stats.warmup_costs.device_bytes * options.num_steps,
+                stats.costs.device_bytes * options.window_first_step);
+      EXPECT_GT(stats.warmup_costs.build_cpu_s, 0);
+      EXPECT_LT(stats.warmup_costs.build_cpu_s, stats.costs.build_cpu_s);
+      EXPECT_LE(stats.warmup_costs.enqueue_cpu_s, stats.costs.enqueue_cpu_s);
       const int64_t window = 2 * options.parallelism + options.queue_depth;
       EXPECT_EQ(stats.packages_allocated, std::min(num_steps, window + options.queue_depth + 1));
     } else {

@@ -79,13 +79,19 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}, {2, 1}};
   RankMetrics host;
   host.host = Host();
-  // 20 steps of 64 examples built with 0.64 s of preprocessing CPU, 0.5 ms each,
-  // and sent as 4 shards a step (one per core) of 8000 bytes in all.
+  // The window: 20 steps of 64 examples built with 0.64 s of preprocessing CPU,
+  // 0.5 ms each, and sent as 4 shards a step (one per core) of 8000 bytes in all.
+  // The whole run adds a warm-up of 10 such steps that took 1 s of CPU, which
+  // per-example figures leave out.
   PipelineStages& pipeline = host.host->pipeline.emplace();
   pipeline.stages = {0.25, 0.5, 0, 1.5};
-  pipeline.costs.examples = 20 * 64;
-  pipeline.costs.preprocessing_cpu_s = 0.64;
-  pipeline.costs.device_bytes = 20 * 400;
+  pipeline.window_costs.examples = 20 * 64;
+  pipeline.window_costs.preprocessing_cpu_s = 0.64;
+  pipeline.window_costs.device_bytes = 20 * 400;
+  pipeline.costs = pipeline.window_costs;
+  pipeline.costs.examples += 10 * 64;
+  pipeline.costs.preprocessing_cpu_s += 1.0;
+  pipeline.costs.device_bytes += 10 * 400;
   pipeline.bound_by = "enqueue";
   pipeline.cost_mode = "emulate";
   pipeline.modeled_workers = 2;
@@ -242,10 +248,12 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
                            "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
                            "cost_mode", "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
                            "examples_per_s", "host", "modeled_workers", "shards_forwarded",
-                           "simulator_ceiling", "simulator_cpu_s_per_example", "stages"}));
+                           "simulator_ceiling", "simulator_cpu_s_per_example", "stages",
+                           "window_costs"}));
   EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");
   EXPECT_EQ(j["hosts"][0]["modeled_workers"], 2);
-  EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 20 * 64);
+  EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 30 * 64);
+  EXPECT_EQ(j["hosts"][0]["window_costs"]["examples"], 20 * 64);
   EXPECT_TRUE(j.contains("pod_projection"));
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);
