@@ -25,11 +25,14 @@ RunConfig Config(const std::vector<std::string>& overrides) {
 }
 
 // Builds steps 0 and 1 as the transport would (fill, then the after-build hook
-// with a build of 2^-7 s wall and CPU) and returns the host's stages.
-PipelineStages BuildTwoSteps(const RunConfig& config) {
+// with a build of 2^-7 s wall and CPU) and returns the host's stages; the
+// report's window starts at `window_first_step` (the transport's costs: 8
+// examples and 2^-5 s of enqueue CPU a step).
+PipelineStages BuildTwoSteps(const RunConfig& config, int64_t window_first_step = 0) {
   const ValidatedRun run = ValidateRun(config, Machine{16.0 * (1 << 30), {}});
   InputPipeline input(config, run.plan, 0, 1, 2);
   infeed::TransportOptions options;
+  options.window_first_step = window_first_step;
   input.Configure(options);
   EXPECT_TRUE(options.after_build);
   infeed::Batch batch = infeed::MakeBatch(run.plan.features(), 8);
@@ -43,6 +46,8 @@ PipelineStages BuildTwoSteps(const RunConfig& config) {
   infeed::HostFeedStats feed;
   feed.costs.examples = 16;
   feed.costs.enqueue_cpu_s = 0.0625;
+  feed.warmup_costs.examples = 8 * window_first_step;
+  feed.warmup_costs.enqueue_cpu_s = 0.03125 * static_cast<double>(window_first_step);
   return input.Stages(feed).value();
 }
 
@@ -57,6 +62,24 @@ TEST(InputPipelineTest, EmulatedWorkIsCostTimesRowsTimesTheSlowFactor) {
   EXPECT_GT(stages.costs.preprocessing_cpu_s, 0);  // generating the rows
   EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example,
                    (stages.costs.preprocessing_cpu_s + 0.0625) / 16);
+  EXPECT_EQ(stages.window_costs.examples, 16);  // no warm-up: the window is the run
+  EXPECT_EQ(stages.window_costs.modeled_preprocessing_s, stages.costs.modeled_preprocessing_s);
+}
+
+// With the report's window from step 1, the window's costs are step 1's alone
+// (its 8 x 5 us x 3 and the slow step's CPU twice more), the whole run's stay in
+// costs, and the simulator's CPU per example is the window's.
+TEST(InputPipelineTest, TheWindowLeavesTheWarmupStepsOut) {
+  const PipelineStages stages = BuildTwoSteps(Config({}), 1);
+  EXPECT_NEAR(stages.costs.modeled_preprocessing_s, 40e-6 + 120e-6 + 15625e-6, 1e-12);
+  EXPECT_NEAR(stages.window_costs.modeled_preprocessing_s, 120e-6 + 15625e-6, 1e-12);
+  EXPECT_EQ(stages.costs.examples, 16);
+  EXPECT_EQ(stages.window_costs.examples, 8);
+  EXPECT_NEAR(stages.window_costs.enqueue_cpu_s, 0.03125, 1e-12);
+  EXPECT_GT(stages.window_costs.preprocessing_cpu_s, 0);
+  EXPECT_LT(stages.window_costs.preprocessing_cpu_s, stages.costs.preprocessing_cpu_s);
+  EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example,
+                   (stages.window_costs.preprocessing_cpu_s + 0.03125) / 8);
 }
 
 // Burnt, as before issue 16: the work per example is spun unscaled and the slow
