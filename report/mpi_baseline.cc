@@ -19,9 +19,11 @@ using cluster::kTagBaseline;
 // pipelined as well as the simulated infeed is.
 constexpr int kRoundsInFlight = 4;
 // Timed rounds: enough for ~256 MiB per host (a steady figure, as the simulator
-// ceiling is), at least 16 and at most 4096.
+// ceiling is), at least 64 and at most 4096. With image-sized shards 16 rounds
+// (v3-8: 8 x 4.8 MiB a round) lasted ~40 ms, a few scheduler slices of 9 ranks on
+// 2 CPUs, and read 7.8-17.3 GB/s within two minutes; 64 read 14.1-20.8.
 constexpr int64_t kTimedBytes = int64_t{256} << 20;
-constexpr int64_t kMinRounds = 16;
+constexpr int64_t kMinRounds = 64;
 constexpr int64_t kMaxRounds = 4096;
 // The one host that measures, alone, as the benchmark's baseline is one host
 // feeding its own cores: the report gives rank 0's figure, and rank 0 plays host 0.
