@@ -12,39 +12,37 @@ StageTimes& StageTimes::operator+=(const StageTimes& other) {
   return *this;
 }
 
+namespace {
+
+// Applies `fn(mine, theirs)` to every field of two StageCosts: the one list of
+// fields that adding and subtracting walk.
+template <typename Fn>
+void ForEachField(StageCosts& a, const StageCosts& b, Fn&& fn) {
+  fn(a.file_read_cpu_s, b.file_read_cpu_s);
+  fn(a.preprocessing_cpu_s, b.preprocessing_cpu_s);
+  fn(a.shuffle_cpu_s, b.shuffle_cpu_s);
+  fn(a.enqueue_cpu_s, b.enqueue_cpu_s);
+  fn(a.build_cpu_s, b.build_cpu_s);
+  fn(a.package_cpu_s, b.package_cpu_s);
+  fn(a.stream_cpu_s, b.stream_cpu_s);
+  fn(a.modeled_preprocessing_s, b.modeled_preprocessing_s);
+  fn(a.modeled_storage_s, b.modeled_storage_s);
+  fn(a.examples, b.examples);
+  fn(a.file_bytes, b.file_bytes);
+  fn(a.storage_requests, b.storage_requests);
+  fn(a.device_bytes, b.device_bytes);
+}
+
+}  // namespace
+
 StageCosts& StageCosts::operator+=(const StageCosts& other) {
-  file_read_cpu_s += other.file_read_cpu_s;
-  preprocessing_cpu_s += other.preprocessing_cpu_s;
-  shuffle_cpu_s += other.shuffle_cpu_s;
-  enqueue_cpu_s += other.enqueue_cpu_s;
-  build_cpu_s += other.build_cpu_s;
-  package_cpu_s += other.package_cpu_s;
-  stream_cpu_s += other.stream_cpu_s;
-  modeled_preprocessing_s += other.modeled_preprocessing_s;
-  modeled_storage_s += other.modeled_storage_s;
-  examples += other.examples;
-  file_bytes += other.file_bytes;
-  storage_requests += other.storage_requests;
-  device_bytes += other.device_bytes;
+  ForEachField(*this, other, [](auto& mine, const auto& theirs) { mine += theirs; });
   return *this;
 }
 
 StageCosts& StageCosts::operator-=(const StageCosts& other) {
-  StageCosts negated;
-  negated.file_read_cpu_s = -other.file_read_cpu_s;
-  negated.preprocessing_cpu_s = -other.preprocessing_cpu_s;
-  negated.shuffle_cpu_s = -other.shuffle_cpu_s;
-  negated.enqueue_cpu_s = -other.enqueue_cpu_s;
-  negated.build_cpu_s = -other.build_cpu_s;
-  negated.package_cpu_s = -other.package_cpu_s;
-  negated.stream_cpu_s = -other.stream_cpu_s;
-  negated.modeled_preprocessing_s = -other.modeled_preprocessing_s;
-  negated.modeled_storage_s = -other.modeled_storage_s;
-  negated.examples = -other.examples;
-  negated.file_bytes = -other.file_bytes;
-  negated.storage_requests = -other.storage_requests;
-  negated.device_bytes = -other.device_bytes;
-  return *this += negated;
+  ForEachField(*this, other, [](auto& mine, const auto& theirs) { mine -= theirs; });
+  return *this;
 }
 
 double RealCpuSeconds(const StageCosts& costs) {
