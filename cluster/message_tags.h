@@ -8,6 +8,7 @@ namespace tpusim::cluster {
 
 inline constexpr int kTagShard = 100;            // infeed: host -> core shard
 inline constexpr int kTagCredit = 101;           // infeed: core -> host, a freed slot
+inline constexpr int kTagShardPiece = 102;       // infeed: host -> core, a piece sent alone
 inline constexpr int kTagBaseline = 200;         // report: plain-MPI baseline messages
 inline constexpr int kTagOutfeed = 400;          // core -> host, one record per micro-step
 inline constexpr int kTagLoopSummary = 401;      // host -> rank 0, one per loop

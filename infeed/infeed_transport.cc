@@ -25,6 +25,7 @@ namespace {
 using cluster::kTagCredit;
 using cluster::kTagForwardBase;
 using cluster::kTagShard;
+using cluster::kTagShardPiece;
 
 bool TravelsAlone(size_t piece_bytes) { return piece_bytes >= kAloneBytes; }
 
@@ -140,6 +141,7 @@ class HostSender {
       codecs_.emplace_back(plan.features(), route);
       hand_over_.push_back(route.dst_host == host.host &&
                            world.SharesMemoryWith(layout.core_rank(route.dst_host, route.dst_ordinal)));
+      first_request_.push_back(static_cast<size_t>(messages_per_step_));
       messages_per_step_ += hand_over_.back() ? 1 : MessagesPerShard(codecs_.back(), plan.features().size());
     }
     route_of_core_.assign(static_cast<size_t>(layout.num_hosts() * layout.cores_per_host()), -1);
@@ -430,45 +432,37 @@ class HostSender {
     return h;
   }
 
-  // Sends every route's shard of the step, each once its core has a free slot.
-  // The sender's thread CPU is read where each send ends and where a send begins
-  // after a wait; a step that follows the last one's sends with no wait or poll
-  // between starts at that reading, so the recycling and scheduling between two
-  // steps count as the enqueue's. The enqueue cost is the sends' CPU, the step's
-  // the whole.
+  // Sends every route's shard of the step, each once its core has a free slot: the
+  // routes holding a credit first, then each as its credit comes, so a core whose
+  // queue is full does not hold back this step's shards for the cores with room
+  // (the step still holds back the next: one package is sent at a time). The
+  // sender's thread CPU is read where each send ends and
+  // where a send begins after a wait; a step that follows the last one's sends
+  // with no wait or poll between starts at that reading, so the recycling and
+  // scheduling between two steps count as the enqueue's. The enqueue cost is the
+  // sends' CPU, the step's the whole.
   void Send(Package& p) {
     const MonotonicTime start = std::chrono::steady_clock::now();
     const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : cpu_.Ns();
     int64_t cpu_ns = cpu_start_ns;
-    size_t request = 0;
     StageCosts costs;  // the step's
-    for (size_t i = 0; i < host_.shards.size(); ++i) {
-      const ShardRoute& r = host_.shards[i];
-      if (credits_[i] == 0) {
-        MonotonicTime before = std::chrono::steady_clock::now();
-        Watchdog::Scope wait(options_.watchdog, "a free queue slot (credit) to send step", p.step,
-                             CreditPeer(r));
-        while (credits_[i] == 0) AwaitCredit();
-        stats_.credit_wait_s += SecondsSince(before);
-        cpu_ns = cpu_.Ns();
+    std::vector<bool> sent(host_.shards.size(), false);
+    for (size_t left = host_.shards.size(); left > 0;) {
+      const size_t before = left;
+      for (size_t i = 0; i < host_.shards.size(); ++i) {
+        if (sent[i] || credits_[i] == 0) continue;
+        SendRoute(p, i, costs, cpu_ns);
+        sent[i] = true;
+        --left;
       }
-      --credits_[i];
-      bool local = r.dst_host == host_.host;
-      int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
-      int tag = local ? kTagShard : kTagForwardBase + r.dst_ordinal;
-      if (hand_over_[i]) {
-        HandOver(p, i, peer, tag, request);
-        ++stats_.shards_handed_over;
-      } else {
-        SendShard(p, i, peer, tag, request);
-      }
-      const int64_t sent_ns = cpu_.Ns();
-      costs.enqueue_cpu_s += static_cast<double>(sent_ns - cpu_ns) * 1e-9;
-      cpu_ns = sent_ns;
-      ++stats_.shards_sent;
-      stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
-      costs.device_bytes +=
-          static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
+      if (left == 0 || left < before) continue;
+      const size_t waiting = static_cast<size_t>(std::find(sent.begin(), sent.end(), false) - sent.begin());
+      MonotonicTime wait_start = std::chrono::steady_clock::now();
+      Watchdog::Scope wait(options_.watchdog, "a free queue slot (credit) to send step", p.step,
+                           CreditPeer(host_.shards[waiting]));
+      AwaitCredit();
+      stats_.credit_wait_s += SecondsSince(wait_start);
+      cpu_ns = cpu_.Ns();
     }
     send_cpu_ns_ = cpu_ns;
     costs.examples = host_.rows_per_step;
@@ -480,12 +474,38 @@ class HostSender {
     }
   }
 
+  // Route i's shard of the step, spending its credit; adds the send's CPU since
+  // `cpu_ns` (then the reading after it) and its bytes to `costs`.
+  void SendRoute(Package& p, size_t i, StageCosts& costs, int64_t& cpu_ns) {
+    const ShardRoute& r = host_.shards[i];
+    --credits_[i];
+    bool local = r.dst_host == host_.host;
+    int peer = local ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
+    size_t request = first_request_[i];
+    if (hand_over_[i]) {
+      HandOver(p, i, peer, kTagShard, request);
+      ++stats_.shards_handed_over;
+    } else if (local) {
+      SendShard(p, i, peer, kTagShard, kTagShardPiece, request);
+    } else {  // the relay tells a shard's first message from its pieces by their order
+      SendShard(p, i, peer, kTagForwardBase + r.dst_ordinal, kTagForwardBase + r.dst_ordinal, request);
+    }
+    const int64_t sent_ns = cpu_.Ns();
+    costs.enqueue_cpu_s += static_cast<double>(sent_ns - cpu_ns) * 1e-9;
+    cpu_ns = sent_ns;
+    ++stats_.shards_sent;
+    stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
+    costs.device_bytes +=
+        static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
+  }
+
   // The wire bytes of route i, straight from the host batch (or a piece's packed
   // copy), so the payload is not copied into a message buffer first: the first
   // message gathers the meta block, the pieces that do not travel alone and the
-  // trailer, then each piece that travels alone follows as a message of its own.
-  // Advances `request` past the messages' requests.
-  void SendShard(Package& p, size_t i, int peer, int tag, size_t& request) const {
+  // trailer, then each piece that travels alone follows as a message of its own
+  // (tagged `piece_tag`: the core receives it only when it dequeues the step,
+  // CoreInfeedQueue). Advances `request` past the messages' requests.
+  void SendShard(Package& p, size_t i, int peer, int tag, int piece_tag, size_t& request) const {
     std::vector<std::span<const std::byte>> first{p.meta[i]}, alone;
     for (size_t f = 0; f < plan_.features().size(); ++f) {
       std::span<const std::byte> piece = Piece(p, i, f);
@@ -494,7 +514,7 @@ class HostSender {
     first.push_back(p.trailer[i]);
     p.requests[request++] = world_.IsendBlocks(first, peer, tag, "MPI_Isend (infeed shard)");
     for (std::span<const std::byte> piece : alone) {
-      p.requests[request++] = world_.Isend(piece, peer, tag, "MPI_Isend (infeed piece)");
+      p.requests[request++] = world_.Isend(piece, peer, piece_tag, "MPI_Isend (infeed piece)");
     }
   }
 
@@ -595,6 +615,7 @@ class HostSender {
   std::vector<bool> hand_over_;    // per route: handed over in this process, not copied
   std::vector<int> route_of_core_;
   int messages_per_step_ = 0;  // messages of one step's shards, all routes
+  std::vector<size_t> first_request_;  // per route: its first message's index in Package::requests
   int64_t credits_received_ = 0;
   int64_t next_to_send_ = 0;
   // The sender's thread CPU where its last send ended, or -1 once it has waited
@@ -650,6 +671,7 @@ class HostRelay {
       local_cores_.push_back(o);
       // The infeed host has at most depth shards in flight per core, of m messages each.
       const int m = MessagesPerShard(ShardCodec(plan.features(), *route), plan.features().size());
+      messages_per_shard_.push_back(m);
       slots_.emplace_back(static_cast<size_t>(depth_ * m));
       requests_.emplace_back(static_cast<size_t>(depth_ * m));
       counts_.push_back(0);
@@ -710,7 +732,8 @@ class HostRelay {
   void Forward(const cluster::Pending& probed) {
     int ordinal = probed.tag - kTagForwardBase;
     size_t i = LocalIndex(ordinal);
-    size_t slot = static_cast<size_t>(counts_[i]++ % static_cast<int64_t>(slots_[i].size()));
+    const int64_t message = counts_[i]++;
+    size_t slot = static_cast<size_t>(message % static_cast<int64_t>(slots_[i].size()));
     // The infeed host sends shard n + depth only after the credit of shard n, which
     // the core returns after receiving it, so this wait never blocks for long. Each
     // message of a shard is forwarded as it came, in order.
@@ -719,7 +742,9 @@ class HostRelay {
     buffer.resize(probed.bytes);
     world_.Recv(buffer, probed.source, probed.tag);
     int core = layout_.core_rank(host_, ordinal);
-    requests_[i][slot] = world_.Isend(buffer, core, kTagShard, "MPI_Isend (relay)");
+    // A shard's messages come in order: its first, then its pieces that travel alone.
+    const int tag = message % messages_per_shard_[i] == 0 ? kTagShard : kTagShardPiece;
+    requests_[i][slot] = world_.Isend(buffer, core, tag, "MPI_Isend (relay)");
   }
 
   void RelayCredit(int source) {
@@ -740,6 +765,7 @@ class HostRelay {
   int64_t expected_messages_ = 0;  // to forward, over all local cores and steps
   int64_t expected_credits_ = 0;
   std::vector<int> local_cores_;
+  std::vector<int> messages_per_shard_;  // per local core
   std::vector<std::vector<HugePageVector<std::byte>>> slots_;  // sent from, as packages are
   std::vector<std::vector<cluster::Request>> requests_;
   std::vector<int64_t> counts_;
@@ -773,6 +799,8 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
     LayOutWireSlots();
   }
   requests_.resize(static_cast<size_t>(depth_) * (1 + alone_.size()));
+  pieces_in_.assign(static_cast<size_t>(depth_), kNoSlot);
+  for (int slot = depth_ - 1; slot >= 0; --slot) free_piece_slots_.push_back(static_cast<size_t>(slot));
   for (int64_t s = 0; s < std::min<int64_t>(depth_, num_steps_); ++s) Post(s);
 }
 
@@ -810,16 +838,33 @@ std::span<cluster::Request> CoreInfeedQueue::SlotRequests(size_t slot) {
   return std::span<cluster::Request>(requests_).subspan(slot * (1 + alone_.size()), 1 + alone_.size());
 }
 
+// The first message of a step is received into its slot (step % depth), posted
+// queue_depth steps ahead.
 void CoreInfeedQueue::Post(int64_t step) {
   size_t slot = static_cast<size_t>(step % depth_);
-  std::span<cluster::Request> requests = SlotRequests(slot);
   std::byte* base = slots_[slot].data();
   std::vector<std::span<std::byte>> blocks;
   for (const ShardCodec::Block& b : first_) blocks.emplace_back(base + b.offset, b.bytes);
-  requests[0] = world_.IrecvBlocks(blocks, host_rank_, kTagShard, "MPI_Irecv (infeed slot)");
+  SlotRequests(slot)[0] = world_.IrecvBlocks(blocks, host_rank_, kTagShard, "MPI_Irecv (infeed slot)");
+}
+
+// The pieces that travel alone are received when their step is dequeued, into the
+// piece blocks of the slot released last. Posted ahead, every slot's pieces would
+// be written in turn and the queue's large buffers would be queue_depth times
+// a shard; received on demand into the slot the last step used, they are one
+// shard that stays in the caches. A large message moves only while its receiver
+// is in MPI anyway (single copy, or the in-process transport's rendezvous), so
+// nothing arrives later for it. scripts/bench, BM_InfeedTransfer at 4 MiB: ...
+void CoreInfeedQueue::PostPieces(int64_t step) {
+  const size_t slot = static_cast<size_t>(step % depth_);
+  if (alone_.empty() || pieces_in_[slot] != kNoSlot) return;
+  pieces_in_[slot] = free_piece_slots_.back();
+  free_piece_slots_.pop_back();
+  std::span<cluster::Request> requests = SlotRequests(slot);
+  std::byte* base = slots_[pieces_in_[slot]].data();
   for (size_t k = 0; k < alone_.size(); ++k) {
     requests[1 + k] = world_.Irecv(std::span<std::byte>(base + alone_[k].offset, alone_[k].bytes),
-                                   host_rank_, kTagShard, "MPI_Irecv (infeed piece)");
+                                   host_rank_, kTagShardPiece, "MPI_Irecv (infeed piece)");
   }
 }
 
@@ -831,12 +876,13 @@ constexpr std::chrono::microseconds kCoreSleepCap{100};
 
 ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occupancy) {
   size_t slot = static_cast<size_t>(step % depth_);
-  int full = 0;
+  int full = 0;  // steps whose first message is in: the host sent them
   for (int64_t s = step; s < std::min<int64_t>(step + depth_, num_steps_); ++s) {
-    if (!Arrived(static_cast<size_t>(s % depth_))) break;
+    if (!SlotRequests(static_cast<size_t>(s % depth_))[0].Test()) break;
     ++full;
   }
   if (occupancy) *occupancy = full;
+  PostPieces(step);
   MonotonicTime before = std::chrono::steady_clock::now();
   std::span<cluster::Request> requests = SlotRequests(slot);
   if (!std::all_of(requests.begin(), requests.end(), [](const cluster::Request& r) { return r.done(); })) {
@@ -864,12 +910,19 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   return decoded;
 }
 
-// The shard in a slot's bytes: the wire bytes, then the trailer the first message
-// brought beyond them.
+// The shard in a slot's bytes: the first message's blocks, the pieces that
+// travel alone in the slot they were received into (PostPieces), then the trailer
+// the first message brought beyond the wire bytes.
 ShardCodec::View CoreInfeedQueue::DecodeSlot(size_t slot) {
-  std::span<const std::byte> message(slots_[slot]);
-  ShardCodec::View decoded = codec_.Decode(message.first(codec_.message_bytes()));
-  decoded.trailer = message.subspan(codec_.message_bytes(), TrailerBytes(SlotRequests(slot)[0].received_bytes()));
+  std::span<const std::byte> first(slots_[slot]);
+  std::span<const std::byte> alone(slots_[alone_.empty() ? slot : pieces_in_[slot]]);
+  std::vector<std::span<const std::byte>> pieces;
+  for (size_t f = 0; f < codec_.piece_count(); ++f) {
+    pieces.push_back((TravelsAlone(codec_.piece_bytes(f)) ? alone : first)
+                         .subspan(codec_.piece_offset(f), codec_.piece_bytes(f)));
+  }
+  ShardCodec::View decoded = codec_.DecodeParts(first.first(codec_.meta_bytes()), pieces);
+  decoded.trailer = first.subspan(codec_.message_bytes(), TrailerBytes(SlotRequests(slot)[0].received_bytes()));
   return decoded;
 }
 
@@ -916,6 +969,8 @@ size_t CoreInfeedQueue::TrailerBytes(size_t received) const {
 }
 
 void CoreInfeedQueue::Release(int64_t step) {
+  const size_t slot = static_cast<size_t>(step % depth_);
+  if (pieces_in_[slot] != kNoSlot) free_piece_slots_.push_back(std::exchange(pieces_in_[slot], kNoSlot));
   if (step + depth_ < num_steps_) Post(step + depth_);
   world_.Send(CreditBytes(credit_), host_rank_, kTagCredit);
 }

@@ -4,8 +4,9 @@
 // Flow control is credit based: a host starts with `queue_depth` credits per core it
 // feeds and spends one per shard; a core returns a credit after it has dequeued and
 // consumed a shard. So a host never has more than queue_depth unconsumed shards in
-// flight per core and memory stays bounded however long the run. A core pre-posts
-// queue_depth receives (its queue slots) and blocks only when the next slot is empty.
+// flight per core and memory stays bounded however long the run. A core has
+// queue_depth slots, pre-posts their first messages and blocks only when the next
+// step's have not arrived.
 // In single-host mode a shard for a core on another host travels through that host's
 // rank (a network hop, then the host-to-core hop), and credits travel back the same way.
 #pragma once
@@ -147,7 +148,9 @@ HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& l
 // message each (scripts/bench, BM_InfeedTransfer).
 inline constexpr size_t kAloneBytes = size_t{64} << 10;
 
-// A core's infeed queue: queue_depth pre-posted receive slots.
+// A core's infeed queue: queue_depth receive slots. The first message of each step
+// is pre-posted; the pieces that travel alone are received when the step is
+// dequeued, into the slot released last (see PostPieces).
 class CoreInfeedQueue {
  public:
   CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world,
@@ -168,6 +171,7 @@ class CoreInfeedQueue {
   void LayOutWireSlots();
   void LayOutHandOverSlots(size_t num_features);
   void Post(int64_t step);
+  void PostPieces(int64_t step);
   std::span<cluster::Request> SlotRequests(size_t slot);
   bool Arrived(size_t slot);
   size_t TrailerBytes(size_t received) const;
@@ -189,7 +193,11 @@ class CoreInfeedQueue {
   std::vector<ShardCodec::Block> alone_;  // slot blocks received as messages of their own
   size_t first_wire_bytes_ = 0;           // fixed bytes of a shard's first message
   std::vector<cluster::Request> requests_;  // per slot: the first message, then alone_
-  std::vector<size_t> received_;            // per slot: bytes of its completed first message
+  static constexpr size_t kNoSlot = ~size_t{0};
+  // Per slot (step % depth): the slot whose piece blocks hold its step's pieces
+  // that travel alone, kNoSlot before its dequeue.
+  std::vector<size_t> pieces_in_;
+  std::vector<size_t> free_piece_slots_;  // the last released on top
 };
 
 }  // namespace tpusim::infeed

@@ -220,11 +220,21 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
   if (!route) return;
   const int host_rank = s.layout.host_rank(role.host);
   infeed::CoreInfeedQueue queue(s.plan, *route, t, host_rank, options);
+  // A piece that travels alone as bytes (not handed over in this process) lands in
+  // the slot released last: with every step released before the next dequeue, in
+  // the same memory step after step, which stays in the caches.
+  const bool handed_over = s.plan.source_host(role.host, role.ordinal) == role.host && t.SharesMemoryWith(host_rank);
+  const bool alone = !handed_over && infeed::ShardCodec(s.plan.features(), *route).piece_bytes(0) >= infeed::kAloneBytes;
+  const std::byte* last_piece = nullptr;
   for (int64_t step = 0; step < options.num_steps; ++step) {
     int occupancy = 0;
     infeed::ShardCodec::View v = queue.Dequeue(step, nullptr, &occupancy);
     EXPECT_LE(occupancy, options.queue_depth);
     ASSERT_EQ(v.header.step, step);
+    if (alone && last_piece) {
+      EXPECT_EQ(v.tensor_bytes[0].data(), last_piece) << "step " << step;
+    }
+    last_piece = v.tensor_bytes[0].data();
     const auto* x = reinterpret_cast<const float*>(v.tensor_bytes[0].data());
     for (size_t r = 0; r < v.example_ids.size(); ++r) {
       for (int64_t j = 0; j < floats; ++j) {
