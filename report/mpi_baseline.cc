@@ -14,9 +14,8 @@ namespace {
 
 using cluster::kTagBaseline;
 
-// Rounds (one message to each of the host's own cores) in flight at once: the
-// cores keep this many receives posted, as an infeed queue does, so plain MPI is
-// pipelined as well as the simulated infeed is.
+// Rounds (one message to each of the host's own cores) the host has in flight at
+// once, as an infeed host has a queue_depth of shards in flight per core.
 constexpr int kRoundsInFlight = 4;
 // Timed rounds: enough for ~256 MiB per host (a steady figure, as the simulator
 // ceiling is), at least 64 and at most 4096. With image-sized shards 16 rounds
@@ -25,6 +24,11 @@ constexpr int kRoundsInFlight = 4;
 constexpr int64_t kTimedBytes = int64_t{256} << 20;
 constexpr int64_t kMinRounds = 64;
 constexpr int64_t kMaxRounds = 4096;
+// Timed passes of those rounds, the fastest of which is the figure: a pass lasts
+// ~0.15 s with image-sized shards on v3-8, and one pass of 9 ranks on 2 CPUs read
+// 12.6-23.3 GB/s in consecutive runs on 5 Dec 2026 (the machine's other load
+// only ever slows a pass, so the fastest is the machine's).
+constexpr int kPasses = 3;
 // The one host that measures, alone, as the benchmark's baseline is one host
 // feeding its own cores: the report gives rank 0's figure, and rank 0 plays host 0.
 // (Every host measuring at once took most of a large slice's after-run time: 1,536
@@ -52,26 +56,20 @@ int64_t TimedRounds(const std::vector<size_t>& sizes) {
   return std::clamp((kTimedBytes + bytes - 1) / bytes, kMinRounds, kMaxRounds);
 }
 
-// A core: kRoundsInFlight receives posted into buffers touched before the first,
-// each re-posted as it completes, for every round the host sends.
+// A core: every round the host sends, received into one buffer touched before the
+// first, as the benchmark's baseline receives (a large message moves only while
+// its receiver is in MPI, so receives posted ahead would move nothing sooner and
+// would only spread the copies over more memory than the caches hold).
 void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes, int64_t rounds,
                    bool sleeps) {
-  std::vector<HugePageVector<std::byte>> slots(kRoundsInFlight, HugePageVector<std::byte>(bytes, std::byte{1}));
-  std::vector<cluster::Request> posted(kRoundsInFlight);
-  for (int64_t i = 0; i < std::min<int64_t>(rounds, kRoundsInFlight); ++i) {
-    posted[static_cast<size_t>(i)] = world.Irecv(slots[static_cast<size_t>(i)], host_rank, kTagBaseline,
-                                                 "MPI_Irecv (baseline)");
-  }
+  HugePageVector<std::byte> buffer(bytes, std::byte{1});
   for (int64_t i = 0; i < rounds; ++i) {
-    const auto slot = static_cast<size_t>(i % kRoundsInFlight);
+    cluster::Request posted = world.Irecv(buffer, host_rank, kTagBaseline, "MPI_Irecv (baseline)");
     if (sleeps) {
       Backoff backoff(true, kCoreSpin, kCoreSleepCap);
-      while (!posted[slot].Test()) backoff.Pause();
+      while (!posted.Test()) backoff.Pause();
     }
-    posted[slot].Wait();
-    if (i + kRoundsInFlight < rounds) {
-      posted[slot] = world.Irecv(slots[slot], host_rank, kTagBaseline, "MPI_Irecv (baseline)");
-    }
+    posted.Wait();
   }
 }
 
@@ -109,7 +107,7 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
     const infeed::ShardRoute* route = plan.route_to(role.host, role.ordinal);
     if (!route || plan.source_host(role.host, role.ordinal) != role.host) return result;
     const size_t bytes = infeed::ShardCodec(plan.features(), *route).wire_bytes();
-    ReceiveRounds(world, layout.host_rank(role.host), bytes, kRoundsInFlight + rounds, cores_sleep);
+    ReceiveRounds(world, layout.host_rank(role.host), bytes, kRoundsInFlight + kPasses * rounds, cores_sleep);
     return result;
   }
   if (sizes.empty()) return result;
@@ -122,9 +120,12 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
     peers.push_back(layout.core_rank(r.dst_host, r.dst_ordinal));
   }
   SendRounds(world, messages, peers, kRoundsInFlight);  // warm-up: connections, registration, caches
-  const auto start = std::chrono::steady_clock::now();
-  SendRounds(world, messages, peers, rounds);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    SendRounds(world, messages, peers, rounds);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds = pass == 0 ? seconds : std::min(result.seconds, seconds);
+  }
   for (size_t s : sizes) result.bytes += static_cast<int64_t>(s) * rounds;
   return result;
 }

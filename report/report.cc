@@ -142,7 +142,7 @@ std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>&
                         "copy) through the real transport, measured after the run on the same "
                         "ranks: its last measured_steps steps (after a queue depth of warm-up), "
                         "from the first core's begin to the last core's end, as the run's "
-                        "window is timed",
+                        "window is timed; the fastest of 3 passes",
                         measured};
 }
 

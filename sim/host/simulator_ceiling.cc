@@ -1,6 +1,8 @@
 #include "sim/host/simulator_ceiling.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <optional>
 #include <span>
 
@@ -13,6 +15,11 @@ namespace {
 
 constexpr double kTargetBytes = 256.0 * 1024 * 1024;
 constexpr int64_t kMaxSteps = 64;
+// Passes of the measurement; the report gets the fastest. One pass of v3-8 image
+// shards lasts ~0.2 s on 9 ranks over 2 CPUs, and the run reached 81-129 % of one
+// pass in consecutive runs (5 Dec 2026): the machine's other load only ever slows
+// a pass, so the fastest is the simulator's own.
+constexpr int kPasses = 3;
 
 }  // namespace
 
@@ -37,12 +44,48 @@ SimulatorCeiling::SimulatorCeiling(const CeilingOptions& options, const infeed::
 
 std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(
     const infeed::SyntheticData* pool_values) {
+  const infeed::HostPlan* hp = options_.role.is_host() ? plan_.host_plan(options_.role.host) : nullptr;
+  std::optional<infeed::CachedSource> pool;
+  if (hp) {
+    if (!pool_values)
+      Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
+    const int64_t first = plan_.example_id(0, *hp, 0);
+    pool.emplace(*pool_values, std::span(&first, 1), hp->rows_per_step);
+  }
+  std::optional<SimulatorCeilingPart> best;
+  double best_s = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    std::optional<SimulatorCeilingPart> part = MeasureOnce(pool ? &*pool : nullptr);
+    const double seconds = PassSeconds(part);
+    if (pass == 0 || seconds < best_s) {
+      best = part;
+      best_s = seconds;
+    }
+  }
+  return best;
+}
+
+std::optional<SimulatorCeilingPart> SimulatorCeiling::MeasureOnce(const infeed::CachedSource* pool) {
   const cluster::RankRole& role = options_.role;
-  if (role.is_host()) return FeedFromPool(pool_values);
+  if (role.is_host()) return FeedFromPool(pool);
   const infeed::ShardRoute* route = plan_.route_to(role.host, role.ordinal);
   if (route && role.in_replica()) return DrainCore(*route);
   world_.Barrier();
   return std::nullopt;
+}
+
+// Collective: how long a pass took, as the report times it (SimulatorCeilingOf):
+// from the first fed core's begin to the last one's end, or without core windows
+// the slowest host's time. Every rank gets the same figure, so all keep their
+// part of the same pass.
+double SimulatorCeiling::PassSeconds(const std::optional<SimulatorCeilingPart>& part) const {
+  constexpr double kNone = -std::numeric_limits<double>::max();
+  const bool window = part && part->window_steps > 0;
+  // Maxima of: the negated begin (so the earliest begin), the end, a host's time.
+  std::array<double, 3> span{window ? -part->window_begin_s : kNone, window ? part->window_end_s : kNone,
+                             part ? part->seconds : 0.0};
+  world_.AllreduceInPlace(span, cluster::ReduceOp::kMax);
+  return span[1] > kNone ? span[1] + span[0] : span[2];
 }
 
 // The run's transport settings for the measurement: one worker (borrowing needs no
@@ -75,17 +118,11 @@ SimulatorCeilingPart SimulatorCeiling::DrainCore(const infeed::ShardRoute& route
   return part;
 }
 
-std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(
-    const infeed::SyntheticData* pool_values) {
+std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(const infeed::CachedSource* pool) {
   const infeed::HostPlan* hp = plan_.host_plan(options_.role.host);
   infeed::TransportOptions options = Transport();
-  std::optional<infeed::CachedSource> pool;
-  if (hp) {
-    if (!pool_values)
-      Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
-    const int64_t first = plan_.example_id(0, *hp, 0);
-    pool.emplace(*pool_values, std::span(&first, 1), hp->rows_per_step);
-    options.borrow_batch = [&pool](int64_t, std::span<int64_t> ids) -> const infeed::Batch& {
+  if (pool) {
+    options.borrow_batch = [pool](int64_t, std::span<int64_t> ids) -> const infeed::Batch& {
       std::fill(ids.begin(), ids.end(), 0);
       return pool->BatchFor(0);
     };

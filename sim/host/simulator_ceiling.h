@@ -11,6 +11,7 @@
 
 #include "cluster/rank_layout.h"
 #include "cluster/transport.h"
+#include "infeed/cached_source.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
 #include "infeed/synthetic_source.h"
@@ -45,13 +46,16 @@ class SimulatorCeiling {
 
   // Collective over the world. Returns this rank's part for the report on a host
   // that builds batches, sent from a pool of `pool_values`' batches (it must be
-  // given there), and on a core it feeds; none elsewhere.
+  // given there), and on a core it feeds; none elsewhere. Of several passes, the
+  // fastest one's (the same pass on every rank).
   std::optional<SimulatorCeilingPart> Measure(const infeed::SyntheticData* pool_values);
 
  private:
   infeed::TransportOptions Transport() const;
+  std::optional<SimulatorCeilingPart> MeasureOnce(const infeed::CachedSource* pool);
+  double PassSeconds(const std::optional<SimulatorCeilingPart>& part) const;
   SimulatorCeilingPart DrainCore(const infeed::ShardRoute& route);
-  std::optional<SimulatorCeilingPart> FeedFromPool(const infeed::SyntheticData* pool_values);
+  std::optional<SimulatorCeilingPart> FeedFromPool(const infeed::CachedSource* pool);
 
   CeilingOptions options_;
   const infeed::InfeedPlan& plan_;
