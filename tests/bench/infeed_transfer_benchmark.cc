@@ -1,7 +1,14 @@
 // BM_InfeedTransfer: host rank -> core rank through tpusim's infeed queue protocol
-// (shard encoding on an enqueue worker, credit-based flow control, pre-posted
-// queue slots, dequeue and release), against BM_InfeedTransferBaseline: plain
-// MPI_Send/MPI_Recv of messages of the same size on the same two ranks.
+// (shard encoding on an enqueue worker, credit-based flow control, queue slots,
+// dequeue and release), against BM_InfeedTransferBaseline: plain MPI_Send/MPI_Recv
+// of messages of the same size on the same two ranks. Like the baseline, which
+// sends one buffer again and again, the host sends the same bytes every step: it
+// borrows one batch from a cache (TransportOptions::borrow_batch, as the cached
+// source does), so the two move the same data and the ratio is the protocol's.
+// BM_InfeedTransferFilledSteps (no baseline; a reference) fills a package from the
+// host's pool for every step instead, so a queue_depth of distinct shards is alive
+// at once (the pool's rotation): at 4 MiB that is more than the caches hold, and
+// its plain-MPI counterpart is BM_PlainMpiQueue with 11 buffers.
 // Run under mpirun with 2 ranks; rank 0 (the host) reports, rank 1 (the core) runs
 // the same benchmarks in lockstep (fixed iteration counts) and prints nothing.
 // Both sides are timed in steady state: the core measures from the end of step
@@ -11,10 +18,11 @@
 // scripts/bench runs the binary under each Open MPI shared-memory single-copy
 // setting and compares BM_InfeedTransfer with the fastest baseline.
 // BM_PlainMpiQueue (no baseline; a reference for reading the ratio) is the
-// infeed's protocol written in plain MPI — per step a small meta message and the
-// payload into one of 4 pre-posted slots, a credit back per step — sending from a
-// rotation of 1 buffer (as the baseline does) or of 11 (as the infeed's package
-// pool does in this benchmark): what queueing costs plain MPI on this machine.
+// infeed's protocol written in plain MPI — per step a small meta message into one
+// of 4 pre-posted slots and the payload, received when the step is taken into the
+// one buffer the last step used, a credit back per step — sending from a rotation
+// of 1 buffer (as the baseline does) or of 11 (as the infeed's package pool does
+// in BM_InfeedTransferFilledSteps): what queueing costs plain MPI on this machine.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -59,16 +67,37 @@ void SetBytes(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
 }
 
-void BM_InfeedTransfer(benchmark::State& state) {
+// Where the host's steps come from.
+enum class Source {
+  kCachedBatch,   // one batch borrowed every step: the baseline's bytes
+  kFilledSteps,   // a package from the pool filled for each step
+};
+
+constexpr float kCachedFirst = 7;
+
+void RunInfeedTransfer(benchmark::State& state, Source source) {
   OneHostOneCore slice;
   infeed::InfeedPlan plan = slice.Plan(state.range(0));
   cluster::Communicator world = cluster::Communicator::World();
   infeed::TransportOptions options;
   options.num_steps = kWarmupSteps + TimedSteps(state.range(0));
+  infeed::Batch cached;
+  if (source == Source::kCachedBatch) {
+    cached = infeed::MakeBatch(plan.features(), 1);
+    std::span<float> x = cached.at("x").data<float>();
+    std::fill(x.begin(), x.end(), 1.0f);  // written before timing: untouched pages would be the zero page
+    x[0] = kCachedFirst;
+    options.borrow_batch = [&cached](int64_t step, std::span<int64_t> ids) -> const infeed::Batch& {
+      ids[0] = step;
+      return cached;
+    };
+  }
   auto fill = [](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     batch.at("x").data<float>()[0] = static_cast<float>(step);
     ids[0] = step;
   };
+  float (*first_of)(int64_t) = [](int64_t step) { return static_cast<float>(step); };
+  if (source == Source::kCachedBatch) first_of = [](int64_t) { return kCachedFirst; };
   double credit_wait_s = 0, build_wait_s = 0;
   for (auto _ : state) {
     double seconds = 0;
@@ -78,7 +107,7 @@ void BM_InfeedTransfer(benchmark::State& state) {
       build_wait_s += stats.build_wait_s;
     } else {
       infeed::CoreInfeedQueue queue(plan, *plan.route_to(0, 0), world, 0, options);
-      seconds = bench::DrainTimed(queue, options.num_steps, state);
+      seconds = bench::DrainTimed(queue, options.num_steps, state, first_of);
     }
     ReportCoreTime(state, world, seconds);
   }
@@ -88,6 +117,9 @@ void BM_InfeedTransfer(benchmark::State& state) {
   state.counters["credit_wait_s"] = benchmark::Counter(credit_wait_s, benchmark::Counter::kAvgIterations);
   state.counters["build_wait_s"] = benchmark::Counter(build_wait_s, benchmark::Counter::kAvgIterations);
 }
+
+void BM_InfeedTransfer(benchmark::State& state) { RunInfeedTransfer(state, Source::kCachedBatch); }
+void BM_InfeedTransferFilledSteps(benchmark::State& state) { RunInfeedTransfer(state, Source::kFilledSteps); }
 
 void BM_InfeedTransferBaseline(benchmark::State& state) {
   cluster::Communicator world = cluster::Communicator::World();
@@ -120,9 +152,12 @@ class PlainMpiQueue {
 
   PlainMpiQueue(const cluster::Communicator& world, size_t bytes, int buffers)
       : world_(world), buffers_(static_cast<size_t>(world.rank() == 0 ? buffers : kDepth)) {
-    for (Buffer& b : buffers_) {
-      b.meta.assign(kMetaBytes, std::byte{1});  // touched before timing, as the infeed's pool is
-      b.payload.assign(bytes, std::byte{1});
+    // Touched before timing, as the infeed's pool and slots are. The receiver
+    // takes every payload into its first buffer: each step is released before
+    // the next is taken, as in CoreInfeedQueue.
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      buffers_[i].meta.assign(kMetaBytes, std::byte{1});
+      if (world.rank() == 0 || i == 0) buffers_[i].payload.assign(bytes, std::byte{1});
     }
   }
 
@@ -166,9 +201,11 @@ class PlainMpiQueue {
     for (int64_t s = 0; s < steps; ++s) {
       if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
       Buffer& b = buffers_[static_cast<size_t>(s % kDepth)];
+      HugePageVector<std::byte>& payload = buffers_[0].payload;
+      b.payload_request = world_.Irecv(payload, 0, kTagQueuePayload);
       b.meta_request.Wait();
       b.payload_request.Wait();
-      if (b.meta[0] != static_cast<std::byte>(s) || b.payload[0] != static_cast<std::byte>(s)) {
+      if (b.meta[0] != static_cast<std::byte>(s) || payload[0] != static_cast<std::byte>(s)) {
         state.SkipWithError("wrong message");
       }
       if (s + kDepth < steps) Post(s + kDepth);
@@ -180,7 +217,6 @@ class PlainMpiQueue {
   void Post(int64_t step) {
     Buffer& b = buffers_[static_cast<size_t>(step % kDepth)];
     b.meta_request = world_.Irecv(b.meta, 0, kTagQueueMeta);
-    b.payload_request = world_.Irecv(b.payload, 0, kTagQueuePayload);
   }
 
   const cluster::Communicator& world_;
@@ -202,7 +238,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
   b->Iterations(kIterations)->UseManualTime();
 }
 
-// The infeed's package pool in BM_InfeedTransfer: window (2 x parallelism +
+// The infeed's package pool in BM_InfeedTransferFilledSteps: window (2 x parallelism +
 // queue_depth = 6) + queue_depth + 1.
 constexpr int64_t kInfeedPoolPackages = 11;
 
@@ -214,6 +250,7 @@ void QueueSizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_InfeedTransfer)->Apply(Sizes);
+BENCHMARK(BM_InfeedTransferFilledSteps)->Apply(Sizes);
 BENCHMARK(BM_InfeedTransferBaseline)->Apply(Sizes);
 BENCHMARK(BM_PlainMpiQueue)->Apply(QueueSizes);
 

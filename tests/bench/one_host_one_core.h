@@ -38,17 +38,19 @@ struct OneHostOneCore {
   }
 };
 
-// The core's side: dequeues and releases `steps` steps, checking each shard's first
-// float against its step (the hosts' fill writes it), and returns the seconds from
-// the end of step kWarmupSteps to the last step.
-inline double DrainTimed(infeed::CoreInfeedQueue& queue, int64_t steps, benchmark::State& state) {
+// The core's side: dequeues and releases `steps` steps, checking each shard's
+// example id against its step and its first float against `first_of(step)` (the
+// host writes both), and returns the seconds from the end of step kWarmupSteps to
+// the last step.
+inline double DrainTimed(infeed::CoreInfeedQueue& queue, int64_t steps, benchmark::State& state,
+                         float (*first_of)(int64_t step) = [](int64_t step) { return static_cast<float>(step); }) {
   std::chrono::steady_clock::time_point start;
   for (int64_t s = 0; s < steps; ++s) {
     if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
     infeed::ShardCodec::View v = queue.Dequeue(s, nullptr, nullptr);
     float first;
     std::memcpy(&first, v.tensor_bytes[0].data(), sizeof(first));
-    if (first != static_cast<float>(s)) state.SkipWithError("wrong shard content");
+    if (first != first_of(s) || v.example_ids[0] != s) state.SkipWithError("wrong shard content");
     queue.Release(s);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
