@@ -801,6 +801,9 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
   requests_.resize(static_cast<size_t>(depth_) * (1 + alone_.size()));
   pieces_in_.assign(static_cast<size_t>(depth_), kNoSlot);
   for (int slot = depth_ - 1; slot >= 0; --slot) free_piece_slots_.push_back(static_cast<size_t>(slot));
+  size_t piece_bytes = 0;
+  for (const ShardCodec::Block& b : alone_) piece_bytes += b.bytes;
+  pieces_ahead_ = piece_bytes < kPiecesAheadBelow;
   for (int64_t s = 0; s < std::min<int64_t>(depth_, num_steps_); ++s) Post(s);
 }
 
@@ -854,10 +857,17 @@ void CoreInfeedQueue::Post(int64_t step) {
 // a shard; received on demand into the slot the last step used, they are one
 // shard that stays in the caches. A large message moves only while its receiver
 // is in MPI anyway (single copy, or the in-process transport's rendezvous), so
-// nothing arrives later for it. scripts/bench, BM_InfeedTransfer at 4 MiB: ...
+// nothing arrives later for it. Smaller pieces (kPiecesAheadBelow) are received
+// one step ahead, into a second slot: under Open MPI's `none` both ranks copy,
+// the host into shared-memory fragments and the core out of them, and only a
+// receive that is posted lets the host start on the next step while the core
+// takes this one. BM_InfeedTransfer, 5 Dec 2026 (medians of 5, GB/s against the
+// baseline's): on demand, `none` 9.6 / 12.1 at 256 KiB / 1 MiB (11.8 / 14.1) and
+// `cma` 33.1 / 17.6 at 4 / 16 MiB (38.4 / 17.9); one step ahead, `none` 13.2 /
+// 16.1 (13.0 / 16.4) but `cma` 26.5 / 11.0 (34.3 / 16.3).
 void CoreInfeedQueue::PostPieces(int64_t step) {
   const size_t slot = static_cast<size_t>(step % depth_);
-  if (alone_.empty() || pieces_in_[slot] != kNoSlot) return;
+  if (alone_.empty() || pieces_in_[slot] != kNoSlot || free_piece_slots_.empty()) return;
   pieces_in_[slot] = free_piece_slots_.back();
   free_piece_slots_.pop_back();
   std::span<cluster::Request> requests = SlotRequests(slot);
@@ -882,7 +892,8 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
     ++full;
   }
   if (occupancy) *occupancy = full;
-  PostPieces(step);
+  PostPieces(step);  // a free slot is left: at most queue_depth steps are held
+  if (pieces_ahead_ && step + 1 < num_steps_) PostPieces(step + 1);
   MonotonicTime before = std::chrono::steady_clock::now();
   std::span<cluster::Request> requests = SlotRequests(slot);
   if (!std::all_of(requests.begin(), requests.end(), [](const cluster::Request& r) { return r.done(); })) {

@@ -148,9 +148,15 @@ HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& l
 // message each (scripts/bench, BM_InfeedTransfer).
 inline constexpr size_t kAloneBytes = size_t{64} << 10;
 
+// A core receives a step's pieces that travel alone one step ahead while they total
+// less than this, and when it dequeues the step from here on (CoreInfeedQueue::
+// PostPieces): two steps' pieces of 2 MiB and more no longer stay in the caches.
+inline constexpr size_t kPiecesAheadBelow = size_t{2} << 20;
+
 // A core's infeed queue: queue_depth receive slots. The first message of each step
 // is pre-posted; the pieces that travel alone are received when the step is
-// dequeued, into the slot released last (see PostPieces).
+// dequeued (or one step ahead while small), into the slot released last (see
+// PostPieces).
 class CoreInfeedQueue {
  public:
   CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world,
@@ -198,6 +204,7 @@ class CoreInfeedQueue {
   // that travel alone, kNoSlot before its dequeue.
   std::vector<size_t> pieces_in_;
   std::vector<size_t> free_piece_slots_;  // the last released on top
+  bool pieces_ahead_ = false;  // a step's pieces are received one step ahead (PostPieces)
 };
 
 }  // namespace tpusim::infeed

@@ -222,19 +222,25 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
   infeed::CoreInfeedQueue queue(s.plan, *route, t, host_rank, options);
   // A piece that travels alone as bytes (not handed over in this process) lands in
   // the slot released last: with every step released before the next dequeue, in
-  // the same memory step after step, which stays in the caches.
+  // the same memory step after step, which stays in the caches; a small one is
+  // received a step ahead, so two slots take turns.
   const bool handed_over = s.plan.source_host(role.host, role.ordinal) == role.host && t.SharesMemoryWith(host_rank);
-  const bool alone = !handed_over && infeed::ShardCodec(s.plan.features(), *route).piece_bytes(0) >= infeed::kAloneBytes;
-  const std::byte* last_piece = nullptr;
+  const size_t piece_bytes = infeed::ShardCodec(s.plan.features(), *route).piece_bytes(0);
+  const bool alone = !handed_over && piece_bytes >= infeed::kAloneBytes;
+  const size_t turns = piece_bytes < infeed::kPiecesAheadBelow ? 2 : 1;
+  std::vector<const std::byte*> pieces;
   for (int64_t step = 0; step < options.num_steps; ++step) {
     int occupancy = 0;
     infeed::ShardCodec::View v = queue.Dequeue(step, nullptr, &occupancy);
     EXPECT_LE(occupancy, options.queue_depth);
     ASSERT_EQ(v.header.step, step);
-    if (alone && last_piece) {
-      EXPECT_EQ(v.tensor_bytes[0].data(), last_piece) << "step " << step;
+    pieces.push_back(v.tensor_bytes[0].data());
+    if (alone && pieces.size() > turns) {
+      EXPECT_EQ(pieces.back(), pieces[pieces.size() - 1 - turns]) << "step " << step;
+      if (turns == 2) {
+        EXPECT_NE(pieces.back(), pieces[pieces.size() - 2]) << "step " << step << " (two slots take turns)";
+      }
     }
-    last_piece = v.tensor_bytes[0].data();
     const auto* x = reinterpret_cast<const float*>(v.tensor_bytes[0].data());
     for (size_t r = 0; r < v.example_ids.size(); ++r) {
       for (int64_t j = 0; j < floats; ++j) {
@@ -343,6 +349,11 @@ void InfeedWorkerFailure(const cluster::Transport& t) {
 void InfeedCreditsPerHost(const cluster::Transport& t) { InfeedCredits(t, "v4-8", true, 8); }
 
 void InfeedCreditsLargePieces(const cluster::Transport& t) { InfeedCredits(t, "v4-8", true, 16384); }
+
+// Two rows of 2 MiB per core: pieces received when their step is dequeued.
+void InfeedCreditsPiecesOnDemand(const cluster::Transport& t) {
+  InfeedCredits(t, "v4-8", true, static_cast<int64_t>(infeed::kPiecesAheadBelow / sizeof(float)), 6);
+}
 
 void InfeedCreditsRelayed(const cluster::Transport& t) { InfeedCredits(t, "v4-32", false, 16384); }
 

@@ -45,6 +45,7 @@ inline constexpr int kV4_8Members = 5;
 inline constexpr int kV4_32Members = 20;
 void InfeedCreditsPerHost(const cluster::Transport& t);
 void InfeedCreditsLargePieces(const cluster::Transport& t);
+void InfeedCreditsPiecesOnDemand(const cluster::Transport& t);  // kV4_8Members, 4 MiB shards
 void InfeedCreditsRelayed(const cluster::Transport& t);
 
 // v4-8 per host (kV4_8Members): every host's input pipeline fails at step 2 on an

@@ -55,7 +55,9 @@ ProcessLinkStats RunSpanning(int members, const std::function<void(const Transpo
 TEST(SpanningTransportTest, TagMatchingAndOrder) {
   const ProcessLinkStats stats = RunSpanning(6, testing_cases::TagMatchingAndOrder);
   // Members 0-2 and 3-5 talk across the link whenever there are two processes.
-  if (Communicator::World().size() > 1) EXPECT_GT(stats.messages_sent + stats.messages_received, 0);
+  if (Communicator::World().size() > 1) {
+    EXPECT_GT(stats.messages_sent + stats.messages_received, 0);
+  }
 }
 
 TEST(SpanningTransportTest, Collectives) { RunSpanning(6, testing_cases::Collectives); }

@@ -36,6 +36,11 @@ TEST(MpiTransportTest, InfeedCreditsLargePiecesTravelAlone) {
   testing_cases::InfeedCreditsLargePieces(Communicator::World());
 }
 
+TEST(MpiTransportTest, InfeedCreditsLargePiecesOnDemand) {
+  if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
+  testing_cases::InfeedCreditsPiecesOnDemand(Communicator::World());
+}
+
 TEST(MpiTransportTest, InfeedWorkerFailureReachesTheHost) {
   if (Communicator::World().size() != testing_cases::kV4_8Members) GTEST_SKIP() << "plays v4-8: 5 ranks";
   testing_cases::InfeedWorkerFailure(Communicator::World());
