@@ -195,9 +195,17 @@ class CoreInfeedQueue {
   bool hand_over_;  // the host hands its packages over in this process (no copy)
   int32_t credit_[2];
   std::vector<HugePageVector<std::byte>> slots_;
-  std::vector<ShardCodec::Block> first_;  // slot blocks the first message fills (+ trailer)
-  std::vector<ShardCodec::Block> alone_;  // slot blocks received as messages of their own
-  size_t first_wire_bytes_ = 0;           // fixed bytes of a shard's first message
+  // Where a feature's piece lies in a slot (LayOutWireSlots): in the first message,
+  // or alone at a page boundary after it.
+  struct PiecePlace {
+    bool alone = false;
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+  std::vector<PiecePlace> places_;  // per feature (wire slots)
+  std::vector<PiecePlace> alone_;   // the pieces that travel alone, in order
+  size_t first_wire_bytes_ = 0;     // fixed bytes of a shard's first message
+  size_t first_capacity_ = 0;       // and with the largest trailer
   std::vector<cluster::Request> requests_;  // per slot: the first message, then alone_
   static constexpr size_t kNoSlot = ~size_t{0};
   // Per slot (step % depth): the slot whose piece blocks hold its step's pieces

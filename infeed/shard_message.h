@@ -59,8 +59,6 @@ class ShardCodec {
   // Copies feature f's piece of `host_batch` into `out` (its exact byte size).
   void PackPiece(const Batch& host_batch, size_t f, std::span<std::byte> out) const;
   size_t piece_bytes(size_t f) const { return piece_bytes_[f]; }
-  // Where feature f's piece lies in a slot (SlotBlocks).
-  size_t piece_offset(size_t f) const { return tensor_offsets_[f]; }
   size_t piece_count() const { return piece_bytes_.size(); }
 
   // A received message read in place: valid while the message buffer is (a core's

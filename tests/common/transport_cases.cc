@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/huge_page_allocator.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/device_assignment.h"
 #include "cluster/message_tags.h"
@@ -223,7 +224,8 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
   // A piece that travels alone as bytes (not handed over in this process) lands in
   // the slot released last: with every step released before the next dequeue, in
   // the same memory step after step, which stays in the caches; a small one is
-  // received a step ahead, so two slots take turns.
+  // received a step ahead, so two slots take turns. In a slot on huge pages it
+  // starts a page.
   const bool handed_over = s.plan.source_host(role.host, role.ordinal) == role.host && t.SharesMemoryWith(host_rank);
   const size_t piece_bytes = infeed::ShardCodec(s.plan.features(), *route).piece_bytes(0);
   const bool alone = !handed_over && piece_bytes >= infeed::kAloneBytes;
@@ -235,6 +237,9 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
     EXPECT_LE(occupancy, options.queue_depth);
     ASSERT_EQ(v.header.step, step);
     pieces.push_back(v.tensor_bytes[0].data());
+    if (alone && kLargeBuffersOnHugePages && piece_bytes >= kHugePageBytes) {  // the slot starts a huge page
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(pieces.back()) % 4096, 0u) << "at a page boundary";
+    }
     if (alone && pieces.size() > turns) {
       EXPECT_EQ(pieces.back(), pieces[pieces.size() - 1 - turns]) << "step " << step;
       if (turns == 2) {
