@@ -48,8 +48,8 @@ TEST(HugePageAllocator, VectorsKeepTheirContentsAcrossGrowth) {
   EXPECT_EQ(v[kHugePageBytes / 2 - 1], std::byte{7});
   EXPECT_EQ(v[kHugePageBytes / 2], std::byte{9});
   EXPECT_EQ(v.back(), std::byte{9});
-  EXPECT_EQ(HugePageAllocator<std::byte>::OnHugePages(v.capacity()), kLargeBuffersOnHugePages);
-  if (kLargeBuffersOnHugePages) {
+  EXPECT_EQ(HugePageAllocator<std::byte>::OnHugePages(v.capacity()), LargeBuffersOnHugePages());
+  if (LargeBuffersOnHugePages()) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % kHugePageBytes, 0u);
   }
   EXPECT_FALSE(HugePageAllocator<std::byte>::OnHugePages(kHugePageBytes - 1));

@@ -237,7 +237,7 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
     EXPECT_LE(occupancy, options.queue_depth);
     ASSERT_EQ(v.header.step, step);
     pieces.push_back(v.tensor_bytes[0].data());
-    if (alone && kLargeBuffersOnHugePages && piece_bytes >= kHugePageBytes) {  // the slot starts a huge page
+    if (alone && LargeBuffersOnHugePages() && piece_bytes >= kHugePageBytes) {  // the slot starts a huge page
       EXPECT_EQ(reinterpret_cast<uintptr_t>(pieces.back()) % 4096, 0u) << "at a page boundary";
     }
     if (alone && pieces.size() > turns) {
