@@ -20,18 +20,36 @@
 namespace tpusim::infeed::internal {
 namespace {
 
-// The byte stream's blocks (base/synthetic_bytes.h) through AES-NI where the CPU has it
-// (checked once), eight blocks in flight to cover AESENC's latency; otherwise through
-// the portable rounds, which define the same bytes.
+// The byte stream's blocks (base/synthetic_bytes.h) through the widest AES the CPU
+// has (checked once): VAES, two blocks per 256-bit instruction, or AES-NI, one per
+// 128-bit instruction, each with eight registers in flight to cover AESENC's latency;
+// otherwise through the portable rounds. All three define the same bytes.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TPUSIM_AES_NI 1
 #define TPUSIM_AES_TARGET __attribute__((target("aes")))
+#define TPUSIM_VAES_TARGET __attribute__((target("aes,vaes,avx2")))
 
-std::atomic<bool> portable_only{false};
+std::atomic<ByteKernels> chosen{ByteKernels::kWidest};
 
-bool HasAesNi() {
-  static const bool has = __builtin_cpu_supports("aes");
-  return has && !portable_only.load(std::memory_order_relaxed);
+bool CpuHas(ByteKernels kernels) {
+  static const bool aes = __builtin_cpu_supports("aes");
+  static const bool vaes = aes && __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2");
+  switch (kernels) {
+    case ByteKernels::kPortable: return true;
+    case ByteKernels::kAesNi: return aes;
+    case ByteKernels::kVaes: return vaes;
+    case ByteKernels::kWidest: return true;
+  }
+  return false;
+}
+
+// The kernels in use: the one a test chose, else the widest this CPU has.
+ByteKernels Kernels() {
+  static const ByteKernels widest = CpuHas(ByteKernels::kVaes)    ? ByteKernels::kVaes
+                                    : CpuHas(ByteKernels::kAesNi) ? ByteKernels::kAesNi
+                                                                  : ByteKernels::kPortable;
+  const ByteKernels k = chosen.load(std::memory_order_relaxed);
+  return k == ByteKernels::kWidest ? widest : k;
 }
 
 constexpr int kBlocksInFlight = 8;
@@ -99,6 +117,66 @@ TPUSIM_AES_TARGET void WholeBlocksAesNi(const SyntheticRowBytes& bytes, uint64_t
   for (; b < count; ++b) to = StoreBlocks<kBFloat16, 1>(keys, first + static_cast<uint64_t>(b), to);
 }
 
+// Two blocks per 256-bit register, block i in a lane's low 64 bits as in ArsBlocks.
+struct VaesKeys {
+  __m256i k[kSyntheticByteRounds + 1];
+};
+
+TPUSIM_VAES_TARGET inline VaesKeys LoadVaesKeys(const SyntheticRowBytes& bytes) {
+  VaesKeys keys;
+  for (int r = 0; r <= kSyntheticByteRounds; ++r) {
+    keys.k[r] = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.round_keys[static_cast<size_t>(r)].data())));
+  }
+  return keys;
+}
+
+// StoreBFloat16Lanes for two blocks: unpacking interleaves within each 128-bit lane,
+// so lo holds the first halves of both blocks and hi their second halves; the lane
+// permutes put them back in block order.
+TPUSIM_VAES_TARGET inline void StoreBFloat16Pair(__m256i pair, uint8_t* to) {
+  const __m256i low = _mm256_and_si256(pair, _mm256_set1_epi8(0x7f));
+  const __m256i high =
+      _mm256_or_si256(_mm256_and_si256(pair, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_set1_epi8(0x3f));
+  const __m256i lo = _mm256_unpacklo_epi8(low, high);
+  const __m256i hi = _mm256_unpackhi_epi8(low, high);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// count whole blocks from block first, 2 * kBlocksInFlight at a time; the last few
+// through AES-NI.
+template <bool kBFloat16>
+TPUSIM_VAES_TARGET void WholeBlocksVaes(const SyntheticRowBytes& bytes, uint64_t first, int64_t count, void* out) {
+  constexpr int64_t kBlocksPerRound = 2 * kBlocksInFlight;
+  const VaesKeys keys = LoadVaesKeys(bytes);
+  const __m256i two = _mm256_set_epi64x(0, 2, 0, 2);
+  __m256i counter = _mm256_set_epi64x(0, static_cast<long long>(first + 1), 0, static_cast<long long>(first));
+  auto* to = static_cast<uint8_t*>(out);
+  int64_t b = 0;
+  for (; b + kBlocksPerRound <= count; b += kBlocksPerRound) {
+    __m256i s[kBlocksInFlight];
+    for (int j = 0; j < kBlocksInFlight; ++j) {
+      s[j] = _mm256_xor_si256(counter, keys.k[0]);
+      counter = _mm256_add_epi64(counter, two);
+    }
+    for (int r = 1; r < kSyntheticByteRounds; ++r) {
+      for (int j = 0; j < kBlocksInFlight; ++j) s[j] = _mm256_aesenc_epi128(s[j], keys.k[r]);
+    }
+    for (int j = 0; j < kBlocksInFlight; ++j) {
+      const __m256i pair = _mm256_aesenclast_epi128(s[j], keys.k[kSyntheticByteRounds]);
+      if constexpr (kBFloat16) {
+        StoreBFloat16Pair(pair, to);
+        to += 64;
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), pair);
+        to += 32;
+      }
+    }
+  }
+  WholeBlocksAesNi<kBFloat16>(bytes, first + static_cast<uint64_t>(b), count - b, to);
+}
+
 TPUSIM_AES_TARGET AesBlock BlockAesNi(const SyntheticRowBytes& bytes, uint64_t i) {
   __m128i s;
   ArsBlocks<1>(LoadKeys(bytes), i, &s);
@@ -110,7 +188,7 @@ TPUSIM_AES_TARGET AesBlock BlockAesNi(const SyntheticRowBytes& bytes, uint64_t i
 
 AesBlock BlockAt(const SyntheticRowBytes& bytes, uint64_t i) {
 #ifdef TPUSIM_AES_NI
-  if (HasAesNi()) return BlockAesNi(bytes, i);
+  if (Kernels() != ByteKernels::kPortable) return BlockAesNi(bytes, i);
 #endif
   return bytes.Block(i);
 }
@@ -134,8 +212,13 @@ void FillFromBlocks(uint64_t row_key, int64_t first, int64_t n, T* out) {
   if (e % kBlock != 0) partial(std::min(end, (e / kBlock + 1) * kBlock));
   const int64_t whole = (end - e) / kBlock;
 #ifdef TPUSIM_AES_NI
-  if (HasAesNi()) {
-    WholeBlocksAesNi<sizeof(T) == 2>(bytes, static_cast<uint64_t>(e / kBlock), whole, out);
+  const ByteKernels kernels = Kernels();
+  if (kernels != ByteKernels::kPortable) {
+    if (kernels == ByteKernels::kVaes) {
+      WholeBlocksVaes<sizeof(T) == 2>(bytes, static_cast<uint64_t>(e / kBlock), whole, out);
+    } else {
+      WholeBlocksAesNi<sizeof(T) == 2>(bytes, static_cast<uint64_t>(e / kBlock), whole, out);
+    }
     e += whole * kBlock;
     out += whole * kBlock;
   }
@@ -146,12 +229,13 @@ void FillFromBlocks(uint64_t row_key, int64_t first, int64_t n, T* out) {
 
 }  // namespace
 
-bool UsePortableByteKernels(bool portable) {
+bool UseByteKernels(ByteKernels kernels) {
 #ifdef TPUSIM_AES_NI
-  portable_only.store(portable);
+  if (!CpuHas(kernels)) return false;
+  chosen.store(kernels);
   return true;
 #else
-  return portable;
+  return kernels == ByteKernels::kPortable || kernels == ByteKernels::kWidest;
 #endif
 }
 

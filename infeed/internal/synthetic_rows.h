@@ -3,7 +3,7 @@
 // (base/synthetic_words.h) or bytes (base/synthetic_bytes.h) and the dtype's mapping
 // define them: word kernels written without a branch per element so the compiler
 // vectorises the hash (this file is built at -O3 with AVX2/AVX-512 clones), byte
-// kernels through AES-NI when the CPU has it. A row may start or end inside a word or
+// kernels through VAES or AES-NI when the CPU has them. A row may start or end inside a word or
 // a block (a partitioned slice, one element for the verifier).
 #pragma once
 
@@ -22,9 +22,12 @@ void FillInt64Row(uint64_t row_key, int64_t first, int64_t n, uint64_t range, in
 // uint8/int8 B(e) (int8 reads the same byte as signed)
 void FillByteRow(uint64_t row_key, int64_t first, int64_t n, uint8_t* out);
 
-// Tests: the byte kernels through the portable AES rounds even where the CPU has
-// AES-NI (true), or back to AES-NI where there is one (false). Returns whether the
-// request can be met (false: a machine without AES-NI asked to leave the portable path).
-bool UsePortableByteKernels(bool portable);
+// The byte kernels: the portable AES rounds, AES-NI (one block per instruction), VAES
+// with AVX2 (two), or the widest of these the CPU has (the default).
+enum class ByteKernels { kPortable, kAesNi, kVaes, kWidest };
+
+// Tests: the byte kernels through the given path (every path defines the same bytes).
+// Returns false, changing nothing, when this CPU lacks the instructions.
+bool UseByteKernels(ByteKernels kernels);
 
 }  // namespace tpusim::infeed::internal

@@ -106,20 +106,29 @@ TEST(SyntheticDataTest, ByteFeaturesHoldTheStreamBytes) {
 // The row kernels against the element-wise definition, at lengths that exercise
 // every vector width's main loop and tail, whole rows and rows that start or end
 // inside a word (a partitioned slice or one element of the verifier); the byte
-// kernels both through AES-NI (where the CPU has it) and through the portable rounds.
-class SyntheticKernelTest : public testing::TestWithParam<bool> {
+// kernels through each path: VAES and AES-NI (where the CPU has them) and the
+// portable rounds.
+class SyntheticKernelTest : public testing::TestWithParam<internal::ByteKernels> {
  protected:
   void SetUp() override {
-    if (!internal::UsePortableByteKernels(GetParam())) GTEST_SKIP() << "this CPU has no AES-NI";
+    if (!internal::UseByteKernels(GetParam())) GTEST_SKIP() << "this CPU lacks these instructions";
   }
-  void TearDown() override { internal::UsePortableByteKernels(false); }
+  void TearDown() override { internal::UseByteKernels(internal::ByteKernels::kWidest); }
 };
 
-INSTANTIATE_TEST_SUITE_P(ByteKernels, SyntheticKernelTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& p) { return p.param ? "Portable" : "AesNi"; });
+INSTANTIATE_TEST_SUITE_P(ByteKernels, SyntheticKernelTest,
+                         testing::Values(internal::ByteKernels::kVaes, internal::ByteKernels::kAesNi,
+                                         internal::ByteKernels::kPortable),
+                         [](const testing::TestParamInfo<internal::ByteKernels>& p) {
+                           switch (p.param) {
+                             case internal::ByteKernels::kVaes: return "Vaes";
+                             case internal::ByteKernels::kAesNi: return "AesNi";
+                             default: return "Portable";
+                           }
+                         });
 
 TEST_P(SyntheticKernelTest, WholeRowsEqualTheElementwiseDefinition) {
-  for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 143, 1000}) {
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 143, 255, 256, 257, 513, 1000}) {
     SyntheticData data(5, {{"f", DType::kFloat32, {n}}, {"h", DType::kBFloat16, {n}}, {"u", DType::kUInt8, {n}},
                            {"i", DType::kInt32, {n}}, {"l", DType::kInt64, {n}}}, {}, 77);
     Batch b = data.Generate(3, 2);
@@ -137,7 +146,8 @@ TEST_P(SyntheticKernelTest, WholeRowsEqualTheElementwiseDefinition) {
 }
 
 // A long slice that starts and ends inside a 16-byte block, whole blocks between
-// (the AES-NI kernel's eight-block loop and its single blocks), in uint8 and bfloat16.
+// (the VAES kernel's sixteen-block loop, the AES-NI kernel's eight-block loop and
+// their single blocks), in uint8 and bfloat16.
 TEST_P(SyntheticKernelTest, LongSlicesAcrossBlocksVerify) {
   SyntheticData data(5, {{"u", DType::kUInt8, {2, 300}}, {"h", DType::kBFloat16, {2, 300}}}, {});
   constexpr int64_t kCol = 5, kWidth = 290;
