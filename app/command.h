@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
 // What main() was started with, for the commands that need more than their options.
 struct CommandLine {
@@ -40,4 +40,4 @@ void AddRunCommand(CLI::App& app, std::vector<Command>& commands);
 void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands);
 void AddSweepCommands(CLI::App& app, std::vector<Command>& commands);  // sweep, capacity
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

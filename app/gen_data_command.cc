@@ -22,7 +22,7 @@
 #include "run/run_validation.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct GenDataOptions {
@@ -63,7 +63,7 @@ void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t
     Fail("gen-data --out {}: {} examples need about {:.1f} GiB but the file system has {:.1f} GiB "
          "free", options.out_dir, examples, bytes / (1 << 30), static_cast<double>(space.available) / (1 << 30));
   }
-  if (bytes / static_cast<double>(shards) > ThisMachine().memory_bytes) {
+  if (bytes / static_cast<double>(shards) > run::ThisMachine().memory_bytes) {
     Fail("gen-data: a shard of {} examples needs about {:.1f} GiB of memory, more than this machine "
          "has; use more --shards", examples / shards, bytes / static_cast<double>(shards) / (1 << 30));
   }
@@ -90,7 +90,7 @@ infeed::TfRecordCompression CompressionOf(const std::string& name) {
 }
 
 // gen-data --format tfrecord: JPEG tf.train.Examples in TFDS-named shards.
-int RunGenTfRecord(const GenDataOptions& options, const ConfigTarget& target, int hosts) {
+int RunGenTfRecord(const GenDataOptions& options, const run::ConfigTarget& target, int hosts) {
   infeed::TfRecordDatasetOptions data;
   data.name = options.name;
   data.examples = options.examples.value_or(10 * target.run.input.global_batch);
@@ -114,14 +114,14 @@ int RunGenTfRecord(const GenDataOptions& options, const ConfigTarget& target, in
 // Writes the run's synthetic examples as .npy shards into `out_dir` (replacing a
 // dataset gen-data wrote there before, refusing a folder holding anything else).
 int RunGenDataCommand(const GenDataOptions& options) {
-  ConfigTarget target = ResolveConfigTarget(options.config, options.overrides);
+  run::ConfigTarget target = run::ResolveConfigTarget(options.config, options.overrides);
   if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", options.config);
   int hosts = SliceOf(target).topology.num_hosts();
   if (options.format == "tfrecord") return RunGenTfRecord(options, target, hosts);
   if (options.format != "npy") Fail("--format {}: expected npy or tfrecord", options.format);
   int64_t examples = options.examples.value_or(10 * target.run.input.global_batch);
   int64_t shards = options.shards.value_or(2 * hosts);
-  CheckGenDataCounts(options, examples, shards, ExampleBytes(RunFeatureSpecs(target.run)));
+  CheckGenDataCounts(options, examples, shards, run::ExampleBytes(run::RunFeatureSpecs(target.run)));
   infeed::SyntheticData data = MakeSyntheticData(target.run);
   infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards, options.compress);
   fmt::print("{}: {} examples in {} {}shards (features: {})\n", options.out_dir, examples, shards,
@@ -153,4 +153,4 @@ void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
   commands.push_back({gen, false, [options](CommandLine&) { return RunGenDataCommand(*options); }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

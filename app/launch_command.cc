@@ -36,18 +36,18 @@
 #include "run/run_validation.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct LaunchOptions {
-  RunOptions run;                        // CONFIG and the flags forwarded to `tpusim run`
+  run::RunOptions run;                        // CONFIG and the flags forwarded to `tpusim run`
   bool dry_run = false;                  // print the mpirun command instead
   std::string hostfile;                  // an Open MPI hostfile, "" = this machine
   std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
 };
 
 // The flags of `run` that `tpusim run` gets again (--set travels apart).
-std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
+std::vector<std::string> ForwardedRunArgs(const run::RunOptions& run) {
   std::vector<std::string> args;
   auto add = [&](const char* flag, const std::string& value) {
     if (!value.empty()) args.insert(args.end(), {flag, value});
@@ -58,7 +58,7 @@ std::vector<std::string> ForwardedRunArgs(const RunOptions& run) {
   add("--params-out", run.params_out_dir);
   add("--steps-csv", run.steps_csv_path);
   if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
-  if (run.au != AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
+  if (run.au != run::AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
   if (run.quiet) args.push_back("--quiet");
   return args;
 }
@@ -145,8 +145,8 @@ double SupervisorGraceS(double watchdog_s) { return std::max(5.0, watchdog_s > 0
 
 // The codes a tpusim rank (or exec's failure, 127) ends with after its own line.
 bool IsTpusimExitCode(int code) {
-  return code == 0 || code == kExitInputError || code == kExitBelowExpectedAu ||
-         code == kExitNonFinite || code == kExitInternalError || code == 127;
+  return code == 0 || code == run::kExitInputError || code == run::kExitBelowExpectedAu ||
+         code == run::kExitNonFinite || code == run::kExitInternalError || code == 127;
 }
 
 // mpirun's exit, told in one line when nobody has said anything: tpusim's ranks
@@ -163,7 +163,7 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
   }
   int code = WEXITSTATUS(status);
   const bool rank_signal = code > 128 && code - 128 < NSIG;  // Open MPI's codes go higher
-  if (told && !rank_signal && !IsTpusimExitCode(code)) return kExitInputError;
+  if (told && !rank_signal && !IsTpusimExitCode(code)) return run::kExitInputError;
   if (rank_signal) {
     if (!watchdog && !told) {
       fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
@@ -225,10 +225,10 @@ std::vector<std::string> MpirunCommand(const LaunchOptions& options,
 }
 
 int RunLaunchCommand(const LaunchOptions& options) {
-  ConfigTarget target = ResolveConfigTarget(options.run.config, options.run.overrides);
+  run::ConfigTarget target = run::ResolveConfigTarget(options.run.config, options.run.overrides);
   if (!target.is_run) Fail("launch needs a run file, {} is a topology", options.run.config);
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
-  ValidatedRun run = ValidateRun(target.run, ThisMachine());
+  run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
   CheckRunOutputs(options.run);
   const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
   SetMpiEnvironment(!options.hostfile.empty(), watchdog_s, SingleCopyMechanism(run.plan));
@@ -244,7 +244,7 @@ int RunLaunchCommand(const LaunchOptions& options) {
                                  return DescribeNode(placed.nodes, node);
                                }});
   const int status = supervisor.Run(argv);
-  if (supervisor.stopped()) return kExitInputError;
+  if (supervisor.stopped()) return run::kExitInputError;
   if (const int signal = supervisor.killed_after_signal()) return 128 + signal;  // as if it had ended
   return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());
 }
@@ -266,4 +266,4 @@ void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands) {
                       }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

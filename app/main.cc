@@ -17,19 +17,19 @@
 
 namespace {
 
-using tpusim::sim::Command;
-using tpusim::sim::CommandLine;
+using tpusim::app::Command;
+using tpusim::app::CommandLine;
 
 // Every subcommand, in the order --help lists them.
 std::vector<Command> AllCommands(CLI::App& app) {
   std::vector<Command> commands;
-  tpusim::sim::AddTopologyCommands(app, commands);
-  tpusim::sim::AddRanksCommand(app, commands);
-  tpusim::sim::AddValidateCommand(app, commands);
-  tpusim::sim::AddLaunchCommand(app, commands);
-  tpusim::sim::AddRunCommand(app, commands);
-  tpusim::sim::AddGenDataCommand(app, commands);
-  tpusim::sim::AddSweepCommands(app, commands);
+  tpusim::app::AddTopologyCommands(app, commands);
+  tpusim::app::AddRanksCommand(app, commands);
+  tpusim::app::AddValidateCommand(app, commands);
+  tpusim::app::AddLaunchCommand(app, commands);
+  tpusim::app::AddRunCommand(app, commands);
+  tpusim::app::AddGenDataCommand(app, commands);
+  tpusim::app::AddSweepCommands(app, commands);
   return commands;
 }
 
@@ -61,7 +61,7 @@ std::optional<int> Parse(CLI::App& app, const std::vector<Command>& commands, Co
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     fmt::print(stderr, "tpusim: error: {}\n", e.what());
-    return tpusim::sim::kExitInputError;
+    return tpusim::run::kExitInputError;
   }
   return std::nullopt;
 }
@@ -76,7 +76,7 @@ int RunGiven(const std::vector<Command>& commands, CommandLine& line) {
     bool internal = false;
     std::string message = tpusim::CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: error: {}\n", message);
-    return internal ? tpusim::sim::kExitInternalError : tpusim::sim::kExitInputError;
+    return internal ? tpusim::run::kExitInternalError : tpusim::run::kExitInputError;
   }
   return 0;
 }

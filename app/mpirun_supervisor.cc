@@ -15,7 +15,7 @@
 
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 // The mpirun child that signals are forwarded to, and the last signal forwarded.
@@ -262,4 +262,4 @@ int MpirunSupervisor::Run(std::vector<std::string>& argv) {
   return Wait();
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

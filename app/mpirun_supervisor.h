@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
 class MpirunSupervisor {
  public:
@@ -92,4 +92,4 @@ class MpirunSupervisor {
   int killed_signal_ = 0;                       // the signal passed on before it
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -7,9 +7,9 @@
 
 #include "base/clock.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
-ProgressPrinter::ProgressPrinter(const LoopPlan& loops, int64_t global_batch, bool trains)
+ProgressPrinter::ProgressPrinter(const run::LoopPlan& loops, int64_t global_batch, bool trains)
     : loops_(loops), batch_(global_batch), trains_(trains), start_(MonotonicSeconds()) {}
 
 void ProgressPrinter::StepSent(int64_t step) {
@@ -24,7 +24,7 @@ void ProgressPrinter::StepSent(int64_t step) {
              eta, last ? "\n" : "");
 }
 
-void ProgressPrinter::LoopDone(const LoopSummary& s) {
+void ProgressPrinter::LoopDone(const sim::host::LoopSummary& s) {
   const double seconds = s.end_s - last_loop_end_;
   last_loop_end_ = s.end_s;
   const double examples = static_cast<double>(loops_.infeed_steps_per_loop() * batch_);
@@ -34,4 +34,4 @@ void ProgressPrinter::LoopDone(const LoopSummary& s) {
              examples / std::max(seconds, 1e-9), eta);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -9,17 +9,17 @@
 #include "sim/host/host_outfeed.h"
 #include "sim/run_observer.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
-class ProgressPrinter : public RunObserver {
+class ProgressPrinter : public sim::RunObserver {
  public:
   // `trains`: the run trains a model (loop lines instead of the progress line).
-  ProgressPrinter(const LoopPlan& loops, int64_t global_batch, bool trains);
+  ProgressPrinter(const run::LoopPlan& loops, int64_t global_batch, bool trains);
   void StepSent(int64_t step) override;
-  void LoopDone(const LoopSummary& summary) override;
+  void LoopDone(const sim::host::LoopSummary& summary) override;
 
  private:
-  const LoopPlan& loops_;
+  const run::LoopPlan& loops_;
   int64_t batch_;
   bool trains_;
   double start_;
@@ -27,4 +27,4 @@ class ProgressPrinter : public RunObserver {
   double last_loop_end_ = 0;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

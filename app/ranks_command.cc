@@ -9,7 +9,7 @@
 #include "app/command.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct RanksOptions {
@@ -19,8 +19,8 @@ struct RanksOptions {
 };
 
 int RunRanksCommand(const RanksOptions& options) {
-  const ConfigTarget target =
-      ResolveConfigTarget(options.config, options.overrides, options.generation);
+  const run::ConfigTarget target =
+      run::ResolveConfigTarget(options.config, options.overrides, options.generation);
   fmt::print("{}\n", SliceOf(target).layout.num_processes());
   return 0;
 }
@@ -36,4 +36,4 @@ void AddRanksCommand(CLI::App& app, std::vector<Command>& commands) {
   commands.push_back({ranks, false, [options](CommandLine&) { return RunRanksCommand(*options); }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -6,12 +6,12 @@
 #include "checkpoint/manifest.h"
 #include "run/checkpoint_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 // What a resume needs of the config: the infeed position is a step, so the
 // source must build any step on its own.
-void CheckResumable(const RunConfig& config, const std::string& flag) {
+void CheckResumable(const run::RunConfig& config, const std::string& flag) {
   if (config.input.source != "synthetic") {
     Fail("{}: input.source {} keeps a stream position checkpoints do not save; only synthetic resumes", flag,
          config.input.source);
@@ -21,7 +21,7 @@ void CheckResumable(const RunConfig& config, const std::string& flag) {
 
 }  // namespace
 
-std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunConfig& config) {
+std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config) {
   std::string path = resume_dir;
   const std::string flag = path.empty() ? "checkpoint.resume: latest" : "--resume " + path;
   if (path.empty() && config.checkpoint.resume == "latest") {
@@ -30,7 +30,7 @@ std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunCon
   }
   if (path.empty()) return std::nullopt;
   CheckResumable(config, flag);
-  ResumePoint point;
+  sim::ResumePoint point;
   point.step_dir = checkpoint::ResolveCheckpoint(path);
   point.manifest = checkpoint::ReadManifest(point.step_dir);
   const std::string manifest_path = (std::filesystem::path(point.step_dir) / "manifest.json").string();
@@ -44,4 +44,4 @@ std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunCon
   return point;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

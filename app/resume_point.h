@@ -10,11 +10,11 @@
 #include "run/run_config.h"
 #include "sim/simulation.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
 // The checkpoint to resume from, or none for a fresh run (no --resume, and
 // checkpoint.resume: latest with no complete save yet). Sets config.train.steps
 // to the steps left. Throws Error naming the file or key on a bad checkpoint.
-std::optional<ResumePoint> LoadResumePoint(const std::string& resume_dir, RunConfig& config);
+std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

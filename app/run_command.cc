@@ -33,19 +33,19 @@
 #include "app/resume_point.h"
 #include "app/run_rank.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct Setup {
-  RunConfig config;
-  std::optional<ValidatedRun> run;
+  run::RunConfig config;
+  std::optional<run::ValidatedRun> run;
   std::optional<cluster::RankRole> role;  // known once the slice is
-  std::optional<ResumePoint> resume;      // --resume or checkpoint.resume
+  std::optional<sim::ResumePoint> resume;      // --resume or checkpoint.resume
 };
 
 // This machine's memory and the world ranks that share it.
-Machine MachineOfRank(const cluster::Communicator& world) {
-  Machine machine = ThisMachine();
+run::Machine MachineOfRank(const cluster::Communicator& world) {
+  run::Machine machine = run::ThisMachine();
   cluster::Communicator node = world.SplitShared();
   std::vector<double> here(static_cast<size_t>(world.size()), 0.0);
   here[static_cast<size_t>(world.rank())] = 1;
@@ -59,11 +59,11 @@ Machine MachineOfRank(const cluster::Communicator& world) {
 // Loads and checks everything a rank needs before it talks to any peer: the same
 // validation as `tpusim validate`, plus the world size and, on rank 0 (which writes
 // every output), the output paths. Fills `setup` as far as it gets.
-void LoadSetup(const RunOptions& options, const cluster::Communicator& world, const Machine& machine,
+void LoadSetup(const run::RunOptions& options, const cluster::Communicator& world, const run::Machine& machine,
                Setup& setup) {
-  setup.config = LoadRunConfig(options.config, options.overrides);
+  setup.config = run::LoadRunConfig(options.config, options.overrides);
   setup.run.emplace(ValidateRun(setup.config, machine));
-  const Slice& slice = setup.run->slice;
+  const run::Slice& slice = setup.run->slice;
   slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
   if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
   if (world.rank() == 0) CheckRunOutputs(options);
@@ -149,7 +149,7 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
   }
-  std::_Exit(alarm.kind == Watchdog::AlarmKind::kStopped ? kExitTerminated : kExitInputError);
+  std::_Exit(alarm.kind == Watchdog::AlarmKind::kStopped ? run::kExitTerminated : run::kExitInputError);
 }
 
 // Nobody can make progress without the process link: its failure brings the job
@@ -157,13 +157,13 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
 [[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
   fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, failure.message);
   std::fflush(stderr);
-  cluster::MpiEnvironment::Abort(failure.internal ? kExitInternalError : kExitInputError);
+  cluster::MpiEnvironment::Abort(failure.internal ? run::kExitInternalError : run::kExitInputError);
 }
 
 // This machine's cores and the TPU hosts its MPI ranks play, which share them
 // (the report's this-machine figures): in the ranks layout a rank plays a host
 // when its role is one, in the others every process plays hosts_per_process.
-MachineShare ShareOf(const Machine& machine, const Slice& slice) {
+report::MachineShare ShareOf(const run::Machine& machine, const run::Slice& slice) {
   const cluster::RankLayout& layout = slice.layout;
   int hosts = 0;
   for (int r : machine.ranks) {
@@ -179,19 +179,19 @@ MachineShare ShareOf(const Machine& machine, const Slice& slice) {
 
 // One simulated rank, on the thread that calls it: its transports split from
 // `world`, its simulation, and its one line if it fails. Returns its exit code.
-int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRole& role,
-            std::unique_ptr<cluster::Transport> world, int node, const MachineShare& machine) {
+int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::RankRole& role,
+            std::unique_ptr<cluster::Transport> world, int node, const report::MachineShare& machine) {
   const std::string where = fmt::format("rank {}, {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
     SimulationContext context{setup.config, setup.run->slice, setup.run->plan, role, comms, options, node,
                               EndOnWatchdogAlarm, machine, setup.resume ? &*setup.resume : nullptr};
     return RunSimulatedRank(context);
-  } catch (const OutputsFailed& e) {
+  } catch (const run::OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
     // (MPI_Abort here has made mpirun itself crash in PMIx finalize).
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, e.what());
-    return kExitInputError;
+    return run::kExitInputError;
   } catch (...) {
     // Alone or not, this rank prints its own line and brings every rank down;
     // `tpusim launch` drops the banners Open MPI prints after it.
@@ -199,15 +199,15 @@ int RunRank(const Setup& setup, const RunOptions& options, const cluster::RankRo
     std::string message = CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
     std::fflush(stderr);
-    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
+    cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }
 }
 
 // The threads and packed layouts (design.md §2): this MPI process plays whole TPU
 // hosts, each of their ranks a thread, over one group that spans the processes.
 // Returns the first non-zero exit code of its ranks.
-int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const cluster::MpiEnvironment& mpi,
-                      const cluster::Communicator& world, int node, const Machine& machine) {
+int RunRanksAsThreads(const Setup& setup, const run::RunOptions& options, const cluster::MpiEnvironment& mpi,
+                      const cluster::Communicator& world, int node, const run::Machine& machine) {
   const cluster::RankLayout& layout = setup.run->slice.layout;
   if (!mpi.thread_serialized()) {
     Fail("cluster.layout: {} needs MPI_THREAD_SERIALIZED, which {} does not grant", layout.layout_name(),
@@ -225,7 +225,7 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
       cluster::InProcessTransport::CreateSpanningGroup(link, /*id=*/1, std::move(process_of));
   const int first = world.rank() * layout.ranks_per_process();
-  const MachineShare share = ShareOf(machine, setup.run->slice);
+  const report::MachineShare share = ShareOf(machine, setup.run->slice);
   std::vector<int> codes(endpoints.size(), 0);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < endpoints.size(); ++i) {
@@ -242,13 +242,13 @@ int RunRanksAsThreads(const Setup& setup, const RunOptions& options, const clust
   return 0;
 }
 
-int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
+int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
   cluster::MpiEnvironment mpi(argc, argv);
   cluster::Communicator world = cluster::Communicator::World();
   std::string where = fmt::format("rank {}", mpi.world_rank());
   Setup setup;
   std::string setup_error;
-  const Machine machine = MachineOfRank(world);
+  const run::Machine machine = MachineOfRank(world);
   try {
     LoadSetup(options, world, machine, setup);
   } catch (...) {
@@ -264,7 +264,7 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
                : fmt::format("hosts {}-{} and their cores", first_host, first_host + layout.hosts_per_process() - 1);
   }
   if (!role.empty()) where = fmt::format("rank {} {}", mpi.world_rank(), role);
-  if (!AgreeOnSetup(world, setup_error, role)) return kExitInputError;
+  if (!AgreeOnSetup(world, setup_error, role)) return run::kExitInputError;
   ConfigureLogger(where);
   const int node = machine.ranks.front();  // the lowest MPI rank on this machine
   if (setup.role) {
@@ -277,14 +277,14 @@ int RunRunCommand(const RunOptions& options, int* argc, char*** argv) {
     bool internal = false;
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));
     std::fflush(stderr);
-    cluster::MpiEnvironment::Abort(internal ? kExitInternalError : kExitInputError);
+    cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }
 }
 
 }  // namespace
 
 void AddRunCommand(CLI::App& app, std::vector<Command>& commands) {
-  auto options = std::make_shared<RunOptions>();
+  auto options = std::make_shared<run::RunOptions>();
   CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
   run->add_option("CONFIG", options->config)->required();
   AddRunFlags(run, *options);
@@ -293,4 +293,4 @@ void AddRunCommand(CLI::App& app, std::vector<Command>& commands) {
                       }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

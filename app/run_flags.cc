@@ -1,8 +1,8 @@
 #include "app/run_flags.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
-void AddRunFlags(CLI::App* cmd, RunOptions& run) {
+void AddRunFlags(CLI::App* cmd, run::RunOptions& run) {
   cmd->add_option("--set", run.overrides, "override a config key: a.b=value (YAML value)")
       ->take_all();
   cmd->add_option("--report", run.report_path, "write the versioned JSON report here");
@@ -20,19 +20,19 @@ void AddRunFlags(CLI::App* cmd, RunOptions& run) {
   cmd->add_flag("--quiet", run.quiet, "no progress line");
 }
 
-void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what) {
-  const std::string measured = AuSourceName(AuSource::kMeasured);
-  const std::string projected = AuSourceName(AuSource::kProjected);
+void AddAuOption(CLI::App* cmd, run::AuSource& au, const std::string& what) {
+  const std::string measured = AuSourceName(run::AuSource::kMeasured);
+  const std::string projected = AuSourceName(run::AuSource::kProjected);
   const std::string help =
       "measured (this machine's worst core) or projected (on the target pod's hosts, the "
       "report's pod_projection): " + what;
   cmd->add_option_function<std::string>(
          "--au",
          [&au, projected](const std::string& name) {
-           au = name == projected ? AuSource::kProjected : AuSource::kMeasured;
+           au = name == projected ? run::AuSource::kProjected : run::AuSource::kMeasured;
          },
          help)
       ->check(CLI::IsMember({measured, projected}));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

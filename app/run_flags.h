@@ -8,14 +8,14 @@
 
 #include "run/run_options.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
 // Adds --set, --report, --trace, --placement-log, --params-out, --steps-csv,
 // --expect-au, --au and --quiet to `cmd`, filling `run` (which must outlive parsing).
-void AddRunFlags(CLI::App* cmd, RunOptions& run);
+void AddRunFlags(CLI::App* cmd, run::RunOptions& run);
 
 // Adds `--au measured|projected` to `cmd`, filling `au` (which must outlive
 // parsing); `what` ends the help text ("the AU --expect-au checks").
-void AddAuOption(CLI::App* cmd, AuSource& au, const std::string& what);
+void AddAuOption(CLI::App* cmd, run::AuSource& au, const std::string& what);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -27,7 +27,7 @@
 #include "sim/rank_stream.h"
 #include "sim/wire/params.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 using json = nlohmann::json;
@@ -58,7 +58,7 @@ void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nod
 
 // Gathers every rank's role at rank 0 and prints who plays what where: nodes are
 // numbered in order of their first rank (node 0 runs rank 0), with the hostname.
-void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
+void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
   const std::vector<std::string> roles =
       GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, HostName(), ::getpid()));
   const std::vector<std::string> described = GatherStrings(*ctx.comms.world, ctx.role.Describe());
@@ -88,38 +88,38 @@ void PrintRoles(SimulationContext& ctx, const LoopPlan& loops) {
 
 // This rank's part of each streamed output it writes (RankRun::outputs) and the
 // command line asks for, opened for the loops as sinks.
-RankSinks OpenSinks(const RunOptions& options, const RankOutputs& writes, int rank) {
-  RankSinks sinks;
+sim::RankSinks OpenSinks(const run::RunOptions& options, const sim::RankOutputs& writes, int rank) {
+  sim::RankSinks sinks;
   if (writes.placement_log && !options.placement_log_path.empty()) {
-    sinks.placement_log = RankStream(options.placement_log_path, rank);
+    sinks.placement_log = sim::RankStream(options.placement_log_path, rank);
   }
   if (writes.steps_csv && !options.steps_csv_path.empty()) {
-    sinks.steps_csv = RankStream(options.steps_csv_path, rank);
+    sinks.steps_csv = sim::RankStream(options.steps_csv_path, rank);
   }
-  if (writes.trace) sinks.trace = TraceLog(options.trace_path, rank);  // off without a path
+  if (writes.trace) sinks.trace = sim::TraceLog(options.trace_path, rank);  // off without a path
   return sinks;
 }
 
 // A part left by an earlier run that crashed must not be merged into this one.
 void RemoveStalePart(const std::string& path, int rank) {
   std::error_code ignored;  // a part that cannot be removed fails when it is opened
-  if (!path.empty()) std::filesystem::remove(PartPath(path, rank), ignored);
+  if (!path.empty()) std::filesystem::remove(sim::PartPath(path, rank), ignored);
 }
 
 // Rank 0: throws naming the output `label` ("--trace out/t.json") when a rank gave
 // up its part mid-run (a full disk): the output is not written, and every rank's
 // part of it is removed (the one that failed already was).
-void ThrowIfGivenUp(const std::vector<RankMetrics>& ranks, const std::string& output,
+void ThrowIfGivenUp(const std::vector<sim::RankMetrics>& ranks, const std::string& output,
                     const std::string& label) {
-  const RankMetrics* first = nullptr;
-  for (const RankMetrics& r : ranks) {
+  const sim::RankMetrics* first = nullptr;
+  for (const sim::RankMetrics& r : ranks) {
     if (!first && r.stream_failures.count(output)) first = &r;
   }
   if (!first) return;
   const std::string path = label.substr(label.find(' ') + 1);
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     std::error_code ignored;  // a part left behind costs disk space, not the output
-    std::filesystem::remove(PartPath(path, r.rank), ignored);
+    std::filesystem::remove(sim::PartPath(path, r.rank), ignored);
   }
   Fail("{}: write failed: {}; rank {}, {} streaming its part mid-run: the run went on without "
        "it, nothing written to {})",
@@ -129,15 +129,15 @@ void ThrowIfGivenUp(const std::vector<RankMetrics>& ranks, const std::string& ou
 // Rank 0: the streamed outputs, each merged from every rank's part; a failed one
 // is kept in `outputs` and the others are still written.
 void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
-                  const std::vector<RankMetrics>& ranks, OutputWrites& outputs) {
+                  const std::vector<sim::RankMetrics>& ranks, run::OutputWrites& outputs) {
   const cluster::RankLayout& layout = ctx.slice.layout;
   std::vector<int> fed, stepping, builders(static_cast<size_t>(layout.num_hosts()), -1);
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (r.core && r.core->fed) fed.push_back(r.rank);
     if (r.core && (r.core->fed || r.core->trains)) stepping.push_back(r.rank);
     if (r.host && plan.host_plan(r.host->host)) builders[static_cast<size_t>(r.host->host)] = r.rank;
   }
-  const RunOptions& o = ctx.options;
+  const run::RunOptions& o = ctx.options;
   auto merge = [&](const char* output, const std::string& flag, const std::string& path,
                    const std::function<void()>& write) {
     if (path.empty()) return;
@@ -147,32 +147,32 @@ void MergeStreams(const SimulationContext& ctx, const infeed::InfeedPlan& plan,
     });
   };
   merge("placement_log", "--placement-log", o.placement_log_path,
-        [&] { MergePlacementLog(o.placement_log_path, fed); });
+        [&] { report::MergePlacementLog(o.placement_log_path, fed); });
   merge("steps_csv", "--steps-csv", o.steps_csv_path,
-        [&] { MergeStepsCsv(o.steps_csv_path, kStepsCsvHeader, stepping, builders); });
-  merge("trace", "--trace", o.trace_path, [&] { WriteTrace(o.trace_path, ranks); });
+        [&] { report::MergeStepsCsv(o.steps_csv_path, sim::kStepsCsvHeader, stepping, builders); });
+  merge("trace", "--trace", o.trace_path, [&] { report::WriteTrace(o.trace_path, ranks); });
 }
 
 // Rank 0, --expect-au (--au measured): one line naming the worst core and its
 // host, and the distinct exit code, when the run's accelerator utilization falls
 // short.
-int CheckMeasuredAu(const SimulationContext& ctx, const Report& report) {
+int CheckMeasuredAu(const SimulationContext& ctx, const report::Report& report) {
   if (!report.accelerator_utilization) return 0;
-  const UtilizationSection& au = *report.accelerator_utilization;
+  const report::UtilizationSection& au = *report.accelerator_utilization;
   if (au.min >= ctx.options.expect_au) return 0;
-  const CoreUtilization& core = au.worst_core;
+  const report::CoreUtilization& core = au.worst_core;
   fmt::print(stderr,
              "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
              "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n",
              au.min * 100, ctx.options.expect_au * 100, core.host, core.ordinal, core.replica,
              core.host, au.mean * 100);
-  return kExitBelowExpectedAu;
+  return run::kExitBelowExpectedAu;
 }
 
 // Rank 0, --expect-au --au projected: the same on the target pod's hosts, naming
 // the host and stage that bind (or why there is no projected AU to check).
-int CheckProjectedAu(const SimulationContext& ctx, const Report& report) {
-  const PodProjectionSection& p = report.pod_projection.value();
+int CheckProjectedAu(const SimulationContext& ctx, const report::Report& report) {
+  const report::PodProjectionSection& p = report.pod_projection.value();
   if (p.projected_au && *p.projected_au >= ctx.options.expect_au) return 0;
   if (!p.projected_au) {
     fmt::print(stderr, "tpusim: --expect-au --au projected: no projected AU to check: {}\n",
@@ -187,20 +187,20 @@ int CheckProjectedAu(const SimulationContext& ctx, const Report& report) {
                p.projected_examples_per_s_per_host.value_or(0),
                p.demand_examples_per_s_per_host.value_or(0));
   }
-  return kExitBelowExpectedAu;
+  return run::kExitBelowExpectedAu;
 }
 
-int CheckUtilization(const SimulationContext& ctx, const Report& report) {
+int CheckUtilization(const SimulationContext& ctx, const report::Report& report) {
   if (ctx.options.expect_au <= 0) return 0;
-  return ctx.options.au == AuSource::kProjected ? CheckProjectedAu(ctx, report)
+  return ctx.options.au == run::AuSource::kProjected ? CheckProjectedAu(ctx, report)
                                                 : CheckMeasuredAu(ctx, report);
 }
 
 // Rank 0, train.stop_on_nan: the run's one line when training stopped on a
 // non-finite value (after the report was written); true if it did.
-bool StoppedOnNonFinite(const Report& report) {
+bool StoppedOnNonFinite(const report::Report& report) {
   if (!report.non_finite || !report.non_finite->stopped) return false;
-  const NonFiniteValue& first = report.non_finite->first.value();
+  const sim::NonFiniteValue& first = report.non_finite->first.value();
   fmt::print(
       stderr,
       "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
@@ -215,10 +215,10 @@ bool StoppedOnNonFinite(const Report& report) {
 
 // Rank 0: fails naming the first variable on which two training cores' bits
 // differ (train.check_replicas), after the report has been written.
-void CheckReplicas(const SimulationContext& ctx, const Report& report) {
+void CheckReplicas(const SimulationContext& ctx, const report::Report& report) {
   if (!ctx.config.train.check_replicas || !report.replicas) return;
   if (!report.replicas->first_difference) return;
-  const ReplicaDifference& first = *report.replicas->first_difference;
+  const report::ReplicaDifference& first = *report.replicas->first_difference;
   Fail(
       "train.check_replicas: replicas diverged: variable '{}' differs between {} and {} (the "
       "report lists every replica's checksum)",
@@ -226,18 +226,18 @@ void CheckReplicas(const SimulationContext& ctx, const Report& report) {
 }
 
 // Rank 0: the report of the gathered metrics, printed, written and checked.
-int ReportAtRankZero(SimulationContext& ctx, RankRun& run, ReportInputs& inputs,
-                     OutputWrites& outputs) {
+int ReportAtRankZero(SimulationContext& ctx, sim::RankRun& run, report::ReportInputs& inputs,
+                     run::OutputWrites& outputs) {
   MergeStreams(ctx, run.plan(), inputs.ranks, outputs);
-  const Report report = BuildReport(inputs);
+  const report::Report report = BuildReport(inputs);
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) {
     outputs.Try([&] {
-      WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
+      report::WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
     });
   }
   outputs.ThrowIfAnyFailed();
-  if (StoppedOnNonFinite(report)) return kExitNonFinite;
+  if (StoppedOnNonFinite(report)) return run::kExitNonFinite;
   CheckReplicas(ctx, report);
   return CheckUtilization(ctx, report);
 }
@@ -245,44 +245,44 @@ int ReportAtRankZero(SimulationContext& ctx, RankRun& run, ReportInputs& inputs,
 }  // namespace
 
 int RunSimulatedRank(SimulationContext& ctx) {
-  const LoopPlan loops = MakeLoopPlan(ctx.config.train);
+  const run::LoopPlan loops = MakeLoopPlan(ctx.config.train);
   PrintRoles(ctx, loops);
   std::optional<ProgressPrinter> progress;
   const bool rank0 = ctx.comms.world->rank() == 0;
   if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
-  const RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
+  const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
                                ctx.resume};
-  RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);
+  sim::RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);
   for (const std::string* path : {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
     RemoveStalePart(*path, ctx.comms.world->rank());
   }
-  RankSinks sinks = OpenSinks(ctx.options, run.outputs(), ctx.comms.world->rank());
-  RankMetrics mine = run.RunLoops(sinks);
+  sim::RankSinks sinks = OpenSinks(ctx.options, run.outputs(), ctx.comms.world->rank());
+  sim::RankMetrics mine = run.RunLoops(sinks);
   sinks.Close();
   mine.stream_failures = sinks.Failures();
-  OutputWrites outputs;  // a failed output must not lose the others
+  run::OutputWrites outputs;  // a failed output must not lose the others
   if (rank0 && ctx.config.model.enabled && !ctx.options.params_out_dir.empty()) {
     const int source = ctx.slice.layout.core_rank(ctx.slice.assignment, 0, 0);
     Watchdog::Scope wait(&run.watchdog(), "the parameters of replica 0", -1, source);
-    outputs.Try([&] { ReceiveParams(*ctx.comms.world, source, ctx.options.params_out_dir); });
+    outputs.Try([&] { sim::wire::ReceiveParams(*ctx.comms.world, source, ctx.options.params_out_dir); });
   }
   mine.peak_rss_kib = PeakResidentKib();
   const double run_s = run.elapsed_s();
-  MpiBaseline baseline;
-  std::vector<RankMetrics> ranks;
+  report::MpiBaseline baseline;
+  std::vector<sim::RankMetrics> ranks;
   {
     Watchdog::Scope wait = run.EndOfRunDeadline();
-    baseline = MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan(),
+    baseline = report::MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan(),
                                   run.cores_sleep_when_idle());
     run.MeasureCeiling(mine);
     ranks = run.GatherAtRankZero(mine);
   }
   if (!rank0) return 0;
-  ReportInputs inputs{ctx.config, ctx.slice, run.keys(), run.plan().global_batch(), run.loops(), std::move(ranks),
+  report::ReportInputs inputs{ctx.config, ctx.slice, run.keys(), run.plan().global_batch(), run.loops(), std::move(ranks),
                       run_s, baseline, run.ceiling_steps(),
-                      Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
-                      Provenance(ctx.config.source), ctx.machine};
+                      report::Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
+                      report::Provenance(ctx.config.source), ctx.machine};
   return ReportAtRankZero(ctx, run, inputs, outputs);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -14,25 +14,25 @@
 #include "run/slice.h"
 #include "sim/simulation.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 
 // What `tpusim run` hands one simulated rank: the app's own record of the run
 // (the command line included). It stays in app/: the rank's run is built from
 // the parts of it that RankRun takes, and no loop sees it.
 struct SimulationContext {
-  const RunConfig& config;
-  const Slice& slice;
+  const run::RunConfig& config;
+  const run::Slice& slice;
   const infeed::InfeedPlan& plan;  // the run's (ValidateRun's), shared by the process's ranks
   const cluster::RankRole& role;
   cluster::Communicators& comms;
-  const RunOptions& options;
+  const run::RunOptions& options;
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   Watchdog::AlarmHandler on_watchdog_alarm;  // prints the line and ends the process
-  MachineShare machine;  // this rank's machine: its cores and the TPU hosts it plays
-  const ResumePoint* resume = nullptr;  // --resume (or checkpoint.resume): verified; null: fresh
+  report::MachineShare machine;  // this rank's machine: its cores and the TPU hosts it plays
+  const sim::ResumePoint* resume = nullptr;  // --resume (or checkpoint.resume): verified; null: fresh
 };
 
 // Runs this rank's part; returns the exit code. Throws Error on failure.
 int RunSimulatedRank(SimulationContext& ctx);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -9,7 +9,7 @@
 #include "sweep/capacity.h"
 #include "sweep/sweep.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 void AddCommonFlags(CLI::App* cmd, std::string& config, std::vector<std::string>& sets, std::string& out,
@@ -23,7 +23,7 @@ void AddCommonFlags(CLI::App* cmd, std::string& config, std::vector<std::string>
 }
 
 void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
-  auto s = std::make_shared<SweepOptions>();
+  auto s = std::make_shared<sweep::SweepOptions>();
   CLI::App* sweep =
       app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
   AddCommonFlags(sweep, s->config, s->sets, s->out, s->timeout_s, s->target_au);
@@ -35,7 +35,7 @@ void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
 }
 
 void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
-  auto c = std::make_shared<CapacityOptions>();
+  auto c = std::make_shared<sweep::CapacityOptions>();
   CLI::App* capacity = app.add_subcommand(
       "capacity",
       "bisect a key for the largest/smallest value keeping AU >= target (projected AU by default)");
@@ -59,4 +59,4 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>& commands) {
   AddCapacityCommand(app, commands);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

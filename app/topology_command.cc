@@ -22,7 +22,7 @@
 #include "cluster/topology_import.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct TopologyOptions {
@@ -75,9 +75,9 @@ void CheckFlagRange(const char* flag, const std::optional<int>& value) {
 }
 
 cluster::DeviceAssignmentOptions TopologyAssignmentOptions(const TopologyOptions& options,
-                                                           const ConfigTarget& target,
+                                                           const run::ConfigTarget& target,
                                                            const cluster::Topology& topology) {
-  ClusterConfig cfg = target.is_run ? target.run.cluster : ClusterConfig{};
+  run::ClusterConfig cfg = target.is_run ? target.run.cluster : run::ClusterConfig{};
   if (options.split) {
     cfg.split = *options.split;
     cfg.computation_shape.clear();
@@ -95,12 +95,12 @@ cluster::DeviceAssignmentOptions TopologyAssignmentOptions(const TopologyOptions
   if (!options.computation_shape.empty()) {
     cluster::Coord shape = ParseShapeFlag(options.computation_shape);
     cfg.computation_shape.assign(shape.begin(), shape.end());
-    cfg.split = static_cast<int>(ShapeProduct(cfg.computation_shape));
+    cfg.split = static_cast<int>(run::ShapeProduct(cfg.computation_shape));
   }
   return AssignmentOptions(cfg, topology, options.config);
 }
 
-nlohmann::json AssignmentJson(const Slice& slice) {
+nlohmann::json AssignmentJson(const run::Slice& slice) {
   const cluster::DeviceAssignment& da = slice.assignment;
   nlohmann::json rows = nlohmann::json::array();
   for (int r = 0; r < da.num_replicas(); ++r) {
@@ -126,7 +126,7 @@ nlohmann::json AssignmentJson(const Slice& slice) {
 
 // The mesh the flags or the run file ask for, or nullopt when neither names one.
 std::optional<cluster::DeviceMesh> TopologyMesh(const TopologyOptions& options,
-                                                const ConfigTarget& target,
+                                                const run::ConfigTarget& target,
                                                 const cluster::Topology& topology) {
   const std::string generation =
       options.generation.empty() ? target.topology.generation : options.generation;
@@ -135,7 +135,7 @@ std::optional<cluster::DeviceMesh> TopologyMesh(const TopologyOptions& options,
                                  options.allow_split_physical_axes};
     return cluster::BuildDeviceMesh(topology, generation, spec, "--mesh " + options.mesh);
   }
-  ClusterConfig cfg = target.is_run ? target.run.cluster : ClusterConfig{};
+  run::ClusterConfig cfg = target.is_run ? target.run.cluster : run::ClusterConfig{};
   if (options.allow_split_physical_axes && cfg.mesh.axes.empty()) {
     Fail("--allow-split-physical-axes: there is no mesh to split; give --mesh NAME=SIZE,... (or "
          "cluster.mesh in the run file)");
@@ -196,7 +196,7 @@ void PrintMeshTable(const cluster::DeviceMesh& mesh) {
   }
 }
 
-void PrintAssignmentTable(const Slice& slice) {
+void PrintAssignmentTable(const run::Slice& slice) {
   const cluster::DeviceAssignment& da = slice.assignment;
   const cluster::Topology& topo = slice.topology;
   fmt::print("topology {}: mesh [{}], {} hosts x {} cores, {} ranks\n", topo.name(),
@@ -223,10 +223,10 @@ int RunTopologyCommand(const TopologyOptions& options) {
   }
   CheckFlagRange("--split", options.split);
   CheckFlagRange("--replicas", options.replicas);
-  ConfigTarget target = ResolveConfigTarget(options.config, {}, options.generation);
+  run::ConfigTarget target = run::ResolveConfigTarget(options.config, {}, options.generation);
   cluster::Topology topology = cluster::LoadTopology(target.topology);
   cluster::DeviceAssignmentOptions assignment = TopologyAssignmentOptions(options, target, topology);
-  Slice slice = InContext(options.config, [&] { return BuildSlice(topology, assignment); });
+  run::Slice slice = InContext(options.config, [&] { return run::BuildSlice(topology, assignment); });
   const std::optional<cluster::DeviceMesh> mesh = TopologyMesh(options, target, topology);
   if (options.json) {
     nlohmann::json out = AssignmentJson(slice);
@@ -304,4 +304,4 @@ void AddTopologyCommands(CLI::App& app, std::vector<Command>& commands) {
       {topology, false, [topo](CommandLine&) { return RunTopologyCommand(*topo); }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

@@ -10,7 +10,7 @@
 #include "run/run_validation.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::app {
 namespace {
 
 struct ValidateOptions {
@@ -18,8 +18,8 @@ struct ValidateOptions {
   std::vector<std::string> overrides;
 };
 
-int ValidateTopology(const std::string& config, const ConfigTarget& target) {
-  Slice slice = SliceOf(target);
+int ValidateTopology(const std::string& config, const run::ConfigTarget& target) {
+  run::Slice slice = SliceOf(target);
   fmt::print("{}: ok (topology {}: {} replicas x {} cores, {} ranks)\n", config, slice.topology.name(),
              slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
              slice.layout.world_size());
@@ -28,10 +28,10 @@ int ValidateTopology(const std::string& config, const ConfigTarget& target) {
 
 int RunValidateCommand(const ValidateOptions& options) {
   const std::string& config = options.config;
-  ConfigTarget target = ResolveConfigTarget(config, options.overrides);
+  run::ConfigTarget target = run::ResolveConfigTarget(config, options.overrides);
   if (!target.is_run) return ValidateTopology(config, target);
-  ValidatedRun run = ValidateRun(target.run, ThisMachine());
-  const Slice& slice = run.slice;
+  run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
+  const run::Slice& slice = run.slice;
   fmt::print("{}: ok (run on {}: {} replicas x {} cores, {} idle cores, {} ranks{}, about {:.2f} GiB "
              "of memory)\n",
              config, slice.topology.name(), slice.assignment.num_replicas(),
@@ -55,4 +55,4 @@ void AddValidateCommand(CLI::App& app, std::vector<Command>& commands) {
       {validate, false, [options](CommandLine&) { return RunValidateCommand(*options); }});
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::app

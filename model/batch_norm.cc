@@ -2,7 +2,7 @@
 
 #include <cassert>
 
-namespace tpusim::sim::model {
+namespace tpusim::model {
 
 BatchNorm::BatchNorm(int channels, float decay, float epsilon)
     : decay_(decay), epsilon_(epsilon) {
@@ -83,4 +83,4 @@ void BatchNorm::ResetAccumulators() {
   acc_.variance_ss.setZero();
 }
 
-}  // namespace tpusim::sim::model
+}  // namespace tpusim::model

@@ -15,7 +15,7 @@
 
 #include <Eigen/Core>
 
-namespace tpusim::sim::model {
+namespace tpusim::model {
 
 // The §5.1 accumulators: sums over every micro-batch of the current step, local to
 // this replica. Zero at construction and after each PostTrainingStepUpdate.
@@ -72,4 +72,4 @@ class BatchNorm {
   Eigen::MatrixXf x_hat_;   // [examples, channels] normalised z
 };
 
-}  // namespace tpusim::sim::model
+}  // namespace tpusim::model

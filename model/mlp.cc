@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/synthetic.h"
 
-namespace tpusim::sim::model {
+namespace tpusim::model {
 namespace {
 
 using RowMajorMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -281,4 +281,4 @@ const BatchNormAccumulators& Mlp::bn_accumulators(int layer) const {
   return hidden_[layer].bn->accumulators();
 }
 
-}  // namespace tpusim::sim::model
+}  // namespace tpusim::model

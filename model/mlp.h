@@ -31,7 +31,7 @@
 #include "optim/optimizer.h"
 #include "model/batch_norm.h"
 
-namespace tpusim::sim::model {
+namespace tpusim::model {
 
 // The run config's `model` section.
 struct ModelConfig {
@@ -168,4 +168,4 @@ class Mlp {
   Eigen::MatrixXf input_grad_;  // [B, D]
 };
 
-}  // namespace tpusim::sim::model
+}  // namespace tpusim::model

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 using json = nlohmann::json;
@@ -92,4 +92,4 @@ std::vector<std::string> ShapeDifferences(const json& expected, const json& actu
   return walk.out;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

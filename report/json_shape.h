@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // A pair of leaves of the same type at `path` ("hosts[0].stages.file_read_s").
 using LeafPairVisitor = std::function<void(const std::string& path, const nlohmann::json& expected,
@@ -26,4 +26,4 @@ std::vector<std::string> ShapeDifferences(const nlohmann::json& expected,
                                           const nlohmann::json& actual,
                                           const LeafPairVisitor& on_leaf = {});
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

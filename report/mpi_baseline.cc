@@ -9,7 +9,7 @@
 #include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 using cluster::kTagBaseline;
@@ -130,4 +130,4 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
   return result;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

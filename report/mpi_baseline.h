@@ -12,7 +12,7 @@
 #include "cluster/transport.h"
 #include "infeed/infeed_plan.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 struct MpiBaseline {
   double seconds = 0;
@@ -27,4 +27,4 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
                                const cluster::RankRole& role, const infeed::InfeedPlan& plan,
                                bool cores_sleep);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

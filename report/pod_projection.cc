@@ -9,7 +9,7 @@
 #include "report/verdict.h"
 #include "run/host_batches.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
@@ -47,7 +47,7 @@ struct StageLanes {
   double emulated = 1;  // emulated preprocessing
 };
 
-StageLanes LanesOf(const RunConfig& config, const TargetHost& target) {
+StageLanes LanesOf(const run::RunConfig& config, const run::TargetHost& target) {
   const double workers =
       std::min({static_cast<double>(config.infeed.parallelism), target.input_vcpus.value,
                 static_cast<double>(PrefetchSteps(config))});
@@ -176,7 +176,7 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
   // Burnt modeled work is spun inside the builds, so their CPU holds it (a share
   // of it, on cores the workers share): the step cannot be told from its modeled
   // part and is left out.
-  const bool burnt = in.config.input.cost_mode == InputConfig::CostMode::kBurn &&
+  const bool burnt = in.config.input.cost_mode == run::InputConfig::CostMode::kBurn &&
                      c.modeled_preprocessing_s > 0;
   if (!burnt) stages.push_back(StepBuildStage(c, lanes.workers, speed));
   // The sender's own CPU: enqueue_cpu_s holds the workers' packing too.
@@ -276,7 +276,7 @@ void SetStepFigures(PodProjectionSection& p) {
 }
 
 std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
-  const TargetHost& t = in.target;
+  const run::TargetHost& t = in.target;
   const StageLanes lanes = LanesOf(in.config, t);
   return {
       "stages independent and pipelined: every stage works at once at its own capacity, so the "
@@ -318,4 +318,4 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   return p;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

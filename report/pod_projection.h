@@ -24,7 +24,7 @@
 #include "run/run_config.h"
 #include "run/target_host.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // This machine (rank 0's), not the pod: its cores and the TPU hosts it plays,
 // which share them. Zero when unknown (then no this-machine rate is given).
@@ -43,8 +43,8 @@ struct HostCosts {
 };
 
 struct PodProjectionInputs {
-  const RunConfig& config;  // input (source, storage, prefetch, caps) and infeed
-  TargetHost target;
+  const run::RunConfig& config;  // input (source, storage, prefetch, caps) and infeed
+  run::TargetHost target;
   double host_to_device_gbps = 0;  // the topology's link from a host to one core
   std::vector<HostCosts> hosts;    // in host order
   double device_step_s = 0;        // the device model's time per step (not as slept here)
@@ -57,4 +57,4 @@ struct PodProjectionInputs {
 // and AU null with an "unknown" verdict.
 PodProjectionSection ProjectPod(const PodProjectionInputs& in);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -5,7 +5,7 @@
 
 #include "report/git_commit.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 std::string BuildCommit() { return kGitCommit; }
 
@@ -20,7 +20,7 @@ ReportProvenance Provenance(const std::string& config_source) {
   return {created, ec ? config_source : config.string(), BuildCommit()};
 }
 
-ReportEnvironment Environment(const Slice& slice, int world_size, const std::string& mpi_version) {
+ReportEnvironment Environment(const run::Slice& slice, int world_size, const std::string& mpi_version) {
   const cluster::RankLayout& layout = slice.layout;
 #ifdef NDEBUG
   const char* build_type = "release";
@@ -39,4 +39,4 @@ ReportEnvironment Environment(const Slice& slice, int world_size, const std::str
   return out;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -13,7 +13,7 @@
 #include "report/shampoo_section.h"
 #include "report/verdict.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 using json = nlohmann::json;
@@ -51,17 +51,17 @@ Percentiles PercentilesOf(const DurationHistogram& h) {
   return {h.Quantile(0.50), h.Quantile(0.90), h.Quantile(0.99), h.max_s()};
 }
 
-std::string CoreName(const CoreMetrics& c) { return fmt::format("{}/{}", c.host, c.ordinal); }
+std::string CoreName(const sim::CoreMetrics& c) { return fmt::format("{}/{}", c.host, c.ordinal); }
 
 // A core's wall time over the window (never zero).
-double WindowWall(const CoreMetrics& c) {
+double WindowWall(const sim::CoreMetrics& c) {
   return std::max(c.window_end_s - c.window_begin_s, 1e-9);
 }
 
 // The cores that take part in steps: fed, or training in a replica.
-std::vector<const CoreMetrics*> StepCores(const std::vector<RankMetrics>& ranks) {
-  std::vector<const CoreMetrics*> out;
-  for (const RankMetrics& r : ranks) {
+std::vector<const sim::CoreMetrics*> StepCores(const std::vector<sim::RankMetrics>& ranks) {
+  std::vector<const sim::CoreMetrics*> out;
+  for (const sim::RankMetrics& r : ranks) {
     if (r.core && (r.core->fed || r.core->trains)) out.push_back(&*r.core);
   }
   return out;
@@ -88,10 +88,10 @@ struct WindowFigures {
 // core's begin made it as short as a burst when this machine ran the ranks in
 // turns: a v5p-12288 replay's 10-step window measured 8 ms of a 130 ms run and
 // read 62 M examples/s.)
-WindowFigures MeasureWindow(const std::vector<const CoreMetrics*>& cores, int64_t window_steps) {
+WindowFigures MeasureWindow(const std::vector<const sim::CoreMetrics*>& cores, int64_t window_steps) {
   WindowFigures w;
   w.begin_s = cores.empty() ? 0.0 : cores.front()->window_begin_s;
-  for (const CoreMetrics* c : cores) {
+  for (const sim::CoreMetrics* c : cores) {
     w.begin_s = std::min(w.begin_s, c->window_begin_s);
     w.last_begin_s = std::max(w.last_begin_s, c->window_begin_s);
     w.end_s = std::max(w.end_s, c->window_end_s);
@@ -108,7 +108,7 @@ WindowFigures MeasureWindow(const std::vector<const CoreMetrics*>& cores, int64_
   return w;
 }
 
-CeilingRates HostCeiling(const SimulatorCeilingPart& part) {
+CeilingRates HostCeiling(const sim::SimulatorCeilingPart& part) {
   return {Rate(static_cast<double>(part.bytes), part.seconds),
           Rate(static_cast<double>(part.examples), part.seconds)};
 }
@@ -117,14 +117,14 @@ CeilingRates HostCeiling(const SimulatorCeilingPart& part) {
 // hosts' bytes and examples of the measured steps, over the span from the first
 // fed core's begin to the last one's end. Without core windows (no fed core
 // reported one), over the slowest host's whole time. None when no host measured.
-std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>& ranks,
+std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<sim::RankMetrics>& ranks,
                                                  int64_t steps) {
   double bytes = 0, examples = 0, host_s = 0;
   std::optional<double> begin_s, end_s;
   int64_t measured = steps;
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (!r.simulator_ceiling) continue;
-    const SimulatorCeilingPart& p = *r.simulator_ceiling;
+    const sim::SimulatorCeilingPart& p = *r.simulator_ceiling;
     bytes += static_cast<double>(p.bytes);
     examples += static_cast<double>(p.examples);
     host_s = std::max(host_s, p.seconds);
@@ -147,7 +147,7 @@ std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<RankMetrics>&
 }
 
 // A host's enqueue rates over the window.
-HostWindowRates HostRates(const HostMetrics& h, int64_t window_steps) {
+HostWindowRates HostRates(const sim::HostMetrics& h, int64_t window_steps) {
   const double seconds = h.window_end_s - h.window_begin_s;
   const double window = static_cast<double>(window_steps);
   HostWindowRates out;
@@ -163,7 +163,7 @@ HostWindowRates HostRates(const HostMetrics& h, int64_t window_steps) {
 }
 
 // One host's row: its enqueue rates over the window and its pipeline stages.
-HostRow HostRowOf(const HostMetrics& h, const std::optional<SimulatorCeilingPart>& ceiling_part,
+HostRow HostRowOf(const sim::HostMetrics& h, const std::optional<sim::SimulatorCeilingPart>& ceiling_part,
                   int64_t window_steps) {
   HostRow out;
   out.host = h.host;
@@ -178,7 +178,7 @@ HostRow HostRowOf(const HostMetrics& h, const std::optional<SimulatorCeilingPart
 
 // One core's row. Infeed % as TPU profilers define it: the share of the core's
 // own step time spent waiting for infeed.
-CoreRow CoreRowOf(const CoreMetrics& c) {
+CoreRow CoreRowOf(const sim::CoreMetrics& c) {
   CoreRow out;
   out.host = c.host;
   out.ordinal = c.ordinal;
@@ -197,19 +197,19 @@ CoreRow CoreRowOf(const CoreMetrics& c) {
   return out;
 }
 
-void AddRows(const std::vector<RankMetrics>& ranks, int64_t window_steps, Report& report) {
-  for (const RankMetrics& r : ranks) {
+void AddRows(const std::vector<sim::RankMetrics>& ranks, int64_t window_steps, Report& report) {
+  for (const sim::RankMetrics& r : ranks) {
     if (r.host) report.hosts.push_back(HostRowOf(*r.host, r.simulator_ceiling, window_steps));
     if (r.core) report.cores.push_back(CoreRowOf(*r.core));
   }
 }
 
-TopologySection TopologyOf(const Slice& slice) {
+TopologySection TopologyOf(const run::Slice& slice) {
   return {slice.topology.name(), slice.assignment.num_replicas(),
           slice.assignment.num_cores_per_replica(), slice.assignment.path(), slice.idle_cores()};
 }
 
-LoopsSection LoopsOf(const TrainConfig& train, const LoopPlan& loops) {
+LoopsSection LoopsOf(const run::TrainConfig& train, const run::LoopPlan& loops) {
   return {train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps,
           loops.infeed_steps};
 }
@@ -253,11 +253,11 @@ StepSection StepOf(const WindowFigures& w, double step_s, double max_wait_per_st
 }
 
 // Mean over the step cores and the window's steps of each part of a step.
-StepBreakdown BreakdownOf(const std::vector<const CoreMetrics*>& cores, double step_s,
+StepBreakdown BreakdownOf(const std::vector<const sim::CoreMetrics*>& cores, double step_s,
                           double infeed_s) {
-  StepParts sum;
+  sim::StepParts sum;
   int64_t steps = 0;
-  for (const CoreMetrics* c : cores) {
+  for (const sim::CoreMetrics* c : cores) {
     sum += c->window;
     steps += c->window_steps;
   }
@@ -283,11 +283,11 @@ StepBreakdown BreakdownOf(const std::vector<const CoreMetrics*>& cores, double s
 // Accelerator utilization (MLPerf Storage's AU): per core, accelerator work over
 // the window's wall time (StepParts::busy_s says what counts); the run's mean, its
 // minimum and the core that has it.
-std::optional<UtilizationSection> UtilizationOf(const std::vector<const CoreMetrics*>& cores) {
+std::optional<UtilizationSection> UtilizationOf(const std::vector<const sim::CoreMetrics*>& cores) {
   if (cores.empty()) return std::nullopt;
-  const CoreMetrics* worst = cores.front();
+  const sim::CoreMetrics* worst = cores.front();
   double sum = 0;
-  for (const CoreMetrics* c : cores) {
+  for (const sim::CoreMetrics* c : cores) {
     sum += c->au();
     if (c->au() < worst->au()) worst = c;
   }
@@ -301,9 +301,9 @@ std::optional<UtilizationSection> UtilizationOf(const std::vector<const CoreMetr
 }
 
 // A core's own work per window step: what the others wait for in every sum.
-double OwnWork(const CoreMetrics* c) { return PerStep(c->window.busy_s(), c->window_steps); }
+double OwnWork(const sim::CoreMetrics* c) { return PerStep(c->window.busy_s(), c->window_steps); }
 
-SlowestCore SlowestCoreOf(const CoreMetrics& c) {
+SlowestCore SlowestCoreOf(const sim::CoreMetrics& c) {
   return {c.host,
           c.ordinal,
           c.replica,
@@ -312,7 +312,7 @@ SlowestCore SlowestCoreOf(const CoreMetrics& c) {
           PerStep(c.window.crs_sync_s, c.window_steps)};
 }
 
-std::string StragglerCause(const CoreMetrics& slowest, double ratio, double others_sync) {
+std::string StragglerCause(const sim::CoreMetrics& slowest, double ratio, double others_sync) {
   if (ratio < 1.5) return "none: no core works 1.5x the median";
   return fmt::format(
       "core {} (replica {}) works {:.1f}x the median per step; the other replicas "
@@ -322,21 +322,21 @@ std::string StragglerCause(const CoreMetrics& slowest, double ratio, double othe
 
 // When one core's own work per step stands out, the others wait for it in every
 // cross-replica sum: the report names it and shows the others' wait as sync.
-std::optional<StragglersSection> StragglersOf(const std::vector<const CoreMetrics*>& cores) {
-  std::vector<const CoreMetrics*> trained;
-  for (const CoreMetrics* c : cores) {
+std::optional<StragglersSection> StragglersOf(const std::vector<const sim::CoreMetrics*>& cores) {
+  std::vector<const sim::CoreMetrics*> trained;
+  for (const sim::CoreMetrics* c : cores) {
     if (c->trains && c->window_steps > 0) trained.push_back(c);
   }
   if (trained.size() < 2) return std::nullopt;
   std::vector<double> work;
-  for (const CoreMetrics* c : trained) work.push_back(OwnWork(c));
+  for (const sim::CoreMetrics* c : trained) work.push_back(OwnWork(c));
   std::nth_element(work.begin(), work.begin() + static_cast<long>(work.size() / 2), work.end());
   const double median = work[work.size() / 2];
-  const CoreMetrics* slowest = *std::max_element(
+  const sim::CoreMetrics* slowest = *std::max_element(
       trained.begin(), trained.end(),
-      [](const CoreMetrics* a, const CoreMetrics* b) { return OwnWork(a) < OwnWork(b); });
+      [](const sim::CoreMetrics* a, const sim::CoreMetrics* b) { return OwnWork(a) < OwnWork(b); });
   double others_sync = 0;
-  for (const CoreMetrics* c : trained) {
+  for (const sim::CoreMetrics* c : trained) {
     if (c != slowest) others_sync += PerStep(c->window.crs_sync_s, c->window_steps);
   }
   others_sync /= static_cast<double>(trained.size() - 1);
@@ -349,16 +349,16 @@ std::optional<StragglersSection> StragglersOf(const std::vector<const CoreMetric
 // table owner per step (the max over cores of a core's mean shows sharding skew,
 // e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up
 // and the ids the hosts enqueued.
-std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<RankMetrics>& ranks,
+std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<sim::RankMetrics>& ranks,
                                          const std::vector<HostRow>& hosts) {
-  std::vector<const CoreMetrics*> cores;
-  for (const RankMetrics& r : ranks) {
+  std::vector<const sim::CoreMetrics*> cores;
+  for (const sim::RankMetrics& r : ranks) {
     if (r.core && (r.core->rows_served > 0 || r.core->ids_looked_up > 0)) cores.push_back(&*r.core);
   }
   if (cores.empty()) return std::nullopt;
   EmbeddingLoad e;
   e.cores = cores.size();
-  for (const CoreMetrics* c : cores) {
+  for (const sim::CoreMetrics* c : cores) {
     const double served = PerStep(static_cast<double>(c->rows_served), c->window_steps);
     e.max_rows_served_per_step = std::max(e.max_rows_served_per_step, served);
     e.mean_rows_served_per_step += served / static_cast<double>(cores.size());
@@ -376,10 +376,10 @@ std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<RankMetrics>& ranks,
 // same sums would take on the topology's ICI.
 std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   int n = 0;
-  CoreCrs sum;
-  for (const RankMetrics& r : in.ranks) {
+  sim::CoreCrs sum;
+  for (const sim::RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->crs) continue;
-    const CoreCrs& c = *r.core->crs;
+    const sim::CoreCrs& c = *r.core->crs;
     sum.total_s += c.total_s;
     sum.compute_s += c.compute_s;
     sum.sync_s += c.sync_s;
@@ -418,11 +418,11 @@ ProjectionSection ProjectionOf(const ReportInputs& in, const StepBreakdown& brea
 
 // The hosts that build batches, with what their pipelines cost. A host sends
 // one shard per core it feeds each step, so shards_sent / steps counts them.
-std::vector<HostCosts> HostCostsOf(const std::vector<RankMetrics>& ranks) {
+std::vector<HostCosts> HostCostsOf(const std::vector<sim::RankMetrics>& ranks) {
   std::vector<HostCosts> out;
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (!r.host || !r.host->pipeline) continue;
-    const HostMetrics& h = *r.host;
+    const sim::HostMetrics& h = *r.host;
     const int fed = h.steps > 0 ? static_cast<int>(h.shards_sent / h.steps) : 0;
     out.push_back({h.host, h.rows_per_step, fed, h.pipeline->window_costs});
   }
@@ -434,10 +434,10 @@ std::vector<HostCosts> HostCostsOf(const std::vector<RankMetrics>& ranks) {
 // The device model's own seconds per step, mean over the step cores and the
 // window's steps (what the target's accelerator takes; the cores' device_s is
 // that as slept here).
-double ModeledDeviceStepS(const std::vector<const CoreMetrics*>& cores) {
+double ModeledDeviceStepS(const std::vector<const sim::CoreMetrics*>& cores) {
   double seconds = 0;
   int64_t steps = 0;
-  for (const CoreMetrics* c : cores) {
+  for (const sim::CoreMetrics* c : cores) {
     seconds += c->modeled_device_s;
     steps += c->window_steps;
   }
@@ -447,7 +447,7 @@ double ModeledDeviceStepS(const std::vector<const CoreMetrics*>& cores) {
 // The run on the target pod's hosts (report/pod_projection.h), its step the
 // device model's and the projection section's cross-replica sum on ICI.
 PodProjectionSection PodProjectionOf(const ReportInputs& in,
-                                     const std::vector<const CoreMetrics*>& step_cores,
+                                     const std::vector<const sim::CoreMetrics*>& step_cores,
                                      const ProjectionSection& projection) {
   const cluster::Topology& topology = in.slice.topology;
   return ProjectPod({in.config, TargetHostOf(in.config, topology),
@@ -463,14 +463,14 @@ double ShardBytesPerCoreStep(const WindowFigures& w, int64_t window_steps) {
 }
 
 // A replica's checksum: of its logical core 0's parameter checksums, in order.
-ReplicaChecksum ChecksumOf(const CoreMetrics& c) {
+ReplicaChecksum ChecksumOf(const sim::CoreMetrics& c) {
   std::string combined;
   for (const auto& v : c.param_checksums) combined += v[1];
   return {c.replica, HexDigest(Fnv1a64(std::as_bytes(std::span(combined))))};
 }
 
-std::optional<ReplicaDifference> FirstDifference(const CoreMetrics& a, const CoreMetrics& b) {
-  auto name = [](const CoreMetrics& c) {
+std::optional<ReplicaDifference> FirstDifference(const sim::CoreMetrics& a, const sim::CoreMetrics& b) {
+  auto name = [](const sim::CoreMetrics& c) {
     return fmt::format("replica {} (core {}/{})", c.replica, c.host, c.ordinal);
   };
   for (size_t v = 0; v < a.param_checksums.size(); ++v) {
@@ -483,12 +483,12 @@ std::optional<ReplicaDifference> FirstDifference(const CoreMetrics& a, const Cor
 
 // Every training core's parameter checksums: one per replica (its logical core
 // 0), and the first variable on which any two cores' bits differ (none if none).
-std::optional<ReplicasSection> ReplicasOf(const std::vector<RankMetrics>& ranks) {
-  const CoreMetrics* reference = nullptr;
+std::optional<ReplicasSection> ReplicasOf(const std::vector<sim::RankMetrics>& ranks) {
+  const sim::CoreMetrics* reference = nullptr;
   ReplicasSection out;
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (!r.core || r.core->param_checksums.empty()) continue;
-    const CoreMetrics& c = *r.core;
+    const sim::CoreMetrics& c = *r.core;
     if (c.logical_core == 0) out.checksums.push_back(ChecksumOf(c));
     if (!reference) {
       reference = &c;
@@ -505,10 +505,10 @@ double Mib(int64_t kib) { return static_cast<double>(kib) / 1024; }
 
 // Every rank's peak resident memory after the first loop and at the end: memory
 // that grows with the run shows as growth here.
-MemorySection MemoryOf(const std::vector<RankMetrics>& ranks) {
+MemorySection MemoryOf(const std::vector<sim::RankMetrics>& ranks) {
   MemorySection out;
   int64_t max_peak = 0;
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     max_peak = std::max(max_peak, r.peak_rss_kib);
     double growth = 0;
     if (r.peak_rss_after_first_loop_kib > 0) {
@@ -528,9 +528,9 @@ MemorySection MemoryOf(const std::vector<RankMetrics>& ranks) {
 // the first one (global step, replica, variable) and how many micro-steps had one;
 // every training core holds the same answer.
 std::optional<NonFiniteSection> NonFiniteOf(const ReportInputs& in) {
-  for (const RankMetrics& r : in.ranks) {
+  for (const sim::RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->trains) continue;
-    const CoreMetrics& c = *r.core;
+    const sim::CoreMetrics& c = *r.core;
     return NonFiniteSection{in.config.train.stop_on_nan, c.stopped_on_non_finite,
                             c.non_finite_steps, c.non_finite};
   }
@@ -538,10 +538,10 @@ std::optional<NonFiniteSection> NonFiniteOf(const ReportInputs& in) {
 }
 
 // Every loop's loss as rank 0's host learnt it.
-std::optional<TrainingSection> TrainingOf(const std::vector<RankMetrics>& ranks) {
-  for (const RankMetrics& r : ranks) {
+std::optional<TrainingSection> TrainingOf(const std::vector<sim::RankMetrics>& ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (!r.host || r.host->loops.empty()) continue;
-    const std::vector<LoopRecord>& loops = r.host->loops;
+    const std::vector<sim::LoopRecord>& loops = r.host->loops;
     return TrainingSection{loops, loops.back().loss, loops.back().global_step};
   }
   return std::nullopt;
@@ -556,19 +556,19 @@ MpiBaselineSection BaselineOf(const MpiBaseline& baseline) {
           "measured after the run on the same ranks"};
 }
 
-shampoo::ShampooSection ShampooOf(const shampoo::KeyTable& keys,
-                                  const std::vector<RankMetrics>& ranks) {
-  std::vector<shampoo::ServiceMetrics> hosts;
-  std::vector<shampoo::ClientMetrics> cores;
-  for (const RankMetrics& r : ranks) {
+report::ShampooSection ShampooOf(const run::KeyTable& keys,
+                                  const std::vector<sim::RankMetrics>& ranks) {
+  std::vector<sim::shampoo::ServiceMetrics> hosts;
+  std::vector<sim::shampoo::ClientMetrics> cores;
+  for (const sim::RankMetrics& r : ranks) {
     if (r.host && r.host->shampoo) hosts.push_back(*r.host->shampoo);
     if (r.core && r.core->shampoo) cores.push_back(*r.core->shampoo);
   }
-  return shampoo::ReportSection(keys, hosts, cores);
+  return ReportSection(keys, hosts, cores);
 }
 
 // The sections made of the window's step figures.
-void AddStepSections(const ReportInputs& in, const std::vector<const CoreMetrics*>& step_cores,
+void AddStepSections(const ReportInputs& in, const std::vector<const sim::CoreMetrics*>& step_cores,
                      const WindowFigures& w, int64_t window_steps, Report& r) {
   const double step_s = w.seconds() / static_cast<double>(std::max<int64_t>(window_steps, 1));
   const double examples = static_cast<double>(window_steps * in.global_batch);
@@ -582,7 +582,7 @@ void AddStepSections(const ReportInputs& in, const std::vector<const CoreMetrics
 }
 
 // One save over the training cores: the slowest core's figures.
-void FoldSave(const CoreSaveRecord& s, CheckpointSave& out) {
+void FoldSave(const sim::CoreSaveRecord& s, CheckpointSave& out) {
   out.step = s.global_step;
   out.bytes_per_host = std::max(out.bytes_per_host, s.bytes_per_host);
   out.copy_s = std::max(out.copy_s, s.copy_s);
@@ -594,13 +594,13 @@ void FoldSave(const CoreSaveRecord& s, CheckpointSave& out) {
 
 // What the hosts' input pipelines sent while each save's writes ran, and
 // outside every save's writes.
-void AddInputBesideSaves(const std::vector<RankMetrics>& ranks, std::vector<CheckpointSave>& saves) {
+void AddInputBesideSaves(const std::vector<sim::RankMetrics>& ranks, std::vector<CheckpointSave>& saves) {
   double outside = 0;
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     if (!r.host) continue;
-    const HostMetrics& h = *r.host;
+    const sim::HostMetrics& h = *r.host;
     if (h.input_outside_saves_s > 0) outside += h.examples_outside_saves / h.input_outside_saves_s;
-    for (const SaveInputRecord& during : h.input_during_saves) {
+    for (const sim::SaveInputRecord& during : h.input_during_saves) {
       for (CheckpointSave& s : saves) {
         if (s.step != during.global_step || during.writing_s <= 0) continue;
         s.input_writing_s = std::max(s.input_writing_s, during.writing_s);
@@ -614,10 +614,10 @@ void AddInputBesideSaves(const std::vector<RankMetrics>& ranks, std::vector<Chec
 std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
   if (!in.config.checkpoint.saves()) return std::nullopt;
   CheckpointSection c;
-  c.mode = in.config.checkpoint.mode == CheckpointMode::kAsync ? "async" : "sync";
-  for (const RankMetrics& r : in.ranks) {
+  c.mode = in.config.checkpoint.mode == run::CheckpointMode::kAsync ? "async" : "sync";
+  for (const sim::RankMetrics& r : in.ranks) {
     if (!r.core) continue;
-    const std::vector<CoreSaveRecord>& saves = r.core->checkpoint_saves;
+    const std::vector<sim::CoreSaveRecord>& saves = r.core->checkpoint_saves;
     if (c.per_save.size() < saves.size()) c.per_save.resize(saves.size());
     for (size_t i = 0; i < saves.size(); ++i) FoldSave(saves[i], c.per_save[i]);
     c.final_wait_s = std::max(c.final_wait_s, r.core->checkpoint_final_wait_s);
@@ -638,7 +638,7 @@ std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
 Report BuildReport(const ReportInputs& in) {
   const int64_t first_step = in.loops.window_first_step();
   const int64_t window_steps = in.loops.window_steps();
-  const std::vector<const CoreMetrics*> step_cores = StepCores(in.ranks);
+  const std::vector<const sim::CoreMetrics*> step_cores = StepCores(in.ranks);
   const WindowFigures w = MeasureWindow(step_cores, window_steps);
   Report r;
   r.config = YamlToJson(in.config.resolved);
@@ -669,4 +669,4 @@ void WriteJsonFile(const std::string& path, const std::string& label, const json
   WriteFileAtomically(path, label, value.dump(2) + "\n");
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -22,16 +22,16 @@
 #include "run/slice.h"
 #include "sim/metrics.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // Everything a report is made of.
 struct ReportInputs {
-  const RunConfig& config;
-  const Slice& slice;
-  const shampoo::KeyTable& keys;   // empty without Shampoo
+  const run::RunConfig& config;
+  const run::Slice& slice;
+  const run::KeyTable& keys;   // empty without Shampoo
   int64_t global_batch = 0;
-  LoopPlan loops;
-  std::vector<RankMetrics> ranks;  // in rank order
+  run::LoopPlan loops;
+  std::vector<sim::RankMetrics> ranks;  // in rank order
   double run_s = 0;
   MpiBaseline baseline;
   int64_t ceiling_steps = 0;       // steps the simulator ceiling sent
@@ -49,4 +49,4 @@ Report BuildReport(const ReportInputs& inputs);
 // Writes `value` to `path` atomically; throws Error "<label>: ..." on failure.
 void WriteJsonFile(const std::string& path, const std::string& label, const nlohmann::json& value);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -6,7 +6,7 @@
 #include "report/internal/json_fields.h"
 #include "report/json_shape.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 using json = nlohmann::json;
@@ -200,4 +200,4 @@ void from_json(const json& j, Report& r) {
   if (!differences.empty()) Fail("report: {}", differences.front());
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

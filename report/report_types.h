@@ -25,7 +25,7 @@
 #include "sim/metrics.h"
 #include "sim/pipeline_stages.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // Version 2: per-step arrays gave way to window sums and histograms (percentiles
 // and accelerator utilization added); see the README for the changed fields.
@@ -104,7 +104,7 @@ struct HostRow {
   int64_t shards_forwarded = 0;
   double credit_wait_s = 0;
   double build_wait_s = 0;
-  std::optional<PipelineStages> pipeline;         // flattened: hosts that build batches
+  std::optional<sim::PipelineStages> pipeline;         // flattened: hosts that build batches
   std::optional<CeilingRates> simulator_ceiling;  // absent: not measured here
   std::optional<HostWindowRates> window;          // flattened: hosts that sent steps
 };
@@ -293,7 +293,7 @@ struct ThisMachineSection {
 // the target host, the demand of the target's step, and the projected infeed
 // share, AU and verdict, with every assumption they rest on.
 struct PodProjectionSection {
-  TargetHost target_host;
+  run::TargetHost target_host;
   std::vector<HostProjection> hosts;  // hosts that build batches, in host order
   // The device model's own step (mean over the step cores), which the target's
   // accelerator takes; projection.modeled_device_step_s is what the cores slept
@@ -314,7 +314,7 @@ struct PodProjectionSection {
 
 // Every loop's loss; a non-finite loss is written as null and read back as NaN.
 struct TrainingSection {
-  std::vector<LoopRecord> loops;
+  std::vector<sim::LoopRecord> loops;
   double final_loss = 0;
   int64_t global_steps = 0;
 };
@@ -324,7 +324,7 @@ struct NonFiniteSection {
   bool stop_on_nan = true;
   bool stopped = false;
   int64_t steps = 0;
-  std::optional<NonFiniteValue> first;  // null: none
+  std::optional<sim::NonFiniteValue> first;  // null: none
 };
 
 struct ReplicaChecksum {
@@ -431,7 +431,7 @@ struct Report {
   MemorySection memory;
   MpiBaselineSection mpi_baseline;
   std::optional<CeilingSection> simulator_ceiling;  // null: not measured
-  std::optional<shampoo::ShampooSection> shampoo;   // absent: no Shampoo
+  std::optional<report::ShampooSection> shampoo;   // absent: no Shampoo
   std::optional<CheckpointSection> checkpoint;      // absent: no saves
 };
 
@@ -471,9 +471,6 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_ste
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps,
                                    core_peak_tflops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetFigure, value, source)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib,
-                                   numa_nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)
@@ -518,4 +515,4 @@ void to_json(nlohmann::json& j, const Report& r);
 // wrong type, or when the version is not kReportVersion. Thread-compatible.
 void from_json(const nlohmann::json& j, Report& r);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -4,24 +4,24 @@
 
 #include <fmt/format.h>
 
-namespace tpusim::sim::shampoo {
+namespace tpusim::report {
 namespace {
 
 using json = nlohmann::json;
 
-double Rate(double examples, double seconds) { return seconds > 0 ? examples / seconds : 0.0; }
+double ExamplesPerSecond(double examples, double seconds) { return seconds > 0 ? examples / seconds : 0.0; }
 
-HostSection HostOf(const ServiceMetrics& h) {
-  HostSection out{h, Rate(h.examples_busy, h.infeed_busy_s),
-                  Rate(h.examples_idle, h.infeed_idle_s)};
+HostSection HostOf(const sim::shampoo::ServiceMetrics& h) {
+  HostSection out{h, ExamplesPerSecond(h.examples_busy, h.infeed_busy_s),
+                  ExamplesPerSecond(h.examples_idle, h.infeed_idle_s)};
   out.service.keys.clear();
   return out;
 }
 
-CoreStalls StallsOf(const std::vector<ClientMetrics>& cores) {
+CoreStalls StallsOf(const std::vector<sim::shampoo::ClientMetrics>& cores) {
   CoreStalls out;
   double wait_sum = 0;
-  for (const ClientMetrics& c : cores) {
+  for (const sim::shampoo::ClientMetrics& c : cores) {
     out.stall_s_max = std::max(out.stall_s_max, c.wait_s_total);
     wait_sum += c.wait_s_total;
     out.longest_post_loop_wait_s = std::max(out.longest_post_loop_wait_s, c.wait_s_max);
@@ -36,7 +36,7 @@ CoreStalls StallsOf(const std::vector<ClientMetrics>& cores) {
 }
 
 void PrintHostRow(const HostSection& h) {
-  const ServiceMetrics& s = h.service;
+  const sim::shampoo::ServiceMetrics& s = h.service;
   fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10.3f} {:>10.3f} {:>16.0f} {:>16.0f}\n", s.host,
              s.keys_owned, s.roots_done, s.roots_rejected, s.root_s_total, s.busy_s,
              h.examples_per_s_while_busy, h.examples_per_s_while_idle);
@@ -85,8 +85,8 @@ void from_json(const json& j, KeySection& k) {
   j.at("staleness").at("mean_steps").get_to(k.mean_staleness_steps);
 }
 
-ShampooSection ReportSection(const KeyTable& table, const std::vector<ServiceMetrics>& hosts,
-                             const std::vector<ClientMetrics>& cores) {
+ShampooSection ReportSection(const run::KeyTable& table, const std::vector<sim::shampoo::ServiceMetrics>& hosts,
+                             const std::vector<sim::shampoo::ClientMetrics>& cores) {
   const optim::PreconditionerServiceConfig& service = table.service();
   ShampooSection out;
   out.mode = optim::PreconditionerModeName(service.mode);
@@ -94,9 +94,9 @@ ShampooSection ReportSection(const KeyTable& table, const std::vector<ServiceMet
   out.placement = optim::PreconditionerPlacementName(service.placement);
   out.method = optim::InverseRootMethodName(service.method);
   out.keys = table.size();
-  for (const ServiceMetrics& h : hosts) {
+  for (const sim::shampoo::ServiceMetrics& h : hosts) {
     out.hosts.push_back(HostOf(h));
-    for (const KeyMetrics& k : h.keys) out.per_key.push_back({k, k.staleness.mean_steps()});
+    for (const sim::shampoo::KeyMetrics& k : h.keys) out.per_key.push_back({k, k.staleness.mean_steps()});
   }
   std::sort(out.per_key.begin(), out.per_key.end(),
             [](const KeySection& a, const KeySection& b) { return a.metrics.key < b.metrics.key; });
@@ -114,4 +114,4 @@ void PrintReportSection(const ShampooSection& section) {
   PrintStaleness(section);
 }
 
-}  // namespace tpusim::sim::shampoo
+}  // namespace tpusim::report

@@ -15,20 +15,20 @@
 #include "run/shampoo_keys.h"
 #include "sim/shampoo/metrics.h"
 
-namespace tpusim::sim::shampoo {
+namespace tpusim::report {
 
 // One owner host: its service's metrics (their `keys` are in the section's
 // per_key, so empty here) and its input pipeline's rates while a root was running
 // and while none was.
 struct HostSection {
-  ServiceMetrics service;
+  sim::shampoo::ServiceMetrics service;
   double examples_per_s_while_busy = 0;
   double examples_per_s_while_idle = 0;
 };
 
 // One key: what its owner measured, with the mean staleness of its deliveries.
 struct KeySection {
-  KeyMetrics metrics;
+  sim::shampoo::KeyMetrics metrics;
   double mean_staleness_steps = 0;
 };
 
@@ -63,9 +63,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShampooSection, mode, delay_loops, placement,
 
 // The section of a run with Shampoo's key table `table`, from every owner host's
 // service metrics and every training core's client metrics.
-ShampooSection ReportSection(const KeyTable& table, const std::vector<ServiceMetrics>& hosts,
-                             const std::vector<ClientMetrics>& cores);
+ShampooSection ReportSection(const run::KeyTable& table, const std::vector<sim::shampoo::ServiceMetrics>& hosts,
+                             const std::vector<sim::shampoo::ClientMetrics>& cores);
 // The end-of-run lines for that section, on stdout.
 void PrintReportSection(const ShampooSection& section);
 
-}  // namespace tpusim::sim::shampoo
+}  // namespace tpusim::report

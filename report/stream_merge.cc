@@ -13,13 +13,13 @@
 #include "sim/metrics.h"
 #include "sim/rank_stream.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 // Reads the parts line by line; throws naming the part on a missing file.
 class PartReader {
  public:
-  PartReader(const std::string& path, int rank) : path_(PartPath(path, rank)), in_(path_) {
+  PartReader(const std::string& path, int rank) : path_(sim::PartPath(path, rank)), in_(path_) {
     if (!in_) Fail("{}: cannot read this rank's part (do all ranks see the output folder?)", path_);
   }
   ~PartReader() { Remove(); }  // a failed merge leaves no parts either (a full disk needs the space)
@@ -114,7 +114,7 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
   merged.Append(header);
   merged.Append("\n");
   // A core whose shard no host built gets the host columns empty.
-  const std::string no_host(kHostStepsCsvColumns.size() - 1, ',');
+  const std::string no_host(sim::kHostStepsCsvColumns.size() - 1, ',');
   std::vector<std::string> host_columns(hosts.size(), no_host);
   std::string line;
   for (int64_t step = 0;; ++step) {
@@ -135,7 +135,7 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
       const size_t a = line.find(',') + 1, b = line.find(',', a);
       const int src = std::atoi(line.c_str() + a);
       const bool known = b != std::string::npos && src >= 0 && static_cast<size_t>(src) < hosts.size();
-      const size_t tail = TailStart(line, kCoreTailCsvColumns.size());
+      const size_t tail = TailStart(line, sim::kCoreTailCsvColumns.size());
       merged.Append(std::string_view(line).substr(0, tail));
       merged.Append(",");
       merged.Append(known ? host_columns[static_cast<size_t>(src)] : no_host);
@@ -158,7 +158,7 @@ void MergeTrace(const std::string& path, const std::string& prefix, int num_rank
   bool first = prefix.empty();
   std::string line;
   for (int rank = 0; rank < num_ranks; ++rank) {
-    if (!std::filesystem::exists(PartPath(path, rank))) continue;
+    if (!std::filesystem::exists(sim::PartPath(path, rank))) continue;
     PartReader part(path, rank);
     while (part.Next(line)) {
       merged.Append(first ? "" : ",");
@@ -171,4 +171,4 @@ void MergeTrace(const std::string& path, const std::string& prefix, int num_rank
   merged.Commit();
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

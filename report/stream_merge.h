@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // Rank 0, placement log: every part holds lines "STEP\t{json}" in step order;
 // writes the JSON lines step-major, ranks in the order given, to `path`, then
@@ -26,4 +26,4 @@ void MergeStepsCsv(const std::string& path, const std::string& header,
 // trace-event JSON file. Removes the parts.
 void MergeTrace(const std::string& path, const std::string& prefix, int num_ranks);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

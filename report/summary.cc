@@ -11,7 +11,7 @@
 
 #include "report/shampoo_section.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 namespace {
 
 double CeilingBytesPerS(const std::optional<CeilingRates>& ceiling) {
@@ -20,8 +20,8 @@ double CeilingBytesPerS(const std::optional<CeilingRates>& ceiling) {
 
 // input.source: tfrecord: each real stage's cost per example, microseconds of
 // wall and of thread CPU, and the records skipped as corrupt.
-void PrintTfRecordStages(const TfRecordStages& t) {
-  const std::pair<const char*, const TfRecordStages::PerExample*> stages[] = {
+void PrintTfRecordStages(const sim::TfRecordStages& t) {
+  const std::pair<const char*, const sim::TfRecordStages::PerExample*> stages[] = {
       {"read", &t.read}, {"crc", &t.crc}, {"parse", &t.parse}, {"decode", &t.decode}, {"crop/resize", &t.resize},
       {"batch", &t.batch}};
   std::string line;
@@ -143,7 +143,7 @@ std::string RateText(const std::optional<double>& rate) {
   return rate ? fmt::format("{:.0f}", *rate) : std::string("unlimited");
 }
 
-std::string FigureText(const TargetFigure& f, const char* unit) {
+std::string FigureText(const run::TargetFigure& f, const char* unit) {
   return fmt::format("{:g}{} ({})", f.value, unit, f.source);
 }
 
@@ -230,7 +230,7 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
 // and its verdict, this machine's own figures and what all of it assumes.
 void PrintPodProjection(const Report& r) {
   const PodProjectionSection& p = r.pod_projection.value();
-  const TargetHost& t = p.target_host;
+  const run::TargetHost& t = p.target_host;
   fmt::print("pod projection on {}'s hosts: {}, {}, cpu speed {}, {}, {}\n", r.topology.name,
              FigureText(t.vcpus, " vCPUs"), FigureText(t.input_vcpus, " for input"),
              FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"),
@@ -278,10 +278,10 @@ void PrintSummary(const Report& report) {
                report.training->final_loss);
   }
   if (report.checkpoint) PrintCheckpoint(*report.checkpoint);
-  if (report.shampoo) shampoo::PrintReportSection(*report.shampoo);
+  if (report.shampoo) PrintReportSection(*report.shampoo);
   if (report.replicas) PrintReplicas(*report.replicas);
   PrintBaselines(report);
   std::fflush(stdout);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

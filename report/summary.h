@@ -5,9 +5,9 @@
 
 #include "report/report_types.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // Prints the table of `report` on stdout and flushes it.
 void PrintSummary(const Report& report);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

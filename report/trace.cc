@@ -5,7 +5,7 @@
 
 #include "report/stream_merge.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 using json = nlohmann::json;
 
@@ -17,12 +17,12 @@ json Metadata(const char* what, int pid, int tid, const json& args) {
 
 }  // namespace
 
-void WriteTrace(const std::string& path, const std::vector<RankMetrics>& ranks) {
+void WriteTrace(const std::string& path, const std::vector<sim::RankMetrics>& ranks) {
   std::string prefix;
   auto add = [&prefix](const json& event) {
     prefix += (prefix.empty() ? "" : ",") + event.dump();
   };
-  for (const RankMetrics& r : ranks) {
+  for (const sim::RankMetrics& r : ranks) {
     add(Metadata("process_name", r.rank, 0, {{"name", fmt::format("rank {}: {}", r.rank, r.role)}}));
     add(Metadata("process_sort_index", r.rank, 0, {{"sort_index", r.rank}}));
     for (const auto& [lane, name] : r.trace_lanes.items()) {
@@ -32,4 +32,4 @@ void WriteTrace(const std::string& path, const std::vector<RankMetrics>& ranks) 
   MergeTrace(path, prefix, static_cast<int>(ranks.size()));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -7,10 +7,10 @@
 
 #include "sim/metrics.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // Rank 0: the trace file, every rank's track named after its role and its lanes
 // named, then every rank's streamed events. Throws Error naming the path on failure.
-void WriteTrace(const std::string& path, const std::vector<RankMetrics>& ranks);
+void WriteTrace(const std::string& path, const std::vector<sim::RankMetrics>& ranks);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -1,6 +1,6 @@
 #include "report/verdict.h"
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 std::string Verdict(double infeed_percent) {
   if (infeed_percent >= 20) return "input-bound (high): infeed waits >= 20% of step time";
@@ -12,4 +12,4 @@ std::string VerdictHeadline(const std::string& verdict) {
   return verdict.substr(0, verdict.find(':'));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace tpusim::sim {
+namespace tpusim::report {
 
 // "input-bound (high): ...", "input-bound (moderate): ..." or "not input-bound:
 // ..." for a step spending `infeed_percent` (0..100) of its time waiting for infeed.
@@ -15,4 +15,4 @@ std::string Verdict(double infeed_percent);
 // The verdict's headline, the text before its ':' ("not input-bound").
 std::string VerdictHeadline(const std::string& verdict);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::report

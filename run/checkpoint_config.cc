@@ -7,7 +7,7 @@
 #include "run/run_config.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 // The keys of the resolved config a resume may change: they shape no state.
@@ -96,4 +96,4 @@ std::map<std::string, std::string> StateFingerprint(const RunConfig& config) {
   return out;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

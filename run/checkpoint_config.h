@@ -14,7 +14,7 @@
 #include "infeed/storage_model.h"
 #include "run/config_node.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 struct RunConfig;
 struct ModelSection;
@@ -51,4 +51,4 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice);
 // and features, model, train (but steps and the run's own checks), embedding.
 std::map<std::string, std::string> StateFingerprint(const RunConfig& config);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

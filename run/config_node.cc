@@ -2,7 +2,7 @@
 
 #include "base/strict_yaml.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 ConfigNode::ConfigNode(YAML::Node node, std::string path, std::string source)
     : node_(std::move(node)), path_(std::move(path)), source_(std::move(source)) {
@@ -85,4 +85,4 @@ void ApplyOverride(YAML::Node& root, const std::string& assignment) {
   chain.back()[parts.back()] = value;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

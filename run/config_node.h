@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 class ConfigNode {
  public:
@@ -140,4 +140,4 @@ void ConfigNode::Get(const std::string& key, T& out) {
 // (so "[64, 32]" is a list). Throws Error for a malformed assignment.
 void ApplyOverride(YAML::Node& root, const std::string& assignment);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

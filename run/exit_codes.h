@@ -3,7 +3,7 @@
 // line first.
 #pragma once
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Bad input (a config key, a file, a flag, an output path) or a failed run.
 inline constexpr int kExitInputError = 2;
@@ -18,4 +18,4 @@ inline constexpr int kExitInternalError = 5;
 // (128 + SIGTERM, as a shell reports a process the signal ended).
 inline constexpr int kExitTerminated = 143;
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

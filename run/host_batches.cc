@@ -2,7 +2,7 @@
 
 #include "run/run_features.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 int64_t PrefetchSteps(const RunConfig& config) {
   if (config.input.prefetch > 0) return config.input.prefetch;
@@ -17,4 +17,4 @@ int64_t RunExampleBytes(const RunConfig& config) {
   return bytes;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

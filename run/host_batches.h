@@ -8,7 +8,7 @@
 
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Steps a host builds ahead of its sender: input.prefetch, or when it is 0 the
 // transport's default, 2 x infeed.parallelism + infeed.queue_depth (the credit
@@ -19,4 +19,4 @@ int64_t PrefetchSteps(const RunConfig& config);
 // declared features and the label of a training run).
 int64_t RunExampleBytes(const RunConfig& config);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -9,7 +9,7 @@
 #include "cluster/mesh_sharding.h"
 #include "run/run_features.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 void CheckFeaturesNamed(const RunConfig& config, const std::string& key) {
@@ -121,4 +121,4 @@ void PlaceByMesh(const RunConfig& config, Slice& slice) {
   slice.assignment = cluster::BatchAssignment(slice.topology, mesh, BatchAxes(config));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

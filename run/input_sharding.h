@@ -14,7 +14,7 @@
 #include "run/run_config.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Whether the run places its batches by input.sharding.
 inline bool ShardedByMesh(const RunConfig& config) { return !config.input.sharding.empty(); }
@@ -38,4 +38,4 @@ infeed::MeshShardingOptions ShardingOptions(const RunConfig& config, const clust
 // slice.assignment by the mesh's BatchAssignment. Without, does nothing.
 void PlaceByMesh(const RunConfig& config, Slice& slice);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

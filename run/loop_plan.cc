@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 LoopPlan MakeLoopPlan(const TrainConfig& train) {
   LoopPlan p;
@@ -16,4 +16,4 @@ LoopPlan MakeLoopPlan(const TrainConfig& train) {
   return p;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -8,7 +8,7 @@
 
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 struct LoopPlan {
   int64_t steps_per_loop = 0;
@@ -26,4 +26,4 @@ struct LoopPlan {
 
 LoopPlan MakeLoopPlan(const TrainConfig& train);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "infeed/shard_message.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 template <typename T>
@@ -79,4 +79,4 @@ void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan) {
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

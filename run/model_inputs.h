@@ -14,7 +14,7 @@
 #include "infeed/infeed_plan.h"
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // The feature that holds the target: the teacher's label, or the dataset's.
 inline constexpr const char* kLabel = "label";
@@ -39,4 +39,4 @@ int ModelInputWidth(const InputConfig& input, const std::vector<infeed::FeatureS
 // Dense plus embedding columns: the model's input width in a run.
 int TrainerInputWidth(const RunConfig& config, const infeed::InfeedPlan& plan);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -12,7 +12,7 @@
 #include "base/strict_yaml.h"
 #include "run/config_node.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 // Upper bounds that keep every size computed from the config inside 64 bits and
@@ -812,4 +812,4 @@ cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
   return options;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -23,7 +23,7 @@
 #include "run/checkpoint_config.h"
 #include "run/config_node.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // The name of the teacher's target that a training run adds to every shard; no
 // declared feature may use it.
@@ -138,7 +138,7 @@ struct TrainConfig {
 
 struct ModelSection {
   bool enabled = true;               // false: infeed only (cores dequeue, audit, release)
-  sim::model::ModelConfig config;
+  model::ModelConfig config;
   // Opaque state per replica, saved and restored like the rest (checkpoint:):
   // replicated (every replica holds it, the hosts split its save) or sharded
   // over the replica's cores.
@@ -269,4 +269,4 @@ void CheckComputationShape(const std::vector<int>& shape, const std::string& key
 // The product of a checked computation shape (cores per replica).
 int64_t ShapeProduct(const std::vector<int>& shape);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -2,7 +2,7 @@
 
 #include "infeed/cached_source.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input) {
   std::vector<infeed::FeatureSpec> specs;
@@ -70,4 +70,4 @@ int64_t ValueExampleId(const RunConfig& config, int64_t example_id) {
   return infeed::CachedValueId(example_id, config.input.cache_steps, config.input.global_batch);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

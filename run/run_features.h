@@ -11,7 +11,7 @@
 #include "infeed/tfrecord_source.h"
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // The declared features in name order (the order shards pack them).
 std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input);
@@ -37,4 +37,4 @@ std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config);
 // except with the cached source (infeed/cached_source.h).
 int64_t ValueExampleId(const RunConfig& config, int64_t example_id);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

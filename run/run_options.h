@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Which accelerator utilization a decision reads (--au): the one this machine
 // measured (the worst core's, the report's accelerator_utilization.min), or the
@@ -32,4 +32,4 @@ struct RunOptions {
   bool quiet = false;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

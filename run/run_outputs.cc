@@ -8,7 +8,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 struct OutputFile {
@@ -54,4 +54,4 @@ void OutputWrites::ThrowIfAnyFailed() const {
   throw OutputsFailed(fmt::format("{}", fmt::join(failures_, "; ")));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "run/run_options.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Throws Error "<flag> <path>: ..." unless every output of `options` can be written:
 // files in an existing folder, not a folder themselves and not named twice;
@@ -40,4 +40,4 @@ class OutputWrites {
   std::vector<std::string> failures_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -20,7 +20,7 @@
 #include "model/mlp.h"
 #include "run/shampoo_keys.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 constexpr double kMaxBatchSeconds = 3600;  // one host batch may take at most an hour to build
@@ -158,7 +158,7 @@ void CheckTrainer(const RunConfig& config, const infeed::InfeedPlan& plan, const
   std::unique_ptr<optim::Optimizer> optimizer =
       optim::MakeOptimizer(config.train.optimizer, config.source + ": train.optimizer");
   for (const model::Variable& v : model.trainable()) optimizer->AddVariable(v.spec);
-  InContext(config.source, [&] { shampoo::BuildRunKeyTable(config, plan, slice); });
+  InContext(config.source, [&] { run::BuildRunKeyTable(config, plan, slice); });
 }
 
 // A tfrecord run reads the user's files: it trains on the dataset's own label
@@ -293,4 +293,4 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   return ValidatedRun{std::move(slice), std::move(plan), loops, memory, std::move(target_host)};
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -21,7 +21,7 @@
 #include "run/slice.h"
 #include "run/target_host.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // Bytes a run holds at its peak, summed over the ranks on one machine.
 struct MemoryEstimate {
@@ -64,4 +64,4 @@ double ExampleBytes(const std::vector<infeed::FeatureSpec>& specs);
 MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
                               const infeed::InfeedPlan& plan, const Machine& machine);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

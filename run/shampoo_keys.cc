@@ -9,7 +9,7 @@
 #include "run/run_config.h"
 #include "run/slice.h"
 
-namespace tpusim::sim::shampoo {
+namespace tpusim::run {
 namespace {
 
 double RootCost(int64_t size) {
@@ -110,4 +110,4 @@ KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& pla
   return KeyTable::Build(*optimizer, *service, HostsWithTrainingCores(slice));
 }
 
-}  // namespace tpusim::sim::shampoo
+}  // namespace tpusim::run

@@ -18,15 +18,14 @@
 #include "optim/preconditioner_service.h"
 #include "optim/shampoo_optimizer.h"
 
-namespace tpusim::sim {
-struct RunConfig;
-struct Slice;
-}  // namespace tpusim::sim
 namespace tpusim::infeed {
 class InfeedPlan;
 }
 
-namespace tpusim::sim::shampoo {
+namespace tpusim::run {
+
+struct RunConfig;
+struct Slice;
 
 struct KeyEntry {
   optim::PreconditionerKeySpec spec;
@@ -73,4 +72,4 @@ int StatisticsSenderOrdinal(const Slice& slice, int host);
 KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& plan,
                           const Slice& slice);
 
-}  // namespace tpusim::sim::shampoo
+}  // namespace tpusim::run

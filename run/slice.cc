@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "base/regular_file.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
                  int hosts_per_process) {
@@ -64,4 +64,4 @@ Slice SliceOf(const ConfigTarget& target) {
   return BuildSlice(topology, options, target.is_run ? target.run.cluster.hosts_per_process() : 0);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -11,7 +11,7 @@
 #include "cluster/topology_source.h"
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 struct Slice {
   cluster::Topology topology;
@@ -51,4 +51,4 @@ ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<st
 // replica). Throws Error when the assignment does not fit.
 Slice SliceOf(const ConfigTarget& target);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 namespace {
 
 // `override` if set, else the topology's figure, which must then be given.
@@ -52,4 +52,4 @@ TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topolo
   return ResolveTargetHost(config.target_host, topology.hardware(), chips_per_host, config.source);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

@@ -6,10 +6,12 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/topology.h"
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::run {
 
 // One figure and where it came from: "override" (target_host), "topology" (the
 // topology's hardware figures), or "default: <the rule>".
@@ -26,6 +28,10 @@ struct TargetHost {
   int numa_nodes = 0;        // NUMA nodes of one host (0: not given)
 };
 
+// The report's target_host section writes and reads these as they are.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetFigure, value, source)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib, numa_nodes)
+
 // vCPUs a host keeps for the framework unless target_host.input_vcpus says
 // otherwise: two per chip (one physical core per chip for the TPU runtime's and
 // the training program's host threads). An assumption, not a published figure.
@@ -41,4 +47,4 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
 // host = cores per host / mesh_shape[3]). Throws Error as above.
 TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topology);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::run

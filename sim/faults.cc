@@ -6,7 +6,7 @@
 
 namespace tpusim::sim {
 
-FaultInjector::FaultInjector(const FaultsConfig& faults, int rank, Watchdog* watchdog)
+FaultInjector::FaultInjector(const run::FaultsConfig& faults, int rank, Watchdog* watchdog)
     : stall_(faults.stall),
       kill_(faults.kill),
       stalls_(faults.stall.rank == rank),
@@ -15,7 +15,7 @@ FaultInjector::FaultInjector(const FaultsConfig& faults, int rank, Watchdog* wat
 
 void FaultInjector::AtStep(int64_t step) const {
   if (watchdog_) watchdog_->SetStep(step);
-  MaybeStall(step, FaultsConfig::Phase::kStep);
+  MaybeStall(step, run::FaultsConfig::Phase::kStep);
   if (dies_ && !kill_.during_checkpoint && kill_.step == step) ::raise(SIGKILL);
 }
 
@@ -24,10 +24,10 @@ void FaultInjector::MidCheckpointWrite(int64_t infeed_step) const {
 }
 
 void FaultInjector::BeforeOutfeed(int64_t step) const {
-  MaybeStall(step, FaultsConfig::Phase::kOutfeed);
+  MaybeStall(step, run::FaultsConfig::Phase::kOutfeed);
 }
 
-void FaultInjector::MaybeStall(int64_t step, FaultsConfig::Phase phase) const {
+void FaultInjector::MaybeStall(int64_t step, run::FaultsConfig::Phase phase) const {
   if (stalls_ && stall_.step == step && stall_.phase == phase) {
     std::this_thread::sleep_for(std::chrono::duration<double>(stall_.seconds));
   }

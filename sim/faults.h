@@ -17,7 +17,7 @@ class FaultInjector {
   FaultInjector() = default;
   // The faults of world rank `rank`; `watchdog` (borrowed, may be null) learns
   // which step the rank works on.
-  FaultInjector(const FaultsConfig& faults, int rank, Watchdog* watchdog);
+  FaultInjector(const run::FaultsConfig& faults, int rank, Watchdog* watchdog);
 
   // At the start of infeed step `step`: tells the watchdog, then stalls
   // (faults.stall, phase step) or kills this rank (faults.kill) when they name it
@@ -31,10 +31,10 @@ class FaultInjector {
   void MidCheckpointWrite(int64_t infeed_step) const;
 
  private:
-  void MaybeStall(int64_t step, FaultsConfig::Phase phase) const;
+  void MaybeStall(int64_t step, run::FaultsConfig::Phase phase) const;
 
-  FaultsConfig::Stall stall_;
-  FaultsConfig::Kill kill_;
+  run::FaultsConfig::Stall stall_;
+  run::FaultsConfig::Kill kill_;
   bool stalls_ = false;  // faults.stall names this rank
   bool dies_ = false;    // faults.kill names this rank
   Watchdog* watchdog_ = nullptr;

@@ -7,14 +7,16 @@
 
 namespace tpusim::sim {
 
+namespace host {
 struct LoopSummary;  // sim/host/host_outfeed.h
+}  // namespace host
 
 struct RunObserver {
   virtual ~RunObserver() = default;
   // Host 0 sent infeed step `step`.
   virtual void StepSent(int64_t step) = 0;
   // Every host finished loop `summary.loop`.
-  virtual void LoopDone(const LoopSummary& summary) = 0;
+  virtual void LoopDone(const host::LoopSummary& summary) = 0;
 };
 
 }  // namespace tpusim::sim

@@ -34,7 +34,7 @@ using json = nlohmann::json;
 
 // How many ranks, and how many host ranks, share this rank's machine, `node`
 // (collective over the world).
-NodeShare ShareOfThisNode(const cluster::Transport& world, const Slice& slice, int node) {
+NodeShare ShareOfThisNode(const cluster::Transport& world, const run::Slice& slice, int node) {
   const int32_t mine = node;
   const std::vector<std::byte> all = world.Allgather(std::as_bytes(std::span(&mine, 1)));
   std::vector<int32_t> nodes(all.size() / sizeof(int32_t));
@@ -72,7 +72,7 @@ uint64_t RunToken(const cluster::Transport& world) {
 }
 
 // The deadline of run.watchdog_s (RunSection::watchdog_deadline_s).
-Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
+Watchdog::Options WatchdogOptions(const run::RunConfig& config, const run::Slice& slice,
                                   const cluster::RankRole& role, const cluster::Transport& world,
                                   Watchdog::AlarmHandler on_alarm) {
   Watchdog::Options o;
@@ -89,7 +89,7 @@ Watchdog::Options WatchdogOptions(const RunConfig& config, const Slice& slice,
 }
 
 // Cores of `host` that belong to a replica: each pushes one outfeed record per step.
-int OutfeedCoresOnHost(const Slice& slice, int host) {
+int OutfeedCoresOnHost(const run::Slice& slice, int host) {
   int n = 0;
   for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
     if (slice.assignment.replica_core_at(host, o).replica >= 0) ++n;
@@ -98,7 +98,7 @@ int OutfeedCoresOnHost(const Slice& slice, int host) {
 }
 
 // World ranks of every core in a replica: the destinations of every delivery.
-std::vector<int> TrainingCoreRanks(const Slice& slice) {
+std::vector<int> TrainingCoreRanks(const run::Slice& slice) {
   std::vector<int> ranks;
   for (int h = 0; h < slice.topology.num_hosts(); ++h) {
     for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
@@ -117,7 +117,7 @@ int64_t RowsOf(const infeed::ShardRoute& route) {
 
 // Root workers when the config leaves it to us: the machine's hardware threads
 // shared by the host ranks on it, minus the infeed's enqueue workers, at least one.
-int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int parallelism) {
+int ServiceThreads(const run::KeyTable& keys, int host_ranks_on_node, int parallelism) {
   const int configured = keys.service().threads;
   if (configured > 0) return configured;
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -127,14 +127,14 @@ int ServiceThreads(const shampoo::KeyTable& keys, int host_ranks_on_node, int pa
 
 // W of a host's modeled workers (input.cost_mode: emulate): min(infeed.parallelism,
 // floor(the target host's input vCPUs)).
-int ModeledInputWorkers(const RunConfig& config, const Slice& slice) {
+int ModeledInputWorkers(const run::RunConfig& config, const run::Slice& slice) {
   return infeed::ModeledWorkers(config.infeed.parallelism,
                                 TargetHostOf(config, slice.topology).input_vcpus.value);
 }
 
 }  // namespace
 
-RankRun::RankRun(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+RankRun::RankRun(const run::RunConfig& config, const run::Slice& slice, const infeed::InfeedPlan& plan,
                  const cluster::RankRole& role, cluster::Communicators& comms,
                  const RankRunOptions& options, RunObserver* observer)
     : config_(config),
@@ -145,7 +145,7 @@ RankRun::RankRun(const RunConfig& config, const Slice& slice, const infeed::Infe
       observer_(observer),
       loops_(MakeLoopPlan(config.train)),
       plan_(plan),
-      keys_(shampoo::BuildRunKeyTable(config, plan_, slice)),
+      keys_(run::BuildRunKeyTable(config, plan_, slice)),
       watchdog_(WatchdogOptions(config, slice, role, *comms.world, options.on_watchdog_alarm)) {
   node_share_ = ShareOfThisNode(*comms.world, slice, options.node);
   const uint64_t run_token = CreateSharedStorage();
@@ -214,16 +214,16 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 }
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
-  InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
+  host::InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
                       ModeledInputWorkers(config_, slice_), InputStorage());
   input.StartAt(first_infeed_step());
-  const HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout,   *comms_.world,
+  const host::HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout,   *comms_.world,
                             input, sinks.trace, sinks.steps_csv, observer_, storage_ ? &*storage_ : nullptr};
   return RunHostLoop(HostOptions(), parts);
 }
 
-HostLoopOptions RankRun::HostOptions() {
-  HostLoopOptions o;
+host::HostLoopOptions RankRun::HostOptions() {
+  host::HostLoopOptions o;
   o.host = role_.host;
   o.num_hosts = slice_.topology.num_hosts();
   o.outfeed_cores = OutfeedCoresOnHost(slice_, o.host);
@@ -252,22 +252,22 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
   if (route) {
     queue.emplace(plan_, *route, *comms_.world, slice_.layout.host_rank(role_.host), Transport());
   }
-  std::optional<CoreTrainer> trainer;
+  std::optional<core::CoreTrainer> trainer;
   if (config_.model.enabled) trainer.emplace(config_, plan_, role_, comms_, &watchdog_);
   std::optional<shampoo::CoreClient> shampoo;
   if (trainer && !keys_.empty()) {
     shampoo.emplace(keys_, trainer->optimizer(), *comms_.world, ShampooClientOptions());
   }
-  std::optional<CoreCheckpointer> checkpoint;
+  std::optional<core::CoreCheckpointer> checkpoint;
   if (trainer && (config_.checkpoint.saves() || options_.resume)) {
-    checkpoint.emplace(CheckpointOptions(), *trainer, CheckpointGroups{*comms_.replica, *comms_.logical_core},
+    checkpoint.emplace(CheckpointOptions(), *trainer, core::CheckpointGroups{*comms_.replica, *comms_.logical_core},
                        sinks.trace);
     if (options_.resume) checkpoint->Restore(options_.resume->step_dir, options_.resume->manifest);
   }
-  const DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
+  const core::DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
                                role_.ordinal, route ? RowsOf(*route) : 0,
                                slice_.topology.hardware().core_peak_tflops);
-  const CoreLoopParts parts{plan_,
+  const core::CoreLoopParts parts{plan_,
                             loops_,
                             *comms_.world,
                             *comms_.cores,
@@ -283,14 +283,14 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
   return RunCoreLoop(CoreOptions(route), parts);
 }
 
-CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
-  CoreLoopOptions o;
+core::CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
+  core::CoreLoopOptions o;
   o.role = role_;
   o.host_rank = slice_.layout.host_rank(role_.host);
   o.origin_s = origin_s_;
   o.params_out = options_.params_out;
   if (config_.infeed.verify && route && config_.input.source == "tfrecord") {
-    const InputConfig& input = config_.input;
+    const run::InputConfig& input = config_.input;
     o.tfrecord_verifier = std::make_shared<infeed::TfRecordVerifier>(
         infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), TfRecordOptionsOf(input), input.seed);
   } else if (config_.infeed.verify && route) {
@@ -312,11 +312,11 @@ int64_t RankRun::first_infeed_step() const {
 
 // This core's share of a save: where it stands among the training cores, taken
 // in world-rank order (host by host).
-CoreCheckpointOptions RankRun::CheckpointOptions() {
-  CoreCheckpointOptions o;
+core::CoreCheckpointOptions RankRun::CheckpointOptions() {
+  core::CoreCheckpointOptions o;
   o.config = config_.checkpoint;
   if (o.config.shares_input_storage) o.config.storage = config_.input.storage;
-  CheckpointShare& s = o.share;
+  core::CheckpointShare& s = o.share;
   s.host = role_.host;
   s.ordinal = role_.ordinal;
   s.num_hosts = s.num_cores = 0;
@@ -351,7 +351,7 @@ CoreCheckpointOptions RankRun::CheckpointOptions() {
 shampoo::CoreClientOptions RankRun::ShampooClientOptions() {
   shampoo::CoreClientOptions o;
   o.host = role_.host;
-  o.sends_statistics = shampoo::StatisticsSenderOrdinal(slice_, role_.host) == role_.ordinal;
+  o.sends_statistics = run::StatisticsSenderOrdinal(slice_, role_.host) == role_.ordinal;
   o.nonfinite_statistics_loop = config_.faults.nonfinite_statistics_loop;
   o.num_loops = loops_.num_loops;
   o.watchdog = &watchdog_;
@@ -362,7 +362,7 @@ shampoo::CoreClientOptions RankRun::ShampooClientOptions() {
 // A core outside every replica: it serves its embedding shards, if the run has
 // any, and writes no streamed output.
 RankMetrics RankRun::RunEmbeddingServer() {
-  EmbeddingServerOptions o;
+  core::EmbeddingServerOptions o;
   o.role = role_;
   o.fed = plan_.route_to(role_.host, role_.ordinal) != nullptr;
   o.origin_s = origin_s_;
@@ -386,7 +386,7 @@ infeed::TransportOptions RankRun::Transport() {
                             node_share_.ranks > static_cast<int>(std::thread::hardware_concurrency());
   if (config_.embedding.enabled()) {
     t.trailer_capacity = [&embedding = config_.embedding.config](const infeed::ShardRoute& route) {
-      return TrailerCapacity(embedding, route);
+      return sim::wire::TrailerCapacity(embedding, route);
     };
   }
   return t;
@@ -410,9 +410,9 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
     pool_values.emplace(MakeSyntheticData(config_));
   }
   const infeed::TransportOptions run = Transport();  // the run's waits
-  const CeilingOptions options{role_, config_.infeed.queue_depth, run.sleep_when_idle,
+  const host::CeilingOptions options{role_, config_.infeed.queue_depth, run.sleep_when_idle,
                                run.core_sleeps_when_idle, origin_s_, loops_.window_steps()};
-  SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
+  host::SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
   mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
 }
 
@@ -424,7 +424,7 @@ std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {
 }
 
 int64_t RankRun::ceiling_steps() const {
-  return CeilingSteps(plan_, config_.infeed.queue_depth, loops_.window_steps());
+  return sim::host::CeilingSteps(plan_, config_.infeed.queue_depth, loops_.window_steps());
 }
 
 double RankRun::elapsed_s() const { return MonotonicSeconds() - origin_s_; }

@@ -31,9 +31,13 @@
 
 namespace tpusim::sim {
 
+namespace host {
 struct HostLoopOptions;  // sim/host/host_loop.h
-struct CoreLoopOptions;  // sim/core/core_loop.h
+}  // namespace host
+namespace core {
+struct CoreLoopOptions;        // sim/core/core_loop.h
 struct CoreCheckpointOptions;  // sim/core/core_checkpoint.h
+}  // namespace core
 namespace shampoo {
 struct CoreClientOptions;  // sim/shampoo/core_client.h
 }  // namespace shampoo
@@ -68,7 +72,7 @@ class RankRun {
   // ValidateRun built it: one per process, shared by every rank it plays — a copy
   // per rank made start-up quadratic in the slice), `comms` and `observer` (rank
   // 0's progress; may be null), which must outlive it. Throws Error on failure.
-  RankRun(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+  RankRun(const run::RunConfig& config, const run::Slice& slice, const infeed::InfeedPlan& plan,
           const cluster::RankRole& role, cluster::Communicators& comms,
           const RankRunOptions& options, RunObserver* observer);
   RankRun(const RankRun&) = delete;
@@ -90,8 +94,8 @@ class RankRun {
   Watchdog::Scope EndOfRunDeadline();
 
   const infeed::InfeedPlan& plan() const { return plan_; }
-  const LoopPlan& loops() const { return loops_; }
-  const shampoo::KeyTable& keys() const { return keys_; }
+  const run::LoopPlan& loops() const { return loops_; }
+  const run::KeyTable& keys() const { return keys_; }
   Watchdog& watchdog() { return watchdog_; }
   // Steps the simulator ceiling sends.
   int64_t ceiling_steps() const;
@@ -103,11 +107,11 @@ class RankRun {
 
  private:
   RankMetrics RunHost(RankSinks& sinks);
-  HostLoopOptions HostOptions();
+  host::HostLoopOptions HostOptions();
   RankMetrics RunCore(RankSinks& sinks);
   // A core in a replica whose shard (if any) follows `route` (may be null).
-  CoreLoopOptions CoreOptions(const infeed::ShardRoute* route);
-  CoreCheckpointOptions CheckpointOptions();
+  core::CoreLoopOptions CoreOptions(const infeed::ShardRoute* route);
+  core::CoreCheckpointOptions CheckpointOptions();
   // The infeed step a resumed run starts at (0 for a fresh run).
   int64_t first_infeed_step() const;
   shampoo::CoreClientOptions ShampooClientOptions();
@@ -123,15 +127,15 @@ class RankRun {
   // The input's reads on the shared storage (checkpoint.shares_input_storage), or null.
   infeed::SharedStorage* InputStorage();
 
-  const RunConfig& config_;
-  const Slice& slice_;
+  const run::RunConfig& config_;
+  const run::Slice& slice_;
   const cluster::RankRole role_;
   cluster::Communicators& comms_;
   const RankRunOptions options_;
   RunObserver* observer_;
-  LoopPlan loops_;
+  run::LoopPlan loops_;
   const infeed::InfeedPlan& plan_;
-  shampoo::KeyTable keys_;
+  run::KeyTable keys_;
   Watchdog watchdog_;
   NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
   double origin_s_ = 0;         // rank 0's exit from the start barrier, on this rank's steady clock

@@ -11,7 +11,7 @@
 #include "sweep/run_recorder.h"
 #include "sweep/sweep.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 namespace {
 
 bool IsInteger(const std::string& text) {
@@ -48,7 +48,7 @@ void CheckKeyIsKnown(const CapacityOptions& o) {
 
 // The key's value in CONFIG after --set, the default low end of the range.
 std::string ConfiguredValue(const CapacityOptions& o) {
-  YAML::Node node = LoadRunConfig(o.config, o.sets).resolved;
+  YAML::Node node = run::LoadRunConfig(o.config, o.sets).resolved;
   for (size_t start = 0; node && node.IsMap();) {
     const size_t dot = o.key.find('.', start);
     node = node[o.key.substr(start, dot - start)];
@@ -114,12 +114,12 @@ PointShape ValidateRange(const RunRecorder& recorder, const CapacityRange& r) {
 }
 
 // "AU" or "projected AU", as the lines name the AU the answer is about.
-std::string AuLabel(AuSource au) { return au == AuSource::kProjected ? "projected AU" : "AU"; }
+std::string AuLabel(run::AuSource au) { return au == run::AuSource::kProjected ? "projected AU" : "AU"; }
 
 // What the search is about, before the first run: with the projected AU, on
 // which topology's hosts (each value's, when the key is the topology).
 void PrintSearch(const CapacityOptions& o, const PointShape& first) {
-  if (o.au == AuSource::kMeasured) {
+  if (o.au == run::AuSource::kMeasured) {
     fmt::print(
         "capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
         o.key, o.config, o.target_au, o.max_runs, o.out);
@@ -141,7 +141,7 @@ double TrialAu(const CapacityOptions& o, const std::string& value, const RunRow&
          row.exit_code, row.error, o.out, row.run);
   }
   const std::optional<double> au = AuOf(row.metrics, o.au);
-  if (!au && o.au == AuSource::kProjected) {
+  if (!au && o.au == run::AuSource::kProjected) {
     Fail("capacity: the run with {}={} reports no projected AU ({}); see {}/{}/report.json",
          o.key, value, row.metrics.projected_verdict, o.out, row.run);
   }
@@ -263,4 +263,4 @@ int RunCapacityCommand(const CapacityOptions& o) {
   return plots == PlotOutcome::kFailed ? 1 : 0;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

@@ -15,7 +15,7 @@
 
 #include "run/run_options.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 
 // Where the search may look. Positions are the key's values for a numeric range
 // and indices into `values` for a list.
@@ -66,7 +66,7 @@ struct CapacityOptions {
   std::string config;
   std::string key;
   double target_au = 0.9;
-  AuSource au = AuSource::kProjected;  // --au: the AU the answer is about
+  run::AuSource au = run::AuSource::kProjected;  // --au: the AU the answer is about
   std::string low, high;  // numeric bounds; low defaults to the key's value in CONFIG
   std::string values;     // "a,b,c" instead of a numeric range
   double tolerance = 0.05;
@@ -82,4 +82,4 @@ struct CapacityOptions {
 // passes, all pass, a run fails or a flag is wrong.
 int RunCapacityCommand(const CapacityOptions& options);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

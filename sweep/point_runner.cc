@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "run/slice.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
@@ -113,9 +113,9 @@ constexpr double kPlotTimeoutS = 300;
 }  // namespace
 
 PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides) {
-  RunConfig run = LoadRunConfig(config, overrides);
+  run::RunConfig run = run::LoadRunConfig(config, overrides);
   cluster::Topology topology = cluster::LoadTopology(run.topology);
-  Slice slice = BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
+  run::Slice slice = run::BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
                            run.cluster.hosts_per_process());
   return {topology.num_hosts(), slice.layout.num_processes(), topology.name()};
 }
@@ -141,7 +141,7 @@ PointReport ReadPointReport(const std::string& path) {
     return read;
   }
   try {
-    read.report = json.get<Report>();
+    read.report = json.get<report::Report>();
   } catch (const Error& e) {
     read.problem = fmt::format("{}: {}", path, e.what());
     read.invalid = true;
@@ -221,4 +221,4 @@ PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>
   return PlotOutcome::kFailed;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

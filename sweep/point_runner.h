@@ -14,7 +14,7 @@
 #include "report/report_types.h"
 #include "run/exit_codes.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 
 // Exit code of a child stopped by its timeout (as timeout(1) reports it).
 inline constexpr int kExitTimedOut = 124;
@@ -22,7 +22,7 @@ inline constexpr int kExitTimedOut = 124;
 // The exit code of a point whose child exited 0 but left no report that reads: an
 // internal error, since the child is this binary and wrote the report itself. Its
 // row fails and says why, rather than show the metrics empty or zero.
-inline constexpr int kExitUnreadableReport = kExitInternalError;
+inline constexpr int kExitUnreadableReport = run::kExitInternalError;
 
 // The slice a point runs on, from its config as loaded in-process.
 struct PointShape {
@@ -44,7 +44,7 @@ struct PointRun {
 
 // A point's report file, read strictly as the typed report.
 struct PointReport {
-  std::optional<Report> report;  // empty: not written, not JSON, or not a report
+  std::optional<report::Report> report;  // empty: not written, not JSON, or not a report
   // Why the report is empty, naming the file: "PATH: not written", "PATH: not
   // JSON", or the strict reader's line ("PATH: report: totals: key
   // 'examples_per_s' not found"); "" when it was read.
@@ -58,7 +58,7 @@ PointReport ReadPointReport(const std::string& path);
 struct PointOutcome {
   int exit_code = 0;             // launch's, kExitTimedOut, 128 + signal, or kExitUnreadableReport
   std::string error;             // empty when exit_code is 0: why the point failed
-  std::optional<Report> report;  // empty when the run left no report that reads
+  std::optional<report::Report> report;  // empty when the run left no report that reads
   double seconds = 0;            // wall time of the child
 };
 
@@ -95,4 +95,4 @@ enum class PlotOutcome {
 // one line saying so (skipped: how to install matplotlib; failed: its exit code).
 PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

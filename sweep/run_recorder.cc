@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 namespace {
 
 std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -85,4 +85,4 @@ std::string RunRecorder::FailedRuns() const {
   return fmt::format("{}", fmt::join(failed, ", "));
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

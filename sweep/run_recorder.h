@@ -10,7 +10,7 @@
 #include "sweep/point_runner.h"
 #include "sweep/run_table.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 
 // "run-001" for index 0.
 std::string RunId(size_t index);
@@ -60,4 +60,4 @@ class RunRecorder {
   std::vector<RunRow> rows_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

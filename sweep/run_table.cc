@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "report/verdict.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 namespace {
 
 using Field = std::optional<double> RunMetrics::*;
@@ -61,8 +61,8 @@ constexpr double kMs = 1e3;
 
 // The slowest and fastest host's examples/s, over the hosts that sent steps in
 // the window (the others have no window rates).
-void FillHostRange(const std::vector<HostRow>& hosts, RunMetrics& m) {
-  for (const HostRow& h : hosts) {
+void FillHostRange(const std::vector<report::HostRow>& hosts, RunMetrics& m) {
+  for (const report::HostRow& h : hosts) {
     if (!h.window) continue;
     const double rate = h.window->examples_per_s;
     m.host_examples_per_s_min = std::min(m.host_examples_per_s_min.value_or(rate), rate);
@@ -70,8 +70,8 @@ void FillHostRange(const std::vector<HostRow>& hosts, RunMetrics& m) {
   }
 }
 
-void FillStepTimes(const StepSection& step, RunMetrics& m) {
-  const StepPercentiles& p = step.percentiles;
+void FillStepTimes(const report::StepSection& step, RunMetrics& m) {
+  const report::StepPercentiles& p = step.percentiles;
   m.step_ms = step.mean_step_s * kMs;
   m.step_p50_ms = p.step_time_s.p50 * kMs;
   m.step_p90_ms = p.step_time_s.p90 * kMs;
@@ -81,7 +81,7 @@ void FillStepTimes(const StepSection& step, RunMetrics& m) {
   m.infeed_wait_p99_ms = p.infeed_wait_s.p99 * kMs;
 }
 
-void FillBreakdown(const StepBreakdown& b, RunMetrics& m) {
+void FillBreakdown(const report::StepBreakdown& b, RunMetrics& m) {
   m.infeed_ms = b.infeed_s * kMs;
   m.compute_ms = b.compute_s * kMs;
   m.crs_ms = b.crs_s * kMs;
@@ -95,12 +95,12 @@ void FillBreakdown(const StepBreakdown& b, RunMetrics& m) {
   m.idle_ms = b.idle_s * kMs;
 }
 
-void FillProjection(const std::optional<PodProjectionSection>& pod, RunMetrics& m) {
+void FillProjection(const std::optional<report::PodProjectionSection>& pod, RunMetrics& m) {
   if (!pod) return;
   m.projected_examples_per_s_per_host = pod->projected_examples_per_s_per_host;
   m.projected_bound_by = pod->bound_by;
   m.projected_au = pod->projected_au;
-  m.projected_verdict = VerdictHeadline(pod->verdict);
+  m.projected_verdict = report::VerdictHeadline(pod->verdict);
 }
 
 std::string CsvField(const std::string& text) {
@@ -121,28 +121,28 @@ std::string OptionalNumber(const std::optional<double>& value) {
 
 std::string CsvNumber(double value) { return fmt::format("{}", value); }
 
-RunMetrics SummarizeReport(const Report& report) {
+RunMetrics SummarizeReport(const report::Report& report) {
   RunMetrics m;
   m.examples_per_s = report.totals.examples_per_s;
   FillHostRange(report.hosts, m);
-  if (const std::optional<UtilizationSection>& au = report.accelerator_utilization) {
+  if (const std::optional<report::UtilizationSection>& au = report.accelerator_utilization) {
     m.au_mean = au->mean;
     m.au_min = au->min;
   }
   m.infeed_percent = report.step.infeed_percent;
-  m.verdict = VerdictHeadline(report.verdict);
+  m.verdict = report::VerdictHeadline(report.verdict);
   FillStepTimes(report.step, m);
   FillBreakdown(report.step_breakdown, m);
   FillProjection(report.pod_projection, m);
   return m;
 }
 
-std::optional<double> AuOf(const RunMetrics& metrics, AuSource source) {
-  return source == AuSource::kProjected ? metrics.projected_au : metrics.au_min;
+std::optional<double> AuOf(const RunMetrics& metrics, run::AuSource source) {
+  return source == run::AuSource::kProjected ? metrics.projected_au : metrics.au_min;
 }
 
-const std::string& VerdictOf(const RunMetrics& metrics, AuSource source) {
-  return source == AuSource::kProjected ? metrics.projected_verdict : metrics.verdict;
+const std::string& VerdictOf(const RunMetrics& metrics, run::AuSource source) {
+  return source == run::AuSource::kProjected ? metrics.projected_verdict : metrics.verdict;
 }
 
 std::string RunCsvHeader(const std::vector<std::string>& keys) {
@@ -177,4 +177,4 @@ void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
   if (!out) Fail("{}: write failed", path);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

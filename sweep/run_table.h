@@ -15,7 +15,7 @@
 #include "report/report_types.h"
 #include "run/run_options.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 
 // What a run's report says, in the units of the CSV (ms for times). Every field
 // is empty for a run without a report that reads (its row failed); the AU fields
@@ -47,12 +47,12 @@ struct RunMetrics {
 
 // The AU a decision reads from a run's metrics: au_min (measured, worst core) or
 // projected_au; empty when the run has none.
-std::optional<double> AuOf(const RunMetrics& metrics, AuSource source);
+std::optional<double> AuOf(const RunMetrics& metrics, run::AuSource source);
 // The verdict that goes with it: the measured one or the projected one.
-const std::string& VerdictOf(const RunMetrics& metrics, AuSource source);
+const std::string& VerdictOf(const RunMetrics& metrics, run::AuSource source);
 
 // The CSV's view of a report (version 2).
-RunMetrics SummarizeReport(const Report& report);
+RunMetrics SummarizeReport(const report::Report& report);
 
 // One run: its id (run-001, ...), the values of the varied keys in order, its exit
 // code, the first error line when it failed, the hosts of its slice and its metrics.
@@ -76,4 +76,4 @@ void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
 // A double as the CSV writes it: shortest text that reads back to the same value.
 std::string CsvNumber(double value);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "sweep/run_recorder.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 namespace {
 
 std::vector<std::string> Keys(const std::vector<VaryAxis>& axes) {
@@ -117,4 +117,4 @@ int RunSweepCommand(const SweepOptions& options) {
   return failed.empty() && plots != PlotOutcome::kFailed ? 0 : 1;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

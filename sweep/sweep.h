@@ -10,7 +10,7 @@
 
 #include "run/run_options.h"
 
-namespace tpusim::sim {
+namespace tpusim::sweep {
 
 // One --vary flag: a config key and the values it takes, in order.
 struct VaryAxis {
@@ -38,7 +38,7 @@ struct SweepOptions {
   std::string out;
   double timeout_s = 600;  // per run
   double target_au = 0.9;  // the line on the AU plot
-  AuSource au = AuSource::kMeasured;  // --au: the AU the plot shows against the target
+  run::AuSource au = run::AuSource::kMeasured;  // --au: the AU the plot shows against the target
 };
 
 // Throws Error "<command>: --target-au V: must be in (0, 1]" unless 0 < V <= 1.
@@ -49,4 +49,4 @@ void CheckTargetAu(const std::string& command, double target_au);
 // Error (before running anything) for a bad flag or an invalid point.
 int RunSweepCommand(const SweepOptions& options);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sweep

@@ -15,7 +15,7 @@
 #include "base/crc32c.h"
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
 // Part `i` of `n` split into `parts` nearly equal pieces: its first element.
@@ -215,7 +215,7 @@ void CoreCheckpointer::Save(int64_t next_infeed_step) {
   record.bytes = static_cast<int64_t>(pending_->bytes.size());
   ExchangeManifest(record);
   ModelCopy(record);
-  if (options_.config.mode == CheckpointMode::kSync) {
+  if (options_.config.mode == run::CheckpointMode::kSync) {
     Write(*pending_);
     TakeWriteTime(*pending_);
     record.blocked_s += record.write_s;
@@ -430,4 +430,4 @@ void CoreCheckpointer::RestoreOwn(const checkpoint::StateReader& reader, const s
   if (shard.bytes > 0) CheckExtra(shard.first, reader.Section("extra_sharded", static_cast<size_t>(shard.bytes)), path);
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

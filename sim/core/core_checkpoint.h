@@ -36,7 +36,7 @@
 #include "sim/metrics.h"
 #include "sim/trace_log.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // Where a core stands among the training cores, for its share of a save.
 struct CheckpointShare {
@@ -53,7 +53,7 @@ struct CheckpointShare {
 
 // The values a core's checkpointer runs with.
 struct CoreCheckpointOptions {
-  CheckpointConfig config;
+  run::CheckpointConfig config;
   CheckpointShare share;
   double link_bytes_per_s = 0;  // host_to_device_gbps in bytes/s (0: the copy takes no time)
   int64_t extra_state_bytes = 0;
@@ -136,4 +136,4 @@ class CoreCheckpointer {
   std::optional<infeed::StorageModel> shared_writes_;  // shares_input_storage: paces the writes
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -17,7 +17,7 @@
 #include "sim/wire/embedding_trailer.h"
 #include "sim/wire/outfeed.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
 // The phases of one micro-step in execution order, laid out from their measured
@@ -49,27 +49,27 @@ class CoreEmbeddingIds {
  public:
   CoreEmbeddingIds(const embedding::EmbeddingConfig& config, bool verify, uint64_t seed)
       : config_(config) {
-    if (verify) expected_ = std::make_unique<EmbeddingEnqueue>(config_, seed);
+    if (verify) expected_ = std::make_unique<wire::EmbeddingEnqueue>(config_, seed);
   }
 
   std::span<const embedding::CooPiece> Take(int64_t step, const infeed::ShardCodec::View* shard) {
     if (!shard) {
-      EmptyPieces(config_, pieces_);
+      sim::wire::EmptyPieces(config_, pieces_);
       return pieces_;
     }
-    DecodeCoo(shard->trailer, config_, pieces_);
+    sim::wire::DecodeCoo(shard->trailer, config_, pieces_);
     if (expected_) {
       const infeed::PieceSlice& rows = shard->slices[0];
       std::span<const int64_t> ids = shard->example_ids.subspan(
           static_cast<size_t>(rows.begin[0]), static_cast<size_t>(rows.end[0] - rows.begin[0]));
-      CheckSamePieces(config_, step, pieces_, expected_->Pieces(step, ids));
+      sim::wire::CheckSamePieces(config_, step, pieces_, expected_->Pieces(step, ids));
     }
     return pieces_;
   }
 
  private:
   const embedding::EmbeddingConfig& config_;
-  std::unique_ptr<EmbeddingEnqueue> expected_;
+  std::unique_ptr<wire::EmbeddingEnqueue> expected_;
   std::vector<embedding::CooPiece> pieces_;
 };
 
@@ -132,7 +132,7 @@ class CoreLoop {
     std::span<const embedding::CooPiece> ids;
     if (embedding_ids_) ids = embedding_ids_->Take(step, view);
     const cluster::RankRole& role = options_.role;
-    OutfeedRecord outfeed{step, role.replica, role.logical_core, 0, 0, 0};
+    wire::OutfeedRecord outfeed{step, role.replica, role.logical_core, 0, 0, 0};
     if (parts_.trainer) {
       Train(view, ids, record, outfeed);
     } else if (shard) {
@@ -161,7 +161,7 @@ class CoreLoop {
   }
 
   void Train(const infeed::ShardCodec::View* shard, std::span<const embedding::CooPiece> ids,
-             CoreStepRecord& record, OutfeedRecord& outfeed) {
+             CoreStepRecord& record, wire::OutfeedRecord& outfeed) {
     CoreTrainer& trainer = *parts_.trainer;
     // One entry per step record, idle steps included (SplitCrsSync indexes by record).
     crs_calls_before_.push_back(trainer.crs().durations_seconds().size());
@@ -200,7 +200,7 @@ class CoreLoop {
     return slept;
   }
 
-  double PushOutfeed(int64_t step, const OutfeedRecord& record) {
+  double PushOutfeed(int64_t step, const wire::OutfeedRecord& record) {
     const double start = Now();
     const int64_t per_loop = parts_.loops.infeed_steps_per_loop();
     const bool last_of_loop = (step + 1) % per_loop == 0;
@@ -344,4 +344,4 @@ RankMetrics RunCoreLoop(CoreLoopOptions options, const CoreLoopParts& parts) {
   return CoreLoop(std::move(options), parts).Run();
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -33,7 +33,7 @@
 #include "sim/shampoo/core_client.h"
 #include "sim/trace_log.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // The values a core loop runs with.
 struct CoreLoopOptions {
@@ -67,7 +67,7 @@ struct CoreLoopOptions {
 // What a core loop borrows; each must outlive it.
 struct CoreLoopParts {
   const infeed::InfeedPlan& plan;
-  const LoopPlan& loops;
+  const run::LoopPlan& loops;
   const cluster::Transport& world;  // the outfeed and the params
   const cluster::Transport& cores;  // every core: the tables gathered for --params-out
   infeed::CoreInfeedQueue* queue;   // null: no infeed reaches this core
@@ -86,4 +86,4 @@ struct CoreLoopParts {
 // trainer's groups and Shampoo's owners. Throws Error on failure.
 RankMetrics RunCoreLoop(CoreLoopOptions options, const CoreLoopParts& parts);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -14,10 +14,10 @@
 #include "run/model_inputs.h"
 #include "sim/wire/embedding_trailer.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
-cluster::CrossReplicaSumOptions CrsOptions(const RunConfig& config) {
+cluster::CrossReplicaSumOptions CrsOptions(const run::RunConfig& config) {
   cluster::CrossReplicaSumOptions o;
   o.algorithm = config.train.crs == "mpi" ? cluster::CrsAlgorithm::kMpi : cluster::CrsAlgorithm::kRing;
   return o;
@@ -25,7 +25,7 @@ cluster::CrossReplicaSumOptions CrsOptions(const RunConfig& config) {
 
 }  // namespace
 
-CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
+CoreTrainer::CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan,
                          const cluster::RankRole& role, cluster::Communicators& comms,
                          Watchdog* watchdog)
     : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
@@ -34,7 +34,7 @@ CoreTrainer::CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan
   CheckTrainable(config, plan);
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
-    if (spec.name == kLabel) label_feature_ = static_cast<int>(f);
+    if (spec.name == run::kLabel) label_feature_ = static_cast<int>(f);
     if (IsModelInput(config.input, spec)) input_features_.push_back(f);
   }
   crs_.emplace(*comms.logical_core, role.replica, CrsOptions(config));
@@ -209,7 +209,7 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
 void CoreTrainer::IdleStep() {
   if (!embedding_) return;
   std::vector<embedding::CooPiece> none;
-  EmptyPieces(config_.embedding.config, none);
+  sim::wire::EmptyPieces(config_.embedding.config, none);
   inputs_.resize(0, model_.input_width());
   const Eigen::MatrixXf grads(0, model_.input_width());
   Watchdog::Scope wait(watchdog_, "the embedding all-to-alls of step", global_step_, -1,
@@ -292,4 +292,4 @@ void CoreTrainer::CheckTablesFollowDenseParams(bool tables_updated, bool dense_a
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -40,7 +40,7 @@
 #include "run/model_inputs.h"
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 struct MicroStepResult {
   double loss_sum = 0;   // local mean loss x rows (so sums over cores give the total)
@@ -61,7 +61,7 @@ class CoreTrainer {
   // Collective over the core's replica and logical-core communicators. Throws
   // Error when the infeed layout cannot train (features partitioned along a
   // non-batch dim, no float feature, no label).
-  CoreTrainer(const RunConfig& config, const infeed::InfeedPlan& plan,
+  CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan,
               const cluster::RankRole& role, cluster::Communicators& comms,
               Watchdog* watchdog = nullptr);
 
@@ -115,7 +115,7 @@ class CoreTrainer {
   void RecordNonFinite();
   std::string NonFiniteVariable(bool in_params) const;
 
-  const RunConfig& config_;
+  const run::RunConfig& config_;
   const infeed::InfeedPlan& plan_;
   cluster::Communicators& comms_;
   Watchdog* watchdog_;  // borrowed; null: no deadline
@@ -144,4 +144,4 @@ class CoreTrainer {
   std::vector<Eigen::ArrayXf> values_;   // scratch view for the adjustment's L2 term
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -6,7 +6,7 @@
 
 #include "base/synthetic.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
 // The i-th uniform in (0, 1) of a stream keyed by `key`.
@@ -41,7 +41,7 @@ double Gamma(uint64_t key, double k, double theta) {
 
 }  // namespace
 
-DeviceTimeModel::DeviceTimeModel(const DeviceConfig& device, const FaultsConfig& faults, uint64_t seed,
+DeviceTimeModel::DeviceTimeModel(const run::DeviceConfig& device, const run::FaultsConfig& faults, uint64_t seed,
                                  int host, int ordinal, int64_t rows_per_step, double core_peak_tflops)
     : device_(device),
       key_(Mix64(seed ^ Mix64(0x64657669636500ULL ^ (static_cast<uint64_t>(host) << 20) ^
@@ -54,7 +54,7 @@ DeviceTimeModel::DeviceTimeModel(const DeviceConfig& device, const FaultsConfig&
   if (device.core_jitter > 0) {
     speed_factor_ = std::max(0.05, 1.0 + device.core_jitter * Normal(Mix64(key_ ^ 0x6a6974ULL), 0));
   }
-  for (const FaultsConfig::SlowCore& c : faults.slow_cores) {
+  for (const run::FaultsConfig::SlowCore& c : faults.slow_cores) {
     if (c.host == host && c.ordinal == ordinal) slow_.push_back(c);
   }
 }
@@ -63,17 +63,17 @@ double DeviceTimeModel::Sample(int64_t step) const {
   const uint64_t key = Mix64(key_ ^ static_cast<uint64_t>(step));
   const double m = mean_s_, s = stddev_s_;
   switch (device_.distribution) {
-    case StepTimeDistribution::kConstant:
+    case run::StepTimeDistribution::kConstant:
       return m;
-    case StepTimeDistribution::kNormal:
+    case run::StepTimeDistribution::kNormal:
       return m + s * Normal(key, 0);
-    case StepTimeDistribution::kUniform:
+    case run::StepTimeDistribution::kUniform:
       return m + s * std::sqrt(3.0) * (2.0 * Uniform(key, 0) - 1.0);
-    case StepTimeDistribution::kLognormal: {
+    case run::StepTimeDistribution::kLognormal: {
       const double sigma2 = std::log1p(s * s / (m * m));
       return std::exp(std::log(m) - sigma2 / 2 + std::sqrt(sigma2) * Normal(key, 0));
     }
-    case StepTimeDistribution::kGamma:
+    case run::StepTimeDistribution::kGamma:
       return s > 0 ? Gamma(key, m * m / (s * s), s * s / m) : m;
   }
   return m;
@@ -81,10 +81,10 @@ double DeviceTimeModel::Sample(int64_t step) const {
 
 double DeviceTimeModel::SecondsAt(int64_t step) const {
   double seconds = std::max(0.0, Sample(step)) * speed_factor_;
-  for (const FaultsConfig::SlowCore& c : slow_) {
+  for (const run::FaultsConfig::SlowCore& c : slow_) {
     if (step >= c.from_step) seconds *= c.factor;
   }
   return seconds;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -11,13 +11,13 @@
 
 #include "run/run_config.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 class DeviceTimeModel {
  public:
   // `rows_per_step`: examples this core computes per step (for FLOPs);
   // `core_peak_tflops`: the topology's figure.
-  DeviceTimeModel(const DeviceConfig& device, const FaultsConfig& faults, uint64_t seed, int host,
+  DeviceTimeModel(const run::DeviceConfig& device, const run::FaultsConfig& faults, uint64_t seed, int host,
                   int ordinal, int64_t rows_per_step, double core_peak_tflops);
 
   // Seconds of modeled device time for infeed step `step` (>= 0).
@@ -30,12 +30,12 @@ class DeviceTimeModel {
  private:
   double Sample(int64_t step) const;
 
-  DeviceConfig device_;
+  run::DeviceConfig device_;
   uint64_t key_;
   double mean_s_ = 0;
   double stddev_s_ = 0;
   double speed_factor_ = 1;
-  std::vector<FaultsConfig::SlowCore> slow_;  // this core's
+  std::vector<run::FaultsConfig::SlowCore> slow_;  // this core's
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

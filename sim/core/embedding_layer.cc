@@ -5,7 +5,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
 using embedding::RowMatrix;
@@ -64,4 +64,4 @@ bool EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_c
   return updated;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -19,7 +19,7 @@
 #include "embedding/embedding_engine.h"
 #include "embedding/sparse_enqueue.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // What the layer did in its last Forward/Backward pair.
 struct EmbeddingStepLog {
@@ -68,4 +68,4 @@ class EmbeddingLayer {
   EmbeddingStepLog log_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -10,7 +10,7 @@
 #include "sim/core/params_out.h"
 #include "sim/wire/embedding_trailer.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 namespace {
 
 class EmbeddingServer {
@@ -22,7 +22,7 @@ class EmbeddingServer {
         inputs_(0, layer_.width()),
         grads_(0, layer_.width()),
         window_start_(parts.loops.window_first_step()) {
-    EmptyPieces(*options_.embedding, none_);
+    sim::wire::EmptyPieces(*options_.embedding, none_);
   }
 
   void Run(CoreMetrics& metrics) {
@@ -74,4 +74,4 @@ CoreMetrics ServeEmbedding(EmbeddingServerOptions options, const EmbeddingServer
   return metrics;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -15,7 +15,7 @@
 #include "sim/faults.h"
 #include "sim/metrics.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // The values an embedding server runs with.
 struct EmbeddingServerOptions {
@@ -30,7 +30,7 @@ struct EmbeddingServerOptions {
 
 // What an embedding server borrows; each must outlive it.
 struct EmbeddingServerParts {
-  const LoopPlan& loops;
+  const run::LoopPlan& loops;
   const cluster::Transport& cores;  // every core rank: the embedding all-to-alls
   Watchdog* watchdog = nullptr;     // deadline on each step's all-to-alls (may be null)
 };
@@ -40,4 +40,4 @@ struct EmbeddingServerParts {
 // Throws Error on failure.
 CoreMetrics ServeEmbedding(EmbeddingServerOptions options, const EmbeddingServerParts& parts);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -2,7 +2,7 @@
 
 
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool root, EmbeddingLayer& layer) {
   double root_rank = root ? cores.rank() : -1;
@@ -15,10 +15,10 @@ std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool ro
   return tables;
 }
 
-std::vector<NamedArray> ParamsToWrite(const model::Mlp& model,
+std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model,
                                       const std::vector<GatheredTable>& tables,
                                       const std::vector<std::vector<optim::SlotView>>& slots) {
-  std::vector<NamedArray> arrays;
+  std::vector<wire::NamedArray> arrays;
   for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
     for (const model::Variable& v : *list) {
       arrays.push_back({v.spec.name, v.spec.shape,
@@ -38,4 +38,4 @@ std::vector<NamedArray> ParamsToWrite(const model::Mlp& model,
   return arrays;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

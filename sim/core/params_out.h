@@ -14,7 +14,7 @@
 #include "cluster/transport.h"
 #include "sim/wire/params.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // An embedding table gathered for --params-out, written as embedding.NAME.npy.
 struct GatheredTable {
@@ -30,8 +30,8 @@ std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool ro
 // What replica 0's core writes: every model variable (trainable, then
 // non-trainable), each table as "embedding.<table>", and each optimizer slot of
 // trainable variable v as "slots/<v>/<slot>" from `slots(v index)`.
-std::vector<NamedArray> ParamsToWrite(const model::Mlp& model,
+std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model,
                                       const std::vector<GatheredTable>& tables,
                                       const std::vector<std::vector<optim::SlotView>>& slots);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

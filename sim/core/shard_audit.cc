@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "infeed/tfrecord_source.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 using json = nlohmann::json;
 
@@ -94,4 +94,4 @@ void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -14,7 +14,7 @@
 #include "infeed/shard_message.h"
 #include "infeed/synthetic_source.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::core {
 
 // infeed.verify on a fed core: the synthetic function a shard's values must
 // match, and the example whose values a row of example `example_id` carries
@@ -37,4 +37,4 @@ nlohmann::json PlacementRecord(const cluster::RankRole& core, const infeed::Infe
 void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
                 const ShardValues* values, const infeed::ShardCodec::View& shard);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::core

@@ -10,7 +10,7 @@
 #include "sim/host/host_outfeed.h"
 #include "sim/wire/embedding_trailer.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 namespace {
 
 std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
@@ -87,7 +87,7 @@ class HostLoop {
   // here, unlike Lingvo (infeed.md §5.3): workers build steps concurrently but the
   // sender sends them in step order, so dense rows and ids of a core always match.
   void AddEmbeddingIds(infeed::TransportOptions& options) {
-    enqueue_ = std::make_unique<EmbeddingEnqueue>(*options_.embedding, options_.seed);
+    enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed);
     options.encode_trailer = [this](int64_t step, std::span<const int64_t> ids,
                                     const infeed::ShardRoute& route, std::vector<std::byte>& out) {
       enqueue_->Encode(step, ids, route, out);
@@ -191,7 +191,7 @@ class HostLoop {
   double busy_at_last_step_ = 0;
   double writing_at_last_step_ = 0;
   ServiceShare service_;
-  std::unique_ptr<EmbeddingEnqueue> enqueue_;
+  std::unique_ptr<wire::EmbeddingEnqueue> enqueue_;
   std::unique_ptr<shampoo::HostService> shampoo_;
 };
 
@@ -201,4 +201,4 @@ RankMetrics RunHostLoop(HostLoopOptions options, const HostLoopParts& parts) {
   return HostLoop(std::move(options), parts).Run();
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

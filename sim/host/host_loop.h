@@ -29,7 +29,7 @@
 #include "sim/shampoo/host_service.h"
 #include "sim/trace_log.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
 // The values a host loop runs with.
 struct HostLoopOptions {
@@ -53,8 +53,8 @@ struct HostLoopOptions {
 // What a host loop borrows; each must outlive it.
 struct HostLoopParts {
   const infeed::InfeedPlan& plan;
-  const LoopPlan& loops;
-  const shampoo::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
+  const run::LoopPlan& loops;
+  const run::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
   const cluster::RankLayout& layout;
   const cluster::Transport& world;
   InputPipeline& input;   // fills this host's batches
@@ -70,4 +70,4 @@ struct HostLoopParts {
 // trace lanes included). Leaves the sinks open. Throws Error on failure.
 RankMetrics RunHostLoop(HostLoopOptions options, const HostLoopParts& parts);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

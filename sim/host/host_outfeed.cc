@@ -9,9 +9,9 @@
 #include "base/error.h"
 #include "cluster/message_tags.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
-OutfeedHost::OutfeedHost(const cluster::Transport& world, const LoopPlan& loops,
+OutfeedHost::OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops,
                          int records_per_step, int num_hosts, double origin_s, bool sleep_when_idle)
     : world_(world), loops_(loops), records_per_step_(records_per_step), num_hosts_(num_hosts),
       origin_s_(origin_s), sleep_when_idle_(sleep_when_idle) {}
@@ -30,7 +30,7 @@ bool OutfeedHost::ReceiveOne() {
 void OutfeedHost::Poll() {
   while (ReceiveOne()) {
   }
-  for (PostLoopHook* hook : hooks_) hook->Progress();
+  for (wire::PostLoopHook* hook : hooks_) hook->Progress();
 }
 
 void OutfeedHost::Receive(const cluster::Pending& pending) {
@@ -40,13 +40,13 @@ void OutfeedHost::Receive(const cluster::Pending& pending) {
     AddSummary(s);
     return;
   }
-  if (pending.tag != cluster::kTagOutfeed || pending.bytes < sizeof(OutfeedRecord)) {
+  if (pending.tag != cluster::kTagOutfeed || pending.bytes < sizeof(wire::OutfeedRecord)) {
     Fail("host rank {}: unexpected message (tag {}, {} bytes) from rank {}", world_.rank(),
          pending.tag, pending.bytes, pending.source);
   }
   std::vector<std::byte> bytes(pending.bytes);
   world_.Recv(bytes, pending.source, cluster::kTagOutfeed);
-  OutfeedMessage m = DecodeOutfeed(bytes);
+  wire::OutfeedMessage m = sim::wire::DecodeOutfeed(bytes);
   const int64_t loop = m.record.step / loops_.infeed_steps_per_loop();
   pending_[loop].push_back(std::move(m));
   while (loops_completed_ < loops_.num_loops &&
@@ -57,20 +57,20 @@ void OutfeedHost::Receive(const cluster::Pending& pending) {
 }
 
 void OutfeedHost::CompleteLoop(int64_t loop) {
-  LoopOutfeed out{loop, std::move(pending_[loop])};
+  wire::LoopOutfeed out{loop, std::move(pending_[loop])};
   pending_.erase(loop);
   // Dequeue order of §7.2: step-major, then replica id, then logical core.
   std::sort(out.records.begin(), out.records.end(),
-            [](const OutfeedMessage& a, const OutfeedMessage& b) {
+            [](const wire::OutfeedMessage& a, const wire::OutfeedMessage& b) {
               return std::tie(a.record.step, a.record.replica, a.record.logical_core) <
                      std::tie(b.record.step, b.record.replica, b.record.logical_core);
             });
-  for (PostLoopHook* hook : hooks_) hook->AfterLoop(out);
+  for (wire::PostLoopHook* hook : hooks_) hook->AfterLoop(out);
   LoopSummary s;
   s.loop = loop;
   s.hosts = 1;
   s.end_s = MonotonicSeconds() - origin_s_;
-  for (const OutfeedMessage& m : out.records) {
+  for (const wire::OutfeedMessage& m : out.records) {
     s.loss_sum += m.record.loss_sum;
     s.rows += m.record.rows;
     s.global_step = std::max(s.global_step, m.record.global_step);
@@ -101,7 +101,7 @@ bool OutfeedHost::Done() const {
   const bool mine = loops_completed_ == loops_.num_loops;
   const bool summaries = world_.rank() != 0 || summaries_done_ == loops_.num_loops;
   return mine && summaries &&
-         std::all_of(hooks_.begin(), hooks_.end(), [](PostLoopHook* h) { return h->Done(); });
+         std::all_of(hooks_.begin(), hooks_.end(), [](wire::PostLoopHook* h) { return h->Done(); });
 }
 
 void OutfeedHost::Finish(Watchdog* watchdog) {
@@ -117,4 +117,4 @@ void OutfeedHost::Finish(Watchdog* watchdog) {
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

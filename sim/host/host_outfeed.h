@@ -20,7 +20,7 @@
 #include "run/loop_plan.h"
 #include "sim/wire/outfeed.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
 // What rank 0 learns about each loop from every host.
 struct LoopSummary {
@@ -38,10 +38,10 @@ class OutfeedHost {
   // the loop summaries of `num_hosts` hosts. `origin_s` is MonotonicSeconds() at
   // the run's start.
   // `sleep_when_idle`: how Finish waits (infeed::TransportOptions::sleep_when_idle).
-  OutfeedHost(const cluster::Transport& world, const LoopPlan& loops, int records_per_step,
+  OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops, int records_per_step,
               int num_hosts, double origin_s, bool sleep_when_idle = false);
   // Borrows `hook`, which must outlive this; hooks run in the order added.
-  void AddHook(PostLoopHook* hook) { hooks_.push_back(hook); }
+  void AddHook(wire::PostLoopHook* hook) { hooks_.push_back(hook); }
   // Receives whatever outfeed (and at rank 0 loop summaries) has arrived and lets
   // the hooks progress, without blocking.
   void Poll();
@@ -62,16 +62,16 @@ class OutfeedHost {
   bool Done() const;
 
   const cluster::Transport& world_;
-  const LoopPlan& loops_;
+  const run::LoopPlan& loops_;
   int records_per_step_;
   int num_hosts_;
   double origin_s_;
   bool sleep_when_idle_;
-  std::map<int64_t, std::vector<OutfeedMessage>> pending_;  // by loop
+  std::map<int64_t, std::vector<wire::OutfeedMessage>> pending_;  // by loop
   int64_t loops_completed_ = 0;
   std::map<int64_t, LoopSummary> summaries_;
   int64_t summaries_done_ = 0;
-  std::vector<PostLoopHook*> hooks_;
+  std::vector<wire::PostLoopHook*> hooks_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

@@ -15,7 +15,7 @@
 #include "infeed/tfrecord_source.h"
 #include "run/run_features.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
 // Outside the anonymous namespace: InputPipeline::Impl holds one, and a unity
 // build's Impl must not have a member of an internal-linkage type (-Wsubobject-linkage).
@@ -54,17 +54,17 @@ class StepSequencer {
 namespace {
 
 // faults.slow_hosts of `host`: how much longer its workers take from a step on.
-double SlowHostFactor(const std::vector<FaultsConfig::SlowHost>& slow_hosts, int host,
+double SlowHostFactor(const std::vector<run::FaultsConfig::SlowHost>& slow_hosts, int host,
                       int64_t step) {
   double factor = 1;
-  for (const FaultsConfig::SlowHost& h : slow_hosts) {
+  for (const run::FaultsConfig::SlowHost& h : slow_hosts) {
     if (h.host == host && step >= h.from_step) factor *= h.factor;
   }
   return factor;
 }
 
 // One pass of the pool: the first cache_steps steps' host batches.
-std::vector<int64_t> PoolFirstIds(const RunConfig& run, const infeed::InfeedPlan& plan,
+std::vector<int64_t> PoolFirstIds(const run::RunConfig& run, const infeed::InfeedPlan& plan,
                                   const infeed::HostPlan& host) {
   std::vector<int64_t> first;
   for (int64_t p = 0; p < run.input.cache_steps; ++p) first.push_back(plan.example_id(p, host, 0));
@@ -116,7 +116,7 @@ TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed
 
 struct InputPipeline::Impl {
   SteadyClock clock;
-  const RunConfig& run;
+  const run::RunConfig& run;
   const infeed::InfeedPlan& plan;
   const int host;
   const infeed::HostPlan* host_plan = nullptr;
@@ -137,13 +137,13 @@ struct InputPipeline::Impl {
   int64_t window_first_step = 0;
   infeed::StageCostsSum warmup_costs;
 
-  Impl(const RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers,
+  Impl(const run::RunConfig& r, const infeed::InfeedPlan& p, int h, int num_hosts, int modeled_workers,
        infeed::SharedStorage* shared_storage)
       : run(r), plan(p), host(h) {
     host_plan = plan.host_plan(host);
     if (!host_plan) return;
-    const InputConfig& input = run.input;
-    if (input.cost_mode == InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
+    const run::InputConfig& input = run.input;
+    if (input.cost_mode == run::InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
     if (input.source == "files") {
       OpenFiles(num_hosts, shared_storage);
     } else if (input.source == "tfrecord") {
@@ -163,7 +163,7 @@ struct InputPipeline::Impl {
   }
 
   void OpenFiles(int num_hosts, infeed::SharedStorage* shared_storage) {
-    const InputConfig& input = run.input;
+    const run::InputConfig& input = run.input;
     // Per-host mode: every host reads its own shards; single-host: host 0 reads all.
     int readers = plan.per_host() ? num_hosts : 1;
     files.emplace(input.data_dir, RunFeatureSpecs(run), host, readers, input.storage, &clock, shared_storage);
@@ -178,7 +178,7 @@ struct InputPipeline::Impl {
   }
 
   void OpenTfRecords(int num_hosts) {
-    const InputConfig& input = run.input;
+    const run::InputConfig& input = run.input;
     const int readers = plan.per_host() ? num_hosts : 1;
     tfrecord.emplace(infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), host, readers,
                      TfRecordOptionsOf(input), run.infeed.parallelism, input.shuffle_buffer,
@@ -261,7 +261,7 @@ struct InputPipeline::Impl {
   }
 
   bool SlowFromSomeStep() const {
-    for (const FaultsConfig::SlowHost& h : run.faults.slow_hosts) {
+    for (const run::FaultsConfig::SlowHost& h : run.faults.slow_hosts) {
       if (h.host == host && h.factor > 1) return true;
     }
     return false;
@@ -332,7 +332,7 @@ struct InputPipeline::Impl {
   }
 };
 
-InputPipeline::InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host,
+InputPipeline::InputPipeline(const run::RunConfig& config, const infeed::InfeedPlan& plan, int host,
                              int num_hosts, int modeled_workers, infeed::SharedStorage* shared_storage)
     : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers, shared_storage)) {}
 
@@ -382,4 +382,4 @@ std::optional<PipelineStages> InputPipeline::Stages(const infeed::HostFeedStats&
   return out;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

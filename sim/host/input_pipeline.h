@@ -23,7 +23,7 @@
 #include "run/run_features.h"
 #include "sim/pipeline_stages.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
 class InputPipeline {
  public:
@@ -32,7 +32,7 @@ class InputPipeline {
   // source's reads on `shared_storage`'s bandwidth when given (borrowed; see
   // checkpoint.shares_input_storage). Throws Error naming the file or key on bad
   // input.
-  InputPipeline(const RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
+  InputPipeline(const run::RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
                 int modeled_workers, infeed::SharedStorage* shared_storage = nullptr);
   ~InputPipeline();
   // A resumed run (--resume): its step s builds the examples of infeed step
@@ -59,4 +59,4 @@ class InputPipeline {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "infeed/cached_source.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 namespace {
 
 constexpr double kTargetBytes = 256.0 * 1024 * 1024;
@@ -137,4 +137,4 @@ std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(const infeed:
                               MonotonicSeconds() - start};
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

@@ -17,7 +17,7 @@
 #include "infeed/synthetic_source.h"
 #include "sim/simulator_ceiling_part.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::host {
 
 // Steps the measurement sends: CeilingWarmupSteps, then the measured steps —
 // enough for ~256 MiB of `plan`'s global batches, at least four queue depths and
@@ -63,4 +63,4 @@ class SimulatorCeiling {
   const cluster::Transport& world_;
 };
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::host

@@ -10,7 +10,7 @@
 
 namespace tpusim::sim::shampoo {
 
-CoreClient::CoreClient(const KeyTable& table, optim::Optimizer& optimizer,
+CoreClient::CoreClient(const run::KeyTable& table, optim::Optimizer& optimizer,
                        const cluster::Transport& world, const CoreClientOptions& options)
     : table_(table), world_(world), options_(options) {
   std::vector<optim::ShampooOptimizer*> shampoos;

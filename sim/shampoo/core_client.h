@@ -35,7 +35,7 @@ class CoreClient {
   // Borrows `table`, the core's optimizer tree (whose Shampoo optimizers hold
   // the keys) and `world`; posts the receives of loop 0's deliveries. Throws
   // Error when a key of the table has no Shampoo in `optimizer`.
-  CoreClient(const KeyTable& table, optim::Optimizer& optimizer, const cluster::Transport& world,
+  CoreClient(const run::KeyTable& table, optim::Optimizer& optimizer, const cluster::Transport& world,
              const CoreClientOptions& options);
 
   // The payload of this core's last outfeed record of `loop`: the statistics of
@@ -55,7 +55,7 @@ class CoreClient {
   void Post(Owner& owner);
   void Assign(const Delivery& delivery);
 
-  const KeyTable& table_;
+  const run::KeyTable& table_;
   const cluster::Transport& world_;
   CoreClientOptions options_;
   std::vector<int> sent_keys_;                         // keys whose statistics this core sends

@@ -20,7 +20,7 @@ std::vector<float> ToFloat(const Eigen::MatrixXd& value) {
 
 }  // namespace
 
-DeliveryPlanner::DeliveryPlanner(const KeyTable& table, int host)
+DeliveryPlanner::DeliveryPlanner(const run::KeyTable& table, int host)
     : table_(table), owned_(table.OwnedBy(host)) {
   for (int key : owned_) state_[key];
 }

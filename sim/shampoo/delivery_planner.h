@@ -26,7 +26,7 @@ namespace tpusim::sim::shampoo {
 class DeliveryPlanner {
  public:
   // Borrows `table`; plans for the keys `host` owns.
-  DeliveryPlanner(const KeyTable& table, int host);
+  DeliveryPlanner(const run::KeyTable& table, int host);
 
   const std::vector<int>& owned() const { return owned_; }
   // A loop ended at `global_step`; its delivery is queued. `ready_s` is when.
@@ -58,7 +58,7 @@ class DeliveryPlanner {
   bool Decided(const Boundary& b) const;
   DeliveryEntry Decide(int key, const Boundary& b, int64_t target);
 
-  const KeyTable& table_;
+  const run::KeyTable& table_;
   std::vector<int> owned_;
   std::map<int, KeyState> state_;        // by key index
   std::vector<int64_t> boundary_steps_;  // global step at the end of each loop

@@ -22,7 +22,7 @@ Eigen::MatrixXd ToDouble(std::span<const float> values, int64_t n) {
 
 }  // namespace
 
-HostService::HostService(const KeyTable& table, const cluster::Transport& world,
+HostService::HostService(const run::KeyTable& table, const cluster::Transport& world,
                          const HostServiceOptions& options)
     : table_(table), world_(world), options_(options), planner_(table, options.host) {
   metrics_.host = options.host;
@@ -38,21 +38,21 @@ HostService::HostService(const KeyTable& table, const cluster::Transport& world,
 
 HostService::~HostService() = default;
 
-void HostService::AfterLoop(const LoopOutfeed& outfeed) {
+void HostService::AfterLoop(const wire::LoopOutfeed& outfeed) {
   int64_t step = 0;
-  for (const OutfeedMessage& m : outfeed.records) step = std::max(step, m.record.global_step);
+  for (const wire::OutfeedMessage& m : outfeed.records) step = std::max(step, m.record.global_step);
   SubmitStatistics(outfeed, step);
   planner_.AddBoundary(outfeed.loop, step, MonotonicSeconds() - options_.origin_s);
   Progress();
 }
 
 // Lingvo's invoke_async_preconditioner_computation with the loop's global step.
-void HostService::SubmitStatistics(const LoopOutfeed& outfeed, int64_t step) {
+void HostService::SubmitStatistics(const wire::LoopOutfeed& outfeed, int64_t step) {
   std::set<int> seen;
-  for (const OutfeedMessage& m : outfeed.records) {
+  for (const wire::OutfeedMessage& m : outfeed.records) {
     if (m.payload.empty()) continue;
     for (const KeyMatrix& k : DecodeStatistics(m.payload, table_)) {
-      const KeyEntry& entry = table_.key(k.key);
+      const run::KeyEntry& entry = table_.key(k.key);
       if (entry.owner != options_.host) {
         Fail("shampoo: host {} got the statistics of '{}', which host {} owns", options_.host,
              entry.spec.key, entry.owner);
@@ -144,7 +144,7 @@ ServiceMetrics HostService::Metrics() const {
   m.methods = methods_.Summary();
   m.busy_s = busy_.busy_s();
   for (int key : planner_.owned()) {
-    const KeyEntry& entry = table_.key(key);
+    const run::KeyEntry& entry = table_.key(key);
     const auto counts = key_counts_.find(key);
     const KeyCounts c = counts == key_counts_.end() ? KeyCounts{} : counts->second;
     m.keys.push_back({key, entry.spec.key, entry.owner, entry.spec.size, c.roots, c.rejected,

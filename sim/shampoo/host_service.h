@@ -36,16 +36,16 @@ struct HostServiceOptions {
   std::function<void(const RootTiming&)> on_root;
 };
 
-class HostService final : public PostLoopHook {
+class HostService final : public wire::PostLoopHook {
  public:
   // Borrows `table` and `world`, which must outlive this.
-  HostService(const KeyTable& table, const cluster::Transport& world,
+  HostService(const run::KeyTable& table, const cluster::Transport& world,
               const HostServiceOptions& options);
   ~HostService() override;
 
   // Submits the statistics of this host's keys found in the loop's outfeed and
   // queues the loop's delivery. Throws Error when a key's statistics are missing.
-  void AfterLoop(const LoopOutfeed& outfeed) override;
+  void AfterLoop(const wire::LoopOutfeed& outfeed) override;
   // Collects finished roots, sends every queued delivery whose results are
   // decided, and completes sends in flight. Never blocks.
   void Progress() override;
@@ -71,12 +71,12 @@ class HostService final : public PostLoopHook {
     int64_t rejected = 0;
   };
 
-  void SubmitStatistics(const LoopOutfeed& outfeed, int64_t step);
+  void SubmitStatistics(const wire::LoopOutfeed& outfeed, int64_t step);
   void Record(const optim::RootResult& result);
   void Send(std::vector<std::byte> bytes);
   void TickBusy();
 
-  const KeyTable& table_;
+  const run::KeyTable& table_;
   const cluster::Transport& world_;
   HostServiceOptions options_;
   DeliveryPlanner planner_;

@@ -13,7 +13,7 @@ void AppendKey(std::vector<std::byte>& out, int32_t key) {
   Append<int64_t>(out, key);
 }
 
-int32_t ReadKey(WireReader& in, const KeyTable& table) {
+int32_t ReadKey(WireReader& in, const run::KeyTable& table) {
   const int64_t key = in.Read<int64_t>();
   if (key < 0 || key >= table.size()) {
     Fail("{}: key index {} outside the run's {} keys", in.what(), key, table.size());
@@ -21,12 +21,12 @@ int32_t ReadKey(WireReader& in, const KeyTable& table) {
   return static_cast<int32_t>(key);
 }
 
-size_t MatrixElements(const KeyTable& table, int32_t key) {
+size_t MatrixElements(const run::KeyTable& table, int32_t key) {
   const int64_t n = table.key(key).spec.size;
   return static_cast<size_t>(n * n);
 }
 
-int64_t ReadCount(WireReader& in, const KeyTable& table) {
+int64_t ReadCount(WireReader& in, const run::KeyTable& table) {
   const int64_t count = in.Read<int64_t>();
   if (count < 0 || count > table.size()) {
     Fail("{}: {} keys, the run has {}", in.what(), count, table.size());
@@ -46,7 +46,7 @@ std::vector<std::byte> EncodeStatistics(std::span<const KeyMatrix> keys) {
   return out;
 }
 
-std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes, const KeyTable& table) {
+std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes, const run::KeyTable& table) {
   WireReader in(bytes, "shampoo statistics in the outfeed");
   const int64_t count = ReadCount(in, table);
   std::vector<KeyMatrix> keys;
@@ -74,7 +74,7 @@ std::vector<std::byte> EncodeDelivery(const Delivery& delivery) {
   return out;
 }
 
-Delivery DecodeDelivery(std::span<const std::byte> bytes, const KeyTable& table) {
+Delivery DecodeDelivery(std::span<const std::byte> bytes, const run::KeyTable& table) {
   WireReader in(bytes, "shampoo preconditioner delivery");
   Delivery d;
   d.loop = in.Read<int64_t>();
@@ -94,7 +94,7 @@ Delivery DecodeDelivery(std::span<const std::byte> bytes, const KeyTable& table)
   return d;
 }
 
-size_t MaxDeliveryBytes(const KeyTable& table, int host) {
+size_t MaxDeliveryBytes(const run::KeyTable& table, int host) {
   size_t bytes = 3 * sizeof(int64_t);
   for (int key : table.OwnedBy(host)) {
     bytes += 3 * sizeof(int64_t) + MatrixElements(table, key) * sizeof(float);

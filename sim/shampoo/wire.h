@@ -28,7 +28,7 @@ std::vector<std::byte> EncodeStatistics(std::span<const KeyMatrix> keys);
 // Views into `bytes` (which must outlive them). Throws on a malformed message,
 // an unknown key index or a size that does not match the table.
 std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes,
-                                        const KeyTable& table);
+                                        const run::KeyTable& table);
 
 struct DeliveryEntry {
   int32_t key = 0;
@@ -44,8 +44,8 @@ struct Delivery {
 };
 
 std::vector<std::byte> EncodeDelivery(const Delivery& delivery);
-Delivery DecodeDelivery(std::span<const std::byte> bytes, const KeyTable& table);
+Delivery DecodeDelivery(std::span<const std::byte> bytes, const run::KeyTable& table);
 // The largest delivery `host` can send: every key it owns ok.
-size_t MaxDeliveryBytes(const KeyTable& table, int host);
+size_t MaxDeliveryBytes(const run::KeyTable& table, int host);
 
 }  // namespace tpusim::sim::shampoo

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 namespace {
 
 using embedding::CooPiece;
@@ -104,4 +104,4 @@ void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step,
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

@@ -22,7 +22,7 @@
 #include "embedding/coo_bytes.h"
 #include "infeed/infeed_plan.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 
 // The largest trailer `route` can need: every position of every row an id. Host
 // and core agree on it without communication (it sizes the core's slots).
@@ -71,4 +71,4 @@ void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step,
                      std::span<const embedding::CooPiece> received,
                      std::span<const embedding::CooPiece> expected);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

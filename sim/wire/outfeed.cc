@@ -4,7 +4,7 @@
 
 #include "cluster/message_tags.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 
 void SendOutfeed(const cluster::Transport& world, int host_rank, const OutfeedRecord& record,
                  std::span<const std::byte> payload) {
@@ -25,4 +25,4 @@ OutfeedMessage DecodeOutfeed(std::span<const std::byte> bytes) {
   return m;
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

@@ -12,7 +12,7 @@
 
 #include "cluster/transport.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 
 // One core's outfeed for one micro-step (plain data, sent as bytes).
 struct OutfeedRecord {
@@ -56,4 +56,4 @@ void SendOutfeed(const cluster::Transport& world, int host_rank, const OutfeedRe
 // its record and payload.
 OutfeedMessage DecodeOutfeed(std::span<const std::byte> bytes);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

@@ -11,7 +11,7 @@
 #include "cluster/large_messages.h"
 #include "cluster/message_tags.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 
 using json = nlohmann::json;
 
@@ -55,4 +55,4 @@ void ReceiveParams(const cluster::Transport& world, int source, const std::strin
   }
 }
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

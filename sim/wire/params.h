@@ -10,7 +10,7 @@
 
 #include "cluster/transport.h"
 
-namespace tpusim::sim {
+namespace tpusim::sim::wire {
 
 // One array --params-out writes as DIR/<name>.npy (float32, C order); a name
 // with slashes makes folders ("slots/dense_0/w/accumulator").
@@ -28,4 +28,4 @@ void SendParams(const cluster::Transport& world, int rank, const std::vector<Nam
 // naming the path on a write failure.
 void ReceiveParams(const cluster::Transport& world, int source, const std::string& dir);
 
-}  // namespace tpusim::sim
+}  // namespace tpusim::sim::wire

@@ -20,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(MpirunSupervisorTest, ALostDaemonBannerBecomesOneLineNamingTheTpuHost) {
-  MpirunSupervisor supervisor({10, [](const std::string& node) {
+  app::MpirunSupervisor supervisor({10, [](const std::string& node) {
                                  return node == "tpusim2" ? std::string("TPU host 2 (ranks 10-14)") : "";
                                }});
   const std::optional<std::string> line = supervisor.Translate(
@@ -36,7 +36,7 @@ TEST(MpirunSupervisorTest, ALostDaemonBannerBecomesOneLineNamingTheTpuHost) {
 // and the child is killed once the grace period has passed, not waited for.
 TEST(MpirunSupervisorTest, AChildThatOutlivesAPassedOnSignalIsKilled) {
   std::signal(SIGTERM, [](int) {});  // a SIGTERM before Run's own handler is harmless
-  MpirunSupervisor supervisor({0.5, nullptr});
+  app::MpirunSupervisor supervisor({0.5, nullptr});
   std::atomic<bool> done{false};
   std::thread terminator([&] {
     while (!done) {  // until one reaches Run's handler, which passes it on

@@ -89,15 +89,15 @@ TEST(FuzzTest, RunConfigLoaderAndValidation) {
                 "{name: adam}}, {pattern: default_optimizer, optimizer: {name: sgd}}]}",
                 "train.num_micro_batches=4", "input.max_examples_per_sec=1"},
                {"=", ".", "[", "]", "{", "}", "(a*)*b", "\\1", "{64}", "{65535}", "((((", ","}, 12);
-  const sim::Machine machine{256.0 * 1024 * 1024, {}};
+  const run::Machine machine{256.0 * 1024 * 1024, {}};
   Fuzz(files, 3000, YamlSyntax(0.5), [&](const std::string& text) {
     std::vector<std::string> overrides;
     for (size_t i = sets.Below(3); i > 0; --i) overrides.push_back(sets.Next());
     if (std::getenv("TPUSIM_FUZZ_TRACE")) {
       for (const std::string& o : overrides) fmt::print(stderr, "  --set \"{}\"\n", testing::Escaped(o));
     }
-    sim::RunConfig config = sim::ParseRunConfig(LoadStrictYaml(text, kYamlSource), "run.yaml", overrides);
-    sim::ValidateRun(config, machine);
+    run::RunConfig config = run::ParseRunConfig(LoadStrictYaml(text, kYamlSource), "run.yaml", overrides);
+    run::ValidateRun(config, machine);
   });
 }
 
@@ -216,10 +216,10 @@ TEST(FuzzTest, TfRecordReader) {
 // The plan of a run file of configs/runs.
 struct RunFixture {
   explicit RunFixture(const std::string& file, std::vector<std::string> overrides = {})
-      : config(sim::LoadRunConfig(std::string(TPUSIM_SOURCE_DIR) + "/configs/runs/" + file, overrides)),
-        run(sim::ValidateRun(config, sim::ThisMachine())) {}
-  sim::RunConfig config;
-  sim::ValidatedRun run;
+      : config(run::LoadRunConfig(std::string(TPUSIM_SOURCE_DIR) + "/configs/runs/" + file, overrides)),
+        run(run::ValidateRun(config, run::ThisMachine())) {}
+  run::RunConfig config;
+  run::ValidatedRun run;
 };
 
 // Every byte a host sends for `route`, meta block and pieces, with arbitrary values.
@@ -270,7 +270,7 @@ TEST(FuzzTest, EmbeddingTrailerDecoder) {
   RunFixture fx("v3-8-embedding.yaml");
   const embedding::EmbeddingConfig& config = fx.config.embedding.config;
   const infeed::HostPlan& host = fx.run.plan.hosts()[0];
-  sim::EmbeddingEnqueue enqueue(config, 1);
+  sim::wire::EmbeddingEnqueue enqueue(config, 1);
   std::vector<int64_t> ids(static_cast<size_t>(host.rows_per_step));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
   std::vector<std::string> seeds;
@@ -289,7 +289,7 @@ TEST(FuzzTest, EmbeddingTrailerDecoder) {
   Fuzz(mutator, 20000, count, [&](const std::string& bytes) {
     std::vector<std::byte> trailer(bytes.size());
     std::memcpy(trailer.data(), bytes.data(), bytes.size());
-    sim::DecodeCoo(trailer, config, pieces);
+    sim::wire::DecodeCoo(trailer, config, pieces);
     ASSERT_EQ(pieces.size(), config.features.size());
     for (const embedding::CooPiece& p : pieces) EXPECT_EQ(p.sample_indices.size(), 2 * p.embedding_indices.size());
   });

@@ -149,7 +149,7 @@ json ReadGolden(const std::string& name) { return json::parse(std::ifstream(Gold
 
 std::string ReportReadError(const json& j) {
   try {
-    (void)j.get<sim::Report>();
+    (void)j.get<report::Report>();
   } catch (const Error& e) {
     return e.what();
   }
@@ -189,7 +189,7 @@ std::vector<std::string> ReplicaDisagreements(const json& fresh) {
 
 std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh) {
   std::vector<std::string> values;
-  std::vector<std::string> out = sim::ShapeDifferences(
+  std::vector<std::string> out = report::ShapeDifferences(
       WithoutUncompared(golden), WithoutUncompared(fresh),
       [&values](const std::string& path, const json& g, const json& f) {
         if (g.dump() == f.dump() || AllowedToDiffer(path, g) || WithinTrainingTolerance(path, g, f)) {

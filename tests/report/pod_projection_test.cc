@@ -15,24 +15,24 @@
 namespace tpusim::sim {
 namespace {
 
-TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64) {
+run::TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64) {
   return {{96, "test"}, {input_vcpus, "test"}, {cpu_speed, "test"}, {memory_gib, "test"}, 2};
 }
 
 // 1000 examples built by one host feeding 4 cores, 100 examples per step.
 constexpr int64_t kExamples = 1000;
 
-HostCosts Host(const infeed::StageCosts& costs, int host = 0) {
-  HostCosts h{host, 100, 4, costs};
+report::HostCosts Host(const infeed::StageCosts& costs, int host = 0) {
+  report::HostCosts h{host, 100, 4, costs};
   h.costs.examples = kExamples;
   return h;
 }
 
-PodProjectionSection Project(const RunConfig& config, const TargetHost& target,
-                             const std::vector<HostCosts>& hosts, double device_step_s,
+report::PodProjectionSection Project(const run::RunConfig& config, const run::TargetHost& target,
+                             const std::vector<report::HostCosts>& hosts, double device_step_s,
                              double crs_s = 0) {
-  return ProjectPod({config, target, /*host_to_device_gbps=*/128, hosts, device_step_s, crs_s,
-                     MachineShare{2, 1}});
+  return report::ProjectPod({config, target, /*host_to_device_gbps=*/128, hosts, device_step_s, crs_s,
+                     report::MachineShare{2, 1}});
 }
 
 // Rates and times are quotients of decimal figures: equal to a part in 1e12.
@@ -40,8 +40,8 @@ void ExpectClose(double actual, double expected) {
   EXPECT_NEAR(actual, expected, 1e-12 * std::max(1.0, std::abs(expected)));
 }
 
-const ProjectedStage& StageOf(const HostProjection& h, const std::string& name) {
-  for (const ProjectedStage& s : h.stages) {
+const report::ProjectedStage& StageOf(const report::HostProjection& h, const std::string& name) {
+  for (const report::ProjectedStage& s : h.stages) {
     if (s.stage == name) return s;
   }
   throw std::runtime_error("no stage " + name);
@@ -50,7 +50,7 @@ const ProjectedStage& StageOf(const HostProjection& h, const std::string& name) 
 // Synthetic source, 16 enqueue workers: preprocessing costs 1 ms of CPU per
 // example (1 s / 1000), enqueue 100 us (on its one sender thread: 10000/s).
 TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds) {
-  RunConfig config;
+  run::RunConfig config;
   config.infeed.parallelism = 16;
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 1.0;
@@ -58,7 +58,7 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
   // W = min(16, input_vcpus) workers x 1 / 1 ms: 1000, 2000, 4000, 8000 examples/s.
   for (double vcpus : {1.0, 2.0, 4.0, 8.0}) {
     SCOPED_TRACE(vcpus);
-    const HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
+    const report::HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
     ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 1000 * vcpus);
     ExpectClose(StageOf(h, "preprocessing").workers.value(), vcpus);
     ExpectClose(h.projected_examples_per_s.value(), 1000 * vcpus);
@@ -67,7 +67,7 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
   // 16 vCPUs: preprocessing 16000/s, so the sender's 10000/s binds; 32 vCPUs
   // change nothing, the 16 workers are all there are.
   for (double vcpus : {16.0, 32.0}) {
-    const HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
+    const report::HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
     ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 16000);
     ExpectClose(StageOf(h, "enqueue").capacity_examples_per_s.value(), 10000);
     ExpectClose(StageOf(h, "enqueue").workers.value(), 1);
@@ -78,8 +78,8 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
 
 // The files source reads from a storage model of 100 MB/s and 1 ms latency with
 // 4 requests in flight; each example is 1000 bytes in half a request.
-RunConfig FilesConfig() {
-  RunConfig config;
+run::RunConfig FilesConfig() {
+  run::RunConfig config;
   config.input.source = "files";
   config.infeed.parallelism = 8;
   config.input.storage.bandwidth_mb_s = 100;
@@ -102,9 +102,9 @@ infeed::StageCosts FilesCosts() {
 }
 
 TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
-  const HostProjection h =
+  const report::HostProjection h =
       Project(FilesConfig(), Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
-  const ProjectedStage& storage = StageOf(h, "storage");
+  const report::ProjectedStage& storage = StageOf(h, "storage");
   // Bandwidth: 1e8 B/s / 1000 B = 100000/s; latency: 4 / (1 ms x 0.5) = 8000/s.
   ExpectClose(storage.capacity_examples_per_s.value(), 8000);
   ExpectClose(storage.bytes_per_example.value(), 1000);
@@ -113,15 +113,15 @@ TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
   EXPECT_EQ(h.bound_by, "storage");
   ExpectClose(h.projected_examples_per_s.value(), 8000);
   // At 1 MB/s the bandwidth term binds: 1e6 / 1000 = 1000/s.
-  RunConfig slow = FilesConfig();
+  run::RunConfig slow = FilesConfig();
   slow.input.storage.bandwidth_mb_s = 1;
-  const HostProjection s = Project(slow, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
+  const report::HostProjection s = Project(slow, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
   ExpectClose(s.projected_examples_per_s.value(), 1000);
   EXPECT_EQ(s.bound_by, "storage");
   // With neither figure the storage model is unlimited and the file read binds.
-  RunConfig unlimited = FilesConfig();
+  run::RunConfig unlimited = FilesConfig();
   unlimited.input.storage = {};
-  const HostProjection u = Project(unlimited, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
+  const report::HostProjection u = Project(unlimited, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
   EXPECT_FALSE(StageOf(u, "storage").capacity_examples_per_s);
   // The one stream reads, inflates and shuffles in turn: 50 + 20 + 10 us per example.
   EXPECT_EQ(u.bound_by, "file stream");
@@ -134,16 +134,16 @@ TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
 // between them): 4 / 200 us = 20000/s binds where each part alone said more.
 // The sender's own CPU is enqueue_cpu_s less the packing: 10 us, 100000/s.
 TEST(PodProjectionTest, AWorkersWholeStepBindsWhenItsPartsAddUp) {
-  RunConfig config;
+  run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 0.1;
   costs.package_cpu_s = 0.05;
   costs.enqueue_cpu_s = 0.06;
   costs.build_cpu_s = 0.2;
-  const HostProjection h = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
   ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 40000);
-  const ProjectedStage& build = StageOf(h, "step build");
+  const report::ProjectedStage& build = StageOf(h, "step build");
   ExpectClose(build.cpu_s_per_example.value(), 200e-6);
   ExpectClose(build.workers.value(), 4);
   ExpectClose(build.capacity_examples_per_s.value(), 20000);
@@ -153,14 +153,14 @@ TEST(PodProjectionTest, AWorkersWholeStepBindsWhenItsPartsAddUp) {
   // Modeled work is waited out on the same workers: 100 us more per example,
   // 4 / 300 us.
   costs.modeled_preprocessing_s = 0.1;
-  const HostProjection m = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  const report::HostProjection m = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
   ExpectClose(StageOf(m, "step build").capacity_examples_per_s.value(), 4 / 300e-6);
   EXPECT_EQ(m.bound_by, "step build");
   // Burnt, the modeled work was spun inside the builds' CPU: no step to tell
   // apart, so the stage is left out; the parts stand (preprocessing and the
   // modeled work, 40000/s each: the first of equals binds).
-  config.input.cost_mode = InputConfig::CostMode::kBurn;
-  const HostProjection b = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
+  config.input.cost_mode = run::InputConfig::CostMode::kBurn;
+  const report::HostProjection b = Project(config, Target(4), {Host(costs)}, 0.1).hosts.at(0);
   EXPECT_THROW(StageOf(b, "step build"), std::runtime_error);
   ExpectClose(StageOf(b, "emulated preprocessing").capacity_examples_per_s.value(), 40000);
   ExpectClose(b.projected_examples_per_s.value(), 40000);
@@ -169,24 +169,24 @@ TEST(PodProjectionTest, AWorkersWholeStepBindsWhenItsPartsAddUp) {
 // The files source's stream is timed as a whole (stream_cpu_s), which holds what
 // its parts leave between them: 100 us per example here against the parts' 80.
 TEST(PodProjectionTest, TheFileStreamIsItsOwnThreadsCpu) {
-  RunConfig config = FilesConfig();
+  run::RunConfig config = FilesConfig();
   config.input.storage = {};
   infeed::StageCosts costs = FilesCosts();
   costs.stream_cpu_s = 0.1;
-  const HostProjection h = Project(config, Target(8), {Host(costs)}, 0.1).hosts.at(0);
-  const ProjectedStage& stream = StageOf(h, "file stream");
+  const report::HostProjection h = Project(config, Target(8), {Host(costs)}, 0.1).hosts.at(0);
+  const report::ProjectedStage& stream = StageOf(h, "file stream");
   ExpectClose(stream.cpu_s_per_example.value(), 100e-6);
   ExpectClose(stream.capacity_examples_per_s.value(), 10000);
   EXPECT_EQ(h.bound_by, "file stream");
 }
 
 TEST(PodProjectionTest, TheProjectedRateIsTheLeastStageCapacity) {
-  RunConfig config = FilesConfig();
+  run::RunConfig config = FilesConfig();
   config.input.storage.latency_us = 0;  // storage 100000/s: the file read (20000/s) binds
-  const HostProjection h = Project(config, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(config, Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
   double least = 1e300;
   std::string least_stage;
-  for (const ProjectedStage& s : h.stages) {
+  for (const report::ProjectedStage& s : h.stages) {
     if (s.capacity_examples_per_s && *s.capacity_examples_per_s < least) {
       least = *s.capacity_examples_per_s;
       least_stage = s.stage;
@@ -208,8 +208,8 @@ TEST(PodProjectionTest, TheProjectedRateIsTheLeastStageCapacity) {
 
 // Synthetic, 4 workers on 4 vCPUs, 0.4 ms of CPU per example: 4 / 0.4 ms =
 // 10000/s, so a host's 100 examples take 10 ms per step.
-PodProjectionSection FlipCase(double device_step_s, double crs_s = 0) {
-  RunConfig config;
+report::PodProjectionSection FlipCase(double device_step_s, double crs_s = 0) {
+  run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 0.4;
@@ -218,7 +218,7 @@ PodProjectionSection FlipCase(double device_step_s, double crs_s = 0) {
 
 TEST(PodProjectionTest, AShorterDeviceStepFlipsTheVerdict) {
   // 20 ms step: demand 100 / 20 ms = 5000/s against 10000/s; no wait, AU 1.
-  const PodProjectionSection fast_input = FlipCase(0.020);
+  const report::PodProjectionSection fast_input = FlipCase(0.020);
   ExpectClose(fast_input.demand_examples_per_s_per_host.value(), 5000);
   ExpectClose(fast_input.projected_examples_per_s_per_host.value(), 10000);
   ExpectClose(fast_input.projected_infeed_wait_s_per_step, 0);
@@ -227,7 +227,7 @@ TEST(PodProjectionTest, AShorterDeviceStepFlipsTheVerdict) {
   EXPECT_EQ(fast_input.verdict, "not input-bound: infeed waits < 5% of step time");
   // 4x shorter, 5 ms: demand 20000/s; the cores wait 10 - 5 = 5 ms per step, AU
   // 5 / (5 + 5) = 0.5, infeed 50%.
-  const PodProjectionSection slow_input = FlipCase(0.005);
+  const report::PodProjectionSection slow_input = FlipCase(0.005);
   ExpectClose(slow_input.demand_examples_per_s_per_host.value(), 20000);
   EXPECT_NEAR(slow_input.projected_infeed_wait_s_per_step, 0.005, 1e-15);
   EXPECT_NEAR(slow_input.projected_au.value(), 0.5, 1e-12);
@@ -241,7 +241,7 @@ TEST(PodProjectionTest, AShorterDeviceStepFlipsTheVerdict) {
 
 // The target's step is the device step plus the cross-replica sum on ICI.
 TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
-  const PodProjectionSection p = FlipCase(0.004, 0.001);
+  const report::PodProjectionSection p = FlipCase(0.004, 0.001);
   ExpectClose(p.device_step_s, 0.004);
   ExpectClose(p.target_step_s, 0.005);
   EXPECT_NEAR(p.projected_au.value(), 0.5, 1e-12);
@@ -249,12 +249,12 @@ TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
 
 // Host 1 builds at half host 0's rate: it sets the pod's rate and wait.
 TEST(PodProjectionTest, TheSlowestHostBindsThePod) {
-  RunConfig config;
+  run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts fast, slow;
   fast.preprocessing_cpu_s = 0.4;  // 10000/s: 10 ms per step
   slow.preprocessing_cpu_s = 0.8;  // 5000/s: 20 ms per step
-  const PodProjectionSection p =
+  const report::PodProjectionSection p =
       Project(config, Target(4), {Host(fast, 0), Host(slow, 1)}, 0.010);
   ExpectClose(p.projected_examples_per_s_per_host.value(), 5000);
   EXPECT_EQ(p.bound_host, 1);
@@ -264,14 +264,14 @@ TEST(PodProjectionTest, TheSlowestHostBindsThePod) {
 
 // Modeled work is the target's own: cpu_speed scales real CPU stages only.
 TEST(PodProjectionTest, CpuSpeedScalesRealWorkNotModeledWork) {
-  RunConfig config;
+  run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 0.4;      // 0.4 ms: 4 x 2 / 0.4 ms = 20000/s at speed 2
   costs.modeled_preprocessing_s = 2.0;  // 2 ms: 4 / 2 ms = 2000/s at any speed
-  const HostProjection h = Project(config, Target(4, 2), {Host(costs)}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(config, Target(4, 2), {Host(costs)}, 0.1).hosts.at(0);
   ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 20000);
-  const ProjectedStage& emulated = StageOf(h, "emulated preprocessing");
+  const report::ProjectedStage& emulated = StageOf(h, "emulated preprocessing");
   ExpectClose(emulated.capacity_examples_per_s.value(), 2000);
   ExpectClose(emulated.modeled_s_per_example.value(), 0.002);
   EXPECT_FALSE(emulated.cpu_s_per_example);
@@ -279,17 +279,17 @@ TEST(PodProjectionTest, CpuSpeedScalesRealWorkNotModeledWork) {
 }
 
 TEST(PodProjectionTest, TheRateCapBindsWhereverTheHostRuns) {
-  RunConfig config;
+  run::RunConfig config;
   config.input.max_examples_per_sec = 640;
-  const HostProjection h = Project(config, Target(4), {Host({})}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(config, Target(4), {Host({})}, 0.1).hosts.at(0);
   ExpectClose(h.projected_examples_per_s.value(), 640);
   EXPECT_EQ(h.bound_by, "rate cap");
 }
 
 // A run whose stages cost nothing is unlimited: every capacity null, no wait.
 TEST(PodProjectionTest, StagesWithoutCostsAreUnlimited) {
-  const PodProjectionSection p = Project(RunConfig{}, Target(4), {Host({})}, 0.1);
-  for (const ProjectedStage& s : p.hosts.at(0).stages) {
+  const report::PodProjectionSection p = Project(run::RunConfig{}, Target(4), {Host({})}, 0.1);
+  for (const report::ProjectedStage& s : p.hosts.at(0).stages) {
     EXPECT_FALSE(s.capacity_examples_per_s) << s.stage;
   }
   EXPECT_FALSE(p.hosts[0].projected_examples_per_s);
@@ -302,7 +302,7 @@ TEST(PodProjectionTest, StagesWithoutCostsAreUnlimited) {
 
 // Without a modeled device step the target's step is 0: nothing to judge by.
 TEST(PodProjectionTest, AZeroTargetStepLeavesTheAuUnknown) {
-  const PodProjectionSection p = FlipCase(0);
+  const report::PodProjectionSection p = FlipCase(0);
   EXPECT_FALSE(p.demand_examples_per_s_per_host);
   EXPECT_FALSE(p.projected_au);
   EXPECT_FALSE(p.projected_infeed_fraction);
@@ -313,15 +313,15 @@ TEST(PodProjectionTest, AZeroTargetStepLeavesTheAuUnknown) {
 // Prefetch 2 x 4 workers + 4 slots = 12 steps of 100 examples of 260 bytes (x:
 // 64 float32, the training label: 1 float32): 312000 bytes = 2.906e-4 GiB.
 TEST(PodProjectionTest, ThePrefetchIsSetAgainstTheHostsMemory) {
-  RunConfig config;
+  run::RunConfig config;
   config.infeed.parallelism = 4;
   config.infeed.queue_depth = 4;
-  const HostProjection h = Project(config, Target(4), {Host({})}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(config, Target(4), {Host({})}, 0.1).hosts.at(0);
   EXPECT_EQ(h.prefetch_steps, 12);
   ExpectClose(h.prefetch_memory_gib, 312000.0 / (1024.0 * 1024 * 1024));
   EXPECT_TRUE(h.fits_memory);
   config.input.prefetch = 3;
-  const HostProjection small = Project(config, Target(4, 1, 1e-4), {Host({})}, 0.1).hosts.at(0);
+  const report::HostProjection small = Project(config, Target(4, 1, 1e-4), {Host({})}, 0.1).hosts.at(0);
   EXPECT_EQ(small.prefetch_steps, 3);
   ExpectClose(small.prefetch_memory_gib, 78000.0 / (1024.0 * 1024 * 1024));
   EXPECT_TRUE(small.fits_memory);  // 7.3e-5 GiB <= 1e-4
@@ -338,19 +338,19 @@ TEST(PodProjectionTest, ThisMachinesShareIsItsCoresOverTheSimulatorsCpu) {
   costs.shuffle_cpu_s = 0.1;
   costs.enqueue_cpu_s = 0.1;
   costs.modeled_preprocessing_s = 5;  // modeled: not this machine's CPU
-  const PodProjectionSection p = Project(RunConfig{}, Target(4), {Host(costs)}, 0.1);
+  const report::PodProjectionSection p = Project(run::RunConfig{}, Target(4), {Host(costs)}, 0.1);
   ExpectClose(p.hosts.at(0).simulator_cpu_s_per_example, 0.0005);
   ExpectClose(p.hosts[0].this_machine_examples_per_s.value(), 4000);
   EXPECT_EQ(p.this_machine.cpus, 2);
   EXPECT_EQ(p.this_machine.tpu_hosts, 1);
-  const PodProjectionSection shared =
-      ProjectPod({RunConfig{}, Target(4), 128, {Host(costs)}, 0.1, 0, MachineShare{2, 4}});
+  const report::PodProjectionSection shared =
+      report::ProjectPod({run::RunConfig{}, Target(4), 128, {Host(costs)}, 0.1, 0, report::MachineShare{2, 4}});
   ExpectClose(shared.hosts.at(0).this_machine_examples_per_s.value(), 1000);
 }
 
 // Every figure about the pod says what it assumed, with where the figures came from.
 TEST(PodProjectionTest, TheAssumptionsAreStated) {
-  const PodProjectionSection p = FlipCase(0.02);
+  const report::PodProjectionSection p = FlipCase(0.02);
   ASSERT_EQ(p.assumes.size(), 6u);
   EXPECT_EQ(p.assumes[0].rfind("stages independent and pipelined", 0), 0u);
   EXPECT_EQ(p.assumes[1],

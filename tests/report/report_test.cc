@@ -18,11 +18,11 @@ namespace {
 using json = nlohmann::json;
 
 struct Fixture {
-  RunConfig config;
-  Slice slice;
-  LoopPlan loops;
+  run::RunConfig config;
+  run::Slice slice;
+  run::LoopPlan loops;
   Fixture()
-      : slice(BuildSlice(cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+      : slice(run::BuildSlice(cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
                          AssignmentOptions(config.cluster,
                                            cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
                                            "test"))) {
@@ -38,9 +38,9 @@ struct Fixture {
 // A core with 10 steps before the window and 10 in it: each window step has
 // `wait` infeed wait, `device` time slept for the device model's `modeled` (by
 // default the same) and `sync` of a `crs` gradient sum.
-CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync,
+sim::CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync,
                  double modeled = -1) {
-  CoreMetrics c;
+  sim::CoreMetrics c;
   c.host = 0;
   c.ordinal = ordinal;
   c.replica = ordinal;
@@ -48,7 +48,7 @@ CoreMetrics Core(int ordinal, double wait, double device, double crs, double syn
   c.fed = c.trains = true;
   double t = 0;
   for (int s = 0; s < 20; ++s) {
-    CoreStepRecord r;
+    sim::CoreStepRecord r;
     r.step = s;
     r.start_s = t;
     r.parts.infeed_wait_s = wait;
@@ -66,24 +66,24 @@ CoreMetrics Core(int ordinal, double wait, double device, double crs, double syn
   return c;
 }
 
-HostMetrics Host() {
-  HostMetrics h;
+sim::HostMetrics Host() {
+  sim::HostMetrics h;
   h.rows_per_step = 64;
   for (int s = 0; s < 20; ++s) h.Add({s, 0.001, 0.0005, 0.1 * (s + 1)}, s >= 10);
   h.bytes_sent = 20 * 400;
   return h;
 }
 
-Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
-  const shampoo::KeyTable no_keys;
-  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}, {2, 1}};
-  RankMetrics host;
+report::Report Build(Fixture& f, std::vector<sim::CoreMetrics> cores) {
+  const run::KeyTable no_keys;
+  report::ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 0, {}, {}, {2, 1}};
+  sim::RankMetrics host;
   host.host = Host();
   // The window: 20 steps of 64 examples built with 0.64 s of preprocessing CPU,
   // 0.5 ms each, and sent as 4 shards a step (one per core) of 8000 bytes in all.
   // The whole run adds a warm-up of 10 such steps that took 1 s of CPU, which
   // per-example figures leave out.
-  PipelineStages& pipeline = host.host->pipeline.emplace();
+  sim::PipelineStages& pipeline = host.host->pipeline.emplace();
   pipeline.stages = {0.25, 0.5, 0, 1.5};
   pipeline.window_costs.examples = 20 * 64;
   pipeline.window_costs.preprocessing_cpu_s = 0.64;
@@ -95,12 +95,12 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
   pipeline.bound_by = "enqueue";
   pipeline.cost_mode = "emulate";
   pipeline.modeled_workers = 2;
-  pipeline.direct_io = DirectIoStatus{false, "no"};
+  pipeline.direct_io = sim::DirectIoStatus{false, "no"};
   host.host->shards_sent = 20 * 4;
-  host.simulator_ceiling = SimulatorCeilingPart{1000, 64, 0.5};
+  host.simulator_ceiling = sim::SimulatorCeilingPart{1000, 64, 0.5};
   in.ranks.push_back(host);
-  for (CoreMetrics& c : cores) {
-    RankMetrics r;
+  for (sim::CoreMetrics& c : cores) {
+    sim::RankMetrics r;
     r.rank = 1 + c.ordinal;
     r.core = c;
     in.ranks.push_back(r);
@@ -110,7 +110,7 @@ Report Build(Fixture& f, std::vector<CoreMetrics> cores) {
 
 TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
   Fixture f;
-  const Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0),
+  const report::Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0),
                              Core(2, 0.001, 0.008, 0.001, 0), Core(3, 0.001, 0.008, 0.001, 0)});
   EXPECT_EQ(r.version, 2);
   EXPECT_EQ(r.window.first_infeed_step, 10);
@@ -143,10 +143,10 @@ TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
 // short against them.
 TEST(ReportTest, TheWindowSpansEveryCoreAndSaysWhenItIsNotSteady) {
   Fixture f;
-  CoreMetrics late = Core(1, 0.001, 0.008, 0.001, 0);
+  sim::CoreMetrics late = Core(1, 0.001, 0.008, 0.001, 0);
   late.window_begin_s += 0.05;  // began 50 ms after the others (each step 10 ms)
   late.window_end_s += 0.05;
-  const Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), late});
+  const report::Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), late});
   // Cores: window [0.1, 0.2] s, the late one [0.15, 0.25] s.
   EXPECT_NEAR(r.window.seconds, 0.15, 1e-9);
   EXPECT_NEAR(r.window.begin_skew_s, 0.05, 1e-9);
@@ -158,7 +158,7 @@ TEST(ReportTest, TheWindowSpansEveryCoreAndSaysWhenItIsNotSteady) {
             "began the window up to 50.0 ms apart over its 150.0 ms (this machine ran the ranks "
             "in turns); the rate counts the whole span");
   f.config.infeed.queue_depth = 2;
-  const Report together = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.001, 0.008, 0.001, 0)});
+  const report::Report together = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.001, 0.008, 0.001, 0)});
   EXPECT_TRUE(together.window.steady);
   EXPECT_EQ(together.window.steady_note, "");
 }
@@ -167,24 +167,24 @@ TEST(ReportTest, TheWindowSpansEveryCoreAndSaysWhenItIsNotSteady) {
 // the span from the first core's begin to the last core's end.
 TEST(ReportTest, TheCeilingIsTimedAsTheWindowIs) {
   Fixture f;
-  CoreMetrics a = Core(0, 0.001, 0.008, 0.001, 0);
-  CoreMetrics b = Core(1, 0.001, 0.008, 0.001, 0);
-  std::vector<RankMetrics> ranks;
-  const shampoo::KeyTable no_keys;
-  ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 20, {}, {}, {2, 1}};
-  RankMetrics host;
+  sim::CoreMetrics a = Core(0, 0.001, 0.008, 0.001, 0);
+  sim::CoreMetrics b = Core(1, 0.001, 0.008, 0.001, 0);
+  std::vector<sim::RankMetrics> ranks;
+  const run::KeyTable no_keys;
+  report::ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 20, {}, {}, {2, 1}};
+  sim::RankMetrics host;
   host.host = Host();
-  host.simulator_ceiling = SimulatorCeilingPart{2000, 1280, 0.5};  // 20 steps of 64 examples
+  host.simulator_ceiling = sim::SimulatorCeilingPart{2000, 1280, 0.5};  // 20 steps of 64 examples
   in.ranks.push_back(host);
   int rank = 1;
   for (auto [core, begin, end] : {std::tuple{a, 1.0, 1.2}, std::tuple{b, 1.1, 1.4}}) {
-    RankMetrics r;
+    sim::RankMetrics r;
     r.rank = rank++;
     r.core = core;
-    r.simulator_ceiling = SimulatorCeilingPart{0, 0, 0, begin, end, 16};
+    r.simulator_ceiling = sim::SimulatorCeilingPart{0, 0, 0, begin, end, 16};
     in.ranks.push_back(r);
   }
-  const Report r = BuildReport(in);
+  const report::Report r = BuildReport(in);
   ASSERT_TRUE(r.simulator_ceiling);
   EXPECT_EQ(r.simulator_ceiling->steps, 20);
   EXPECT_EQ(r.simulator_ceiling->measured_steps, 16);
@@ -195,11 +195,11 @@ TEST(ReportTest, TheCeilingIsTimedAsTheWindowIs) {
 
 TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
   Fixture f;
-  CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
-  const Report r = Build(f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016),
+  sim::CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
+  const report::Report r = Build(f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016),
                              slow, Core(3, 0, 0.008, 0.017, 0.016)});
   ASSERT_TRUE(r.stragglers);
-  const StragglersSection& s = *r.stragglers;
+  const report::StragglersSection& s = *r.stragglers;
   EXPECT_EQ(s.slowest_core.ordinal, 2);
   EXPECT_NEAR(s.ratio_to_median, 0.025 / 0.009, 1e-9);
   EXPECT_NEAR(s.others_crs_sync_s_per_step, 0.016, 1e-12);
@@ -209,9 +209,9 @@ TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
 
 TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
   Fixture f;
-  CoreMetrics odd = Core(3, 0, 0.008, 0.001, 0);
+  sim::CoreMetrics odd = Core(3, 0, 0.008, 0.001, 0);
   odd.param_checksums = {{"w", "bb"}};
-  const Report r = Build(f, {Core(0, 0, 0.008, 0.001, 0), odd});
+  const report::Report r = Build(f, {Core(0, 0, 0.008, 0.001, 0), odd});
   ASSERT_TRUE(r.replicas);
   EXPECT_FALSE(r.replicas->identical);
   ASSERT_TRUE(r.replicas->first_difference);
@@ -221,16 +221,16 @@ TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
 
 TEST(ReportTest, NonFiniteStopNamesTheFirstValueAndRoundTrips) {
   Fixture f;
-  CoreMetrics c = Core(0, 0, 0.008, 0.001, 0);
+  sim::CoreMetrics c = Core(0, 0, 0.008, 0.001, 0);
   c.non_finite_steps = 1;
-  c.non_finite = NonFiniteValue{7, 3, "dense_0/w"};
+  c.non_finite = sim::NonFiniteValue{7, 3, "dense_0/w"};
   c.stopped_on_non_finite = true;
-  RankMetrics m;
+  sim::RankMetrics m;
   m.core = c;
-  const Report r = Build(f, {json(m).get<RankMetrics>().core.value(), Core(1, 0, 0.008, 0.001, 0)});
+  const report::Report r = Build(f, {json(m).get<sim::RankMetrics>().core.value(), Core(1, 0, 0.008, 0.001, 0)});
   EXPECT_EQ(json(r)["non_finite"], json::parse(R"({"stop_on_nan": true, "stopped": true, "steps": 1,
       "first": {"global_step": 7, "replica": 3, "variable": "dense_0/w"}})"));
-  const Report finite = Build(f, {Core(1, 0, 0.008, 0.001, 0)});
+  const report::Report finite = Build(f, {Core(1, 0, 0.008, 0.001, 0)});
   ASSERT_TRUE(finite.non_finite);
   EXPECT_FALSE(finite.non_finite->first);
   EXPECT_EQ(json(finite)["non_finite"]["first"], nullptr);
@@ -258,8 +258,8 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   EXPECT_EQ(j["hosts"][0]["stages"]["enqueue_s"], 1.5);
   EXPECT_EQ(j["hosts"][0]["simulator_ceiling"]["bytes_per_s"], 2000.0);
   EXPECT_EQ(j["simulator_ceiling"]["examples_per_s"], 128.0);
-  EXPECT_EQ(json(j.get<Report>()).dump(), j.dump());
-  EXPECT_EQ(json(json::parse(j.dump()).get<Report>()).dump(), j.dump());
+  EXPECT_EQ(json(j.get<report::Report>()).dump(), j.dump());
+  EXPECT_EQ(json(json::parse(j.dump()).get<report::Report>()).dump(), j.dump());
 }
 
 // pod_projection from the host's costs and the cores' device model: on v4-8's
@@ -269,22 +269,22 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
 // (which the cores slept as 10 ms here: the measured projection shows that).
 TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   Fixture f;
-  const Report r = Build(f, {Core(0, 0, 0.010, 0, 0, 0.008), Core(1, 0, 0.010, 0, 0, 0.008),
+  const report::Report r = Build(f, {Core(0, 0, 0.010, 0, 0, 0.008), Core(1, 0, 0.010, 0, 0, 0.008),
                              Core(2, 0, 0.010, 0, 0, 0.008), Core(3, 0, 0.010, 0, 0, 0.008)});
   EXPECT_NEAR(r.projection.modeled_device_step_s, 0.010, 1e-12);
   ASSERT_TRUE(r.pod_projection);
-  const PodProjectionSection& p = *r.pod_projection;
+  const report::PodProjectionSection& p = *r.pod_projection;
   EXPECT_EQ(p.target_host.vcpus.value, 240);
   EXPECT_EQ(p.target_host.vcpus.source, "override");
   EXPECT_EQ(p.target_host.input_vcpus.value, 232);
   EXPECT_EQ(p.target_host.input_vcpus.source, "default: vcpus - 8 (2 per chip for the framework)");
   ASSERT_EQ(p.hosts.size(), 1u);
-  const HostProjection& h = p.hosts[0];
+  const report::HostProjection& h = p.hosts[0];
   EXPECT_EQ(h.examples_per_step, 64);
   EXPECT_NEAR(h.projected_examples_per_s.value(), 2000, 1e-9);
   EXPECT_EQ(h.bound_by, "preprocessing");
   // Host-to-device: 128 Gb/s = 1.6e10 B/s per core, x 4 cores / 6.25 B per example.
-  const ProjectedStage& link = h.stages.back();
+  const report::ProjectedStage& link = h.stages.back();
   EXPECT_EQ(link.stage, "host-to-device");
   EXPECT_NEAR(link.capacity_examples_per_s.value(), 1.6e10 * 4 / 6.25, 1);
   // Demand 64 / 8 ms = 8000/s; wait 32 - 8 = 24 ms; AU 8 / 32 = 0.25.
@@ -297,27 +297,27 @@ TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   // This machine: 2 cores for 1 TPU host at 0.5 ms of CPU per example.
   EXPECT_NEAR(h.this_machine_examples_per_s.value(), 4000, 1e-6);
   const json j = r;
-  EXPECT_EQ(json(j.get<Report>()).dump(), j.dump());
+  EXPECT_EQ(json(j.get<report::Report>()).dump(), j.dump());
 }
 
 TEST(ReportTest, ANonFiniteLoopLossTravelsAsNull) {
-  const json j = LoopRecord{1, 20, 2.5, std::nan("")};
+  const json j = sim::LoopRecord{1, 20, 2.5, std::nan("")};
   EXPECT_TRUE(j["loss"].is_null() || std::isnan(j["loss"].get<double>()));
-  EXPECT_TRUE(std::isnan(json::parse(j.dump()).get<LoopRecord>().loss));
+  EXPECT_TRUE(std::isnan(json::parse(j.dump()).get<sim::LoopRecord>().loss));
 }
 
 TEST(ReportTest, RankMetricsRoundTripAndAreStrict) {
-  RankMetrics m;
+  sim::RankMetrics m;
   m.rank = 4;
   m.core = Core(1, 0.001, 0.002, 0.003, 0.001);
   const json j = m;
-  const RankMetrics back = j.get<RankMetrics>();
+  const sim::RankMetrics back = j.get<sim::RankMetrics>();
   EXPECT_EQ(back.core->window_steps, 10);
   EXPECT_EQ(back.core->step_time.count(), 10);
   EXPECT_DOUBLE_EQ(back.core->au(), m.core->au());
   json broken = j;
   broken["core"].erase("window_steps");
-  EXPECT_THROW(broken.get<RankMetrics>(), nlohmann::json::exception);
+  EXPECT_THROW(broken.get<sim::RankMetrics>(), nlohmann::json::exception);
 }
 
 }  // namespace

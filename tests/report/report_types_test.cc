@@ -25,11 +25,11 @@ class GoldenReportTest : public ::testing::TestWithParam<golden::GoldenCase> {};
 
 TEST_P(GoldenReportTest, ReadsStrictlyAndWritesTheSameJson) {
   const json golden = ReadGolden(GetParam().name);
-  Report report;
-  ASSERT_NO_THROW(report = golden.get<Report>()) << ReportReadError(golden);
+  report::Report report;
+  ASSERT_NO_THROW(report = golden.get<report::Report>()) << ReportReadError(golden);
   const json written = report;
   EXPECT_EQ(written.dump(2), golden.dump(2));
-  EXPECT_EQ(json(written.get<Report>()).dump(2), written.dump(2));
+  EXPECT_EQ(json(written.get<report::Report>()).dump(2), written.dump(2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenReportTest,
@@ -79,7 +79,7 @@ TEST(ReportTypesTest, OptionalSectionsAreAbsentOrNullAsWritten) {
   json j = ReadGolden("per-host");
   j.erase("stragglers");
   EXPECT_EQ(ReportReadError(j), "");
-  EXPECT_FALSE(j.get<Report>().stragglers);
+  EXPECT_FALSE(j.get<report::Report>().stragglers);
   j["stragglers"] = nullptr;
   EXPECT_EQ(ReportReadError(j), "report: stragglers: null, but the field is left out when empty");
   j = ReadGolden("per-host");
@@ -98,16 +98,16 @@ TEST(ReportTypesTest, AnotherVersionIsAnError) {
 // pod_projection is strict like every section: left out only by reports written
 // before it (the golden ones), never null, and its fields must all be known.
 TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
-  const RunConfig config;
+  const run::RunConfig config;
   infeed::StageCosts costs;
   costs.examples = 640;
   costs.preprocessing_cpu_s = 0.32;
-  const TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2};
+  const run::TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2};
   json j = ReadGolden("per-host");
   j["pod_projection"] =
-      ProjectPod({config, target, 64, {HostCosts{0, 64, 8, costs}}, 0.01, 0, MachineShare{2, 1}});
+      report::ProjectPod({config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}});
   ASSERT_EQ(ReportReadError(j), "");
-  EXPECT_EQ(json(j.get<Report>()).dump(2), j.dump(2));
+  EXPECT_EQ(json(j.get<report::Report>()).dump(2), j.dump(2));
   json missing = j;
   missing["pod_projection"].erase("verdict");
   EXPECT_EQ(ReportReadError(missing), "report: pod_projection.verdict: missing");
@@ -126,12 +126,12 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
 
 // JSON has no NaN: a non-finite loss is written as null and read back as NaN.
 TEST(ReportTypesTest, ANonFiniteLossRoundTripsAsNull) {
-  Report report = ReadGolden("per-host").get<Report>();
+  report::Report report = ReadGolden("per-host").get<report::Report>();
   report.training->final_loss = std::nan("");
   report.training->loops.back().loss = std::nan("");
   const json file = json::parse(json(report).dump());
   EXPECT_TRUE(file["training"]["final_loss"].is_null());
-  const Report back = file.get<Report>();
+  const report::Report back = file.get<report::Report>();
   EXPECT_TRUE(std::isnan(back.training->final_loss));
   EXPECT_TRUE(std::isnan(back.training->loops.back().loss));
   EXPECT_EQ(json(back).dump(), file.dump());

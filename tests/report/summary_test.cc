@@ -27,7 +27,7 @@ std::string ReadText(const std::string& path) {
 
 // What PrintSummary prints for `report`.
 std::string Printed(const json& report) {
-  const Report typed = report.get<Report>();
+  const report::Report typed = report.get<report::Report>();
   ::testing::internal::CaptureStdout();
   PrintSummary(typed);
   return ::testing::internal::GetCapturedStdout();

@@ -16,17 +16,17 @@ namespace {
 using ::testing::ElementsAre;
 using tpusim::testing::ErrorOf;
 
-std::vector<std::string> Values(const CapacityResult& r) {
+std::vector<std::string> Values(const sweep::CapacityResult& r) {
   std::vector<std::string> out;
-  for (const CapacityTrial& t : r.trials) out.push_back(t.value);
+  for (const sweep::CapacityTrial& t : r.trials) out.push_back(t.value);
   return out;
 }
 
 // AU falls linearly from 1 at 0 to 0 at 1000: AU >= 0.9 up to exactly 100.
 double Falling(const std::string& value) { return 1.0 - std::stod(value) / 1000.0; }
 
-CapacityRange Numeric(double low, double high, bool integer, double tolerance) {
-  CapacityRange r;
+sweep::CapacityRange Numeric(double low, double high, bool integer, double tolerance) {
+  sweep::CapacityRange r;
   r.low = low;
   r.high = high;
   r.integer = integer;
@@ -35,8 +35,8 @@ CapacityRange Numeric(double low, double high, bool integer, double tolerance) {
 }
 
 TEST(Capacity, IntegerBisectionEndsOnNeighboursAroundTheThreshold) {
-  CapacityResult r = FindCapacity(Numeric(0, 1000, true, 0.001), 0.9, 20, Falling);
-  EXPECT_EQ(r.outcome, CapacityOutcome::kFound);
+  sweep::CapacityResult r = FindCapacity(Numeric(0, 1000, true, 0.001), 0.9, 20, Falling);
+  EXPECT_EQ(r.outcome, sweep::CapacityOutcome::kFound);
   EXPECT_TRUE(r.au_falls);
   EXPECT_THAT(Values(r), ElementsAre("0", "1000", "500", "250", "125", "62", "93", "109", "101", "97", "99", "100"));
   EXPECT_EQ(r.pass->value, "100");
@@ -45,7 +45,7 @@ TEST(Capacity, IntegerBisectionEndsOnNeighboursAroundTheThreshold) {
 }
 
 TEST(Capacity, RealBisectionStopsAtTheRelativeTolerance) {
-  CapacityResult r = FindCapacity(Numeric(0, 1000, false, 0.05), 0.9, 20, Falling);
+  sweep::CapacityResult r = FindCapacity(Numeric(0, 1000, false, 0.05), 0.9, 20, Falling);
   EXPECT_THAT(Values(r), ElementsAre("0", "1000", "500", "250", "125", "62.5", "93.75", "109.375", "101.5625",
                                      "97.65625"));
   EXPECT_EQ(r.pass->value, "97.65625");  // 101.5625 - 97.65625 = 3.9 <= 5% of 101.5625
@@ -55,7 +55,7 @@ TEST(Capacity, RealBisectionStopsAtTheRelativeTolerance) {
 
 TEST(Capacity, RisingAuGivesTheSmallestPassingValue) {
   auto rising = [](const std::string& v) { return std::stod(v) / 10.0; };
-  CapacityResult r = FindCapacity(Numeric(1, 10, true, 0.05), 0.5, 20, rising);
+  sweep::CapacityResult r = FindCapacity(Numeric(1, 10, true, 0.05), 0.5, 20, rising);
   EXPECT_FALSE(r.au_falls);
   EXPECT_THAT(Values(r), ElementsAre("1", "10", "5", "3", "4"));
   EXPECT_EQ(r.pass->value, "5");
@@ -64,7 +64,7 @@ TEST(Capacity, RisingAuGivesTheSmallestPassingValue) {
 }
 
 TEST(Capacity, MaxRunsStopsTheSearchWithItsBracket) {
-  CapacityResult r = FindCapacity(Numeric(0, 1000, true, 0.001), 0.9, 4, Falling);
+  sweep::CapacityResult r = FindCapacity(Numeric(0, 1000, true, 0.001), 0.9, 4, Falling);
   EXPECT_THAT(Values(r), ElementsAre("0", "1000", "500", "250"));
   EXPECT_FALSE(r.converged);
   EXPECT_EQ(r.pass->value, "0");
@@ -72,10 +72,10 @@ TEST(Capacity, MaxRunsStopsTheSearchWithItsBracket) {
 }
 
 TEST(Capacity, OrderedListIsSearchedByIndex) {
-  CapacityRange range;
+  sweep::CapacityRange range;
   range.values = {"v4-8", "v4-16", "v4-32", "v4-64"};
   const std::map<std::string, double> au{{"v4-8", 0.99}, {"v4-16", 0.95}, {"v4-32", 0.85}, {"v4-64", 0.5}};
-  CapacityResult r = FindCapacity(range, 0.9, 10, [&](const std::string& v) { return au.at(v); });
+  sweep::CapacityResult r = FindCapacity(range, 0.9, 10, [&](const std::string& v) { return au.at(v); });
   EXPECT_THAT(Values(r), ElementsAre("v4-8", "v4-64", "v4-16", "v4-32"));
   EXPECT_EQ(r.pass->value, "v4-16");
   EXPECT_EQ(r.fail->value, "v4-32");
@@ -83,14 +83,14 @@ TEST(Capacity, OrderedListIsSearchedByIndex) {
 }
 
 TEST(Capacity, NoValuePassesOrAllPassAfterTheTwoEnds) {
-  CapacityResult none = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string&) { return 0.5; });
-  EXPECT_EQ(none.outcome, CapacityOutcome::kNonePass);
+  sweep::CapacityResult none = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string&) { return 0.5; });
+  EXPECT_EQ(none.outcome, sweep::CapacityOutcome::kNonePass);
   EXPECT_THAT(Values(none), ElementsAre("0", "10"));
   EXPECT_FALSE(none.pass.has_value());
-  CapacityResult all = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string& v) {
+  sweep::CapacityResult all = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string& v) {
     return v == "0" ? 0.95 : 0.99;
   });
-  EXPECT_EQ(all.outcome, CapacityOutcome::kAllPass);
+  EXPECT_EQ(all.outcome, sweep::CapacityOutcome::kAllPass);
   EXPECT_FALSE(all.au_falls);
 }
 

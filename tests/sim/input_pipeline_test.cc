@@ -14,8 +14,8 @@ namespace {
 
 // One v4-8 host building 8 rows a step, 5 us of modeled work per example; from
 // step 1 on the host is 3x slower.
-RunConfig Config(const std::vector<std::string>& overrides) {
-  return ParseRunConfig(LoadStrictYaml("topology: v4-8\n"
+run::RunConfig Config(const std::vector<std::string>& overrides) {
+  return run::ParseRunConfig(LoadStrictYaml("topology: v4-8\n"
                                        "input: {global_batch: 8, cpu_us_per_example: 5}\n"
                                        "infeed: {parallelism: 2}\n"
                                        "model: {enabled: false}\n"
@@ -28,9 +28,9 @@ RunConfig Config(const std::vector<std::string>& overrides) {
 // with a build of 2^-7 s wall and CPU) and returns the host's stages; the
 // report's window starts at `window_first_step` (the transport's costs: 8
 // examples and 2^-5 s of enqueue CPU a step).
-PipelineStages BuildTwoSteps(const RunConfig& config, int64_t window_first_step = 0) {
-  const ValidatedRun run = ValidateRun(config, Machine{16.0 * (1 << 30), {}});
-  InputPipeline input(config, run.plan, 0, 1, 2);
+sim::PipelineStages BuildTwoSteps(const run::RunConfig& config, int64_t window_first_step = 0) {
+  const run::ValidatedRun run = ValidateRun(config, run::Machine{16.0 * (1 << 30), {}});
+  sim::host::InputPipeline input(config, run.plan, 0, 1, 2);
   infeed::TransportOptions options;
   options.window_first_step = window_first_step;
   input.Configure(options);
@@ -54,7 +54,7 @@ PipelineStages BuildTwoSteps(const RunConfig& config, int64_t window_first_step 
 // Emulated: 8 x 5 us at step 0, 8 x 5 us x 3 at step 1, and the slow step's
 // real CPU twice more (2 x 2^-7 s), all waited out on the 2 modeled workers.
 TEST(InputPipelineTest, EmulatedWorkIsCostTimesRowsTimesTheSlowFactor) {
-  const PipelineStages stages = BuildTwoSteps(Config({}));
+  const sim::PipelineStages stages = BuildTwoSteps(Config({}));
   EXPECT_EQ(stages.cost_mode, "emulate");
   EXPECT_EQ(stages.modeled_workers, 2);
   EXPECT_NEAR(stages.costs.modeled_preprocessing_s, 40e-6 + 120e-6 + 15625e-6, 1e-12);
@@ -70,7 +70,7 @@ TEST(InputPipelineTest, EmulatedWorkIsCostTimesRowsTimesTheSlowFactor) {
 // (its 8 x 5 us x 3 and the slow step's CPU twice more), the whole run's stay in
 // costs, and the simulator's CPU per example is the window's.
 TEST(InputPipelineTest, TheWindowLeavesTheWarmupStepsOut) {
-  const PipelineStages stages = BuildTwoSteps(Config({}), 1);
+  const sim::PipelineStages stages = BuildTwoSteps(Config({}), 1);
   EXPECT_NEAR(stages.costs.modeled_preprocessing_s, 40e-6 + 120e-6 + 15625e-6, 1e-12);
   EXPECT_NEAR(stages.window_costs.modeled_preprocessing_s, 120e-6 + 15625e-6, 1e-12);
   EXPECT_EQ(stages.costs.examples, 16);
@@ -85,7 +85,7 @@ TEST(InputPipelineTest, TheWindowLeavesTheWarmupStepsOut) {
 // Burnt, as before issue 16: the work per example is spun unscaled and the slow
 // step spins (factor - 1) x its wall time after the build.
 TEST(InputPipelineTest, BurntWorkSpinsTheSlowFactorAfterTheBuild) {
-  const PipelineStages stages = BuildTwoSteps(Config({"input.cost_mode=burn"}));
+  const sim::PipelineStages stages = BuildTwoSteps(Config({"input.cost_mode=burn"}));
   EXPECT_EQ(stages.cost_mode, "burn");
   EXPECT_EQ(stages.modeled_workers, 0);
   EXPECT_NEAR(stages.costs.modeled_preprocessing_s, 40e-6 + 40e-6 + 15625e-6, 1e-12);

@@ -17,15 +17,15 @@ namespace {
 using json = nlohmann::json;
 
 // Each part set to its position in kStepParts plus one, through the visitor.
-StepParts Numbered() {
-  StepParts p;
+sim::StepParts Numbered() {
+  sim::StepParts p;
   double n = 0;
   ForEachPart(p, [&n](std::string_view, double& seconds) { seconds = ++n; });
   return p;
 }
 
 TEST(StepPartsTest, VisitorYieldsEveryFieldOnceInTheListsOrder) {
-  const StepParts p = Numbered();
+  const sim::StepParts p = Numbered();
   EXPECT_EQ(p.infeed_wait_s, 1);
   EXPECT_EQ(p.compute_s, 2);
   EXPECT_EQ(p.embedding_lookup_s, 3);
@@ -46,7 +46,7 @@ TEST(StepPartsTest, VisitorYieldsEveryFieldOnceInTheListsOrder) {
 }
 
 TEST(StepPartsTest, SumAddsEveryPart) {
-  StepParts sum = Numbered();
+  sim::StepParts sum = Numbered();
   sum += Numbered();
   double n = 0;
   ForEachPart(sum,
@@ -68,7 +68,7 @@ TEST(StepsCsvTest, HeaderKeepsItsColumnsAndAddsOnlyAtTheEnd) {
 
 TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
   std::string parts;
-  for (const StepPart& part : kStepParts) {
+  for (const sim::StepPart& part : sim::kStepParts) {
     if (std::string_view(part.name) == "step_s") parts += ",idle_s";
     parts += std::string(",") + part.name;
   }
@@ -76,7 +76,7 @@ TEST(StepsCsvTest, HeaderIsTheFieldListWithIdleBeforeTheStep) {
 }
 
 TEST(StepsCsvTest, RowValuesFollowTheHeadersColumns) {
-  StepParts p;
+  sim::StepParts p;
   p.infeed_wait_s = 0.25;
   p.step_s = 1;
   std::vector<std::string> columns;
@@ -85,7 +85,7 @@ TEST(StepsCsvTest, RowValuesFollowTheHeadersColumns) {
     columns.emplace_back(column);
     values.push_back(seconds);
   });
-  ASSERT_EQ(columns.size(), kStepParts.size() + 1);
+  ASSERT_EQ(columns.size(), sim::kStepParts.size() + 1);
   EXPECT_EQ(columns[columns.size() - 2], "idle_s");
   EXPECT_EQ(values[values.size() - 2], 0.75);  // what the parts leave of the step
   EXPECT_EQ(values.back(), 1);
@@ -93,35 +93,35 @@ TEST(StepsCsvTest, RowValuesFollowTheHeadersColumns) {
 }
 
 TEST(StepPartsJsonTest, KeysAreTheFieldNamesAndRoundTripExactly) {
-  const StepParts p = Numbered();
+  const sim::StepParts p = Numbered();
   const json j = p;
-  ASSERT_EQ(j.size(), kStepParts.size());
-  for (const StepPart& part : kStepParts) EXPECT_EQ(j.at(part.name), p.*part.field) << part.name;
-  const StepParts back = json::parse(j.dump()).get<StepParts>();
+  ASSERT_EQ(j.size(), sim::kStepParts.size());
+  for (const sim::StepPart& part : sim::kStepParts) EXPECT_EQ(j.at(part.name), p.*part.field) << part.name;
+  const sim::StepParts back = json::parse(j.dump()).get<sim::StepParts>();
   ForEachPart(back, [&p](std::string_view name, const double& seconds) {
     EXPECT_EQ(seconds, json(p).at(name).get<double>()) << name;
   });
 }
 
 TEST(StepPartsJsonTest, MissingAndUnknownPartsAreErrors) {
-  for (const StepPart& part : kStepParts) {
+  for (const sim::StepPart& part : sim::kStepParts) {
     json missing = Numbered();
     missing.erase(part.name);
-    EXPECT_THROW(missing.get<StepParts>(), json::exception) << part.name;
+    EXPECT_THROW(missing.get<sim::StepParts>(), json::exception) << part.name;
   }
   json unknown = Numbered();
   unknown["idle_s"] = 0;  // a CSV column, not a field
-  EXPECT_THROW(unknown.get<StepParts>(), Error);
+  EXPECT_THROW(unknown.get<sim::StepParts>(), Error);
 }
 
-CoreMetrics FullCore() {
-  CoreMetrics c;
+sim::CoreMetrics FullCore() {
+  sim::CoreMetrics c;
   c.host = 1;
   c.ordinal = 2;
   c.replica = 3;
   c.logical_core = 0;
   c.fed = c.trains = true;
-  CoreStepRecord r;
+  sim::CoreStepRecord r;
   r.parts = Numbered();
   r.bytes = 64;
   r.occupancy = 2;
@@ -129,19 +129,19 @@ CoreMetrics FullCore() {
   r.modeled_device_s = 0.125;
   c.Add(r, false);
   c.Add(r, true);
-  c.crs = CoreCrs{4, 1024, 0.5, 0.25, 0.25, 1e9, 2e9, 8};
+  c.crs = sim::CoreCrs{4, 1024, 0.5, 0.25, 0.25, 1e9, 2e9, 8};
   c.global_step = 9;
   c.param_checksums = {{"w", "00ff"}};
   c.non_finite_steps = 1;
-  c.non_finite = NonFiniteValue{7, 3, "loss"};
+  c.non_finite = sim::NonFiniteValue{7, 3, "loss"};
   c.stopped_on_non_finite = true;
-  c.checkpoint_saves = {CoreSaveRecord{4, 8, 100, 400, 0.5, 1.5, 0.25, 0.75, 2.0, 3.5, true}};
+  c.checkpoint_saves = {sim::CoreSaveRecord{4, 8, 100, 400, 0.5, 1.5, 0.25, 0.75, 2.0, 3.5, true}};
   c.checkpoint_final_wait_s = 0.125;
   return c;
 }
 
-HostMetrics FullHost() {
-  HostMetrics h;
+sim::HostMetrics FullHost() {
+  sim::HostMetrics h;
   h.host = 2;
   h.rows_per_step = 16;
   h.shards_sent = 8;
@@ -156,7 +156,7 @@ HostMetrics FullHost() {
   h.input_during_saves = {{20, 0.5, 96}};
   h.input_outside_saves_s = 2.5;
   h.examples_outside_saves = 640;
-  PipelineStages& p = h.pipeline.emplace();
+  sim::PipelineStages& p = h.pipeline.emplace();
   p.costs.file_read_cpu_s = 0.5;
   p.costs.enqueue_cpu_s = 0.25;
   p.costs.examples = 64;
@@ -184,7 +184,7 @@ void ExpectStrictRoundTrip(const M& m) {
 
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
-  ExpectStrictRoundTrip(CoreMetrics{});  // the optionals as null
+  ExpectStrictRoundTrip(sim::CoreMetrics{});  // the optionals as null
   EXPECT_EQ(json(FullCore()).size(), 28u);
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);

@@ -22,7 +22,7 @@
 #include "tests/common/malloc_counter.h"
 
 
-namespace tpusim::sim::model {
+namespace tpusim::model {
 namespace {
 
 using ::testing::HasSubstr;
@@ -515,4 +515,4 @@ TEST(MlpTest, RepeatedStepsOfTheSameBatchSizeDoNotAllocate) {
 }
 
 }  // namespace
-}  // namespace tpusim::sim::model
+}  // namespace tpusim::model

@@ -18,12 +18,12 @@ using tpusim::testing::ErrorOf;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-RunConfig Config(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  return ParseRunConfig(LoadStrictYaml(yaml, "t.yaml"), "t.yaml", overrides);
+run::RunConfig Config(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return run::ParseRunConfig(LoadStrictYaml(yaml, "t.yaml"), "t.yaml", overrides);
 }
 
-ValidatedRun Validate(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  return ValidateRun(Config(yaml, overrides), Machine{16 * kGiB, {}});
+run::ValidatedRun Validate(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  return ValidateRun(Config(yaml, overrides), run::Machine{16 * kGiB, {}});
 }
 
 std::string ErrorOfRun(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
@@ -33,12 +33,12 @@ std::string ErrorOfRun(const std::string& yaml, const std::vector<std::string>& 
 TEST(RunValidationTest, ShapesTfAcceptsRunWithIdleCores) {
   // v3-32 [4,4,1,2] with [3,1,1,2]: replica_counts [1,4,1,1], so 4 replicas of 6 cores
   // (asked for: the default 32 / 6 = 5 does not fit, as in TF).
-  ValidatedRun run = Validate("topology: v3-32\ncluster: {computation_shape: [3, 1, 1, 2], replicas: 4}\n"
+  run::ValidatedRun run = Validate("topology: v3-32\ncluster: {computation_shape: [3, 1, 1, 2], replicas: 4}\n"
                               "infeed: {per_host: false}\ninput: {global_batch: 96}\n");
   EXPECT_EQ(run.slice.assignment.num_replicas(), 4);
   EXPECT_EQ(run.slice.assignment.num_cores_per_replica(), 6);
   EXPECT_EQ(run.slice.idle_cores(), 8);
-  ValidatedRun fewer = Validate("topology: v3-8\ncluster: {replicas: 4}\ninput: {global_batch: 64}\n");
+  run::ValidatedRun fewer = Validate("topology: v3-8\ncluster: {replicas: 4}\ninput: {global_batch: 64}\n");
   EXPECT_EQ(fewer.slice.idle_cores(), 4);
   EXPECT_EQ(fewer.plan.hosts()[0].shards.size(), 4u);  // idle cores get no infeed
 }
@@ -57,7 +57,7 @@ TEST(RunValidationTest, TooManyReplicasNameTheClusterKeys) {
 
 // cluster.mesh is read as typed axes and judged against the slice by JAX's rules.
 TEST(RunValidationTest, MeshIsReadAndJudgedByJaxsRules) {
-  const RunConfig config = Config(
+  const run::RunConfig config = Config(
       "topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n");
   ASSERT_EQ(config.cluster.mesh.axes.size(), 2u);
   EXPECT_EQ(config.cluster.mesh.axes[1].name, "fsdp");
@@ -76,8 +76,8 @@ TEST(RunValidationTest, MeshIsReadAndJudgedByJaxsRules) {
 }
 
 TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
-  RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
-  std::string message = ErrorOf([&] { ValidateRun(config, Machine{1 * kGiB, {}}); });
+  run::RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
+  std::string message = ErrorOf([&] { ValidateRun(config, run::Machine{1 * kGiB, {}}); });
   EXPECT_THAT(message, StartsWith("t.yaml: memory: the run needs about "));
   EXPECT_THAT(message, HasSubstr("(infeed queues 16.0 GiB, host batches 24.0 GiB,"));
   EXPECT_THAT(message, HasSubstr("but it has 1.0 GiB; lower input.global_batch"));

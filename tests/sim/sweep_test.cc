@@ -25,41 +25,41 @@ using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
 TEST(Sweep, VaryFlagSplitsValuesOutsideBrackets) {
-  VaryAxis a = ParseVary("input.cpu_us_per_example=0,50,100");
+  sweep::VaryAxis a = sweep::ParseVary("input.cpu_us_per_example=0,50,100");
   EXPECT_EQ(a.key, "input.cpu_us_per_example");
   EXPECT_THAT(a.values, ElementsAre("0", "50", "100"));
-  EXPECT_THAT(ParseVary("model.hidden=[64,32],[128],{a: 1, b: 2}").values,
+  EXPECT_THAT(sweep::ParseVary("model.hidden=[64,32],[128],{a: 1, b: 2}").values,
               ElementsAre("[64,32]", "[128]", "{a: 1, b: 2}"));
 }
 
 TEST(Sweep, BadVaryFlagsNameTheFlag) {
-  EXPECT_EQ(ErrorOf([] { ParseVary("topology"); }),
+  EXPECT_EQ(ErrorOf([] { sweep::ParseVary("topology"); }),
             "--vary topology: expected KEY=V1,V2,..., e.g. --vary input.cpu_us_per_example=0,50,100");
-  EXPECT_EQ(ErrorOf([] { ParseVary("a=1,,2"); }), "--vary a=1,,2: empty value in '1,,2' (expected V1,V2,...)");
-  EXPECT_EQ(ErrorOf([] { ParseVary("a=[1,2"); }), "--vary a=[1,2: unbalanced brackets in '[1,2'");
+  EXPECT_EQ(ErrorOf([] { sweep::ParseVary("a=1,,2"); }), "--vary a=1,,2: empty value in '1,,2' (expected V1,V2,...)");
+  EXPECT_EQ(ErrorOf([] { sweep::ParseVary("a=[1,2"); }), "--vary a=[1,2: unbalanced brackets in '[1,2'");
 }
 
 TEST(Sweep, GridIsTheProductWithTheFirstKeySlowest) {
-  auto grid = ExpandGrid({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
+  auto grid = sweep::ExpandGrid({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
   ASSERT_EQ(grid.size(), 6u);
   EXPECT_THAT(grid[0], ElementsAre("1", "x"));
   EXPECT_THAT(grid[2], ElementsAre("1", "z"));
   EXPECT_THAT(grid[3], ElementsAre("2", "x"));
   EXPECT_THAT(grid[5], ElementsAre("2", "z"));
-  EXPECT_EQ(ErrorOf([] { ExpandGrid({{"a", {"1"}}, {"a", {"2"}}}); }),
+  EXPECT_EQ(ErrorOf([] { sweep::ExpandGrid({{"a", {"1"}}, {"a", {"2"}}}); }),
             "--vary a: the key is varied twice; give its values in one --vary");
 }
 
 TEST(Sweep, RunIdsAndOverrides) {
-  EXPECT_EQ(RunId(0), "run-001");
-  EXPECT_EQ(RunId(11), "run-012");
-  EXPECT_THAT(PointOverrides({"a.b", "topology"}, {"50", "v4-32"}), ElementsAre("a.b=50", "topology=v4-32"));
+  EXPECT_EQ(sweep::RunId(0), "run-001");
+  EXPECT_EQ(sweep::RunId(11), "run-012");
+  EXPECT_THAT(sweep::PointOverrides({"a.b", "topology"}, {"50", "v4-32"}), ElementsAre("a.b=50", "topology=v4-32"));
 }
 
 // A report with every field runs.csv reads; times are binary fractions so the
 // milliseconds are exact.
-Report MeasuredReport() {
-  Report r;
+report::Report MeasuredReport() {
+  report::Report r;
   r.totals.examples_per_s = 3000;
   r.hosts.resize(3);
   for (int h = 0; h < 3; ++h) r.hosts[h].host = h;
@@ -81,7 +81,7 @@ Report MeasuredReport() {
 }
 
 TEST(RunTable, SummaryReadsTheReportInCsvUnits) {
-  RunMetrics m = SummarizeReport(MeasuredReport());
+  sweep::RunMetrics m = sweep::SummarizeReport(MeasuredReport());
   EXPECT_EQ(m.examples_per_s, 3000.0);
   EXPECT_EQ(m.host_examples_per_s_min, 1000.0);
   EXPECT_EQ(m.host_examples_per_s_max, 2000.0);
@@ -97,35 +97,35 @@ TEST(RunTable, SummaryReadsTheReportInCsvUnits) {
 }
 
 TEST(RunTable, NullUtilizationLeavesOnlyTheAuColumnsEmpty) {
-  Report r = MeasuredReport();
+  report::Report r = MeasuredReport();
   r.accelerator_utilization.reset();
-  RunMetrics m = SummarizeReport(r);
+  sweep::RunMetrics m = sweep::SummarizeReport(r);
   EXPECT_FALSE(m.au_mean.has_value());
   EXPECT_FALSE(m.au_min.has_value());
   EXPECT_EQ(m.examples_per_s, 3000.0);
 }
 
 TEST(RunTable, HeaderAndRowsHaveAStableSchema) {
-  EXPECT_EQ(RunCsvHeader({"input.cpu_us_per_example", "topology"}),
+  EXPECT_EQ(sweep::RunCsvHeader({"input.cpu_us_per_example", "topology"}),
             "run,input.cpu_us_per_example,topology,exit_code,error,hosts,examples_per_s,host_examples_per_s_min,"
             "host_examples_per_s_max,au_mean,au_min,infeed_percent,verdict,step_ms,step_p50_ms,step_p90_ms,"
             "step_p99_ms,infeed_wait_p50_ms,infeed_wait_p90_ms,infeed_wait_p99_ms,infeed_ms,compute_ms,crs_ms,"
             "crs_sync_ms,apply_ms,device_ms,outfeed_ms,post_loop_ms,embedding_forward_ms,embedding_backward_ms,"
             "idle_ms,projected_examples_per_s_per_host,projected_bound_by,projected_au,projected_verdict");
-  RunRow ok{"run-001", {"50", "v4-32"}, 0, "", 4, SummarizeReport(MeasuredReport())};
+  sweep::RunRow ok{"run-001", {"50", "v4-32"}, 0, "", 4, sweep::SummarizeReport(MeasuredReport())};
   EXPECT_EQ(RunCsvLine(ok),
             "run-001,50,v4-32,0,,4,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,250,0,"
             "1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125,,,,");
-  RunRow failed{"run-002", {"[64,32]", "v4-8"}, 2, "tpusim: error: a, \"b\"", 1, {}};
+  sweep::RunRow failed{"run-002", {"[64,32]", "v4-8"}, 2, "tpusim: error: a, \"b\"", 1, {}};
   EXPECT_EQ(RunCsvLine(failed),
             "run-002,\"[64,32]\",v4-8,2,\"tpusim: error: a, \"\"b\"\"\",1,,,,,,,,,,,,,,,,,,,,,,,,,,,,,");
 }
 
 // A report with its pod_projection: host 1 binds at 1250 examples/s (its
 // preprocessing), projected AU 0.625, input-bound (high).
-Report ProjectedReport() {
-  Report r = MeasuredReport();
-  PodProjectionSection& p = r.pod_projection.emplace();
+report::Report ProjectedReport() {
+  report::Report r = MeasuredReport();
+  report::PodProjectionSection& p = r.pod_projection.emplace();
   p.projected_examples_per_s_per_host = 1250;
   p.bound_host = 1;
   p.bound_by = "preprocessing";
@@ -135,26 +135,26 @@ Report ProjectedReport() {
 }
 
 TEST(RunTable, TheProjectedColumnsComeLast) {
-  const RunMetrics m = SummarizeReport(ProjectedReport());
+  const sweep::RunMetrics m = sweep::SummarizeReport(ProjectedReport());
   EXPECT_EQ(m.projected_examples_per_s_per_host, 1250.0);
   EXPECT_EQ(m.projected_bound_by, "preprocessing");
   EXPECT_EQ(m.projected_au, 0.625);
   EXPECT_EQ(m.projected_verdict, "input-bound (high)");
-  RunRow row{"run-001", {"50"}, 0, "", 1, m};
+  sweep::RunRow row{"run-001", {"50"}, 0, "", 1, m};
   const std::string line = RunCsvLine(row);
   EXPECT_EQ(line.substr(line.rfind(",7.8125,") + 8), "1250,preprocessing,0.625,input-bound (high)");
   // The AU (and verdict) a decision reads, by --au.
-  EXPECT_EQ(AuOf(m, AuSource::kMeasured), 0.75);
-  EXPECT_EQ(AuOf(m, AuSource::kProjected), 0.625);
-  EXPECT_EQ(VerdictOf(m, AuSource::kMeasured), "input-bound (moderate)");
-  EXPECT_EQ(VerdictOf(m, AuSource::kProjected), "input-bound (high)");
+  EXPECT_EQ(AuOf(m, run::AuSource::kMeasured), 0.75);
+  EXPECT_EQ(AuOf(m, run::AuSource::kProjected), 0.625);
+  EXPECT_EQ(VerdictOf(m, run::AuSource::kMeasured), "input-bound (moderate)");
+  EXPECT_EQ(VerdictOf(m, run::AuSource::kProjected), "input-bound (high)");
   EXPECT_EQ(DescribeOutcome(row, 1.5),
             "1.5 s: 3000 examples/s, AU 0.875 (min 0.750), infeed 12.5%, input-bound (moderate); "
             "projected AU 0.625 (input-bound (high), bound by preprocessing)");
   // Without a projected AU (a zero target step) the projected AU is empty.
-  Report unknown = ProjectedReport();
+  report::Report unknown = ProjectedReport();
   unknown.pod_projection->projected_au.reset();
-  EXPECT_FALSE(AuOf(SummarizeReport(unknown), AuSource::kProjected));
+  EXPECT_FALSE(sweep::AuOf(sweep::SummarizeReport(unknown), run::AuSource::kProjected));
 }
 
 // A folder of this test's own under gtest's temporary folder.
@@ -171,17 +171,17 @@ std::string WriteReportFile(const std::string& name, const json& report) {
   return path;
 }
 
-RunRow RowOf(const PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5, "v4-8"}, outcome); }
+sweep::RunRow RowOf(const sweep::PointOutcome& outcome) { return MakeRow("run-001", {"50"}, {1, 5, "v4-8"}, outcome); }
 
 // The 29 metric fields (6 numbers, the verdict, 18 numbers, the 4 projected
 // ones) of a row without them.
 const std::string kEmptyMetrics(29, ',');
 
 TEST(PointRunner, AReportFileReadsBackIntoTheSameRow) {
-  const PointReport read = ReadPointReport(WriteReportFile("whole", json(MeasuredReport())));
+  const sweep::PointReport read = sweep::ReadPointReport(WriteReportFile("whole", json(MeasuredReport())));
   ASSERT_TRUE(read.report.has_value()) << read.problem;
   EXPECT_EQ(read.problem, "");
-  const RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
+  const sweep::RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
   EXPECT_EQ(RunCsvLine(row),
             "run-001,50,0,,1,3000,1000,2000,0.875,0.75,12.5,input-bound (moderate),62.5,62.5,125,"
             "250,0,1.953125,7.8125,7.8125,0,0,0,0,46.875,0,0,0,0,7.8125,,,,");
@@ -195,12 +195,12 @@ TEST(PointRunner, AReportMissingAFieldTheTableReadsIsAFailedRow) {
   json missing = MeasuredReport();
   missing["totals"].erase("examples_per_s");
   const std::string path = WriteReportFile("missing", missing);
-  const PointReport read = ReadPointReport(path);
+  const sweep::PointReport read = sweep::ReadPointReport(path);
   EXPECT_FALSE(read.report.has_value());
   EXPECT_TRUE(read.invalid);
   EXPECT_EQ(read.problem, path + ": report: totals: key 'examples_per_s' not found");
-  const RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
-  EXPECT_EQ(row.exit_code, kExitUnreadableReport);
+  const sweep::RunRow row = RowOf(JudgePoint(0, "", read, 1.5));
+  EXPECT_EQ(row.exit_code, sweep::kExitUnreadableReport);
   EXPECT_EQ(row.error, "exited 0 without a report that reads: " + read.problem);
   EXPECT_EQ(RunCsvLine(row), "run-001,50,5," + row.error + ",1" + kEmptyMetrics);
   EXPECT_EQ(DescribeOutcome(row, 1.5), "FAILED (exit 5): " + row.error);
@@ -208,16 +208,16 @@ TEST(PointRunner, AReportMissingAFieldTheTableReadsIsAFailedRow) {
   json renamed = MeasuredReport();
   renamed["step"]["infeed_percent_of_step"] = renamed["step"]["infeed_percent"];
   renamed["step"].erase("infeed_percent");
-  const PointReport read_renamed = ReadPointReport(WriteReportFile("renamed", renamed));
+  const sweep::PointReport read_renamed = sweep::ReadPointReport(WriteReportFile("renamed", renamed));
   EXPECT_FALSE(read_renamed.report.has_value());
   EXPECT_THAT(read_renamed.problem, HasSubstr("report: step: key 'infeed_percent' not found"));
-  EXPECT_EQ(RowOf(JudgePoint(0, "", read_renamed, 1.5)).exit_code, kExitUnreadableReport);
+  EXPECT_EQ(RowOf(JudgePoint(0, "", read_renamed, 1.5)).exit_code, sweep::kExitUnreadableReport);
 }
 
 TEST(PointRunner, ARunThatExitedZeroWithoutAWholeReportIsAFailedRow) {
   const std::string dir = TestDir("none");
   std::filesystem::create_directories(dir);
-  const PointReport none = ReadPointReport(dir + "/report.json");
+  const sweep::PointReport none = sweep::ReadPointReport(dir + "/report.json");
   EXPECT_EQ(none.problem, dir + "/report.json: not written");
   EXPECT_FALSE(none.invalid);
   EXPECT_EQ(RowOf(JudgePoint(0, "", none, 1)).error,
@@ -225,10 +225,10 @@ TEST(PointRunner, ARunThatExitedZeroWithoutAWholeReportIsAFailedRow) {
 
   const std::string path = WriteReportFile("partial", json(MeasuredReport()));
   std::filesystem::resize_file(path, 100);
-  const PointReport partial = ReadPointReport(path);
+  const sweep::PointReport partial = sweep::ReadPointReport(path);
   EXPECT_EQ(partial.problem, path + ": not JSON");
   EXPECT_FALSE(partial.invalid);
-  EXPECT_EQ(RowOf(JudgePoint(0, "", partial, 1)).exit_code, kExitUnreadableReport);
+  EXPECT_EQ(RowOf(JudgePoint(0, "", partial, 1)).exit_code, sweep::kExitUnreadableReport);
 }
 
 // A failed or timed-out run keeps its code and error, as before the report was
@@ -236,37 +236,37 @@ TEST(PointRunner, ARunThatExitedZeroWithoutAWholeReportIsAFailedRow) {
 TEST(PointRunner, AFailedRunKeepsItsCodeAndErrorLine) {
   const std::string path = WriteReportFile("cut-short", json(MeasuredReport()));
   std::filesystem::resize_file(path, 100);
-  const RunRow timed_out = RowOf(
-      JudgePoint(kExitTimedOut, "timed out after 5 s (--timeout-s)", ReadPointReport(path), 5));
+  const sweep::RunRow timed_out = RowOf(
+      sweep::JudgePoint(sweep::kExitTimedOut, "timed out after 5 s (--timeout-s)", sweep::ReadPointReport(path), 5));
   EXPECT_EQ(RunCsvLine(timed_out),
             "run-001,50,124,timed out after 5 s (--timeout-s),1" + kEmptyMetrics);
 
-  const RunRow killed = RowOf(JudgePoint(137, "rank 1 died", ReadPointReport(path + ".absent"), 2));
+  const sweep::RunRow killed = RowOf(sweep::JudgePoint(137, "rank 1 died", sweep::ReadPointReport(path + ".absent"), 2));
   EXPECT_EQ(killed.exit_code, 137);
   EXPECT_EQ(killed.error, "rank 1 died");
 
-  const PointReport whole = ReadPointReport(WriteReportFile("non-finite", json(MeasuredReport())));
-  const RunRow stopped =
-      RowOf(JudgePoint(kExitNonFinite, "tpusim: error: non-finite loss", whole, 2));
-  EXPECT_EQ(stopped.exit_code, kExitNonFinite);
+  const sweep::PointReport whole = sweep::ReadPointReport(WriteReportFile("non-finite", json(MeasuredReport())));
+  const sweep::RunRow stopped =
+      RowOf(JudgePoint(run::kExitNonFinite, "tpusim: error: non-finite loss", whole, 2));
+  EXPECT_EQ(stopped.exit_code, run::kExitNonFinite);
   EXPECT_EQ(stopped.metrics.au_min, 0.75);  // its report is written and read
 
   json missing = MeasuredReport();
   missing.erase("verdict");
-  const PointReport invalid = ReadPointReport(WriteReportFile("non-finite-bad", missing));
-  const RunRow stopped_bad =
-      RowOf(JudgePoint(kExitNonFinite, "tpusim: error: non-finite loss", invalid, 2));
-  EXPECT_EQ(stopped_bad.exit_code, kExitNonFinite);
+  const sweep::PointReport invalid = sweep::ReadPointReport(WriteReportFile("non-finite-bad", missing));
+  const sweep::RunRow stopped_bad =
+      RowOf(JudgePoint(run::kExitNonFinite, "tpusim: error: non-finite loss", invalid, 2));
+  EXPECT_EQ(stopped_bad.exit_code, run::kExitNonFinite);
   EXPECT_EQ(stopped_bad.error, "tpusim: error: non-finite loss; " + invalid.problem);
   EXPECT_FALSE(stopped_bad.metrics.au_min.has_value());
 }
 
 TEST(PointRunner, FirstErrorLineOfALog) {
-  EXPECT_EQ(FirstErrorLine("rank 0 pid 12\ntpusim: [rank 3, core 0/2] error: watchdog: waited\nlater error: x\n"),
+  EXPECT_EQ(sweep::FirstErrorLine("rank 0 pid 12\ntpusim: [rank 3, core 0/2] error: watchdog: waited\nlater error: x\n"),
             "tpusim: [rank 3, core 0/2] error: watchdog: waited");
-  EXPECT_EQ(FirstErrorLine("starting\nmpirun noticed that process rank 0 exited\n\n"),
+  EXPECT_EQ(sweep::FirstErrorLine("starting\nmpirun noticed that process rank 0 exited\n\n"),
             "mpirun noticed that process rank 0 exited");
-  EXPECT_EQ(FirstErrorLine(""), "");
+  EXPECT_EQ(sweep::FirstErrorLine(""), "");
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ cluster::HardwareFigures V4Host() {
   return hw;
 }
 
-std::string ErrorOf(const TargetHostConfig& config, const cluster::HardwareFigures& hw) {
+std::string ErrorOf(const run::TargetHostConfig& config, const cluster::HardwareFigures& hw) {
   try {
     (void)ResolveTargetHost(config, hw, 4, "run.yaml");
   } catch (const Error& e) {
@@ -30,7 +30,7 @@ std::string ErrorOf(const TargetHostConfig& config, const cluster::HardwareFigur
 }
 
 TEST(TargetHostTest, TheTopologysHostKeepsTwoVcpusPerChipForTheFramework) {
-  const TargetHost host = ResolveTargetHost({}, V4Host(), 4, "run.yaml");
+  const run::TargetHost host = run::ResolveTargetHost({}, V4Host(), 4, "run.yaml");
   EXPECT_EQ(host.vcpus.value, 240);
   EXPECT_EQ(host.vcpus.source, "topology");
   EXPECT_EQ(host.input_vcpus.value, 232);  // 240 - 2 x 4 chips
@@ -42,17 +42,17 @@ TEST(TargetHostTest, TheTopologysHostKeepsTwoVcpusPerChipForTheFramework) {
 }
 
 TEST(TargetHostTest, OverridesWinAndSaySo) {
-  TargetHostConfig config;
+  run::TargetHostConfig config;
   config.vcpus = 16;
   config.input_vcpus = 12;
   config.cpu_speed = 0.6;
   config.memory_gib = 64;
-  const TargetHost host = ResolveTargetHost(config, V4Host(), 4, "run.yaml");
+  const run::TargetHost host = ResolveTargetHost(config, V4Host(), 4, "run.yaml");
   EXPECT_EQ(host.vcpus.value, 16);
   EXPECT_EQ(host.input_vcpus.value, 12);
   EXPECT_EQ(host.cpu_speed.value, 0.6);
   EXPECT_EQ(host.memory_gib.value, 64);
-  for (const TargetFigure* f : {&host.vcpus, &host.input_vcpus, &host.cpu_speed, &host.memory_gib}) {
+  for (const run::TargetFigure* f : {&host.vcpus, &host.input_vcpus, &host.cpu_speed, &host.memory_gib}) {
     EXPECT_EQ(f->source, "override");
   }
   // The reserve applies to an overridden vcpus too; never below one vCPU.
@@ -62,7 +62,7 @@ TEST(TargetHostTest, OverridesWinAndSaySo) {
 }
 
 TEST(TargetHostTest, MoreInputVcpusThanVcpusIsAnError) {
-  TargetHostConfig config;
+  run::TargetHostConfig config;
   config.input_vcpus = 241;
   EXPECT_EQ(ErrorOf(config, V4Host()),
             "run.yaml: target_host.input_vcpus: 241 is more than the host's 240 vCPUs");
@@ -71,7 +71,7 @@ TEST(TargetHostTest, MoreInputVcpusThanVcpusIsAnError) {
 TEST(TargetHostTest, ATopologyWithoutHostFiguresNamesTheKeyToSet) {
   EXPECT_THAT(ErrorOf({}, cluster::HardwareFigures{}),
               HasSubstr("run.yaml: target_host.vcpus: the topology gives no host figure"));
-  TargetHostConfig config;
+  run::TargetHostConfig config;
   config.vcpus = 8;
   EXPECT_THAT(ErrorOf(config, cluster::HardwareFigures{}),
               HasSubstr("target_host.memory_gib: the topology gives no host figure"));
