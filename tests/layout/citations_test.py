@@ -8,7 +8,7 @@ Scans every git-tracked text file under SOURCE_ROOT (.h .cc .py .md .yaml .build
     of the repository (relative to SOURCE_ROOT) and, for each N, some Markdown
     heading of it (`#` to `######`, outside code fences) must start with N
     (`### 2.3.4b Ring path` is §2.3.4b, `## 2a. The preconditioner service` is §2a);
-  - bare paths `docs/....md`: the file must exist;
+  - bare paths under docs/ that end in .md: the file must exist;
   - a design, infeed or training document named other than by its repository path
     (docs/design.md, docs/reference/infeed.md, docs/reference/training.md): such a
     citation cannot be followed from a clone;
@@ -36,8 +36,10 @@ PATH_AT_END = re.compile(r"(?<![\w./-])([\w./-]+\.md)`?\s*$")
 LEADING_SECTION = re.compile(r"^\s*(?://+|#+|\*+|--)?\s*" + SECTION)
 BARE_DOCS = re.compile(r"(?<![\w./-])(docs/[\w./-]+\.md)")
 NAMED_DOC = re.compile(r"(?<![\w.-])([\w./-]*?)((?:design|infeed|training)\.md)(?![\w-])")
-CANONICAL = {"design.md": "docs/design.md", "infeed.md": "docs/reference/infeed.md",
-             "training.md": "docs/reference/training.md"}
+# The repository path of each document named by its file name alone.
+CANONICAL = {name + ".md": path for name, path in (("design", "docs/design.md"),
+                                                    ("infeed", "docs/reference/infeed.md"),
+                                                    ("training", "docs/reference/training.md"))}
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE = re.compile(re.escape(".." + "/shared") + "|" + re.escape("shared" + "/docs"))
 HEADING = re.compile(r"^#{1,6}\s+(\S+)")
@@ -152,7 +154,7 @@ def self_test(root):
     try:
         os.makedirs(os.path.join(scratch, "docs", "reference"))
         os.makedirs(os.path.join(scratch, "optim"))
-        open(os.path.join(scratch, "docs", "reference", "training.md"), "w").write(
+        open(os.path.join(scratch, "docs", "reference", "training" + ".md"), "w").write(
             "# Training\n\n## 1. Accumulation\n\n### 1a. Wrapper\n\n### 3.6 Host pipeline\n")
         open(os.path.join(scratch, "docs", "design-notes.md"), "w").write("Notes.\n")
         good = os.path.join(scratch, "optim", "shampoo.h")
