@@ -203,7 +203,7 @@ int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::R
   }
 }
 
-// The threads and packed layouts (design.md §2): this MPI process plays whole TPU
+// The threads and packed layouts (docs/design.md §2): this MPI process plays whole TPU
 // hosts, each of their ranks a thread, over one group that spans the processes.
 // Returns the first non-zero exit code of its ranks.
 int RunRanksAsThreads(const Setup& setup, const run::RunOptions& options, const cluster::MpiEnvironment& mpi,

@@ -1,4 +1,4 @@
-// The transports every rank of a run uses, split from one world (design.md §2):
+// The transports every rank of a run uses, split from one world (docs/design.md §2):
 // MPI's world in the ranks layout, a group spanning processes in the threads and
 // packed layouts. Only their implementation differs; the members and order are
 // the same in every layout.

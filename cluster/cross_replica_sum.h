@@ -1,4 +1,4 @@
-// cross_replica_sum (reference/infeed.md §6) between the cores that share one
+// cross_replica_sum (docs/reference/infeed.md §6) between the cores that share one
 // logical core: the replica groups of a `group_assignment`, one sub-transport per
 // group (MPI or in-process), an in-place Sum with either the transport's allreduce or our own
 // deterministic ring, per-call timing with the min-duration split into compute and

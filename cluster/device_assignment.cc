@@ -26,7 +26,7 @@ int64_t Product(const Coord& values) {
   return std::accumulate(values.begin(), values.end(), int64_t{1}, std::multiplies<>());
 }
 
-// Sizes derived from the options during validation (infeed.md §2.3.1).
+// Sizes derived from the options during validation (docs/reference/infeed.md §2.3.1).
 struct Capacity {
   Coord footprint{};       // shape * stride: the mesh box one replica spans
   Coord replica_counts{};  // replica slots along each axis
@@ -42,7 +42,7 @@ void CheckAtLeastOne(const Coord& values, const char* key) {
   }
 }
 
-// Steps 3-5 of infeed.md §2.3.1 without the replica count: the footprint must fit.
+// Steps 3-5 of docs/reference/infeed.md §2.3.1 without the replica count: the footprint must fit.
 Capacity ComputeCapacity(const Topology& topology, const DeviceAssignmentOptions& options) {
   const Coord& shape = options.computation_shape;
   const Coord& stride = options.computation_stride;
@@ -131,7 +131,7 @@ bool UseRing(const Topology& topology, const DeviceAssignmentOptions& options,
 }
 
 // ---------------------------------------------------------------------------
-// Ring ordering (infeed.md §2.3.4b)
+// Ring ordering (docs/reference/infeed.md §2.3.4b)
 
 // Snake over an X-by-Y grid that leaves out chip (0, 0): pairs of rows go right
 // then back, and column 0 closes the ring from the top. X*Y - 1 chips.
@@ -221,7 +221,7 @@ std::vector<Coord> RingAssignment(const Coord& shape, const Coord& replica_shape
 }
 
 // ---------------------------------------------------------------------------
-// Mesh ordering (infeed.md §2.3.4a)
+// Mesh ordering (docs/reference/infeed.md §2.3.4a)
 
 // Position of replica r in the replica box, enumerated core axis fastest, then
 // x, y, z; returned in (x, y, z, c) order.
@@ -269,7 +269,7 @@ std::vector<Coord> MeshAssignment(const DeviceAssignmentOptions& options,
 }
 
 // ---------------------------------------------------------------------------
-// Degraded slice (infeed.md §2.3.5): devices in task-major order.
+// Degraded slice (docs/reference/infeed.md §2.3.5): devices in task-major order.
 
 std::vector<Coord> DegradedAssignment(const Topology& topology,
                                       const DeviceAssignmentOptions& options) {
@@ -448,7 +448,7 @@ DeviceAssignment::ReplicaCore DeviceAssignment::replica_core_at(int host, int or
 }
 
 // ---------------------------------------------------------------------------
-// Lingvo's ComputationShape (infeed.md §2.4)
+// Lingvo's ComputationShape (docs/reference/infeed.md §2.4)
 
 namespace {
 

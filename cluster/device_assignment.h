@@ -1,6 +1,6 @@
 // TPU device assignment: which physical core plays logical core k of replica r,
 // and from there which host and ordinal. A faithful restatement of TensorFlow's
-// device_assignment() (reference/infeed.md §2), including the replica-shape float
+// device_assignment() (docs/reference/infeed.md §2), including the replica-shape float
 // arithmetic, the mesh and ring paths, the order modes and the degraded-slice
 // fallback, plus Lingvo's computation-shape rule (§2.4).
 #pragma once
@@ -49,7 +49,7 @@ class DeviceAssignment {
   // "ring", "mesh" or "degraded": the path the algorithm actually took.
   const std::string& path() const { return path_; }
   const Coord& computation_shape() const { return computation_shape_; }
-  // The box of replica slots TF factored num_replicas into (infeed.md §2.3.2);
+  // The box of replica slots TF factored num_replicas into (docs/reference/infeed.md §2.3.2);
   // all zeros on a degraded slice, where TF does not compute it.
   const Coord& replica_shape() const { return replica_shape_; }
 
@@ -95,13 +95,13 @@ class DeviceAssignment {
 };
 
 // The most replicas TF's device_assignment accepts for `options`' computation shape
-// and stride on `topology` (infeed.md §2.3.1: prod(replica_counts); on a degraded
+// and stride on `topology` (docs/reference/infeed.md §2.3.1: prod(replica_counts); on a degraded
 // slice also at most num_cores / K, §2.3.5). options.num_replicas is ignored.
 // Throws Error as Build does when the footprint does not fit the mesh.
 int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options);
 
 // The replica count a run asks for when it does not give one: Lingvo's
-// num_splits_per_client, num_cores / K (integer division; infeed.md §2.4), which
+// num_splits_per_client, num_cores / K (integer division; docs/reference/infeed.md §2.4), which
 // Build then checks against what fits, as TF does. So a computation shape whose
 // footprint does not tile the mesh (24 cores, K = 8 as [4, 2, 1, 1] on [6, 4, 1, 1]:
 // 3 requested, 2 fit) is refused instead of silently dropping a replica.

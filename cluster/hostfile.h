@@ -1,4 +1,4 @@
-// Placing a slice on a cluster (design.md §2): every TPU host's ranks — the host
+// Placing a slice on a cluster (docs/design.md §2): every TPU host's ranks — the host
 // rank and its cores' ranks, consecutive in the world — go to one node of an Open
 // MPI hostfile, so the host-to-core hop stays inside a machine and only the relay,
 // the cross-replica sum and the all-to-all cross the network. Pure text and

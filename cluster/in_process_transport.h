@@ -11,7 +11,7 @@
 // sender's buffer, so a large message is copied exactly once, like MPI's
 // rendezvous with a single-copy mechanism.
 //
-// A group may also span processes (cluster.layout: threads, design.md §2): each
+// A group may also span processes (cluster.layout: threads, docs/design.md §2): each
 // process holds the endpoints of its own members, and traffic to a member of
 // another process leaves through a RemoteLink (process_link.h, over MPI) and is
 // put into that member's mailbox on arrival. Matching, ordering, collectives and

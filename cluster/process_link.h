@@ -1,5 +1,5 @@
 // The MPI side of groups that span processes (cluster.layout: threads and packed,
-// design.md §2): one RemoteLink per process, over a private duplicate of the
+// docs/design.md §2): one RemoteLink per process, over a private duplicate of the
 // world communicator. One progress thread is the only caller of MPI while the
 // link runs: it posts the sends the process's threads queue, completes them, and
 // hands every arriving message to its group's copy in this process. So MPI needs

@@ -1,4 +1,4 @@
-// Which MPI rank plays which TPU host or core (design.md §2). A slice of H hosts
+// Which MPI rank plays which TPU host or core (docs/design.md §2). A slice of H hosts
 // with C cores each is played by H * (1 + C) ranks: host h is rank h * (1 + C),
 // its core with ordinal o is rank h * (1 + C) + 1 + o. Pure arithmetic, no MPI.
 #pragma once

@@ -242,7 +242,7 @@ Topology Topology::Create(std::string source, std::string name, Coord mesh_shape
 }
 
 // Fills host_at_/ordinal_at_ (TF's inverse tables), rejecting coordinates outside
-// the mesh and duplicates, which TF would silently accept (infeed.md §1.1 note).
+// the mesh and duplicates, which TF would silently accept (docs/reference/infeed.md §1.1 note).
 void Topology::BuildInverseTables(const std::string& source) {
   const size_t positions = static_cast<size_t>(mesh_shape_[0]) * mesh_shape_[1] *
                            mesh_shape_[2] * mesh_shape_[3];

@@ -1,6 +1,6 @@
 // A TPU slice as the runtime reports it: the physical mesh, which host (TF task)
 // owns which core coordinates, and the hardware figures used to project a step onto
-// the real machine (reference/infeed.md §1). Where a topology comes from — a YAML
+// the real machine (docs/reference/infeed.md §1). Where a topology comes from — a YAML
 // file, an accelerator type, an imported device list — is topology_source.h.
 #pragma once
 
@@ -37,7 +37,7 @@ class Topology {
   // coordinate of TF device (task=host, ordinal). Throws Error (prefixed by
   // `source`, e.g. a file name) on: a mesh extent < 1, an empty table, hosts with
   // unequal core counts, coordinates outside the mesh or duplicated. Mesh
-  // positions no device claims are "missing" (a degraded slice, infeed.md §1.1).
+  // positions no device claims are "missing" (a degraded slice, docs/reference/infeed.md §1.1).
   // `hardware` is stored as given; ParseTopology is what checks it is positive.
   static Topology Create(std::string source, std::string name, Coord mesh_shape,
                          std::vector<std::vector<Coord>> device_coordinates,

@@ -1,4 +1,4 @@
-// The seam between tpusim and the way its ranks talk (design.md §1): one interface
+// The seam between tpusim and the way its ranks talk (docs/design.md §1): one interface
 // for the point-to-point traffic of a run (tagged byte messages, blocking or not,
 // gathered from / scattered into several blocks, probes) and the collectives it
 // uses (barrier, allreduce, gather, broadcast, allgather, all-to-all, split).

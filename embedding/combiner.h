@@ -1,7 +1,7 @@
-// Combiners (infeed.md §5.4) expressed as a plan: each COO entry adds
+// Combiners (docs/reference/infeed.md §5.4) expressed as a plan: each COO entry adds
 // coefficient * W[id] to one activation row. The same plan drives the forward pass
 // (activations) and the backward pass (each entry's row gradient is
-// coefficient * dL/d(activation row), training.md §7.3), so both stay consistent.
+// coefficient * dL/d(activation row), docs/reference/training.md §7.3), so both stay consistent.
 #pragma once
 
 #include <cstdint>

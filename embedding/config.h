@@ -1,6 +1,6 @@
 // Typed configuration of the TPU embedding: tables (vocabulary, width, combiner,
 // sharding, optimizer) and features (which table, ids per example, synthetic id
-// distribution). Semantics follow docs/reference/infeed.md §5 and training.md §7.
+// distribution). Semantics follow docs/reference/infeed.md §5 and docs/reference/training.md §7.
 // This file does not read YAML; the config loader maps YAML keys onto these structs
 // and calls Validate(), whose messages name the YAML key ("embedding.tables.t.dim").
 #pragma once
@@ -16,11 +16,11 @@ namespace tpusim::embedding {
 enum class Combiner { kSum, kMean, kSqrtn };
 // How the rows of a table are spread over the shards (§5.6).
 enum class Sharding { kDiv, kMod };
-// The optimizer the embedding engine applies to touched rows (training.md §7.4).
+// The optimizer the embedding engine applies to touched rows (docs/reference/training.md §7.4).
 enum class OptimizerKind { kSgd, kAdagrad, kAdam };
 // Distribution of synthetic ids over [0, vocab).
 enum class IdDistribution { kUniform, kZipf };
-// When the table optimizer runs with micro-batches (training.md §1, §7.3 step 4).
+// When the table optimizer runs with micro-batches (docs/reference/training.md §1, §7.3 step 4).
 // kGlobalStep: the table gradients of the num_micro_batches micro-steps of a global
 // step are summed, each scaled by 1/num_micro_batches like the dense gradients of
 // the accumulation wrapper, and applied once per touched row on the last micro-step,

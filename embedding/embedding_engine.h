@@ -1,5 +1,5 @@
 // The per-core embedding engine: the distributed lookup and gradient step of
-// infeed.md §5.6 / training.md §7 over the all-to-all of an injected transport
+// docs/reference/infeed.md §5.6 / docs/reference/training.md §7 over an injected all-to-all
 // (cluster::Transport: MPI in tpusim, an in-process group in tests), whose members
 // are the cores. Every table is sharded over the N cores by its own rule; each
 // core owns one shard of every table.
@@ -13,9 +13,9 @@
 // coefficient * dL/dact per distinct row over its samples and features and sends one
 // partial sum per row to the owner, which adds the partial sums of all cores into
 // its accumulator (one entry per touched row, never a dense copy of the table).
-// Gradients are not cross-replica-summed beforehand (training.md §7.3).
+// Gradients are not cross-replica-summed beforehand (docs/reference/training.md §7.3).
 //
-// Updates (EmbeddingConfig::update, training.md §7.3 step 4 "sum first, then one
+// Updates (EmbeddingConfig::update, docs/reference/training.md §7.3 step 4 "sum first, then one
 // optimizer step per touched row per global step"): with k = MicroStepsPerUpdate
 // the owner adds each micro-step's sums divided by k (as the dense accumulation
 // wrapper does, g' = g/k) and, on every k-th Backward, applies the table optimizer

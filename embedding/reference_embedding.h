@@ -1,6 +1,6 @@
 // The unsharded reference of the embedding step: every table whole in one place, the
 // inputs of all N cores processed in one call, no exchange. It is the independent
-// expectation the sharded EmbeddingEngine is tested against (design.md §3: embedding
+// expectation the sharded EmbeddingEngine is tested against (docs/design.md §3: embedding
 // lookups equal an unsharded table), and is small enough to read as the spec.
 #pragma once
 

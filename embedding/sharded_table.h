@@ -1,6 +1,6 @@
 // One shard of one embedding table: its rows and optimizer slots, independent of
 // any transport. Rows are initialised per global id, so a table split any way has
-// the same values as the unsplit table. The optimizer (training.md §7.4) is applied
+// the same values as the unsplit table. The optimizer (docs/reference/training.md §7.4) is applied
 // once per touched row per step with that row's gradient summed over the step.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Host-side embedding enqueue (infeed.md §5.2/§5.3): a host batch of dense ids
+// Host-side embedding enqueue (docs/reference/infeed.md §5.2/§5.3): a host batch of dense ids
 // [rows, max_ids] (-1 = padding) is split into `num_splits` equal pieces along the
 // batch dimension and each piece becomes COO lists for one core. Piece i goes to
 // core ordinal ordinal_of_piece[i], the same permutation the dense infeed uses, so a

@@ -1,4 +1,4 @@
-// Which shard (core) owns which rows of a table (infeed.md §5.6, with the N shards
+// Which shard (core) owns which rows of a table (docs/reference/infeed.md §5.6, with the N shards
 // being cores). `div`: contiguous blocks, the first V % N shards one row larger;
 // `mod`: id i on shard i % N as local row i / N. Value type, cheap to copy.
 #pragma once

@@ -2,7 +2,7 @@
 // once from the synthetic function and cycled, so a run measures the infeed transport
 // and not the generator — the simulator's own ceiling for the shapes of a run.
 //
-// Example ids stay those of design.md §3: step s's rows carry step s's global ids,
+// Example ids stay those of docs/design.md §3: step s's rows carry step s's global ids,
 // all distinct, so the placement log and the audit mean what they always mean. The
 // values repeat: pool entry p is built for the ids of step p and step s sends entry
 // s mod P (P = pool steps), so the row holding example e carries the synthetic values

@@ -1,6 +1,6 @@
 // Where every example goes: the infeed plan of a run. A pure function of the device
-// assignment, the infeed mode and the input shapes (reference/infeed.md §4.3–§4.5,
-// design.md §3): which hosts build batches, how many rows each builds per step and
+// assignment, the infeed mode and the input shapes (docs/reference/infeed.md §4.3–§4.5,
+// docs/design.md §3): which hosts build batches, how many rows each builds per step and
 // from which global example id, and for every shard the destination core and the
 // box of the host batch it carries. Host ranks send by it, core ranks know what to
 // expect from it, tests check it against the worked examples — no MPI here.

@@ -1,5 +1,5 @@
 // InfeedQueue: the configuration object of TensorFlow's tpu_feed.InfeedQueue
-// (reference/infeed.md §3). It records the unsharded tuple types and shapes of what a
+// (docs/reference/infeed.md §3). It records the unsharded tuple types and shapes of what a
 // host enqueues, how each element is cut into per-core shards (number_of_shards,
 // shard_dimension) and how many logical cores a dequeued tensor is tiled over
 // (number_of_partitions), validates divisibility as soon as it is knowable, freezes,

@@ -138,7 +138,7 @@ Batch ShardCodec::View::ToBatch(const std::vector<FeatureSpec>& features) const 
   Batch batch;
   for (size_t f = 0; f < features.size(); ++f) {
     Tensor t(features[f].dtype, slices[f].shape());
-    // A zero-row piece (partitioned infeed, infeed.md L6) has no bytes, and memcpy
+    // A zero-row piece (partitioned, docs/reference/infeed.md §4.9 L6) has no bytes, and memcpy
     // may not be given its null pointers even for a count of 0.
     if (t.num_bytes() > 0) std::memcpy(t.bytes().data(), tensor_bytes[f].data(), t.num_bytes());
     batch.Insert(features[f].name, std::move(t));

@@ -10,7 +10,7 @@
 // after, and the host unlinks the name after a second barrier: the memory lives
 // while a rank maps it and is freed by the kernel when the last one exits, killed
 // or not. Only ranks on the host's machine can open it (a host's ranks belong on
-// one machine: design.md §2). A process-shared robust mutex guards the fields, so
+// one machine: docs/design.md §2). A process-shared robust mutex guards the fields, so
 // a rank killed while holding it does not stall the others.
 #pragma once
 

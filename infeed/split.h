@@ -1,6 +1,6 @@
 // Cutting a host batch into what each core receives, without per-element work.
 //
-// (a) Even split (reference/infeed.md §3.6, §4.5 a/b/d): every tensor is cut along dim 0
+// (a) Even split (docs/reference/infeed.md §3.6, §4.5 a/b/d): every tensor is cut along dim 0
 //     into P equal row blocks; shard i packs block i of every tensor, in batch (name)
 //     order, into one contiguous buffer ready to send. Rows of a row-major tensor are
 //     contiguous, so this is one memcpy per tensor per shard.

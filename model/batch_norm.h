@@ -1,5 +1,5 @@
 // Batch normalisation with step accumulators, Lingvo's BatchNormLayerNoPadding
-// (training.md §5.1), reduced to the [examples, channels] case of a dense model.
+// (docs/reference/training.md §5.1), reduced to the [examples, channels] case of a dense model.
 // In training each call normalises with the statistics of its own (replica-local)
 // micro-batch and adds that micro-batch's sums to the step's accumulators;
 // PostTrainingStepUpdate folds the accumulated statistics into the moving mean and

@@ -7,7 +7,7 @@
 //
 // Layers: dense_0 .. dense_{L-1}, each affine -> [batch norm] -> ReLU, then the
 // affine output layer `out` with one unit. Batch norm is Lingvo's
-// BatchNormLayerNoPadding (training.md §5.1, see batch_norm.h).
+// BatchNormLayerNoPadding (docs/reference/training.md §5.1, see batch_norm.h).
 //
 // Variables are flat float32 arrays in C order, registered with optimizers through
 // their optim::VariableSpec:
@@ -74,7 +74,7 @@ class Mlp {
   // entries. Returns the local mean loss over the B examples (0 for B = 0), not
   // scaled. Overwrites every trainable variable's `grad` with
   // d(loss_scale · mean loss)/d(variable) and input_grad() with
-  // d(loss_scale · mean loss)/d(inputs); training.md §0 has the caller pass
+  // d(loss_scale · mean loss)/d(inputs); docs/reference/training.md §0 has the caller pass
   // loss_scale = 1/R. With batch norm, each hidden layer normalises with this
   // micro-batch's statistics and adds them to its step accumulators. No heap
   // allocation when B is unchanged since the previous call (and inputs are
@@ -96,7 +96,7 @@ class Mlp {
   float EvalLoss(const Eigen::Ref<const Eigen::MatrixXf>& inputs,
                  const Eigen::Ref<const Eigen::VectorXf>& labels) const;
 
-  // training.md §5.1/§6.1 step 4: call once per training step after all optimizer
+  // docs/reference/training.md §5.1/§6.1 step 4: call once per training step after all optimizer
   // updates. Updates each batch-norm layer's moving statistics from the
   // accumulated micro-batches (if any example was seen) and resets the
   // accumulators. A no-op without batch norm.

@@ -1,4 +1,4 @@
-// Lingvo's `Accumulator` optimizer (training.md §1b): an Optimizer that sums
+// Lingvo's `Accumulator` optimizer (docs/reference/training.md §1b): an Optimizer that sums
 // gradients over accum_steps global steps and applies the inner optimizer with
 // their mean on steps s where s mod accum_steps == accum_steps - 1.
 //

@@ -1,5 +1,5 @@
 // Adafactor as implemented by Lingvo's XLAShardingAdafactor layer and its TF
-// optimizer (training.md §2.2): factored second-moment estimates for tensors whose
+// optimizer (docs/reference/training.md §2.2): factored second-moment estimates for tensors whose
 // two largest dimensions are big enough, unfactored otherwise; optional update
 // clipping, parameter-scale multiplication, first-moment momentum and
 // "write only if finite" guards. There is no built-in relative step size: the

@@ -1,4 +1,4 @@
-// Adagrad, the tf.train.AdagradOptimizer kernel (training.md §4):
+// Adagrad, the tf.train.AdagradOptimizer kernel (docs/reference/training.md §4):
 //   acc += g^2;  W -= lr * g / sqrt(acc)
 // One slot per variable: "accumulator", initialised to initial_accumulator_value.
 #pragma once

@@ -1,4 +1,4 @@
-// Lingvo's AdaGraft (training.md §3.9, adagraft.py): the step direction of one
+// Lingvo's AdaGraft (docs/reference/training.md §3.9, adagraft.py): the step direction of one
 // optimizer with the step size of another. Per variable, both children run on the
 // same gradient from the same starting point W0:
 //   m = magnitude(W0, g) - W0        (magnitude optimizer, scheduled lr)

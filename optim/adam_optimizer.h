@@ -1,4 +1,4 @@
-// Adam, the tf.train.AdamOptimizer (v1) kernel (training.md §4):
+// Adam, the tf.train.AdamOptimizer (v1) kernel (docs/reference/training.md §4):
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   W -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 // where t = number of applies so far including this one. Like TF, b1^t and b2^t

@@ -1,4 +1,4 @@
-// Lingvo's CompositeOptimizer (training.md §4): routes each variable, by name, to
+// Lingvo's CompositeOptimizer (docs/reference/training.md §4): routes each variable, by name, to
 // one of several child optimizers, each with its own fixed learning rate.
 //
 // Routing, fixed at AddVariable: every pattern - including the literal key
@@ -45,7 +45,7 @@ class CompositeOptimizer final : public Optimizer {
   Optimizer& child(int child_index) { return *children_.at(child_index).optimizer; }
   const std::string& pattern(int child_index) const { return children_.at(child_index).pattern; }
 
-  // Every child finishes its step; every child's post-loop work runs (training.md
+  // Every child finishes its step; every child's post-loop work runs (docs/reference/training.md
   // §4). QUIRK: in Lingvo a DistributedShampoo child cannot build its post-loop
   // hook inside Composite; here it can, which is the intended behaviour.
   void FinishStep() override;

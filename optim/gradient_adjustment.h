@@ -1,4 +1,4 @@
-// The Learner's gradient adjustment (training.md §6.2), applied to one step's
+// The Learner's gradient adjustment (docs/reference/training.md §6.2), applied to one step's
 // gradients before the optimizer (and before any accumulation wrapper) sees them:
 //   1. L2: g += lambda * v   (L1: g += lambda * sign(v))
 //   2. clipping, when scale_gradients is on:

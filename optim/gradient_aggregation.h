@@ -1,5 +1,5 @@
 // Micro-batch gradient accumulation in front of any optimizer: Lingvo's
-// GradientAggregationOptimizer (training.md §1a), with its ordering hazards
+// GradientAggregationOptimizer (docs/reference/training.md §1a), with its ordering hazards
 // resolved to the intended behaviour.
 //
 // Each training step (one micro-batch) the caller calls Apply once per variable

@@ -1,5 +1,5 @@
 // The inverse p-th root that Lingvo's host-side preconditioner job computes for
-// DistributedShampoo (training.md §3.7): given a statistics matrix S and an
+// DistributedShampoo (docs/reference/training.md §3.7): given a statistics matrix S and an
 // exponent e = -1/(2r), an approximation of (S + eps I)^e in float64 plus an error
 // measure `diff` that decides whether the result is accepted (diff < 0.05).
 //

@@ -1,4 +1,4 @@
-// Heavy-ball momentum, the tf.train.MomentumOptimizer kernel (training.md §4):
+// Heavy-ball momentum, the tf.train.MomentumOptimizer kernel (docs/reference/training.md §4):
 //   a = alpha * a + g;  W -= lr * a                    (classic)
 //   a = alpha * a + g;  W -= lr * g + lr * alpha * a   (use_nesterov)
 // One slot per variable: "momentum" (the accumulator a, zero-initialised).

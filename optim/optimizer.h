@@ -31,7 +31,7 @@ int64_t NumElements(const std::vector<int64_t>& shape);
 
 // What one update step may depend on besides the gradient.
 struct StepContext {
-  // `s` of training.md: the global step read during this step, i.e. before this
+  // `s` of docs/reference/training.md: the global step read during this step, i.e. before this
   // step's increment (0 on the first step).
   int64_t global_step = 0;
   // The Learner's scheduled learning rate for this step.

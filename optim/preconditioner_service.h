@@ -1,5 +1,5 @@
 // The host side of Lingvo's asynchronous Shampoo preconditioner pipeline
-// (training.md §3.6): Lingvo's process-wide PreconditionerCaptain as an object a
+// (docs/reference/training.md §3.6): Lingvo's process-wide PreconditionerCaptain as an object a
 // host rank owns. The host hands it statistics tagged with the global step they
 // were gathered at; it drops a request whose key already has statistics of that
 // step (Lingvo's dedupe), computes the inverse p-th root in float64 on a

@@ -1,4 +1,4 @@
-// Lingvo's DistributedShampoo (training.md §3.3-§3.5) for dense gradients: per
+// Lingvo's DistributedShampoo (docs/reference/training.md §3.3-§3.5) for dense gradients: per
 // variable a diagonal AdaGrad accumulator with momentum, and for "preconditioned"
 // variables Kronecker-factored statistics per block and dimension whose inverse
 // roots (the preconditioners) are computed OUTSIDE this class by the host.
@@ -14,7 +14,7 @@
 //                W -= run_precond lr (w mult pbar + (1-w) gbar) + (1-run_precond) lr gbar
 //   with run_precond = s >= start and w = clip((s-start)/start, 0, 1) (1 if start 0).
 //
-// How the host service plugs in (training.md §3.6; it is not part of this class):
+// How the host service plugs in (docs/reference/training.md §3.6; it is not part of this class):
 // after each TPU training loop, at global step s, it calls StatisticsToCompute(s)
 // for (key, statistics, exponent, step) items; it skips an item whose key it
 // already holds statistics for at the same step (Lingvo's dedupe), runs

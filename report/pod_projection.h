@@ -1,4 +1,4 @@
-// The report's pod_projection (design.md §2b): what the run's input pipeline
+// The report's pod_projection (docs/design.md §2b): what the run's input pipeline
 // would do on the target pod's hosts. Each host that builds batches has its
 // stages put on the target host — the real work in CPU seconds per example (this
 // machine's thread CPU time, scaled by target_host.cpu_speed), the modeled work in

@@ -1,4 +1,4 @@
-// What a run reports (design.md §5): per host and total infeed throughput, per
+// What a run reports (docs/design.md §5): per host and total infeed throughput, per
 // core the time waiting for infeed, queue occupancy and accelerator utilization,
 // the measured window (the first loop is warm-up), the step broken into its parts
 // with percentiles, the input-bound verdict, the slowest core when one holds the

@@ -1,4 +1,4 @@
-// What a run reports (design.md §5), as one typed struct tree: the version-2 JSON
+// What a run reports (docs/design.md §5), as one typed struct tree: the version-2 JSON
 // report, section by section and field by field. BuildReport (report/report.h)
 // fills it, PrintSummary (report/summary.h) and the app's exit checks read it, and
 // it is serialised once: to_json writes the report file and from_json reads one
@@ -289,7 +289,7 @@ struct ThisMachineSection {
   std::string note;
 };
 
-// The run put on the target pod (design.md §2b): each building host's stages on
+// The run put on the target pod (docs/design.md §2b): each building host's stages on
 // the target host, the demand of the target's step, and the projected infeed
 // share, AU and verdict, with every assumption they rest on.
 struct PodProjectionSection {

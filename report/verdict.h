@@ -1,4 +1,4 @@
-// The input-bound verdict (design.md §5), one rule for every step it judges: the
+// The input-bound verdict (docs/design.md §5), one rule for every step it judges: the
 // step this machine measured (the report's `verdict`) and the step projected on
 // the target pod (pod_projection's `verdict`). Infeed waits of at least 5 % of
 // the step time are moderate, at least 20 % high.

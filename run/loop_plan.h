@@ -1,6 +1,6 @@
 // How many steps a run really takes. Lingvo runs whole training loops of
 // steps_per_loop = min(iterations_per_loop, steps) and checks the stop condition
-// only between loops, so training overshoots to a loop boundary (infeed.md §7.2);
+// only between loops, so training overshoots to a loop boundary (docs/reference/infeed.md §7.2);
 // with k micro-batches every global step consumes k infeed steps.
 #pragma once
 

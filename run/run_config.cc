@@ -674,7 +674,7 @@ void SortByName(std::vector<T>& items) {
   std::sort(items.begin(), items.end(), [](const T& a, const T& b) { return a.name < b.name; });
 }
 
-// Tables and features in name order, as TPUEmbedding keeps them (infeed.md §5.1).
+// Tables and features in name order, as TPUEmbedding keeps them (docs/reference/infeed.md §5.1).
 // The tables accumulate over the train section's micro-batches (embedding.update).
 EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
   EmbeddingSection e;
@@ -779,7 +779,7 @@ cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology
   return cluster::BuildDeviceMesh(topology, generation, config.mesh, source + ": cluster.mesh");
 }
 
-// TF's device_assignment (infeed.md §2.3.1) accepts any computation shape whose
+// TF's device_assignment (docs/reference/infeed.md §2.3.1) accepts any computation shape whose
 // footprint fits the mesh and up to the replicas that fit; cores outside every
 // replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
 // Lingvo does, and TF's check refuses it when those do not fit.

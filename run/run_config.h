@@ -1,4 +1,4 @@
-// A run's settings as typed structs with documented defaults (design.md §4.1).
+// A run's settings as typed structs with documented defaults (docs/design.md §4.1).
 // Parsed once from a run YAML (plus --set overrides) by LoadRunConfig and then
 // passed explicitly; no global configuration.
 #pragma once
@@ -36,7 +36,7 @@ struct ClusterConfig {
   std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
   std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
   int replicas = 0;                 // 0 = num_cores / K (Lingvo), checked by TF's rule
-  std::string layout = "ranks";     // ranks | threads | packed (design.md §2)
+  std::string layout = "ranks";     // ranks | threads | packed (docs/design.md §2)
   int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
   // A JAX device mesh (cluster/device_mesh.h), axes by increasing network
   // intensity; no axes = none. Checked against the slice by validation; it places
@@ -159,8 +159,8 @@ struct DeviceConfig {
   double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
 };
 
-// The TPU embedding of the model (design.md §4.1 `embedding:`): tables and the
-// features that look them up, kept in name order (infeed.md §5.1) so activations,
+// The TPU embedding of the model (docs/design.md §4.1 `embedding:`): tables and the
+// features that look them up, kept in name order (docs/reference/infeed.md §5.1) so activations,
 // model input columns and params never depend on the order of keys in a file.
 // An empty feature list means the run has no embedding path.
 struct EmbeddingSection {

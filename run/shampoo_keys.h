@@ -1,5 +1,5 @@
 // Every Shampoo preconditioner key of a run and the host that computes it
-// (design.md §2a). Every rank builds the same table from the run config, so
+// (docs/design.md §2a). Every rank builds the same table from the run config, so
 // messages name keys by index and no rank has to tell another which keys exist.
 //
 // Keys come from every Shampoo in the optimizer tree (itself, composite children,

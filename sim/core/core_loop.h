@@ -1,4 +1,4 @@
-// A training (or infeed-only) core's run (infeed.md §7.4 step 2, training.md §6):
+// A core's run (docs/reference/infeed.md §7.4 step 2; training: docs/reference/training.md §6):
 // every infeed step it dequeues its shard and audits it, trains a micro-step on
 // it, models the accelerator's time (sim/core/device_model.h), frees the queue
 // slot and pushes its outfeed record; at the end of every training loop it takes

@@ -170,7 +170,7 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
     embedding_->Forward(embedding_ids, inputs_, dense_width_);
     result.embedding_forward_s = embedding_->last().forward_s;
   }
-  // training.md §0: each replica's mean loss is scaled by 1/R; with cores holding
+  // docs/reference/training.md §0: each replica's mean loss is scaled by 1/R; with cores holding
   // B of the G examples of a step that is rows/G of this core's mean loss.
   float scale = static_cast<float>(result.rows) / static_cast<float>(plan_.global_batch());
   float loss = model_.ForwardBackward(inputs_, labels_, scale);

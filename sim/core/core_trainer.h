@@ -1,4 +1,4 @@
-// The training step of one core rank (training.md §0, §1, §6): the core turns its
+// The training step of one core rank (docs/reference/training.md §0, §1, §6): the core turns its
 // dequeued shard into model inputs, runs forward and backward, reduces the gradient
 // (within its replica when the replica has several cores — not when input.sharding
 // made them copies of one row block, run/input_sharding.h — then the cross-replica

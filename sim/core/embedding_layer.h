@@ -1,10 +1,10 @@
-// The model's embedding input layer on one core (training.md §7): the embedding
+// The model's embedding input layer on one core (docs/reference/training.md §7): the embedding
 // engine over the all-to-all of the `cores` transport (every core rank), plus the
 // glue to the dense model. Forward writes each feature's activations into the
 // model's input columns after the dense features ([B, dim] for a combined
 // feature, [B, L*dim] for a sequence feature, features in config order); Backward
 // takes the same columns of dL/dinputs and hands them to the engine. Activation
-// gradients are not cross-replica-summed (training.md §7.3): each core's loss is
+// gradients are not cross-replica-summed (docs/reference/training.md §7.3): each core's loss is
 // already scaled by rows/G, so the engine's sum over cores is the gradient of the
 // global-batch mean loss.
 #pragma once

@@ -46,7 +46,7 @@ void AddMeshPlacement(const cluster::RankRole& core, const infeed::InfeedPlan& p
 
 }  // namespace
 
-// One placement-log line for a shard this core dequeued (design.md §3).
+// One placement-log line for a shard this core dequeued (docs/design.md §3).
 json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
                      const infeed::ShardCodec::View& shard, bool name_records) {
   json tensors = json::object();

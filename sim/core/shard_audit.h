@@ -1,5 +1,5 @@
 // Auditing what a core dequeued: the placement-log line of every shard
-// (design.md §3), the check that a shard reached the core it names (and, with
+// (docs/design.md §3), the check that a shard reached the core it names (and, with
 // infeed.verify, holds the synthetic values of its example ids). The log streams
 // to its sink as the run goes (sim/rank_stream.h).
 #pragma once

@@ -84,7 +84,7 @@ class HostLoop {
   }
 
   // Embedding ids ride in each shard's trailer. tpu_infeed_parallelism > 1 is fine
-  // here, unlike Lingvo (infeed.md §5.3): workers build steps concurrently but the
+  // here, unlike Lingvo (docs/reference/infeed.md §5.3): workers build steps concurrently but the
   // sender sends them in step order, so dense rows and ids of a core always match.
   void AddEmbeddingIds(infeed::TransportOptions& options) {
     enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed);

@@ -1,4 +1,4 @@
-// A host rank's run (infeed.md §7.4 steps 1 and 3): it builds and enqueues every
+// A host rank's run (docs/reference/infeed.md §7.4 steps 1 and 3): it builds and enqueues every
 // infeed step of its cores (or relays another host's shards in single-host
 // mode), dequeues its cores' outfeed loop by loop, runs the post-loop hooks —
 // Shampoo's preconditioner service when this host owns keys — and at rank 0

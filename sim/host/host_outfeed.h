@@ -1,4 +1,4 @@
-// The host's side of the outfeed (infeed.md §7): a host dequeues a loop's records
+// The host's side of the outfeed (docs/reference/infeed.md §7): a host dequeues a loop's records
 // in step, replica, logical-core order once all have arrived
 // (sim/wire/outfeed.h), runs the post-loop hooks (the preconditioner service plugs
 // in here) and reports the loop to rank 0, which learns loss and throughput per

@@ -1,4 +1,4 @@
-// A training core's part of Shampoo (design.md §2a): at the end of every loop
+// A training core's part of Shampoo (docs/design.md §2a): at the end of every loop
 // the statistics sender of a host appends the statistics of the keys that host
 // owns to its last outfeed record, and every training core then waits for one
 // delivery from each owner host and assigns what it decides (Lingvo's

@@ -39,7 +39,7 @@ void DeliveryPlanner::Record(const optim::RootResult& result) {
   KeyState& st = state_.at(key);
   std::optional<std::vector<float>> value;
   if (result.accepted) value = ToFloat(result.value);
-  // QUIRK (training.md §3.6): Lingvo's captain lets an older root that finishes
+  // QUIRK (docs/reference/training.md §3.6): Lingvo's captain lets an older root that finishes
   // late overwrite a newer one; only a newer step replaces the latest here.
   if (value && result.step > st.latest_step) {
     st.latest = *value;

@@ -1,5 +1,5 @@
-// The decisions of Shampoo's post-loop on an owner host (training.md §3.6 and
-// design.md §2a), apart from any I/O so they are unit-tested without MPI: which
+// The decisions of Shampoo's post-loop on an owner host (docs/reference/training.md §3.6 and
+// docs/design.md §2a), apart from any I/O so they are unit-tested without MPI: which
 // root each of the host's keys assigns at each loop boundary.
 //   sync:    the root of the statistics gathered at this boundary (the delivery
 //            waits until every key's root has finished);

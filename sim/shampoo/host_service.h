@@ -1,4 +1,4 @@
-// A host rank's part of Shampoo (design.md §2a, training.md §3.6): the post-loop
+// A host rank's Shampoo (docs/design.md §2a, docs/reference/training.md §3.6): the post-loop
 // hook that takes the statistics of the keys this host owns out of the loop's
 // outfeed, has its preconditioner service compute their roots while the next
 // loop's infeed runs, lets the DeliveryPlanner decide once per key and loop

@@ -1,4 +1,4 @@
-// The two Shampoo messages of a run, as bytes (design.md §2a):
+// The two Shampoo messages of a run, as bytes (docs/design.md §2a):
 //  - statistics: what a core appends to its last outfeed record of a loop, the
 //    statistics of the keys its host owns: [count] then per key [index][n*n floats];
 //  - delivery: what an owner host sends every training core at each post-loop:

@@ -1,4 +1,4 @@
-// The embedding ids of a shard, host to core (infeed.md §5.2/§5.3). Each infeed
+// The embedding ids of a shard, host to core (docs/reference/infeed.md §5.2/§5.3). Each infeed
 // host generates the dense ids of every embedding feature for exactly the rows a
 // route carries (synthetic ids are a pure function of seed, example id, feature and
 // position), turns them into COO with embedding::EnqueueFeature and serialises the

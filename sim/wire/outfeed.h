@@ -1,4 +1,4 @@
-// The outfeed's records, core to host (infeed.md §7): after every micro-step each
+// The outfeed's records, core to host (docs/reference/infeed.md §7): after every micro-step each
 // core of a replica pushes a record (loss, rows) to its host rank; the last record
 // of a loop may carry a payload (Shampoo's statistics). A host hands each finished
 // loop's records, in step, replica, logical-core order, to its post-loop hooks

@@ -95,7 +95,7 @@ TEST(AcceleratorTypeTest, MultiHostSlicesHaveFourChipHostsNumberedXBlockFirst) {
 }
 
 TEST(AcceleratorTypeTest, V4_32MatchesTheObservedTable) {
-  // infeed.md §1.2: task = z, ordinal = x + 2y.
+  // docs/reference/infeed.md §1.2: task = z, ordinal = x + 2y.
   const Topology t = GenerateAcceleratorType("v4-32");
   EXPECT_EQ(t.mesh_shape(), (Coord{2, 2, 4, 1}));
   for (int z = 0; z < 4; ++z) {

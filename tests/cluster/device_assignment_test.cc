@@ -1,4 +1,4 @@
-// Every worked example of reference/infeed.md §2.5 (D1..D9), the §2.4
+// Every worked example of docs/reference/infeed.md §2.5 (D1..D9), the §2.4
 // ComputationShape examples, Q2's use of D3, and the error cases, asserted
 // value for value.
 #include "cluster/device_assignment.h"

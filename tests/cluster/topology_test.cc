@@ -73,7 +73,7 @@ std::string ParseError(const std::string& text) {
 }
 
 // ---------------------------------------------------------------------------
-// Shipped tables (reference/infeed.md §1.2)
+// Shipped tables (docs/reference/infeed.md §1.2)
 
 TEST(ShippedTopologyTest, V3_8OrdinalIs4yPlus2xPlusC) {
   const Topology t = LoadShipped("v3-8");

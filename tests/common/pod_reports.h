@@ -1,7 +1,7 @@
 // What a real pod reports about itself, written by test code independently of
 // tpusim's readers: a tiny protobuf encoder for TensorFlow's TopologyProto and the
 // JAX device list, both filled from the observed v4-32 table of
-// reference/infeed.md §1.2 (task = z, ordinal = x + 2y, one megacore device per
+// docs/reference/infeed.md §1.2 (task = z, ordinal = x + 2y, one megacore device per
 // chip). Shared by the unit tests of the importers and the end-to-end tests.
 #pragma once
 
@@ -59,7 +59,7 @@ inline std::string EncodeTopologyProto(const ProtoTopology& t, bool packed = tru
          Varint(static_cast<int64_t>(feature.size())) + feature;
 }
 
-// v4-32 (infeed.md §1.2): 4 tasks, ordinal o of task t at (o % 2, o / 2, t, 0).
+// v4-32 (docs/reference/infeed.md §1.2): 4 tasks, ordinal o of task t at (o % 2, o / 2, t, 0).
 inline ProtoTopology V4_32Proto() {
   ProtoTopology t{{2, 2, 4, 1}, 4, 4, {}};
   for (int task = 0; task < 4; ++task) {

@@ -1,7 +1,7 @@
 // End-to-end: the real tpusim binary under mpirun (with a hard timeout), checked
 // through what a user sees — exit codes, the one-line errors, the placement log and
-// the report. Expected placements are written out from reference/infeed.md §4.9 and
-// design.md §3, independently of tpusim's own plan code.
+// the report. Expected placements are written out from docs/reference/infeed.md §4.9 and
+// docs/design.md §3, independently of tpusim's own plan code.
 #include <sys/wait.h>
 
 #include <array>
@@ -296,7 +296,7 @@ namespace {
 
 // Embedding (issue 5): configs/runs/v3-8-embedding.yaml has a dense feature x, a
 // combined feature `user` on table `users` and a sequence feature `history` on
-// table `items`. design.md §3: sharded lookups equal an unsharded table, so 8
+// table `items`. docs/design.md §3: sharded lookups equal an unsharded table, so 8
 // cores each owning a shard of both tables (9 ranks) must train what one core
 // holding whole tables (topology v1-1, 2 ranks) trains on the same examples —
 // tables and dense params alike.

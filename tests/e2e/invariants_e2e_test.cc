@@ -1,4 +1,4 @@
-// design.md §3's invariants of training, end to end: pairs of runs that must train
+// docs/design.md §3's invariants of training, end to end: pairs of runs that must train
 // the same parameters — k micro-batches of G against one batch of k·G, R replicas
 // of G/R against one replica of G, per-host against single-host infeed, our ring
 // against MPI_Allreduce — each written once and run over every kind of training:

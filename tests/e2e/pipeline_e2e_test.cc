@@ -85,7 +85,7 @@ TEST(PipelineEndToEnd, CompressedShuffledShardsVerifyAndDecodeIsPreprocessing) {
   EXPECT_LT(*seen.rbegin(), 2048);
 }
 
-// Cached rows keep the ids of design.md §3 (step s holds [s*G, (s+1)*G)) and carry
+// Cached rows keep the ids of docs/design.md §3 (step s holds [s*G, (s+1)*G)) and carry
 // the values of id mod (cache_steps * G), which infeed.verify checks.
 TEST(PipelineEndToEnd, CachedSourceKeepsDistinctIdsAndVerifies) {
   const std::string log = TempDir() + "/cached.jsonl";

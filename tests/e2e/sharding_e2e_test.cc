@@ -4,7 +4,7 @@
 // devices; a dim split over (a, b) gives the device at (c_a, c_b) block
 // c_a * size(b) + c_b; devices differing only on an axis the spec leaves out hold
 // the same rows), and training against one replica of the same global batch
-// (design.md §3: R groups of G/R equal one of G; the invariants test's bound).
+// (docs/design.md §3: R groups of G/R equal one of G; the invariants test's bound).
 #include <iostream>
 #include <map>
 #include <set>

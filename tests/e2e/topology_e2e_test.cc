@@ -1,7 +1,7 @@
 // End-to-end: `tpusim topology` and `tpusim ranks` on Cloud TPU accelerator types,
 // and `tpusim topology import` on what a pod reports. The JAX device list and the
 // TopologyProto bytes are written by the test's own encoder
-// (tests/common/pod_reports.h) from the observed v4-32 table of reference/infeed.md
+// (tests/common/pod_reports.h) from the observed v4-32 table of docs/reference/infeed.md
 // §1.2, imported through the binary and compared with the named v4-32.
 #include <fstream>
 #include <string>

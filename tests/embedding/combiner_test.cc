@@ -26,7 +26,7 @@ FeatureConfig CombinerFeature(int64_t max_ids, int64_t sequence_length = 0) {
   return feature;
 }
 
-// The E0 host batch of infeed.md §5.2; piece 0 or 1 (core 0 or 1).
+// The E0 host batch of docs/reference/infeed.md §5.2; piece 0 or 1 (core 0 or 1).
 CooPiece E0Piece(int index, std::span<const float> weights = {}) {
   static const std::vector<int64_t> kIds = {5, 9, -1, -1, -1, -1, 7, -1, 3, 2, 2, 11};
   std::vector<CooPiece> out;

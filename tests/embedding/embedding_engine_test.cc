@@ -183,7 +183,7 @@ using EngineParam = std::tuple<Sharding, Combiner, OptimizerKind, int>;
 
 class ShardedEqualsReferenceTest : public ::testing::TestWithParam<EngineParam> {};
 
-// design.md §3: N sharded engines after several steps equal the unsharded table.
+// docs/design.md §3: N sharded engines after several steps equal the unsharded table.
 TEST_P(ShardedEqualsReferenceTest, ActivationsAndTablesMatch) {
   const auto [sharding, combiner, optimizer, cores] = GetParam();
   const EmbeddingConfig config = MakeConfig(sharding, combiner, optimizer);

@@ -44,7 +44,7 @@ std::vector<int> Identity(int n) {
   return order;
 }
 
-// infeed.md §5.2 worked example E0: one host, 2 cores, batch_size_per_core 2, L = 3.
+// docs/reference/infeed.md §5.2 worked example E0: one host, 2 cores, batch_size_per_core 2, L = 3.
 TEST_P(SparseEnqueueTest, E0MatchesWorkedExample) {
   const std::vector<int64_t> ids = {5, 9, -1, -1, -1, -1, 7, -1, 3, 2, 2, 11};
   std::vector<CooPiece> out;

@@ -22,7 +22,7 @@ std::vector<std::vector<int64_t>> IdsPerShard(const TableSharding& sharding) {
   return shards;
 }
 
-// infeed.md §5.6: V = 13, 5 shards.
+// docs/reference/infeed.md §5.6: V = 13, 5 shards.
 TEST(TableShardingTest, ModMatchesWorkedExample) {
   const TableSharding mod(13, 5, Sharding::kMod);
   EXPECT_THAT(IdsPerShard(mod), ElementsAre(ElementsAre(0, 5, 10), ElementsAre(1, 6, 11),

@@ -1,4 +1,4 @@
-// The infeed plan against reference/infeed.md §4.9 (L1–L8) and design.md §3:
+// The infeed plan against docs/reference/infeed.md §4.9 (L1–L8) and docs/design.md §3:
 // which host builds which example ids and which (host, ordinal) receives each shard.
 #include "infeed/infeed_plan.h"
 
@@ -99,7 +99,7 @@ TEST(InfeedPlanTest, L2PerHostV332) {
   EXPECT_THAT(Replicas(p.hosts()[1]), ElementsAre(4, 5, 6, 7, 12, 13, 14, 15));
   EXPECT_THAT(Ordinals(p.hosts()[1]), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
   EXPECT_THAT(Replicas(p.hosts()[3]), ElementsAre(20, 21, 22, 23, 28, 29, 30, 31));
-  // design.md §3: host t builds s*G + t*G/H + [0, G/H).
+  // docs/design.md §3: host t builds s*G + t*G/H + [0, G/H).
   EXPECT_EQ(p.hosts()[1].rows_per_step, 128);
   EXPECT_THAT(Ids(p, p.hosts()[1], p.hosts()[1].shards[2], 1).front(), 512 + 128 + 32);
 }
@@ -229,7 +229,7 @@ TEST(InfeedPlanTest, BadPartitionDimsAreRejected) {
   EXPECT_THAT(ErrorOf(f, o), HasSubstr("infeed.partition_dims.x"));
 }
 
-// design.md §3 invariant: over a step the union of example ids across cores is the
+// docs/design.md §3 invariant: over a step the union of example ids across cores is the
 // step's global batch, each id exactly once.
 TEST(InfeedPlanTest, EveryExampleLandsExactlyOncePerStep) {
   struct Case {

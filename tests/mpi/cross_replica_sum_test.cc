@@ -1,4 +1,4 @@
-// Multi-rank: cross_replica_sum against the worked examples of reference/infeed.md
+// Multi-rank: cross_replica_sum against the worked examples of docs/reference/infeed.md
 // §6 (C1-C4), the ring against MPI_Allreduce, the ring's bitwise reproducibility
 // and documented summation order, group_assignment validation, timing summaries
 // and the ragged all-to-all. Without TPUSIM_TEST_TOPOLOGY every world rank plays

@@ -17,7 +17,7 @@ using testing::ExpectNear;
 using testing::SlotOf;
 
 // ---------------------------------------------------------------------------
-// Factoring decision (training.md §2.2).
+// Factoring decision (docs/reference/training.md §2.2).
 
 TEST(AdafactorFactoredDimsTest, PicksLargestThenSecondLargest) {
   auto dims = AdafactorFactoredDims({512, 256, 8}, true, 128);
@@ -91,7 +91,7 @@ TEST(AdafactorDecayRateTest, PowerRuleWithOffset) {
 }
 
 // ---------------------------------------------------------------------------
-// Worked example, training.md §2.3.
+// Worked example, docs/reference/training.md §2.3.
 
 const std::vector<double> kW = {0.5, -0.3, 0.2, 0.1, 0.4, -0.6};
 

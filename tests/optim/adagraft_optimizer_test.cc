@@ -15,7 +15,7 @@ using testing::Arr;
 using testing::ExpectNear;
 using tpusim::testing::ErrorOf;
 
-// Hand-computed (training.md §3.9), lr 0.1: magnitude SGD, direction Adagrad
+// Hand-computed (docs/reference/training.md §3.9), lr 0.1: magnitude SGD, direction Adagrad
 // (initial accumulator 0.1). Variable 1: W0 = [1, 2], g = [0.5, -1]:
 //   m = [-0.05, 0.1], |m| = 0.1118034
 //   acc = [0.35, 1.1], d = -0.1 g / sqrt(acc) = [-0.0845154, 0.0953463], |d| = 0.1274118

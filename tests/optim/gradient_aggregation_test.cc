@@ -1,4 +1,4 @@
-// GradientAggregation (training.md §1a) and the Accumulator optimizer (§1b).
+// GradientAggregation (docs/reference/training.md §1a) and the Accumulator optimizer (§1b).
 #include "optim/gradient_aggregation.h"
 
 #include <gtest/gtest.h>

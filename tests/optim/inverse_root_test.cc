@@ -40,7 +40,7 @@ Eigen::MatrixXd WellConditionedSpd(int n) {
 constexpr InverseRootOptions kNewtonOr{InverseRootMethod::kNewton, NewtonStop::kLingvoOr};
 constexpr InverseRootOptions kNewtonAnd{InverseRootMethod::kNewton, NewtonStop::kToleranceAnd};
 
-// training.md §3.10: P_L = (L + eps I)^(-1/4) and P_R = (R + eps I)^(-1/4).
+// docs/reference/training.md §3.10: P_L = (L + eps I)^(-1/4) and P_R = (R + eps I)^(-1/4).
 TEST(InverseRootTest, WorkedExampleLeftAndRight) {
   const InverseRootResult left = ComputeInverseRoot(Mat2(0.05, 0.01, 0.01, 0.1), -0.25);
   ExpectMatrixNear(left.out, Mat2(2.12252, -0.0679244, -0.0679244, 1.7829), 1e-5);

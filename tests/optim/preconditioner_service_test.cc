@@ -40,7 +40,7 @@ TEST(PreconditionerServiceTest, ComputesTheRootOfEachRequest) {
     EXPECT_TRUE(r.finite);
     EXPECT_EQ(r.step, 10);
     EXPECT_EQ(r.method, InverseRootMethod::kSvd);
-    EXPECT_NEAR(r.value(0, 0), 2.12252, 1e-5);  // training.md §3.10
+    EXPECT_NEAR(r.value(0, 0), 2.12252, 1e-5);  // docs/reference/training.md §3.10
     EXPECT_LE(r.start_s, r.end_s);
     EXPECT_GE(r.worker, 0);
     EXPECT_LT(r.worker, 2);

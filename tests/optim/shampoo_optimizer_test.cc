@@ -42,7 +42,7 @@ Eigen::ArrayXf Wavy(int64_t n, float phase) {
   return g;
 }
 
-// ---- training.md §3.10 ------------------------------------------------------
+// ---- docs/reference/training.md §3.10 ------------------------------------------------------
 
 const Eigen::ArrayXf kShampooG1 = Arr({0.1f, 0.2f, 0.3f, -0.1f});
 const Eigen::ArrayXf kShampooG2 = Arr({0.05f, -0.1f, 0.2f, 0.1f});

@@ -1,5 +1,5 @@
 // SGD, Momentum, Adagrad and Adam against updates worked out by hand from the
-// tf.train kernel formulas (training.md §4).
+// tf.train kernel formulas (docs/reference/training.md §4).
 #include <cmath>
 
 #include <gtest/gtest.h>
