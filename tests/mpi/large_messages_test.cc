@@ -36,7 +36,9 @@ TEST(LargeMessages, SendAndReceiveAnySize) {
   WithBothLimits([&] {
     for (size_t size : {size_t{0}, size_t{1}, size_t{5}, size_t{6}, size_t{1003}}) {
       if (world.rank() == 1) SendBytes(world, Payload(1, 0, size), 0, 77);
-      if (world.rank() == 0) EXPECT_EQ(ReceiveBytes(world, 1, 77), Payload(1, 0, size)) << size;
+      if (world.rank() == 0) {
+        EXPECT_EQ(ReceiveBytes(world, 1, 77), Payload(1, 0, size)) << size;
+      }
     }
   });
 }
