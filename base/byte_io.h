@@ -30,10 +30,10 @@ void Append(std::vector<std::byte>& out, const T& value) {
   Append(out, std::span<const T>(&value, 1));
 }
 
-class WireReader {
+class ByteReader {
  public:
   // `what` names the message in errors, e.g. "embedding all-to-all: message from peer 3".
-  WireReader(std::span<const std::byte> bytes, std::string what)
+  ByteReader(std::span<const std::byte> bytes, std::string what)
       : bytes_(bytes), what_(std::move(what)) {}
 
   // Copies count values into out; throws Error if the message is too short.

@@ -43,7 +43,7 @@ StateReader::StateReader(std::vector<std::byte> bytes, std::string file)
 }
 
 size_t StateReader::ReadEntry(size_t offset) {
-  WireReader reader(std::span<const std::byte>(bytes_).subspan(offset), file_);
+  ByteReader reader(std::span<const std::byte>(bytes_).subspan(offset), file_);
   const auto name_size = reader.Read<uint32_t>();
   std::string name(name_size, '\0');
   reader.Read(name.data(), name_size);

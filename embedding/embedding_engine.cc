@@ -10,8 +10,8 @@ namespace tpusim::embedding {
 namespace {
 
 // Reads the all-to-all message that peer `p` sent.
-WireReader ReaderFrom(std::span<const std::byte> bytes, int p) {
-  return WireReader(bytes, fmt::format("embedding all-to-all: message from peer {}", p));
+ByteReader ReaderFrom(std::span<const std::byte> bytes, int p) {
+  return ByteReader(bytes, fmt::format("embedding all-to-all: message from peer {}", p));
 }
 
 using Messages = std::vector<std::vector<std::byte>>;
@@ -172,7 +172,7 @@ Messages EmbeddingEngine::BuildRequests() const {
 Messages EmbeddingEngine::ServeRequests(const Messages& requests) {
   Messages replies(static_cast<size_t>(num_cores_));
   for (int p = 0; p < num_cores_; ++p) {
-    WireReader reader = ReaderFrom(requests[p], p);
+    ByteReader reader = ReaderFrom(requests[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) {
       const TableSharding& sharding = shards_[t].sharding();
       std::vector<int64_t>& rows = requests_[p][t];
@@ -200,7 +200,7 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
     tables_[t].rows.resize(static_cast<int64_t>(tables_[t].ids_by_owner.size()), shards_[t].dim());
   }
   for (int p = 0; p < num_cores_; ++p) {
-    WireReader reader = ReaderFrom(replies[p], p);
+    ByteReader reader = ReaderFrom(replies[p], p);
     for (TablePlan& plan : tables_) {
       const int64_t dim = plan.rows.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
@@ -282,7 +282,7 @@ Messages EmbeddingEngine::BuildGradientMessages() const {
 // update in progress.
 void EmbeddingEngine::AccumulateGradients(const Messages& messages) {
   for (int p = 0; p < num_cores_; ++p) {
-    WireReader reader = ReaderFrom(messages[p], p);
+    ByteReader reader = ReaderFrom(messages[p], p);
     for (size_t t = 0; t < shards_.size(); ++t) AccumulateFrom(t, p, reader);
     reader.ExpectEnd();
   }
@@ -290,7 +290,7 @@ void EmbeddingEngine::AccumulateGradients(const Messages& messages) {
 
 // Adds peer p's partial sums of table t (one per row it requested), divided by the
 // micro-steps per update, into the sums; a row seen first gets a zero sum.
-void EmbeddingEngine::AccumulateFrom(size_t t, int p, WireReader& reader) {
+void EmbeddingEngine::AccumulateFrom(size_t t, int p, ByteReader& reader) {
   Accumulator& acc = accumulators_[t];
   const int64_t dim = static_cast<int64_t>(acc.row.size());
   const float divisor = static_cast<float>(micro_steps_per_update_);
@@ -339,7 +339,7 @@ RowMatrix EmbeddingEngine::GatherTable(size_t table, int root) {
   const TableSharding& sharding = shards_[table].sharding();
   RowMatrix full(sharding.vocab(), shards_[table].dim());
   for (int p = 0; p < num_cores_; ++p) {
-    WireReader reader = ReaderFrom(received[p], p);
+    ByteReader reader = ReaderFrom(received[p], p);
     for (int64_t r = 0; r < sharding.rows_on_shard(p); ++r) {
       reader.Read(full.row(sharding.global_id(p, r)).data(), static_cast<size_t>(full.cols()));
     }

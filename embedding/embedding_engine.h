@@ -37,7 +37,7 @@
 #include "embedding/sparse_enqueue.h"
 
 namespace tpusim {
-class WireReader;
+class ByteReader;
 }  // namespace tpusim
 
 namespace tpusim::embedding {
@@ -135,7 +135,7 @@ class EmbeddingEngine {
   void SumPartials(std::span<const RowMatrix> grads);
   std::vector<std::vector<std::byte>> BuildGradientMessages() const;
   void AccumulateGradients(const std::vector<std::vector<std::byte>>& messages);
-  void AccumulateFrom(size_t t, int p, WireReader& reader);
+  void AccumulateFrom(size_t t, int p, ByteReader& reader);
   void ApplyAccumulated(std::span<const float> learning_rates);
   std::vector<std::vector<std::byte>> Exchange(std::vector<std::vector<std::byte>> send);
 

@@ -3,89 +3,10 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/proto_wire.h"
 
 namespace tpusim::infeed {
 namespace {
-
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
-
-// A bounded cursor over one message's bytes; `base` is the message's offset in the
-// whole Example, so errors name absolute byte offsets.
-class WireCursor {
- public:
-  WireCursor(std::string_view bytes, size_t base) : bytes_(bytes), base_(base) {}
-
-  bool done() const { return at_ >= bytes_.size(); }
-  size_t offset() const { return base_ + at_; }
-
-  uint64_t Varint() {
-    uint64_t value = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (done()) Bad("varint runs past the end of its message");
-      const auto byte = static_cast<unsigned char>(bytes_[at_++]);
-      if (shift == 63 && byte > 1) Bad("varint longer than 64 bits");
-      value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      if (!(byte & 0x80)) return value;
-    }
-    Bad("varint longer than 10 bytes");
-  }
-
-  // The field's tag: number and wire type.
-  struct Tag {
-    uint64_t field;
-    uint32_t wire_type;
-  };
-  Tag NextTag() {
-    const uint64_t tag = Varint();
-    if ((tag >> 3) == 0) Bad("field number 0");
-    return {tag >> 3, static_cast<uint32_t>(tag & 7)};
-  }
-
-  // A length-delimited field's bytes, with their absolute offset.
-  WireCursor Delimited() {
-    const size_t start = at_;
-    const uint64_t length = Varint();
-    if (length > bytes_.size() - at_) {
-      at_ = start;  // name the length's own offset
-      Bad(fmt::format("length {} runs past the end of its message", length));
-    }
-    WireCursor inner(bytes_.substr(at_, length), base_ + at_);
-    at_ += length;
-    return inner;
-  }
-
-  std::string_view rest() const { return bytes_.substr(at_); }
-
-  uint32_t Fixed32() {
-    if (bytes_.size() - at_ < 4) Bad("fixed32 runs past the end of its message");
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes_[at_ + i]);
-    at_ += 4;
-    return v;
-  }
-
-  void Skip(uint32_t wire_type) {
-    switch (wire_type) {
-      case kVarint: Varint(); return;
-      case kFixed64:
-        if (bytes_.size() - at_ < 8) Bad("fixed64 runs past the end of its message");
-        at_ += 8;
-        return;
-      case kLengthDelimited: Delimited(); return;
-      case kFixed32: Fixed32(); return;
-      default: Bad(fmt::format("wire type {} (groups and unknown wire types are not tf.train.Example)", wire_type));
-    }
-  }
-
-  [[noreturn]] void Bad(const std::string& what) const {
-    Fail("tf.train.Example: malformed at byte offset {}: {}", offset(), what);
-  }
-
- private:
-  std::string_view bytes_;
-  size_t base_;
-  size_t at_ = 0;
-};
 
 float FloatOfBits(uint32_t bits) {
   float f;
@@ -93,52 +14,52 @@ float FloatOfBits(uint32_t bits) {
   return f;
 }
 
-void ParseBytesList(WireCursor in, ExampleFeature& out) {
+void ParseBytesList(ProtoReader in, ExampleFeature& out) {
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {
       out.bytes.push_back(in.Delimited().rest());
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
 }
 
-void ParseFloatList(WireCursor in, ExampleFeature& out) {
+void ParseFloatList(ProtoReader in, ExampleFeature& out) {
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {  // packed
-      WireCursor packed = in.Delimited();
-      if (packed.rest().size() % 4 != 0) packed.Bad("packed float list length is not a multiple of 4");
-      while (!packed.done()) out.floats.push_back(FloatOfBits(packed.Fixed32()));
-    } else if (tag.field == 1 && tag.wire_type == kFixed32) {  // unpacked
-      out.floats.push_back(FloatOfBits(in.Fixed32()));
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {  // packed
+      ProtoReader packed = in.Delimited();
+      if (packed.rest().size() % 4 != 0) packed.Reject(packed.pos(), "packed float list length is not a multiple of 4");
+      while (!packed.done()) out.floats.push_back(FloatOfBits(packed.Fixed32("float value")));
+    } else if (tag.field == 1 && tag.wire_type == kProtoFixed32) {  // unpacked
+      out.floats.push_back(FloatOfBits(in.Fixed32("float value")));
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
 }
 
-void ParseInt64List(WireCursor in, ExampleFeature& out) {
+void ParseInt64List(ProtoReader in, ExampleFeature& out) {
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {  // packed
-      WireCursor packed = in.Delimited();
-      while (!packed.done()) out.int64s.push_back(static_cast<int64_t>(packed.Varint()));
-    } else if (tag.field == 1 && tag.wire_type == kVarint) {  // unpacked
-      out.int64s.push_back(static_cast<int64_t>(in.Varint()));
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {  // packed
+      ProtoReader packed = in.Delimited();
+      while (!packed.done()) out.int64s.push_back(static_cast<int64_t>(packed.Varint("int64 value")));
+    } else if (tag.field == 1 && tag.wire_type == kProtoVarint) {  // unpacked
+      out.int64s.push_back(static_cast<int64_t>(in.Varint("int64 value")));
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
 }
 
 // A oneof member replaces a value of another kind and merges into one of its own.
-void ParseFeature(WireCursor in, ExampleFeature& out) {
+void ParseFeature(ProtoReader in, ExampleFeature& out) {
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.wire_type != kLengthDelimited || tag.field < 1 || tag.field > 3) {
-      in.Skip(tag.wire_type);
+    if (tag.wire_type != kProtoLengthDelimited || tag.field < 1 || tag.field > 3) {
+      in.Skip(tag.wire_type, tag.at);
       continue;
     }
     const auto kind = static_cast<FeatureKind>(tag.field - 1);
@@ -151,29 +72,29 @@ void ParseFeature(WireCursor in, ExampleFeature& out) {
 
 // A map entry: the key and the Feature; a missing key is "" and a missing value
 // an empty BytesList (the defaults), and the entry replaces an earlier one.
-void ParseEntry(WireCursor in, ParsedExample& out) {
+void ParseEntry(ProtoReader in, ParsedExample& out) {
   std::string_view key;
   ExampleFeature feature;
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {
       key = in.Delimited().rest();
-    } else if (tag.field == 2 && tag.wire_type == kLengthDelimited) {
+    } else if (tag.field == 2 && tag.wire_type == kProtoLengthDelimited) {
       ParseFeature(in.Delimited(), feature);
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
   out[key] = std::move(feature);
 }
 
-void ParseFeatures(WireCursor in, ParsedExample& out) {
+void ParseFeatures(ProtoReader in, ParsedExample& out) {
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {
       ParseEntry(in.Delimited(), out);
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
 }
@@ -187,7 +108,7 @@ void PutVarint(std::string& out, uint64_t v) {
 }
 
 void PutDelimited(std::string& out, uint32_t field, std::string_view bytes) {
-  PutVarint(out, (uint64_t{field} << 3) | kLengthDelimited);
+  PutVarint(out, (uint64_t{field} << 3) | kProtoLengthDelimited);
   PutVarint(out, bytes.size());
   out.append(bytes);
 }
@@ -236,13 +157,13 @@ size_t ExampleFeature::size() const {
 
 ParsedExample ParseExample(std::string_view data) {
   ParsedExample out;
-  WireCursor in(data, 0);
+  ProtoReader in(data, "tf.train.Example: malformed at byte offset ");
   while (!in.done()) {
     const auto tag = in.NextTag();
-    if (tag.field == 1 && tag.wire_type == kLengthDelimited) {
+    if (tag.field == 1 && tag.wire_type == kProtoLengthDelimited) {
       ParseFeatures(in.Delimited(), out);
     } else {
-      in.Skip(tag.wire_type);
+      in.Skip(tag.wire_type, tag.at);
     }
   }
   return out;

@@ -13,7 +13,7 @@ void AppendKey(std::vector<std::byte>& out, int32_t key) {
   Append<int64_t>(out, key);
 }
 
-int32_t ReadKey(WireReader& in, const run::KeyTable& table) {
+int32_t ReadKey(ByteReader& in, const run::KeyTable& table) {
   const int64_t key = in.Read<int64_t>();
   if (key < 0 || key >= table.size()) {
     Fail("{}: key index {} outside the run's {} keys", in.what(), key, table.size());
@@ -26,7 +26,7 @@ size_t MatrixElements(const run::KeyTable& table, int32_t key) {
   return static_cast<size_t>(n * n);
 }
 
-int64_t ReadCount(WireReader& in, const run::KeyTable& table) {
+int64_t ReadCount(ByteReader& in, const run::KeyTable& table) {
   const int64_t count = in.Read<int64_t>();
   if (count < 0 || count > table.size()) {
     Fail("{}: {} keys, the run has {}", in.what(), count, table.size());
@@ -47,7 +47,7 @@ std::vector<std::byte> EncodeStatistics(std::span<const KeyMatrix> keys) {
 }
 
 std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes, const run::KeyTable& table) {
-  WireReader in(bytes, "shampoo statistics in the outfeed");
+  ByteReader in(bytes, "shampoo statistics in the outfeed");
   const int64_t count = ReadCount(in, table);
   std::vector<KeyMatrix> keys;
   for (int64_t i = 0; i < count; ++i) {
@@ -75,7 +75,7 @@ std::vector<std::byte> EncodeDelivery(const Delivery& delivery) {
 }
 
 Delivery DecodeDelivery(std::span<const std::byte> bytes, const run::KeyTable& table) {
-  WireReader in(bytes, "shampoo preconditioner delivery");
+  ByteReader in(bytes, "shampoo preconditioner delivery");
   Delivery d;
   d.loop = in.Read<int64_t>();
   d.global_step = in.Read<int64_t>();
