@@ -14,6 +14,9 @@ namespace tpusim {
 
 using MonotonicTime = std::chrono::steady_clock::time_point;
 
+// Now on the steady clock: what a duration starts from (SecondsSince).
+inline MonotonicTime MonotonicNow() { return std::chrono::steady_clock::now(); }
+
 // Seconds on the steady clock since an arbitrary fixed origin (the same on every
 // thread of a process); differences between two calls are durations.
 inline double MonotonicSeconds() {

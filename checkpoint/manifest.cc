@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/crc32c.h"
 #include "base/error.h"
@@ -35,14 +36,10 @@ bool IsStepName(const std::string& name) {
 }  // namespace
 
 std::vector<std::byte> ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) Fail("{}: missing or unreadable ({})", path, ErrnoText(errno) + ")");
-  std::vector<std::byte> bytes(static_cast<size_t>(in.tellg()));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
-    Fail("{}: read failed", path);
-  }
-  return bytes;
+  const FileContents read = ReadWholeFile(path);
+  if (!read.ok()) Fail("{}: missing or unreadable ({})", path, ErrnoText(read.error));
+  const auto* first = reinterpret_cast<const std::byte*>(read.bytes.data());
+  return std::vector<std::byte>(first, first + read.bytes.size());
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tpusim::cluster {
@@ -163,7 +164,7 @@ void CrossReplicaSum::Sum(std::span<int32_t> data) { SumTimed(data); }
 template <typename T>
 void CrossReplicaSum::SumTimed(std::span<T> data) {
   CheckedCount(data.size());
-  const auto start = std::chrono::steady_clock::now();
+  const MonotonicTime start = MonotonicNow();
   if (group_->size() > 1) {
     if (options_.algorithm == CrsAlgorithm::kRing) {
       RingSum(data);
@@ -171,8 +172,7 @@ void CrossReplicaSum::SumTimed(std::span<T> data) {
       group_->AllreduceInPlace(data, ReduceOp::kSum);
     }
   }
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  durations_seconds_.push_back(elapsed.count());
+  durations_seconds_.push_back(SecondsSince(start));
   bytes_summed_ += static_cast<int64_t>(data.size_bytes());
 }
 

@@ -1,13 +1,14 @@
 #include "cluster/hostfile.h"
 
 #include <charconv>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/file_read.h"
 #include "base/regular_file.h"
 
 namespace tpusim::cluster {
@@ -59,11 +60,9 @@ std::vector<HostfileNode> ParseHostfile(const std::string& text, const std::stri
 
 std::vector<HostfileNode> ReadHostfile(const std::string& path) {
   RefuseNonRegularFile(path);
-  std::ifstream in(path);
-  if (!in) Fail("hostfile {}: cannot read it", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseHostfile(text.str(), path);
+  const FileContents text = ReadWholeFile(path);
+  if (!text.ok()) Fail("hostfile {}: cannot read it ({})", path, std::strerror(text.error));
+  return ParseHostfile(text.bytes, path);
 }
 
 std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes, int num_tpu_hosts,

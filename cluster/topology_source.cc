@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/file_read.h"
 #include "base/error.h"
 #include "base/regular_file.h"
 #include "base/strict_yaml.h"
@@ -71,13 +72,9 @@ std::string ReadBoundedFile(const std::string& path) {
   if (size > kMaxFileBytes) {
     Fail("{}: {} bytes, larger than {} MiB; not a topology file", path, size, kMaxFileBytes >> 20);
   }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in || static_cast<uintmax_t>(in.gcount()) != size) {
-    Fail("{}: cannot read the topology file", path);
-  }
-  return bytes;
+  FileContents read = ReadWholeFile(path, static_cast<size_t>(size));
+  if (!read.ok() || read.bytes.size() != size) Fail("{}: cannot read the topology file", path);
+  return std::move(read.bytes);
 }
 
 std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {

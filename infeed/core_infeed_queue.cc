@@ -147,7 +147,7 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   if (occupancy) *occupancy = full;
   PostPieces(step);  // a free slot is left: at most queue_depth steps are held
   if (pieces_ahead_ && step + 1 < num_steps_) PostPieces(step + 1);
-  MonotonicTime before = std::chrono::steady_clock::now();
+  MonotonicTime before = MonotonicNow();
   std::span<cluster::Request> requests = SlotRequests(slot);
   if (!std::all_of(requests.begin(), requests.end(), [](const cluster::Request& r) { return r.done(); })) {
     Watchdog::Scope wait(watchdog_, "the infeed shard of step", step, host_rank_);

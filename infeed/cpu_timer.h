@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "base/clock.h"
+
 namespace tpusim::infeed {
 
 // CPU time the calling thread has used since it started, nanoseconds.
@@ -39,7 +41,7 @@ class ThreadCpuEstimate {
 
   int64_t Ns() {
     const int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now().time_since_epoch())
+                                MonotonicNow().time_since_epoch())
                                 .count();
     if (wall_ns - read_wall_ns_ >= resolution_ns_) {
       read_wall_ns_ = wall_ns;

@@ -9,6 +9,7 @@
 
 #include <fmt/ranges.h>
 
+#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/regular_file.h"
@@ -39,9 +40,9 @@ std::vector<fs::path> ListShardDirs(const std::string& dir) {
 
 // Bytes before the payload of a .npy file whose header ReadNpyHeader already checked.
 size_t NpyPreambleBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  const std::string read = ReadFilePrefix(path, 12).bytes;
   unsigned char head[12] = {};
-  in.read(reinterpret_cast<char*>(head), 12);
+  std::copy(read.begin(), read.end(), head);
   if (head[6] == 1) return 10 + (head[8] | (size_t{head[9]} << 8));
   return 12 + (head[8] | (size_t{head[9]} << 8) | (size_t{head[10]} << 16) | (size_t{head[11]} << 24));
 }
@@ -349,8 +350,7 @@ NpyArray ToNpy(const Tensor& tensor) {
 void WriteCompressedNpy(const std::string& path, const Tensor& tensor) {
   const std::string plain = path.substr(0, path.size() - std::string(".zlib").size());
   WriteNpy(plain, ToNpy(tensor));
-  std::vector<char> preamble(NpyPreambleBytes(plain));
-  std::ifstream(plain, std::ios::binary).read(preamble.data(), static_cast<std::streamsize>(preamble.size()));
+  const std::string preamble = ReadFilePrefix(plain, NpyPreambleBytes(plain)).bytes;
   fs::remove(plain);
   std::vector<std::byte> deflated = internal::Deflate(tensor.bytes());
   std::ofstream out(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "base/backoff.h"
+#include "base/clock.h"
 #include "base/huge_page_allocator.h"
 #include "cluster/message_tags.h"
 #include "infeed/shard_message.h"
@@ -121,9 +122,9 @@ MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::R
   }
   SendRounds(world, messages, peers, kRoundsInFlight);  // warm-up: connections, registration, caches
   for (int pass = 0; pass < kPasses; ++pass) {
-    const auto start = std::chrono::steady_clock::now();
+    const MonotonicTime start = MonotonicNow();
     SendRounds(world, messages, peers, rounds);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = SecondsSince(start);
     result.seconds = pass == 0 ? seconds : std::min(result.seconds, seconds);
   }
   for (size_t s : sizes) result.bytes += static_cast<int64_t>(s) * rounds;

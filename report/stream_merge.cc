@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "sim/metrics.h"
@@ -20,21 +21,21 @@ namespace {
 class PartReader {
  public:
   PartReader(const std::string& path, int rank) : path_(sim::PartPath(path, rank)), in_(path_) {
-    if (!in_) Fail("{}: cannot read this rank's part (do all ranks see the output folder?)", path_);
+    if (!in_.ok()) Fail("{}: cannot read this rank's part (do all ranks see the output folder?)", path_);
   }
   ~PartReader() { Remove(); }  // a failed merge leaves no parts either (a full disk needs the space)
   // The next line, or false at the end.
-  bool Next(std::string& line) { return static_cast<bool>(std::getline(in_, line)); }
+  bool Next(std::string& line) { return in_.Next(line); }
   const std::string& path() const { return path_; }
   void Remove() {
-    in_.close();
+    in_.Close();
     std::error_code ignored;  // a part left behind costs disk space, not the output
     std::filesystem::remove(path_, ignored);
   }
 
  private:
   std::string path_;
-  std::ifstream in_;
+  LineFile in_;
 };
 
 // Writes `path` atomically (base/atomic_file.h: PATH.tmp.<pid>, synced, renamed),

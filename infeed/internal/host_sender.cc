@@ -109,14 +109,14 @@ class HostSender {
 
   // Takes step `step`'s package from its slot once built and sends its shards.
   void SendStep(int64_t step, PackageSlot& slot) {
-    MonotonicTime before = std::chrono::steady_clock::now();
+    MonotonicTime before = MonotonicNow();
     if (step > 0) last_step_s_ = std::chrono::duration<double>(before - last_step_start_).count();
     last_step_start_ = before;
     next_to_send_ = step;
     std::unique_ptr<Package> package = Await(slot);
     last_build_s_ = package->build_s;
     stats_.build_wait_s += SecondsSince(before);
-    MonotonicTime send_start = std::chrono::steady_clock::now();
+    MonotonicTime send_start = MonotonicNow();
     Send(*package);
     stats_.send_s += SecondsSince(send_start);
     in_flight_.push_back(std::move(package));
@@ -135,9 +135,9 @@ class HostSender {
   // moment it is built, or hands over the error that failed it (false then).
   bool BuildInto(int64_t step, PackageSlot& slot, ThreadCpuEstimate& cpu) {
     try {
-      MonotonicTime start = std::chrono::steady_clock::now();
+      MonotonicTime start = MonotonicNow();
       std::unique_ptr<Package> package = Build(step, cpu);
-      build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      build_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(MonotonicNow() - start).count();
       slot.Set(std::move(package));
       return true;
     } catch (...) {
@@ -192,7 +192,7 @@ class HostSender {
   // pipeline charges to its own stages) is the enqueue stage's; `cpu` is the
   // worker's clock of it.
   std::unique_ptr<Package> Build(int64_t step, ThreadCpuEstimate& cpu) {
-    const MonotonicTime start = std::chrono::steady_clock::now();
+    const MonotonicTime start = MonotonicNow();
     const int64_t cpu_start_ns = cpu.Ns();
     std::unique_ptr<Package> p = TakeFree();
     int64_t package_cpu_ns = 0;
@@ -301,7 +301,7 @@ class HostSender {
   // scheduling between two steps count as the enqueue's. The enqueue cost is the
   // sends' CPU, the step's the whole.
   void Send(Package& p) {
-    const MonotonicTime start = std::chrono::steady_clock::now();
+    const MonotonicTime start = MonotonicNow();
     const int64_t cpu_start_ns = send_cpu_ns_ >= 0 ? send_cpu_ns_ : cpu_.Ns();
     int64_t cpu_ns = cpu_start_ns;
     StageCosts costs;  // the step's
@@ -316,7 +316,7 @@ class HostSender {
       }
       if (left == 0 || left < before) continue;
       const size_t waiting = static_cast<size_t>(std::find(sent.begin(), sent.end(), false) - sent.begin());
-      MonotonicTime wait_start = std::chrono::steady_clock::now();
+      MonotonicTime wait_start = MonotonicNow();
       Watchdog::Scope wait(options_.watchdog, "a free queue slot (credit) to send step", p.step,
                            CreditPeer(host_.shards[waiting]));
       AwaitCredit();

@@ -161,7 +161,7 @@ std::vector<optim::SlotView> CoreTrainer::Slots(int var_index) {
 MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
                                        std::span<const embedding::CooPiece> embedding_ids) {
   MicroStepResult result;
-  MonotonicTime start = std::chrono::steady_clock::now();
+  MonotonicTime start = MonotonicNow();
   BuildInputs(shard);
   result.rows = inputs_.rows();
   if (embedding_) {
@@ -184,7 +184,7 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
     tables_updated = embedding_->Backward(model_.input_grad(), dense_width_);
     result.embedding_backward_s = embedding_->last().backward_s;
   }
-  start = std::chrono::steady_clock::now();
+  start = MonotonicNow();
   ReduceGradients();
   result.crs_s = SecondsSince(start);
   const bool summed = !aggregation_ || aggregation_->crs_placement() == optim::CrsPlacement::kPerMicroBatch;
@@ -194,7 +194,7 @@ MicroStepResult CoreTrainer::MicroStep(const infeed::ShardCodec::View* shard,
     stopped_ = true;  // nothing of this micro-step is applied
     return result;
   }
-  start = std::chrono::steady_clock::now();
+  start = MonotonicNow();
   result.applied = ApplyGradients();
   result.apply_s = SecondsSince(start);
   if (!summed && result.applied && ParamsAreNonFinite()) {

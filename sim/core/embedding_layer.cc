@@ -28,7 +28,7 @@ EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
 
 void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
                              int64_t first_col) {
-  MonotonicTime start = std::chrono::steady_clock::now();
+  MonotonicTime start = MonotonicNow();
   const int64_t rows = inputs.rows();
   for (size_t f = 0; f < pieces.size(); ++f) {
     if (pieces[f].rows != rows) {
@@ -48,7 +48,7 @@ void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen:
 }
 
 bool EmbeddingLayer::Backward(const Eigen::MatrixXf& input_grad, int64_t first_col) {
-  MonotonicTime start = std::chrono::steady_clock::now();
+  MonotonicTime start = MonotonicNow();
   const int64_t rows = input_grad.rows();
   int64_t col = first_col;
   for (size_t f = 0; f < grads_.size(); ++f) {
