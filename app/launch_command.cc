@@ -46,23 +46,6 @@ struct LaunchOptions {
   std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
 };
 
-// The flags of `run` that `tpusim run` gets again (--set travels apart).
-std::vector<std::string> ForwardedRunArgs(const run::RunOptions& run) {
-  std::vector<std::string> args;
-  auto add = [&](const char* flag, const std::string& value) {
-    if (!value.empty()) args.insert(args.end(), {flag, value});
-  };
-  add("--report", run.report_path);
-  add("--trace", run.trace_path);
-  add("--placement-log", run.placement_log_path);
-  add("--params-out", run.params_out_dir);
-  add("--steps-csv", run.steps_csv_path);
-  if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
-  if (run.au != run::AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
-  if (run.quiet) args.push_back("--quiet");
-  return args;
-}
-
 // Open MPI's shared-memory transport moves a message beyond its eager limit either
 // with one copy that the receiver makes (btl_vader_single_copy_mechanism=cma, Open
 // MPI's own default) or through shared-memory fragments that both ranks copy (none).
@@ -218,8 +201,7 @@ std::vector<std::string> MpirunCommand(const LaunchOptions& options,
   }
   argv.insert(argv.end(), options.mpirun_args.begin(), options.mpirun_args.end());
   argv.insert(argv.end(), {SelfPath(), "run", options.run.config});
-  for (const std::string& o : options.run.overrides) argv.insert(argv.end(), {"--set", o});
-  const std::vector<std::string> run_args = ForwardedRunArgs(options.run);
+  const std::vector<std::string> run_args = RunFlagArgs(options.run);  // every option of `run`, --set included
   argv.insert(argv.end(), run_args.begin(), run_args.end());
   return argv;
 }
