@@ -26,6 +26,7 @@
 
 #include "app/command.h"
 #include "app/mpirun_supervisor.h"
+#include "app/resume_point.h"
 #include "app/run_flags.h"
 #include "base/error.h"
 #include "base/temp_file.h"
@@ -212,6 +213,10 @@ int RunLaunchCommand(const LaunchOptions& options) {
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
   CheckRunOutputs(options.run);
+  // The checkpoint a resume reads, and the dir a fresh run saves into, as every
+  // rank will judge them: a bad one costs no mpirun start.
+  run::RunConfig resumed = target.run;
+  LoadResumePoint(options.run.resume_dir, resumed);
   const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
   SetMpiEnvironment(!options.hostfile.empty(), watchdog_s, SingleCopyMechanism(run.plan));
   MpirunPlacement placed;
