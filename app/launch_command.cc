@@ -4,7 +4,8 @@
 // supervisor (mpirun_supervisor.h) that forwards signals, says in one line when
 // Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's exit
 // code and says in one line when a rank died of a signal or mpirun failed on its
-// own. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
+// own, or 128 + the signal (130, 143) once a signal it was sent has ended every
+// process of the job. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
 // the placement is printed and mpirun gets a hostfile with exactly those slots.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +38,7 @@
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
 #include "run/slice.h"
+#include "sim/rank_stream.h"
 
 namespace tpusim::app {
 namespace {
@@ -46,6 +49,19 @@ struct LaunchOptions {
   std::string hostfile;                  // an Open MPI hostfile, "" = this machine
   std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
 };
+
+// After a signal ended the job: the parts of the streamed outputs the ranks were
+// writing (PATH.part-NNNNN, sim/rank_stream.h) are of no use and are removed; the
+// outputs themselves were never written, as rank 0 writes them at the end.
+void RemoveStreamParts(const run::RunOptions& run, int world_size) {
+  for (const std::string* path : {&run.placement_log_path, &run.steps_csv_path, &run.trace_path}) {
+    if (path->empty()) continue;
+    for (int rank = 0; rank < world_size; ++rank) {
+      std::error_code ignored;  // a part that cannot be removed costs disk space, not the exit
+      std::filesystem::remove(sim::PartPath(*path, rank), ignored);
+    }
+  }
+}
 
 // Open MPI's shared-memory transport moves a message beyond its eager limit either
 // with one copy that the receiver makes (btl_vader_single_copy_mechanism=cma, Open
@@ -232,7 +248,10 @@ int RunLaunchCommand(const LaunchOptions& options) {
                                }});
   const int status = supervisor.Run(argv);
   if (supervisor.stopped()) return run::kExitInputError;
-  if (const int signal = supervisor.killed_after_signal()) return 128 + signal;  // as if it had ended
+  if (const int signal = supervisor.passed_on_signal()) {
+    RemoveStreamParts(options.run, run.slice.layout.world_size());
+    return 128 + signal;  // as if the signal had ended launch, once every process of the job has
+  }
   return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());
 }
 
