@@ -4,7 +4,8 @@
 // supervisor (mpirun_supervisor.h) that forwards signals, says in one line when
 // Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's exit
 // code and says in one line when a rank died of a signal or mpirun failed on its
-// own. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
+// own, or 128 + the signal (130, 143) once a signal it was sent has ended every
+// process of the job. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
 // the placement is printed and mpirun gets a hostfile with exactly those slots.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +28,7 @@
 
 #include "app/command.h"
 #include "app/mpirun_supervisor.h"
+#include "app/resume_point.h"
 #include "app/run_flags.h"
 #include "base/error.h"
 #include "base/temp_file.h"
@@ -35,6 +38,7 @@
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
 #include "run/slice.h"
+#include "sim/rank_stream.h"
 
 namespace tpusim::app {
 namespace {
@@ -46,21 +50,17 @@ struct LaunchOptions {
   std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
 };
 
-// The flags of `run` that `tpusim run` gets again (--set travels apart).
-std::vector<std::string> ForwardedRunArgs(const run::RunOptions& run) {
-  std::vector<std::string> args;
-  auto add = [&](const char* flag, const std::string& value) {
-    if (!value.empty()) args.insert(args.end(), {flag, value});
-  };
-  add("--report", run.report_path);
-  add("--trace", run.trace_path);
-  add("--placement-log", run.placement_log_path);
-  add("--params-out", run.params_out_dir);
-  add("--steps-csv", run.steps_csv_path);
-  if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
-  if (run.au != run::AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
-  if (run.quiet) args.push_back("--quiet");
-  return args;
+// After a signal ended the job: the parts of the streamed outputs the ranks were
+// writing (PATH.part-NNNNN, sim/rank_stream.h) are of no use and are removed; the
+// outputs themselves were never written, as rank 0 writes them at the end.
+void RemoveStreamParts(const run::RunOptions& run, int world_size) {
+  for (const std::string* path : {&run.placement_log_path, &run.steps_csv_path, &run.trace_path}) {
+    if (path->empty()) continue;
+    for (int rank = 0; rank < world_size; ++rank) {
+      std::error_code ignored;  // a part that cannot be removed costs disk space, not the exit
+      std::filesystem::remove(sim::PartPath(*path, rank), ignored);
+    }
+  }
 }
 
 // Open MPI's shared-memory transport moves a message beyond its eager limit either
@@ -218,8 +218,7 @@ std::vector<std::string> MpirunCommand(const LaunchOptions& options,
   }
   argv.insert(argv.end(), options.mpirun_args.begin(), options.mpirun_args.end());
   argv.insert(argv.end(), {SelfPath(), "run", options.run.config});
-  for (const std::string& o : options.run.overrides) argv.insert(argv.end(), {"--set", o});
-  const std::vector<std::string> run_args = ForwardedRunArgs(options.run);
+  const std::vector<std::string> run_args = RunFlagArgs(options.run);  // every option of `run`, --set included
   argv.insert(argv.end(), run_args.begin(), run_args.end());
   return argv;
 }
@@ -230,6 +229,10 @@ int RunLaunchCommand(const LaunchOptions& options) {
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
   CheckRunOutputs(options.run);
+  // The checkpoint a resume reads, and the dir a fresh run saves into, as every
+  // rank will judge them: a bad one costs no mpirun start.
+  run::RunConfig resumed = target.run;
+  LoadResumePoint(options.run.resume_dir, resumed);
   const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
   SetMpiEnvironment(!options.hostfile.empty(), watchdog_s, SingleCopyMechanism(run.plan));
   MpirunPlacement placed;
@@ -245,7 +248,10 @@ int RunLaunchCommand(const LaunchOptions& options) {
                                }});
   const int status = supervisor.Run(argv);
   if (supervisor.stopped()) return run::kExitInputError;
-  if (const int signal = supervisor.killed_after_signal()) return 128 + signal;  // as if it had ended
+  if (const int signal = supervisor.passed_on_signal()) {
+    RemoveStreamParts(options.run, run.slice.layout.world_size());
+    return 128 + signal;  // as if the signal had ended launch, once every process of the job has
+  }
   return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());
 }
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "base/descendants.h"
 #include "base/error.h"
 
 namespace tpusim::app {
@@ -40,6 +42,12 @@ constexpr size_t kMaxBannerLines = 200;
 constexpr size_t kMaxHeldLines = 2000;
 // After SIGTERM, mpirun gets this long before SIGKILL.
 constexpr auto kKillAfterTerm = std::chrono::seconds(3);
+// After a signal passed on, mpirun gets at most this long (or the grace period,
+// if shorter) before it is killed: a signalled job ends within 10 s.
+constexpr double kSignalGraceS = 4;
+// Processes of the job left once mpirun has ended (orphaned ranks) are killed;
+// this long at most is spent on them.
+constexpr auto kKillLeftovers = std::chrono::seconds(2);
 // What is left in the pipe once mpirun has ended is read for at most this long (a
 // daemon that cannot be reached may keep the pipe's other end open).
 constexpr auto kDrainAfterExit = std::chrono::milliseconds(500);
@@ -114,6 +122,13 @@ void MpirunSupervisor::Start(std::vector<std::string>& argv) {
   if (::pipe2(fds, O_CLOEXEC) != 0) Fail("launch: cannot make a pipe: {}", std::strerror(errno));
   std::fflush(stdout);
   std::fflush(stderr);
+  // Ranks orphaned by a killed mpirun come here, where the end of Wait finds them.
+  AdoptOrphans();
+  // The handlers go first, so a signal that comes while mpirun starts is not lost
+  // (exec gives the child the default actions back).
+  g_forwarded_signal = 0;
+  g_mpirun_pid = 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardSignal);
   const pid_t child = ::fork();
   if (child < 0) Fail("launch: cannot start mpirun: {}", std::strerror(errno));
   if (child == 0) {
@@ -125,9 +140,8 @@ void MpirunSupervisor::Start(std::vector<std::string>& argv) {
   ::close(fds[1]);
   stderr_fd_ = fds[0];
   child_ = child;
-  g_forwarded_signal = 0;
   g_mpirun_pid = child;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, ForwardSignal);
+  if (const int early = g_forwarded_signal) ::kill(child, early);
 }
 
 bool MpirunSupervisor::Pump(int timeout_ms) {
@@ -225,11 +239,13 @@ void MpirunSupervisor::KillIfDeaf() {
   if (signal == 0 || killed_) return;
   const Clock::time_point now = Clock::now();
   if (!signalled_) signalled_ = now;
-  if (now - *signalled_ < std::chrono::duration<double>(options_.grace_s)) return;
+  const double grace_s = std::min(options_.grace_s, kSignalGraceS);
+  if (now - *signalled_ < std::chrono::duration<double>(grace_s)) return;
   Emit(fmt::format("tpusim: error: mpirun has not ended {:g} s after the signal {} ({}) launch passed on "
-                   "(it waits for a node it cannot reach); killing it",
-                   options_.grace_s, signal, strsignal(signal)));
+                   "(it waits for a node it cannot reach); killing it and every rank",
+                   grace_s, signal, strsignal(signal)));
   ::kill(child_, SIGKILL);
+  KillDescendants(std::chrono::seconds(1), child_);  // its ranks, in process groups of their own
   killed_ = true;
   killed_signal_ = signal;
 }
@@ -254,6 +270,9 @@ int MpirunSupervisor::Wait() {
   ReleaseHeld();
   ::close(stderr_fd_);
   g_mpirun_pid = 0;
+  passed_on_signal_ = g_forwarded_signal;
+  // Nothing of the job outlives launch: a rank mpirun left behind is ended here.
+  KillDescendants(kKillLeftovers);
   return status;
 }
 

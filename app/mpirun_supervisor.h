@@ -10,8 +10,10 @@
 // normally stops the job within a second, but when a link is down it waits for
 // the daemon it cannot reach. After `grace_s` without an exit the supervisor says
 // so in one line and stops mpirun (SIGTERM, then SIGKILL). Signals sent to launch
-// (a terminal's ^C, `timeout`) are passed on to mpirun, which is killed when it
-// has not ended `grace_s` after one.
+// (a terminal's ^C, `timeout`) are passed on to mpirun, which is killed with
+// every rank when it has not ended 4 s (or `grace_s`, if shorter) after one. The
+// supervisor adopts the job's orphans (base/descendants.h), and when mpirun has
+// ended, any rank still running is killed: nothing of the job outlives launch.
 #pragma once
 
 #include <chrono>
@@ -47,6 +49,9 @@ class MpirunSupervisor {
   // The signal passed on to mpirun after which the supervisor had to kill it (and
   // said so in its line), or 0.
   int killed_after_signal() const { return killed_ ? killed_signal_ : 0; }
+  // The last signal passed on to mpirun (SIGINT, SIGTERM or SIGHUP), or 0; known
+  // once Run has returned.
+  int passed_on_signal() const { return passed_on_signal_; }
 
   // The tpusim line for one Open MPI banner (the lines between two rules), or
   // nullopt when the banner is not one the supervisor translates (exposed for tests).
@@ -90,6 +95,7 @@ class MpirunSupervisor {
   std::optional<Clock::time_point> signalled_;  // when Wait first saw a signal passed on
   bool killed_ = false;                         // KillIfDeaf sent SIGKILL
   int killed_signal_ = 0;                       // the signal passed on before it
+  int passed_on_signal_ = 0;                    // g_forwarded_signal when mpirun ended
 };
 
 }  // namespace tpusim::app

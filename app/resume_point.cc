@@ -1,6 +1,8 @@
 #include "app/resume_point.h"
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "checkpoint/manifest.h"
@@ -19,6 +21,17 @@ void CheckResumable(const run::RunConfig& config, const std::string& flag) {
   if (config.infeed.verify) Fail("{}: infeed.verify checks step numbers from 0; turn it off to resume", flag);
 }
 
+// A fresh run saving into a dir that holds complete saves would save over them
+// and `checkpoint.keep` would prune them: refused unless the config says so.
+void CheckFreshDir(const run::CheckpointConfig& checkpoint) {
+  if (!checkpoint.saves() || checkpoint.overwrite) return;
+  const std::vector<std::string> saved = checkpoint::CompleteCheckpoints(checkpoint.dir);
+  if (saved.empty()) return;
+  Fail("checkpoint.dir {} already holds {} complete save{} (latest {}); continue from it with --resume {} "
+       "(or checkpoint.resume: latest), or set checkpoint.overwrite: true to save over them",
+       checkpoint.dir, saved.size(), saved.size() == 1 ? "" : "s", saved.back(), checkpoint.dir);
+}
+
 }  // namespace
 
 std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config) {
@@ -28,7 +41,10 @@ std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, r
     path = config.checkpoint.dir;
     if (checkpoint::CompleteCheckpoints(path).empty()) return std::nullopt;  // the first run
   }
-  if (path.empty()) return std::nullopt;
+  if (path.empty()) {
+    CheckFreshDir(config.checkpoint);
+    return std::nullopt;
+  }
   CheckResumable(config, flag);
   sim::ResumePoint point;
   point.step_dir = checkpoint::ResolveCheckpoint(path);

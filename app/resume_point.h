@@ -14,7 +14,9 @@ namespace tpusim::app {
 
 // The checkpoint to resume from, or none for a fresh run (no --resume, and
 // checkpoint.resume: latest with no complete save yet). Sets config.train.steps
-// to the steps left. Throws Error naming the file or key on a bad checkpoint.
+// to the steps left. Throws Error naming the file or key on a bad checkpoint, and
+// on a fresh run that saves into a checkpoint.dir already holding complete saves
+// unless checkpoint.overwrite is true. Reads the checkpoint; writes nothing.
 std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config);
 
 }  // namespace tpusim::app

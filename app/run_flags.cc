@@ -1,23 +1,101 @@
 #include "app/run_flags.h"
 
-namespace tpusim::app {
+#include <fmt/format.h>
 
-void AddRunFlags(CLI::App* cmd, run::RunOptions& run) {
-  cmd->add_option("--set", run.overrides, "override a config key: a.b=value (YAML value)")
-      ->take_all();
-  cmd->add_option("--report", run.report_path, "write the versioned JSON report here");
-  cmd->add_option("--trace", run.trace_path, "write a Chrome trace-event JSON here");
-  cmd->add_option("--placement-log", run.placement_log_path,
-                  "write one JSON line per shard a core dequeues");
-  cmd->add_option("--params-out", run.params_out_dir, "write replica 0's parameters as .npy");
-  cmd->add_option("--steps-csv", run.steps_csv_path, "write one row per step and core");
-  cmd->add_option("--resume", run.resume_dir,
-                  "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder");
-  cmd->add_option("--expect-au", run.expect_au,
-                  "exit 3 when accelerator utilization falls below this (0..1)")
-      ->check(CLI::Range(0.0, 1.0));
-  AddAuOption(cmd, run.au, "the AU --expect-au checks (default measured)");
-  cmd->add_flag("--quiet", run.quiet, "no progress line");
+namespace tpusim::app {
+namespace {
+
+using run::RunOptions;
+
+// A string option; given again when it is not empty.
+RunFlag PathFlag(std::string name, std::string help, std::string RunOptions::*field, std::string example) {
+  RunFlag flag{name, std::move(help), nullptr, nullptr, {name, std::move(example)}};
+  flag.add = [field](CLI::App* cmd, RunOptions& o, const RunFlag& f) { cmd->add_option(f.name, o.*field, f.help); };
+  flag.render = [field, name](const RunOptions& o, std::vector<std::string>& argv) {
+    if (!(o.*field).empty()) argv.insert(argv.end(), {name, o.*field});
+  };
+  return flag;
+}
+
+// A flag without a value; given again when it is set.
+RunFlag BoolFlag(std::string name, std::string help, bool RunOptions::*field) {
+  RunFlag flag{name, std::move(help), nullptr, nullptr, {name}};
+  flag.add = [field](CLI::App* cmd, RunOptions& o, const RunFlag& f) { cmd->add_flag(f.name, o.*field, f.help); };
+  flag.render = [field, name](const RunOptions& o, std::vector<std::string>& argv) {
+    if (o.*field) argv.push_back(name);
+  };
+  return flag;
+}
+
+// --set, repeatable and taking every value after it: each given again as its own --set.
+RunFlag SetFlag() {
+  RunFlag flag{"--set", "override a config key: a.b=value (YAML value)", nullptr, nullptr,
+               {"--set", "train.steps=4"}};
+  flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) {
+    cmd->add_option(f.name, o.overrides, f.help)->take_all();
+  };
+  flag.render = [](const RunOptions& o, std::vector<std::string>& argv) {
+    for (const std::string& value : o.overrides) argv.insert(argv.end(), {"--set", value});
+  };
+  return flag;
+}
+
+RunFlag ExpectAuFlag() {
+  RunFlag flag{"--expect-au", "exit 3 when accelerator utilization falls below this (0..1)", nullptr, nullptr,
+               {"--expect-au", "0.25"}};
+  flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) {
+    cmd->add_option(f.name, o.expect_au, f.help)->check(CLI::Range(0.0, 1.0));
+  };
+  flag.render = [](const RunOptions& o, std::vector<std::string>& argv) {
+    if (o.expect_au > 0) argv.insert(argv.end(), {"--expect-au", fmt::format("{}", o.expect_au)});
+  };
+  return flag;
+}
+
+RunFlag AuFlag() {
+  RunFlag flag{"--au", "the AU --expect-au checks (default measured)", nullptr, nullptr,
+               {"--au", AuSourceName(run::AuSource::kProjected)}};
+  flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) { AddAuOption(cmd, o.au, f.help); };
+  flag.render = [](const RunOptions& o, std::vector<std::string>& argv) {
+    if (o.au != run::AuSource::kMeasured) argv.insert(argv.end(), {"--au", AuSourceName(o.au)});
+  };
+  return flag;
+}
+
+std::vector<RunFlag> MakeRunFlags() {
+  return {
+      SetFlag(),
+      PathFlag("--report", "write the versioned JSON report here", &RunOptions::report_path, "report.json"),
+      PathFlag("--trace", "write a Chrome trace-event JSON here", &RunOptions::trace_path, "trace.json"),
+      PathFlag("--placement-log", "write one JSON line per shard a core dequeues", &RunOptions::placement_log_path,
+               "placement.jsonl"),
+      PathFlag("--params-out", "write replica 0's parameters as .npy", &RunOptions::params_out_dir, "params"),
+      PathFlag("--steps-csv", "write one row per step and core", &RunOptions::steps_csv_path, "steps.csv"),
+      PathFlag("--resume", "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder",
+               &RunOptions::resume_dir, "checkpoints"),
+      ExpectAuFlag(),
+      AuFlag(),
+      BoolFlag("--quiet", "no progress line", &RunOptions::quiet),
+      BoolFlag("--all-rows", "print every host and core row, not min/median/max, for more than 8 hosts",
+               &RunOptions::all_rows),
+  };
+}
+
+}  // namespace
+
+const std::vector<RunFlag>& RunFlags() {
+  static const std::vector<RunFlag> kFlags = MakeRunFlags();
+  return kFlags;
+}
+
+void AddRunFlags(CLI::App* cmd, RunOptions& options) {
+  for (const RunFlag& flag : RunFlags()) flag.add(cmd, options, flag);
+}
+
+std::vector<std::string> RunFlagArgs(const RunOptions& options) {
+  std::vector<std::string> argv;
+  for (const RunFlag& flag : RunFlags()) flag.render(options, argv);
+  return argv;
 }
 
 void AddAuOption(CLI::App* cmd, run::AuSource& au, const std::string& what) {

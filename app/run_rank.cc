@@ -229,7 +229,8 @@ void CheckReplicas(const SimulationContext& ctx, const report::Report& report) {
 int ReportAtRankZero(SimulationContext& ctx, sim::RankRun& run, report::ReportInputs& inputs,
                      run::OutputWrites& outputs) {
   MergeStreams(ctx, run.plan(), inputs.ranks, outputs);
-  const report::Report report = BuildReport(inputs);
+  report::Report report = BuildReport(inputs);
+  if (ctx.resume) report.resumed_from = report::ResumedFrom{ctx.resume->manifest.global_step, ctx.resume->step_dir};
   PrintSummary(report);
   if (!ctx.options.report_path.empty()) {
     outputs.Try([&] {
@@ -249,6 +250,10 @@ int RunSimulatedRank(SimulationContext& ctx) {
   PrintRoles(ctx, loops);
   std::optional<ProgressPrinter> progress;
   const bool rank0 = ctx.comms.world->rank() == 0;
+  if (rank0 && ctx.resume) {
+    fmt::print("resumed from step {} ({})\n", ctx.resume->manifest.global_step, ctx.resume->step_dir);
+    std::fflush(stdout);
+  }
   if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
   const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
                                ctx.resume};

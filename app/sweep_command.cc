@@ -1,16 +1,36 @@
 // `tpusim sweep` and `tpusim capacity`: grids and bisections of child runs
 // (sweep/). They share their common flags, so they share this file.
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "app/command.h"
 #include "app/run_flags.h"
+#include "sweep/point_runner.h"
 #include "sweep/capacity.h"
 #include "sweep/sweep.h"
 
 namespace tpusim::app {
 namespace {
+
+// Runs a sweep or capacity search (`run`) that a signal may stop: the signal is
+// passed on to the running point, whose launch, mpirun and ranks all end, and the
+// command exits 128 + signal after one line (the CSV keeps the finished runs).
+int StoppableBySignals(const std::string& command, const std::string& out, const std::function<int()>& run) {
+  sweep::StopOnSignals();
+  try {
+    const int code = run();
+    return sweep::StopSignal() != 0 ? 128 + sweep::StopSignal() : code;
+  } catch (const sweep::Interrupted& e) {
+    fmt::print(stderr, "tpusim: {} {}: every process it started has ended; the finished runs are in {}\n",
+               command, e.what(), out);
+    return 128 + e.signal();
+  }
+}
 
 void AddCommonFlags(CLI::App* cmd, std::string& config, std::vector<std::string>& sets, std::string& out,
                     double& timeout_s, double& target_au) {
@@ -31,7 +51,9 @@ void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
   sweep->add_option("--vary", s->vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")
       ->required()
       ->take_all();
-  commands.push_back({sweep, false, [s](CommandLine&) { return RunSweepCommand(*s); }});
+  commands.push_back({sweep, false, [s](CommandLine&) {
+                        return StoppableBySignals("sweep", s->out, [s] { return RunSweepCommand(*s); });
+                      }});
 }
 
 void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
@@ -49,7 +71,9 @@ void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
       "--tolerance", c->tolerance,
       "stop when pass and fail are within this fraction of each other (default 0.05)");
   capacity->add_option("--max-runs", c->max_runs, "runs at most, both ends included (default 10)");
-  commands.push_back({capacity, false, [c](CommandLine&) { return RunCapacityCommand(*c); }});
+  commands.push_back({capacity, false, [c](CommandLine&) {
+                        return StoppableBySignals("capacity", c->out, [c] { return RunCapacityCommand(*c); });
+                      }});
 }
 
 }  // namespace

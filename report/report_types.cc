@@ -150,6 +150,7 @@ void ReportFields(Io& io, R& r) {
   io.Nullable("simulator_ceiling", r.simulator_ceiling);
   io.IfPresent("shampoo", r.shampoo);
   io.IfPresent("checkpoint", r.checkpoint);
+  io.IfPresent("resumed_from", r.resumed_from);
 }
 
 }  // namespace

@@ -402,6 +402,12 @@ struct CeilingSection {
   int64_t measured_steps = 0;  // timed (after the warm-up)
 };
 
+// --resume (or checkpoint.resume: latest): the save the run continued from.
+struct ResumedFrom {
+  int64_t step = 0;  // the global step saved, where this run's steps start
+  std::string dir;   // its step folder
+};
+
 struct Report {
   int version = kReportVersion;
   nlohmann::json config;  // the resolved config, as YAML would read its scalars
@@ -433,6 +439,7 @@ struct Report {
   std::optional<CeilingSection> simulator_ceiling;  // null: not measured
   std::optional<report::ShampooSection> shampoo;   // absent: no Shampoo
   std::optional<CheckpointSection> checkpoint;      // absent: no saves
+  std::optional<ResumedFrom> resumed_from;          // absent: a fresh run
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks,
@@ -484,6 +491,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSave, step, bytes_per_host, copy_s,
                                    input_examples_per_s_during_write, input_examples_per_s_outside_writes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSection, mode, saves, blocked_s, write_s, bytes_per_host,
                                    final_wait_s, per_save)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ResumedFrom, step, dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note,
                                    measured_steps)
 

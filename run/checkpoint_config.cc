@@ -44,6 +44,7 @@ CheckpointConfig ParseCheckpoint(ConfigNode node) {
   node.Get("keep", c.keep);
   node.Get("shares_input_storage", c.shares_input_storage);
   node.Get("resume", c.resume);
+  node.Get("overwrite", c.overwrite);
   if (c.every_steps < 0) node.FailAt("every_steps", "must be >= 0 (0: no saves)");
   if (c.keep < 0) node.FailAt("keep", "must be >= 0 (0: keep every save)");
   if (!c.resume.empty() && c.resume != "latest") node.FailAt("resume", fmt::format("'{}' is not latest", c.resume));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/descendants.h"
 #include "base/error.h"
 #include "run/slice.h"
 
@@ -30,6 +32,36 @@ using Clock = std::chrono::steady_clock;
 // mpirun gets this long after SIGTERM to stop its ranks before SIGKILL.
 constexpr auto kTerminateGrace = std::chrono::seconds(10);
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+// After a signal passed on, the child gets this long (launch itself kills a deaf
+// mpirun after 4 s) before it and everything it started are killed, and killing
+// them takes at most kKillTimeout: the job ends within 10 s of the signal.
+constexpr auto kSignalGrace = std::chrono::seconds(6);
+constexpr auto kKillTimeout = std::chrono::seconds(2);
+
+// The running child that a stop signal is passed on to, and the first such
+// signal (StopOnSignals). A signal handler can reach nothing else, hence these
+// globals; the pid is set right after fork.
+volatile std::sig_atomic_t g_child_pid = 0;
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void PassOnSignal(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+  if (g_child_pid > 0) kill(static_cast<pid_t>(g_child_pid), sig);
+}
+
+// The child got the stop signal: it has kSignalGrace to end with what it started
+// (launch ends mpirun and every rank), then all of them are killed. Throws
+// Interrupted once none is left.
+[[noreturn]] void EndOnStopSignal(pid_t pid) {
+  const auto deadline = Clock::now() + kSignalGrace;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid && Clock::now() < deadline) {
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  KillDescendants(kKillTimeout);  // the child too, if it has not ended; reaped either way
+  g_child_pid = 0;
+  throw Interrupted(g_stop_signal);
+}
 
 // Starts `argv` in its own process group (so a timeout can stop mpirun and what
 // it started), with stdout and stderr on `out_fd` when it is >= 0.
@@ -50,6 +82,8 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd) {
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so the group exists before the parent signals it
+  g_child_pid = pid;
+  if (const int early = g_stop_signal) kill(pid, early);  // came while it started
   return pid;
 }
 
@@ -59,22 +93,28 @@ int ExitCodeOf(int status) {
 }
 
 // Polls `pid` until it exits or `deadline` passes; the exit code, or nothing.
+// Throws Interrupted when a stop signal came (StopOnSignals), once the child and
+// everything it started have ended.
 std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
   while (true) {
+    if (g_stop_signal != 0) EndOnStopSignal(pid);
     int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return ExitCodeOf(status);
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      g_child_pid = 0;
+      return ExitCodeOf(status);
+    }
     if (Clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(kPollInterval);
   }
 }
 
-// SIGTERM to the child's process group, SIGKILL after the grace period.
+// SIGTERM to the child's process group, then SIGKILL to it and everything it
+// started (mpirun's ranks are in groups of their own) after the grace period.
 void Terminate(pid_t pid) {
   kill(-pid, SIGTERM);
   if (WaitUntil(pid, Clock::now() + kTerminateGrace)) return;
-  kill(-pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  KillDescendants(kKillTimeout);
+  g_child_pid = 0;
 }
 
 int WaitFor(pid_t pid, double timeout_s) {
@@ -111,6 +151,17 @@ constexpr int kPlotMissingMatplotlib = 3;
 constexpr double kPlotTimeoutS = 300;
 
 }  // namespace
+
+Interrupted::Interrupted(int stop_signal)
+    : signal_(stop_signal),
+      what_(fmt::format("stopped by signal {} ({})", stop_signal, strsignal(stop_signal))) {}
+
+void StopOnSignals() {
+  AdoptOrphans();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, PassOnSignal);
+}
+
+int StopSignal() { return g_stop_signal; }
 
 PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides) {
   run::RunConfig run = run::LoadRunConfig(config, overrides);
@@ -162,6 +213,7 @@ PointOutcome JudgePoint(int exit_code, std::string error, PointReport report, do
 }
 
 PointOutcome RunPoint(const PointRun& run) {
+  if (g_stop_signal != 0) throw Interrupted(g_stop_signal);
   fs::create_directories(run.dir);
   const std::string report = run.dir + "/report.json", log = run.dir + "/output.log";
   fs::remove(report);

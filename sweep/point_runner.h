@@ -7,6 +7,7 @@
 // value fails before anything runs, and starts the plot script.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,31 @@
 #include "run/exit_codes.h"
 
 namespace tpusim::sweep {
+
+// A stop signal (SIGINT, SIGTERM, SIGHUP) ended the sweep: thrown by RunPoint,
+// RunChild and RunPlotScript once the running child and every process it started
+// have ended. Not an Error: the app turns it into 128 + signal.
+class Interrupted : public std::exception {
+ public:
+  explicit Interrupted(int stop_signal);
+  int signal() const { return signal_; }
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  int signal_;
+  std::string what_;  // "stopped by signal 2 (Interrupt)"
+};
+
+// From now on SIGINT, SIGTERM and SIGHUP stop the sweep instead of ending this
+// process: the signal is passed on to the running child (a point's `tpusim
+// launch`, which ends its mpirun and ranks; the plot script), which gets 6 s
+// before it and everything it started are killed; the wait for it then throws
+// Interrupted, and so does the next RunPoint. This process adopts the orphans of
+// its children (base/descendants.h) so none is missed. Call once, before the
+// first point.
+void StopOnSignals();
+// The first stop signal that came, or 0.
+int StopSignal();
 
 // Exit code of a child stopped by its timeout (as timeout(1) reports it).
 inline constexpr int kExitTimedOut = 124;
@@ -70,7 +96,8 @@ struct PointOutcome {
 PointOutcome JudgePoint(int exit_code, std::string error, PointReport report, double seconds);
 
 // Runs the point and waits for it (at most timeout_s, then its process group is
-// terminated). Throws Error only when the child cannot be started.
+// terminated). Throws Error only when the child cannot be started, Interrupted
+// after a stop signal.
 PointOutcome RunPoint(const PointRun& run);
 
 // The first line of `log` that reports an error ("error:" or "Error"), else its

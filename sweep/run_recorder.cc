@@ -67,9 +67,15 @@ const RunRow& RunRecorder::Run(const std::vector<std::string>& values) {
   const PointShape shape = Validate(values);
   const std::string id = RunId(rows_.size());
   fmt::print("{}  {}  ({} ranks) ... ", id, Label(values), shape.ranks);
-  const PointOutcome outcome =
-      RunPoint({setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)),
-                setup_.out_dir + "/" + id, setup_.timeout_s});
+  PointOutcome outcome;
+  try {
+    outcome = RunPoint({setup_.config, Concat(setup_.sets, PointOverrides(setup_.keys, values)),
+                        setup_.out_dir + "/" + id, setup_.timeout_s});
+  } catch (const Interrupted& e) {
+    fmt::print("{}\n", e.what());  // ends the point's line; the CSV keeps the finished rows
+    std::fflush(stdout);
+    throw;
+  }
   rows_.push_back(MakeRow(id, values, shape, outcome));
   fmt::print("{}\n", DescribeOutcome(rows_.back(), outcome.seconds));
   std::fflush(stdout);

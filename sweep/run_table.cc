@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "report/verdict.h"
 
@@ -170,11 +170,11 @@ std::string RunCsvLine(const RunRow& row) {
 
 void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
                  const std::vector<RunRow>& rows) {
-  std::ofstream out(path);
-  if (!out) Fail("{}: cannot open for writing", path);
-  out << RunCsvHeader(keys) << "\n";
-  for (const RunRow& row : rows) out << RunCsvLine(row) << "\n";
-  if (!out) Fail("{}: write failed", path);
+  // Rewritten after every run: atomically, so a sweep stopped mid-write leaves the
+  // previous CSV whole rather than a partial one under its name.
+  std::string text = RunCsvHeader(keys) + "\n";
+  for (const RunRow& row : rows) text += RunCsvLine(row) + "\n";
+  WriteFileAtomically(path, path, text);
 }
 
 }  // namespace tpusim::sweep
