@@ -210,14 +210,14 @@ void MpirunSupervisor::Emit(const std::string& line) {
 
 void MpirunSupervisor::NoteError() {
   if (first_error_) return;
-  first_error_ = Clock::now();
+  first_error_ = MonotonicNow();
   held_.clear();  // what Open MPI said so far only leads up to the error
 }
 
 void MpirunSupervisor::StopIfStuck() {
   KillIfDeaf();
   if (!first_error_) return;
-  const Clock::time_point now = Clock::now();
+  const MonotonicTime now = MonotonicNow();
   if (!terminated_) {
     if (now - *first_error_ < std::chrono::duration<double>(options_.grace_s)) return;
     if (!told_stop_) {
@@ -237,7 +237,7 @@ void MpirunSupervisor::StopIfStuck() {
 void MpirunSupervisor::KillIfDeaf() {
   const int signal = g_forwarded_signal;
   if (signal == 0 || killed_) return;
-  const Clock::time_point now = Clock::now();
+  const MonotonicTime now = MonotonicNow();
   if (!signalled_) signalled_ = now;
   const double grace_s = std::min(options_.grace_s, kSignalGraceS);
   if (now - *signalled_ < std::chrono::duration<double>(grace_s)) return;
@@ -262,7 +262,7 @@ int MpirunSupervisor::Wait() {
     if (::waitpid(child_, &status, WNOHANG) == child_) break;
     StopIfStuck();
   }
-  for (const Clock::time_point until = Clock::now() + kDrainAfterExit; open && Clock::now() < until;) {
+  for (const MonotonicTime until = MonotonicNow() + kDrainAfterExit; open && MonotonicNow() < until;) {
     open = Pump(100);
   }
   if (banner_) EndBanner();

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace tpusim::app {
 
 class MpirunSupervisor {
@@ -65,7 +67,6 @@ class MpirunSupervisor {
   static bool IsOpenMpiLine(std::string_view line);
 
  private:
-  using Clock = std::chrono::steady_clock;
   void Start(std::vector<std::string>& argv);
   // Reads what mpirun wrote, up to `timeout_ms`; false at end of file.
   bool Pump(int timeout_ms);
@@ -89,10 +90,10 @@ class MpirunSupervisor {
   std::string partial_;                 // a line not yet ended
   std::optional<std::vector<std::string>> banner_;  // lines of an open banner
   std::vector<std::string> held_;                   // Open MPI's, not yet shown
-  std::optional<Clock::time_point> first_error_;
+  std::optional<MonotonicTime> first_error_;
   bool told_stop_ = false;  // the supervisor's own line said the job is stopping
-  std::optional<Clock::time_point> terminated_;
-  std::optional<Clock::time_point> signalled_;  // when Wait first saw a signal passed on
+  std::optional<MonotonicTime> terminated_;
+  std::optional<MonotonicTime> signalled_;  // when Wait first saw a signal passed on
   bool killed_ = false;                         // KillIfDeaf sent SIGKILL
   int killed_signal_ = 0;                       // the signal passed on before it
   int passed_on_signal_ = 0;                    // g_forwarded_signal when mpirun ended

@@ -19,15 +19,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/descendants.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "run/slice.h"
 
 namespace tpusim::sweep {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // mpirun gets this long after SIGTERM to stop its ranks before SIGKILL.
 constexpr auto kTerminateGrace = std::chrono::seconds(10);
@@ -53,9 +54,9 @@ void PassOnSignal(int sig) {
 // (launch ends mpirun and every rank), then all of them are killed. Throws
 // Interrupted once none is left.
 [[noreturn]] void EndOnStopSignal(pid_t pid) {
-  const auto deadline = Clock::now() + kSignalGrace;
+  const auto deadline = MonotonicNow() + kSignalGrace;
   int status = 0;
-  while (waitpid(pid, &status, WNOHANG) != pid && Clock::now() < deadline) {
+  while (waitpid(pid, &status, WNOHANG) != pid && MonotonicNow() < deadline) {
     std::this_thread::sleep_for(kPollInterval);
   }
   KillDescendants(kKillTimeout);  // the child too, if it has not ended; reaped either way
@@ -95,7 +96,7 @@ int ExitCodeOf(int status) {
 // Polls `pid` until it exits or `deadline` passes; the exit code, or nothing.
 // Throws Interrupted when a stop signal came (StopOnSignals), once the child and
 // everything it started have ended.
-std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
+std::optional<int> WaitUntil(pid_t pid, MonotonicTime deadline) {
   while (true) {
     if (g_stop_signal != 0) EndOnStopSignal(pid);
     int status = 0;
@@ -103,7 +104,7 @@ std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
       g_child_pid = 0;
       return ExitCodeOf(status);
     }
-    if (Clock::now() >= deadline) return std::nullopt;
+    if (MonotonicNow() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(kPollInterval);
   }
 }
@@ -112,25 +113,20 @@ std::optional<int> WaitUntil(pid_t pid, Clock::time_point deadline) {
 // started (mpirun's ranks are in groups of their own) after the grace period.
 void Terminate(pid_t pid) {
   kill(-pid, SIGTERM);
-  if (WaitUntil(pid, Clock::now() + kTerminateGrace)) return;
+  if (WaitUntil(pid, MonotonicNow() + kTerminateGrace)) return;
   KillDescendants(kKillTimeout);
   g_child_pid = 0;
 }
 
 int WaitFor(pid_t pid, double timeout_s) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+  const auto deadline = MonotonicNow() + std::chrono::duration_cast<MonotonicTime::duration>(
                                            std::chrono::duration<double>(timeout_s));
   if (std::optional<int> code = WaitUntil(pid, deadline)) return *code;
   Terminate(pid);
   return kExitTimedOut;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string ReadText(const std::string& path) { return ReadWholeFile(path).bytes; }
 
 std::vector<std::string> LaunchArgv(const PointRun& run, const std::string& report) {
   std::vector<std::string> argv{SelfExecutable(), "launch", run.config};
@@ -186,7 +182,7 @@ PointReport ReadPointReport(const std::string& path) {
   }
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(std::ifstream(path));
+    json = nlohmann::json::parse(ReadWholeFile(path).bytes);
   } catch (const nlohmann::json::exception&) {
     read.problem = path + ": not JSON";
     return read;
@@ -219,11 +215,11 @@ PointOutcome RunPoint(const PointRun& run) {
   fs::remove(report);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail("{}: cannot open for writing: {}", log, std::strerror(errno));
-  const auto start = Clock::now();
+  const auto start = MonotonicNow();
   const pid_t pid = Spawn(LaunchArgv(run, report), fd);
   close(fd);
   const int exit_code = WaitFor(pid, run.timeout_s);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = SecondsSince(start);
   std::string error;
   if (exit_code == kExitTimedOut) {
     error = fmt::format("timed out after {} s (--timeout-s)", run.timeout_s);
