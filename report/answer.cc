@@ -24,13 +24,13 @@ CapacitySpread SpreadOf(const std::vector<HostProjection>& hosts) {
   return {rates.front(), median, rates.back()};
 }
 
-int64_t MostExamplesPerStep(const std::vector<HostProjection>& hosts) {
+int64_t MostExamplesPerHostStep(const std::vector<HostProjection>& hosts) {
   int64_t most = 0;
   for (const HostProjection& h : hosts) most = std::max(most, h.examples_per_step);
   return most;
 }
 
-std::string FigureText(const run::TargetFigure& f) {
+std::string FigureWithSource(const run::TargetFigure& f) {
   return fmt::format("{:g} ({})", f.value, f.source);
 }
 
@@ -40,8 +40,8 @@ std::vector<std::string> AnswerAssumptions(const PodProjectionSection& pod,
   return {
       fmt::format("the target host: {} vCPUs, {} for input, {} input workers, cpu speed {}, {} "
                   "GiB",
-                  FigureText(t.vcpus), FigureText(t.input_vcpus), FigureText(t.input_workers),
-                  FigureText(t.cpu_speed), FigureText(t.memory_gib)),
+                  FigureWithSource(t.vcpus), FigureWithSource(t.input_vcpus), FigureWithSource(t.input_workers),
+                  FigureWithSource(t.cpu_speed), FigureWithSource(t.memory_gib)),
       fmt::format("the pod's step: the device step ({}) plus the cross-replica sum on ICI "
                   "({:.3f} ms), the infeed transfer overlapping it",
                   a.device_step_source, (pod.target_step_s - pod.device_step_s) * 1e3),
@@ -89,7 +89,7 @@ AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSect
   a.hosts = slice.hosts;
   a.building_hosts = static_cast<int>(pod.hosts.size());
   a.global_batch = in.config.input.global_batch;
-  a.examples_per_host_per_step = MostExamplesPerStep(pod.hosts);
+  a.examples_per_host_per_step = MostExamplesPerHostStep(pod.hosts);
   if (pod.device_step_s > 0) a.device_step_s = pod.device_step_s;
   a.device_step_source = DeviceStepSource(in.config.device);
   a.target_step_s = pod.target_step_s;

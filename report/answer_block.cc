@@ -7,9 +7,11 @@
 namespace tpusim::report {
 namespace {
 
-std::string Rate(const std::optional<double>& rate) {
+std::string RateOrUnlimited(const std::optional<double>& rate) {
   return rate ? fmt::format("{:.0f}", *rate) : std::string("unlimited");
 }
+
+std::string Hosts(int n) { return fmt::format("{} TPU host{}", n, n == 1 ? "" : "s"); }
 
 std::string Percent(const std::optional<double>& f) {
   return f ? fmt::format("{:.1f}%", *f * 100) : std::string("-");
@@ -32,9 +34,9 @@ void PrintCapacity(const AnswerSection& a) {
                                          : std::string("no stage limits it");
   fmt::print("per host: demand {} examples/s; projected capacity min {} / median {} / max {} "
              "over {} building hosts, {}\n",
-             a.demand_examples_per_s_per_host ? Rate(a.demand_examples_per_s_per_host)
+             a.demand_examples_per_s_per_host ? RateOrUnlimited(a.demand_examples_per_s_per_host)
                                               : std::string("unknown"),
-             Rate(c.min), Rate(c.median), Rate(c.max), a.building_hosts, bound);
+             RateOrUnlimited(c.min), RateOrUnlimited(c.median), RateOrUnlimited(c.max), a.building_hosts, bound);
 }
 
 void PrintRecommendation(const Recommendation& r) {
@@ -52,7 +54,7 @@ void PrintRecommendation(const Recommendation& r) {
 void PrintAnswer(const Report& report) {
   if (!report.answer) return;
   const AnswerSection& a = *report.answer;
-  fmt::print("\n== the answer for the pod: {} ({} TPU hosts) ==\n", a.slice, a.hosts);
+  fmt::print("\n== the answer for the pod: {} ({}) ==\n", a.slice, Hosts(a.hosts));
   PrintWorkload(a);
   if (a.basis == "unknown") {
     fmt::print("verdict: {}\n", a.verdict);
@@ -73,9 +75,9 @@ void PrintAnswer(const Report& report) {
   for (const std::string& line : a.assumes) fmt::print("  - {}\n", line);
   const int cpus = report.pod_projection ? report.pod_projection->this_machine.cpus : 0;
   const int hosts = report.pod_projection ? report.pod_projection->this_machine.tpu_hosts : 0;
-  fmt::print("\n== measured on this machine ({} cores playing {} TPU hosts): the figures below "
-             "describe the simulator here, not the pod ==\n",
-             cpus, hosts);
+  fmt::print("\n== measured on this machine ({} cores playing {}): the figures below describe "
+             "the simulator here, not the pod ==\n",
+             cpus, Hosts(hosts));
 }
 
 }  // namespace tpusim::report
