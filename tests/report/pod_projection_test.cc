@@ -254,13 +254,16 @@ TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
   EXPECT_NEAR(p.projected_au.value(), 0.5, 1e-12);
 }
 
-// Host 1 builds at half host 0's rate: it sets the pod's rate and wait.
+// Host 1 builds at half host 0's rate — by its own inputs: its modeled work (a
+// slow host's) costs 0.8 ms per example, 4 / 0.8 ms = 5000/s — so it sets the
+// pod's rate and wait. (Measured CPU alone would be shared: see below.)
 TEST(PodProjectionTest, TheSlowestHostBindsThePod) {
   run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts fast, slow;
   fast.preprocessing_cpu_s = 0.4;  // 10000/s: 10 ms per step
-  slow.preprocessing_cpu_s = 0.8;  // 5000/s: 20 ms per step
+  slow.preprocessing_cpu_s = 0.4;
+  slow.modeled_preprocessing_s = 0.8;  // 5000/s: 20 ms per step
   const report::PodProjectionSection p =
       Project(config, Target(4), {Host(fast, 0), Host(slow, 1)}, 0.010);
   ExpectClose(p.projected_examples_per_s_per_host.value(), 5000);
