@@ -1,8 +1,10 @@
 #include "report/pod_projection.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,10 @@ namespace tpusim::report {
 namespace {
 
 constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+
+// A host whose own CPU per example in a stage is this many times its like hosts'
+// median is named as an outlier (the median, not its figure, projects it).
+constexpr double kOutlierRatio = 3;
 
 double PerExample(double total, int64_t examples) {
   return examples > 0 ? total / static_cast<double>(examples) : 0.0;
@@ -25,34 +31,36 @@ std::optional<double> LanesRate(double lanes, double s_per_example) {
   return lanes / s_per_example;
 }
 
-// How many of the target host's workers each stage runs on: as tpusim's pipeline
-// runs it, since that is the pipeline being projected.
-// - The enqueue workers, W = min(infeed.parallelism, input_vcpus, prefetch steps)
-//   of them, build steps in parallel, one step each (infeed/infeed_transport.cc
-//   HostSender::Run schedules at most the prefetch window of steps ahead, so a
-//   window smaller than the pool leaves workers idle): a worker's whole step (its
-//   fill and the packing of its shards, one after the other) runs on W, and so do
-//   file read and preprocessing — except with the files source, whose stream (and
-//   its shuffle, and its modeled cost) is served one step at a time in step order
-//   (the StepSequencer of sim/host/input_pipeline.cc), so on 1.
-// - Emulated preprocessing: input.cost_mode emulate charges the modeled work to a
-//   modeled pool of min(infeed.parallelism, input_vcpus) workers (run/run_config.h),
-//   which the same window and the files source's one stream limit: W as above.
+// How many of the target host's workers each stage runs on: the target
+// pipeline's, target_host.input_workers (default every input vCPU), never this
+// machine's emulation threads (infeed.parallelism) nor the prefetch window (a
+// memory figure, set against the target host's memory).
+// - A worker's whole step (its fill and the packing of its shards, one after the
+//   other) runs on W, and so do file read, preprocessing and the modeled
+//   (emulated) preprocessing — except with the files source, whose stream (and its
+//   shuffle, and its modeled cost) is served one step at a time in step order
+//   (the StepSequencer of sim/host/input_pipeline.cc), so on 1: that is how the
+//   pipeline is built, and `assumes` says so.
 // - The shuffle buffer is one stream: 1.
 // - Enqueue: one sender thread per host sends every shard (HostSender::Run, Send),
 //   so 1; the packing is the workers' (in the step build).
 struct StageLanes {
   double workers = 1;   // a worker's whole step
-  double build = 1;     // file read, preprocessing
-  double emulated = 1;  // emulated preprocessing
+  double build = 1;     // file read, preprocessing, emulated preprocessing
 };
 
 StageLanes LanesOf(const run::RunConfig& config, const run::TargetHost& target) {
-  const double workers =
-      std::min({static_cast<double>(config.infeed.parallelism), target.input_vcpus.value,
-                static_cast<double>(PrefetchSteps(config))});
-  const double lanes = config.input.source == "files" ? 1.0 : workers;
-  return {workers, lanes, lanes};
+  const double workers = std::max(1.0, target.input_workers.value);
+  return {workers, config.input.source == "files" ? 1.0 : workers};
+}
+
+// A stage of real work on the target: its `workers` each take the CPU seconds per
+// example (this machine's, over cpu_speed) plus any modeled seconds it waits out
+// in turn. None (unlimited) when it costs nothing.
+std::optional<double> CpuCapacity(const ProjectedStage& s, double cpu_s_per_example,
+                                  double cpu_speed) {
+  return LanesRate(s.workers.value_or(1),
+                   cpu_s_per_example / cpu_speed + s.modeled_s_per_example.value_or(0.0));
 }
 
 // Real work: CPU seconds per example on this machine, done by `lanes` target vCPUs
@@ -63,7 +71,7 @@ ProjectedStage CpuStage(const char* name, double cpu_s, int64_t examples, double
   s.stage = name;
   s.cpu_s_per_example = PerExample(cpu_s, examples);
   s.workers = lanes;
-  s.capacity_examples_per_s = LanesRate(lanes * cpu_speed, *s.cpu_s_per_example);
+  s.capacity_examples_per_s = CpuCapacity(s, *s.cpu_s_per_example, cpu_speed);
   return s;
 }
 
@@ -119,8 +127,7 @@ ProjectedStage FileStreamStage(const infeed::StageCosts& c, double cpu_speed) {
   s.cpu_s_per_example = PerExample(c.stream_cpu_s > 0 ? c.stream_cpu_s : parts, c.examples);
   s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
   s.workers = 1;
-  s.capacity_examples_per_s =
-      LanesRate(1, *s.cpu_s_per_example / cpu_speed + *s.modeled_s_per_example);
+  s.capacity_examples_per_s = CpuCapacity(s, *s.cpu_s_per_example, cpu_speed);
   return s;
 }
 
@@ -136,8 +143,7 @@ ProjectedStage StepBuildStage(const infeed::StageCosts& c, double workers, doubl
   s.cpu_s_per_example = PerExample(c.build_cpu_s, c.examples);
   s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
   s.workers = workers;
-  s.capacity_examples_per_s =
-      LanesRate(workers, *s.cpu_s_per_example / cpu_speed + *s.modeled_s_per_example);
+  s.capacity_examples_per_s = CpuCapacity(s, *s.cpu_s_per_example, cpu_speed);
   return s;
 }
 
@@ -169,7 +175,7 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
       StorageStage(c, in.config.input.storage),
       CpuStage("file read", c.file_read_cpu_s, c.examples, lanes.build, speed),
       CpuStage("preprocessing", c.preprocessing_cpu_s, c.examples, lanes.build, speed),
-      EmulatedStage(c, lanes.emulated),
+      EmulatedStage(c, lanes.build),
       RateCapStage(in.config.input.max_examples_per_sec),
       CpuStage("shuffle", c.shuffle_cpu_s, c.examples, 1, speed)};
   if (in.config.input.source == "files") stages.push_back(FileStreamStage(c, speed));
@@ -189,6 +195,7 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
 // rate. An unlimited stage (null) never binds; "none" when every stage is.
 void SetBound(HostProjection& p) {
   p.bound_by = "none";
+  p.projected_examples_per_s.reset();
   for (const ProjectedStage& s : p.stages) {
     const std::optional<double>& c = s.capacity_examples_per_s;
     if (c && (!p.projected_examples_per_s || *c < *p.projected_examples_per_s)) {
@@ -208,12 +215,13 @@ void SetThisMachine(const infeed::StageCosts& c, const MachineShare& machine, Ho
   }
 }
 
+// A host on the target with its own measured costs; ShareEstimates then puts the
+// estimate of its like hosts in place of each measured CPU figure.
 HostProjection ProjectHost(const PodProjectionInputs& in, const HostCosts& h) {
   HostProjection p;
   p.host = h.host;
   p.examples_per_step = h.examples_per_step;
   p.stages = StagesOf(in, h);
-  SetBound(p);
   p.prefetch_steps = PrefetchSteps(in.config);
   p.prefetch_memory_gib = static_cast<double>(p.prefetch_steps * h.examples_per_step *
                                               RunExampleBytes(in.config)) /
@@ -221,6 +229,76 @@ HostProjection ProjectHost(const PodProjectionInputs& in, const HostCosts& h) {
   p.fits_memory = p.prefetch_memory_gib <= in.target.memory_gib.value;
   SetThisMachine(h.costs, in.machine, p);
   return p;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+ProjectedStage* FindStage(HostProjection& h, const std::string& name) {
+  for (ProjectedStage& s : h.stages) {
+    if (s.stage == name) return &s;
+  }
+  return nullptr;
+}
+
+// One measured stage over a group of like hosts: each host's stage takes the
+// group's median CPU per example, and a host measuring kOutlierRatio x the median
+// is named. Its own modeled costs (storage, emulated work, a slow host's factor)
+// stay its own: those are inputs, not noise.
+void ShareStage(const std::vector<HostProjection*>& group, const std::string& stage,
+                double cpu_speed, std::vector<ProjectionOutlier>& outliers) {
+  std::vector<double> own;
+  for (HostProjection* h : group) {
+    const ProjectedStage* s = FindStage(*h, stage);
+    if (s && s->cpu_s_per_example) own.push_back(*s->cpu_s_per_example);
+  }
+  if (own.empty()) return;
+  const double median = Median(own);
+  for (HostProjection* h : group) {
+    ProjectedStage* s = FindStage(*h, stage);
+    if (!s || !s->cpu_s_per_example) continue;
+    s->shared_cpu_s_per_example = median;
+    s->capacity_examples_per_s = CpuCapacity(*s, median, cpu_speed);
+    const double mine = *s->cpu_s_per_example;
+    if (group.size() >= 3 && mine > 0 && mine > kOutlierRatio * median) {
+      outliers.push_back({h->host, stage, mine, median, median > 0 ? mine / median : 0.0});
+    }
+  }
+}
+
+// Hosts that run the same pipeline on the same shapes (the run's pipeline, the
+// same examples per step and fed cores) share one estimate of each stage's CPU
+// per example: the median over them. So the answer does not follow the noise of
+// one host on a machine that plays many (one host of 64 packed on 2 cores once
+// measured 105 us/example of enqueue where the others took 0.4-4), nor how many
+// hosts this machine plays.
+std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts,
+                                              const std::vector<HostCosts>& costs,
+                                              double cpu_speed) {
+  std::map<std::pair<int64_t, int>, std::vector<HostProjection*>> groups;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    groups[{costs[i].examples_per_step, costs[i].fed_cores}].push_back(&hosts[i]);
+  }
+  std::vector<ProjectionOutlier> outliers;
+  for (auto& [shape, group] : groups) {
+    std::vector<std::string> measured;  // the stages with real work, in data-flow order
+    for (const HostProjection* h : group) {
+      for (const ProjectedStage& s : h->stages) {
+        if (s.cpu_s_per_example &&
+            std::find(measured.begin(), measured.end(), s.stage) == measured.end()) {
+          measured.push_back(s.stage);
+        }
+      }
+    }
+    for (const std::string& stage : measured) ShareStage(group, stage, cpu_speed, outliers);
+  }
+  for (HostProjection& h : hosts) SetBound(h);
+  std::sort(outliers.begin(), outliers.end(),
+            [](const ProjectionOutlier& a, const ProjectionOutlier& b) { return a.ratio > b.ratio; });
+  return outliers;
 }
 
 // The least projected rate over the hosts, the host that has it and its stage.
@@ -258,14 +336,14 @@ int64_t MostExamplesPerStep(const std::vector<HostProjection>& hosts) {
 // The projected step, with AU defined as the measured one is (the accelerator's
 // work over wall time, report/report.cc UtilizationOf): the target's step is all
 // work, and a host that builds its step more slowly than the step adds the
-// difference as infeed wait. The verdict is the measured step's rule.
+// difference as infeed wait. The verdict is the measured step's rule. Without a
+// modeled device step the pod's step is unknown — the cross-replica sum on ICI
+// alone (microseconds) is no step — so there is no demand and no verdict.
 void SetStepFigures(PodProjectionSection& p) {
   const double step_s = p.target_step_s;
   p.projected_infeed_wait_s_per_step = std::max(0.0, InputSecondsPerStep(p.hosts) - step_s);
-  if (step_s <= 0) {
-    p.verdict =
-        "unknown: the target's step time is 0 (no modeled device time: set device.step_time_us "
-        "or device.flops_per_example)";
+  if (p.device_step_s <= 0) {
+    p.verdict = std::string("unknown: ") + kUnknownStepReason;
     return;
   }
   p.demand_examples_per_s_per_host = static_cast<double>(MostExamplesPerStep(p.hosts)) / step_s;
@@ -288,12 +366,24 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "machine ({}); modeled costs (input.cpu_us_per_example, the storage model) are "
                   "the target's own and not scaled",
                   t.cpu_speed.value, t.cpu_speed.source),
-      fmt::format("workers as tpusim's pipeline runs them: a worker's whole step (its fill and "
-                  "packing, one after the other) on {:g} (min(infeed.parallelism, input_vcpus, "
-                  "the prefetch steps)), file read and preprocessing on {:g}, emulated "
-                  "preprocessing on {:g} (the files source builds its stream one step at a "
-                  "time), shuffle and enqueue (one sender thread per host) on 1",
-                  lanes.workers, lanes.build, lanes.emulated),
+      fmt::format("the target pipeline's workers: {:g} (target_host.input_workers, {}), not the "
+                  "threads that emulate it here (infeed.parallelism {}); a worker's whole step "
+                  "(its fill and packing, one after the other) on {:g}, file read, "
+                  "preprocessing and emulated preprocessing on {:g}{}, shuffle and enqueue (one "
+                  "sender thread per host) on 1",
+                  t.input_workers.value, t.input_workers.source, in.config.infeed.parallelism,
+                  lanes.workers, lanes.build,
+                  in.config.input.source == "files"
+                      ? " (the files source builds its one stream a step at a time, as its "
+                        "pipeline is built: more workers do not speed it)"
+                      : ""),
+      fmt::format("hosts that run the same pipeline on the same shapes share one estimate of "
+                  "each stage's CPU per example, the median over them (hosts at {:g}x the median "
+                  "are named in outliers and do not bind); modeled costs stay each host's own",
+                  kOutlierRatio),
+      fmt::format("input.prefetch ({} steps) is memory, set against target_host.memory_gib; "
+                  "it does not set the workers",
+                  PrefetchSteps(in.config)),
       "the target's step is the device model's time (device.step_time, not as slept on this "
       "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",
       "a stage that cost nothing here is unlimited (capacity null) and left out of the least",
@@ -306,6 +396,7 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   PodProjectionSection p;
   p.target_host = in.target;
   for (const HostCosts& h : in.hosts) p.hosts.push_back(ProjectHost(in, h));
+  p.outliers = ShareEstimates(p.hosts, in.hosts, in.target.cpu_speed.value);
   p.device_step_s = in.device_step_s;
   p.target_step_s = in.device_step_s + in.ici_crs_s_per_step;
   SetLeastHost(p);

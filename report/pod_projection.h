@@ -7,7 +7,11 @@
 // stage the one that binds. Against it stands the demand of the target's step
 // (the device model's step plus the cross-replica sum on ICI), giving the
 // projected infeed wait, infeed share, AU and verdict, each defined as for the
-// measured step. ProjectPod is pure arithmetic over the figures it is given and
+// measured step. The parallel stages run on the target pipeline's workers
+// (target_host.input_workers), and hosts that run the same pipeline on the same
+// shapes share one estimate of each stage's CPU per example (the median over
+// them), so one noisy host of many played here neither binds nor moves the answer;
+// it is named in `outliers`. ProjectPod is pure arithmetic over the figures it is given and
 // unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
 //
 // The stages, in the order data flows: "storage" (the storage model), "file
@@ -52,9 +56,15 @@ struct PodProjectionInputs {
   MachineShare machine;
 };
 
+// Why a run without a modeled device step has no pod verdict, and the key to set.
+inline constexpr const char* kUnknownStepReason =
+    "no modeled device time, so the pod's step is unknown (device.step_time_us and "
+    "device.flops_per_example are 0): set device.step_time_us to the pod's step time in "
+    "microseconds (e.g. --set device.step_time_us=1333) or device.flops_per_example";
+
 // The projection of `in`. Never throws; a stage or a host whose figures are
-// zero is unlimited (null), and a zero target step leaves demand, infeed share
-// and AU null with an "unknown" verdict.
+// zero is unlimited (null), and a zero device step leaves demand, infeed share
+// and AU null with the verdict "unknown: " + kUnknownStepReason.
 PodProjectionSection ProjectPod(const PodProjectionInputs& in);
 
 }  // namespace tpusim::report

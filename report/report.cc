@@ -9,6 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/checksum.h"
 #include "cluster/cross_replica_sum.h"
+#include "report/answer.h"
 #include "report/pod_projection.h"
 #include "report/shampoo_section.h"
 #include "report/verdict.h"
@@ -446,14 +447,13 @@ double ModeledDeviceStepS(const std::vector<const sim::CoreMetrics*>& cores) {
 
 // The run on the target pod's hosts (report/pod_projection.h), its step the
 // device model's and the projection section's cross-replica sum on ICI.
-PodProjectionSection PodProjectionOf(const ReportInputs& in,
-                                     const std::vector<const sim::CoreMetrics*>& step_cores,
-                                     const ProjectionSection& projection) {
+PodProjectionInputs PodProjectionInputsOf(const ReportInputs& in,
+                                          const std::vector<const sim::CoreMetrics*>& step_cores,
+                                          const ProjectionSection& projection) {
   const cluster::Topology& topology = in.slice.topology;
-  return ProjectPod({in.config, TargetHostOf(in.config, topology),
-                     topology.hardware().host_to_device_gbps, HostCostsOf(in.ranks),
-                     ModeledDeviceStepS(step_cores),
-                     projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine});
+  return {in.config, TargetHostOf(in.config, topology), topology.hardware().host_to_device_gbps,
+          HostCostsOf(in.ranks), ModeledDeviceStepS(step_cores),
+          projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine};
 }
 
 // The mean shard bytes a fed core received per window step.
@@ -653,7 +653,10 @@ Report BuildReport(const ReportInputs& in) {
   r.crs = CrsOf(in);
   r.embedding = EmbeddingOf(in.ranks, r.hosts);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
-  r.pod_projection = PodProjectionOf(in, step_cores, r.projection);
+  const PodProjectionInputs pod = PodProjectionInputsOf(in, step_cores, r.projection);
+  r.pod_projection = ProjectPod(pod);
+  r.answer = BuildAnswer(pod, *r.pod_projection,
+                         {in.slice.topology.name(), in.slice.topology.num_hosts()});
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
   r.non_finite = NonFiniteOf(in);
   r.replicas = ReplicasOf(in.ranks);

@@ -59,6 +59,7 @@ template <typename Io, typename Stage>
 void ProjectedStageFields(Io& io, Stage& s) {
   io.Required("stage", s.stage);
   io.IfPresent("cpu_s_per_example", s.cpu_s_per_example);
+  io.IfPresent("shared_cpu_s_per_example", s.shared_cpu_s_per_example);
   io.IfPresent("modeled_s_per_example", s.modeled_s_per_example);
   io.IfPresent("bytes_per_example", s.bytes_per_example);
   io.IfPresent("workers", s.workers);
@@ -95,6 +96,47 @@ void PodProjectionFields(Io& io, Section& p) {
   io.Required("verdict", p.verdict);
   io.Required("this_machine", p.this_machine);
   io.Required("assumes", p.assumes);
+  io.Required("outliers", p.outliers);
+}
+
+template <typename Io, typename Spread>
+void CapacitySpreadFields(Io& io, Spread& c) {
+  io.Nullable("min", c.min);
+  io.Nullable("median", c.median);
+  io.Nullable("max", c.max);
+}
+
+template <typename Io, typename Rec>
+void RecommendationFields(Io& io, Rec& r) {
+  io.Required("kind", r.kind);
+  io.Nullable("key", r.key);
+  io.Nullable("value", r.value);
+  io.Nullable("projected_au", r.projected_au);
+  io.Required("changes", r.changes);
+  io.Nullable("headroom", r.headroom);
+  io.Required("text", r.text);
+}
+
+template <typename Io, typename Section>
+void AnswerFields(Io& io, Section& a) {
+  io.Required("basis", a.basis);
+  io.Required("verdict", a.verdict);
+  io.Nullable("projected_au", a.projected_au);
+  io.Required("target_au", a.target_au);
+  io.Nullable("demand_examples_per_s_per_host", a.demand_examples_per_s_per_host);
+  io.Required("capacity_examples_per_s_per_host", a.capacity_examples_per_s_per_host);
+  io.Required("bound_by", a.bound_by);
+  io.Nullable("bound_host", a.bound_host);
+  io.Required("recommendation", a.recommendation);
+  io.Required("slice", a.slice);
+  io.Required("hosts", a.hosts);
+  io.Required("building_hosts", a.building_hosts);
+  io.Required("global_batch", a.global_batch);
+  io.Required("examples_per_host_per_step", a.examples_per_host_per_step);
+  io.Nullable("device_step_s", a.device_step_s);
+  io.Required("device_step_source", a.device_step_source);
+  io.Required("target_step_s", a.target_step_s);
+  io.Required("assumes", a.assumes);
 }
 
 template <typename Io, typename Section>
@@ -142,6 +184,7 @@ void ReportFields(Io& io, R& r) {
   io.IfPresent("embedding", r.embedding);
   io.Required("projection", r.projection);
   io.IfPresent("pod_projection", r.pod_projection);
+  io.IfPresent("answer", r.answer);
   io.IfPresent("training", r.training);
   io.IfPresent("non_finite", r.non_finite);
   io.IfPresent("replicas", r.replicas);
@@ -173,6 +216,9 @@ TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectionSection, ProjectionFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectedStage, ProjectedStageFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostProjection, HostProjectionFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(PodProjectionSection, PodProjectionFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(CapacitySpread, CapacitySpreadFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(Recommendation, RecommendationFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(AnswerSection, AnswerFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(TrainingSection, TrainingFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(NonFiniteSection, NonFiniteFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ReplicasSection, ReplicasFields)

@@ -261,7 +261,10 @@ struct ProjectionSection {
 // it costs per example and how many examples per second it can carry there.
 struct ProjectedStage {
   std::string stage;  // report/pod_projection.h lists the stages
-  std::optional<double> cpu_s_per_example;      // absent: no real work (CPU seconds)
+  std::optional<double> cpu_s_per_example;      // absent: no real work (CPU seconds, this host's)
+  // The estimate the capacity uses: the median of cpu_s_per_example over the hosts
+  // that run the same pipeline on the same shapes (absent: no real work).
+  std::optional<double> shared_cpu_s_per_example;
   std::optional<double> modeled_s_per_example;  // absent: not modeled
   std::optional<double> bytes_per_example;      // absent: moves no bytes
   std::optional<double> workers;                // absent: not run by the host's workers
@@ -280,6 +283,16 @@ struct HostProjection {
   bool fits_memory = true;                          // prefetch_memory_gib <= memory_gib
   double simulator_cpu_s_per_example = 0;           // this machine: the real stages' CPU
   std::optional<double> this_machine_examples_per_s;  // null: no CPU measured
+};
+
+// A host whose own CPU per example in a stage is far above its like hosts'
+// median (pod_projection.h): named, but projected with the median.
+struct ProjectionOutlier {
+  int host = 0;
+  std::string stage;
+  double cpu_s_per_example = 0;         // the host's own
+  double shared_cpu_s_per_example = 0;  // the median over its like hosts
+  double ratio = 0;                     // own / median (0: the median is 0)
 };
 
 // This machine (rank 0's), not the pod: its cores and the TPU hosts it plays.
@@ -309,6 +322,55 @@ struct PodProjectionSection {
   std::optional<double> projected_au;               // null: target step is 0
   std::string verdict;
   ThisMachineSection this_machine;
+  std::vector<std::string> assumes;
+  std::vector<ProjectionOutlier> outliers;  // most extreme first; empty: none
+};
+
+// The answer for the pod (report/answer.h), what a user reads first: the
+// projected verdict, demand against the hosts' projected capacity, the stage
+// that binds and the smallest change that meets the target AU.
+struct CapacitySpread {  // over the building hosts; null: every host unlimited
+  std::optional<double> min;
+  std::optional<double> median;
+  std::optional<double> max;
+};
+
+struct SetChange {  // one --set key=value
+  std::string key;
+  double value = 0;
+};
+
+struct Recommendation {
+  // "headroom" (fed: capacity / demand), "set" (the changes reach the target AU),
+  // "not reachable" (no change a user can set reaches it; text says why),
+  // "unknown" (no pod step to judge by).
+  std::string kind;
+  std::optional<std::string> key;     // the first change's key; null: none
+  std::optional<double> value;        // its value
+  std::optional<double> projected_au;  // with every change applied; null: not projected
+  std::vector<SetChange> changes;     // every --set it takes, in order
+  std::optional<double> headroom;     // fed: least capacity / demand
+  std::string text;
+};
+
+struct AnswerSection {
+  std::string basis;    // "pod" | "unknown"
+  std::string verdict;  // pod_projection.verdict
+  std::optional<double> projected_au;  // null: unknown
+  double target_au = 0.9;              // report.target_au
+  std::optional<double> demand_examples_per_s_per_host;  // null: unknown
+  CapacitySpread capacity_examples_per_s_per_host;
+  std::string bound_by;                // the stage of the least host; "none": unlimited
+  std::optional<int> bound_host;       // null: unlimited
+  Recommendation recommendation;
+  std::string slice;                   // the topology's name
+  int hosts = 0;                       // TPU hosts of the slice
+  int building_hosts = 0;              // of them, the hosts that build batches
+  int64_t global_batch = 0;
+  int64_t examples_per_host_per_step = 0;  // the most any building host builds
+  std::optional<double> device_step_s;     // null: no modeled device time
+  std::string device_step_source;
+  double target_step_s = 0;                // device step + the cross-replica sum on ICI
   std::vector<std::string> assumes;
 };
 
@@ -431,6 +493,8 @@ struct Report {
   // Absent only in reports written before it existed (the golden ones):
   // BuildReport always fills it.
   std::optional<PodProjectionSection> pod_projection;
+  // Absent only in reports written before it existed: BuildReport always fills it.
+  std::optional<AnswerSection> answer;
   std::optional<TrainingSection> training;     // absent: no model
   std::optional<NonFiniteSection> non_finite;  // absent: no training core
   std::optional<ReplicasSection> replicas;     // absent: no checksums
@@ -479,6 +543,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_
                                    core_peak_tflops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionOutlier, host, stage, cpu_s_per_example,
+                                   shared_cpu_s_per_example, ratio)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SetChange, key, value)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_after_first_loop_mib,
@@ -510,6 +577,12 @@ void to_json(nlohmann::json& j, const HostProjection& h);
 void from_json(const nlohmann::json& j, HostProjection& h);
 void to_json(nlohmann::json& j, const PodProjectionSection& p);
 void from_json(const nlohmann::json& j, PodProjectionSection& p);
+void to_json(nlohmann::json& j, const CapacitySpread& c);
+void from_json(const nlohmann::json& j, CapacitySpread& c);
+void to_json(nlohmann::json& j, const Recommendation& r);
+void from_json(const nlohmann::json& j, Recommendation& r);
+void to_json(nlohmann::json& j, const AnswerSection& a);
+void from_json(const nlohmann::json& j, AnswerSection& a);
 void to_json(nlohmann::json& j, const TrainingSection& t);
 void from_json(const nlohmann::json& j, TrainingSection& t);
 void to_json(nlohmann::json& j, const NonFiniteSection& n);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "report/answer_block.h"
 #include "report/shampoo_section.h"
 
 namespace tpusim::report {
@@ -160,14 +161,16 @@ void PrintHostProjection(const HostProjection& h, double memory_gib) {
              h.host, RateText(h.projected_examples_per_s), h.bound_by,
              limits.empty() ? std::string("no stage costs anything")
                             : fmt::format("{}; others unlimited", fmt::join(limits, ", ")),
-             h.prefetch_memory_gib, memory_gib, h.fits_memory ? "fits" : "DOES NOT FIT");
+             h.prefetch_memory_gib, memory_gib,
+             h.fits_memory ? "fits"
+                           : "DOES NOT FIT: lower input.prefetch or check target_host.memory_gib");
 }
 
-// Hosts listed one line each; a larger slice shows its slowest and fastest host
-// (every host is in the report's pod_projection.hosts).
+// Hosts listed one line each; a larger slice shows the hosts of its least,
+// median and greatest projected rate (every host is in pod_projection.hosts).
 constexpr size_t kHostsListed = 8;
 
-// The hosts the table shows: all of them, or the slowest and the fastest.
+// The hosts the table shows: all of them, or those at the min, median and max.
 std::vector<const HostProjection*> ShownHosts(const std::vector<HostProjection>& hosts) {
   std::vector<const HostProjection*> shown;
   for (const HostProjection& h : hosts) shown.push_back(&h);
@@ -175,19 +178,39 @@ std::vector<const HostProjection*> ShownHosts(const std::vector<HostProjection>&
   const auto rate = [](const HostProjection* h) {
     return h->projected_examples_per_s.value_or(std::numeric_limits<double>::infinity());
   };
-  const auto [slowest, fastest] = std::minmax_element(
-      shown.begin(), shown.end(),
-      [&rate](const HostProjection* a, const HostProjection* b) { return rate(a) < rate(b); });
-  return {*slowest, *fastest};
+  std::stable_sort(shown.begin(), shown.end(), [&rate](const HostProjection* a, const HostProjection* b) {
+    return rate(a) < rate(b);
+  });
+  return {shown.front(), shown[(shown.size() - 1) / 2], shown.back()};
+}
+
+// Hosts whose own CPU in a stage was far above their like hosts' median: named,
+// projected with the median.
+void PrintOutliers(const std::vector<ProjectionOutlier>& outliers) {
+  if (outliers.empty()) return;
+  std::vector<std::string> named;
+  for (size_t i = 0; i < std::min<size_t>(outliers.size(), 5); ++i) {
+    const ProjectionOutlier& o = outliers[i];
+    named.push_back(fmt::format("host {} {} {:.1f} us/example ({:.0f}x the median {:.1f})", o.host,
+                                o.stage, o.cpu_s_per_example * 1e6, o.ratio,
+                                o.shared_cpu_s_per_example * 1e6));
+  }
+  fmt::print("  outliers (measured here, projected with their like hosts' median): {}{}\n",
+             fmt::join(named, "; "),
+             outliers.size() > named.size()
+                 ? fmt::format("; {} more in pod_projection.outliers", outliers.size() - named.size())
+                 : std::string());
 }
 
 void PrintHostsProjection(const PodProjectionSection& p) {
   const std::vector<const HostProjection*> shown = ShownHosts(p.hosts);
   if (shown.size() < p.hosts.size()) {
-    fmt::print("  {} building hosts; the slowest and the fastest (all in pod_projection.hosts):\n",
+    fmt::print("  {} building hosts; those at the min, median and max projected rate (all in "
+               "pod_projection.hosts):\n",
                p.hosts.size());
   }
   for (const HostProjection* h : shown) PrintHostProjection(*h, p.target_host.memory_gib.value);
+  PrintOutliers(p.outliers);
 }
 
 // The simulator's own cost on this machine, kept apart from the pod's figures.
@@ -261,6 +284,7 @@ void PrintCheckpoint(const CheckpointSection& c) {
 }  // namespace
 
 void PrintSummary(const Report& report) {
+  PrintAnswer(report);
   PrintHosts(report);
   PrintCores(report);
   PrintStep(report);

@@ -548,8 +548,23 @@ TargetHostConfig ParseTargetHost(ConfigNode node) {
   read("input_vcpus", t.input_vcpus, 1e5);
   read("cpu_speed", t.cpu_speed, 1e3);
   read("memory_gib", t.memory_gib, 1e8);
+  node.GetOptional("input_workers", t.input_workers);
+  if (t.input_workers && *t.input_workers < 1) {
+    node.FailAt("input_workers", fmt::format("must be >= 1 (and <= target_host.input_vcpus), got {}",
+                                             *t.input_workers));
+  }
   node.Finish();
   return t;
+}
+
+ReportConfig ParseReport(ConfigNode node) {
+  ReportConfig r;
+  node.Get("target_au", r.target_au);
+  if (!(r.target_au > 0 && r.target_au <= 1)) {
+    node.FailAt("target_au", fmt::format("must be in (0, 1], got {}", r.target_au));
+  }
+  node.Finish();
+  return r;
 }
 
 RunSection ParseRunSection(ConfigNode node) {
@@ -599,6 +614,7 @@ DeviceConfig ParseDevice(ConfigNode node) {
   if (d.flops_per_example > 0 && d.mean_us > 0) {
     node.FailAt("flops_per_example", "sets the mean step time; leave step_time.mean_us at 0");
   }
+  node.Get("step_time_source", d.step_time_source);
   node.Get("core_jitter", d.core_jitter);
   RequireFiniteAtLeast(node, "core_jitter", d.core_jitter, 0);
   const bool spread = d.distribution != StepTimeDistribution::kConstant;
@@ -744,6 +760,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   config.faults = ParseFaults(top.Child("faults"));
   config.run = ParseRunSection(top.Child("run"));
   config.target_host = ParseTargetHost(top.Child("target_host"));
+  config.report = ParseReport(top.Child("report"));
   config.checkpoint = ParseCheckpoint(top.Child("checkpoint"));
   top.Finish();
   CheckEmbeddingNames(config);

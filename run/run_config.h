@@ -102,6 +102,17 @@ struct TargetHostConfig {
   std::optional<double> input_vcpus;  // vCPUs the input pipeline may use (<= vcpus)
   std::optional<double> cpu_speed;    // one target vCPU / one core of this machine
   std::optional<double> memory_gib;   // memory of one host
+  // Workers of the target's input pipeline (its tf.data parallelism), on which the
+  // projection runs the parallel stages; unset = every input vCPU, as tf.data's
+  // AUTOTUNE would use. Not infeed.parallelism, which is this machine's threads.
+  std::optional<int> input_workers;
+};
+
+// report: how the answer is judged.
+struct ReportConfig {
+  // The projected accelerator utilization a recommendation must reach, in (0, 1]
+  // (MLPerf Storage's pass mark is 0.9).
+  double target_au = 0.9;
 };
 
 struct InfeedConfig {
@@ -157,6 +168,9 @@ struct DeviceConfig {
   double stddev_us = 0;              // step_time.stddev_us, >= 0; truncated at 0
   double flops_per_example = 0;      // > 0: the mean is rows x FLOPs / core_peak_tflops
   double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
+  // Where the step time comes from (a published figure, a profile), quoted by the
+  // report's answer; "" = not said.
+  std::string step_time_source;
 };
 
 // The TPU embedding of the model (docs/design.md §4.1 `embedding:`): tables and the
@@ -232,6 +246,7 @@ struct RunConfig {
   FaultsConfig faults;
   RunSection run;
   TargetHostConfig target_host;
+  ReportConfig report;
   CheckpointConfig checkpoint;
   YAML::Node resolved;               // the config as resolved, for the report
 };

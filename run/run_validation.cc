@@ -78,6 +78,18 @@ double HostBatchesHeld(const RunConfig& config) {
   return ahead + (in.source == "cached" ? static_cast<double>(in.cache_steps) : 0.0);
 }
 
+// Which keys set HostBatchesHeld, for the memory error.
+std::string HeldWhy(const RunConfig& config) {
+  const InputConfig& in = config.input;
+  std::string why = in.prefetch > 0
+                        ? fmt::format("input.prefetch {}", in.prefetch)
+                        : fmt::format("input.prefetch 0 = 2 x infeed.parallelism {} + "
+                                      "infeed.queue_depth {}",
+                                      config.infeed.parallelism, config.infeed.queue_depth);
+  if (in.source == "cached") why += fmt::format(" + input.cache_steps {}", in.cache_steps);
+  return why;
+}
+
 // Optimizer slots per parameter, at most (adafactor counted unfactored).
 int SlotsPerParameter(const optim::OptimizerConfig& o) {
   if (o.name == "momentum" || o.name == "adagrad") return 1;
@@ -132,11 +144,14 @@ std::string Gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); 
 
 void CheckMemory(const RunConfig& config, const MemoryEstimate& m, const Machine& machine) {
   if (m.total() <= machine.memory_bytes) return;
-  Fail("{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}, "
-       "model {}, embedding tables {}) but it has {}; lower input.global_batch, "
-       "infeed.queue_depth, the feature shapes or the model",
+  Fail("{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}: "
+       "{:g} per host, {}; model {}, embedding tables {}) but it has {}; lower input.prefetch, "
+       "infeed.parallelism (this machine's threads; the pod's workers are "
+       "target_host.input_workers), input.global_batch, infeed.queue_depth, the feature shapes or "
+       "the model",
        config.source, Gib(m.total()), Gib(m.queues_bytes), Gib(m.host_batches_bytes),
-       Gib(m.model_bytes), Gib(m.embedding_bytes), Gib(machine.memory_bytes));
+       HostBatchesHeld(config), HeldWhy(config), Gib(m.model_bytes), Gib(m.embedding_bytes),
+       Gib(machine.memory_bytes));
 }
 
 void CheckModelWidth(const RunConfig& config, double width) {

@@ -1,6 +1,7 @@
 #include "run/target_host.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,23 @@ TargetFigure FromTopology(const std::optional<double>& override, double topology
          source, key, key, key);
   }
   return {topology, "topology"};
+}
+
+// target_host.input_workers, or every input vCPU (tf.data's AUTOTUNE sizes its
+// parallel maps by the CPUs it may use); at most input_vcpus, since a worker
+// beyond them would only share a vCPU.
+TargetFigure InputWorkers(const TargetHostConfig& config, const TargetFigure& input_vcpus,
+                          const std::string& source) {
+  if (!config.input_workers) {
+    return {std::max(1.0, std::floor(input_vcpus.value)),
+            "default: every input vCPU (target_host.input_vcpus), as tf.data's AUTOTUNE would use"};
+  }
+  if (*config.input_workers > input_vcpus.value) {
+    Fail("{}: target_host.input_workers: {} is more than target_host.input_vcpus ({:g}, {}); "
+         "raise target_host.input_vcpus or lower the workers",
+         source, *config.input_workers, input_vcpus.value, input_vcpus.source);
+  }
+  return {static_cast<double>(*config.input_workers), "override"};
 }
 
 }  // namespace
@@ -41,6 +59,7 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
     Fail("{}: target_host.input_vcpus: {:g} is more than the host's {:g} vCPUs", source,
          host.input_vcpus.value, host.vcpus.value);
   }
+  host.input_workers = InputWorkers(config, host.input_vcpus, source);
   host.cpu_speed = config.cpu_speed
                        ? TargetFigure{*config.cpu_speed, "override"}
                        : TargetFigure{1, "default: one target vCPU = one core of this machine"};

@@ -26,11 +26,15 @@ struct TargetHost {
   TargetFigure cpu_speed;    // one target vCPU relative to one core of this machine
   TargetFigure memory_gib;   // memory of one TPU host
   int numa_nodes = 0;        // NUMA nodes of one host (0: not given)
+  // Workers of the target's input pipeline (target_host.input_workers, default
+  // every input vCPU): the projection's parallel stages run on them.
+  TargetFigure input_workers;
 };
 
 // The report's target_host section writes and reads these as they are.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetFigure, value, source)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib, numa_nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib, numa_nodes,
+                                   input_workers)
 
 // vCPUs a host keeps for the framework unless target_host.input_vcpus says
 // otherwise: two per chip (one physical core per chip for the TPU runtime's and
@@ -39,7 +43,8 @@ constexpr double kReservedVcpusPerChip = 2;
 
 // Resolves `config` on `hardware`, a host owning `chips_per_host` chips. Throws
 // Error naming `source` and the key when a figure is neither given by the
-// topology nor overridden, and when input_vcpus exceeds vcpus.
+// topology nor overridden, when input_vcpus exceeds vcpus and when input_workers
+// exceeds input_vcpus.
 TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::HardwareFigures& hardware,
                              int chips_per_host, const std::string& source);
 

@@ -1,6 +1,6 @@
 // The pod projection validated on this machine (issue 16): with the target host
 // set to the machine running tpusim (target_host.vcpus = input_vcpus = its CPUs,
-// cpu_speed 1), the projection of a real-work pipeline must predict the rate the
+// cpu_speed 1, input_workers = the run's infeed.parallelism), the projection of a real-work pipeline must predict the rate the
 // same run measures. configs/runs/v4-8-real-work.yaml: one v4-8 host reads zlib
 // shards written by `gen-data --compress`, inflates, shuffles and enqueues them,
 // infeed only. The projection is built from the CPU seconds each stage spent, so
@@ -59,8 +59,10 @@ HostRates RunOnce(int parallelism, int run) {
   std::filesystem::create_directories(dir);
   const std::string report = dir + "/r" + std::to_string(run) + ".json";
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The target is this machine running this pipeline: its workers are the run's.
   const std::string target = "{vcpus: " + std::to_string(cpus) + ", input_vcpus: " +
-                             std::to_string(cpus) + ", cpu_speed: 1}";
+                             std::to_string(cpus) + ", cpu_speed: 1, input_workers: " +
+                             std::to_string(std::min(parallelism, cpus)) + "}";
   Result r = RunTpusim(Source(kRun),
                        "--set input.data_dir=" + DataDir() + " --set infeed.parallelism=" +
                            std::to_string(parallelism) + " --set 'target_host=" + target +

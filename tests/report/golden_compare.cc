@@ -86,6 +86,10 @@ const std::vector<MayDiffer> kNotCompared = {
      "projected from this run's CPU seconds per example: which stage binds, which stages cost "
      "nothing (null) and the verdict follow the machine; pod_projection_test.cc checks the "
      "arithmetic, report_golden_test that every fresh report has the section"},
+    {"answer",
+     "the pod_projection's verdict, capacities and recommendation, which follow the machine as "
+     "it does; pod_projection_test.cc checks the arithmetic, report_golden_test that every "
+     "fresh report has an answer whose basis follows its device step"},
 };
 
 namespace {

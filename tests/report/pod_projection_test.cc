@@ -12,11 +12,17 @@
 
 #include <gtest/gtest.h>
 
+#include "report/recommendation.h"
+
 namespace tpusim::sim {
 namespace {
 
-run::TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64) {
-  return {{96, "test"}, {input_vcpus, "test"}, {cpu_speed, "test"}, {memory_gib, "test"}, 2};
+// A target host of 96 vCPUs; its pipeline's workers are every input vCPU unless
+// `workers` says otherwise (target_host.input_workers).
+run::TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64,
+                       double workers = 0) {
+  return {{96, "test"},         {input_vcpus, "test"}, {cpu_speed, "test"}, {memory_gib, "test"}, 2,
+          {workers > 0 ? workers : input_vcpus, "test"}};
 }
 
 // 1000 examples built by one host feeding 4 cores, 100 examples per step.
@@ -47,15 +53,15 @@ const report::ProjectedStage& StageOf(const report::HostProjection& h, const std
   throw std::runtime_error("no stage " + name);
 }
 
-// Synthetic source, 16 enqueue workers: preprocessing costs 1 ms of CPU per
-// example (1 s / 1000), enqueue 100 us (on its one sender thread: 10000/s).
+// Synthetic source: preprocessing costs 1 ms of CPU per example (1 s / 1000),
+// enqueue 100 us (on its one sender thread: 10000/s). The target's workers are
+// every input vCPU by default.
 TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds) {
   run::RunConfig config;
-  config.infeed.parallelism = 16;
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 1.0;
   costs.enqueue_cpu_s = 0.1;
-  // W = min(16, input_vcpus) workers x 1 / 1 ms: 1000, 2000, 4000, 8000 examples/s.
+  // W = input_vcpus workers x 1 / 1 ms: 1000, 2000, 4000, 8000 examples/s.
   for (double vcpus : {1.0, 2.0, 4.0, 8.0}) {
     SCOPED_TRACE(vcpus);
     const report::HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
@@ -64,10 +70,11 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
     ExpectClose(h.projected_examples_per_s.value(), 1000 * vcpus);
     EXPECT_EQ(h.bound_by, "preprocessing");
   }
-  // 16 vCPUs: preprocessing 16000/s, so the sender's 10000/s binds; 32 vCPUs
-  // change nothing, the 16 workers are all there are.
+  // 16 workers: preprocessing 16000/s, so the sender's 10000/s binds; 32 vCPUs
+  // change nothing when the pipeline has 16 workers (target_host.input_workers).
   for (double vcpus : {16.0, 32.0}) {
-    const report::HostProjection h = Project(config, Target(vcpus), {Host(costs)}, 0.1).hosts.at(0);
+    const report::HostProjection h =
+        Project(config, Target(vcpus, 1, 64, 16), {Host(costs)}, 0.1).hosts.at(0);
     ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 16000);
     ExpectClose(StageOf(h, "enqueue").capacity_examples_per_s.value(), 10000);
     ExpectClose(StageOf(h, "enqueue").workers.value(), 1);
@@ -247,13 +254,16 @@ TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
   EXPECT_NEAR(p.projected_au.value(), 0.5, 1e-12);
 }
 
-// Host 1 builds at half host 0's rate: it sets the pod's rate and wait.
+// Host 1 builds at half host 0's rate — by its own inputs: its modeled work (a
+// slow host's) costs 0.8 ms per example, 4 / 0.8 ms = 5000/s — so it sets the
+// pod's rate and wait. (Measured CPU alone would be shared: see below.)
 TEST(PodProjectionTest, TheSlowestHostBindsThePod) {
   run::RunConfig config;
   config.infeed.parallelism = 4;
   infeed::StageCosts fast, slow;
   fast.preprocessing_cpu_s = 0.4;  // 10000/s: 10 ms per step
-  slow.preprocessing_cpu_s = 0.8;  // 5000/s: 20 ms per step
+  slow.preprocessing_cpu_s = 0.4;
+  slow.modeled_preprocessing_s = 0.8;  // 5000/s: 20 ms per step
   const report::PodProjectionSection p =
       Project(config, Target(4), {Host(fast, 0), Host(slow, 1)}, 0.010);
   ExpectClose(p.projected_examples_per_s_per_host.value(), 5000);
@@ -307,7 +317,7 @@ TEST(PodProjectionTest, AZeroTargetStepLeavesTheAuUnknown) {
   EXPECT_FALSE(p.projected_au);
   EXPECT_FALSE(p.projected_infeed_fraction);
   ExpectClose(p.projected_infeed_wait_s_per_step, 0.010);
-  EXPECT_EQ(p.verdict.rfind("unknown: the target's step time is 0", 0), 0u) << p.verdict;
+  EXPECT_EQ(p.verdict, std::string("unknown: ") + report::kUnknownStepReason);
 }
 
 // Prefetch 2 x 4 workers + 4 slots = 12 steps of 100 examples of 260 bytes (x:
@@ -351,14 +361,274 @@ TEST(PodProjectionTest, ThisMachinesShareIsItsCoresOverTheSimulatorsCpu) {
 // Every figure about the pod says what it assumed, with where the figures came from.
 TEST(PodProjectionTest, TheAssumptionsAreStated) {
   const report::PodProjectionSection p = FlipCase(0.02);
-  ASSERT_EQ(p.assumes.size(), 6u);
+  ASSERT_EQ(p.assumes.size(), 8u);
   EXPECT_EQ(p.assumes[0].rfind("stages independent and pipelined", 0), 0u);
   EXPECT_EQ(p.assumes[1],
             "no framework overhead beyond input_vcpus: the input pipeline has 4 of the host's 96 "
             "vCPUs to itself (test)");
   EXPECT_EQ(p.assumes[2].rfind("cpu_speed as given: one target vCPU does 1x the work", 0), 0u);
+  EXPECT_EQ(p.assumes[3].rfind("the target pipeline's workers: 4 (target_host.input_workers, test), "
+                                "not the threads that emulate it here (infeed.parallelism 4)",
+                                0),
+            0u)
+      << p.assumes[3];
   EXPECT_EQ(p.target_host.numa_nodes, 2);
   EXPECT_EQ(p.target_host.input_vcpus.source, "test");
+}
+
+
+// The projection's workers are the target pipeline's (target_host.input_workers),
+// never this machine's emulation threads (infeed.parallelism) nor the prefetch
+// window: 1 ms of CPU per example on 8 workers is 8000/s whatever those say.
+TEST(PodProjectionTest, WorkersAreTheTargetsNotThisMachinesThreads) {
+  infeed::StageCosts costs;
+  costs.preprocessing_cpu_s = 1.0;
+  for (int parallelism : {1, 8, 64}) {
+    run::RunConfig config;
+    config.infeed.parallelism = parallelism;
+    config.input.prefetch = 2;
+    const report::HostProjection h =
+        Project(config, Target(104, 1, 64, 8), {Host(costs)}, 0.1).hosts.at(0);
+    ExpectClose(StageOf(h, "preprocessing").workers.value(), 8);
+    ExpectClose(h.projected_examples_per_s.value(), 8000);
+  }
+  // The default, every input vCPU: 104 workers, 104000/s.
+  const report::HostProjection all = Project(run::RunConfig{}, Target(104), {Host(costs)}, 0.1).hosts.at(0);
+  ExpectClose(all.projected_examples_per_s.value(), 104000);
+}
+
+// The cross-replica sum on ICI alone is no step: without a modeled device step
+// the pod's step is unknown, and so are demand, AU and the verdict.
+TEST(PodProjectionTest, TheCrossReplicaSumAloneGivesNoVerdict) {
+  const report::PodProjectionSection p = FlipCase(0, 1e-6);
+  ExpectClose(p.target_step_s, 1e-6);
+  EXPECT_FALSE(p.demand_examples_per_s_per_host);
+  EXPECT_FALSE(p.projected_au);
+  EXPECT_EQ(p.verdict.rfind("unknown: ", 0), 0u);
+  EXPECT_NE(p.verdict.find("set device.step_time_us"), std::string::npos) << p.verdict;
+}
+
+// Five hosts run the same pipeline on the same shapes; host 3 measured 50x the
+// others' enqueue (one noisy host of many played on a few cores). They share the
+// median, so host 3 does not bind, and it is named.
+TEST(PodProjectionTest, LikeHostsShareTheMedianAndAnOutlierIsNamedNotBinding) {
+  std::vector<report::HostCosts> hosts;
+  for (int h = 0; h < 5; ++h) {
+    infeed::StageCosts c;
+    c.preprocessing_cpu_s = 0.1 + 0.01 * h;  // 100..140 us: median 120 us
+    c.enqueue_cpu_s = h == 3 ? 1.0 : 0.02;   // 20 us, host 3 1000 us
+    hosts.push_back(Host(c, h));
+  }
+  const report::PodProjectionSection p = Project(run::RunConfig{}, Target(4), hosts, 0.1);
+  for (const report::HostProjection& h : p.hosts) {
+    SCOPED_TRACE(h.host);
+    // 4 workers / 120 us; the sender 1 / 20 us = 50000/s.
+    ExpectClose(h.projected_examples_per_s.value(), 4 / 120e-6);
+    EXPECT_EQ(h.bound_by, "preprocessing");
+    ExpectClose(StageOf(h, "enqueue").shared_cpu_s_per_example.value(), 20e-6);
+  }
+  ExpectClose(StageOf(p.hosts[3], "enqueue").cpu_s_per_example.value(), 1000e-6);
+  ASSERT_EQ(p.outliers.size(), 1u);
+  EXPECT_EQ(p.outliers[0].host, 3);
+  EXPECT_EQ(p.outliers[0].stage, "enqueue");
+  ExpectClose(p.outliers[0].ratio, 50);
+  EXPECT_EQ(p.bound_by, "preprocessing");
+}
+
+// A host whose own inputs differ still binds: a slow host's modeled work (its
+// faults.slow_hosts factor) is its own, not noise; and hosts of other shapes
+// (examples per step) are estimated apart.
+TEST(PodProjectionTest, AHostWhoseOwnInputsDifferStillBinds) {
+  std::vector<report::HostCosts> hosts;
+  for (int h = 0; h < 4; ++h) {
+    infeed::StageCosts c;
+    c.preprocessing_cpu_s = 0.1;
+    if (h == 2) c.modeled_preprocessing_s = 4.0;  // 4 ms per example: 4 workers, 1000/s
+    hosts.push_back(Host(c, h));
+  }
+  const report::PodProjectionSection p = Project(run::RunConfig{}, Target(4), hosts, 0.1);
+  EXPECT_EQ(p.bound_host, 2);
+  EXPECT_EQ(p.bound_by, "emulated preprocessing");
+  ExpectClose(p.projected_examples_per_s_per_host.value(), 1000);
+  EXPECT_TRUE(p.outliers.empty());
+  // Host 1 builds 200 examples a step at twice the CPU: alone in its shape, its
+  // own figure projects it.
+  hosts[1].examples_per_step = 200;
+  hosts[1].costs.preprocessing_cpu_s = 0.2;
+  const report::PodProjectionSection q = Project(run::RunConfig{}, Target(4), hosts, 0.1);
+  ExpectClose(q.hosts[1].projected_examples_per_s.value(), 4 / 200e-6);
+  ExpectClose(q.hosts[0].projected_examples_per_s.value(), 4 / 100e-6);
+}
+
+// --- The answer's recommendation (report/recommendation.h) --------------------------
+
+// The acceptance case of issue 48 as arithmetic: v5litepod-256's hosts (112 vCPUs,
+// 104 for input), 64 building hosts of ResNet-like JPEG TFRecords, 16 examples per
+// host per step, device step 1.333 ms: demand 16 / 1.333 ms = 12003/s per host. A
+// worker's step costs 104 / 52309 s of CPU per example (52309/s on 104 workers);
+// one host of the 64 measured 30x the others' enqueue.
+struct PodCase {
+  run::RunConfig config;
+  std::vector<report::HostCosts> hosts;
+};
+
+PodCase ResNetOnV5e256() {
+  PodCase c;
+  c.config.input.source = "tfrecord";
+  for (int h = 0; h < 64; ++h) {
+    infeed::StageCosts costs;
+    costs.examples = kExamples;
+    costs.build_cpu_s = kExamples * 104.0 / 52309;
+    costs.preprocessing_cpu_s = 0.8 * costs.build_cpu_s;
+    costs.enqueue_cpu_s = h == 17 ? 0.105 : 0.0035;  // 3.5 us, host 17 105 us per example
+    costs.device_bytes = kExamples * 224 * 224 * 3;
+    c.hosts.push_back({h, 16, 4, costs});
+  }
+  return c;
+}
+
+run::TargetHost V5eHost(double workers = 104) {
+  return {{112, "topology"}, {104, "default"}, {1, "default"}, {192, "topology"}, 2,
+          {workers, "test"}};
+}
+
+report::PodProjectionSection ProjectV5e(const PodCase& c, const run::TargetHost& target) {
+  return report::ProjectPod({c.config, target, 200, c.hosts, 1.333e-3, 0, {2, 64}});
+}
+
+// A recommendation applied as --set would apply it to the target host.
+run::TargetHost Applied(run::TargetHost t, const report::Recommendation& r) {
+  for (const report::SetChange& change : r.changes) {
+    if (change.key == "target_host.input_workers") t.input_workers.value = change.value;
+    if (change.key == "target_host.input_vcpus") t.input_vcpus.value = change.value;
+  }
+  return t;
+}
+
+TEST(RecommendationTest, ResNetOnV5e256IsFedWithEveryWorkerAndFixedByWorkersWithEight) {
+  const PodCase c = ResNetOnV5e256();
+  const report::PodProjectionSection fed = ProjectV5e(c, V5eHost());
+  EXPECT_EQ(fed.verdict, "not input-bound: infeed waits < 5% of step time");
+  ExpectClose(fed.projected_examples_per_s_per_host.value(), 52309);
+  EXPECT_EQ(fed.bound_by, "step build");
+  ASSERT_EQ(fed.outliers.size(), 1u);
+  EXPECT_EQ(fed.outliers[0].host, 17);
+  const report::Recommendation headroom =
+      report::Recommend({c.config, V5eHost(), 200, c.hosts, 1.333e-3, 0, {2, 64}}, fed, 0.9);
+  EXPECT_EQ(headroom.kind, "headroom");
+  ExpectClose(headroom.headroom.value(), 52309 / (16 / 1.333e-3));
+
+  // 8 workers: 8 / (104 / 52309) = 4024/s, a step of 16 takes 3.976 ms: AU 33.5%.
+  const report::PodProjectionSection eight = ProjectV5e(c, V5eHost(8));
+  EXPECT_EQ(eight.verdict, "input-bound (high): infeed waits >= 20% of step time");
+  EXPECT_NEAR(eight.projected_au.value(), 1.333e-3 / (16 * 104.0 / 52309 / 8), 1e-9);
+  const report::Recommendation r =
+      report::Recommend({c.config, V5eHost(8), 200, c.hosts, 1.333e-3, 0, {2, 64}}, eight, 0.9);
+  EXPECT_EQ(r.kind, "set");
+  EXPECT_EQ(r.key, "target_host.input_workers");
+  // 0.9 x 12003/s x 1.15 = 12423/s needs 12423 x 104 / 52309 = 24.7 workers: 25.
+  EXPECT_EQ(r.value, 25);
+  ASSERT_EQ(r.changes.size(), 1u);
+  // Applied, the projected AU reaches the target, and does with costs 15% higher.
+  const report::PodProjectionSection after = ProjectV5e(c, Applied(V5eHost(8), r));
+  EXPECT_GE(after.projected_au.value(), 0.9);
+  ExpectClose(after.projected_au.value(), r.projected_au.value());
+  EXPECT_TRUE(report::MeetsTarget(after, 0.9, report::kRecommendationMargin));
+  // 24 would not have, with the margin: it is the smallest.
+  EXPECT_FALSE(report::MeetsTarget(ProjectV5e(c, V5eHost(24)), 0.9, report::kRecommendationMargin));
+}
+
+// More workers than the input vCPUs: said, with input_vcpus raised too; more than
+// the host's vCPUs: not reachable, and why.
+TEST(RecommendationTest, WorkersBeyondTheInputVcpusAreSaidHonestly) {
+  PodCase c = ResNetOnV5e256();
+  // A device step of 0.6 ms: demand 26667/s; 0.9 x 1.15 x 26667 x 104 / 52309 = 54.9 workers.
+  run::TargetHost small = V5eHost(8);
+  small.input_vcpus.value = 40;
+  const report::PodProjectionSection p =
+      report::ProjectPod({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}});
+  const report::Recommendation r =
+      report::Recommend({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}}, p, 0.9);
+  EXPECT_EQ(r.kind, "set");
+  ASSERT_EQ(r.changes.size(), 2u);
+  EXPECT_EQ(r.changes[0].key, "target_host.input_vcpus");
+  EXPECT_EQ(r.changes[0].value, 55);
+  EXPECT_EQ(r.changes[1].key, "target_host.input_workers");
+  EXPECT_NE(r.text.find("more workers than the 40 input vCPUs"), std::string::npos) << r.text;
+  EXPECT_GE(report::ProjectPod({c.config, Applied(small, r), 200, c.hosts, 0.6e-3, 0, {2, 64}})
+                .projected_au.value(),
+            0.9);
+  // A 0.1 ms step: 160000/s per host, more than 112 workers carry (112000/s).
+  const report::PodProjectionSection q =
+      report::ProjectPod({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}});
+  const report::Recommendation n =
+      report::Recommend({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}}, q, 0.9);
+  EXPECT_EQ(n.kind, "not reachable");
+  EXPECT_FALSE(n.key);
+  EXPECT_NE(n.text.find("more input workers than the host's 112 vCPUs"), std::string::npos) << n.text;
+}
+
+// Storage-bound: the term that binds is the key (FilesConfig: 100 MB/s, 1 ms
+// latency, 4 in flight, 1000 bytes and half a request per example).
+TEST(RecommendationTest, StorageBoundRecommendsTheBindingStorageKey) {
+  run::RunConfig config = FilesConfig();
+  config.input.storage.latency_us = 0;
+  config.input.storage.bandwidth_mb_s = 1;  // 1000/s
+  infeed::StageCosts costs = FilesCosts();
+  costs.file_read_cpu_s = costs.preprocessing_cpu_s = costs.shuffle_cpu_s = 0.001;
+  costs.enqueue_cpu_s = 0.001;
+  // 100 examples in a 20 ms step: demand 5000/s; 0.9 x 1.15 x 5000 = 5175/s needs
+  // 5.175 MB/s: 6.
+  const report::PodProjectionSection p = Project(config, Target(8), {Host(costs)}, 0.020);
+  EXPECT_EQ(p.bound_by, "storage");
+  const report::Recommendation r =
+      report::Recommend({config, Target(8), 128, {Host(costs)}, 0.020, 0, {2, 1}}, p, 0.9);
+  EXPECT_EQ(r.kind, "set");
+  EXPECT_EQ(r.key, "input.storage.bandwidth_mb_s");
+  EXPECT_EQ(r.value, 6);
+  config.input.storage.bandwidth_mb_s = *r.value;
+  EXPECT_GE(Project(config, Target(8), {Host(costs)}, 0.020).projected_au.value(), 0.9);
+  // Latency-bound: 4 in flight / (1 ms x 0.5) = 8000/s; a 10 ms step asks 10000/s,
+  // 0.9 x 1.15 x 10000 = 10350/s needs 10350 x 0.5 ms = 5.2 in flight: 6.
+  run::RunConfig latency = FilesConfig();
+  latency.input.storage.bandwidth_mb_s = 0;
+  const report::PodProjectionSection q = Project(latency, Target(8), {Host(costs)}, 0.010);
+  const report::Recommendation l =
+      report::Recommend({latency, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}}, q, 0.9);
+  EXPECT_EQ(l.key, "input.storage.concurrency");
+  EXPECT_EQ(l.value, 6);
+  latency.input.storage.concurrency = 6;
+  EXPECT_GE(Project(latency, Target(8), {Host(costs)}, 0.010).projected_au.value(), 0.9);
+}
+
+// Link-bound: no key of the host reaches the target; the link's most is said.
+TEST(RecommendationTest, LinkBoundIsNotReachableByTheHost) {
+  infeed::StageCosts costs;
+  costs.preprocessing_cpu_s = 0.001;
+  costs.device_bytes = int64_t{16000000} * kExamples;  // 16 MB per example
+  // 128 Gb/s x 4 cores / 16 MB = 4000/s; 100 examples in 10 ms ask 10000/s.
+  const report::PodProjectionSection p = Project(run::RunConfig{}, Target(8), {Host(costs)}, 0.010);
+  EXPECT_EQ(p.bound_by, "host-to-device");
+  const report::Recommendation r =
+      report::Recommend({run::RunConfig{}, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}}, p, 0.9);
+  EXPECT_EQ(r.kind, "not reachable");
+  EXPECT_EQ(r.text.rfind("not reachable by the host: the host-to-device link carries at most 4000 "
+                         "examples/s",
+                         0),
+            0u)
+      << r.text;
+}
+
+// No modeled device step: no recommendation, the key to set instead.
+TEST(RecommendationTest, UnknownStepRecommendsNothingButTheKey) {
+  const report::PodProjectionSection p = FlipCase(0, 1e-6);
+  run::RunConfig config;
+  infeed::StageCosts costs;
+  costs.preprocessing_cpu_s = 0.4;
+  const report::Recommendation r =
+      report::Recommend({config, Target(4), 128, {Host(costs)}, 0, 1e-6, {2, 1}}, p, 0.9);
+  EXPECT_EQ(r.kind, "unknown");
+  EXPECT_EQ(r.text, report::kUnknownStepReason);
 }
 
 }  // namespace

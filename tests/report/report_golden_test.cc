@@ -2,7 +2,7 @@
 // `tpusim launch` and its report compared with the one tpusim wrote before the
 // report was typed (golden_compare.h says what must agree). Both reports must
 // also read with the strict from_json of the typed report, and every fresh one
-// has its pod_projection.
+// has its pod_projection and its answer.
 #include <cstdlib>
 #include <fstream>
 
@@ -58,6 +58,12 @@ TEST_P(ReportGoldenTest, TheReportAgreesWithTheGoldenOne) {
   EXPECT_FALSE(pod["hosts"].empty()) << pod.dump(2);
   EXPECT_FALSE(pod["verdict"].get<std::string>().empty()) << pod.dump(2);
   EXPECT_FALSE(pod["assumes"].empty()) << pod.dump(2);
+  // And the answer for the pod (kNotCompared too): a basis that follows the
+  // modeled device step, and the projection's verdict.
+  ASSERT_TRUE(fresh.contains("answer")) << path;
+  const json& answer = fresh["answer"];
+  EXPECT_EQ(answer["basis"], pod["device_step_s"].get<double>() > 0 ? "pod" : "unknown");
+  EXPECT_EQ(answer["verdict"], pod["verdict"]);
   if (std::getenv("TPUSIM_GOLDEN_TAKE_TRAINING")) {  // see cases.txt: a new generator
     std::ofstream(GoldenPath(c.name)) << WithTrainingOf(golden, fresh).dump(2) << "\n";
     return;

@@ -31,6 +31,7 @@ struct Fixture {
     // The target host given whole, so the test does not depend on the topology's.
     config.target_host.vcpus = 240;
     config.target_host.memory_gib = 400;
+    config.target_host.input_workers = 1;  // the target's pipeline: one worker
     loops = MakeLoopPlan(config.train);  // 2 loops: window = steps 10..19
   }
 };
@@ -264,7 +265,7 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
 
 // pod_projection from the host's costs and the cores' device model: on v4-8's
 // host (vCPUs and memory overridden, 4 chips keeping 8 vCPUs for the framework)
-// one worker (infeed.parallelism 1) preprocesses at 1 / 0.5 ms = 2000
+// one worker (target_host.input_workers 1) preprocesses at 1 / 0.5 ms = 2000
 // examples/s, so 64 examples take 32 ms against the model's 8 ms device step
 // (which the cores slept as 10 ms here: the measured projection shows that).
 TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
@@ -278,6 +279,8 @@ TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   EXPECT_EQ(p.target_host.vcpus.source, "override");
   EXPECT_EQ(p.target_host.input_vcpus.value, 232);
   EXPECT_EQ(p.target_host.input_vcpus.source, "default: vcpus - 8 (2 per chip for the framework)");
+  EXPECT_EQ(p.target_host.input_workers.value, 1);
+  EXPECT_EQ(p.target_host.input_workers.source, "override");
   ASSERT_EQ(p.hosts.size(), 1u);
   const report::HostProjection& h = p.hosts[0];
   EXPECT_EQ(h.examples_per_step, 64);
@@ -294,6 +297,15 @@ TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   EXPECT_NEAR(p.projected_infeed_wait_s_per_step, 0.024, 1e-12);
   EXPECT_NEAR(p.projected_au.value(), 0.25, 1e-12);
   EXPECT_EQ(p.verdict, "input-bound (high): infeed waits >= 20% of step time");
+  // The answer says the same, and how many workers would reach AU 0.9: 8000/s x
+  // 0.9 x 1.15 = 8280/s at 2000/s per worker: 5 workers.
+  ASSERT_TRUE(r.answer);
+  EXPECT_EQ(r.answer->basis, "pod");
+  EXPECT_EQ(r.answer->verdict, p.verdict);
+  EXPECT_EQ(r.answer->slice, "v4-8");
+  EXPECT_EQ(r.answer->recommendation.kind, "set");
+  EXPECT_EQ(r.answer->recommendation.key, "target_host.input_workers");
+  EXPECT_EQ(r.answer->recommendation.value, 5);
   // This machine: 2 cores for 1 TPU host at 0.5 ms of CPU per example.
   EXPECT_NEAR(h.this_machine_examples_per_s.value(), 4000, 1e-6);
   const json j = r;

@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "report/answer.h"
 #include "report/pod_projection.h"
 #include "tests/report/golden_compare.h"
 
@@ -102,7 +103,8 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
   infeed::StageCosts costs;
   costs.examples = 640;
   costs.preprocessing_cpu_s = 0.32;
-  const run::TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2};
+  const run::TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2,
+                               {88, "default"}};
   json j = ReadGolden("per-host");
   j["pod_projection"] =
       report::ProjectPod({config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}});
@@ -122,6 +124,32 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
   json wrong = j;
   wrong["pod_projection"]["target_host"]["vcpus"]["value"] = "96";
   EXPECT_THAT(ReportReadError(wrong), HasSubstr("report: pod_projection.target_host"));
+}
+
+// The answer is strict too, and round-trips with every kind of field it has: an
+// input-bound pod (a recommendation with its changes) and an unknown one.
+TEST(ReportTypesTest, TheAnswerReadsStrictly) {
+  const run::RunConfig config;
+  infeed::StageCosts costs;
+  costs.examples = 640;
+  costs.preprocessing_cpu_s = 0.32;  // 0.5 ms: 8 workers carry 16000/s
+  const run::TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2,
+                               {8, "override"}};
+  for (double device_step_s : {0.002, 0.0}) {
+    SCOPED_TRACE(device_step_s);
+    const report::PodProjectionInputs in{
+        config, target, 64, {report::HostCosts{0, 64, 8, costs}}, device_step_s, 0, report::MachineShare{2, 1}};
+    json j = ReadGolden("per-host");
+    const report::PodProjectionSection pod = report::ProjectPod(in);
+    j["pod_projection"] = pod;
+    j["answer"] = report::BuildAnswer(in, pod, {"v3-8", 1});
+    ASSERT_EQ(ReportReadError(j), "");
+    EXPECT_EQ(json(j.get<report::Report>()).dump(2), j.dump(2));
+    EXPECT_EQ(j["answer"]["basis"], device_step_s > 0 ? "pod" : "unknown");
+    json missing = j;
+    missing["answer"].erase("recommendation");
+    EXPECT_EQ(ReportReadError(missing), "report: answer.recommendation: missing");
+  }
 }
 
 // JSON has no NaN: a non-finite loss is written as null and read back as NaN.

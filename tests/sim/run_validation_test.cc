@@ -79,8 +79,11 @@ TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
   run::RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
   std::string message = ErrorOf([&] { ValidateRun(config, run::Machine{1 * kGiB, {}}); });
   EXPECT_THAT(message, StartsWith("t.yaml: memory: the run needs about "));
-  EXPECT_THAT(message, HasSubstr("(infeed queues 16.0 GiB, host batches 24.0 GiB,"));
-  EXPECT_THAT(message, HasSubstr("but it has 1.0 GiB; lower input.global_batch"));
+  // The host batches name the keys that set them.
+  EXPECT_THAT(message, HasSubstr("(infeed queues 16.0 GiB, host batches 24.0 GiB: 6 per host, "
+                                 "input.prefetch 0 = 2 x infeed.parallelism 1 + "
+                                 "infeed.queue_depth 4;"));
+  EXPECT_THAT(message, HasSubstr("but it has 1.0 GiB; lower input.prefetch, infeed.parallelism"));
 }
 
 TEST(RunValidationTest, CompositePatternsRouteTheModelsVariablesInValidation) {
