@@ -20,8 +20,11 @@
 #include "run/run_features.h"
 #include "run/run_validation.h"
 #include "run/target_host.h"
+#include "sim/core/checkpoint_stage.h"
 #include "sim/core/core_loop.h"
 #include "sim/core/embedding_server.h"
+#include "sim/core/shampoo_stage.h"
+#include "sim/core/trainer_stage.h"
 #include "sim/host/host_loop.h"
 #include "sim/host/input_pipeline.h"
 #include "sim/host/simulator_ceiling.h"
@@ -267,19 +270,32 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
   const core::DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
                                role_.ordinal, route ? RowsOf(*route) : 0,
                                slice_.topology.hardware().core_peak_tflops);
+  // The run's features as stages, in the order they act at a loop's end: the
+  // preconditioners are assigned before a save, which holds every state the next
+  // loop starts from; the gradient sums' sync split comes last.
+  std::vector<std::unique_ptr<core::CoreStage>> stages;
+  if (shampoo) stages.push_back(std::make_unique<core::ShampooStage>(*shampoo, sinks.trace, origin_s_));
+  if (checkpoint) {
+    stages.push_back(std::make_unique<core::CheckpointStage>(
+        *checkpoint, first_infeed_step(), loops_.infeed_steps_per_loop()));
+  }
+  if (trainer) {
+    const core::TrainerStage::Options o{role_, origin_s_, options_.params_out};
+    stages.push_back(std::make_unique<core::TrainerStage>(*trainer, o, *comms_.world, *comms_.cores,
+                                                          watchdog_, sinks.trace));
+  }
+  std::vector<core::CoreStage*> borrowed;
+  for (const auto& stage : stages) borrowed.push_back(stage.get());
   const core::CoreLoopParts parts{plan_,
-                            loops_,
-                            *comms_.world,
-                            *comms_.cores,
-                            queue ? &*queue : nullptr,
-                            trainer ? &*trainer : nullptr,
-                            shampoo ? &*shampoo : nullptr,
-                            device,
-                            &watchdog_,
-                            sinks.placement_log,
-                            sinks.steps_csv,
-                            sinks.trace,
-                            checkpoint ? &*checkpoint : nullptr};
+                                  loops_,
+                                  *comms_.world,
+                                  queue ? core::CoreInfeed(*queue) : core::CoreInfeed(),
+                                  device,
+                                  watchdog_,
+                                  sinks.placement_log,
+                                  sinks.steps_csv,
+                                  sinks.trace,
+                                  borrowed};
   return RunCoreLoop(CoreOptions(route), parts);
 }
 
@@ -288,7 +304,7 @@ core::CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   o.role = role_;
   o.host_rank = slice_.layout.host_rank(role_.host);
   o.origin_s = origin_s_;
-  o.params_out = options_.params_out;
+  o.trains = config_.model.enabled;
   if (config_.infeed.verify && route && config_.input.source == "tfrecord") {
     const run::InputConfig& input = config_.input;
     o.tfrecord_verifier = std::make_shared<infeed::TfRecordVerifier>(

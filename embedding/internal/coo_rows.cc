@@ -144,7 +144,10 @@ class Avx512Rows {
                                                                    __m512i row_vector, __m512i positions, __mmask8 in) {
     const __m512i id = _mm512_maskz_loadu_epi64(in, ids);
     const __m512i shifted = _mm512_add_epi64(id, _mm512_set1_epi64(1));
-    largest_ = _mm512_max_epu64(largest_, shifted);  // lanes not loaded are 1: in range
+    // Lanes not loaded are 1: in range. The masked form (every lane) is the plain
+    // max without the unmasked one's undefined source, which GCC 12 reports as
+    // maybe-uninitialized.
+    largest_ = _mm512_mask_max_epu64(largest_, static_cast<__mmask8>(0xff), largest_, shifted);
     const __mmask8 real = _mm512_mask_test_epi64_mask(in, shifted, shifted);
     const __m256 weight = weights != nullptr ? _mm256_maskz_loadu_ps(in, weights + p) : _mm256_set1_ps(1.0f);
     int64_t* sample = out_.sample + 2 * nnz_;

@@ -23,14 +23,12 @@
 #include "infeed/infeed_transport.h"
 #include "infeed/tfrecord_verifier.h"
 #include "run/loop_plan.h"
-#include "sim/core/core_checkpoint.h"
-#include "sim/core/core_trainer.h"
+#include "sim/core/core_stage.h"
 #include "sim/core/device_model.h"
 #include "sim/core/shard_audit.h"
 #include "sim/faults.h"
 #include "sim/metrics.h"
 #include "sim/rank_stream.h"
-#include "sim/shampoo/core_client.h"
 #include "sim/trace_log.h"
 
 namespace tpusim::sim::core {
@@ -40,9 +38,7 @@ struct CoreLoopOptions {
   cluster::RankRole role;  // this core, in a replica
   int host_rank = 0;       // world rank of its host: where its outfeed goes
   double origin_s = 0;     // MonotonicSeconds() at the run's start
-  // --params-out: replica 0's logical core 0 sends the params to rank 0 (the
-  // tables gathered from every core first).
-  bool params_out = false;
+  bool trains = false;     // model.enabled: one of the stages trains (the report's core row)
   // infeed.verify: the values every shard must hold (none: only its routing is
   // checked).
   std::optional<ShardValues> shard_values;
@@ -64,21 +60,38 @@ struct CoreLoopOptions {
   int64_t first_infeed_step = 0;
 };
 
+// The shards that reach a core: its infeed queue, or none (a core no route feeds
+// runs its steps without a shard).
+class CoreInfeed {
+ public:
+  CoreInfeed() = default;
+  explicit CoreInfeed(infeed::CoreInfeedQueue& queue) : queue_(&queue) {}
+  bool fed() const { return queue_ != nullptr; }
+  // The step's shard (none when unfed), its wait and the queue's occupancy.
+  std::optional<infeed::ShardCodec::View> Dequeue(int64_t step, double* wait_s, int* occupancy) {
+    if (!queue_) return std::nullopt;
+    return queue_->Dequeue(step, wait_s, occupancy);
+  }
+  void Release(int64_t step) {
+    if (queue_) queue_->Release(step);
+  }
+
+ private:
+  infeed::CoreInfeedQueue* queue_ = nullptr;
+};
+
 // What a core loop borrows; each must outlive it.
 struct CoreLoopParts {
   const infeed::InfeedPlan& plan;
   const run::LoopPlan& loops;
-  const cluster::Transport& world;  // the outfeed and the params
-  const cluster::Transport& cores;  // every core: the tables gathered for --params-out
-  infeed::CoreInfeedQueue* queue;   // null: no infeed reaches this core
-  CoreTrainer* trainer;             // null: infeed only (model.enabled false)
-  shampoo::CoreClient* shampoo;     // null: no Shampoo keys
+  const cluster::Transport& world;  // the outfeed
+  CoreInfeed infeed;
   const DeviceTimeModel& device;
-  Watchdog* watchdog;         // deadline on the outfeed and params waits (may be null)
+  Watchdog& watchdog;         // deadline on the outfeed waits
   RankStream& placement_log;  // a line per shard dequeued (off when not asked for)
   RankStream& steps_csv;      // a line per step (off when not asked for)
   TraceLog& trace;            // --trace (off when not asked for)
-  CoreCheckpointer* checkpoint;  // null: no checkpoints (checkpoint.every_steps 0)
+  std::span<CoreStage* const> stages;  // the run's features, in the order they act
 };
 
 // Runs every infeed step of the run on this core and returns what it measured
