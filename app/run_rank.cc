@@ -249,7 +249,9 @@ int RunSimulatedRank(SimulationContext& ctx) {
   PrintRoles(ctx, loops);
   std::optional<ProgressPrinter> progress;
   const bool rank0 = ctx.comms.world->rank() == 0;
-  if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
+  if (rank0 && !ctx.options.quiet) {
+    progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled, ProgressPrinter::IsTerminal());
+  }
   const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
                                ctx.resume};
   sim::RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);

@@ -140,6 +140,7 @@ class CoreLoop {
     }
     record.parts.device_s = ModelDeviceTime(step, record.modeled_device_s);
     if (parts_.queue) parts_.queue->Release(step);
+    outfeed.done_s = Now();
     record.parts.outfeed_s = PushOutfeed(step, outfeed);
     record.parts.step_s = Now() - record.start_s;
   }
