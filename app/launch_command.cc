@@ -60,6 +60,7 @@ std::vector<std::string> ForwardedRunArgs(const run::RunOptions& run) {
   if (run.expect_au > 0) args.insert(args.end(), {"--expect-au", fmt::format("{}", run.expect_au)});
   if (run.au != run::AuSource::kMeasured) args.insert(args.end(), {"--au", AuSourceName(run.au)});
   if (run.quiet) args.push_back("--quiet");
+  if (run.all_rows) args.push_back("--all-rows");
   return args;
 }
 

@@ -18,6 +18,7 @@ void AddRunFlags(CLI::App* cmd, run::RunOptions& run) {
       ->check(CLI::Range(0.0, 1.0));
   AddAuOption(cmd, run.au, "the AU --expect-au checks (default measured)");
   cmd->add_flag("--quiet", run.quiet, "no progress line");
+  cmd->add_flag("--all-rows", run.all_rows, "print every host and core row, not min/median/max, for more than 8 hosts");
 }
 
 void AddAuOption(CLI::App* cmd, run::AuSource& au, const std::string& what) {

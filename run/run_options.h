@@ -30,6 +30,7 @@ struct RunOptions {
   double expect_au = 0;   // > 0: exit with kExitBelowExpectedAu when AU falls short
   AuSource au = AuSource::kMeasured;  // --au: the AU --expect-au checks
   bool quiet = false;
+  bool all_rows = false;  // --all-rows: every host and core row, whatever the slice's size
 };
 
 }  // namespace tpusim::run
