@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "app/progress.h"
@@ -56,6 +58,43 @@ void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nod
   }
 }
 
+// The TPU host whose host or core each world rank plays (-1: neither).
+std::vector<int> HostOfRank(const cluster::RankLayout& layout, size_t world_size) {
+  std::vector<int> host(world_size, -1);
+  const auto mark = [&host](int rank, int h) {
+    if (rank >= 0 && static_cast<size_t>(rank) < host.size()) host[static_cast<size_t>(rank)] = h;
+  };
+  for (int h = 0; h < layout.num_hosts(); ++h) {
+    mark(layout.host_rank(h), h);
+    for (int o = 0; o < layout.cores_per_host(); ++o) mark(layout.core_rank(h, o), h);
+  }
+  return host;
+}
+
+// One line per rank; for more than 8 TPU hosts (and no --all-rows) the ranks of
+// the first and the last host, with one line for those between.
+void PrintRoleLines(const SimulationContext& ctx, const std::vector<std::string>& lines,
+                    const std::vector<int>& nodes) {
+  const int hosts = ctx.slice.layout.num_hosts();
+  const bool all = ctx.options.all_rows || hosts <= static_cast<int>(report::kRowsListed);
+  const std::vector<int> host_of = HostOfRank(ctx.slice.layout, lines.size());
+  std::set<int> hidden_nodes;
+  size_t hidden = 0;
+  for (size_t r = 0; r < lines.size(); ++r) {
+    if (all || host_of[r] <= 0 || host_of[r] == hosts - 1) {
+      fmt::print("{}", lines[r]);
+      continue;
+    }
+    ++hidden;
+    hidden_nodes.insert(nodes[r]);
+    if (r + 1 < lines.size() && host_of[r + 1] > 0 && host_of[r + 1] < hosts - 1) continue;
+    fmt::print("  ... {} ranks of hosts 1-{} and their cores, on node{} {}; --all-rows lists every rank\n", hidden,
+               hosts - 2, hidden_nodes.size() == 1 ? "" : "s", fmt::join(hidden_nodes, ", "));
+    hidden = 0;
+    hidden_nodes.clear();
+  }
+}
+
 // Gathers every rank's role at rank 0 and prints who plays what where: nodes are
 // numbered in order of their first rank (node 0 runs rank 0), with the hostname.
 void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
@@ -69,14 +108,16 @@ void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
              ctx.slice.assignment.path(), ctx.slice.idle_cores());
   std::map<int, int> index_of_leader;
   std::vector<int> nodes;
+  std::vector<std::string> lines;
   for (size_t r = 0; r < roles.size(); ++r) {
     const size_t bar = roles[r].find('|'), bar2 = roles[r].rfind('|');
     const int leader = std::stoi(roles[r].substr(0, bar));
     const int node = index_of_leader.try_emplace(leader, static_cast<int>(index_of_leader.size())).first->second;
     nodes.push_back(node);
-    fmt::print("  rank {:>3}: {}, node {} ({}), pid {}\n", r, described[r], node,
-               roles[r].substr(bar + 1, bar2 - bar - 1), roles[r].substr(bar2 + 1));
+    lines.push_back(fmt::format("  rank {:>3}: {}, node {} ({}), pid {}\n", r, described[r], node,
+                                roles[r].substr(bar + 1, bar2 - bar - 1), roles[r].substr(bar2 + 1)));
   }
+  PrintRoleLines(ctx, lines, nodes);
   NoteSplitTpuHosts(ctx, nodes);
   if (loops.overshoots(ctx.config.train)) {
     fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
@@ -231,7 +272,7 @@ int ReportAtRankZero(SimulationContext& ctx, sim::RankRun& run, report::ReportIn
   MergeStreams(ctx, run.plan(), inputs.ranks, outputs);
   report::Report report = BuildReport(inputs);
   if (ctx.resume) report.resumed_from = report::ResumedFrom{ctx.resume->manifest.global_step, ctx.resume->step_dir};
-  PrintSummary(report);
+  PrintSummary(report, {ctx.options.all_rows});
   if (!ctx.options.report_path.empty()) {
     outputs.Try([&] {
       report::WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
@@ -254,7 +295,9 @@ int RunSimulatedRank(SimulationContext& ctx) {
     fmt::print("resumed from step {} ({})\n", ctx.resume->manifest.global_step, ctx.resume->step_dir);
     std::fflush(stdout);
   }
-  if (rank0 && !ctx.options.quiet) progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled);
+  if (rank0 && !ctx.options.quiet) {
+    progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled, ProgressPrinter::IsTerminal());
+  }
   const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
                                ctx.resume};
   sim::RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);

@@ -10,6 +10,7 @@
 #include "base/checksum.h"
 #include "cluster/cross_replica_sum.h"
 #include "report/answer.h"
+#include "report/internal/host_shares.h"
 #include "report/pod_projection.h"
 #include "report/shampoo_section.h"
 #include "report/verdict.h"
@@ -663,6 +664,7 @@ Report BuildReport(const ReportInputs& in) {
   r.memory = MemoryOf(in.ranks);
   r.mpi_baseline = BaselineOf(in.baseline);
   r.simulator_ceiling = SimulatorCeilingOf(in.ranks, in.ceiling_steps);
+  internal::AddHostShares(in.ranks, r);
   if (!in.keys.empty()) r.shampoo = ShampooOf(in.keys, in.ranks);
   r.checkpoint = CheckpointOf(in);
   return r;

@@ -32,6 +32,7 @@ void HostRowFields(Io& io, Row& h) {
   io.Flat("stages", h.pipeline);
   io.IfPresent("simulator_ceiling", h.simulator_ceiling);
   io.Flat("examples_per_s", h.window);
+  io.IfPresent("share", h.share);
 }
 
 template <typename Io, typename Row>

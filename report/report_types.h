@@ -90,7 +90,21 @@ struct CeilingRates {
   double examples_per_s = 0;
 };
 
-// A host's enqueue rates over the window (hosts that sent steps).
+// A host's share of the run's totals over the report's window (docs/report.md,
+// "One definition per figure"): the totals split by the examples (bytes) each host
+// sent per step, so the hosts' shares sum to the totals; and of the simulator
+// ceiling, split the same way, so a host's share reaches its ceiling share only
+// when the run reaches the ceiling.
+struct HostShare {
+  double examples_per_s = 0;
+  double bytes_per_s = 0;
+  double ceiling_examples_per_s = 0;  // 0: no ceiling measured
+  double ceiling_bytes_per_s = 0;
+};
+
+// A host's enqueue rates over its own sends of the window's steps (hosts that sent
+// steps): from its first to its last send, so not the totals' window — a host this
+// machine ran in a burst shows a rate the cores never dequeued at (HostShare is).
 struct HostWindowRates {
   double examples_per_s = 0;
   double bytes_per_s = 0;
@@ -107,6 +121,7 @@ struct HostRow {
   std::optional<sim::PipelineStages> pipeline;         // flattened: hosts that build batches
   std::optional<CeilingRates> simulator_ceiling;  // absent: not measured here
   std::optional<HostWindowRates> window;          // flattened: hosts that sent steps
+  std::optional<HostShare> share;                 // absent: sent no steps (or an older report)
 };
 
 // A fed core's wait for infeed over the window. Infeed % as TPU profilers define
@@ -516,6 +531,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds,
                                    excludes_first_loop, note, begin_skew_s, steady, steady_note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingRates, bytes_per_s, examples_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostShare, examples_per_s, bytes_per_s, ceiling_examples_per_s,
+                                   ceiling_bytes_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreInfeed, infeed_percent, infeed_wait_s, mean_queue_occupancy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreWork, au, device_s_per_step, busy_s_per_step,
                                    crs_sync_s_per_step, step_s_per_step)

@@ -10,67 +10,11 @@
 #include <fmt/ranges.h>
 
 #include "report/answer_block.h"
+#include "report/internal/summary_rows.h"
 #include "report/shampoo_section.h"
 
 namespace tpusim::report {
 namespace {
-
-double CeilingBytesPerS(const std::optional<CeilingRates>& ceiling) {
-  return ceiling ? ceiling->bytes_per_s : 0.0;
-}
-
-// input.source: tfrecord: each real stage's cost per example, microseconds of
-// wall and of thread CPU, and the records skipped as corrupt.
-void PrintTfRecordStages(const sim::TfRecordStages& t) {
-  const std::pair<const char*, const sim::TfRecordStages::PerExample*> stages[] = {
-      {"read", &t.read}, {"crc", &t.crc}, {"parse", &t.parse}, {"decode", &t.decode}, {"crop/resize", &t.resize},
-      {"batch", &t.batch}};
-  std::string line;
-  for (const auto& [name, s] : stages) line += fmt::format(" {} {:.1f}/{:.1f}", name, s->wall_s * 1e6, s->cpu_s * 1e6);
-  fmt::print("       tfrecord us/example wall/cpu:{}; {} records read, {} skipped as corrupt\n", line, t.records_read,
-             t.skipped_records);
-  if (!t.sharding_note.empty()) fmt::print("       note: {}\n", t.sharding_note);
-}
-
-// One host of the end-of-run table: its rates, its ceiling and its stage times.
-void PrintHostRow(const HostRow& h, const HostWindowRates& rates) {
-  const infeed::StageTimes stages = h.pipeline ? h.pipeline->stages : infeed::StageTimes{};
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}  {}\n",
-             h.host, rates.examples_per_s, rates.bytes_per_s / 1e6,
-             CeilingBytesPerS(h.simulator_ceiling) / 1e6, stages.file_read_s,
-             stages.preprocessing_s, stages.shuffle_s, stages.enqueue_s,
-             h.pipeline ? h.pipeline->bound_by : std::string("-"));
-  if (h.pipeline && h.pipeline->direct_io && !h.pipeline->direct_io->active) {
-    fmt::print("       note: {}\n", h.pipeline->direct_io->note);
-  }
-  if (h.pipeline && h.pipeline->tfrecord) PrintTfRecordStages(*h.pipeline->tfrecord);
-}
-
-// The title, then per host its rates and the total the cores dequeued.
-void PrintHosts(const Report& r) {
-  fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n",
-             r.version, r.topology.name, r.topology.order, r.loops.num_loops,
-             r.loops.steps_per_loop, r.window.infeed_steps, r.window.note);
-  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s",
-             "MB/s", "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
-  for (const HostRow& h : r.hosts) {
-    if (h.window) PrintHostRow(h, *h.window);
-  }
-  const double ceiling = r.simulator_ceiling ? r.simulator_ceiling->bytes_per_s : 0.0;
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total",
-             r.totals.examples_per_s, r.totals.bytes_per_s / 1e6, ceiling / 1e6);
-  if (!r.window.steady) fmt::print("  window not steady: {}\n", r.window.steady_note);
-}
-
-// Per fed core its wait for infeed and its queue occupancy.
-void PrintCores(const Report& r) {
-  fmt::print("\n{:>10} {:>8} {:>14} {:>10}\n", "core", "replica", "infeed wait s", "queue occ");
-  for (const CoreRow& c : r.cores) {
-    if (!c.fed || !c.infeed) continue;
-    fmt::print("{:>10} {:>8} {:>14.4f} {:>10.2f}\n", fmt::format("{}/{}", c.host, c.ordinal),
-               c.replica, c.infeed->infeed_wait_s, c.infeed->mean_queue_occupancy);
-  }
-}
 
 // The step, its parts and percentiles, utilization and the straggler.
 void PrintStep(const Report& r) {
@@ -108,13 +52,23 @@ void PrintEmbedding(const EmbeddingLoad& e, const StepBreakdown& b) {
       e.max_rows_served_per_step, e.mean_rows_served_per_step, e.all_to_all_bytes_per_step / 1024);
 }
 
+// A sum that moves less than this per call is timed as latency, not bandwidth:
+// on ICI 1 MiB takes ~10 us, below which a ring's 2(n-1) hops' latency (and here
+// this machine's scheduling) is the call's time, so its algbw would be noise.
+constexpr double kLeastTimedBytesPerCall = 1 << 20;
+
+// "algbw 1.23 GB/s, busbw 2.15 GB/s", or why the sum is too short to time as one.
+std::string CrsBandwidth(const CrsSection& c) {
+  if (c.bytes_per_call < kLeastTimedBytesPerCall || c.algbw_bytes_per_s <= 0) {
+    return fmt::format("algbw/busbw: too short to time ({:.0f} bytes per call, under 1 MiB)", c.bytes_per_call);
+  }
+  return fmt::format("algbw {:.2f} GB/s, busbw {:.2f} GB/s", c.algbw_bytes_per_s / 1e9, c.busbw_bytes_per_s / 1e9);
+}
+
 void PrintCrs(const CrsSection& c) {
-  fmt::print(
-      "crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; "
-      "algbw {:.2f} GB/s, busbw {:.2f} GB/s; on ICI {:.3f} ms\n",
-      c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3,
-      c.compute_s_per_call * 1e3, c.sync_s_per_call * 1e3, c.algbw_bytes_per_s / 1e9,
-      c.busbw_bytes_per_s / 1e9, c.ici_projected_s_per_call * 1e3);
+  fmt::print("crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; {}; on ICI {:.3f} ms\n",
+             c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3,
+             c.compute_s_per_call * 1e3, c.sync_s_per_call * 1e3, CrsBandwidth(c), c.ici_projected_s_per_call * 1e3);
 }
 
 void PrintReplicas(const ReplicasSection& r) {
@@ -283,10 +237,10 @@ void PrintCheckpoint(const CheckpointSection& c) {
 
 }  // namespace
 
-void PrintSummary(const Report& report) {
+void PrintSummary(const Report& report, const SummaryOptions& options) {
   PrintAnswer(report);
-  PrintHosts(report);
-  PrintCores(report);
+  internal::PrintHostTable(report, options.all_rows);
+  internal::PrintCoreTable(report, options.all_rows);
   PrintStep(report);
   if (report.embedding) PrintEmbedding(*report.embedding, report.step_breakdown);
   if (report.crs) PrintCrs(*report.crs);

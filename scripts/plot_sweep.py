@@ -16,8 +16,13 @@ DIR/capacity.csv (tpusim capacity) gives:
                   tried against the key, passing runs green, failing red, the target
                   line and the answer
 
+Every title says whose figures a plot shows: "measured on this machine" (the runs'
+own rates, AU and step parts: this machine's CPUs playing many hosts, noise
+included) or "projected for the pod" (pod_projection, on the target pod's hosts).
+
 `tpusim sweep` and `tpusim capacity` call this with /usr/bin/python3 at their end.
-For each file written it prints one line: path, size in pixels, distinct colors.
+For each file written it prints one line: path, size in pixels, distinct colors,
+and the plot's title.
 Exit 3 when matplotlib is missing (Debian: python3-matplotlib, python3-numpy).
 """
 import argparse
@@ -54,6 +59,9 @@ def read_csv(path):
 # The column each --au reads: the worst core's measured AU, or pod_projection's.
 AU_COLUMN = {"measured": "au_min", "projected": "projected_au"}
 
+# Whose figures a plot shows, as its title says (every title ends with one).
+BASIS = {"measured": "measured on this machine", "projected": "projected for the pod"}
+
 
 def succeeded(row, au="measured"):
     return row["exit_code"] == "0" and row.get(AU_COLUMN[au], "") != ""
@@ -85,15 +93,16 @@ def series(keys, rows):
 
 
 def save(fig, path):
+    title = fig.axes[0].get_title()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     img = matplotlib.image.imread(path)
     colors = len(np.unique(img.reshape(-1, img.shape[2]), axis=0))
-    print(f"plot_sweep: wrote {path} ({img.shape[1]}x{img.shape[0]} px, {colors} colors)")
+    print(f"plot_sweep: wrote {path} ({img.shape[1]}x{img.shape[0]} px, {colors} colors): {title}")
 
 
-def line_plot(out_dir, keys, rows, name, columns, ylabel, target=None, au="measured"):
+def line_plot(out_dir, keys, rows, name, columns, ylabel, title, target=None, au="measured"):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ok = [r for r in rows if succeeded(r, au)]
     all_x, order = x_axis([r[keys[0]] for r in ok])
@@ -111,6 +120,7 @@ def line_plot(out_dir, keys, rows, name, columns, ylabel, target=None, au="measu
         ax.set_xticks(range(len(order)), order)
     ax.set_xlabel(keys[0])
     ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save(fig, os.path.join(out_dir, name))
@@ -128,7 +138,7 @@ def breakdown_plot(out_dir, keys, rows):
         bottom += values
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("mean step (ms)")
-    ax.set_title("step breakdown per run (" + ", ".join(keys) + ")", fontsize=9)
+    ax.set_title("step breakdown per run (" + ", ".join(keys) + "), " + BASIS["measured"], fontsize=9)
     ax.legend(fontsize=8)
     save(fig, os.path.join(out_dir, "breakdown.png"))
 
@@ -156,7 +166,7 @@ def capacity_plot(out_dir, keys, rows, target, answer, order, au):
     ax.set_xlabel(key)
     ax.set_ylabel("accelerator utilization (worst core)" if au == "measured"
                   else "projected accelerator utilization (target pod)")
-    ax.set_title(f"capacity: {key} for {au} AU >= {target}", fontsize=9)
+    ax.set_title(f"capacity: {key} for AU >= {target}, {BASIS[au]}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
     save(fig, os.path.join(out_dir, "capacity.png"))
@@ -177,13 +187,16 @@ def main():
         return 2
     if os.path.exists(runs):
         keys, rows = read_csv(runs)
-        line_plot(args.dir, keys, rows, "throughput.png", [("examples_per_s", "-")], "examples/s (total)")
+        line_plot(args.dir, keys, rows, "throughput.png", [("examples_per_s", "-")], "examples/s (total)",
+                  "examples/s (the cores' total), " + BASIS["measured"])
         if args.au == "measured":
             line_plot(args.dir, keys, rows, "au.png", [("au_min", "-"), ("au_mean", "--")],
-                      "accelerator utilization", target=args.target_au)
+                      "accelerator utilization", "accelerator utilization, " + BASIS["measured"],
+                      target=args.target_au)
         else:
             line_plot(args.dir, keys, rows, "au.png", [("projected_au", "-")],
-                      "projected accelerator utilization (target pod)", target=args.target_au,
+                      "projected accelerator utilization (target pod)",
+                      "accelerator utilization, " + BASIS["projected"], target=args.target_au,
                       au="projected")
         breakdown_plot(args.dir, keys, rows)
     if os.path.exists(capacity):

@@ -102,6 +102,7 @@ class CoreLoop {
     for (CoreStage* stage : parts_.stages) stage->OnStep(core_step);
     record.parts.device_s = ModelDeviceTime(step, record.modeled_device_s);
     parts_.infeed.Release(step);
+    outfeed.done_s = Now();
     record.parts.outfeed_s = PushOutfeed(step, outfeed);
     record.parts.step_s = Now() - record.start_s;
   }

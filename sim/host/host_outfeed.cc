@@ -74,6 +74,9 @@ void OutfeedHost::CompleteLoop(int64_t loop) {
     s.loss_sum += m.record.loss_sum;
     s.rows += m.record.rows;
     s.global_step = std::max(s.global_step, m.record.global_step);
+    if (m.record.step + 1 != (loop + 1) * loops_.infeed_steps_per_loop()) continue;
+    s.cores_first_done_s = s.cores_first_done_s > 0 ? std::min(s.cores_first_done_s, m.record.done_s) : m.record.done_s;
+    s.cores_done_s = std::max(s.cores_done_s, m.record.done_s);
   }
   ++loops_completed_;
   if (world_.rank() == 0) {
@@ -90,6 +93,11 @@ void OutfeedHost::AddSummary(const LoopSummary& s) {
   total.rows += s.rows;
   total.global_step = std::max(total.global_step, s.global_step);
   total.end_s = std::max(total.end_s, s.end_s);
+  total.cores_done_s = std::max(total.cores_done_s, s.cores_done_s);
+  if (s.cores_first_done_s > 0) {
+    total.cores_first_done_s =
+        total.cores_first_done_s > 0 ? std::min(total.cores_first_done_s, s.cores_first_done_s) : s.cores_first_done_s;
+  }
   total.hosts += s.hosts;
   while (summaries_.count(summaries_done_) && summaries_[summaries_done_].hosts == num_hosts_) {
     if (on_loop_done) on_loop_done(summaries_[summaries_done_]);

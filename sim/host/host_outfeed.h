@@ -30,6 +30,12 @@ struct LoopSummary {
   int64_t global_step = 0;
   double end_s = 0;   // latest time (since the run's start) a host completed the loop
   int hosts = 0;
+  // The earliest and the latest time a core finished the loop's last step (its
+  // outfeed record's done_s; 0 on a host without cores in a replica): a host
+  // completes the loop only when it next polls, later than its cores by however
+  // long this machine ran other ranks.
+  double cores_first_done_s = 0;
+  double cores_done_s = 0;
 };
 
 class OutfeedHost {

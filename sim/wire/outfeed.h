@@ -22,6 +22,7 @@ struct OutfeedRecord {
   double loss_sum = 0;     // mean loss x rows on this core
   int64_t rows = 0;
   int64_t global_step = 0; // after this micro-step
+  double done_s = 0;       // when the core finished the step (seconds since the run's origin)
 };
 
 // A record and the payload that travelled with it (empty for most records).

@@ -194,6 +194,54 @@ TEST(ReportTest, TheCeilingIsTimedAsTheWindowIs) {
   EXPECT_NEAR(r.simulator_ceiling->bytes_per_s, 2000 * 0.8 / 0.4, 1e-6);
 }
 
+// Host rows are each host's share of the cores' dequeue rate over the window, so
+// they sum to the total however this machine ran the hosts: here each host sent
+// its 10 window steps in a burst of 0.1 s (its own rate, hosts[].examples_per_s,
+// is 5x the total), and the hosts' ceiling shares sum to the run's ceiling, each
+// above its host's share as the run's ceiling is above the run.
+TEST(ReportTest, HostSharesSumToTheTotalAndStayUnderTheirCeiling) {
+  Fixture f;
+  const run::KeyTable no_keys;
+  report::ReportInputs in{f.config, f.slice, no_keys, 256, f.loops, {}, 3.0, {}, 20, {}, {}, {2, 1}};
+  for (int h = 0; h < 2; ++h) {
+    sim::RankMetrics host;
+    host.host.emplace();
+    host.host->host = h;
+    host.host->rows_per_step = 128;  // 2 x 128 = the global batch
+    for (int s = 0; s < 20; ++s) host.host->Add({s, 0.001, 0.0005, s < 10 ? 0.9 : 0.9 + 0.001 * (s - 9)}, s >= 10);
+    host.host->bytes_sent = 20 * 1000;
+    host.simulator_ceiling = sim::SimulatorCeilingPart{20 * 1000, 20 * 128, 0.01};  // a burst too
+    in.ranks.push_back(host);
+  }
+  for (auto [ordinal, begin, end] : {std::tuple{0, 1.0, 1.2}, std::tuple{1, 1.0, 1.2}}) {
+    sim::RankMetrics r;
+    r.rank = 2 + ordinal;
+    r.core = Core(ordinal, 0.001, 0.008, 0.001, 0);  // window [0.1, 0.2] s: 10 steps of 256 in 0.1 s
+    r.simulator_ceiling = sim::SimulatorCeilingPart{0, 0, 0, begin, end, 16};
+    in.ranks.push_back(r);
+  }
+  const report::Report r = BuildReport(in);
+  ASSERT_EQ(r.hosts.size(), 2u);
+  ASSERT_TRUE(r.simulator_ceiling);
+  double examples = 0, bytes = 0, ceiling = 0;
+  for (const report::HostRow& h : r.hosts) {
+    ASSERT_TRUE(h.share);
+    examples += h.share->examples_per_s;
+    bytes += h.share->bytes_per_s;
+    ceiling += h.share->ceiling_bytes_per_s;
+    EXPECT_NEAR(h.share->examples_per_s, r.totals.examples_per_s / 2, 1e-9);
+    EXPECT_GE(h.share->ceiling_bytes_per_s, h.share->bytes_per_s);
+    EXPECT_GT(h.window->examples_per_s, 4 * h.share->examples_per_s);  // its own burst
+  }
+  EXPECT_NEAR(r.totals.examples_per_s, 10 * 256 / 0.1, 1e-6);
+  EXPECT_NEAR(examples, r.totals.examples_per_s, 1e-9);
+  EXPECT_NEAR(bytes, r.totals.bytes_per_s, 1e-9);
+  EXPECT_NEAR(ceiling, r.simulator_ceiling->bytes_per_s, 1e-9);
+  // The shares survive the report's JSON.
+  EXPECT_EQ(json(json(r).get<report::Report>()), json(r));
+  EXPECT_TRUE(json(r)["hosts"][0].contains("share"));
+}
+
 TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
   Fixture f;
   sim::CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
@@ -248,7 +296,7 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   EXPECT_EQ(host_keys, (std::vector<std::string>{
                            "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
                            "cost_mode", "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
-                           "examples_per_s", "host", "modeled_workers", "shards_forwarded",
+                           "examples_per_s", "host", "modeled_workers", "shards_forwarded", "share",
                            "simulator_ceiling", "simulator_cpu_s_per_example", "stages",
                            "window_costs"}));
   EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");

@@ -1,0 +1,118 @@
+// Figures that agree (issue 48 #8), through the real binary: the host rows of the
+// end-of-run table sum to its total and so do the report's host shares; an
+// infeed-only run prints no loss; progress that is not on a terminal (mpirun
+// forwards it) is one line per update, no '\r'; and a slice of more than 8 hosts
+// lists min / median / max rows and its worst host and core, not every row.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/tpusim_runs.h"
+
+namespace tpusim::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// tpusim run under mpirun without --quiet (RunTpusim passes it), so rank 0's
+// progress lines are in the output.
+Result RunWithProgress(const std::string& config, const std::string& args, int np) {
+  return Shell("timeout -k 5 300 mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none " + Tpusim() +
+               " run " + config + " " + args);
+}
+
+// The examples/s column of the host table's rows (a host number first) and of its total.
+struct HostTable {
+  std::vector<double> rows;
+  double total = -1;
+};
+
+HostTable ReadHostTable(const std::string& output) {
+  HostTable t;
+  const std::regex row(R"(^ +(\d+|total) +(\d+) )");
+  std::istringstream in(output);
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  host     examples/s", 0) == 0) in_table = true;
+    std::smatch m;
+    if (!in_table || !std::regex_search(line, m, row)) continue;
+    if (m[1] == "total") {
+      t.total = std::stod(m[2]);
+      break;
+    }
+    t.rows.push_back(std::stod(m[2]));
+  }
+  return t;
+}
+
+// v3-32's 4 hosts, packed 2 per MPI rank, infeed only: the table's host rows and
+// the report's host shares sum to the total; no loss anywhere; each progress
+// update its own line.
+TEST(FiguresEndToEnd, HostRowsSumToTheTotalAndAnInfeedOnlyRunPrintsNoLoss) {
+  const std::string report = TempDir() + "/v3-32.json";
+  Result r = RunWithProgress(Source("configs/runs/v3-32-per-host.yaml"),
+                             "--set cluster.layout=packed --set cluster.hosts_per_rank=2 --set model.enabled=false "
+                             "--set train.steps=20 --report " + report,
+                             2);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("loss"))) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("training:")));
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << "a '\\r' in output that is not a terminal:\n" << r.output;
+  EXPECT_THAT(r.output, HasSubstr("loop 4/4: step 20/20, "));
+  EXPECT_THAT(r.output, HasSubstr(" examples/s (the cores', this loop), ETA "));
+
+  const HostTable table = ReadHostTable(r.output);
+  ASSERT_EQ(table.rows.size(), 4u) << r.output;
+  double sum = 0;
+  for (double x : table.rows) sum += x;
+  EXPECT_NEAR(sum, table.total, 4 * 0.5 + 0.5) << r.output;  // each printed to the unit
+
+  const nlohmann::json j = ReadJson(report);
+  double shares = 0;
+  for (const nlohmann::json& h : j["hosts"]) {
+    shares += h["share"]["examples_per_s"].get<double>();
+    EXPECT_LE(h["share"]["bytes_per_s"].get<double>(),
+              h["share"]["ceiling_bytes_per_s"].get<double>() *
+                  std::max(1.0, j["totals"]["bytes_per_s"].get<double>() /
+                                    j["simulator_ceiling"]["bytes_per_s"].get<double>()) * (1 + 1e-9));
+  }
+  EXPECT_NEAR(shares, j["totals"]["examples_per_s"].get<double>(), 1e-6 * shares);
+  EXPECT_FALSE(j.contains("training"));
+}
+
+// v5litepod-64's 16 hosts (80 ranks, packed 8 per MPI rank): the role listing
+// shows the first and last host's ranks and one line for the rest, the tables
+// min / median / max and the worst host and core; --all-rows every row.
+TEST(FiguresEndToEnd, MoreThanEightHostsPrintMinMedianMaxRows) {
+  const std::string config = Source("configs/runs/v5e-256-host-cpu.yaml");
+  const std::string args =
+      "--set topology=v5litepod-64 --set input.global_batch=256 --set input.cpu_us_per_example=0 "
+      "--set device.step_time_us=0 --set train.steps=8 --set train.iterations_per_loop=4";
+  Result r = RunTpusim(config, args, 2, 300);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("  ... 70 ranks of hosts 1-14 and their cores, on node 0; --all-rows lists every "
+                                  "rank\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("host 7,")));
+  EXPECT_THAT(r.output, HasSubstr(": host 15, node 0"));
+  EXPECT_THAT(r.output, HasSubstr("\nmedian "));
+  EXPECT_THAT(r.output, HasSubstr("  <- worst host\n"));
+  EXPECT_THAT(r.output, HasSubstr("  <- worst core\n"));
+  EXPECT_THAT(r.output, HasSubstr("16 hosts: min / median / max of each column"));
+  const auto lines = std::count(r.output.begin(), r.output.end(), '\n');
+  EXPECT_LT(lines, 80) << r.output;
+
+  Result all = RunTpusim(config, args + " --all-rows", 2, 300);
+  ASSERT_EQ(all.rc, 0) << all.output;
+  EXPECT_THAT(all.output, Not(HasSubstr("median ")));
+  EXPECT_THAT(all.output, HasSubstr("rank  40: host 8, node 0"));
+  EXPECT_EQ(ReadHostTable(all.output).rows.size(), 16u) << all.output;
+}
+
+}  // namespace
+}  // namespace tpusim::e2e
