@@ -14,9 +14,9 @@ namespace {
 // What a resume needs of the config: the infeed position is a step, so the
 // source must build any step on its own.
 void CheckResumable(const run::RunConfig& config, const std::string& flag) {
-  if (config.input.source != "synthetic") {
+  if (config.input.source != run::InputSource::kSynthetic) {
     Fail("{}: input.source {} keeps a stream position checkpoints do not save; only synthetic resumes", flag,
-         config.input.source);
+         run::SpellingOf(config.input.source));
   }
   if (config.infeed.verify) Fail("{}: infeed.verify checks step numbers from 0; turn it off to resume", flag);
 }
@@ -37,7 +37,7 @@ void CheckFreshDir(const run::CheckpointConfig& checkpoint) {
 std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config) {
   std::string path = resume_dir;
   const std::string flag = path.empty() ? "checkpoint.resume: latest" : "--resume " + path;
-  if (path.empty() && config.checkpoint.resume == "latest") {
+  if (path.empty() && config.checkpoint.resumes_latest()) {
     path = config.checkpoint.dir;
     if (checkpoint::CompleteCheckpoints(path).empty()) return std::nullopt;  // the first run
   }

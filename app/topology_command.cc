@@ -83,13 +83,13 @@ cluster::DeviceAssignmentOptions TopologyAssignmentOptions(const TopologyOptions
     cfg.computation_shape.clear();
   }
   if (!options.order.empty()) {
-    cfg.order = cluster::ToString(cluster::ParseDeviceOrderMode(options.order, "--order"));
+    cfg.order = cluster::ParseDeviceOrderMode(options.order, "--order");
   }
   if (!options.ring_rule.empty()) {
     if (options.ring_rule != "current" && options.ring_rule != "legacy_two_core") {
       Fail("--ring-rule {}: must be one of current, legacy_two_core", options.ring_rule);
     }
-    cfg.ring_rule = options.ring_rule;
+    cfg.ring_rule = ParseSpelling(run::kRingRuleSpellings, options.ring_rule, "--ring-rule");
   }
   if (options.replicas) cfg.replicas = *options.replicas;
   if (!options.computation_shape.empty()) {

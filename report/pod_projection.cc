@@ -51,7 +51,7 @@ struct StageLanes {
 
 StageLanes LanesOf(const run::RunConfig& config, const run::TargetHost& target) {
   const double workers = std::max(1.0, target.input_workers.value);
-  return {workers, config.input.source == "files" ? 1.0 : workers};
+  return {workers, config.input.source == run::InputSource::kFiles ? 1.0 : workers};
 }
 
 // A stage of real work on the target: its `workers` each take the CPU seconds per
@@ -178,7 +178,7 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
       EmulatedStage(c, lanes.build),
       RateCapStage(in.config.input.max_examples_per_sec),
       CpuStage("shuffle", c.shuffle_cpu_s, c.examples, 1, speed)};
-  if (in.config.input.source == "files") stages.push_back(FileStreamStage(c, speed));
+  if (in.config.input.source == run::InputSource::kFiles) stages.push_back(FileStreamStage(c, speed));
   // Burnt modeled work is spun inside the builds, so their CPU holds it (a share
   // of it, on cores the workers share): the step cannot be told from its modeled
   // part and is left out.
@@ -373,7 +373,7 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "sender thread per host) on 1",
                   t.input_workers.value, t.input_workers.source, in.config.infeed.parallelism,
                   lanes.workers, lanes.build,
-                  in.config.input.source == "files"
+                  in.config.input.source == run::InputSource::kFiles
                       ? " (the files source builds its one stream a step at a time, as its "
                         "pipeline is built: more workers do not speed it)"
                       : ""),

@@ -91,7 +91,7 @@ std::optional<Knob> StorageKnob(const ProjectedStage& s, const infeed::StorageCo
 std::optional<Knob> KnobFor(const ProjectedStage& stage, const Candidate& c) {
   const std::string& name = stage.stage;
   const bool on_workers = name == "step build" ||
-                          (c.config.input.source != "files" &&
+                          (c.config.input.source != run::InputSource::kFiles &&
                            (name == "file read" || name == "preprocessing" ||
                             name == "emulated preprocessing"));
   if (on_workers) {
@@ -153,14 +153,14 @@ std::string WhyNotReachable(const ProjectedStage& s, const Candidate& c, double 
   }
   if (s.stage == "step build" || s.stage == "preprocessing" || s.stage == "file read" ||
       s.stage == "emulated preprocessing") {
-    if (c.config.input.source != "files") {
+    if (c.config.input.source != run::InputSource::kFiles) {
       return fmt::format("not reachable on this host: {} needs more input workers than the host's "
                          "{:g} vCPUs ({:.0f} examples/s per host with all of them, demand {:.0f}); "
                          "more hosts (fewer examples per host) or cheaper preprocessing",
                          s.stage, c.target.vcpus.value, cap, demand);
     }
   }
-  if (s.stage == "file stream" || c.config.input.source == "files") {
+  if (s.stage == "file stream" || c.config.input.source == run::InputSource::kFiles) {
     return fmt::format("not reachable by input workers: the files source builds its one stream a "
                        "step at a time, at most {:.0f} examples/s per host ({}) against a demand "
                        "of {:.0f}; fewer examples per host (more hosts) or a parallel source "

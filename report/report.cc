@@ -398,7 +398,7 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
       static_cast<size_t>(per_call_bytes), sum.group_size, in.slice.topology.hardware());
   const double per = 1.0 / (n * static_cast<double>(sum.calls));
   return CrsSection{
-      in.config.train.crs, sum.group_size,   sum.calls,     per_call_bytes, sum.total_s * per,
+      std::string(run::SpellingOf(in.config.train.crs)), sum.group_size,   sum.calls,     per_call_bytes, sum.total_s * per,
       sum.compute_s * per, sum.sync_s * per, sum.algbw / n, sum.busbw / n,  modeled};
 }
 

@@ -74,9 +74,9 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice) {
   if (!config.model.enabled) {
     Fail("{}: checkpoint: model.enabled is false, so there is no training state to save", config.source);
   }
-  if (c.shares_input_storage && config.input.source != "files") {
+  if (c.shares_input_storage && config.input.source != InputSource::kFiles) {
     Fail("{}: checkpoint.shares_input_storage: input.source {} reads no input.storage to share", config.source,
-         config.input.source);
+         SpellingOf(config.input.source));
   }
   if (config.embedding.enabled() && slice.idle_cores() > 0) {
     Fail("{}: checkpoint: {} cores outside every replica hold embedding shards, which checkpoints do not "

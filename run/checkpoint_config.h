@@ -33,6 +33,7 @@ struct CheckpointConfig {
   // bandwidth as the host's input reads, instead of checkpoint.storage.
   bool shares_input_storage = false;
   std::string resume;       // "latest": resume from dir's latest complete save
+  bool resumes_latest() const { return resume == "latest"; }
   // A run that neither resumes nor has resume: latest may save into a dir that
   // already holds complete saves (keep then prunes them); false: it refuses.
   bool overwrite = false;

@@ -51,9 +51,9 @@ void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
 }
 
 void CheckSourceAndModel(const RunConfig& config, const std::string& key) {
-  if (config.input.source != "synthetic" && config.input.source != "cached") {
+  if (config.input.source != InputSource::kSynthetic && config.input.source != InputSource::kCached) {
     Fail("{}: input.source: {} is not supported with input.sharding yet (synthetic and cached are)",
-         key, config.input.source);
+         key, SpellingOf(config.input.source));
   }
   if (config.embedding.enabled()) {
     Fail("{}: embedding.features are not supported with input.sharding yet", key);

@@ -11,7 +11,7 @@ LoopPlan MakeLoopPlan(const TrainConfig& train) {
   p.global_steps = p.num_loops * p.steps_per_loop;
   // With Lingvo's Accumulator the global step counts micro-steps (docs/reference/training.md §1b),
   // so train.steps already counts infeed batches.
-  p.micro_batches = train.accumulator == "lingvo" ? 1 : train.num_micro_batches;
+  p.micro_batches = train.accumulator == Accumulator::kLingvo ? 1 : train.num_micro_batches;
   p.infeed_steps = p.global_steps * p.micro_batches;
   return p;
 }

@@ -17,7 +17,7 @@ T Load(const std::byte* bytes, int64_t index) {
 }
 
 bool IsTfRecordImage(const InputConfig& input, const infeed::FeatureSpec& spec) {
-  return input.source == "tfrecord" && spec.dtype == infeed::DType::kUInt8;
+  return input.source == InputSource::kTfRecord && spec.dtype == infeed::DType::kUInt8;
 }
 
 }  // namespace

@@ -4,62 +4,29 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <set>
 
 #include <fmt/ranges.h>
 
 #include "base/spellings.h"
 #include "base/strict_yaml.h"
 #include "run/config_node.h"
+#include "run/internal/config_checks.h"
 
 namespace tpusim::run {
+
+using internal::kMaxClusterExtent;
+using internal::kMaxCount;
+using internal::kMaxEmbeddingWidth;
+using internal::kMaxMicros;
+using internal::kMaxParallelism;
+using internal::kMaxQueueDepth;
+using internal::ParseChoice;
+using internal::RequireName;
+using internal::RequirePositive;
+using internal::RequireRange;
+using internal::RequireRealRange;
+
 namespace {
-
-// Upper bounds that keep every size computed from the config inside 64 bits and
-// every thread pool and wait finite; the run's memory estimate bounds the rest.
-constexpr int64_t kMaxCount = int64_t{1} << 40;
-constexpr int kMaxParallelism = 256;
-constexpr int kMaxQueueDepth = 1 << 16;
-constexpr int kMaxClusterExtent = 1 << 22;
-constexpr double kMaxMicros = 3.6e9;  // one hour
-constexpr size_t kMaxNameLength = 128;
-constexpr int64_t kMaxEmbeddingWidth = 1 << 20;
-
-void RequireRange(ConfigNode& node, const std::string& key, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi) {
-    node.FailAt(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
-  }
-}
-
-void RequirePositive(ConfigNode& node, const std::string& key, int64_t value) {
-  RequireRange(node, key, value, 1, kMaxCount);
-}
-
-void RequireRealRange(ConfigNode& node, const std::string& key, double value, double lo, double hi) {
-  if (!(value >= lo && value <= hi)) {
-    node.FailAt(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
-  }
-}
-
-// Names become file names (FEATURE.npy in a dataset, embedding.TABLE.npy under
-// --params-out) and JSON keys, so they are kept to a portable set.
-void RequireName(ConfigNode& node, const std::string& name) {
-  bool ok = !name.empty() && name.size() <= kMaxNameLength && name[0] != '.' &&
-            std::all_of(name.begin(), name.end(), [](char c) {
-              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-            });
-  if (!ok) {
-    node.FailAt(name, fmt::format("is not a valid name: use 1 to {} of A-Z a-z 0-9 _ - . "
-                                  "(not starting with '.')", kMaxNameLength));
-  }
-}
-
-void RequireOneOf(ConfigNode& node, const std::string& key, const std::string& value,
-                  const std::set<std::string>& allowed) {
-  if (!allowed.count(value)) {
-    node.FailAt(key, fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
-  }
-}
 
 // cluster.mesh: {axes: [[NAME, SIZE], ...], allow_split_physical_axes: BOOL}.
 cluster::MeshSpec ParseMesh(ConfigNode node) {
@@ -87,251 +54,35 @@ cluster::MeshSpec ParseMesh(ConfigNode node) {
 ClusterConfig ParseCluster(ConfigNode node) {
   ClusterConfig c;
   node.Get("split", c.split);
-  node.Get("order", c.order);
-  node.Get("ring_rule", c.ring_rule);
+  std::string order = "auto";
+  std::string ring_rule = "current";
+  node.Get("order", order);
+  node.Get("ring_rule", ring_rule);
   node.Get("computation_shape", c.computation_shape);
   node.Get("replicas", c.replicas);
   RequireRange(node, "split", c.split, 1, kMaxClusterExtent);
-  RequireOneOf(node, "order", c.order, {"auto", "ring", "mesh"});
-  RequireOneOf(node, "ring_rule", c.ring_rule, {"current", "legacy_two_core"});
+  c.order = ParseChoice(node, "order", order, kOrderSpellings);
+  c.ring_rule = ParseChoice(node, "ring_rule", ring_rule, kRingRuleSpellings);
   CheckComputationShape(c.computation_shape, node.source() + ": cluster.computation_shape");
   if (!c.computation_shape.empty() && !node.Has("split")) {
     c.split = static_cast<int>(ShapeProduct(c.computation_shape));
   }
   RequireRange(node, "replicas", c.replicas, 0, kMaxClusterExtent);
-  node.Get("layout", c.layout);
+  std::string layout = "ranks";
+  node.Get("layout", layout);
   node.Get("hosts_per_rank", c.hosts_per_rank);
-  RequireOneOf(node, "layout", c.layout, {"ranks", "threads", "packed"});
-  if (c.layout == "packed") {
+  c.layout = ParseChoice(node, "layout", layout, kLayoutSpellings);
+  if (c.layout == ClusterLayout::kPacked) {
     if (!node.Has("hosts_per_rank")) node.FailAt("layout", "packed needs cluster.hosts_per_rank (TPU hosts per MPI rank, >= 2)");
     RequireRange(node, "hosts_per_rank", c.hosts_per_rank, 2, kMaxClusterExtent);
   } else if (node.Has("hosts_per_rank")) {
-    node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", c.layout));
+    node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", layout));
   }
   if (node.Present("mesh")) c.mesh = ParseMesh(node.Child("mesh"));
   node.Finish();
   return c;
 }
 
-void CheckShape(ConfigNode& node, const std::vector<int64_t>& shape) {
-  int64_t elements = 1;
-  for (int64_t d : shape) {
-    if (d < 1 || d > kMaxCount) {
-      node.FailAt("shape", fmt::format("every dimension must be in [1, {}], got {}", kMaxCount, d));
-    }
-    if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxCount) {
-      node.FailAt("shape", fmt::format("{} has more than {} elements per example",
-                                       fmt::join(shape, "x"), kMaxCount));
-    }
-  }
-}
-
-// A tfrecord feature: key and kind, and for decode: jpeg the image's output size
-// (its shape is [height, width, 3]) and crop and flip; dtypes follow the kind.
-void ParseExampleFeature(ConfigNode& node, InputFeatureConfig& f) {
-  node.Get("key", f.key);
-  node.Get("kind", f.kind);
-  node.Get("decode", f.decode);
-  node.Get("resize", f.resize);
-  node.Get("crop", f.crop);
-  node.Get("flip", f.flip);
-  if (f.key.empty()) node.FailAt("key", "is required with input.source: tfrecord (the tf.train.Example feature key)");
-  RequireOneOf(node, "kind", f.kind, {"float", "int64", "bytes"});
-  RequireOneOf(node, "crop", f.crop, {"none", "center", "random"});
-  RequireOneOf(node, "flip", f.flip, {"none", "random"});
-  if (f.kind == "bytes") {
-    if (f.decode != "jpeg") node.FailAt("decode", "a bytes feature needs decode: jpeg (a variable-length byte string is no tensor)");
-    if (f.resize.size() != 2 || f.resize[0] < 1 || f.resize[1] < 1 || f.resize[0] > 16384 || f.resize[1] > 16384) {
-      node.FailAt("resize", "decode: jpeg needs resize: [height, width], each in [1, 16384]");
-    }
-    if (!node.Has("dtype")) f.dtype = "uint8";
-    RequireOneOf(node, "dtype", f.dtype, {"uint8", "bfloat16", "float32"});
-    const std::vector<int64_t> image{f.resize[0], f.resize[1], 3};
-    if (node.Has("shape") && f.shape != image) {
-      node.FailAt("shape", fmt::format("a decoded image is [{}] (resize and 3 channels)", fmt::join(image, ", ")));
-    }
-    f.shape = image;
-    return;
-  }
-  for (const char* key : {"decode", "resize"}) {
-    if (node.Has(key)) node.FailAt(key, fmt::format("only a bytes feature (kind: bytes) is decoded, kind is {}", f.kind));
-  }
-  if (f.crop != "none" || f.flip != "none") node.FailAt(f.crop != "none" ? "crop" : "flip", "applies to decode: jpeg only");
-  if (!node.Has("dtype")) f.dtype = f.kind == "int64" ? "int64" : "float32";
-  if (f.kind == "int64") RequireOneOf(node, "dtype", f.dtype, {"int64", "int32", "float32"});
-  if (f.kind == "float") RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16"});
-}
-
-InputFeatureConfig ParseFeature(ConfigNode node, bool tfrecord) {
-  InputFeatureConfig f;
-  node.Get("dtype", f.dtype);
-  node.Get("shape", f.shape);
-  if (tfrecord) ParseExampleFeature(node, f);
-  RequireOneOf(node, "dtype", f.dtype, {"float32", "bfloat16", "int32", "int64", "uint8", "int8"});
-  CheckShape(node, f.shape);
-  node.Finish();
-  return f;
-}
-
-TfRecordInputConfig ParseTfRecord(ConfigNode node) {
-  TfRecordInputConfig t;
-  node.Get("compression", t.compression);
-  node.Get("verify_crc", t.verify_crc);
-  node.Get("skip_corrupt", t.skip_corrupt);
-  RequireOneOf(node, "compression", t.compression, {"none", "zlib", "gzip"});
-  node.Finish();
-  return t;
-}
-
-void RequireFiniteNonNegative(ConfigNode& node, const std::string& key, double value, const std::string& zero) {
-  if (!(value >= 0) || !std::isfinite(value)) {
-    node.FailAt(key, fmt::format("must be a finite number >= 0{}, got {}", zero, value));
-  }
-}
-
-}  // namespace
-
-infeed::StorageConfig ParseStorage(ConfigNode node) {
-  infeed::StorageConfig s;
-  node.Get("bandwidth_mb_s", s.bandwidth_mb_s);
-  node.Get("latency_us", s.latency_us);
-  node.Get("request_kib", s.request_kib);
-  node.Get("concurrency", s.concurrency);
-  node.Get("direct_io", s.direct_io);
-  RequireFiniteNonNegative(node, "bandwidth_mb_s", s.bandwidth_mb_s, " (0 = unlimited)");
-  RequireFiniteNonNegative(node, "latency_us", s.latency_us, "");
-  RequirePositive(node, "request_kib", s.request_kib);
-  RequirePositive(node, "concurrency", s.concurrency);
-  node.Finish();
-  return s;
-}
-
-namespace {
-
-// Keys that only one source reads are errors with the others, so a run never
-// silently ignores what the user asked for.
-void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
-  if (in.source != "files" && in.source != "tfrecord" && node.Has("shuffle_buffer")) {
-    node.FailAt("shuffle_buffer", fmt::format("only input.source: files and tfrecord read it (source is {})", in.source));
-  }
-  if (in.source != "files" && node.Has("storage")) {
-    node.FailAt("storage", fmt::format("only input.source: files reads it (source is {})", in.source));
-  }
-  if (in.source != "tfrecord") {
-    for (const char* key : {"files", "tfrecord"}) {
-      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: tfrecord reads it (source is {})", in.source));
-    }
-  }
-  if (in.source != "cached" && node.Has("cache_steps")) {
-    node.FailAt("cache_steps", fmt::format("only input.source: cached reads it (source is {})", in.source));
-  }
-  if (in.source == "tfrecord" && node.Has("cpu_us_per_example")) {
-    node.FailAt("cpu_us_per_example", "the tfrecord source does its preprocessing for real (it is timed, not modeled)");
-  }
-  if (in.source == "cached") {
-    for (const char* key : {"cpu_us_per_example", "max_examples_per_sec"}) {
-      if (node.Has(key)) node.FailAt(key, "the cached source has no preprocessing (it measures the transport)");
-    }
-  }
-}
-
-// input.cost_mode: emulate (the default) or burn.
-InputConfig::CostMode ParseCostMode(ConfigNode& node) {
-  std::string mode = "emulate";
-  node.Get("cost_mode", mode);
-  RequireOneOf(node, "cost_mode", mode, {"emulate", "burn"});
-  return mode == "burn" ? InputConfig::CostMode::kBurn : InputConfig::CostMode::kEmulate;
-}
-
-// One entry of a partition spec: null, an axis name, or a list of axis names.
-cluster::SpecDim ParseSpecDim(const YAML::Node& entry, const std::string& where) {
-  if (entry.IsNull()) return {};
-  if (entry.IsScalar()) return {entry.Scalar()};
-  cluster::SpecDim axes;
-  bool ok = entry.IsSequence() && entry.size() > 0;
-  for (size_t i = 0; ok && i < entry.size(); ++i) {
-    ok = entry[i].IsScalar();
-    if (ok) axes.push_back(entry[i].Scalar());
-  }
-  if (!ok) {
-    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where,
-         YAML::Dump(entry));
-  }
-  return axes;
-}
-
-// input.sharding: {FEATURE: [[data, fsdp], null, ...]}, one entry per dimension.
-std::map<std::string, cluster::PartitionSpec> ParseSharding(ConfigNode node) {
-  std::map<std::string, cluster::PartitionSpec> specs;
-  for (const std::string& name : node.Keys()) {
-    YAML::Node raw;
-    node.Get(name, raw);
-    const std::string key = node.source() + ": " + node.KeyPath(name);
-    if (!raw.IsSequence() || raw.size() == 0) {
-      Fail("{}: expected a partition spec, one entry per dimension (e.g. [[data, fsdp], null]), got '{}'",
-           key, YAML::Dump(raw));
-    }
-    cluster::PartitionSpec& spec = specs[name];
-    for (size_t d = 0; d < raw.size(); ++d) {
-      spec.dims.push_back(ParseSpecDim(raw[d], fmt::format("{}: entry {}", key, d)));
-    }
-  }
-  node.Finish();
-  return specs;
-}
-
-InputConfig ParseInput(ConfigNode node) {
-  InputConfig in;
-  node.Get("source", in.source);
-  node.Get("data_dir", in.data_dir);
-  node.Get("files", in.files);
-  if (node.Has("tfrecord")) in.tfrecord = ParseTfRecord(node.Child("tfrecord"));
-  node.Get("seed", in.seed);
-  node.Get("global_batch", in.global_batch);
-  node.Get("max_examples_per_sec", in.max_examples_per_sec);
-  node.Get("cpu_us_per_example", in.cpu_us_per_example);
-  in.cost_mode = ParseCostMode(node);
-  node.Get("cache_steps", in.cache_steps);
-  node.Get("shuffle_buffer", in.shuffle_buffer);
-  node.Get("prefetch", in.prefetch);
-  if (node.Has("storage")) in.storage = ParseStorage(node.Child("storage"));
-  if (node.Present("sharding")) in.sharding = ParseSharding(node.Child("sharding"));
-  RequireOneOf(node, "source", in.source, {"synthetic", "files", "cached", "tfrecord"});
-  CheckSourceKeys(node, in);
-  RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
-  if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
-  RequireRange(node, "shuffle_buffer", in.shuffle_buffer, 0, kMaxCount);
-  if (in.prefetch < 0) {
-    node.FailAt("prefetch", fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
-  }
-  RequireRange(node, "prefetch", in.prefetch, 0, kMaxQueueDepth);
-  RequirePositive(node, "global_batch", in.global_batch);
-  if (in.source == "files" && in.data_dir.empty()) {
-    node.FailAt("data_dir", "is required when input.source is files (see tpusim gen-data)");
-  }
-  if (in.source == "tfrecord" && in.files.empty()) {
-    node.FailAt("files", "is required when input.source is tfrecord (glob patterns of TFRecord files)");
-  }
-  if (in.source == "tfrecord" && !node.Has("features")) {
-    node.FailAt("features", "is required when input.source is tfrecord (each with key and kind)");
-  }
-  RequireRealRange(node, "max_examples_per_sec", in.max_examples_per_sec, 0.0, 1e15);
-  RequireRealRange(node, "cpu_us_per_example", in.cpu_us_per_example, 0.0, kMaxMicros);
-  ConfigNode features = node.Child("features");
-  if (node.Present("features")) {
-    in.features.clear();
-    for (const std::string& name : features.Keys()) {
-      RequireName(features, name);
-      if (name == kLabelFeature && in.source != "tfrecord") {
-        features.FailAt(name, "the name is reserved for the teacher's target a training run adds");
-      }
-      in.features[name] = ParseFeature(features.Child(name), in.source == "tfrecord");
-    }
-    if (in.features.empty()) node.FailAt("features", "must declare at least one feature");
-  }
-  node.Finish();
-  return in;
-}
 
 InfeedConfig ParseInfeed(ConfigNode node) {
   InfeedConfig c;
@@ -438,9 +189,10 @@ TrainConfig ParseTrain(ConfigNode node) {
   node.Get("steps", t.steps);
   node.Get("iterations_per_loop", t.iterations_per_loop);
   node.Get("num_micro_batches", t.num_micro_batches);
-  node.Get("accumulator", t.accumulator);
+  std::string accumulator = "gradient_aggregation", crs = "ring";
+  node.Get("accumulator", accumulator);
   node.Get("apply_crs_to_grad", t.apply_crs_to_grad);
-  node.Get("crs", t.crs);
+  node.Get("crs", crs);
   node.Get("stop_on_nan", t.stop_on_nan);
   node.Get("l2_regularizer_weight", t.adjust.l2_regularizer_weight);
   node.Get("l1_regularizer_weight", t.adjust.l1_regularizer_weight);
@@ -449,8 +201,8 @@ TrainConfig ParseTrain(ConfigNode node) {
   node.Get("grad_norm_to_clip_to_zero", t.adjust.grad_norm_to_clip_to_zero);
   node.Get("check_replicas", t.check_replicas);
   t.optimizer = ParseOptimizer(node.Child("optimizer"));
-  RequireOneOf(node, "accumulator", t.accumulator, {"gradient_aggregation", "lingvo"});
-  RequireOneOf(node, "crs", t.crs, {"ring", "mpi"});
+  t.accumulator = ParseChoice(node, "accumulator", accumulator, kAccumulatorSpellings);
+  t.crs = ParseChoice(node, "crs", crs, kCrsSpellings);
   optim::ValidateOptimizerConfig(t.optimizer, node.source() + ": train.optimizer");
   optim::ShampooServiceConfig(t.optimizer, node.source() + ": train.optimizer");
   optim::ValidateGradientAdjustmentParams(t.adjust, node.source() + ": train");
@@ -751,7 +503,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   top.Get("topology", config.topology_ref);
   top.Get("topology_generation", config.topology_generation);
   config.cluster = ParseCluster(top.Child("cluster"));
-  config.input = ParseInput(top.Child("input"));
+  config.input = internal::ParseInput(top.Child("input"));
   config.infeed = ParseInfeed(top.Child("infeed"));
   config.train = ParseTrain(top.Child("train"));
   config.model = ParseModel(top.Child("model"));
@@ -804,13 +556,8 @@ cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
                                                    const cluster::Topology& topology,
                                                    const std::string& source) {
   cluster::DeviceAssignmentOptions options;
-  options.order = cluster::ParseDeviceOrderMode(config.order, source + ": cluster.order");
-  if (config.ring_rule != "current" && config.ring_rule != "legacy_two_core") {
-    Fail("{}: cluster.ring_rule: '{}' is not one of current, legacy_two_core", source,
-         config.ring_rule);
-  }
-  options.ring_rule = config.ring_rule == "legacy_two_core" ? cluster::RingRule::kLegacyTwoCore
-                                                            : cluster::RingRule::kCurrent;
+  options.order = config.order;
+  options.ring_rule = config.ring_rule;
   if (config.split < 1) Fail("{}: cluster.split: must be >= 1, got {}", source, config.split);
   if (config.replicas < 0) Fail("{}: cluster.replicas: must be >= 0, got {}", source, config.replicas);
   if (config.computation_shape.empty()) {

@@ -21,6 +21,7 @@
 #include "optim/optimizer_config.h"
 #include "model/mlp.h"
 #include "run/checkpoint_config.h"
+#include "run/config_choices.h"
 #include "run/config_node.h"
 
 namespace tpusim::run {
@@ -32,11 +33,11 @@ inline constexpr const char* kLabelFeature = "label";
 struct ClusterConfig {
   int split = 1;                    // cores per replica (Lingvo num_devices_per_split);
                                     // without it, the product of computation_shape
-  std::string order = "auto";       // auto | ring | mesh (train.tpu_device_order_mode)
-  std::string ring_rule = "current";  // current | legacy_two_core (older TF, §2.3.3)
+  cluster::DeviceOrderMode order = cluster::DeviceOrderMode::kAuto;  // auto | ring | mesh (train.tpu_device_order_mode)
+  cluster::RingRule ring_rule = cluster::RingRule::kCurrent;  // current | legacy_two_core (older TF, §2.3.3)
   std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
   int replicas = 0;                 // 0 = num_cores / K (Lingvo), checked by TF's rule
-  std::string layout = "ranks";     // ranks | threads | packed (docs/design.md §2)
+  ClusterLayout layout = ClusterLayout::kRanks;  // ranks | threads | packed (docs/design.md §2)
   int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
   // A JAX device mesh (cluster/device_mesh.h), axes by increasing network
   // intensity; no axes = none. Checked against the slice by validation; it places
@@ -44,33 +45,40 @@ struct ClusterConfig {
   cluster::MeshSpec mesh;
 
   // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
-  int hosts_per_process() const { return layout == "ranks" ? 0 : layout == "threads" ? 1 : hosts_per_rank; }
+  int hosts_per_process() const {
+    switch (layout) {
+      case ClusterLayout::kRanks: return 0;
+      case ClusterLayout::kThreads: return 1;
+      case ClusterLayout::kPacked: return hosts_per_rank;
+    }
+    return 0;
+  }
 };
 
 struct InputFeatureConfig {
-  std::string dtype = "float32";
+  infeed::DType dtype = infeed::DType::kFloat32;
   std::vector<int64_t> shape;  // per example
   // input.source: tfrecord only — how the feature comes out of a tf.train.Example,
   // as tf.io.parse_single_example's spec: its key and list kind; a bytes feature
   // is a JPEG decoded (decode: jpeg) to [resize[0], resize[1], 3], cropped and
   // flipped before the resize.
   std::string key = "";             // "" = not a tfrecord run
-  std::string kind = "";            // float | int64 | bytes
+  infeed::FeatureKind kind = infeed::FeatureKind::kFloat;  // float | int64 | bytes (with a key)
   std::string decode = "";          // "" | jpeg
   std::vector<int64_t> resize = {};  // [height, width]
-  std::string crop = "none";        // none | center | random
-  std::string flip = "none";        // none | random
+  infeed::CropMode crop = infeed::CropMode::kNone;  // none | center | random
+  FlipMode flip = FlipMode::kNone;  // none | random
 };
 
 // input.tfrecord: how the TFRecord files are stored and checked.
 struct TfRecordInputConfig {
-  std::string compression = "none";  // none | zlib | gzip
+  infeed::TfRecordCompression compression = infeed::TfRecordCompression::kNone;  // none | zlib | gzip
   bool verify_crc = true;
   bool skip_corrupt = false;         // skip (and count) records whose CRC fails
 };
 
 struct InputConfig {
-  std::string source = "synthetic";  // synthetic | files | cached | tfrecord
+  InputSource source = InputSource::kSynthetic;  // synthetic | files | cached | tfrecord
   std::string data_dir;              // files: dataset directory (tpusim gen-data)
   std::vector<std::string> files;    // tfrecord: glob patterns of the TFRecord files
   TfRecordInputConfig tfrecord;      // tfrecord: compression and CRC checks
@@ -80,7 +88,7 @@ struct InputConfig {
   infeed::StorageConfig storage;     // files: the storage model charged for every read
   uint64_t seed = 1;
   int64_t global_batch = 128;
-  std::map<std::string, InputFeatureConfig> features{{"x", {"float32", {64}}}};
+  std::map<std::string, InputFeatureConfig> features{{"x", {infeed::DType::kFloat32, {64}}}};
   double max_examples_per_sec = 0;   // per host; 0 = unlimited
   double cpu_us_per_example = 0;     // modeled host work per example
   // How modeled host work (cpu_us_per_example, faults.slow_hosts, the storage
@@ -132,9 +140,9 @@ struct TrainConfig {
   // gradient_aggregation: Lingvo's GradientAggregationOptimizer (global step =
   // optimizer updates); lingvo: Lingvo's Accumulator (global step = micro-steps,
   // so train.steps counts micro-steps and the infeed delivers train.steps batches).
-  std::string accumulator = "gradient_aggregation";
+  Accumulator accumulator = Accumulator::kGradientAggregation;
   bool apply_crs_to_grad = false;    // reduce the accumulated gradient once per update
-  std::string crs = "ring";          // ring | mpi
+  cluster::CrsAlgorithm crs = cluster::CrsAlgorithm::kRing;  // ring | mpi
   optim::OptimizerConfig optimizer;
   optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
   // Fail the run (after writing the report) when two training cores end with

@@ -7,8 +7,7 @@ namespace tpusim::run {
 std::vector<infeed::FeatureSpec> FeatureSpecs(const InputConfig& input) {
   std::vector<infeed::FeatureSpec> specs;
   for (const auto& [name, feature] : input.features) {
-    specs.push_back({name, infeed::ParseDType(feature.dtype, "input.features." + name + ".dtype"),
-                     feature.shape});
+    specs.push_back({name, feature.dtype, feature.shape});
   }
   return specs;
 }
@@ -21,12 +20,10 @@ std::vector<infeed::ExampleFeatureSpec> ExampleFeatureSpecs(const InputConfig& i
     infeed::ExampleFeatureSpec spec;
     spec.output = std::move(output);
     spec.key = f.key;
-    spec.kind = f.kind == "int64" ? infeed::FeatureKind::kInt64
-                : f.kind == "float" ? infeed::FeatureKind::kFloat : infeed::FeatureKind::kBytes;
+    spec.kind = f.kind;
     spec.decode_jpeg = f.decode == "jpeg";
-    spec.crop = f.crop == "random" ? infeed::CropMode::kRandom
-                : f.crop == "center" ? infeed::CropMode::kCenter : infeed::CropMode::kNone;
-    spec.random_flip = f.flip == "random";
+    spec.crop = f.crop;
+    spec.random_flip = f.flip == FlipMode::kRandom;
     out.push_back(std::move(spec));
   }
   return out;
@@ -34,9 +31,7 @@ std::vector<infeed::ExampleFeatureSpec> ExampleFeatureSpecs(const InputConfig& i
 
 infeed::TfRecordOptions TfRecordOptionsOf(const InputConfig& input) {
   infeed::TfRecordOptions options;
-  options.compression = input.tfrecord.compression == "gzip" ? infeed::TfRecordCompression::kGzip
-                        : input.tfrecord.compression == "zlib" ? infeed::TfRecordCompression::kZlib
-                                                                : infeed::TfRecordCompression::kNone;
+  options.compression = input.tfrecord.compression;
   options.verify_crc = input.tfrecord.verify_crc;
   options.skip_corrupt = input.tfrecord.skip_corrupt;
   return options;
@@ -45,7 +40,7 @@ infeed::TfRecordOptions TfRecordOptionsOf(const InputConfig& input) {
 infeed::LabelConfig RunLabel(const RunConfig& config) {
   infeed::LabelConfig label;
   // A tfrecord dataset carries its own label feature: no teacher's is added.
-  if (config.model.enabled && config.input.source != "tfrecord") {
+  if (config.model.enabled && config.input.source != InputSource::kTfRecord) {
     label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic
                                                         : infeed::LabelKind::kRegression;
   }
@@ -66,7 +61,7 @@ std::vector<infeed::FeatureSpec> RunFeatureSpecs(const RunConfig& config) {
 }
 
 int64_t ValueExampleId(const RunConfig& config, int64_t example_id) {
-  if (config.input.source != "cached") return example_id;
+  if (config.input.source != InputSource::kCached) return example_id;
   return infeed::CachedValueId(example_id, config.input.cache_steps, config.input.global_batch);
 }
 

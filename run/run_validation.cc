@@ -75,7 +75,7 @@ void CheckBatchTime(const RunConfig& config, const infeed::InfeedPlan& plan) {
 double HostBatchesHeld(const RunConfig& config) {
   const InputConfig& in = config.input;
   const double ahead = in.prefetch > 0 ? in.prefetch : 2.0 * config.infeed.parallelism + config.infeed.queue_depth;
-  return ahead + (in.source == "cached" ? static_cast<double>(in.cache_steps) : 0.0);
+  return ahead + (in.source == InputSource::kCached ? static_cast<double>(in.cache_steps) : 0.0);
 }
 
 // Which keys set HostBatchesHeld, for the memory error.
@@ -86,7 +86,7 @@ std::string HeldWhy(const RunConfig& config) {
                         : fmt::format("input.prefetch 0 = 2 x infeed.parallelism {} + "
                                       "infeed.queue_depth {}",
                                       config.infeed.parallelism, config.infeed.queue_depth);
-  if (in.source == "cached") why += fmt::format(" + input.cache_steps {}", in.cache_steps);
+  if (in.source == InputSource::kCached) why += fmt::format(" + input.cache_steps {}", in.cache_steps);
   return why;
 }
 
@@ -190,8 +190,8 @@ void CheckTfRecordRun(const RunConfig& config, const infeed::InfeedPlan& plan) {
 }
 
 void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
-  if (config.input.source == "tfrecord") CheckTfRecordRun(config, plan);
-  if (config.input.source != "files") return;
+  if (config.input.source == InputSource::kTfRecord) CheckTfRecordRun(config, plan);
+  if (config.input.source != InputSource::kFiles) return;
   infeed::DatasetShards shards = infeed::ScanDataset(config.input.data_dir, RunFeatureSpecs(config));
   int64_t readers = plan.per_host() ? static_cast<int64_t>(plan.hosts().size()) : 1;
   infeed::CheckDatasetFeedsHosts(config.input.data_dir, shards, readers, MaxRowsPerStep(plan));

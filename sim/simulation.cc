@@ -305,7 +305,7 @@ core::CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   o.host_rank = slice_.layout.host_rank(role_.host);
   o.origin_s = origin_s_;
   o.trains = config_.model.enabled;
-  if (config_.infeed.verify && route && config_.input.source == "tfrecord") {
+  if (config_.infeed.verify && route && config_.input.source == run::InputSource::kTfRecord) {
     const run::InputConfig& input = config_.input;
     o.tfrecord_verifier = std::make_shared<infeed::TfRecordVerifier>(
         infeed::ExpandFilePatterns(input.files), ExampleFeatureSpecs(input), TfRecordOptionsOf(input), input.seed);
@@ -316,7 +316,7 @@ core::CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
   o.verify_ids = config_.infeed.verify;
   o.seed = config_.input.seed;
-  o.name_records = config_.input.source == "tfrecord";
+  o.name_records = config_.input.source == run::InputSource::kTfRecord;
   o.faults = Faults();
   o.first_infeed_step = first_infeed_step();
   return o;

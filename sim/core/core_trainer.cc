@@ -19,7 +19,7 @@ namespace {
 
 cluster::CrossReplicaSumOptions CrsOptions(const run::RunConfig& config) {
   cluster::CrossReplicaSumOptions o;
-  o.algorithm = config.train.crs == "mpi" ? cluster::CrsAlgorithm::kMpi : cluster::CrsAlgorithm::kRing;
+  o.algorithm = config.train.crs;
   return o;
 }
 
@@ -49,7 +49,7 @@ CoreTrainer::CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan&
     embedding_ = std::make_unique<EmbeddingLayer>(config.embedding.config, *comms.cores);
   }
   std::unique_ptr<optim::Optimizer> inner = optim::MakeOptimizer(config.train.optimizer);
-  if (config.train.accumulator == "lingvo") {
+  if (config.train.accumulator == run::Accumulator::kLingvo) {
     accumulator_ = std::make_unique<optim::AccumulatorOptimizer>(
         std::move(inner), optim::AccumulatorParams{config.train.num_micro_batches});
   } else {

@@ -144,11 +144,11 @@ struct InputPipeline::Impl {
     if (!host_plan) return;
     const run::InputConfig& input = run.input;
     if (input.cost_mode == run::InputConfig::CostMode::kEmulate) pool.emplace(modeled_workers, clock);
-    if (input.source == "files") {
+    if (input.source == run::InputSource::kFiles) {
       OpenFiles(num_hosts, shared_storage);
-    } else if (input.source == "tfrecord") {
+    } else if (input.source == run::InputSource::kTfRecord) {
       OpenTfRecords(num_hosts);
-    } else if (input.source == "cached") {
+    } else if (input.source == run::InputSource::kCached) {
       cached.emplace(MakeSyntheticData(run), PoolFirstIds(run, plan, *host_plan), host_plan->rows_per_step);
     } else {
       infeed::SyntheticConfig config;
@@ -252,7 +252,7 @@ struct InputPipeline::Impl {
       });
       return;
     }
-    if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run.input.source);
+    if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run::SpellingOf(run.input.source));
     int64_t first = plan.example_id(first_step + step, *host_plan, 0);
     infeed::StageCosts costs;
     synthetic->ReadInto(first, batch, CostFactor(step), &costs);

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """No function body outside tests/ over 60 lines (the house rule: a function does
-one job and reads top to bottom; a long loop with phases becomes a class).
+one job and reads top to bottom; a long loop with phases becomes a class), and no
+source file outside tests/ over 700 lines (a file that long holds more than one
+concept: split it by class or by section).
 
 A body is found by brace matching after a ')' that ends a signature (with
 const/noexcept/override, a trailing return type or a constructor's initialiser
@@ -16,6 +18,7 @@ import sys
 import tempfile
 
 LIMIT = 60
+FILE_LIMIT = 700
 ROOMS = ("base", "cluster", "infeed", "embedding", "optim", "model", "run", "sim", "report",
          "sweep", "app")
 SIGNATURE_END = re.compile(
@@ -116,16 +119,26 @@ def long_functions(path, text, limit):
     return found
 
 
-def check(root, limit):
-    problems = []
+def room_sources(root):
+    """(relative path, text) of every .cc and .h outside tests/."""
     for room in ROOMS:
         for top, _, files in os.walk(os.path.join(root, room)):
             for f in sorted(files):
                 if f.endswith((".cc", ".h")):
                     path = os.path.join(top, f)
-                    rel = os.path.relpath(path, root)
-                    problems += long_functions(rel, open(path, encoding="utf-8").read(), limit)
+                    yield os.path.relpath(path, root), open(path, encoding="utf-8").read()
+
+
+def check(root, limit):
+    problems = []
+    for rel, text in room_sources(root):
+        problems += long_functions(rel, text, limit)
     return problems
+
+
+def long_files(root, limit=FILE_LIMIT):
+    """(path, lines) of every source file outside tests/ over `limit` lines."""
+    return [(rel, text.count("\n")) for rel, text in room_sources(root) if text.count("\n") > limit]
 
 
 def self_test():
@@ -139,9 +152,16 @@ def self_test():
             sys.exit("self-test: a short function was reported")
         open(os.path.join(scratch, "sim", "a.cc"), "a").write(long)
         found = check(scratch, LIMIT)
+        if long_files(scratch):
+            sys.exit("self-test: a short file was reported")
+        open(os.path.join(scratch, "sim", "b.h"), "w").write("int x;\n" * (FILE_LIMIT + 1))
+        too_long = long_files(scratch)
     if len(found) != 1 or found[0][2] != 72:
         sys.exit("self-test: the 72-line constructor was not reported alone: %s" % found)
+    if too_long != [("sim/b.h", FILE_LIMIT + 1)]:
+        sys.exit("self-test: the %d-line file was not reported alone: %s" % (FILE_LIMIT + 1, too_long))
     print("self-test: a 72-line function is caught: sim/a.cc:%d" % found[0][1])
+    print("self-test: a %d-line file is caught: sim/b.h" % too_long[0][1])
 
 
 def main():
@@ -155,8 +175,14 @@ def main():
         print("functions over %d lines (split them: one job each):" % limit)
         for path, line, length in problems:
             print("  %s:%d: %d lines" % (path, line, length))
+    files = long_files(root)
+    if files:
+        print("files over %d lines (split them: one concept each):" % FILE_LIMIT)
+        for path, lines in files:
+            print("  %s: %d lines" % (path, lines))
+    if problems or files:
         sys.exit(1)
-    print("no function outside tests/ is over %d lines" % limit)
+    print("no function outside tests/ is over %d lines, no file over %d lines" % (limit, FILE_LIMIT))
 
 
 if __name__ == "__main__":

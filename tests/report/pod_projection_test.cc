@@ -87,7 +87,7 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
 // 4 requests in flight; each example is 1000 bytes in half a request.
 run::RunConfig FilesConfig() {
   run::RunConfig config;
-  config.input.source = "files";
+  config.input.source = run::InputSource::kFiles;
   config.infeed.parallelism = 8;
   config.input.storage.bandwidth_mb_s = 100;
   config.input.storage.latency_us = 1000;
@@ -474,7 +474,7 @@ struct PodCase {
 
 PodCase ResNetOnV5e256() {
   PodCase c;
-  c.config.input.source = "tfrecord";
+  c.config.input.source = run::InputSource::kTfRecord;
   for (int h = 0; h < 64; ++h) {
     infeed::StageCosts costs;
     costs.examples = kExamples;
