@@ -323,6 +323,7 @@ int RunSimulatedRank(SimulationContext& ctx) {
     baseline = report::MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan(),
                                   run.cores_sleep_when_idle());
     run.MeasureCeiling(mine);
+    run.CalibratePipelines(mine);
     ranks = run.GatherAtRankZero(mine);
   }
   if (!rank0) return 0;

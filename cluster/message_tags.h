@@ -10,6 +10,7 @@ inline constexpr int kTagShard = 100;            // infeed: host -> core shard
 inline constexpr int kTagCredit = 101;           // infeed: core -> host, a freed slot
 inline constexpr int kTagShardPiece = 102;       // infeed: host -> core, a piece sent alone
 inline constexpr int kTagBaseline = 200;         // report: plain-MPI baseline messages
+inline constexpr int kTagCalibrationDone = 201;  // sim: the calibrating host -> every rank, done
 inline constexpr int kTagOutfeed = 400;          // core -> host, one record per micro-step
 inline constexpr int kTagLoopSummary = 401;      // host -> rank 0, one per loop
 inline constexpr int kTagParams = 402;           // --params-out: replica 0 -> rank 0

@@ -245,11 +245,14 @@ ProjectedStage* FindStage(HostProjection& h, const std::string& name) {
 }
 
 // One measured stage over a group of like hosts: each host's stage takes the
-// group's median CPU per example, and a host measuring kOutlierRatio x the median
-// is named. Its own modeled costs (storage, emulated work, a slow host's factor)
-// stay its own: those are inputs, not noise.
+// group's estimate of its CPU per example — the calibration's (`calibrated`),
+// the median of the group's own figures beside it as run_median, or without one
+// the median — and a host measuring kOutlierRatio x the median is named. Its own
+// modeled costs (storage, emulated work, a slow host's factor) stay its own:
+// those are inputs, not noise.
 void ShareStage(const std::vector<HostProjection*>& group, const std::string& stage,
-                double cpu_speed, std::vector<ProjectionOutlier>& outliers) {
+                std::optional<double> calibrated, double cpu_speed,
+                std::vector<ProjectionOutlier>& outliers) {
   std::vector<double> own;
   for (HostProjection* h : group) {
     const ProjectedStage* s = FindStage(*h, stage);
@@ -257,11 +260,13 @@ void ShareStage(const std::vector<HostProjection*>& group, const std::string& st
   }
   if (own.empty()) return;
   const double median = Median(own);
+  const double estimate = calibrated.value_or(median);
   for (HostProjection* h : group) {
     ProjectedStage* s = FindStage(*h, stage);
     if (!s || !s->cpu_s_per_example) continue;
-    s->shared_cpu_s_per_example = median;
-    s->capacity_examples_per_s = CpuCapacity(*s, median, cpu_speed);
+    s->shared_cpu_s_per_example = estimate;
+    if (calibrated) s->run_median_cpu_s_per_example = median;
+    s->capacity_examples_per_s = CpuCapacity(*s, estimate, cpu_speed);
     const double mine = *s->cpu_s_per_example;
     if (group.size() >= 3 && mine > 0 && mine > kOutlierRatio * median) {
       outliers.push_back({h->host, stage, mine, median, median > 0 ? mine / median : 0.0});
@@ -269,36 +274,121 @@ void ShareStage(const std::vector<HostProjection*>& group, const std::string& st
   }
 }
 
-// Hosts that run the same pipeline on the same shapes (the run's pipeline, the
-// same examples per step and fed cores) share one estimate of each stage's CPU
-// per example: the median over them. So the answer does not follow the noise of
-// one host on a machine that plays many (one host of 64 packed on 2 cores once
-// measured 105 us/example of enqueue where the others took 0.4-4), nor how many
-// hosts this machine plays.
-std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts,
-                                              const std::vector<HostCosts>& costs,
-                                              double cpu_speed) {
-  std::map<std::pair<int64_t, int>, std::vector<HostProjection*>> groups;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    groups[{costs[i].examples_per_step, costs[i].fed_cores}].push_back(&hosts[i]);
+using ClassKey = std::pair<int64_t, int>;  // examples per step, fed cores
+
+// The calibration of a class that measured something, or null.
+const HostCalibration* CalibrationOf(const std::vector<HostCalibration>& calibrations,
+                                     const ClassKey& key) {
+  for (const HostCalibration& c : calibrations) {
+    if (c.examples_per_step == key.first && c.fed_cores == key.second && c.costs.examples > 0) {
+      return &c;
+    }
   }
-  std::vector<ProjectionOutlier> outliers;
-  for (auto& [shape, group] : groups) {
-    std::vector<std::string> measured;  // the stages with real work, in data-flow order
-    for (const HostProjection* h : group) {
-      for (const ProjectedStage& s : h->stages) {
-        if (s.cpu_s_per_example &&
-            std::find(measured.begin(), measured.end(), s.stage) == measured.end()) {
-          measured.push_back(s.stage);
-        }
+  return nullptr;
+}
+
+// The median over `hosts` of their packing's CPU per example: the part of a
+// worker's step the calibration does not run (it fills, it does not pack).
+double MedianPackingPerExample(const std::vector<const HostCosts*>& hosts) {
+  std::vector<double> own;
+  for (const HostCosts* h : hosts) own.push_back(PerExample(h->costs.package_cpu_s, h->costs.examples));
+  return own.empty() ? 0.0 : Median(own);
+}
+
+// A stage's CPU per example in a class's calibration; none for the stages it
+// does not run (enqueue: the sends need the cores, which the run measured).
+std::optional<double> CalibratedCpu(const std::string& stage, const HostCalibration& c,
+                                    double packing_per_example) {
+  const infeed::StageCosts& k = c.costs;
+  if (stage == "file read") return PerExample(k.file_read_cpu_s, k.examples);
+  if (stage == "preprocessing") return PerExample(k.preprocessing_cpu_s, k.examples);
+  if (stage == "shuffle") return PerExample(k.shuffle_cpu_s, k.examples);
+  if (stage == "file stream") {
+    const double parts = k.file_read_cpu_s + k.preprocessing_cpu_s + k.shuffle_cpu_s;
+    return PerExample(k.stream_cpu_s > 0 ? k.stream_cpu_s : parts, k.examples);
+  }
+  if (stage == "step build") return PerExample(k.build_cpu_s, k.examples) + packing_per_example;
+  return std::nullopt;
+}
+
+// The stages of a group with real work, in data-flow order.
+std::vector<std::string> MeasuredStages(const std::vector<HostProjection*>& group) {
+  std::vector<std::string> measured;
+  for (const HostProjection* h : group) {
+    for (const ProjectedStage& s : h->stages) {
+      if (s.cpu_s_per_example &&
+          std::find(measured.begin(), measured.end(), s.stage) == measured.end()) {
+        measured.push_back(s.stage);
       }
     }
-    for (const std::string& stage : measured) ShareStage(group, stage, cpu_speed, outliers);
+  }
+  return measured;
+}
+
+// Hosts that run the same pipeline on the same shapes (the run's pipeline, the
+// same examples per step and fed cores) share one estimate of each stage's CPU
+// per example: their class's calibration or, without one, the median over them.
+// So the answer does not follow the noise of one host on a machine that plays
+// many (one host of 64 packed on 2 cores once measured 105 us/example of enqueue
+// where the others took 0.4-4), nor how many hosts this machine plays.
+std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts,
+                                              const PodProjectionInputs& in) {
+  std::map<ClassKey, std::vector<HostProjection*>> groups;
+  std::map<ClassKey, std::vector<const HostCosts*>> costs;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const ClassKey key{in.hosts[i].examples_per_step, in.hosts[i].fed_cores};
+    groups[key].push_back(&hosts[i]);
+    costs[key].push_back(&in.hosts[i]);
+  }
+  std::vector<ProjectionOutlier> outliers;
+  for (auto& [key, group] : groups) {
+    const HostCalibration* calibration = CalibrationOf(in.calibrations, key);
+    const double packing = MedianPackingPerExample(costs[key]);
+    for (const std::string& stage : MeasuredStages(group)) {
+      std::optional<double> calibrated;
+      if (calibration) calibrated = CalibratedCpu(stage, *calibration, packing);
+      ShareStage(group, stage, calibrated, in.target.cpu_speed.value, outliers);
+    }
   }
   for (HostProjection& h : hosts) SetBound(h);
   std::sort(outliers.begin(), outliers.end(),
             [](const ProjectionOutlier& a, const ProjectionOutlier& b) { return a.ratio > b.ratio; });
   return outliers;
+}
+
+// Where the estimates came from, for the report: the calibrations, and whether
+// any was used.
+CostSource CostSourceOf(const PodProjectionInputs& in) {
+  CostSource out;
+  out.source = "run";
+  for (const HostCalibration& c : in.calibrations) {
+    out.calibrations.push_back({c.host, c.examples_per_step, c.fed_cores, c.workers, c.steps,
+                                c.costs.examples, c.seconds,
+                                PerExample(c.costs.build_cpu_s, c.costs.examples), c.note});
+    if (c.costs.examples > 0) out.source = "calibration";
+    if (!c.note.empty() && out.note.empty()) out.note = c.note;
+  }
+  if (in.calibrations.empty()) {
+    out.note = !in.config.report.calibrate ? "report.calibrate is false"
+               : in.config.input.source == "cached"
+                   ? "the cached source sends borrowed batches: nothing to re-run"
+                   : "no calibration was measured";
+  }
+  return out;
+}
+
+// What `assumes` says of the estimates' source.
+std::string CostSourceAssumption(const CostSource& source) {
+  if (source.source == "calibration") {
+    return "CPU per example from an isolated pass on this machine (cost_source: calibration): "
+           "after the run one host per pipeline class re-ran its pipeline's fills on the run's "
+           "workers while every other rank waited, so the figures are not inflated by the other "
+           "hosts this machine plays at once; the packing and the enqueue are the run's median; "
+           "each stage's run_median_cpu_s_per_example is the figure measured in the run";
+  }
+  return "CPU per example measured in the run (cost_source: run, the median over like hosts; "
+         "no calibration: " + source.note + "): on a machine that plays many hosts at once, "
+         "their contention inflates it";
 }
 
 // The least projected rate over the hosts, the host that has it and its stage.
@@ -396,7 +486,7 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   PodProjectionSection p;
   p.target_host = in.target;
   for (const HostCosts& h : in.hosts) p.hosts.push_back(ProjectHost(in, h));
-  p.outliers = ShareEstimates(p.hosts, in.hosts, in.target.cpu_speed.value);
+  p.outliers = ShareEstimates(p.hosts, in);
   p.device_step_s = in.device_step_s;
   p.target_step_s = in.device_step_s + in.ici_crs_s_per_step;
   SetLeastHost(p);
@@ -406,6 +496,8 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
                     "it plays; a host's this_machine_examples_per_s is the most its share could "
                     "carry at the simulator's own CPU per example, for the whole run"};
   p.assumes = Assumptions(in);
+  p.cost_source = CostSourceOf(in);
+  p.assumes.push_back(CostSourceAssumption(*p.cost_source));
   return p;
 }
 

@@ -11,7 +11,10 @@
 // (target_host.input_workers), and hosts that run the same pipeline on the same
 // shapes share one estimate of each stage's CPU per example (the median over
 // them), so one noisy host of many played here neither binds nor moves the answer;
-// it is named in `outliers`. ProjectPod is pure arithmetic over the figures it is given and
+// it is named in `outliers`. When the run calibrated its pipeline classes (one host
+// each re-ran its pipeline alone after the run), the calibration's CPU per example
+// is the estimate instead — the in-run figures are inflated by the other hosts this
+// machine plays at once — and the median stays beside it (`cost_source`). ProjectPod is pure arithmetic over the figures it is given and
 // unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
 //
 // The stages, in the order data flows: "storage" (the storage model), "file
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "infeed/stage_times.h"
@@ -46,6 +50,21 @@ struct HostCosts {
   infeed::StageCosts costs;  // over the report's window (PipelineStages::window_costs)
 };
 
+// One pipeline class's calibration (sim/host/pipeline_calibration.h): the costs
+// of its host's isolated pass (costs.examples 0, and `note` why, when it
+// measured nothing). Its CPU per example is the class's estimate in place of
+// the in-run median; modeled costs and the enqueue stay the run's.
+struct HostCalibration {
+  int host = 0;
+  int64_t examples_per_step = 0;
+  int fed_cores = 0;
+  int workers = 0;
+  int64_t steps = 0;
+  double seconds = 0;
+  infeed::StageCosts costs;
+  std::string note;
+};
+
 struct PodProjectionInputs {
   const run::RunConfig& config;  // input (source, storage, prefetch, caps) and infeed
   run::TargetHost target;
@@ -54,6 +73,7 @@ struct PodProjectionInputs {
   double device_step_s = 0;        // the device model's time per step (not as slept here)
   double ici_crs_s_per_step = 0;   // the cross-replica sum on ICI (0: none)
   MachineShare machine;
+  std::vector<HostCalibration> calibrations;  // one per pipeline class; empty: none ran
 };
 
 // Why a run without a modeled device step has no pod verdict, and the key to set.

@@ -36,7 +36,7 @@ struct Candidate {
 
 PodProjectionSection Project(const PodProjectionInputs& in, const Candidate& c) {
   return ProjectPod({c.config, c.target, in.host_to_device_gbps, in.hosts, in.device_step_s,
-                     in.ici_crs_s_per_step, in.machine});
+                     in.ici_crs_s_per_step, in.machine, in.calibrations});
 }
 
 // `key` = `value` on the candidate, as `--set key=value` would set it. More

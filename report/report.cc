@@ -433,6 +433,23 @@ std::vector<HostCosts> HostCostsOf(const std::vector<sim::RankMetrics>& ranks) {
   return out;
 }
 
+// The pipeline classes' calibrations (sim/host/pipeline_calibration.h), each
+// keyed by its host's examples per step and fed cores.
+std::vector<HostCalibration> CalibrationsOf(const std::vector<sim::RankMetrics>& ranks,
+                                            const std::vector<HostCosts>& hosts) {
+  std::vector<HostCalibration> out;
+  for (const sim::RankMetrics& r : ranks) {
+    if (!r.calibration) continue;
+    const sim::PipelineCalibration& c = *r.calibration;
+    for (const HostCosts& h : hosts) {
+      if (h.host != c.host) continue;
+      out.push_back({c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds,
+                     c.costs, c.note});
+    }
+  }
+  return out;
+}
+
 // The device model's own seconds per step, mean over the step cores and the
 // window's steps (what the target's accelerator takes; the cores' device_s is
 // that as slept here).
@@ -452,9 +469,16 @@ PodProjectionInputs PodProjectionInputsOf(const ReportInputs& in,
                                           const std::vector<const sim::CoreMetrics*>& step_cores,
                                           const ProjectionSection& projection) {
   const cluster::Topology& topology = in.slice.topology;
-  return {in.config, TargetHostOf(in.config, topology), topology.hardware().host_to_device_gbps,
-          HostCostsOf(in.ranks), ModeledDeviceStepS(step_cores),
-          projection.crs ? projection.crs->ici_crs_s_per_step : 0.0, in.machine};
+  std::vector<HostCosts> hosts = HostCostsOf(in.ranks);
+  std::vector<HostCalibration> calibrations = CalibrationsOf(in.ranks, hosts);
+  return {in.config,
+          TargetHostOf(in.config, topology),
+          topology.hardware().host_to_device_gbps,
+          std::move(hosts),
+          ModeledDeviceStepS(step_cores),
+          projection.crs ? projection.crs->ici_crs_s_per_step : 0.0,
+          in.machine,
+          std::move(calibrations)};
 }
 
 // The mean shard bytes a fed core received per window step.

@@ -61,6 +61,7 @@ void ProjectedStageFields(Io& io, Stage& s) {
   io.Required("stage", s.stage);
   io.IfPresent("cpu_s_per_example", s.cpu_s_per_example);
   io.IfPresent("shared_cpu_s_per_example", s.shared_cpu_s_per_example);
+  io.IfPresent("run_median_cpu_s_per_example", s.run_median_cpu_s_per_example);
   io.IfPresent("modeled_s_per_example", s.modeled_s_per_example);
   io.IfPresent("bytes_per_example", s.bytes_per_example);
   io.IfPresent("workers", s.workers);
@@ -98,6 +99,7 @@ void PodProjectionFields(Io& io, Section& p) {
   io.Required("this_machine", p.this_machine);
   io.Required("assumes", p.assumes);
   io.Required("outliers", p.outliers);
+  io.IfPresent("cost_source", p.cost_source);
 }
 
 template <typename Io, typename Spread>

@@ -279,7 +279,10 @@ struct ProjectedStage {
   std::optional<double> cpu_s_per_example;      // absent: no real work (CPU seconds, this host's)
   // The estimate the capacity uses: the median of cpu_s_per_example over the hosts
   // that run the same pipeline on the same shapes (absent: no real work).
+  // (with cost_source "calibration": the calibration's CPU per example instead,
+  // and that median is run_median_cpu_s_per_example, measured in the run)
   std::optional<double> shared_cpu_s_per_example;
+  std::optional<double> run_median_cpu_s_per_example;  // absent: not calibrated
   std::optional<double> modeled_s_per_example;  // absent: not modeled
   std::optional<double> bytes_per_example;      // absent: moves no bytes
   std::optional<double> workers;                // absent: not run by the host's workers
@@ -320,6 +323,29 @@ struct ThisMachineSection {
 // The run put on the target pod (docs/design.md §2b): each building host's stages on
 // the target host, the demand of the target's step, and the projected infeed
 // share, AU and verdict, with every assumption they rest on.
+// One pipeline class's calibration (sim/host/pipeline_calibration.h): its host
+// re-ran the pipeline after the run while every other rank waited.
+struct CalibrationFigures {
+  int host = 0;
+  int64_t examples_per_step = 0;
+  int fed_cores = 0;
+  int workers = 0;
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double seconds = 0;
+  double build_cpu_s_per_example = 0;  // the fills' thread CPU per example
+  std::string note;                    // why it measured nothing ("" when it did)
+};
+
+// Where the CPU per example the capacities scale came from: "calibration" (an
+// isolated pass on this machine, per class) or "run" (the in-run median over
+// like hosts), and why when not calibrated.
+struct CostSource {
+  std::string source;
+  std::vector<CalibrationFigures> calibrations;
+  std::string note;
+};
+
 struct PodProjectionSection {
   run::TargetHost target_host;
   std::vector<HostProjection> hosts;  // hosts that build batches, in host order
@@ -339,6 +365,7 @@ struct PodProjectionSection {
   ThisMachineSection this_machine;
   std::vector<std::string> assumes;
   std::vector<ProjectionOutlier> outliers;  // most extreme first; empty: none
+  std::optional<CostSource> cost_source;    // absent in reports before it
 };
 
 // The answer for the pod (report/answer.h), what a user reads first: the
@@ -562,6 +589,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_cr
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionOutlier, host, stage, cpu_s_per_example,
                                    shared_cpu_s_per_example, ratio)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CalibrationFigures, host, examples_per_step, fed_cores, workers,
+                                   steps, examples, seconds, build_cpu_s_per_example, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CostSource, source, calibrations, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SetChange, key, value)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)

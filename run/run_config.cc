@@ -315,6 +315,7 @@ ReportConfig ParseReport(ConfigNode node) {
   if (!(r.target_au > 0 && r.target_au <= 1)) {
     node.FailAt("target_au", fmt::format("must be in (0, 1], got {}", r.target_au));
   }
+  node.Get("calibrate", r.calibrate);
   node.Finish();
   return r;
 }

@@ -121,6 +121,11 @@ struct ReportConfig {
   // The projected accelerator utilization a recommendation must reach, in (0, 1]
   // (MLPerf Storage's pass mark is 0.9).
   double target_au = 0.9;
+  // Whether the per-example CPU costs the pod projection scales come from an
+  // isolated pass after the run (sim/host/pipeline_calibration.h: one host per
+  // pipeline class re-runs its pipeline while every other rank waits) rather
+  // than the run itself, whose thread CPU a machine playing many hosts inflates.
+  bool calibrate = true;
 };
 
 struct InfeedConfig {

@@ -212,6 +212,7 @@ void to_json(json& j, const RankMetrics& m) {
   PutOptional(j, "host", m.host);
   PutOptional(j, "core", m.core);
   PutOptional(j, "simulator_ceiling", m.simulator_ceiling);
+  PutOptional(j, "calibration", m.calibration);
 }
 
 void from_json(const json& j, RankMetrics& m) {
@@ -224,6 +225,8 @@ void from_json(const json& j, RankMetrics& m) {
   GetOptional(j, "host", m.host);
   GetOptional(j, "core", m.core);
   GetOptional(j, "simulator_ceiling", m.simulator_ceiling);
+  // Absent in metrics written before calibrations were measured.
+  if (j.contains("calibration")) GetOptional(j, "calibration", m.calibration);
 }
 
 }  // namespace tpusim::sim

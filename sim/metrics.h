@@ -21,6 +21,7 @@
 #include "cluster/rank_layout.h"
 #include "sim/pipeline_stages.h"
 #include "sim/shampoo/metrics.h"
+#include "sim/pipeline_calibration_part.h"
 #include "sim/simulator_ceiling_part.h"
 
 namespace tpusim::sim {
@@ -296,6 +297,8 @@ struct RankMetrics {
   std::optional<HostMetrics> host;
   std::optional<CoreMetrics> core;
   std::optional<SimulatorCeilingPart> simulator_ceiling;  // none when not measured
+  // The host that calibrated its pipeline class after the run (none elsewhere).
+  std::optional<PipelineCalibration> calibration;
   nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
   int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
   int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run

@@ -1,6 +1,7 @@
 #include "sim/simulation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -16,6 +17,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "cluster/large_messages.h"
+#include "cluster/message_tags.h"
 #include "infeed/modeled_worker_pool.h"
 #include "run/run_features.h"
 #include "run/run_validation.h"
@@ -27,6 +29,7 @@
 #include "sim/core/trainer_stage.h"
 #include "sim/host/host_loop.h"
 #include "sim/host/input_pipeline.h"
+#include "sim/host/pipeline_calibration.h"
 #include "sim/host/simulator_ceiling.h"
 #include "sim/wire/embedding_trailer.h"
 
@@ -430,6 +433,45 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
                                run.core_sleeps_when_idle, origin_s_, loops_.window_steps()};
   host::SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
   mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
+}
+
+void RankRun::CalibratePipelines(RankMetrics& mine) {
+  if (!config_.report.calibrate || config_.input.source == "cached") return;
+  for (int host : host::CalibratingHosts(plan_, slice_.topology.num_hosts())) {
+    if (role_.is_host() && role_.host == host) {
+      CalibrateHere(mine);
+    } else {
+      AwaitCalibration(host);
+    }
+    comms_.world->Barrier();
+  }
+}
+
+void RankRun::CalibrateHere(RankMetrics& mine) {
+  const int workers = config_.infeed.parallelism;
+  try {
+    host::InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
+                              ModeledInputWorkers(config_, slice_));
+    mine.calibration = host::CalibratePipeline(input, plan_, role_.host, workers);
+  } catch (const Error& e) {
+    mine.calibration = PipelineCalibration{role_.host, workers, 0, 0, 0, {},
+                                           std::string("the pipeline could not be opened again: ") + e.what()};
+  }
+  const std::byte done{1};
+  for (int r = 0; r < comms_.world->size(); ++r) {
+    if (r != comms_.world->rank()) comms_.world->Send(std::span(&done, 1), r, cluster::kTagCalibrationDone);
+  }
+}
+
+// Polls with pauses (Transport::ProbeFor) rather than in a barrier, whose MPI
+// implementation spins: the waiting ranks must leave this machine's CPUs to the
+// pipeline being measured.
+void RankRun::AwaitCalibration(int host) {
+  const int from = slice_.layout.host_rank(host);
+  while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, std::chrono::milliseconds(2))) {
+  }
+  std::byte done{};
+  comms_.world->Recv(std::span(&done, 1), from, cluster::kTagCalibrationDone);
 }
 
 std::vector<RankMetrics> RankRun::GatherAtRankZero(const RankMetrics& mine) {

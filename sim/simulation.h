@@ -86,6 +86,12 @@ class RankRun {
   // The simulator's own ceiling on these ranks (sim/host/simulator_ceiling.h),
   // into `mine`.
   void MeasureCeiling(RankMetrics& mine);
+  // The input pipeline's calibration (sim/host/pipeline_calibration.h): for each
+  // pipeline class one host re-runs its pipeline while every other rank waits,
+  // into that host's `mine`. Skipped (on every rank alike) with
+  // report.calibrate false, the cached source (it builds nothing) or no host
+  // that builds batches.
+  void CalibratePipelines(RankMetrics& mine);
   // Every rank's metrics, in rank order, at rank 0 (empty elsewhere).
   std::vector<RankMetrics> GatherAtRankZero(const RankMetrics& mine);
 
@@ -126,6 +132,10 @@ class RankRun {
   void OpenSharedStorage(uint64_t run_token);
   // The input's reads on the shared storage (checkpoint.shares_input_storage), or null.
   infeed::SharedStorage* InputStorage();
+  // This host's calibration, then the word to every other rank that it is done.
+  void CalibrateHere(RankMetrics& mine);
+  // Waits, leaving the CPU, for `host`'s word that its calibration is done.
+  void AwaitCalibration(int host);
 
   const run::RunConfig& config_;
   const run::Slice& slice_;

@@ -631,5 +631,89 @@ TEST(RecommendationTest, UnknownStepRecommendsNothingButTheKey) {
   EXPECT_EQ(r.text, report::kUnknownStepReason);
 }
 
+// Calibration (sim/host/pipeline_calibration.h): three like hosts measured
+// 480-520 us of step build per example in the run (64 hosts played on 2 cores
+// inflate it); their class's isolated pass measured 300 us of fills per example
+// (0.03 s over 100 examples), and the run's packing is 10 us per example (median
+// of 9, 10, 11 us). The estimate is 300 + 10 = 310 us: 8 workers / 310 us =
+// 25,806/s for every host, the median 500 us kept as run_median. Preprocessing
+// (calibrated 200 us: 8 / 200 us = 40,000/s) does not bind; the enqueue (not
+// calibrated: the sends need the cores) keeps the run's median, 20 us.
+std::vector<report::HostCosts> InflatedHosts() {
+  std::vector<report::HostCosts> hosts;
+  for (int h = 0; h < 3; ++h) {
+    infeed::StageCosts c;
+    c.build_cpu_s = 0.48 + 0.02 * h;        // 480, 500, 520 us
+    c.package_cpu_s = 0.009 + 0.001 * h;   // 9, 10, 11 us
+    c.preprocessing_cpu_s = 0.3;           // 300 us
+    c.enqueue_cpu_s = c.package_cpu_s + 0.02;  // the sender's own: 20 us
+    hosts.push_back(Host(c, h));
+  }
+  return hosts;
+}
+
+report::HostCalibration Calibration(int host = 0) {
+  infeed::StageCosts c;
+  c.build_cpu_s = 0.03;
+  c.preprocessing_cpu_s = 0.02;
+  c.examples = 100;
+  return {host, 100, 4, 2, 1, 0.02, c, ""};
+}
+
+TEST(PodProjectionTest, ACalibrationReplacesTheInRunMedianOfItsClass) {
+  std::vector<report::HostCosts> hosts = InflatedHosts();
+  report::PodProjectionInputs in{run::RunConfig{}, Target(8), 128, hosts, 0.1, 0, report::MachineShare{2, 1},
+                                 {Calibration()}};
+  const report::PodProjectionSection p = report::ProjectPod(in);
+  for (const report::HostProjection& h : p.hosts) {
+    SCOPED_TRACE(h.host);
+    const report::ProjectedStage& build = StageOf(h, "step build");
+    ExpectClose(build.shared_cpu_s_per_example.value(), 310e-6);
+    ExpectClose(build.run_median_cpu_s_per_example.value(), 500e-6);
+    ExpectClose(build.capacity_examples_per_s.value(), 8 / 310e-6);
+    ExpectClose(StageOf(h, "preprocessing").shared_cpu_s_per_example.value(), 200e-6);
+    ExpectClose(StageOf(h, "enqueue").shared_cpu_s_per_example.value(), 20e-6);
+    EXPECT_FALSE(StageOf(h, "enqueue").run_median_cpu_s_per_example);
+    EXPECT_EQ(h.bound_by, "step build");
+  }
+  ASSERT_TRUE(p.cost_source);
+  EXPECT_EQ(p.cost_source->source, "calibration");
+  ASSERT_EQ(p.cost_source->calibrations.size(), 1u);
+  EXPECT_EQ(p.cost_source->calibrations[0].examples, 100);
+  ExpectClose(p.cost_source->calibrations[0].build_cpu_s_per_example, 300e-6);
+  EXPECT_NE(p.assumes.back().find("isolated pass"), std::string::npos) << p.assumes.back();
+}
+
+// Without a calibration, or with one that measured nothing (its note says
+// why), the in-run median stays the estimate and cost_source says so; a
+// calibration of another class (200 examples per step) does not apply.
+TEST(PodProjectionTest, WithoutACalibrationTheInRunMedianStandsAndSaysWhy) {
+  report::HostCalibration failed = Calibration();
+  failed.costs = {};
+  failed.note = "the pipeline failed when run again: gone.tfrecord";
+  report::HostCalibration other = Calibration();
+  other.examples_per_step = 200;
+  run::RunConfig off;
+  off.report.calibrate = false;
+  const std::vector<std::pair<run::RunConfig, std::vector<report::HostCalibration>>> cases = {
+      {off, {}}, {run::RunConfig{}, {failed}}, {run::RunConfig{}, {other}}};
+  for (const auto& [config, calibrations] : cases) {
+    report::PodProjectionInputs in{config, Target(8), 128, InflatedHosts(), 0.1, 0, report::MachineShare{2, 1},
+                                   calibrations};
+    const report::PodProjectionSection p = report::ProjectPod(in);
+    ExpectClose(StageOf(p.hosts[0], "step build").shared_cpu_s_per_example.value(), 500e-6);
+    EXPECT_FALSE(StageOf(p.hosts[0], "step build").run_median_cpu_s_per_example);
+    ASSERT_TRUE(p.cost_source);
+    EXPECT_EQ(p.cost_source->source, "run");
+  }
+  const report::PodProjectionInputs unset{off, Target(8), 128, InflatedHosts(), 0.1, 0,
+                                         report::MachineShare{2, 1}, {}};
+  EXPECT_EQ(report::ProjectPod(unset).cost_source->note, "report.calibrate is false");
+  const run::RunConfig on;
+  const report::PodProjectionInputs broke{on, Target(8), 128, InflatedHosts(), 0.1, 0,
+                                          report::MachineShare{2, 1}, {failed}};
+  EXPECT_EQ(report::ProjectPod(broke).cost_source->note, failed.note);
+}
+
 }  // namespace
 }  // namespace tpusim::sim
