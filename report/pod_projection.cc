@@ -370,7 +370,7 @@ CostSource CostSourceOf(const PodProjectionInputs& in) {
   }
   if (in.calibrations.empty()) {
     out.note = !in.config.report.calibrate ? "report.calibrate is false"
-               : in.config.input.source == "cached"
+               : in.config.input.source == run::InputSource::kCached
                    ? "the cached source sends borrowed batches: nothing to re-run"
                    : "no calibration was measured";
   }

@@ -42,7 +42,6 @@ json YamlToJson(const YAML::Node& node) {
   return node.Scalar();
 }
 
-
 double PerStep(double total, int64_t steps) {
   return steps > 0 ? total / static_cast<double>(steps) : 0.0;
 }

@@ -436,7 +436,7 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
 }
 
 void RankRun::CalibratePipelines(RankMetrics& mine) {
-  if (!config_.report.calibrate || config_.input.source == "cached") return;
+  if (!config_.report.calibrate || config_.input.source == run::InputSource::kCached) return;
   for (int host : host::CalibratingHosts(plan_, slice_.topology.num_hosts())) {
     if (role_.is_host() && role_.host == host) {
       CalibrateHere(mine);
