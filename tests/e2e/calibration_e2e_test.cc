@@ -21,8 +21,8 @@ using json = nlohmann::json;
 
 constexpr double kTolerance = 0.15;
 
-// The run's report, read; a failed run is a test failure showing its output.
-json RunAndRead(const std::string& name, const std::string& args) {
+// The run's report, read (`np` ranks, 0 = the config's own); a failed run is a test failure showing its output.
+json RunAndRead(const std::string& name, const std::string& args, int np = 0) {
   const std::string report = TempDir() + "/calibration-" + name + ".json";
   const Result r = RunTpusim(Source("configs/runs/v4-8-host-cpu.yaml"),
                              "--set model.enabled=false --set input.source=synthetic "
@@ -32,7 +32,7 @@ json RunAndRead(const std::string& name, const std::string& args) {
                              "--set target_host.input_workers=1 --set device.step_time_us=1333 "
                              "--set train.steps=8 --set train.iterations_per_loop=4 " +
                                  args + " --report " + report,
-                             0, 300);
+                             np, 300);
   EXPECT_EQ(r.rc, 0) << r.output;
   return r.rc == 0 ? ReadJson(report) : json();
 }
@@ -57,14 +57,16 @@ void ExpectWithin(double a, double b, const std::string& what) {
 
 TEST(CalibrationE2eTest, OneHostAndSixteenPackedHostsProjectTheSamePerHostCapacity) {
   const json one = RunAndRead("one", kOneHost);
-  const json packed = RunAndRead("packed", kPacked);
+  const json packed = RunAndRead("packed", kPacked, /*np=*/2);
   ASSERT_FALSE(one.is_null());
   ASSERT_FALSE(packed.is_null());
   ExpectWithin(Capacity(packed), Capacity(one), "v5litepod-64 packed vs v5litepod-4");
   // One host per class calibrated, and the in-run median stands beside it.
   EXPECT_EQ(packed["pod_projection"]["cost_source"]["calibrations"].size(), 1u);
   for (const json& stage : packed["pod_projection"]["hosts"][0]["stages"]) {
-    if (stage["stage"] == "step build") EXPECT_TRUE(stage.contains("run_median_cpu_s_per_example"));
+    if (stage["stage"] == "step build") {
+      EXPECT_TRUE(stage.contains("run_median_cpu_s_per_example"));
+    }
   }
 }
 

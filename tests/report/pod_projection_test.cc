@@ -38,7 +38,7 @@ report::PodProjectionSection Project(const run::RunConfig& config, const run::Ta
                              const std::vector<report::HostCosts>& hosts, double device_step_s,
                              double crs_s = 0) {
   return report::ProjectPod({config, target, /*host_to_device_gbps=*/128, hosts, device_step_s, crs_s,
-                     report::MachineShare{2, 1}});
+                     report::MachineShare{2, 1}, {}});
 }
 
 // Rates and times are quotients of decimal figures: equal to a part in 1e12.
@@ -354,7 +354,7 @@ TEST(PodProjectionTest, ThisMachinesShareIsItsCoresOverTheSimulatorsCpu) {
   EXPECT_EQ(p.this_machine.cpus, 2);
   EXPECT_EQ(p.this_machine.tpu_hosts, 1);
   const report::PodProjectionSection shared =
-      report::ProjectPod({run::RunConfig{}, Target(4), 128, {Host(costs)}, 0.1, 0, report::MachineShare{2, 4}});
+      report::ProjectPod({run::RunConfig{}, Target(4), 128, {Host(costs)}, 0.1, 0, report::MachineShare{2, 4}, {}});
   ExpectClose(shared.hosts.at(0).this_machine_examples_per_s.value(), 1000);
 }
 
@@ -493,7 +493,7 @@ run::TargetHost V5eHost(double workers = 104) {
 }
 
 report::PodProjectionSection ProjectV5e(const PodCase& c, const run::TargetHost& target) {
-  return report::ProjectPod({c.config, target, 200, c.hosts, 1.333e-3, 0, {2, 64}});
+  return report::ProjectPod({c.config, target, 200, c.hosts, 1.333e-3, 0, {2, 64}, {}});
 }
 
 // A recommendation applied as --set would apply it to the target host.
@@ -514,7 +514,7 @@ TEST(RecommendationTest, ResNetOnV5e256IsFedWithEveryWorkerAndFixedByWorkersWith
   ASSERT_EQ(fed.outliers.size(), 1u);
   EXPECT_EQ(fed.outliers[0].host, 17);
   const report::Recommendation headroom =
-      report::Recommend({c.config, V5eHost(), 200, c.hosts, 1.333e-3, 0, {2, 64}}, fed, 0.9);
+      report::Recommend({c.config, V5eHost(), 200, c.hosts, 1.333e-3, 0, {2, 64}, {}}, fed, 0.9);
   EXPECT_EQ(headroom.kind, "headroom");
   ExpectClose(headroom.headroom.value(), 52309 / (16 / 1.333e-3));
 
@@ -523,7 +523,7 @@ TEST(RecommendationTest, ResNetOnV5e256IsFedWithEveryWorkerAndFixedByWorkersWith
   EXPECT_EQ(eight.verdict, "input-bound (high): infeed waits >= 20% of step time");
   EXPECT_NEAR(eight.projected_au.value(), 1.333e-3 / (16 * 104.0 / 52309 / 8), 1e-9);
   const report::Recommendation r =
-      report::Recommend({c.config, V5eHost(8), 200, c.hosts, 1.333e-3, 0, {2, 64}}, eight, 0.9);
+      report::Recommend({c.config, V5eHost(8), 200, c.hosts, 1.333e-3, 0, {2, 64}, {}}, eight, 0.9);
   EXPECT_EQ(r.kind, "set");
   EXPECT_EQ(r.key, "target_host.input_workers");
   // 0.9 x 12003/s x 1.15 = 12423/s needs 12423 x 104 / 52309 = 24.7 workers: 25.
@@ -546,23 +546,23 @@ TEST(RecommendationTest, WorkersBeyondTheInputVcpusAreSaidHonestly) {
   run::TargetHost small = V5eHost(8);
   small.input_vcpus.value = 40;
   const report::PodProjectionSection p =
-      report::ProjectPod({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}});
+      report::ProjectPod({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}});
   const report::Recommendation r =
-      report::Recommend({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}}, p, 0.9);
+      report::Recommend({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}}, p, 0.9);
   EXPECT_EQ(r.kind, "set");
   ASSERT_EQ(r.changes.size(), 2u);
   EXPECT_EQ(r.changes[0].key, "target_host.input_vcpus");
   EXPECT_EQ(r.changes[0].value, 55);
   EXPECT_EQ(r.changes[1].key, "target_host.input_workers");
   EXPECT_NE(r.text.find("more workers than the 40 input vCPUs"), std::string::npos) << r.text;
-  EXPECT_GE(report::ProjectPod({c.config, Applied(small, r), 200, c.hosts, 0.6e-3, 0, {2, 64}})
+  EXPECT_GE(report::ProjectPod({c.config, Applied(small, r), 200, c.hosts, 0.6e-3, 0, {2, 64}, {}})
                 .projected_au.value(),
             0.9);
   // A 0.1 ms step: 160000/s per host, more than 112 workers carry (112000/s).
   const report::PodProjectionSection q =
-      report::ProjectPod({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}});
+      report::ProjectPod({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}});
   const report::Recommendation n =
-      report::Recommend({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}}, q, 0.9);
+      report::Recommend({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}}, q, 0.9);
   EXPECT_EQ(n.kind, "not reachable");
   EXPECT_FALSE(n.key);
   EXPECT_NE(n.text.find("more input workers than the host's 112 vCPUs"), std::string::npos) << n.text;
@@ -582,7 +582,7 @@ TEST(RecommendationTest, StorageBoundRecommendsTheBindingStorageKey) {
   const report::PodProjectionSection p = Project(config, Target(8), {Host(costs)}, 0.020);
   EXPECT_EQ(p.bound_by, "storage");
   const report::Recommendation r =
-      report::Recommend({config, Target(8), 128, {Host(costs)}, 0.020, 0, {2, 1}}, p, 0.9);
+      report::Recommend({config, Target(8), 128, {Host(costs)}, 0.020, 0, {2, 1}, {}}, p, 0.9);
   EXPECT_EQ(r.kind, "set");
   EXPECT_EQ(r.key, "input.storage.bandwidth_mb_s");
   EXPECT_EQ(r.value, 6);
@@ -594,7 +594,7 @@ TEST(RecommendationTest, StorageBoundRecommendsTheBindingStorageKey) {
   latency.input.storage.bandwidth_mb_s = 0;
   const report::PodProjectionSection q = Project(latency, Target(8), {Host(costs)}, 0.010);
   const report::Recommendation l =
-      report::Recommend({latency, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}}, q, 0.9);
+      report::Recommend({latency, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}, {}}, q, 0.9);
   EXPECT_EQ(l.key, "input.storage.concurrency");
   EXPECT_EQ(l.value, 6);
   latency.input.storage.concurrency = 6;
@@ -610,7 +610,7 @@ TEST(RecommendationTest, LinkBoundIsNotReachableByTheHost) {
   const report::PodProjectionSection p = Project(run::RunConfig{}, Target(8), {Host(costs)}, 0.010);
   EXPECT_EQ(p.bound_by, "host-to-device");
   const report::Recommendation r =
-      report::Recommend({run::RunConfig{}, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}}, p, 0.9);
+      report::Recommend({run::RunConfig{}, Target(8), 128, {Host(costs)}, 0.010, 0, {2, 1}, {}}, p, 0.9);
   EXPECT_EQ(r.kind, "not reachable");
   EXPECT_EQ(r.text.rfind("not reachable by the host: the host-to-device link carries at most 4000 "
                          "examples/s",
@@ -626,7 +626,7 @@ TEST(RecommendationTest, UnknownStepRecommendsNothingButTheKey) {
   infeed::StageCosts costs;
   costs.preprocessing_cpu_s = 0.4;
   const report::Recommendation r =
-      report::Recommend({config, Target(4), 128, {Host(costs)}, 0, 1e-6, {2, 1}}, p, 0.9);
+      report::Recommend({config, Target(4), 128, {Host(costs)}, 0, 1e-6, {2, 1}, {}}, p, 0.9);
   EXPECT_EQ(r.kind, "unknown");
   EXPECT_EQ(r.text, report::kUnknownStepReason);
 }

@@ -107,7 +107,7 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
                                {88, "default"}};
   json j = ReadGolden("per-host");
   j["pod_projection"] =
-      report::ProjectPod({config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}});
+      report::ProjectPod({config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}, {}});
   ASSERT_EQ(ReportReadError(j), "");
   EXPECT_EQ(json(j.get<report::Report>()).dump(2), j.dump(2));
   json missing = j;
@@ -138,7 +138,7 @@ TEST(ReportTypesTest, TheAnswerReadsStrictly) {
   for (double device_step_s : {0.002, 0.0}) {
     SCOPED_TRACE(device_step_s);
     const report::PodProjectionInputs in{
-        config, target, 64, {report::HostCosts{0, 64, 8, costs}}, device_step_s, 0, report::MachineShare{2, 1}};
+        config, target, 64, {report::HostCosts{0, 64, 8, costs}}, device_step_s, 0, report::MachineShare{2, 1}, {}};
     json j = ReadGolden("per-host");
     const report::PodProjectionSection pod = report::ProjectPod(in);
     j["pod_projection"] = pod;
