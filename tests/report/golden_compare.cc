@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -37,9 +36,21 @@ std::vector<std::string> Split(const std::string& s, char separator) {
 }
 
 // "hosts[3].stages" -> "hosts[].stages".
+// (A loop, not std::regex: GCC 12 warns maybe-uninitialized inside libstdc++'s
+// regex automaton.)
 std::string WithoutIndices(const std::string& path) {
-  static const std::regex index(R"(\[\d+\])");
-  return std::regex_replace(path, index, "[]");
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    size_t end = i + 1;
+    while (path[i] == '[' && end < path.size() && std::isdigit(static_cast<unsigned char>(path[end]))) ++end;
+    if (path[i] == '[' && end > i + 1 && end < path.size() && path[end] == ']') {
+      out += "[]";
+      i = end;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
 }
 
 std::string Section(const std::string& path) { return path.substr(0, path.find_first_of(".[")); }
