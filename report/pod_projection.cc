@@ -356,6 +356,14 @@ std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts
   return outliers;
 }
 
+// Whether `c` measured something for a class some host of `in` is in.
+bool CalibratesAHost(const PodProjectionInputs& in, const HostCalibration& c) {
+  for (const HostCosts& h : in.hosts) {
+    if (CalibrationOf({c}, {h.examples_per_step, h.fed_cores})) return true;
+  }
+  return false;
+}
+
 // Where the estimates came from, for the report: the calibrations, and whether
 // any was used.
 CostSource CostSourceOf(const PodProjectionInputs& in) {
@@ -365,7 +373,7 @@ CostSource CostSourceOf(const PodProjectionInputs& in) {
     out.calibrations.push_back({c.host, c.examples_per_step, c.fed_cores, c.workers, c.steps,
                                 c.costs.examples, c.seconds,
                                 PerExample(c.costs.build_cpu_s, c.costs.examples), c.note});
-    if (c.costs.examples > 0) out.source = "calibration";
+    if (CalibratesAHost(in, c)) out.source = "calibration";
     if (!c.note.empty() && out.note.empty()) out.note = c.note;
   }
   if (in.calibrations.empty()) {

@@ -361,7 +361,8 @@ TEST(PodProjectionTest, ThisMachinesShareIsItsCoresOverTheSimulatorsCpu) {
 // Every figure about the pod says what it assumed, with where the figures came from.
 TEST(PodProjectionTest, TheAssumptionsAreStated) {
   const report::PodProjectionSection p = FlipCase(0.02);
-  ASSERT_EQ(p.assumes.size(), 8u);
+  ASSERT_EQ(p.assumes.size(), 9u);
+  EXPECT_EQ(p.assumes[8].rfind("CPU per example measured in the run (cost_source: run", 0), 0u) << p.assumes[8];
   EXPECT_EQ(p.assumes[0].rfind("stages independent and pipelined", 0), 0u);
   EXPECT_EQ(p.assumes[1],
             "no framework overhead beyond input_vcpus: the input pipeline has 4 of the host's 96 "
