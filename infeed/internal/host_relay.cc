@@ -1,23 +1,15 @@
 #include "infeed/internal/host_relay.h"
 
-#include <atomic>
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <mutex>
+#include <cstdint>
+#include <functional>
 #include <optional>
-#include <thread>
+#include <span>
+#include <vector>
 
-#include "base/adaptive_mutex.h"
 #include "base/backoff.h"
-#include "base/clock.h"
 #include "base/error.h"
 #include "base/huge_page_allocator.h"
-#include "infeed/cpu_timer.h"
-#include "infeed/internal/host_relay.h"
+#include "base/watchdog.h"
 #include "infeed/internal/transport_wire.h"
 
 namespace tpusim::infeed::internal {
