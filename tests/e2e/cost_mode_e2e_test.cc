@@ -101,7 +101,10 @@ TEST(CostModeEndToEnd, EmulatedHostsBuildAtTheModeledRate) {
 // A target host whose input pipeline may use 8 vCPUs runs 8 of the 16 workers'
 // modeled work at once: half the rate.
 TEST(CostModeEndToEnd, FewerInputVcpusThanWorkersCapThePool) {
-  const RunOutput run = RunCase("eight-vcpus", "--set target_host.input_vcpus=8");
+  // input_workers may not exceed input_vcpus (the target's pipeline); the emulated
+  // pool here is min(infeed.parallelism, input_vcpus) whatever the target's workers.
+  const RunOutput run =
+      RunCase("eight-vcpus", "--set target_host.input_vcpus=8 --set target_host.input_workers=8");
   ASSERT_EQ(run.report["hosts"].size(), static_cast<size_t>(kHosts));
   for (const json& host : run.report["hosts"]) {
     EXPECT_EQ(host["modeled_workers"], 8);

@@ -109,7 +109,7 @@ TEST(FiguresEndToEnd, MoreThanEightHostsPrintMinMedianMaxRows) {
 
   Result all = RunTpusim(config, args + " --all-rows", 2, 300);
   ASSERT_EQ(all.rc, 0) << all.output;
-  EXPECT_THAT(all.output, Not(HasSubstr("median ")));
+  EXPECT_THAT(all.output, Not(HasSubstr("\nmedian ")));  // no median row (the answer block may say "median")
   EXPECT_THAT(all.output, HasSubstr("rank  40: host 8, node 0"));
   EXPECT_EQ(ReadHostTable(all.output).rows.size(), 16u) << all.output;
 }
