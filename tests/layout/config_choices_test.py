@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout_check  # noqa: E402
 from include_graph_test import source_files  # noqa: E402
 
 # The sections of a run config (run/run_config.h RunConfig) and the sub-structs
@@ -82,18 +83,8 @@ def self_test():
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    if "--self-test" in sys.argv:
-        self_test()
-        return
-    problems, files = check(root)
-    if problems:
-        print("config choices: %d string checks of config choices:" % len(problems))
-        for p in problems:
-            print("  " + p)
-        sys.exit(1)
-    print("config choices: %d files; no RequireOneOf, no string compare of a config choice "
-          "outside run/" % files)
+    layout_check.run(check, lambda root: self_test(), 'config choices: %d string checks of config choices:',
+                     'config choices: %d files; no RequireOneOf, no string compare of a config choice outside run/')
 
 
 if __name__ == "__main__":

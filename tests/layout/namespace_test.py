@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout_check  # noqa: E402
 from include_graph_test import read_table, room_of, source_files  # noqa: E402
 
 OPEN = re.compile(r"^namespace (tpusim[\w:]*) \{")
@@ -103,17 +104,8 @@ def self_test(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    if "--self-test" in sys.argv:
-        self_test(root)
-        return
-    problems, files = check(root)
-    if problems:
-        print("namespaces: %d blocks outside their folder's namespace:" % len(problems))
-        for p in problems:
-            print("  " + p)
-        sys.exit(1)
-    print("namespaces: %d files, each in its folder's namespace" % files)
+    layout_check.run(check, self_test, "namespaces: %d blocks outside their folder's namespace:",
+                     "namespaces: %d files, each in its folder's namespace")
 
 
 if __name__ == "__main__":

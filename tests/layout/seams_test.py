@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout_check  # noqa: E402
 from include_graph_test import source_files  # noqa: E402
 
 FORBIDDEN = [
@@ -59,17 +60,8 @@ def self_test():
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    if "--self-test" in sys.argv:
-        self_test()
-        return
-    problems, files = check(root)
-    if problems:
-        print("seams: %d reads of files or clocks outside base/:" % len(problems))
-        for p in problems:
-            print("  " + p)
-        sys.exit(1)
-    print("seams: %d files outside base/ read files and clocks only through base/" % files)
+    layout_check.run(check, lambda root: self_test(), 'seams: %d reads of files or clocks outside base/:',
+                     'seams: %d files outside base/ read files and clocks only through base/')
 
 
 if __name__ == "__main__":
