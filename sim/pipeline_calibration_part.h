@@ -19,7 +19,7 @@ namespace tpusim::sim {
 
 struct PipelineCalibration {
   int host = 0;
-  int workers = 0;        // threads that built steps at once (infeed.parallelism)
+  int workers = 0;        // threads that built steps at once (1: sim/simulation.cc)
   int64_t steps = 0;      // measured steps (after the warm-up)
   int64_t examples = 0;   // their examples
   double seconds = 0;     // wall seconds of the measured steps

@@ -305,9 +305,12 @@ struct InputPipeline::Impl {
       times.file_read_s = c.read.wall_s + c.crc.wall_s;
       times.preprocessing_s =
           (c.parse.wall_s + c.decode.wall_s + c.resize.wall_s + c.batch.wall_s) / run.infeed.parallelism;
-    } else {
-      // Generating (or borrowing) a step is all its building: the workers' time
-      // building steps (filling, allocating, encoding), per worker.
+    } else if (!cached) {
+      // Generating a step is all its building: the workers' time building steps
+      // (filling, allocating, encoding), per worker. The cached source builds
+      // nothing: its steps are borrowed, and the hand-off is no stage of the
+      // pipeline (under load it can outlast the enqueue and would name a bound
+      // that does not exist).
       times.preprocessing_s = feed.build_s / run.infeed.parallelism;
     }
     times.enqueue_s = feed.send_s;

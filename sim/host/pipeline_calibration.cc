@@ -96,6 +96,41 @@ infeed::StageCosts SourceCosts(const InputPipeline& pipeline) {
   return stages ? stages->costs : infeed::StageCosts{};
 }
 
+// One pass's share of CalibrationLimits.
+struct PassLimits {
+  double max_wall_s;
+  double min_wall_s;
+  int64_t enough_examples;
+};
+
+// One measured pass from step `first` on, every worker building at least one
+// step: `base` with the pass's steps, examples, seconds and costs; on a failure
+// of the source, `base` with no costs and the note naming it.
+PipelineCalibration MeasurePass(Phase& phase, const InputPipeline& pipeline, const PipelineCalibration& base,
+                                int64_t first, int64_t rows, const PassLimits& limits) {
+  const infeed::StageCosts before = SourceCosts(pipeline);
+  const double start = MonotonicSeconds();
+  const PhaseResult measured = phase.Run(base.workers, first, [&](int64_t step) {
+    const double wall = MonotonicSeconds() - start;
+    if (step < first + base.workers) return true;
+    if (wall >= limits.max_wall_s) return false;
+    return wall < limits.min_wall_s || (step - first) * rows < limits.enough_examples;
+  });
+  PipelineCalibration pass = base;
+  if (!measured.failure.empty()) {
+    pass.note = "the pipeline failed when run again: " + measured.failure;
+    return pass;
+  }
+  pass.seconds = MonotonicSeconds() - start;
+  pass.costs = SourceCosts(pipeline);
+  pass.costs -= before;
+  pass.steps = measured.steps;
+  pass.examples = measured.steps * rows;
+  pass.costs.examples = pass.examples;
+  pass.costs.build_cpu_s = measured.fill_cpu_s;
+  return pass;
+}
+
 }  // namespace
 
 std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts) {
@@ -122,26 +157,20 @@ PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::Inf
     out.note = "the pipeline failed when run again: " + warmup.failure;
     return out;
   }
-  const infeed::StageCosts before = SourceCosts(pipeline);
-  const double start = MonotonicSeconds();
-  const int64_t first = out.workers;
-  const PhaseResult measured = phase.Run(out.workers, first, [&](int64_t step) {
-    const double wall = MonotonicSeconds() - start;
-    if (step < first + out.workers) return true;
-    if (wall >= limits.max_wall_s) return false;
-    return wall < limits.min_wall_s || (step - first) * rows < limits.enough_examples;
-  });
-  out.seconds = MonotonicSeconds() - start;
-  if (!measured.failure.empty()) {
-    out.note = "the pipeline failed when run again: " + measured.failure;
-    return out;
+  const int passes = std::max(limits.passes, 1);
+  const PassLimits share{limits.max_wall_s / passes, limits.min_wall_s / passes,
+                         std::max<int64_t>(limits.enough_examples / passes, 1)};
+  const PipelineCalibration base = out;
+  int64_t first = out.workers;
+  for (int p = 0; p < passes; ++p) {
+    const PipelineCalibration pass = MeasurePass(phase, pipeline, base, first, rows, share);
+    if (!pass.note.empty()) return pass;
+    first += pass.steps;
+    if (out.examples == 0 || pass.costs.build_cpu_s * static_cast<double>(out.examples) <
+                                 out.costs.build_cpu_s * static_cast<double>(pass.examples)) {
+      out = pass;
+    }
   }
-  out.costs = SourceCosts(pipeline);
-  out.costs -= before;
-  out.steps = measured.steps;
-  out.examples = measured.steps * rows;
-  out.costs.examples = out.examples;
-  out.costs.build_cpu_s = measured.fill_cpu_s;
   return out;
 }
 
