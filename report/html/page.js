@@ -6,6 +6,7 @@ const page = { charts: {}, placementMarks: 0, placementKind: '' };  // read by t
 window.tpusimPage = page;
 
 const $ = (id) => document.getElementById(id);
+const range = (n) => Array.from({ length: n }, (_, i) => String(i));
 const fmt = (v, digits = 3) => (v === null || v === undefined ? '-' : Number(v).toPrecision(digits));
 const ms = (s) => (s * 1e3).toFixed(3);
 const para = (parent, text, cls = 'line') => {
@@ -147,8 +148,8 @@ function showPlacement(p) {
   chart('placement', {
     grid: { left: 70, right: 30, bottom: 80 },
     tooltip: { formatter: (q) => q.data.cores.map(describe).join('<hr>') },
-    xAxis: { type: 'value', name: xName, minInterval: 1, splitLine: { show: false } },
-    yAxis: { type: 'value', name: yName, minInterval: 1, inverse: true, splitLine: { show: false } },
+    xAxis: { type: 'category', name: xName, data: range(Math.max(...cells.map((c) => c.value[0])) + 1) },
+    yAxis: { type: 'category', name: yName, inverse: true, data: range(Math.max(...cells.map((c) => c.value[1])) + 1) },
     visualMap: { min: -1, max: Math.max(0, hosts - 1), dimension: 2, orient: 'horizontal', left: 'center', bottom: 0, text: ['fed by host ' + (hosts - 1), 'not fed (-1)'] },
     series: [{ type: 'scatter', symbol: 'rect', symbolSize: aggregate ? 22 : 18,
       data: cells.map((c) => Object.assign(c, { itemStyle: c.odd ? { borderColor: '#d0021b', borderWidth: 2 } : {} })) }],

@@ -11,6 +11,7 @@ sweep's index) as ECharts rendered them, and leave a screenshot in OUT_DIR.
 Usage: html_page_test.py TPUSIM SOURCE_DIR OUT_DIR
 """
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -30,6 +31,11 @@ class Browser:
         to_chrome_r, self.to_chrome = os.pipe()
         self.from_chrome, from_chrome_w = os.pipe()
 
+        # Above 10 first, so that neither is already 3 or 4 (dup2 onto itself would
+        # leave it close-on-exec).
+        to_chrome_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+        from_chrome_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+
         def fds():
             os.dup2(to_chrome_r, 3)
             os.dup2(from_chrome_w, 4)
@@ -37,10 +43,10 @@ class Browser:
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
              "--no-first-run", "--disable-extensions", "--user-data-dir=" + profile, "about:blank"],
-            pass_fds=(to_chrome_r, from_chrome_w), preexec_fn=fds,
+            close_fds=False, preexec_fn=fds,  # fds 3 and 4 made after subprocess would close them
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
+        for fd in (to_chrome_r, from_chrome_w):
+            os.close(fd)
         self.next_id, self.buffer, self.events = 0, b"", []
 
     def send(self, method, params=None, session=None):
