@@ -38,6 +38,7 @@ void AddValidateCommand(CLI::App& app, std::vector<Command>& commands);
 void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands);
 void AddRunCommand(CLI::App& app, std::vector<Command>& commands);
 void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands);
+void AddReportCommand(CLI::App& app, std::vector<Command>& commands);
 void AddSweepCommands(CLI::App& app, std::vector<Command>& commands);  // sweep, capacity
 
 }  // namespace tpusim::app

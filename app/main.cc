@@ -29,6 +29,7 @@ std::vector<Command> AllCommands(CLI::App& app) {
   tpusim::app::AddLaunchCommand(app, commands);
   tpusim::app::AddRunCommand(app, commands);
   tpusim::app::AddGenDataCommand(app, commands);
+  tpusim::app::AddReportCommand(app, commands);
   tpusim::app::AddSweepCommands(app, commands);
   return commands;
 }

@@ -71,6 +71,8 @@ std::vector<RunFlag> MakeRunFlags() {
                "placement.jsonl"),
       PathFlag("--params-out", "write replica 0's parameters as .npy", &RunOptions::params_out_dir, "params"),
       PathFlag("--steps-csv", "write one row per step and core", &RunOptions::steps_csv_path, "steps.csv"),
+      PathFlag("--html", "write the report as one self-contained HTML page (no network needed to open it)",
+               &RunOptions::html_path, "report.html"),
       PathFlag("--resume", "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder",
                &RunOptions::resume_dir, "checkpoints"),
       ExpectAuFlag(),

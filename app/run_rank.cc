@@ -17,6 +17,7 @@
 #include "base/process_memory.h"
 #include "cluster/communicator.h"
 #include "cluster/large_messages.h"
+#include "report/html_page.h"
 #include "report/mpi_baseline.h"
 #include "report/provenance.h"
 #include "report/report.h"
@@ -277,6 +278,10 @@ int ReportAtRankZero(SimulationContext& ctx, sim::RankRun& run, report::ReportIn
     outputs.Try([&] {
       report::WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
     });
+  }
+  if (!ctx.options.html_path.empty()) {
+    const std::string label = "--html " + ctx.options.html_path;
+    outputs.Try([&] { report::WriteHtmlFile(ctx.options.html_path, label, report::ReportPage(json(report), label)); });
   }
   outputs.ThrowIfAnyFailed();
   if (StoppedOnNonFinite(report)) return run::kExitNonFinite;

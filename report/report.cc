@@ -656,7 +656,6 @@ std::optional<CheckpointSection> CheckpointOf(const ReportInputs& in) {
   c.saves = static_cast<int64_t>(c.per_save.size());
   return c;
 }
-
 }  // namespace
 
 Report BuildReport(const ReportInputs& in) {
@@ -679,8 +678,7 @@ Report BuildReport(const ReportInputs& in) {
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
   const PodProjectionInputs pod = PodProjectionInputsOf(in, step_cores, r.projection);
   r.pod_projection = ProjectPod(pod);
-  r.answer = BuildAnswer(pod, *r.pod_projection,
-                         {in.slice.topology.name(), in.slice.topology.num_hosts()});
+  r.answer = BuildAnswer(pod, *r.pod_projection, {in.slice.topology.name(), in.slice.topology.num_hosts()});
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
   r.non_finite = NonFiniteOf(in);
   r.replicas = ReplicasOf(in.ranks);
@@ -690,6 +688,8 @@ Report BuildReport(const ReportInputs& in) {
   internal::AddHostShares(in.ranks, r);
   if (!in.keys.empty()) r.shampoo = ShampooOf(in.keys, in.ranks);
   r.checkpoint = CheckpointOf(in);
+  r.timeline = BuildTimeline(in.ranks, first_step, in.loops.infeed_steps_per_loop());
+  r.placement = BuildPlacement(in.ranks, in.config, in.slice);
   return r;
 }
 

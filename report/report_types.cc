@@ -197,6 +197,8 @@ void ReportFields(Io& io, R& r) {
   io.IfPresent("shampoo", r.shampoo);
   io.IfPresent("checkpoint", r.checkpoint);
   io.IfPresent("resumed_from", r.resumed_from);
+  io.IfPresent("timeline", r.timeline);
+  io.IfPresent("placement", r.placement);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/shampoo_section.h"
+#include "report/timeline_section.h"
 #include "run/target_host.h"
 #include "sim/metrics.h"
 #include "sim/pipeline_stages.h"
@@ -546,6 +547,8 @@ struct Report {
   std::optional<report::ShampooSection> shampoo;   // absent: no Shampoo
   std::optional<CheckpointSection> checkpoint;      // absent: no saves
   std::optional<ResumedFrom> resumed_from;          // absent: a fresh run
+  std::optional<TimelineSection> timeline;          // absent: no core stepped (or an older report)
+  std::optional<PlacementSection> placement;        // absent: an older report
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks,

@@ -26,6 +26,7 @@ struct RunOptions {
   std::string placement_log_path;
   std::string params_out_dir;
   std::string steps_csv_path;
+  std::string html_path;  // --html: the report as one self-contained page
   std::string resume_dir;  // --resume: a checkpoint root (its latest complete save) or one step folder
   double expect_au = 0;   // > 0: exit with kExitBelowExpectedAu when AU falls short
   AuSource au = AuSource::kMeasured;  // --au: the AU --expect-au checks

@@ -1,4 +1,4 @@
-// A run's output files (--report, --placement-log, --trace, --steps-csv,
+// A run's output files (--report, --placement-log, --trace, --steps-csv, --html,
 // --params-out): checked
 // for writability before the first step by the rank that writes them (rank 0;
 // `tpusim launch` checks too, before mpirun starts), and written at the end so

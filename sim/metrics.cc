@@ -52,7 +52,8 @@ constexpr JsonFields kCoreFields(
     Field("non_finite", &CoreMetrics::non_finite),
     Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite),
     Field("checkpoint_saves", &CoreMetrics::checkpoint_saves),
-    Field("checkpoint_final_wait_s", &CoreMetrics::checkpoint_final_wait_s));
+    Field("checkpoint_final_wait_s", &CoreMetrics::checkpoint_final_wait_s),
+    Field("timeline", &CoreMetrics::timeline), Field("fed_by", &CoreMetrics::fed_by));
 
 constexpr JsonFields kSaveFields(
     "CoreSaveRecord", Field("global_step", &CoreSaveRecord::global_step),
@@ -121,6 +122,10 @@ void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
   ++steps;
   occupancy_sum += r.occupancy;
   bytes_received += r.bytes;
+  timeline.Add(r.step, r.parts, r.occupancy);
+  if (r.src_host >= 0 && !std::ranges::binary_search(fed_by, r.src_host)) {
+    fed_by.insert(std::ranges::upper_bound(fed_by, r.src_host), r.src_host);
+  }
   const double done_s = r.start_s + r.parts.step_s;
   if (!in_window) {
     window_begin_s = done_s;

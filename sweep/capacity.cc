@@ -258,6 +258,8 @@ int RunCapacityCommand(const CapacityOptions& o) {
     plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});
   }
   const PlotOutcome plots = RunPlotScript(o.out, plot_args);
+  recorder.WriteIndex("tpusim capacity: " + o.config + " over " + o.key, o.target_au, o.au,
+                      result.pass ? std::optional<std::string>(result.pass->value) : std::nullopt);
   if (result.outcome != CapacityOutcome::kFound) FailNoAnswer(o, range, result);
   fmt::print("{}\n", AnswerLine(o, result));
   return plots == PlotOutcome::kFailed ? 1 : 0;

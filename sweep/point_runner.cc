@@ -131,7 +131,7 @@ std::string ReadText(const std::string& path) { return ReadWholeFile(path).bytes
 std::vector<std::string> LaunchArgv(const PointRun& run, const std::string& report) {
   std::vector<std::string> argv{SelfExecutable(), "launch", run.config};
   for (const std::string& o : run.overrides) argv.insert(argv.end(), {"--set", o});
-  argv.insert(argv.end(), {"--report", report, "--quiet"});
+  argv.insert(argv.end(), {"--report", report, "--html", run.dir + "/report.html", "--quiet"});
   return argv;
 }
 

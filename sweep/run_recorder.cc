@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "report/html_page.h"
 
 namespace tpusim::sweep {
 namespace {
@@ -89,6 +90,19 @@ std::string RunRecorder::FailedRuns() const {
     if (r.exit_code != 0) failed.push_back(fmt::format("{} (exit {})", r.run, r.exit_code));
   }
   return fmt::format("{}", fmt::join(failed, ", "));
+}
+
+void RunRecorder::WriteIndex(const std::string& title, double target_au, run::AuSource au,
+                             const std::optional<std::string>& chosen) const {
+  report::SweepIndex index{title, setup_.keys, target_au, run::AuSourceName(au), chosen, {}};
+  for (const RunRow& row : rows_) {
+    index.points.push_back({row.run, row.values, AuOf(row.metrics, run::AuSource::kMeasured),
+                            AuOf(row.metrics, run::AuSource::kProjected), row.metrics.verdict,
+                            row.metrics.projected_verdict, row.exit_code, row.run + "/report.html"});
+  }
+  const std::string path = setup_.out_dir + "/index.html";
+  report::WriteHtmlFile(path, path, report::SweepIndexPage(index));
+  fmt::print("wrote {}\n", path);
 }
 
 }  // namespace tpusim::sweep

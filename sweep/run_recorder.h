@@ -4,6 +4,7 @@
 // interrupted sweep still leaves the rows it finished.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,12 @@ class RunRecorder {
 
   const std::vector<RunRow>& rows() const { return rows_; }
   std::string csv_path() const { return setup_.out_dir + "/" + setup_.csv_name; }
+  // Writes OUT/index.html (report/html_page.h's SweepIndexPage): every row's
+  // measured and projected AU against the varied keys, `target_au`, the AU `au`
+  // judges, capacity's `chosen` value, and a link to each run's own page. Prints
+  // "wrote PATH"; throws Error when it cannot be written.
+  void WriteIndex(const std::string& title, double target_au, run::AuSource au,
+                  const std::optional<std::string>& chosen) const;
   // "run-003 (exit 2), run-007 (exit 124)" for the failed rows; "" when none.
   std::string FailedRuns() const;
 

@@ -109,6 +109,7 @@ int RunSweepCommand(const SweepOptions& options) {
       grid.size(), options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
   for (const std::vector<std::string>& point : grid) recorder.Run(point);
   fmt::print("wrote {} ({} rows)\n", recorder.csv_path(), recorder.rows().size());
+  recorder.WriteIndex("tpusim sweep: " + options.config, options.target_au, options.au, std::nullopt);
   const PlotOutcome plots =
       RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au), "--au",
                                   AuSourceName(options.au)});
