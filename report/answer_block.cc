@@ -20,7 +20,7 @@ std::string Percent(const std::optional<double>& f) {
 
 void AddWorkload(const AnswerSection& a, std::vector<std::string>& lines) {
   lines.push_back(fmt::format("workload: global batch {} ({} examples per host per step, {} of {} hosts build "
-             "batches); device step {}; target step {}\n",
+             "batches); device step {}; target step {}",
              a.global_batch, a.examples_per_host_per_step, a.building_hosts, a.hosts,
              a.device_step_s ? fmt::format("{:.3f} ms from {}", *a.device_step_s * 1e3,
                                            a.device_step_source)
@@ -34,7 +34,7 @@ void AddCapacity(const AnswerSection& a, std::vector<std::string>& lines) {
   const std::string bound = a.bound_host ? fmt::format("bound by {} (host {})", a.bound_by, *a.bound_host)
                                          : std::string("no stage limits it");
   lines.push_back(fmt::format("per host: demand {} examples/s; projected capacity min {} / median {} / max {} "
-             "over {} building hosts, {}\n",
+             "over {} building hosts, {}",
              a.demand_examples_per_s_per_host ? RateOrUnlimited(a.demand_examples_per_s_per_host)
                                               : std::string("unknown"),
              RateOrUnlimited(c.min), RateOrUnlimited(c.median), RateOrUnlimited(c.max), a.building_hosts, bound));

@@ -107,10 +107,11 @@ std::string ReportPage(const json& report, const std::string& label) {
 }
 
 std::string SweepIndexPage(const SweepIndex& index) {
+  const auto or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   json points = json::array();
   for (const SweepPoint& p : index.points) {
-    points.push_back({{"run", p.run}, {"values", p.values}, {"measured_au", p.measured_au},
-                      {"projected_au", p.projected_au}, {"verdict", p.verdict},
+    points.push_back({{"run", p.run}, {"values", p.values}, {"measured_au", or_null(p.measured_au)},
+                      {"projected_au", or_null(p.projected_au)}, {"verdict", p.verdict},
                       {"projected_verdict", p.projected_verdict}, {"exit_code", p.exit_code}, {"page", p.page}});
   }
   const json data = {{"kind", "sweep"},        {"title", index.title},

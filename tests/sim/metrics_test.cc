@@ -185,7 +185,7 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(sim::CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 28u);
+  EXPECT_EQ(json(FullCore()).size(), 30u);  // + timeline, fed_by (the page)
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);
   EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only
