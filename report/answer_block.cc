@@ -63,6 +63,8 @@ void PrintAnswer(const Report& report) {
                Percent(a.projected_au), a.target_au * 100);
   }
   PrintCapacity(a);
+  if (a.sparse_enqueue) fmt::print("{}\n", a.sparse_enqueue->text);
+  if (a.preconditioners) fmt::print("{}\n", a.preconditioners->text);
   PrintRecommendation(a.recommendation);
   if (report.pod_projection && !report.pod_projection->outliers.empty()) {
     const PodProjectionSection& p = *report.pod_projection;
