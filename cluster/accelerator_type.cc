@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
+#include <string>
 #include <utility>
 #include <cstdint>
 #include <vector>
@@ -327,12 +329,27 @@ HostMachine HostOf(const Generation& generation, int chips) {
   return {chips, base.vcpus * scale, base.memory_gib * scale, base.numa_nodes};
 }
 
+namespace {
+
+// HBM bandwidth of one chip, GB/s, as each generation's page publishes it (v2 700,
+// v3 900, v4 1,200, v5e 819, v5p 2,765, v6e 1,640, tpu7x 7,370); 0 for none.
+double HbmGbPerSecPerChip(const std::string& generation) {
+  static const std::map<std::string, double> kHbm = {{"v2", 700},  {"v3", 900},   {"v4", 1200},
+                                                    {"v5litepod", 819}, {"v5p", 2765},
+                                                    {"v6e", 1640}, {"tpu7x", 7370}};
+  const auto it = kHbm.find(generation);
+  return it == kHbm.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
 HardwareFigures GenerationHardware(const Generation& generation, double chips_per_host) {
   const ChipFigures& f = generation.figures;
   const double devices = generation.devices_per_chip;
   HardwareFigures hw;
   hw.core_peak_tflops = f.peak_tflops / devices;
   hw.hbm_gib_per_core = f.hbm_gib / devices;
+  hw.hbm_gbps_per_core = HbmGbPerSecPerChip(generation.name) * 8 / devices;
   hw.ici_link_gbps = f.ici_link_gbps;
   hw.host_to_device_gbps = f.host_to_chip_gbps / devices;
   hw.dcn_gbps_per_host = f.dcn_gbps_per_machine * chips_per_host / f.chips_per_machine;

@@ -142,7 +142,7 @@ std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node,
   return table;
 }
 
-// The TPU host's figures are optional (files written before they existed load;
+// The TPU host's figures and the HBM bandwidth are optional (files written before they existed load;
 // the run's target_host then names what is missing); given, each must be > 0
 // and the NUMA node count a whole number.
 void ReadHostFigures(const YAML::Node& node, const std::string& source, HardwareFigures& figures) {
@@ -151,6 +151,7 @@ void ReadHostFigures(const YAML::Node& node, const std::string& source, Hardware
   };
   figures.host_vcpus = read("host_vcpus");
   figures.host_memory_gib = read("host_memory_gib");
+  figures.hbm_gbps_per_core = read("hbm_gbps_per_core");
   const double numa = read("host_numa_nodes");
   if (numa != std::floor(numa) || numa > 64) {
     Fail("{}: hardware.host_numa_nodes: expected a whole number of NUMA nodes in [1, 64], got {}",
@@ -163,7 +164,8 @@ HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) 
   if (!node.IsMap()) Fail("{}: hardware: expected a mapping of figures", Where(source, node));
   CheckKeys(node, source, "hardware.",
             {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops",
-             "hbm_gib_per_core", "host_vcpus", "host_memory_gib", "host_numa_nodes"});
+             "hbm_gib_per_core", "hbm_gbps_per_core", "host_vcpus", "host_memory_gib",
+             "host_numa_nodes"});
   auto read = [&](const char* key) {
     return ReadPositiveDouble(Require(node, source, key), source, fmt::format("hardware.{}", key));
   };

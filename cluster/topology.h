@@ -24,6 +24,9 @@ struct HardwareFigures {
   double dcn_gbps_per_host = 0;    // data-centre network per host
   double core_peak_tflops = 0;     // bf16 peak of one TF device (core)
   double hbm_gib_per_core = 0;     // HBM capacity of one TF device, GiB
+  // HBM bandwidth of one TF device, Gbit/s (0 = not given: a topology file written
+  // before it existed; the pod projection then leaves the HBM terms out).
+  double hbm_gbps_per_core = 0;
   // The TPU host (the VM of one TF task): what the input pipeline runs on. 0 = not
   // given (a topology file written before these figures existed).
   double host_vcpus = 0;           // vCPUs (hyperthreads) of one host

@@ -335,6 +335,7 @@ std::string TopologyYaml(const Topology& topology, const std::vector<std::string
     out += fmt::format("  host_vcpus: {}\n  host_memory_gib: {}\n  host_numa_nodes: {}\n",
                        hw.host_vcpus, hw.host_memory_gib, hw.host_numa_nodes);
   }
+  if (hw.hbm_gbps_per_core > 0) out += fmt::format("  hbm_gbps_per_core: {}\n", hw.hbm_gbps_per_core);
   return out;
 }
 

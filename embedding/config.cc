@@ -152,6 +152,19 @@ int64_t EmbeddingWidth(const EmbeddingConfig& config) {
 }
 
 std::string_view ToString(Sharding sharding) { return SpellingOf(kShardings, sharding); }
+
+int SlotsOf(OptimizerKind optimizer) {
+  switch (optimizer) {
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kAdagrad:
+      return 1;
+    case OptimizerKind::kAdam:
+      return 2;
+  }
+  return 0;
+}
+
 std::string_view ToString(OptimizerKind optimizer) { return SpellingOf(kOptimizers, optimizer); }
 std::string_view ToString(UpdateMode update) { return SpellingOf(kUpdateModes, update); }
 

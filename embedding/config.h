@@ -115,6 +115,9 @@ UpdateMode ParseUpdateMode(std::string_view value, std::string_view key);
 std::string_view ToString(Combiner combiner);
 std::string_view ToString(Sharding sharding);
 std::string_view ToString(OptimizerKind optimizer);
+// Optimizer slots a table row carries beside its parameters: sgd 0, adagrad 1 (the
+// accumulator), adam 2 (m and v).
+int SlotsOf(OptimizerKind optimizer);
 std::string_view ToString(UpdateMode update);
 
 }  // namespace tpusim::embedding

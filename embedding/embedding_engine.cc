@@ -189,6 +189,7 @@ Messages EmbeddingEngine::ServeRequests(const Messages& requests) {
       replies[p].resize(offset + rows.size() * static_cast<size_t>(shards_[t].dim()) * sizeof(float));
       shards_[t].Lookup(rows, reinterpret_cast<float*>(replies[p].data() + offset));
       stats_.rows_served += static_cast<int64_t>(rows.size());
+      stats_.hbm_bytes += static_cast<int64_t>(rows.size() * static_cast<size_t>(shards_[t].dim()) * sizeof(float));
     }
     reader.ExpectEnd();
   }
@@ -318,6 +319,8 @@ void EmbeddingEngine::ApplyAccumulated(std::span<const float> learning_rates) {
       shards_[t].Apply(acc.local_rows[i], acc.sums.data() + i * dim, lr);
     }
     stats_.rows_updated += static_cast<int64_t>(acc.local_rows.size());
+    const int64_t arrays = 1 + SlotsOf(config_.tables[t].optimizer);  // parameters + slots
+    stats_.hbm_bytes += 2 * arrays * static_cast<int64_t>(acc.local_rows.size() * dim * sizeof(float));
     acc.index_of_row.clear();
     acc.local_rows.clear();
     acc.sums.clear();

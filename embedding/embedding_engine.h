@@ -54,6 +54,10 @@ struct EngineStepStats {
   // All-to-all payload to/from other cores, forward and backward (self excluded).
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
+  // Table memory this core touched as owner: the rows it looked up (rows x dim x 4
+  // bytes read) and the rows it updated (parameters and optimizer slots, each read
+  // and written). What the pod's HBM moves for the embedding (report/pod_projection.h).
+  int64_t hbm_bytes = 0;
 };
 
 // Load balance over cores of one step, from every core's EngineStepStats.

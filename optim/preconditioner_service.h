@@ -85,6 +85,8 @@ struct RootResult {
   double diff = 0.0;
   double start_s = 0.0;             // clock seconds (Clock::NowUs * 1e-6)
   double end_s = 0.0;
+  double cpu_s = 0.0;               // the worker's thread CPU computing it (the modeled
+                                    // extra_delay_us waits, so it is not in it)
   int worker = 0;                   // index of the pool thread that ran it
   Eigen::MatrixXd value;            // the root when accepted, else empty
   std::string error;                // why the computation itself failed, if it did

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "report/pod_workloads.h"
 #include "report/recommendation.h"
 
 namespace tpusim::report {
@@ -42,8 +43,9 @@ std::vector<std::string> AnswerAssumptions(const PodProjectionSection& pod,
                   "GiB",
                   FigureWithSource(t.vcpus), FigureWithSource(t.input_vcpus), FigureWithSource(t.input_workers),
                   FigureWithSource(t.cpu_speed), FigureWithSource(t.memory_gib)),
-      fmt::format("the pod's step: the device step ({}) plus the cross-replica sum on ICI "
-                  "({:.3f} ms), the infeed transfer overlapping it",
+      fmt::format("the pod's step: the device step ({}) plus the cross-replica sum on ICI and, "
+                  "with an embedding, its all-to-all and hot core's table work ({:.3f} ms in all), "
+                  "the infeed transfer overlapping it",
                   a.device_step_source, (pod.target_step_s - pod.device_step_s) * 1e3),
       "a host's capacity: the least stage of its input pipeline on the target host, each "
       "stage's CPU per example the median over the hosts that run the same pipeline on the "
@@ -94,6 +96,8 @@ AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSect
   a.device_step_source = DeviceStepSource(in.config.device);
   a.target_step_s = pod.target_step_s;
   a.assumes = AnswerAssumptions(pod, a);
+  if (pod.sparse_enqueue) a.sparse_enqueue = SparseEnqueueAnswer(*pod.sparse_enqueue);
+  if (pod.shampoo) a.preconditioners = PreconditionerAnswer(*pod.shampoo);
   return a;
 }
 

@@ -63,6 +63,8 @@ std::vector<std::string> AnswerLines(const Report& report) {
                                 Percent(a.projected_au), a.target_au * 100));
   }
   AddCapacity(a, lines);
+  if (a.sparse_enqueue) lines.push_back(a.sparse_enqueue->text);
+  if (a.preconditioners) lines.push_back(a.preconditioners->text);
   AddRecommendation(a.recommendation, lines);
   if (report.pod_projection && !report.pod_projection->outliers.empty()) {
     const PodProjectionSection& p = *report.pod_projection;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/median.h"
 #include "report/verdict.h"
 #include "run/host_batches.h"
 
@@ -137,13 +138,27 @@ ProjectedStage FileStreamStage(const infeed::StageCosts& c, double cpu_speed) {
 // W workers. It binds when the parts, each below it, add up: a real zlib run on
 // this machine with one worker (v4-8, sanitized build) measured 20,682 examples/s
 // where the parts' least said 25,923 and the worker's step 20,048.
-ProjectedStage StepBuildStage(const infeed::StageCosts& c, double workers, double cpu_speed) {
+// Drawing tpusim's synthetic embedding ids (`id_generation_s`) is the
+// simulator's own work, not the pod's: a pod's hosts read their ids, so it is
+// taken out of the step.
+ProjectedStage StepBuildStage(const infeed::StageCosts& c, double id_generation_s, double workers,
+                              double cpu_speed) {
   ProjectedStage s;
   s.stage = "step build";
-  s.cpu_s_per_example = PerExample(c.build_cpu_s, c.examples);
+  s.cpu_s_per_example = PerExample(std::max(0.0, c.build_cpu_s - id_generation_s), c.examples);
   s.modeled_s_per_example = PerExample(c.modeled_preprocessing_s, c.examples);
   s.workers = workers;
   s.capacity_examples_per_s = CpuCapacity(s, *s.cpu_s_per_example, cpu_speed);
+  return s;
+}
+
+// The ids -> per-core COO of the embedding features (and their trailer bytes),
+// on the workers, in CPU per example of the host's own ids; a part of the step
+// build, like file read and preprocessing. None without ids.
+std::optional<ProjectedStage> SparseEnqueueStage(const sim::SparseEnqueueCosts& c, double workers,
+                                                 double cpu_speed) {
+  if (c.ids <= 0 || c.examples <= 0) return std::nullopt;
+  ProjectedStage s = CpuStage("sparse enqueue", c.coo_cpu_s, c.examples, workers, cpu_speed);
   return s;
 }
 
@@ -184,7 +199,8 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
   // part and is left out.
   const bool burnt = in.config.input.cost_mode == run::InputConfig::CostMode::kBurn &&
                      c.modeled_preprocessing_s > 0;
-  if (!burnt) stages.push_back(StepBuildStage(c, lanes.workers, speed));
+  if (auto sparse = SparseEnqueueStage(h.sparse, lanes.workers, speed)) stages.push_back(*sparse);
+  if (!burnt) stages.push_back(StepBuildStage(c, h.sparse.id_generation_cpu_s, lanes.workers, speed));
   // The sender's own CPU: enqueue_cpu_s holds the workers' packing too.
   stages.push_back(CpuStage("enqueue", c.enqueue_cpu_s - c.package_cpu_s, c.examples, 1, speed));
   stages.push_back(HostToDeviceStage(h, in.host_to_device_gbps));
@@ -229,12 +245,6 @@ HostProjection ProjectHost(const PodProjectionInputs& in, const HostCosts& h) {
   p.fits_memory = p.prefetch_memory_gib <= in.target.memory_gib.value;
   SetThisMachine(h.costs, in.machine, p);
   return p;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 ProjectedStage* FindStage(HostProjection& h, const std::string& name) {
@@ -288,10 +298,14 @@ const HostCalibration* CalibrationOf(const std::vector<HostCalibration>& calibra
 }
 
 // The median over `hosts` of their packing's CPU per example: the part of a
-// worker's step the calibration does not run (it fills, it does not pack).
+// worker's step the calibration does not run (it fills, it does not pack),
+// without drawing synthetic embedding ids (the simulator's own work).
 double MedianPackingPerExample(const std::vector<const HostCosts*>& hosts) {
   std::vector<double> own;
-  for (const HostCosts* h : hosts) own.push_back(PerExample(h->costs.package_cpu_s, h->costs.examples));
+  for (const HostCosts* h : hosts) {
+    const double packing = std::max(0.0, h->costs.package_cpu_s - h->sparse.id_generation_cpu_s);
+    own.push_back(PerExample(packing, h->costs.examples));
+  }
   return own.empty() ? 0.0 : Median(own);
 }
 
@@ -483,9 +497,22 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "it does not set the workers",
                   PrefetchSteps(in.config)),
       "the target's step is the device model's time (device.step_time, not as slept on this "
-      "machine) plus the cross-replica sum on ICI, and the infeed transfer overlaps it",
+      "machine) plus the cross-replica sum on ICI plus, with an embedding, its all-to-all and "
+      "the most-loaded core's lookups and updates (pod_projection.embedding), and the infeed "
+      "transfer overlaps it",
       "a stage that cost nothing here is unlimited (capacity null) and left out of the least",
   };
+}
+
+// The sparse enqueue and Shampoo's service on the target, for a known step only
+// (a zero device step leaves the target step unknown).
+void AddWorkloads(const PodProjectionInputs& in, PodProjectionSection& p) {
+  const double step_s = p.device_step_s > 0 ? p.target_step_s : 0.0;
+  std::vector<SparseHostInput> sparse;
+  for (const HostCosts& h : in.hosts) sparse.push_back({h.host, h.examples_per_step, h.sparse});
+  p.sparse_enqueue = ProjectSparseEnqueue(sparse, LanesOf(in.config, in.target).workers,
+                                          in.target.cpu_speed.value, step_s);
+  p.shampoo = ProjectShampoo(in.shampoo, in.target.cpu_speed.value, step_s);
 }
 
 }  // namespace
@@ -496,9 +523,11 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   for (const HostCosts& h : in.hosts) p.hosts.push_back(ProjectHost(in, h));
   p.outliers = ShareEstimates(p.hosts, in);
   p.device_step_s = in.device_step_s;
-  p.target_step_s = in.device_step_s + in.ici_crs_s_per_step;
+  p.embedding = ProjectEmbeddingStep(in.embedding_cores, in.ici_link_gbps, in.hbm_gbps_per_core);
+  p.target_step_s = in.device_step_s + in.ici_crs_s_per_step + (p.embedding ? p.embedding->step_s : 0.0);
   SetLeastHost(p);
   SetStepFigures(p);
+  AddWorkloads(in, p);
   p.this_machine = {in.machine.cpus, in.machine.tpu_hosts,
                     "this machine (rank 0's), not the pod: its cores are shared by the TPU hosts "
                     "it plays; a host's this_machine_examples_per_s is the most its share could "

@@ -19,8 +19,11 @@
 //
 // The stages, in the order data flows: "storage" (the storage model), "file
 // read", "preprocessing", "emulated preprocessing" (input.cpu_us_per_example),
-// "rate cap" (input.max_examples_per_sec), "shuffle", "enqueue" and
-// "host-to-device".
+// "rate cap" (input.max_examples_per_sec), "shuffle", "sparse enqueue" (with
+// embedding ids: their COO on the workers, without drawing tpusim's synthetic
+// ids), "step build", "enqueue" and "host-to-device". The target step adds the
+// embedding's terms, and sparse_enqueue, embedding and shampoo give the host
+// workloads beyond the dense infeed (report/pod_workloads.h).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "infeed/stage_times.h"
+#include "report/pod_workloads.h"
 #include "report/report_types.h"
 #include "run/run_config.h"
 #include "run/target_host.h"
@@ -48,6 +52,7 @@ struct HostCosts {
   int64_t examples_per_step = 0;
   int fed_cores = 0;
   infeed::StageCosts costs;  // over the report's window (PipelineStages::window_costs)
+  sim::SparseEnqueueCosts sparse = {};  // over the same window; zeros: no embedding ids
 };
 
 // One pipeline class's calibration (sim/host/pipeline_calibration.h): the costs
@@ -74,6 +79,10 @@ struct PodProjectionInputs {
   double ici_crs_s_per_step = 0;   // the cross-replica sum on ICI (0: none)
   MachineShare machine;
   std::vector<HostCalibration> calibrations;  // one per pipeline class; empty: none ran
+  std::vector<EmbeddingCoreLoad> embedding_cores = {};  // cores with an embedding load
+  double ici_link_gbps = 0;      // the topology's ICI link
+  double hbm_gbps_per_core = 0;  // the topology's HBM bandwidth (0: not given)
+  ShampooInputs shampoo = {};    // keys null: no Shampoo
 };
 
 // Why a run without a modeled device step has no pod verdict, and the key to set.

@@ -11,6 +11,7 @@
 #include "cluster/cross_replica_sum.h"
 #include "report/answer.h"
 #include "report/internal/host_shares.h"
+#include "report/internal/pod_inputs.h"
 #include "report/pod_projection.h"
 #include "report/shampoo_section.h"
 #include "report/verdict.h"
@@ -417,69 +418,6 @@ ProjectionSection ProjectionOf(const ReportInputs& in, const StepBreakdown& brea
   return p;
 }
 
-// The hosts that build batches, with what their pipelines cost. A host sends
-// one shard per core it feeds each step, so shards_sent / steps counts them.
-std::vector<HostCosts> HostCostsOf(const std::vector<sim::RankMetrics>& ranks) {
-  std::vector<HostCosts> out;
-  for (const sim::RankMetrics& r : ranks) {
-    if (!r.host || !r.host->pipeline) continue;
-    const sim::HostMetrics& h = *r.host;
-    const int fed = h.steps > 0 ? static_cast<int>(h.shards_sent / h.steps) : 0;
-    out.push_back({h.host, h.rows_per_step, fed, h.pipeline->window_costs});
-  }
-  std::sort(out.begin(), out.end(),
-            [](const HostCosts& a, const HostCosts& b) { return a.host < b.host; });
-  return out;
-}
-
-// The pipeline classes' calibrations (sim/host/pipeline_calibration.h), each
-// keyed by its host's examples per step and fed cores.
-std::vector<HostCalibration> CalibrationsOf(const std::vector<sim::RankMetrics>& ranks,
-                                            const std::vector<HostCosts>& hosts) {
-  std::vector<HostCalibration> out;
-  for (const sim::RankMetrics& r : ranks) {
-    if (!r.calibration) continue;
-    const sim::PipelineCalibration& c = *r.calibration;
-    for (const HostCosts& h : hosts) {
-      if (h.host != c.host) continue;
-      out.push_back({c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds,
-                     c.costs, c.note});
-    }
-  }
-  return out;
-}
-
-// The device model's own seconds per step, mean over the step cores and the
-// window's steps (what the target's accelerator takes; the cores' device_s is
-// that as slept here).
-double ModeledDeviceStepS(const std::vector<const sim::CoreMetrics*>& cores) {
-  double seconds = 0;
-  int64_t steps = 0;
-  for (const sim::CoreMetrics* c : cores) {
-    seconds += c->modeled_device_s;
-    steps += c->window_steps;
-  }
-  return PerStep(seconds, steps);
-}
-
-// The run on the target pod's hosts (report/pod_projection.h), its step the
-// device model's and the projection section's cross-replica sum on ICI.
-PodProjectionInputs PodProjectionInputsOf(const ReportInputs& in,
-                                          const std::vector<const sim::CoreMetrics*>& step_cores,
-                                          const ProjectionSection& projection) {
-  const cluster::Topology& topology = in.slice.topology;
-  std::vector<HostCosts> hosts = HostCostsOf(in.ranks);
-  std::vector<HostCalibration> calibrations = CalibrationsOf(in.ranks, hosts);
-  return {in.config,
-          TargetHostOf(in.config, topology),
-          topology.hardware().host_to_device_gbps,
-          std::move(hosts),
-          ModeledDeviceStepS(step_cores),
-          projection.crs ? projection.crs->ici_crs_s_per_step : 0.0,
-          in.machine,
-          std::move(calibrations)};
-}
-
 // The mean shard bytes a fed core received per window step.
 double ShardBytesPerCoreStep(const WindowFigures& w, int64_t window_steps) {
   if (w.fed == 0) return 0;
@@ -676,7 +614,7 @@ Report BuildReport(const ReportInputs& in) {
   r.crs = CrsOf(in);
   r.embedding = EmbeddingOf(in.ranks, r.hosts);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
-  const PodProjectionInputs pod = PodProjectionInputsOf(in, step_cores, r.projection);
+  const PodProjectionInputs pod = internal::PodProjectionInputsOf(in, step_cores, r.projection);
   r.pod_projection = ProjectPod(pod);
   r.answer = BuildAnswer(pod, *r.pod_projection, {in.slice.topology.name(), in.slice.topology.num_hosts()});
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);

@@ -100,6 +100,9 @@ void PodProjectionFields(Io& io, Section& p) {
   io.Required("assumes", p.assumes);
   io.Required("outliers", p.outliers);
   io.IfPresent("cost_source", p.cost_source);
+  io.IfPresent("sparse_enqueue", p.sparse_enqueue);
+  io.IfPresent("embedding", p.embedding);
+  io.IfPresent("shampoo", p.shampoo);
 }
 
 template <typename Io, typename Spread>
@@ -140,6 +143,8 @@ void AnswerFields(Io& io, Section& a) {
   io.Required("device_step_source", a.device_step_source);
   io.Required("target_step_s", a.target_step_s);
   io.Required("assumes", a.assumes);
+  io.IfPresent("sparse_enqueue", a.sparse_enqueue);
+  io.IfPresent("preconditioners", a.preconditioners);
 }
 
 template <typename Io, typename Section>

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/pod_workload_types.h"
 #include "report/shampoo_section.h"
 #include "report/timeline_section.h"
 #include "run/target_host.h"
@@ -354,7 +355,8 @@ struct PodProjectionSection {
   // accelerator takes; projection.modeled_device_step_s is what the cores slept
   // for it here, longer by the wake-ups of a loaded machine.
   double device_step_s = 0;
-  double target_step_s = 0;  // device_step_s + the cross-replica sum on ICI
+  // device_step_s + the cross-replica sum on ICI + the embedding's step_s
+  double target_step_s = 0;
   std::optional<double> demand_examples_per_s_per_host;    // null: target step is 0
   std::optional<double> projected_examples_per_s_per_host;  // least over hosts; null: unlimited
   std::optional<int> bound_host;                           // null: unlimited
@@ -367,6 +369,9 @@ struct PodProjectionSection {
   std::vector<std::string> assumes;
   std::vector<ProjectionOutlier> outliers;  // most extreme first; empty: none
   std::optional<CostSource> cost_source;    // absent in reports before it
+  std::optional<SparseEnqueueProjection> sparse_enqueue;  // absent: no embedding ids
+  std::optional<EmbeddingStepProjection> embedding;       // absent: no embedding load
+  std::optional<ShampooPodProjection> shampoo;            // absent: no Shampoo
 };
 
 // The answer for the pod (report/answer.h), what a user reads first: the
@@ -415,6 +420,8 @@ struct AnswerSection {
   std::string device_step_source;
   double target_step_s = 0;                // device step + the cross-replica sum on ICI
   std::vector<std::string> assumes;
+  std::optional<WorkloadAnswer> sparse_enqueue;   // absent: no embedding ids
+  std::optional<WorkloadAnswer> preconditioners;  // absent: no Shampoo
 };
 
 // Every loop's loss; a non-finite loss is written as null and read back as NaN.

@@ -195,12 +195,25 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
       "  target step {:.3f} ms (device {:.3f} + crs on ICI {:.3f}): demand {} examples/s per "
       "host, projected {} (host {}, {}); infeed {} (measured {:.1f}%), AU {} (measured {})  ->  "
       "{}\n",
-      p.target_step_s * 1e3, p.device_step_s * 1e3, (p.target_step_s - p.device_step_s) * 1e3,
+      p.target_step_s * 1e3, p.device_step_s * 1e3,
+      (p.target_step_s - p.device_step_s - (p.embedding ? p.embedding->step_s : 0.0)) * 1e3,
       RateText(p.demand_examples_per_s_per_host),
       RateText(p.projected_examples_per_s_per_host),
       p.bound_host ? fmt::format("{}", *p.bound_host) : std::string("-"), p.bound_by,
       percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au),
       measured_au, p.verdict);
+}
+
+// The embedding's terms of the target step (pod_projection.embedding).
+void PrintEmbeddingStep(const EmbeddingStepProjection& e) {
+  fmt::print("  + embedding {:.3f} ms: all-to-all {:.3f} ms (hot core {:.2f} MB of {:.2f} MB per "
+             "step, one {:g} Gb/s ICI link), lookups and updates {} (hot core {:.2f} MB, {:.2f}x "
+             "the mean core)\n",
+             e.step_s * 1e3, e.all_to_all_s * 1e3, e.hot_core_all_to_all_bytes_per_step / 1e6,
+             e.all_to_all_bytes_per_step / 1e6, e.ici_link_gbps,
+             e.lookup_update_s ? fmt::format("{:.3f} ms", *e.lookup_update_s * 1e3)
+                               : std::string("- (no hbm_gbps_per_core)"),
+             e.hot_core_hbm_bytes_per_step / 1e6, e.hot_core_ratio);
 }
 
 // pod_projection: the target host, each building host on it, the projected step
@@ -215,6 +228,7 @@ void PrintPodProjection(const Report& r) {
                               : std::string("NUMA nodes not given"));
   PrintHostsProjection(p);
   PrintProjectedStep(p, r);
+  if (p.embedding) PrintEmbeddingStep(*p.embedding);
   PrintThisMachine(p);
   fmt::print("  assumes:\n");
   for (const std::string& a : p.assumes) fmt::print("    - {}\n", a);

@@ -305,6 +305,11 @@ TargetHostConfig ParseTargetHost(ConfigNode node) {
     node.FailAt("input_workers", fmt::format("must be >= 1 (and <= target_host.input_vcpus), got {}",
                                              *t.input_workers));
   }
+  node.GetOptional("preconditioner_threads", t.preconditioner_threads);
+  if (t.preconditioner_threads && *t.preconditioner_threads < 1) {
+    node.FailAt("preconditioner_threads",
+                fmt::format("must be >= 1 (and <= target_host.vcpus), got {}", *t.preconditioner_threads));
+  }
   node.Finish();
   return t;
 }

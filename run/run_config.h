@@ -114,6 +114,11 @@ struct TargetHostConfig {
   // projection runs the parallel stages; unset = every input vCPU, as tf.data's
   // AUTOTUNE would use. Not infeed.parallelism, which is this machine's threads.
   std::optional<int> input_workers;
+  // Threads of the pod host's Shampoo preconditioner service (Lingvo's captain
+  // computes the roots on the host's CPUs); unset = the vCPUs the input pipeline
+  // leaves to the framework (vcpus - input_vcpus, at least 1). Not
+  // train.optimizer.shampoo.preconditioner.threads, which is this machine's.
+  std::optional<int> preconditioner_threads;
 };
 
 // report: how the answer is judged.

@@ -298,6 +298,7 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   }
   PlaceByMesh(config, slice);
   TargetHost target_host = TargetHostOf(config, slice.topology);
+  PreconditionerThreads(config.target_host, target_host, config.source);  // throws when too many
   infeed::InfeedPlan plan = InContext(config.source, [&] { return BuildInfeedPlan(config, slice); });
   CheckBatchTime(config, plan);
   MemoryEstimate memory = EstimateMemory(config, slice, plan, machine);

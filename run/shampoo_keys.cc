@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "base/error.h"
 #include "run/model_inputs.h"
@@ -58,6 +59,14 @@ KeyTable KeyTable::Build(optim::Optimizer& optimizer,
   } else {
     for (KeyEntry& k : table.keys_) k.owner = eligible_hosts.front();
   }
+  return table;
+}
+
+KeyTable KeyTable::FromEntries(std::vector<KeyEntry> keys,
+                               const optim::PreconditionerServiceConfig& service) {
+  KeyTable table;
+  table.keys_ = std::move(keys);
+  table.service_ = service;
   return table;
 }
 

@@ -41,6 +41,10 @@ class KeyTable {
   static KeyTable Build(optim::Optimizer& optimizer,
                         const optim::PreconditionerServiceConfig& service,
                         const std::vector<int>& eligible_hosts);
+  // A table of `keys` as given (their owners already placed), for what reads one
+  // without an optimizer (the report's tests).
+  static KeyTable FromEntries(std::vector<KeyEntry> keys,
+                              const optim::PreconditionerServiceConfig& service);
 
   bool empty() const { return keys_.empty(); }
   int size() const { return static_cast<int>(keys_.size()); }

@@ -66,6 +66,20 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
   return host;
 }
 
+TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host,
+                                   const std::string& source) {
+  if (config.preconditioner_threads) {
+    if (*config.preconditioner_threads > host.vcpus.value) {
+      Fail("{}: target_host.preconditioner_threads: {} is more than the host's {:g} vCPUs", source,
+           *config.preconditioner_threads, host.vcpus.value);
+    }
+    return {static_cast<double>(*config.preconditioner_threads), "override"};
+  }
+  return {std::max(1.0, std::floor(host.vcpus.value - host.input_vcpus.value)),
+          "default: vcpus - input_vcpus, the vCPUs left to the framework (Lingvo's captain "
+          "computes the roots on the host's own CPUs)"};
+}
+
 TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topology) {
   const int chips_per_host = std::max(1, topology.cores_per_host() / topology.mesh_shape()[3]);
   return ResolveTargetHost(config.target_host, topology.hardware(), chips_per_host, config.source);

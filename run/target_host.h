@@ -48,6 +48,12 @@ constexpr double kReservedVcpusPerChip = 2;
 TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::HardwareFigures& hardware,
                              int chips_per_host, const std::string& source);
 
+// The pod host's preconditioner threads: target_host.preconditioner_threads, or
+// the vCPUs the input pipeline leaves to the framework (vcpus - input_vcpus, at
+// least 1). Throws Error naming `source` when the override exceeds the vCPUs.
+TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host,
+                                   const std::string& source);
+
 // The same for a run: `config`'s target_host on `topology`'s hosts (chips per
 // host = cores per host / mesh_shape[3]). Throws Error as above.
 TargetHost TargetHostOf(const RunConfig& config, const cluster::Topology& topology);

@@ -44,6 +44,7 @@ constexpr JsonFields kCoreFields(
     Field("rows_served", &CoreMetrics::rows_served),
     Field("ids_looked_up", &CoreMetrics::ids_looked_up),
     Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes),
+    Field("embedding_hbm_bytes", &CoreMetrics::embedding_hbm_bytes),
     Field("modeled_device_s", &CoreMetrics::modeled_device_s), Field("crs", &CoreMetrics::crs),
     Field("global_step", &CoreMetrics::global_step),
     Field("param_checksums", &CoreMetrics::param_checksums),
@@ -74,6 +75,7 @@ constexpr JsonFields kHostFields(
     Field("window_begin_s", &HostMetrics::window_begin_s),
     Field("window_end_s", &HostMetrics::window_end_s),
     Field("embedding_ids_enqueued", &HostMetrics::embedding_ids_enqueued),
+    Field("sparse_enqueue", &HostMetrics::sparse_enqueue),
     Field("build_s", &HostMetrics::build_s), Field("enqueue_s", &HostMetrics::enqueue_s),
     Field("loops", &HostMetrics::loops), Field("pipeline", &HostMetrics::pipeline),
     Field("shampoo", &HostMetrics::shampoo), Field("input_during_saves", &HostMetrics::input_during_saves),
@@ -139,6 +141,7 @@ void CoreMetrics::Add(const CoreStepRecord& r, bool in_window) {
   rows_served += r.rows_served;
   ids_looked_up += r.ids_looked_up;
   all_to_all_bytes += r.all_to_all_bytes;
+  embedding_hbm_bytes += r.embedding_hbm_bytes;
   modeled_device_s += r.modeled_device_s;
 }
 

@@ -62,6 +62,7 @@ struct CoreStepRecord {
   int64_t rows_served = 0;    // embedding rows this core served as table owner
   int64_t ids_looked_up = 0;
   int64_t all_to_all_bytes = 0;
+  int64_t embedding_hbm_bytes = 0;  // table rows and slots read and written as owner
   double modeled_device_s = 0;  // the device model's seconds (parts.device_s: as slept here)
   // After the loop's last step: the core's time in checkpoint work (a save's
   // blocking part, committing the previous one), measured; and the modeled
@@ -139,6 +140,7 @@ struct CoreMetrics {
   int64_t rows_served = 0;        // window
   int64_t ids_looked_up = 0;      // window
   int64_t all_to_all_bytes = 0;   // window
+  int64_t embedding_hbm_bytes = 0;  // window: table rows and slots read and written as owner
   double modeled_device_s = 0;    // window: the device model's seconds (no sleep overshoot)
   std::optional<CoreCrs> crs;
   int64_t global_step = 0;
@@ -181,6 +183,19 @@ struct SaveInputRecord {
 void to_json(nlohmann::json& j, const SaveInputRecord& r);
 void from_json(const nlohmann::json& j, SaveInputRecord& r);
 
+// A host's sparse embedding enqueue over the report's window (infeed steps >=
+// window_first_step; sim/wire/embedding_trailer.h): the ids it turned into
+// per-core COO, and the thread CPU of generating them (tpusim's synthetic ids:
+// the simulator's own work, not the pod's) apart from that of the COO and its
+// trailer bytes (the host's work on the pod).
+struct SparseEnqueueCosts {
+  int64_t ids = 0;       // non-padding ids
+  int64_t examples = 0;  // rows whose ids were encoded
+  double id_generation_cpu_s = 0;
+  double coo_cpu_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SparseEnqueueCosts, ids, examples, id_generation_cpu_s, coo_cpu_s)
+
 // One host over the run.
 struct HostMetrics {
   int host = 0;
@@ -194,6 +209,7 @@ struct HostMetrics {
   double window_begin_s = 0;   // when the step before the window left (0: the run's start)
   double window_end_s = 0;     // when the last step left
   int64_t embedding_ids_enqueued = 0;
+  SparseEnqueueCosts sparse_enqueue;  // zeros: no embedding ids
   double build_s = 0;          // window: workers' wall time building steps
   double enqueue_s = 0;        // window: the sender's time on steps
   std::vector<LoopRecord> loops;   // rank 0 only

@@ -51,6 +51,7 @@ class EmbeddingServer {
     record.rows_served = log.engine.rows_served;
     record.ids_looked_up = log.engine.ids_looked_up;
     record.all_to_all_bytes = log.engine.bytes_sent;
+    record.embedding_hbm_bytes = log.engine.hbm_bytes;
     record.parts.embedding_lookup_s = log.forward_s;
     record.parts.embedding_exchange_s = log.backward_s;
     record.parts.step_s = Now() - record.start_s;

@@ -32,6 +32,7 @@ void AddEngineStats(CoreStepRecord& record, const EmbeddingStepLog& log) {
   record.rows_served = log.engine.rows_served;
   record.ids_looked_up = log.engine.ids_looked_up;
   record.all_to_all_bytes = log.engine.bytes_sent;
+  record.embedding_hbm_bytes = log.engine.hbm_bytes;
 }
 
 // The bitwise fingerprint of each trainable variable: replicas must agree on all.

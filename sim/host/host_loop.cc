@@ -13,6 +13,11 @@
 namespace tpusim::sim::host {
 namespace {
 
+SparseEnqueueCosts SparseEnqueueOf(const wire::EnqueueCosts& c) {
+  return {c.ids, c.examples, static_cast<double>(c.id_generation_cpu_ns) * 1e-9,
+          static_cast<double>(c.coo_cpu_ns) * 1e-9};
+}
+
 std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
   std::vector<LoopRecord> out;
   for (const auto& [loop, s] : summaries) {
@@ -87,7 +92,8 @@ class HostLoop {
   // here, unlike Lingvo (docs/reference/infeed.md §5.3): workers build steps concurrently but the
   // sender sends them in step order, so dense rows and ids of a core always match.
   void AddEmbeddingIds(infeed::TransportOptions& options) {
-    enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed);
+    enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed,
+                                                       window_start_);
     options.encode_trailer = [this](int64_t step, std::span<const int64_t> ids,
                                     const infeed::ShardRoute& route, std::vector<std::byte>& out) {
       enqueue_->Encode(step, ids, route, out);
@@ -164,6 +170,7 @@ class HostLoop {
     metrics_.credit_wait_s = stats.credit_wait_s;
     metrics_.build_wait_s = stats.build_wait_s;
     metrics_.embedding_ids_enqueued = enqueue_ ? enqueue_->ids_enqueued() : 0;
+    if (enqueue_) metrics_.sparse_enqueue = SparseEnqueueOf(enqueue_->costs());
     metrics_.loops = Loops(outfeed_.summaries());
     metrics_.pipeline = parts_.input.Stages(stats);
     if (shampoo_) {

@@ -84,9 +84,22 @@ void HostService::Record(const optim::RootResult& result) {
   if (!result.accepted) ++counts.rejected;
   ++metrics_.roots_done;
   metrics_.root_s_total += result.end_s - result.start_s;
+  if (result.finite) AddRootCost(table_.key(timing.key).spec.size, result);
   if (!result.accepted) ++metrics_.roots_rejected;
   if (!result.finite) ++metrics_.roots_nonfinite;
   planner_.Record(result);
+}
+
+void HostService::AddRootCost(int64_t size, const optim::RootResult& result) {
+  auto it = std::find_if(metrics_.root_costs.begin(), metrics_.root_costs.end(),
+                         [size](const RootCost& c) { return c.size == size; });
+  if (it == metrics_.root_costs.end()) {
+    metrics_.root_costs.push_back({size, 0, 0, 0});
+    it = metrics_.root_costs.end() - 1;
+  }
+  ++it->count;
+  it->cpu_s_total += result.cpu_s;
+  it->wall_s_total += result.end_s - result.start_s;
 }
 
 // One delivery to every training core, from one buffer kept until all complete.

@@ -73,6 +73,7 @@ class HostService final : public wire::PostLoopHook {
 
   void SubmitStatistics(const wire::LoopOutfeed& outfeed, int64_t step);
   void Record(const optim::RootResult& result);
+  void AddRootCost(int64_t size, const optim::RootResult& result);
   void Send(std::vector<std::byte> bytes);
   void TickBusy();
 

@@ -56,6 +56,16 @@ struct MethodTimes {
   double p99_s = 0;
 };
 
+// The roots of one block size (n x n statistics) a host computed: how many and
+// their thread CPU (the work, whatever else shared this machine's cores) and
+// wall time. The pod projection fits its root-cost model to these.
+struct RootCost {
+  int64_t size = 0;
+  int64_t count = 0;
+  double cpu_s_total = 0;
+  double wall_s_total = 0;
+};
+
 // What the preconditioner service of one owner host (HostService) did over the
 // whole run.
 struct ServiceMetrics {
@@ -72,6 +82,7 @@ struct ServiceMetrics {
   std::vector<MethodTimes> methods;
   double held_s_total = 0;        // deliveries waiting for roots after the loop ended
   double busy_s = 0;              // wall time with at least one root running
+  std::vector<RootCost> root_costs;  // computed roots (finite statistics), by size
   std::vector<KeyMetrics> keys;
   // The input pipeline's cost: over the report's window, the infeed steps this
   // host enqueued split by whether a root was running (by time overlap).
@@ -92,12 +103,14 @@ struct ClientMetrics {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StalenessSummary, deliveries, min_steps, max_steps, total_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KeyMetrics, key, name, owner, size, roots, rejected, staleness)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RootCost, size, count, cpu_s_total, wall_s_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MethodTimes, method, count, total_s, p50_s, p99_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ServiceMetrics, host, threads, keys_owned, roots_done,
                                    roots_rejected, roots_nonfinite, roots_deduplicated,
                                    roots_superseded, roots_cancelled,
                                    root_s_total, methods, held_s_total, busy_s, keys,
-                                   infeed_busy_s, infeed_idle_s, examples_busy, examples_idle)
+                                   infeed_busy_s, infeed_idle_s, examples_busy, examples_idle,
+                                   root_costs)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClientMetrics, deliveries, assigned, wait_s_total, wait_s_max)
 
 // Durations of roots by method, in bounded memory: count, total, p50 and p99.

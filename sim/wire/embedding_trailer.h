@@ -28,10 +28,23 @@ namespace tpusim::sim::wire {
 // and core agree on it without communication (it sizes the core's slots).
 size_t TrailerCapacity(const embedding::EmbeddingConfig& config, const infeed::ShardRoute& route);
 
+// What Encode did for the steps at or after the report's window: the ids and
+// rows it encoded and the thread CPU of each part, drawing the synthetic ids (the
+// simulator's own work: a pod's hosts read real ids) and turning them into COO
+// and trailer bytes (the pod hosts' own work, Lingvo's enqueue ops).
+struct EnqueueCosts {
+  int64_t ids = 0;       // non-padding
+  int64_t examples = 0;
+  int64_t id_generation_cpu_ns = 0;
+  int64_t coo_cpu_ns = 0;
+};
+
 class EmbeddingEnqueue {
  public:
-  // Ids are drawn with `seed` (input.seed). Throws Error on an invalid config.
-  EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed);
+  // Ids are drawn with `seed` (input.seed); steps from `window_first_step` on are
+  // counted in costs(). Throws Error on an invalid config.
+  EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
+                   int64_t window_first_step = 0);
   EmbeddingEnqueue(const EmbeddingEnqueue&) = delete;
   EmbeddingEnqueue& operator=(const EmbeddingEnqueue&) = delete;
 
@@ -47,12 +60,28 @@ class EmbeddingEnqueue {
 
   // Non-padding ids encoded so far, over all threads.
   int64_t ids_enqueued() const { return ids_enqueued_.load(std::memory_order_relaxed); }
+  // The window's costs so far, over all threads (complete once Encode's callers
+  // have stopped).
+  EnqueueCosts costs() const;
 
  private:
   embedding::EmbeddingConfig config_;
   std::vector<int64_t> vocab_;  // per feature
   std::vector<embedding::SyntheticIdGenerator> generators_;
+  // Feature f's dense ids (and weights, if it has them) of `example_ids`.
+  void Generate(size_t f, std::span<const int64_t> example_ids, std::vector<int64_t>& dense,
+                std::vector<float>& weights) const;
+  // The pieces of `example_ids` as Pieces gives them, adding the thread CPU of
+  // generating the ids and of the COO to `generation_ns` and `coo_ns`.
+  std::vector<embedding::CooPiece> TimedPieces(int64_t step, std::span<const int64_t> example_ids,
+                                               int64_t& generation_ns, int64_t& coo_ns) const;
+
+  int64_t window_first_step_ = 0;
   std::atomic<int64_t> ids_enqueued_{0};
+  std::atomic<int64_t> window_ids_{0};
+  std::atomic<int64_t> window_examples_{0};
+  std::atomic<int64_t> window_generation_ns_{0};
+  std::atomic<int64_t> window_coo_ns_{0};
 };
 
 // Reads a trailer back into one piece per feature of `config` (pieces' buffers are
