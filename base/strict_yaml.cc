@@ -10,6 +10,7 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 #include "base/regular_file.h"
 
 namespace tpusim {
@@ -58,23 +59,10 @@ class DocumentStarts : public YAML::EventHandler {
   void OnMapEnd() override {}
 };
 
-// yaml-cpp's messages may end with the offending character ("unknown escape
-// character: " and a newline); control characters are shown as \xNN so the
-// refusal stays one line.
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 [[noreturn]] void FailMalformed(const std::string& source, const YAML::Mark& mark, const std::string& raw) {
-  const std::string what = Printable(raw);
+  // yaml-cpp's messages may end with the offending character ("unknown escape
+  // character: " and a newline).
+  const std::string what = Printable(raw, 300);
   if (mark.is_null()) Fail("{}: malformed YAML: {}", source, what);
   Fail("{}:{}:{}: malformed YAML: {}", source, mark.line + 1, mark.column + 1, what);
 }

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 #include "cluster/accelerator_type.h"
 
 namespace tpusim::cluster {
@@ -70,7 +71,7 @@ void CheckKeys(const YAML::Node& map, const std::string& source, const std::stri
     const bool known = std::any_of(allowed.begin(), allowed.end(),
                                    [&](const char* name) { return key == name; });
     if (!known) {
-      Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, entry.first), context, key,
+      Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, entry.first), context, Printable(key),
            fmt::join(allowed, ", "));
     }
   }

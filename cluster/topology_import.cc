@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/printable.h"
 #include "cluster/accelerator_type.h"
 #include "cluster/internal/jax_device_repr.h"
 #include "cluster/internal/topology_proto.h"
@@ -110,7 +111,7 @@ JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
                                                 "device_kind"};
   for (const auto& item : entry.items()) {
     if (!allowed.count(item.key())) {
-      Fail("{}: unknown key '{}' (allowed: {})", where, item.key(), fmt::join(allowed, ", "));
+      Fail("{}: unknown key '{}' (allowed: {})", where, Printable(item.key()), fmt::join(allowed, ", "));
     }
   }
   JaxDevice d;

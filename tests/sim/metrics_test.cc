@@ -185,7 +185,7 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(sim::CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 30u);  // + timeline, fed_by (the page)
+  EXPECT_EQ(json(FullCore()).size(), 31u);  // + timeline, fed_by (the page), embedding_hbm_bytes
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);
   EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only
@@ -193,7 +193,7 @@ TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
 
 TEST(MetricsJsonTest, HostMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullHost());
-  EXPECT_EQ(json(FullHost()).size(), 19u);
+  EXPECT_EQ(json(FullHost()).size(), 20u);  // + sparse_enqueue
   EXPECT_EQ(json(FullHost())["input_during_saves"][0].size(), 3u);
   EXPECT_EQ(json(FullHost())["input_during_saves"][0]["examples"], 96);
 }
