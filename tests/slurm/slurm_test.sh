@@ -23,26 +23,36 @@ w=$(mktemp -d /tmp/tpusim-slurm.XXXXXX)
 chmod 755 "$w"
 # A daemon whose parent does not reap it stays a zombie: that counts as ended.
 alive() { local state; state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]; }
+# Stops the daemon of pid file $1 while its pid is still daemon $2's (a pid that
+# another process took since is left alone).
+stop_daemon() {
+  [ -s "$1" ] || return 0
+  local pid
+  pid=$(cat "$1")
+  rm -f "$1"
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 0
+  kill "$pid" 2>/dev/null
+  for _ in $(seq 50); do alive "$pid" || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null
+}
 stop() {
-  for f in "$w/slurmd.pid" "$w/slurmctld.pid" "$w/munge/pid"; do
-    [ -s "$f" ] || continue
-    pid=$(cat "$f")
-    kill "$pid" 2>/dev/null
-    for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
-    alive "$pid" && kill -9 "$pid" 2>/dev/null
-  done
+  stop_daemon "$w/slurmd.pid" slurmd
+  stop_daemon "$w/slurmctld.pid" slurmctld
+  stop_daemon "$w/munge/pid" munged
   rm -rf "$w"
 }
 trap stop EXIT
 node=$(hostname -s)
 
-start_daemons() {
+start_munge() {
   mkdir -p "$w/state" "$w/spool" "$w/munge" "$w/log"
   chmod 755 "$w/munge"
   dd if=/dev/urandom of="$w/munge/key" bs=1024 count=1 2>/dev/null && chmod 400 "$w/munge/key"
   munged --socket="$w/munge/sock" --key-file="$w/munge/key" --pid-file="$w/munge/pid" \
-    --seed-file="$w/munge/seed" --log-file="$w/log/munged.log" -f || return 1
-  local port=$((20000 + RANDOM % 20000))
+    --seed-file="$w/munge/seed" --log-file="$w/log/munged.log" -f
+}
+
+write_config() {  # PORT: slurmctld's; slurmd's is the next
   cat > "$w/slurm.conf" <<CONF
 ClusterName=tpusim$$
 SlurmctldHost=$node(127.0.0.1)
@@ -51,8 +61,8 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$w/munge/sock
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
+SlurmctldPort=$1
+SlurmdPort=$(($1 + 1))
 StateSaveLocation=$w/state
 SlurmdSpoolDir=$w/spool
 SlurmctldPidFile=$w/slurmctld.pid
@@ -72,11 +82,23 @@ SlurmdParameters=config_overrides
 NodeName=$node NodeAddr=127.0.0.1 CPUs=20 Sockets=1 CoresPerSocket=20 ThreadsPerCore=1 State=UNKNOWN
 PartitionName=tpusim Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
+}
+
+# slurmctld and slurmd until the node is idle; another pair of ports if a port
+# was taken (three tries).
+start_daemons() {
+  start_munge || return 1
   export SLURM_CONF=$w/slurm.conf
-  slurmctld -f "$SLURM_CONF" && slurmd -f "$SLURM_CONF" || return 1
-  for _ in $(seq 100); do
-    [ "$(timeout 5 sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
-    sleep 0.2
+  for _ in 1 2 3; do
+    write_config $((20000 + RANDOM % 20000))
+    if slurmctld -f "$SLURM_CONF" && slurmd -f "$SLURM_CONF"; then
+      for _ in $(seq 75); do
+        [ "$(timeout 5 sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
+        sleep 0.2
+      done
+    fi
+    stop_daemon "$w/slurmd.pid" slurmd
+    stop_daemon "$w/slurmctld.pid" slurmctld
   done
   return 1
 }
@@ -99,7 +121,7 @@ check() {  # NAME OUTPUT_FILE REPORT PLACEMENT_LOG
   cmp -s "$w/plain.jsonl" "$4" || { echo "$name: placement log differs from the run without Slurm"; fail=1; }
 }
 # The same run without Slurm: no SLURM_* in its environment.
-env -u SLURM_CONF timeout -k 5 120 "$tpusim" launch "$run" "${small[@]}" --placement-log "$w/plain.jsonl" \
+env -u SLURM_CONF -u SLURM_JOB_ID -u SLURM_JOB_NODELIST timeout -k 5 120 "$tpusim" launch "$run" "${small[@]}" --placement-log "$w/plain.jsonl" \
   --report "$w/plain.json" > "$w/plain.out" 2>&1 || { cat "$w/plain.out"; echo "the run without Slurm failed"; exit 1; }
 
 for launcher in mpirun srun; do
