@@ -177,8 +177,8 @@ bool IsTpusimExitCode(int code) {
 // ends with kExitInputError once its line is told.
 int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog, bool told) {
   if (WIFSIGNALED(status)) {
-    fmt::print(stderr, "tpusim: error: {} was killed by signal {} ({})\n", argv.front(), WTERMSIG(status),
-               strsignal(WTERMSIG(status)));
+    fmt::print(stderr, "tpusim: error: {} was killed by signal {} ({})\n", argv.front(),
+               WTERMSIG(status), strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
@@ -190,15 +190,18 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
                  code - 128, strsignal(code - 128));
     }
   } else if (!IsTpusimExitCode(code)) {
-    fmt::print(stderr, "tpusim: error: {} failed with exit code {} before tpusim reported (Open "
-               "MPI's messages, if any, are above): {}\n", argv.front(), code, fmt::join(argv, " "));
+    fmt::print(stderr,
+               "tpusim: error: {} failed with exit code {} before tpusim reported (Open "
+               "MPI's messages, if any, are above): {}\n",
+               argv.front(), code, fmt::join(argv, " "));
   }
   return code;
 }
 
 // Every TPU host (or, in the threads and packed layouts, every MPI rank of K hosts)
 // of `layout` on one node of `source`, printed and kept in `placed`.
-void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source, MpirunPlacement& placed) {
+void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source,
+                  MpirunPlacement& placed) {
   // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
   const bool ranks = layout.hosts_per_process() == 0;
   const int units = ranks ? layout.num_hosts() : layout.num_processes();
@@ -206,23 +209,27 @@ void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source, M
   std::vector<cluster::NodePlacement>& placement = placed.nodes;
   // A Slurm allocation is what the cluster gave: with tasks enough but not in whole
   // TPU hosts per node, it is filled slot by slot and the split hosts are named.
-  const bool whole = !source.slurm || cluster::WholeTpuHostCapacity(source.nodes, ranks_per_unit) >= units;
+  const bool whole =
+      !source.slurm || cluster::WholeTpuHostCapacity(source.nodes, ranks_per_unit) >= units;
   placement = whole ? cluster::PlaceTpuHosts(source.nodes, units, ranks_per_unit, source.in_errors)
                     : cluster::PlaceBySlot(source.nodes, units, ranks_per_unit);
   if (ranks) {
     fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
                placement.size(), source.name);
   } else {
-    fmt::print("tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
-               layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s", layout.layout_name(),
-               placement.size(), source.name,
-               layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
+    fmt::print(
+        "tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
+        layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s",
+        layout.layout_name(), placement.size(), source.name,
+        layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
   }
   for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
   if (!whole) {
-    fmt::print("tpusim: note: the allocation's nodes do not hold whole TPU hosts of {} ranks (ask for "
-               "--ntasks-per-node={} or a multiple), so these TPU hosts' host-to-core traffic crosses the "
-               "network:\n", ranks_per_unit, ranks_per_unit);
+    fmt::print(
+        "tpusim: note: the allocation's nodes do not hold whole TPU hosts of {} ranks (ask for "
+        "--ntasks-per-node={} or a multiple), so these TPU hosts' host-to-core traffic crosses the "
+        "network:\n",
+        ranks_per_unit, ranks_per_unit);
     for (const std::string& line : cluster::DescribeSplitTpuHosts(placement, ranks_per_unit)) {
       fmt::print("  {}\n", line);
     }
@@ -242,7 +249,8 @@ std::vector<std::string> MpirunPlacementFlags(const NodeSource& source, MpirunPl
 // The launcher's command line for `options` on `layout` as `plan` says; the
 // placement goes to `placed`, which must outlive the launcher.
 std::vector<std::string> LauncherCommand(const LaunchOptions& options, const LaunchPlan& plan,
-                                         const cluster::RankLayout& layout, MpirunPlacement& placed) {
+                                         const cluster::RankLayout& layout,
+                                         MpirunPlacement& placed) {
   const int np = layout.num_processes();
   if (plan.nodes) PlaceOnNodes(layout, *plan.nodes, placed);
   // No --quiet: the supervisor drops Open MPI's banners after the job's first error
@@ -269,7 +277,9 @@ LaunchPlan PlanLauncher(const LaunchOptions& options) {
   LaunchPlan plan;
   plan.launcher = ParseSpelling(kLauncherSpellings, options.launcher, "--launcher");
   if (plan.launcher == Launcher::kSrun) {
-    if (!options.hostfile.empty()) Fail("--launcher srun takes its nodes from the Slurm allocation, not --hostfile");
+    if (!options.hostfile.empty()) {
+      Fail("--launcher srun takes its nodes from the Slurm allocation, not --hostfile");
+    }
     plan.srun_mpi = SrunMpiPlugin();
   }
   return plan;
@@ -277,16 +287,21 @@ LaunchPlan PlanLauncher(const LaunchOptions& options) {
 
 // The nodes `slice` goes on: --hostfile's, else the Slurm allocation's (checked to
 // hold its ranks), else none (this machine; not for srun).
-std::optional<NodeSource> NodesFor(const LaunchOptions& options, Launcher launcher, const run::Slice& slice) {
+std::optional<NodeSource> NodesFor(const LaunchOptions& options, Launcher launcher,
+                                   const run::Slice& slice) {
   if (!options.hostfile.empty()) {
-    return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile, "hostfile " + options.hostfile};
+    return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile,
+                      "hostfile " + options.hostfile};
   }
   const std::optional<cluster::SlurmAllocation> allocation =
       AllocationForRun(slice.topology.name(), slice.layout.num_processes());
-  if (allocation) return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id, AllocationName(*allocation), true};
+  if (allocation) {
+    return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id,
+                      AllocationName(*allocation), true};
+  }
   if (launcher == Launcher::kSrun) {
-    Fail("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run launch inside salloc or "
-         "an sbatch script");
+    Fail("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run "
+         "launch inside salloc or an sbatch script");
   }
   return std::nullopt;
 }
@@ -333,13 +348,15 @@ void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
   launch->add_option("CONFIG", options->run.config)->required();
   AddRunFlags(launch, options->run);
-  launch->add_flag("--dry-run", options->dry_run, "print the launcher's command instead of running it");
+  launch->add_flag("--dry-run", options->dry_run,
+                   "print the launcher's command instead of running it");
   launch->add_option("--hostfile", options->hostfile,
                      "Open MPI hostfile: each TPU host's ranks go to one node");
   launch->add_option("--launcher", options->launcher,
                      "mpirun (default) or srun, which runs the ranks inside a Slurm allocation");
-  launch->footer("Inside a Slurm allocation (SLURM_JOB_ID set) the nodes and tasks are the allocation's. "
-                 "Arguments after -- go to the launcher as they are (e.g. -- --mca btl tcp,self).");
+  launch->footer(
+      "Inside a Slurm allocation (SLURM_JOB_ID set) the nodes and tasks are the allocation's. "
+      "Arguments after -- go to the launcher as they are (e.g. -- --mca btl tcp,self).");
   commands.push_back({launch, true, [options](CommandLine& line) {
                         options->mpirun_args = line.after_dashes;
                         return RunLaunchCommand(*options);

@@ -43,7 +43,8 @@ CommandOutput RunCaptured(const std::string& command) {
   std::array<char, 4096> buffer;
   while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.text.append(buffer.data(), n);
   const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  out.exit_code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return out;
 }
 
@@ -56,7 +57,8 @@ std::vector<std::string> MpiPlugins(const std::string& listing) {
   for (std::string line; std::getline(lines, line);) {
     std::istringstream words(line);
     std::string word;
-    if (!line.empty() && (line[0] == '\t' || line[0] == ' ') && words >> word) plugins.push_back(word);
+    const bool indented = !line.empty() && (line[0] == '\t' || line[0] == ' ');
+    if (indented && words >> word) plugins.push_back(word);
     const size_t versions = line.find("versions available:");
     if (versions == std::string::npos) continue;
     std::istringstream more(line.substr(versions + 19));
@@ -74,11 +76,12 @@ std::string AllocationName(const cluster::SlurmAllocation& allocation) {
   return fmt::format("Slurm job {} ({})", allocation.job_id, allocation.nodelist);
 }
 
-std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name, int num_ranks) {
+std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name,
+                                                         int num_ranks) {
   std::optional<cluster::SlurmAllocation> allocation = cluster::ReadSlurmAllocation(Getenv);
   if (allocation && allocation->num_tasks() < num_ranks) {
-    Fail("{} needs {} ranks; this allocation has {} tasks on {} node{} (Slurm job {}): ask salloc or sbatch "
-         "for -n {}",
+    Fail("{} needs {} ranks; this allocation has {} tasks on {} node{} (Slurm job {}): ask "
+         "salloc or sbatch for -n {}",
          slice_name, num_ranks, allocation->num_tasks(), allocation->nodes.size(),
          allocation->nodes.size() == 1 ? "" : "s", allocation->job_id, num_ranks);
   }
@@ -93,13 +96,14 @@ std::string SrunMpiPlugin() {
          listed.text.substr(0, listed.text.find('\n')));
   }
   const std::vector<std::string> plugins = MpiPlugins(listed.text);
-  for (const std::string& wanted : {std::string("pmix"), std::string("pmix_v"), std::string("pmi2")}) {
+  for (const std::string& wanted :
+       {std::string("pmix"), std::string("pmix_v"), std::string("pmi2")}) {
     for (const std::string& plugin : plugins) {
       if (plugin == wanted || (wanted == "pmix_v" && plugin.rfind(wanted, 0) == 0)) return plugin;
     }
   }
-  Fail("--launcher srun: this Slurm offers no PMI plugin Open MPI's ranks can start with (pmix or pmi2); "
-       "`srun --mpi=list` lists: {}",
+  Fail("--launcher srun: this Slurm offers no PMI plugin Open MPI's ranks can start with "
+       "(pmix or pmi2); `srun --mpi=list` lists: {}",
        fmt::join(plugins, ", "));
 }
 

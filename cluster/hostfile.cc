@@ -78,11 +78,11 @@ std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes,
     host += take;
   }
   if (host < num_tpu_hosts) {
-    Fail("{}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
-         "stay on one node); the slice needs {} ({} ranks)",
-         source, slots, nodes.size(), WholeTpuHostCapacity(nodes, ranks_per_tpu_host), ranks_per_tpu_host,
-         num_tpu_hosts,
-         num_tpu_hosts * ranks_per_tpu_host);
+    Fail(
+        "{}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
+        "stay on one node); the slice needs {} ({} ranks)",
+        source, slots, nodes.size(), WholeTpuHostCapacity(nodes, ranks_per_tpu_host),
+        ranks_per_tpu_host, num_tpu_hosts, num_tpu_hosts * ranks_per_tpu_host);
   }
   return placement;
 }
@@ -94,7 +94,8 @@ std::vector<NodePlacement> PlaceBySlot(const std::vector<HostfileNode>& nodes, i
   for (int rank = 0; const HostfileNode& n : nodes) {
     const int take = std::min(n.slots, num_ranks - rank);
     if (take <= 0) break;
-    const int first_host = rank / ranks_per_tpu_host, last_host = (rank + take - 1) / ranks_per_tpu_host;
+    const int first_host = rank / ranks_per_tpu_host,
+              last_host = (rank + take - 1) / ranks_per_tpu_host;
     placement.push_back({n.name, first_host, last_host - first_host + 1, rank, take});
     rank += take;
   }
@@ -134,7 +135,9 @@ std::string PlacementHostfile(const std::vector<NodePlacement>& placement) {
 
 std::string PlacementHostList(const std::vector<NodePlacement>& placement) {
   std::string out;
-  for (const NodePlacement& p : placement) out += fmt::format("{}{}:{}", out.empty() ? "" : ",", p.node, p.num_ranks);
+  for (const NodePlacement& p : placement) {
+    out += fmt::format("{}{}:{}", out.empty() ? "" : ",", p.node, p.num_ranks);
+  }
   return out;
 }
 

@@ -18,7 +18,7 @@ namespace tpusim::cluster {
 // The hosts of a Slurm hostlist expression, in order: "node[1-3,5],gpu[01-02]" ->
 // node1 node2 node3 node5 gpu01 gpu02; a range keeps the width of its first bound
 // ("[08-10]" -> 08 09 10), and several bracket groups in one name multiply
-// ("r[1-2]n[1-2]" -> r1n1 r1n2 r2n1 r2n2). `what` names the text in errors. Throws
+// ("r[1-2]-n[3-4]" -> r1-n3 r1-n4 r2-n3 r2-n4). `what` names the text in errors. Throws
 // Error naming the text for unbalanced brackets, a range that is not N-M with
 // N <= M, or more than a million hosts.
 std::vector<std::string> ExpandHostlist(const std::string& hostlist, const std::string& what);

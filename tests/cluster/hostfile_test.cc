@@ -77,7 +77,9 @@ TEST(Hostfile, BySlotWhenNodesHoldNoWholeTpuHost) {
 }
 
 TEST(Hostfile, TooFewSlotsIsOneLineWithTheNumbers) {
-  EXPECT_EQ(ErrorOf([] { PlaceTpuHosts({{"a", 9}, {"b", 9}}, 4, 5, "hostfile hosts.txt"); }),
+  EXPECT_EQ(ErrorOf([] {
+              PlaceTpuHosts({{"a", 9}, {"b", 9}}, 4, 5, "hostfile hosts.txt");
+            }),
             "hostfile hosts.txt: 18 slots on 2 nodes hold 2 TPU hosts of 5 ranks each (a TPU "
             "host's ranks stay on one node); the slice needs 4 (20 ranks)");
 }
