@@ -36,6 +36,11 @@ stop_daemon() {
   kill -9 "$pid" 2>/dev/null
 }
 stop() {
+  # A job still running (a timeout cut its wait) is cancelled while slurmd can end it.
+  if [ -s "$w/slurmctld.pid" ] && [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ]; then
+    timeout 10 scancel --user=root
+    for _ in $(seq 50); do [ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+  fi
   stop_daemon "$w/slurmd.pid" slurmd
   stop_daemon "$w/slurmctld.pid" slurmctld
   stop_daemon "$w/munge/pid" munged
