@@ -272,7 +272,8 @@ std::vector<std::string> LauncherCommand(const LaunchOptions& options, const Lau
 }
 
 // The launcher `options` ask for, checked before the run (it costs nothing): an
-// unknown --launcher, srun beside --hostfile or where there is none.
+// unknown --launcher, srun beside --hostfile, where there is none or outside an
+// allocation.
 LaunchPlan PlanLauncher(const LaunchOptions& options) {
   LaunchPlan plan;
   plan.launcher = ParseSpelling(kLauncherSpellings, options.launcher, "--launcher");
@@ -286,24 +287,17 @@ LaunchPlan PlanLauncher(const LaunchOptions& options) {
 }
 
 // The nodes `slice` goes on: --hostfile's, else the Slurm allocation's (checked to
-// hold its ranks), else none (this machine; not for srun).
-std::optional<NodeSource> NodesFor(const LaunchOptions& options, Launcher launcher,
-                                   const run::Slice& slice) {
+// hold its ranks), else none (this machine).
+std::optional<NodeSource> NodesFor(const LaunchOptions& options, const run::Slice& slice) {
   if (!options.hostfile.empty()) {
     return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile,
                       "hostfile " + options.hostfile};
   }
   const std::optional<cluster::SlurmAllocation> allocation =
       AllocationForRun(slice.topology.name(), slice.layout.num_processes());
-  if (allocation) {
-    return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id,
-                      AllocationName(*allocation), true};
-  }
-  if (launcher == Launcher::kSrun) {
-    Fail("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run "
-         "launch inside salloc or an sbatch script");
-  }
-  return std::nullopt;
+  if (!allocation) return std::nullopt;
+  return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id,
+                    AllocationName(*allocation), true};
 }
 
 int RunLaunchCommand(const LaunchOptions& options) {
@@ -318,7 +312,7 @@ int RunLaunchCommand(const LaunchOptions& options) {
   run::RunConfig resumed = target.run;
   LoadResumePoint(options.run.resume_dir, resumed);
   const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
-  plan.nodes = NodesFor(options, plan.launcher, run.slice);
+  plan.nodes = NodesFor(options, run.slice);
   const bool multi_node = plan.nodes && (!plan.nodes->slurm || plan.nodes->nodes.size() > 1);
   SetMpiEnvironment(multi_node, watchdog_s, SingleCopyMechanism(run.plan));
   MpirunPlacement placed;

@@ -90,6 +90,10 @@ std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slic
 
 std::string SrunMpiPlugin() {
   if (!OnPath("srun")) Fail("--launcher srun: there is no srun on PATH (Slurm's client commands)");
+  if (!Getenv("SLURM_JOB_ID")) {
+    Fail("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run "
+         "launch inside salloc or an sbatch script");
+  }
   const CommandOutput listed = RunCaptured("timeout 20 srun --mpi=list 2>&1");
   if (listed.exit_code != 0) {
     Fail("--launcher srun: `srun --mpi=list` failed (exit {}): {}", listed.exit_code,

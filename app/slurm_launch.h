@@ -31,7 +31,8 @@ std::string AllocationName(const cluster::SlurmAllocation& allocation);
 
 // The --mpi plugin srun starts Open MPI's ranks with: pmix where `srun --mpi=list`
 // offers it (a pmix_vN of it otherwise), else pmi2. Throws Error in one line when
-// no srun is on PATH, `srun --mpi=list` fails, or it offers neither.
+// no srun is on PATH, this process is not inside an allocation (no SLURM_JOB_ID),
+// `srun --mpi=list` fails, or it offers neither.
 std::string SrunMpiPlugin();
 
 // srun's options that run `placement`'s ranks where it put them, in rank order
