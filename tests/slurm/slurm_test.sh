@@ -2,13 +2,14 @@
 # tpusim on a real Slurm: starts munge, slurmctld and slurmd (Debian's packages)
 # on this machine with a config written to a temporary folder (one node, this
 # machine, declared with 20 CPUs), then runs a v4-8 slice (one TPU host of 5 ranks,
-# 4 steps) four ways and checks each report's rank count and that each placement
+# 4 steps) three ways and checks each report's rank count and that each placement
 # log is byte for byte the one of the same run without Slurm:
 #   salloc -n 5 tpusim launch ...                 (mpirun on the allocation's node)
 #   salloc -n 5 tpusim launch --launcher srun ... (srun --mpi=pmix, arbitrary distribution)
 #   sbatch -n 5 --wait configs/slurm/v4-32.sbatch ... (the shipped script, its report)
 # plus `sbatch --test-only` of both shipped scripts against the controller, and the
-# refusal of an allocation too small for the slice. Stops the daemons it started by
+# refusal of an allocation too small for the slice; the launcher lines the first two
+# ran are checked through --dry-run in the same allocation. Stops the daemons it started by
 # pid. Skips (77) only without root, without the packages, or when the daemons do
 # not come up (their logs are printed). Every wait is under `timeout`.
 set -u
@@ -121,13 +122,15 @@ fail=0
 check() {  # NAME OUTPUT_FILE REPORT PLACEMENT_LOG
   local name=$1
   grep -qx "  node $node: TPU host 0 (ranks 0-4)" "$2" || { echo "$name: no placement line"; cat "$2"; fail=1; }
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); e=r['environment']; sys.exit(0 if e['mpi_ranks']==5 and e['world_size']==5 else 1)" "$3" \
+  python3 -c "import json, sys; e = json.load(open(sys.argv[1]))['environment']
+sys.exit(0 if e['mpi_ranks'] == 5 and e['world_size'] == 5 else 1)" "$3" \
     || { echo "$name: report $3 is not of 5 ranks"; fail=1; }
   cmp -s "$w/plain.jsonl" "$4" || { echo "$name: placement log differs from the run without Slurm"; fail=1; }
 }
 # The same run without Slurm: no SLURM_* in its environment.
-env -u SLURM_CONF -u SLURM_JOB_ID -u SLURM_JOB_NODELIST timeout -k 5 120 "$tpusim" launch "$run" "${small[@]}" --placement-log "$w/plain.jsonl" \
-  --report "$w/plain.json" > "$w/plain.out" 2>&1 || { cat "$w/plain.out"; echo "the run without Slurm failed"; exit 1; }
+env -u SLURM_CONF -u SLURM_JOB_ID -u SLURM_JOB_NODELIST timeout -k 5 120 "$tpusim" launch "$run" \
+  "${small[@]}" --placement-log "$w/plain.jsonl" --report "$w/plain.json" > "$w/plain.out" 2>&1 \
+  || { cat "$w/plain.out"; echo "the run without Slurm failed"; exit 1; }
 
 for launcher in mpirun srun; do
   timeout -k 5 120 salloc -n 5 "$tpusim" launch "$run" "${small[@]}" --launcher $launcher \
