@@ -5,8 +5,10 @@
 // Open MPI loses a node and stops an mpirun stuck on one; returns mpirun's exit
 // code and says in one line when a rank died of a signal or mpirun failed on its
 // own, or 128 + the signal (130, 143) once a signal it was sent has ended every
-// process of the job. With a hostfile every TPU host's ranks go to one node (cluster/hostfile.h):
-// the placement is printed and mpirun gets a hostfile with exactly those slots.
+// process of the job. With a hostfile, or inside a Slurm allocation (app/slurm_launch.h),
+// every TPU host's ranks go to one node (cluster/hostfile.h): the placement is printed and
+// mpirun gets exactly those slots (a hostfile, or --host for the allocation's nodes), or
+// srun (--launcher srun) a node per rank.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include "app/mpirun_supervisor.h"
 #include "app/resume_point.h"
 #include "app/run_flags.h"
+#include "app/slurm_launch.h"
 #include "base/error.h"
 #include "base/temp_file.h"
 #include "cluster/hostfile.h"
@@ -47,7 +50,24 @@ struct LaunchOptions {
   run::RunOptions run;                        // CONFIG and the flags forwarded to `tpusim run`
   bool dry_run = false;                  // print the mpirun command instead
   std::string hostfile;                  // an Open MPI hostfile, "" = this machine
-  std::vector<std::string> mpirun_args;  // given after `--`, passed to mpirun as they are
+  std::string launcher = "mpirun";       // a kLauncherSpellings name (app/slurm_launch.h)
+  std::vector<std::string> mpirun_args;  // given after `--`, passed to the launcher as they are
+};
+
+// The nodes launch places TPU hosts on: a hostfile's, or the Slurm allocation's.
+struct NodeSource {
+  std::vector<cluster::HostfileNode> nodes;
+  std::string name;       // printed after "on N nodes of"
+  std::string in_errors;  // "hostfile hosts.txt", "Slurm job 12 (node[1-3])"
+  bool slurm = false;
+};
+
+// What launch was asked to run and where: the launcher, the nodes (none: this
+// machine) and srun's PMI plugin.
+struct LaunchPlan {
+  Launcher launcher = Launcher::kMpirun;
+  std::optional<NodeSource> nodes;
+  std::string srun_mpi;
 };
 
 // After a signal ended the job: the parts of the streamed outputs the ranks were
@@ -120,8 +140,8 @@ std::string SelfPath() {
   return std::string(self, static_cast<size_t>(n));
 }
 
-// Where launch put the TPU hosts: the nodes of a hostfile and the hostfile mpirun
-// reads (which must outlive mpirun); empty without --hostfile.
+// Where launch put the TPU hosts: the nodes of a hostfile or allocation and the
+// hostfile mpirun reads (which must outlive mpirun); empty on this machine.
 struct MpirunPlacement {
   std::vector<cluster::NodePlacement> nodes;
   std::optional<TempFile> hostfile;
@@ -157,8 +177,8 @@ bool IsTpusimExitCode(int code) {
 // ends with kExitInputError once its line is told.
 int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog, bool told) {
   if (WIFSIGNALED(status)) {
-    fmt::print(stderr, "tpusim: error: mpirun was killed by signal {} ({})\n", WTERMSIG(status),
-               strsignal(WTERMSIG(status)));
+    fmt::print(stderr, "tpusim: error: {} was killed by signal {} ({})\n", argv.front(),
+               WTERMSIG(status), strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
@@ -170,48 +190,76 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
                  code - 128, strsignal(code - 128));
     }
   } else if (!IsTpusimExitCode(code)) {
-    fmt::print(stderr, "tpusim: error: mpirun failed with exit code {} before tpusim reported (Open "
-               "MPI's messages, if any, are above): {}\n", code, fmt::join(argv, " "));
+    fmt::print(stderr,
+               "tpusim: error: {} failed with exit code {} before tpusim reported (Open "
+               "MPI's messages, if any, are above): {}\n",
+               argv.front(), code, fmt::join(argv, " "));
   }
   return code;
 }
 
-// mpirun's placement flags for `launch.hostfile`: every TPU host (or, in the
-// threads and packed layouts, every MPI rank of K hosts) on one node, printed, and
-// the hostfile written to `placed`.
-std::vector<std::string> PlaceOnHostfile(const cluster::RankLayout& layout,
-                                         const std::string& hostfile, MpirunPlacement& placed) {
+// Every TPU host (or, in the threads and packed layouts, every MPI rank of K hosts)
+// of `layout` on one node of `source`, printed and kept in `placed`.
+void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source,
+                  MpirunPlacement& placed) {
   // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
   const bool ranks = layout.hosts_per_process() == 0;
   const int units = ranks ? layout.num_hosts() : layout.num_processes();
   const int ranks_per_unit = ranks ? layout.ranks_per_host() : 1;
   std::vector<cluster::NodePlacement>& placement = placed.nodes;
-  placement = cluster::PlaceTpuHosts(cluster::ReadHostfile(hostfile), units, ranks_per_unit, hostfile);
+  // A Slurm allocation is what the cluster gave: with tasks enough but not in whole
+  // TPU hosts per node, it is filled slot by slot and the split hosts are named.
+  const bool whole =
+      !source.slurm || cluster::WholeTpuHostCapacity(source.nodes, ranks_per_unit) >= units;
+  placement = whole ? cluster::PlaceTpuHosts(source.nodes, units, ranks_per_unit, source.in_errors)
+                    : cluster::PlaceBySlot(source.nodes, units, ranks_per_unit);
   if (ranks) {
     fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
-               placement.size(), hostfile);
+               placement.size(), source.name);
   } else {
-    fmt::print("tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
-               layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s", layout.layout_name(),
-               placement.size(), hostfile,
-               layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
+    fmt::print(
+        "tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
+        layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s",
+        layout.layout_name(), placement.size(), source.name,
+        layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
   }
   for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
+  if (!whole) {
+    fmt::print(
+        "tpusim: note: the allocation's nodes do not hold whole TPU hosts of {} ranks (ask for "
+        "--ntasks-per-node={} or a multiple), so these TPU hosts' host-to-core traffic crosses the "
+        "network:\n",
+        ranks_per_unit, ranks_per_unit);
+    for (const std::string& line : cluster::DescribeSplitTpuHosts(placement, ranks_per_unit)) {
+      fmt::print("  {}\n", line);
+    }
+  }
   std::fflush(stdout);
-  placed.hostfile.emplace("tpusim-hostfile", cluster::PlacementHostfile(placement));
+}
+
+// mpirun's flags for `placed`: a hostfile's nodes through a hostfile written to
+// `placed` (the user's names, as given), an allocation's as --host, which the
+// printed line can show.
+std::vector<std::string> MpirunPlacementFlags(const NodeSource& source, MpirunPlacement& placed) {
+  if (source.slurm) return {"--host", cluster::PlacementHostList(placed.nodes), "--map-by", "slot"};
+  placed.hostfile.emplace("tpusim-hostfile", cluster::PlacementHostfile(placed.nodes));
   return {"--hostfile", placed.hostfile->path(), "--map-by", "slot"};
 }
 
-// The mpirun command line for `options` on `layout`; a hostfile's placement goes
-// to `placed`, which must outlive mpirun.
-std::vector<std::string> MpirunCommand(const LaunchOptions& options,
-                                       const cluster::RankLayout& layout, MpirunPlacement& placed) {
+// The launcher's command line for `options` on `layout` as `plan` says; the
+// placement goes to `placed`, which must outlive the launcher.
+std::vector<std::string> LauncherCommand(const LaunchOptions& options, const LaunchPlan& plan,
+                                         const cluster::RankLayout& layout,
+                                         MpirunPlacement& placed) {
   const int np = layout.num_processes();
+  if (plan.nodes) PlaceOnNodes(layout, *plan.nodes, placed);
   // No --quiet: the supervisor drops Open MPI's banners after the job's first error
   // itself and needs the one that names a lost node (README "Open MPI notes").
   std::vector<std::string> argv{"mpirun", "-np", std::to_string(np), "--bind-to", "none"};
-  if (!options.hostfile.empty()) {
-    const std::vector<std::string> placement = PlaceOnHostfile(layout, options.hostfile, placed);
+  if (plan.launcher == Launcher::kSrun) {
+    argv = SrunCommand(plan.srun_mpi, placed.nodes);
+  } else if (plan.nodes) {
+    const std::vector<std::string> placement = MpirunPlacementFlags(*plan.nodes, placed);
     argv.insert(argv.end(), placement.begin(), placement.end());
   } else if (np > static_cast<int>(std::thread::hardware_concurrency())) {
     argv.push_back("--oversubscribe");
@@ -223,7 +271,37 @@ std::vector<std::string> MpirunCommand(const LaunchOptions& options,
   return argv;
 }
 
+// The launcher `options` ask for, checked before the run (it costs nothing): an
+// unknown --launcher, srun beside --hostfile, where there is none or outside an
+// allocation.
+LaunchPlan PlanLauncher(const LaunchOptions& options) {
+  LaunchPlan plan;
+  plan.launcher = ParseSpelling(kLauncherSpellings, options.launcher, "--launcher");
+  if (plan.launcher == Launcher::kSrun) {
+    if (!options.hostfile.empty()) {
+      Fail("--launcher srun takes its nodes from the Slurm allocation, not --hostfile");
+    }
+    plan.srun_mpi = SrunMpiPlugin();
+  }
+  return plan;
+}
+
+// The nodes `slice` goes on: --hostfile's, else the Slurm allocation's (checked to
+// hold its ranks), else none (this machine).
+std::optional<NodeSource> NodesFor(const LaunchOptions& options, const run::Slice& slice) {
+  if (!options.hostfile.empty()) {
+    return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile,
+                      "hostfile " + options.hostfile};
+  }
+  const std::optional<cluster::SlurmAllocation> allocation =
+      AllocationForRun(slice.topology.name(), slice.layout.num_processes());
+  if (!allocation) return std::nullopt;
+  return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id,
+                    AllocationName(*allocation), true};
+}
+
 int RunLaunchCommand(const LaunchOptions& options) {
+  LaunchPlan plan = PlanLauncher(options);
   run::ConfigTarget target = run::ResolveConfigTarget(options.run.config, options.run.overrides);
   if (!target.is_run) Fail("launch needs a run file, {} is a topology", options.run.config);
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
@@ -234,9 +312,11 @@ int RunLaunchCommand(const LaunchOptions& options) {
   run::RunConfig resumed = target.run;
   LoadResumePoint(options.run.resume_dir, resumed);
   const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
-  SetMpiEnvironment(!options.hostfile.empty(), watchdog_s, SingleCopyMechanism(run.plan));
+  plan.nodes = NodesFor(options, run.slice);
+  const bool multi_node = plan.nodes && (!plan.nodes->slurm || plan.nodes->nodes.size() > 1);
+  SetMpiEnvironment(multi_node, watchdog_s, SingleCopyMechanism(run.plan));
   MpirunPlacement placed;
-  std::vector<std::string> argv = MpirunCommand(options, run.slice.layout, placed);
+  std::vector<std::string> argv = LauncherCommand(options, plan, run.slice.layout, placed);
   if (options.dry_run) {
     // The setting chosen for this run goes with the line (the others: scripts/mpi-env).
     fmt::print("OMPI_MCA_btl_vader_single_copy_mechanism={} {}\n",
@@ -262,10 +342,15 @@ void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
   launch->add_option("CONFIG", options->run.config)->required();
   AddRunFlags(launch, options->run);
-  launch->add_flag("--dry-run", options->dry_run, "print the mpirun command instead of running it");
+  launch->add_flag("--dry-run", options->dry_run,
+                   "print the launcher's command instead of running it");
   launch->add_option("--hostfile", options->hostfile,
                      "Open MPI hostfile: each TPU host's ranks go to one node");
-  launch->footer("Arguments after -- go to mpirun as they are (e.g. -- --mca btl tcp,self).");
+  launch->add_option("--launcher", options->launcher,
+                     "mpirun (default) or srun, which runs the ranks inside a Slurm allocation");
+  launch->footer(
+      "Inside a Slurm allocation (SLURM_JOB_ID set) the nodes and tasks are the allocation's. "
+      "Arguments after -- go to the launcher as they are (e.g. -- --mca btl tcp,self).");
   commands.push_back({launch, true, [options](CommandLine& line) {
                         options->mpirun_args = line.after_dashes;
                         return RunLaunchCommand(*options);

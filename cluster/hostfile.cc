@@ -66,12 +66,11 @@ std::vector<HostfileNode> ReadHostfile(const std::string& path) {
 }
 
 std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes, int num_tpu_hosts,
-                                         int ranks_per_tpu_host, const std::string& path) {
+                                         int ranks_per_tpu_host, const std::string& source) {
   std::vector<NodePlacement> placement;
-  int host = 0, capacity = 0, slots = 0;
+  int host = 0, slots = 0;
   for (const HostfileNode& n : nodes) {
     const int fits = n.slots / ranks_per_tpu_host;
-    capacity += fits;
     slots += n.slots;
     const int take = std::min(fits, num_tpu_hosts - host);
     if (take <= 0) continue;
@@ -79,17 +78,74 @@ std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes,
     host += take;
   }
   if (host < num_tpu_hosts) {
-    Fail("hostfile {}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
-         "stay on one node); the slice needs {} ({} ranks)",
-         path, slots, nodes.size(), capacity, ranks_per_tpu_host, num_tpu_hosts,
-         num_tpu_hosts * ranks_per_tpu_host);
+    Fail(
+        "{}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
+        "stay on one node); the slice needs {} ({} ranks)",
+        source, slots, nodes.size(), WholeTpuHostCapacity(nodes, ranks_per_tpu_host),
+        ranks_per_tpu_host, num_tpu_hosts, num_tpu_hosts * ranks_per_tpu_host);
   }
   return placement;
+}
+
+std::vector<NodePlacement> PlaceBySlot(const std::vector<HostfileNode>& nodes, int num_tpu_hosts,
+                                       int ranks_per_tpu_host) {
+  std::vector<NodePlacement> placement;
+  const int num_ranks = num_tpu_hosts * ranks_per_tpu_host;
+  for (int rank = 0; const HostfileNode& n : nodes) {
+    const int take = std::min(n.slots, num_ranks - rank);
+    if (take <= 0) break;
+    const int first_host = rank / ranks_per_tpu_host,
+              last_host = (rank + take - 1) / ranks_per_tpu_host;
+    placement.push_back({n.name, first_host, last_host - first_host + 1, rank, take});
+    rank += take;
+  }
+  return placement;
+}
+
+int WholeTpuHostCapacity(const std::vector<HostfileNode>& nodes, int ranks_per_tpu_host) {
+  int capacity = 0;
+  for (const HostfileNode& n : nodes) capacity += n.slots / ranks_per_tpu_host;
+  return capacity;
+}
+
+std::vector<std::string> DescribeSplitTpuHosts(const std::vector<NodePlacement>& placement,
+                                               int ranks_per_tpu_host) {
+  std::map<int, std::vector<std::string>> nodes_of_host;
+  for (const NodePlacement& p : placement) {
+    for (int host = p.first_tpu_host; host < p.first_tpu_host + p.num_tpu_hosts; ++host) {
+      nodes_of_host[host].push_back(p.node);
+    }
+  }
+  std::vector<std::string> lines;
+  for (const auto& [host, nodes] : nodes_of_host) {
+    if (nodes.size() < 2) continue;
+    std::string names;
+    for (const std::string& name : nodes) names += (names.empty() ? "" : ", ") + name;
+    lines.push_back(fmt::format("TPU host {} (ranks {}) is split over nodes {}", host,
+                                Range(host * ranks_per_tpu_host, ranks_per_tpu_host), names));
+  }
+  return lines;
 }
 
 std::string PlacementHostfile(const std::vector<NodePlacement>& placement) {
   std::string out;
   for (const NodePlacement& p : placement) out += fmt::format("{} slots={}\n", p.node, p.num_ranks);
+  return out;
+}
+
+std::string PlacementHostList(const std::vector<NodePlacement>& placement) {
+  std::string out;
+  for (const NodePlacement& p : placement) {
+    out += fmt::format("{}{}:{}", out.empty() ? "" : ",", p.node, p.num_ranks);
+  }
+  return out;
+}
+
+std::string PlacementRankNodes(const std::vector<NodePlacement>& placement) {
+  std::string out;
+  for (const NodePlacement& p : placement) {
+    for (int rank = 0; rank < p.num_ranks; ++rank) out += (out.empty() ? "" : ",") + p.node;
+  }
   return out;
 }
 

@@ -36,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
@@ -318,6 +319,36 @@ TEST(Signals, SigtermToLaunchMidRunEndsEveryRank) {
   EXPECT_FALSE(fs::exists(steps));
   fs::remove(log);
   EXPECT_THAT(TemporaryFiles(dir), testing::IsEmpty());
+}
+
+// Inside a Slurm allocation (its environment, as salloc sets it; the real daemons
+// are tests/slurm's) launch places on the allocation's nodes without a hostfile and
+// prints the exact mpirun line: v3-32 per host (4 TPU hosts of 9 ranks) on
+// node[1-4] of 9 tasks each whole, on node[1-3] of 12 by slot with the split TPU
+// hosts named.
+TEST(SlurmAllocation, DryRunPlacesOnTheAllocationsNodes) {
+  const std::string v3_32 = Source("configs/runs/v3-32-per-host.yaml");
+  const std::string env = "SLURM_JOB_ID=12 SLURM_NTASKS=36 ";
+  const Result whole = Shell(env + "SLURM_JOB_NODELIST='node[1-4]' SLURM_TASKS_PER_NODE='9(x4)' " +
+                             Tpusim() + " launch " + v3_32 + " --dry-run");
+  ASSERT_EQ(whole.rc, 0) << whole.output;
+  EXPECT_THAT(whole.output,
+              StartsWith("tpusim: 4 TPU hosts of 9 ranks on 4 nodes of Slurm job 12:\n"
+                         "  node node1: TPU host 0 (ranks 0-8)\n"
+                         "  node node2: TPU host 1 (ranks 9-17)\n"));
+  EXPECT_THAT(whole.output,
+              HasSubstr(" mpirun -np 36 --bind-to none --host node1:9,node2:9,node3:9,node4:9 "
+                        "--map-by slot " +
+                        Tpusim() + " run " + v3_32 + "\n"));
+  EXPECT_THAT(whole.output, Not(HasSubstr("split")));
+  const Result split = Shell(env + "SLURM_JOB_NODELIST='node[1-3]' SLURM_TASKS_PER_NODE='12(x3)' " +
+                             Tpusim() + " launch " + v3_32 + " --dry-run");
+  ASSERT_EQ(split.rc, 0) << split.output;
+  EXPECT_THAT(split.output, HasSubstr("  node node2: TPU hosts 1-2 (ranks 12-23)\n"));
+  EXPECT_THAT(split.output,
+              HasSubstr("  TPU host 1 (ranks 9-17) is split over nodes node1, node2\n"));
+  EXPECT_THAT(split.output,
+              HasSubstr(" mpirun -np 36 --bind-to none --host node1:12,node2:12,node3:12 "));
 }
 
 }  // namespace
