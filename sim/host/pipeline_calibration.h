@@ -18,19 +18,13 @@
 
 namespace tpusim::sim::host {
 
-// The measured phase runs `passes` passes, each given a share of the limits: a
-// pass ends at the first step a worker takes after max_wall_s / passes, or after
-// enough_examples / passes once min_wall_s / passes has passed; every worker
-// builds at least one step in each pass. The pass with the least CPU per example
-// is kept, as benchmarks keep the fastest of their repeats: another process on
-// this machine (a compiler, a browser) can only add to a pass's CPU — through
-// shared caches and a shared physical core — never take from it, so the
-// cheapest pass is the one nearest the pipeline's own cost.
+// The measured phase ends at the first step a worker takes after max_wall_s, or
+// after enough_examples once min_wall_s has passed; every worker builds at least
+// one measured step after its warm-up step.
 struct CalibrationLimits {
   double max_wall_s = 0.4;
   double min_wall_s = 0.05;
   int64_t enough_examples = 4096;
-  int passes = 4;
 };
 
 // The host that calibrates each pipeline class: the lowest-numbered host of
@@ -39,8 +33,8 @@ struct CalibrationLimits {
 std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts);
 
 // Runs `pipeline` (freshly opened for `host`, borrowed) on `workers` threads:
-// one warm-up step each (the shuffle buffer's fill, cold caches), then measured
-// passes within `limits`. Returns the cheapest pass's costs; on a failure of the source (a
+// one warm-up step each (the shuffle buffer's fill, cold caches), then, on the
+// same threads, measured steps within `limits`. Returns their costs; on a failure of the source (a
 // file gone since the run), no costs and the note naming it. Never throws Error.
 PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan,
                                       int host, int workers, const CalibrationLimits& limits = {});
