@@ -2,9 +2,24 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "base/error.h"
 
 namespace tpusim {
+namespace {
+
+// A path stat() cannot reach for a reason other than its absence (EACCES on a
+// folder above it, ELOOP, ENAMETOOLONG): one line naming the cause, rather than
+// letting a later open or std::filesystem call fail with less to say.
+void RefuseUnreachable(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 || errno == ENOENT || errno == ENOTDIR) return;
+  Fail("{}: cannot reach it: {}", path, std::strerror(errno));
+}
+
+}  // namespace
 
 FileKind KindOf(const std::string& path) {
   struct stat info {};
@@ -36,18 +51,21 @@ const char* KindName(FileKind kind) {
 
 void RefuseNonRegularFile(const std::string& path) {
   const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path);
   if (kind == FileKind::kMissing || kind == FileKind::kRegular) return;
   Fail("{}: is {}, not a regular file", path, KindName(kind));
 }
 
 void RefuseSpecialFile(const std::string& path) {
   const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path);
   if (kind == FileKind::kMissing || kind == FileKind::kRegular || kind == FileKind::kDirectory) return;
   Fail("{}: is {}, not a regular file", path, KindName(kind));
 }
 
 void RefuseNonDirectory(const std::string& path) {
   const FileKind kind = KindOf(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path);
   if (kind == FileKind::kMissing || kind == FileKind::kDirectory) return;
   Fail("{}: is {}, not a folder", path, KindName(kind));
 }

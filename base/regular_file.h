@@ -20,7 +20,9 @@ FileKind KindOf(const std::string& path);
 const char* KindName(FileKind kind);
 
 // Throws Error "<path>: is a FIFO, not a regular file" (likewise a socket, a
-// device, a folder) when `path` exists and is not a regular file. A missing path
+// device, a folder) when `path` exists and is not a regular file, and
+// "<path>: cannot reach it: Permission denied" (likewise a symlink loop, a name
+// too long) when stat() fails for a reason other than absence. A missing path
 // returns: each reader says "missing" in its own words.
 void RefuseNonRegularFile(const std::string& path);
 
@@ -29,7 +31,7 @@ void RefuseNonRegularFile(const std::string& path);
 void RefuseSpecialFile(const std::string& path);
 
 // Throws Error "<path>: is a FIFO, not a folder" when `path` exists and is not a
-// folder; a missing path returns.
+// folder (or cannot be reached, as above); a missing path returns.
 void RefuseNonDirectory(const std::string& path);
 
 }  // namespace tpusim

@@ -34,7 +34,7 @@ CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route
                                  const cluster::Transport& world, int host_rank,
                                  const TransportOptions& options)
     : codec_(plan.features(), route),
-      trailer_capacity_(options.trailer_capacity ? options.trailer_capacity(route) : 0),
+      trailer_capacity_(options.trailer ? options.trailer->Capacity(route) : 0),
       world_(world), host_rank_(host_rank),
       depth_(options.queue_depth), num_steps_(options.num_steps), watchdog_(options.watchdog),
       core_sleeps_(options.core_sleeps_when_idle),

@@ -38,26 +38,52 @@ struct SentStep {
   double enqueue_cpu_s = 0;  // the sender's thread CPU over the same time as enqueue_s
 };
 
+// What the host side of the infeed tells, and asks of, the code around it — one
+// narrow observer instead of a callback per event. Every method has a default
+// that does nothing, so a host implements only what it uses.
+class HostObserver {
+ public:
+  virtual ~HostObserver() = default;
+  // On the thread that built `step` (a worker, or in the ranks layout the sender
+  // when its workers sleep and steps are cheap to build) after `build_s` seconds
+  // of building, `build_cpu_s` of them on a CPU (a slow host's extra work plugs
+  // in here); must be thread-safe.
+  virtual void StepBuilt(int64_t /*step*/, double /*build_s*/, double /*build_cpu_s*/) {}
+  // On the sending thread, after each step's shards are on their way.
+  virtual void StepSent(const SentStep& /*step*/) {}
+  // Host ranks also serve other protocols (the outfeed and the post-loop work)
+  // while the infeed runs, and must never block them: the host calls Poll after
+  // every step and whenever it would otherwise wait (for a credit, a worker or a
+  // relayed shard).
+  virtual void Poll() {}
+  // A relay host hands every probed message that is not the infeed's here, which
+  // must receive it; false (the default) = nobody expects any, and the relay
+  // fails naming it.
+  virtual bool ForeignMessage(const cluster::Pending& /*message*/) { return false; }
+};
+
+// Variable-size bytes sent after a shard's tensors in the same message (tpusim
+// puts the embedding ids of the shard's rows there as COO), so they share the
+// shard's credit, slot and ordering and cannot overtake or deadlock it.
+// Capacity(route) bounds them, keeping a core's slots fixed-size; both hosts and
+// cores call it. Encode runs on an enqueue worker after the batch is filled (so
+// it must be thread-safe) and overwrites `out`.
+class ShardTrailer {
+ public:
+  virtual ~ShardTrailer() = default;
+  virtual size_t Capacity(const ShardRoute& route) const = 0;
+  virtual void Encode(int64_t step, std::span<const int64_t> host_ids, const ShardRoute& route,
+                      std::vector<std::byte>& out) const = 0;
+};
+
 struct TransportOptions {
   int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
   int queue_depth = 4;     // slots per core
   int64_t num_steps = 0;   // infeed steps in the run
   // MonotonicSeconds() at the run's start: SentStep::sent_s counts from here.
   double origin_s = 0;
-  // Called on the sending thread after each step's shards are on their way.
-  std::function<void(const SentStep& step)> on_step_sent;
-  // Called on the thread that built `step` (a worker, or in the ranks layout the
-  // sender when its workers sleep and steps are cheap to build) after `build_s` seconds of
-  // building, `build_cpu_s` of them on a CPU (a slow host's extra work plugs in
-  // here); must be thread-safe.
-  std::function<void(int64_t step, double build_s, double build_cpu_s)> after_build;
-  // Host ranks also serve other protocols (the outfeed and the post-loop work)
-  // while the infeed runs, and must never block them: a host calls `poll` after
-  // every step and whenever it would otherwise wait (for a credit, a worker or a
-  // relayed shard); a relay host hands every probed message that is not the
-  // infeed's to `on_foreign_message`, which must receive it.
-  std::function<void()> poll;
-  std::function<void(const cluster::Pending&)> on_foreign_message;
+  // The host's observer (null: none); borrowed.
+  HostObserver* observer = nullptr;
   // Deadline on the host's and core's waits (null: none); borrowed.
   Watchdog* watchdog = nullptr;
   // How a host waits when there is nothing to do (base/backoff.h). false (the ranks
@@ -75,16 +101,9 @@ struct TransportOptions {
   // run (v3-8, cached uint8 [224, 224, 3]) moved as much or more (40,868-44,986
   // examples/s against 34,391-39,017).
   bool core_sleeps_when_idle = false;
-  // Optional variable-size bytes sent after a shard's tensors in the same message
-  // (tpusim puts the embedding ids of the shard's rows there as COO), so they share
-  // the shard's credit, slot and ordering and cannot overtake or deadlock it.
-  // `trailer_capacity(route)` bounds them, keeping a core's slots fixed-size; both
-  // hosts and cores call it. `encode_trailer` runs on an enqueue worker after the
-  // batch is filled (so it must be thread-safe) and overwrites `out`. Unset = none.
-  std::function<size_t(const ShardRoute& route)> trailer_capacity;
-  std::function<void(int64_t step, std::span<const int64_t> host_ids, const ShardRoute& route,
-                     std::vector<std::byte>& out)>
-      encode_trailer;
+  // Bytes after each shard's tensors (null: none); borrowed. Hosts encode them,
+  // cores size their slots by its Capacity.
+  const ShardTrailer* trailer = nullptr;
   // Optional, used instead of the BatchFiller: returns the host batch of `step` from
   // storage the caller keeps unchanged until RunHostInfeed returns (a cached pool)
   // and writes each row's example id to `ids`; shards are sent straight from it, so

@@ -68,7 +68,7 @@ class ShardCodec {
     std::vector<PieceSlice> slices;            // per feature, in the replica batch
     std::span<const int64_t> example_ids;      // per row of the replica batch
     std::vector<std::span<const std::byte>> tensor_bytes;  // per feature, C order
-    // Bytes the host appended after the tensors (TransportOptions::encode_trailer);
+    // Bytes the host appended after the tensors (TransportOptions::trailer, ShardTrailer::Encode);
     // set by the core's queue, empty when the run sends none.
     std::span<const std::byte> trailer;
     // Owning copies of the pieces, named by feature (for verification).

@@ -404,9 +404,8 @@ infeed::TransportOptions RankRun::Transport() {
   t.core_sleeps_when_idle = slice_.layout.hosts_per_process() == 0 &&
                             node_share_.ranks > static_cast<int>(std::thread::hardware_concurrency());
   if (config_.embedding.enabled()) {
-    t.trailer_capacity = [&embedding = config_.embedding.config](const infeed::ShardRoute& route) {
-      return sim::wire::TrailerCapacity(embedding, route);
-    };
+    if (!trailer_) trailer_ = std::make_unique<wire::EmbeddingTrailer>(config_.embedding.config);
+    t.trailer = trailer_.get();
   }
   return t;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "sim/metrics.h"
 #include "sim/rank_sinks.h"
 #include "sim/run_observer.h"
+#include "sim/wire/embedding_trailer.h"
 
 namespace tpusim::sim {
 
@@ -147,6 +149,8 @@ class RankRun {
   const infeed::InfeedPlan& plan_;
   run::KeyTable keys_;
   Watchdog watchdog_;
+  // The embedding's trailer capacity (with an embedding), which Transport() lends.
+  std::unique_ptr<wire::EmbeddingTrailer> trailer_;
   NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
   double origin_s_ = 0;         // rank 0's exit from the start barrier, on this rank's steady clock
   SteadyClock storage_clock_;

@@ -27,7 +27,7 @@ class HostRelay {
   HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
             const cluster::Transport& world, int host, const TransportOptions& options)
       : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        poll_(options.poll), on_foreign_(options.on_foreign_message), watchdog_(options.watchdog),
+        observer_(options.observer), watchdog_(options.watchdog),
         sleep_when_idle_(options.sleep_when_idle) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
@@ -59,7 +59,7 @@ class HostRelay {
           world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
         if (!idle) idle.emplace(watchdog_, "shards and credits to relay", -1, source);
-        if (poll_) poll_();
+        if (observer_) observer_->Poll();
         backoff.PauseOn(anything, sleep_when_idle_);
         continue;
       }
@@ -71,9 +71,7 @@ class HostRelay {
       } else if (pending->tag >= kTagForwardBase) {
         Forward(*pending);
         ++forwarded;
-      } else if (on_foreign_) {
-        on_foreign_(*pending);
-      } else {
+      } else if (!observer_ || !observer_->ForeignMessage(*pending)) {
         Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, pending->tag,
              pending->source);
       }
@@ -122,8 +120,7 @@ class HostRelay {
   const cluster::Transport& world_;
   int host_;
   int depth_;
-  std::function<void()> poll_;
-  std::function<void(const cluster::Pending&)> on_foreign_;
+  HostObserver* observer_;
   Watchdog* watchdog_;
   bool sleep_when_idle_;
   int source_host_ = 0;

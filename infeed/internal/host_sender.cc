@@ -101,7 +101,7 @@ class HostSender {
   // wake-up of a worker preempts the sender or a core on a busy machine
   // (internal/step_claims.h). A costly build stays on the workers: the sender
   // must keep its sends moving (a large send progresses only while its sender is
-  // in MPI) and a slow host's extra work (after_build) runs beside it.
+  // in MPI) and a slow host's extra work (HostObserver::StepBuilt) runs beside it.
   bool BuildsAreCheap() const {
     static constexpr double kCheapBuildS = 20e-6;
     return last_build_s_ <= kCheapBuildS && 4 * last_build_s_ <= last_step_s_;
@@ -121,8 +121,8 @@ class HostSender {
     stats_.send_s += SecondsSince(send_start);
     in_flight_.push_back(std::move(package));
     Recycle(false);
-    if (options_.poll) {
-      options_.poll();
+    if (options_.observer) {
+      options_.observer->Poll();
       send_cpu_ns_ = -1;  // the poll's work is not the enqueue's
     }
   }
@@ -166,7 +166,7 @@ class HostSender {
   }
 
   void Poll() const {
-    if (options_.poll) options_.poll();
+    if (options_.observer) options_.observer->Poll();
   }
 
   // Allocates and first-touches, before the first step, every package the run can
@@ -212,8 +212,8 @@ class HostSender {
     int64_t end_ns = cpu.Ns();
     package_cpu_ns += end_ns - fill_end_ns;
     p->build_s = SecondsSince(start);
-    if (options_.after_build) {
-      options_.after_build(step, p->build_s, static_cast<double>(end_ns - cpu_start_ns) * 1e-9);
+    if (options_.observer) {
+      options_.observer->StepBuilt(step, p->build_s, static_cast<double>(end_ns - cpu_start_ns) * 1e-9);
       p->build_s = SecondsSince(start);
       end_ns = cpu.Ns();
     }
@@ -262,15 +262,15 @@ class HostSender {
       for (size_t f = 0; f < plan_.features().size(); ++f) {
         if (Staged(i, f)) codecs_[i].PackPiece(*p.send, f, p.staging[i][f]);
       }
-      if (options_.encode_trailer) EncodeTrailer(step, i, p);
+      if (options_.trailer) EncodeTrailer(step, i, p);
     }
   }
 
   // The trailer must fit the slot the core pre-posted for it.
   void EncodeTrailer(int64_t step, size_t i, Package& p) const {
     const ShardRoute& route = host_.shards[i];
-    options_.encode_trailer(step, p.ids, route, p.trailer[i]);
-    size_t capacity = options_.trailer_capacity ? options_.trailer_capacity(route) : 0;
+    options_.trailer->Encode(step, p.ids, route, p.trailer[i]);
+    const size_t capacity = options_.trailer->Capacity(route);
     if (p.trailer[i].size() > capacity) {
       Fail("infeed: step {} trailer for core {}/{} has {} bytes, capacity {}", step, route.dst_host,
            route.dst_ordinal, p.trailer[i].size(), capacity);
@@ -327,8 +327,8 @@ class HostSender {
     costs.examples = host_.rows_per_step;
     stats_.costs += costs;
     if (InWarmup(p.step)) stats_.warmup_costs += costs;
-    if (options_.on_step_sent) {
-      options_.on_step_sent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
+    if (options_.observer) {
+      options_.observer->StepSent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
                              p.build_cpu_s, static_cast<double>(cpu_ns - cpu_start_ns) * 1e-9});
     }
   }

@@ -30,7 +30,7 @@ struct Package {
   // Per route and feature: a packed copy of a piece that is not contiguous in the
   // batch (empty for contiguous pieces, which are sent from the batch itself).
   std::vector<std::vector<HugePageVector<std::byte>>> staging;
-  std::vector<std::vector<std::byte>> trailer;   // per route: TransportOptions::encode_trailer
+  std::vector<std::vector<std::byte>> trailer;   // per route: TransportOptions::trailer
   std::vector<std::vector<uint64_t>> hand_over;  // per route handed over: its (address, bytes) pairs
   std::vector<cluster::Request> requests;        // per message, routes in order
 };

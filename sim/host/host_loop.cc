@@ -33,7 +33,10 @@ struct ServiceShare {
   double infeed_busy_s = 0, infeed_idle_s = 0, examples_busy = 0, examples_idle = 0;
 };
 
-class HostLoop {
+// The host's side of the transport's observer: steps built (a slow host's extra
+// work), steps sent (progress, metrics, outputs), and the outfeed served while
+// the infeed runs.
+class HostLoop : public infeed::HostObserver {
  public:
   HostLoop(HostLoopOptions options, const HostLoopParts& parts)
       : options_(std::move(options)),
@@ -81,9 +84,7 @@ class HostLoop {
     infeed::TransportOptions options = options_.transport;
     options.window_first_step = window_start_;
     parts_.input.Configure(options);
-    options.on_step_sent = [this](const infeed::SentStep& s) { StepSent(s); };
-    options.poll = [this] { outfeed_.Poll(); };
-    options.on_foreign_message = [this](const cluster::Pending& p) { outfeed_.Receive(p); };
+    options.observer = this;
     if (options_.embedding && parts_.plan.host_plan(options_.host)) AddEmbeddingIds(options);
     return options;
   }
@@ -94,15 +95,22 @@ class HostLoop {
   void AddEmbeddingIds(infeed::TransportOptions& options) {
     enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed,
                                                        window_start_);
-    options.encode_trailer = [this](int64_t step, std::span<const int64_t> ids,
-                                    const infeed::ShardRoute& route, std::vector<std::byte>& out) {
-      enqueue_->Encode(step, ids, route, out);
-    };
+    trailer_ = std::make_unique<wire::EmbeddingTrailer>(*options_.embedding, enqueue_.get());
+    options.trailer = trailer_.get();
+  }
+
+  void StepBuilt(int64_t step, double build_s, double build_cpu_s) override {
+    parts_.input.StepBuilt(step, build_s, build_cpu_s);
+  }
+  void Poll() override { outfeed_.Poll(); }
+  bool ForeignMessage(const cluster::Pending& message) override {
+    outfeed_.Receive(message);
+    return true;
   }
 
   // A step left: progress, faults, the step's record (metrics, --steps-csv,
   // trace) and, with Shampoo, whether its service was busy meanwhile.
-  void StepSent(const infeed::SentStep& s) {
+  void StepSent(const infeed::SentStep& s) override {
     if (parts_.observer) parts_.observer->StepSent(s.step);
     const bool in_window = s.step >= window_start_;
     metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
@@ -199,6 +207,7 @@ class HostLoop {
   double writing_at_last_step_ = 0;
   ServiceShare service_;
   std::unique_ptr<wire::EmbeddingEnqueue> enqueue_;
+  std::unique_ptr<wire::EmbeddingTrailer> trailer_;
   std::unique_ptr<shampoo::HostService> shampoo_;
 };
 

@@ -352,15 +352,14 @@ infeed::BatchFiller InputPipeline::Filler() {
 void InputPipeline::Configure(infeed::TransportOptions& options) {
   options.prefetch = impl_->run.input.prefetch;
   impl_->window_first_step = options.window_first_step;
-  if (impl_->SlowFromSomeStep()) {
-    options.after_build = [impl = impl_.get()](int64_t step, double build_s, double build_cpu_s) {
-      impl->SlowDown(step, build_s, build_cpu_s);
-    };
-  }
   if (!impl_->cached) return;
   options.borrow_batch = [impl = impl_.get()](int64_t step, std::span<int64_t> ids) -> const infeed::Batch& {
     return impl->Borrow(step, ids);
   };
+}
+
+void InputPipeline::StepBuilt(int64_t step, double build_s, double build_cpu_s) {
+  if (impl_->SlowFromSomeStep()) impl_->SlowDown(step, build_s, build_cpu_s);
 }
 
 infeed::TfRecordStageCosts InputPipeline::TakeStepCosts(int64_t step) {

@@ -52,6 +52,9 @@ class InputPipeline {
   std::optional<PipelineStages> Stages(const infeed::HostFeedStats& feed) const;
   // The tfrecord source's stage costs of `step` (for --steps-csv), once: a later
   // call for the same step, or any with another source, gives zeros. Thread-safe.
+  // A step built (the transport's HostObserver::StepBuilt, forwarded): a slow
+  // host's extra work (faults.slow_hosts) is added here. Thread-safe.
+  void StepBuilt(int64_t step, double build_s, double build_cpu_s);
   infeed::TfRecordStageCosts TakeStepCosts(int64_t step);
 
  private:

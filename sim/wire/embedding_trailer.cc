@@ -21,6 +21,12 @@ size_t TrailerCapacity(const embedding::EmbeddingConfig& config, const infeed::S
   return embedding::CooBytesCapacity(config, infeed::TrainedRows(route).count);
 }
 
+void EmbeddingTrailer::Encode(int64_t step, std::span<const int64_t> host_ids, const infeed::ShardRoute& route,
+                              std::vector<std::byte>& out) const {
+  if (!enqueue_) Fail("embedding trailer: step {} asked to encode on a rank that enqueues no ids", step);
+  enqueue_->Encode(step, host_ids, route, out);
+}
+
 void DecodeCoo(std::span<const std::byte> trailer, const embedding::EmbeddingConfig& config,
                std::vector<CooPiece>& pieces) {
   embedding::DecodeCooPieces(trailer, config, pieces);

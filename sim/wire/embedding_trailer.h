@@ -2,7 +2,7 @@
 // host generates the dense ids of every embedding feature for exactly the rows a
 // route carries (synthetic ids are a pure function of seed, example id, feature and
 // position), turns them into COO with embedding::EnqueueFeature and serialises the
-// pieces as the shard's trailer (infeed::TransportOptions::encode_trailer). So a
+// pieces as the shard's trailer (infeed::ShardTrailer, EmbeddingTrailer below). So a
 // core's ids always belong to the same examples as its dense rows, travel under the
 // same credit and arrive in step order; memory stays bounded by the queue depth.
 //
@@ -21,6 +21,7 @@
 #include "embedding/synthetic_ids.h"
 #include "embedding/coo_bytes.h"
 #include "infeed/infeed_plan.h"
+#include "infeed/infeed_transport.h"
 
 namespace tpusim::sim::wire {
 
@@ -82,6 +83,23 @@ class EmbeddingEnqueue {
   std::atomic<int64_t> window_examples_{0};
   std::atomic<int64_t> window_generation_ns_{0};
   std::atomic<int64_t> window_coo_ns_{0};
+};
+
+// The embedding's trailer as the transport sees it (infeed::ShardTrailer): its
+// capacity from the config, on hosts and cores alike; its bytes from `enqueue`,
+// on a host that builds batches (borrowed; a core's trailer has none, and encoding
+// without one is an internal error).
+class EmbeddingTrailer : public infeed::ShardTrailer {
+ public:
+  explicit EmbeddingTrailer(const embedding::EmbeddingConfig& config, EmbeddingEnqueue* enqueue = nullptr)
+      : config_(config), enqueue_(enqueue) {}
+  size_t Capacity(const infeed::ShardRoute& route) const override { return TrailerCapacity(config_, route); }
+  void Encode(int64_t step, std::span<const int64_t> host_ids, const infeed::ShardRoute& route,
+              std::vector<std::byte>& out) const override;
+
+ private:
+  const embedding::EmbeddingConfig& config_;
+  EmbeddingEnqueue* enqueue_;
 };
 
 // Reads a trailer back into one piece per feature of `config` (pieces' buffers are

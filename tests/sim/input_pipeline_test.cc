@@ -34,13 +34,12 @@ sim::PipelineStages BuildTwoSteps(const run::RunConfig& config, int64_t window_f
   infeed::TransportOptions options;
   options.window_first_step = window_first_step;
   input.Configure(options);
-  EXPECT_TRUE(options.after_build);
   infeed::Batch batch = infeed::MakeBatch(run.plan.features(), 8);
   std::vector<int64_t> ids(8);
   const double build_s = 0.0078125;
   for (int64_t step = 0; step < 2; ++step) {
     input.Filler()(step, batch, ids);
-    if (options.after_build) options.after_build(step, build_s, build_s);
+    input.StepBuilt(step, build_s, build_s);
   }
   EXPECT_EQ(ids.front(), 8);
   infeed::HostFeedStats feed;

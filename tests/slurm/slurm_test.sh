@@ -90,16 +90,24 @@ PartitionName=tpusim Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
 }
 
+# Whether the daemon whose pid file is $1 wrote it and is gone (a daemon forks
+# before it binds its port, so it can start and then die).
+daemon_died() { [ -s "$1" ] && ! alive "$(cat "$1")"; }
+
 # slurmctld and slurmd until the node is idle; another pair of ports if a port
 # was taken (three tries).
 start_daemons() {
   start_munge || return 1
   export SLURM_CONF=$w/slurm.conf
   for _ in 1 2 3; do
-    write_config $((20000 + RANDOM % 20000))
+    # Below Linux's ephemeral range (32768-60999): a port there can be an outgoing
+    # connection's, and slurmctld then dies with "Address already in use".
+    write_config $((20000 + RANDOM % 12000))
     if slurmctld -f "$SLURM_CONF" && slurmd -f "$SLURM_CONF"; then
-      for _ in $(seq 75); do
-        [ "$(timeout 5 sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
+      local deadline=$((SECONDS + 30))
+      while ((SECONDS < deadline)); do
+        [ "$(timeout 2 sinfo -h -n "$node" -o %t 2>/dev/null)" = idle ] && return 0
+        if daemon_died "$w/slurmctld.pid" || daemon_died "$w/slurmd.pid"; then break; fi  # the next ports
         sleep 0.2
       done
     fi
