@@ -101,23 +101,11 @@ void WorkloadAnswerFields(Io& io, Line& a) {
 
 }  // namespace
 
-#define TPUSIM_POD_JSON_FROM_FIELDS(Type, FieldsFn) \
-  void to_json(json& j, const Type& value) {        \
-    FieldWriter writer(j);                          \
-    FieldsFn(writer, value);                        \
-  }                                                 \
-  void from_json(const json& j, Type& value) {      \
-    FieldReader reader(j);                          \
-    FieldsFn(reader, value);                        \
-  }
-
-TPUSIM_POD_JSON_FROM_FIELDS(SparseEnqueueHost, SparseEnqueueHostFields)
-TPUSIM_POD_JSON_FROM_FIELDS(SparseEnqueueProjection, SparseEnqueueFields)
-TPUSIM_POD_JSON_FROM_FIELDS(EmbeddingStepProjection, EmbeddingStepFields)
-TPUSIM_POD_JSON_FROM_FIELDS(RootSizeCost, RootSizeCostFields)
-TPUSIM_POD_JSON_FROM_FIELDS(ShampooPodProjection, ShampooPodFields)
-TPUSIM_POD_JSON_FROM_FIELDS(WorkloadAnswer, WorkloadAnswerFields)
-
-#undef TPUSIM_POD_JSON_FROM_FIELDS
+TPUSIM_REPORT_JSON_FROM_FIELDS(SparseEnqueueHost, SparseEnqueueHostFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(SparseEnqueueProjection, SparseEnqueueFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(EmbeddingStepProjection, EmbeddingStepFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(RootSizeCost, RootSizeCostFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(ShampooPodProjection, ShampooPodFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(WorkloadAnswer, WorkloadAnswerFields)
 
 }  // namespace tpusim::report

@@ -208,17 +208,7 @@ void ReportFields(Io& io, R& r) {
 
 }  // namespace
 
-// Both directions of every struct above, from its one field list.
-#define TPUSIM_REPORT_JSON_FROM_FIELDS(Type, FieldsFn) \
-  void to_json(json& j, const Type& value) {           \
-    FieldWriter writer(j);                             \
-    FieldsFn(writer, value);                           \
-  }                                                    \
-  void from_json(const json& j, Type& value) {         \
-    FieldReader reader(j);                             \
-    FieldsFn(reader, value);                           \
-  }
-
+// Both directions of every struct above, from its one field list (internal/json_fields.h).
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostWindowRates, HostWindowRatesFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(CoreRow, CoreRowFields)
@@ -232,8 +222,6 @@ TPUSIM_REPORT_JSON_FROM_FIELDS(AnswerSection, AnswerFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(TrainingSection, TrainingFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(NonFiniteSection, NonFiniteFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ReplicasSection, ReplicasFields)
-
-#undef TPUSIM_REPORT_JSON_FROM_FIELDS
 
 void to_json(json& j, const Report& r) {
   FieldWriter writer(j);

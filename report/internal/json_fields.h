@@ -141,3 +141,17 @@ class FieldReader {
 };
 
 }  // namespace tpusim::report::internal
+
+// Both directions of a struct's JSON from its one fields function, as the
+// struct's namespace's to_json and from_json (nlohmann finds them by ADL):
+//   TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
+#define TPUSIM_REPORT_JSON_FROM_FIELDS(Type, FieldsFn)     \
+  void to_json(nlohmann::json& j, const Type& value) {     \
+    ::tpusim::report::internal::FieldWriter writer(j);     \
+    FieldsFn(writer, value);                               \
+  }                                                        \
+  void from_json(const nlohmann::json& j, Type& value) {   \
+    ::tpusim::report::internal::FieldReader reader(j);     \
+    FieldsFn(reader, value);                               \
+  }
+

@@ -45,9 +45,17 @@ EmbeddingEnqueue::EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uin
 
 std::vector<CooPiece> EmbeddingEnqueue::Pieces(int64_t step,
                                                std::span<const int64_t> example_ids) const {
-  int64_t generation_ns = 0;
-  int64_t coo_ns = 0;
-  return TimedPieces(step, example_ids, generation_ns, coo_ns);
+  return Coo(step, example_ids, Draw(example_ids));
+}
+
+EmbeddingEnqueue::Drawn EmbeddingEnqueue::Draw(std::span<const int64_t> example_ids) const {
+  Drawn drawn;
+  drawn.dense.resize(config_.features.size());
+  drawn.weights.resize(config_.features.size());
+  for (size_t f = 0; f < config_.features.size(); ++f) {
+    Generate(f, example_ids, drawn.dense[f], drawn.weights[f]);
+  }
+  return drawn;
 }
 
 void EmbeddingEnqueue::Generate(size_t f, std::span<const int64_t> example_ids,
@@ -70,43 +78,35 @@ void EmbeddingEnqueue::Generate(size_t f, std::span<const int64_t> example_ids,
   }
 }
 
-// Every feature's ids are drawn first, then every feature's COO built, so each
-// part is timed by one pair of clock reads (a read costs ~1.3 us, as much as the
-// COO of a few examples).
-std::vector<CooPiece> EmbeddingEnqueue::TimedPieces(int64_t step, std::span<const int64_t> example_ids,
-                                                    int64_t& generation_ns, int64_t& coo_ns) const {
-  const int64_t start_ns = infeed::ThreadCpuNs();
-  const size_t features = config_.features.size();
-  std::vector<std::vector<int64_t>> dense(features);
-  std::vector<std::vector<float>> weights(features);
-  for (size_t f = 0; f < features; ++f) Generate(f, example_ids, dense[f], weights[f]);
-  const int64_t generated_ns = infeed::ThreadCpuNs();
+std::vector<CooPiece> EmbeddingEnqueue::Coo(int64_t step, std::span<const int64_t> example_ids,
+                                            const Drawn& drawn) const {
   const int64_t rows = static_cast<int64_t>(example_ids.size());
   const embedding::BatchOrigin origin{step, rows > 0 ? example_ids[0] : 0};
-  std::vector<CooPiece> pieces(features);
+  std::vector<CooPiece> pieces(config_.features.size());
   std::vector<CooPiece> out;
-  for (size_t f = 0; f < features; ++f) {
+  for (size_t f = 0; f < config_.features.size(); ++f) {
     embedding::EnqueueFeature(config_.features[f], vocab_[f],
-                              {dense[f], rows, config_.features[f].max_ids, weights[f]}, kOnePiece,
-                              origin, out);
+                              {drawn.dense[f], rows, config_.features[f].max_ids, drawn.weights[f]},
+                              kOnePiece, origin, out);
     pieces[f] = std::move(out[0]);
   }
-  generation_ns += generated_ns - start_ns;
-  coo_ns += infeed::ThreadCpuNs() - generated_ns;
   return pieces;
 }
 
 void EmbeddingEnqueue::Encode(int64_t step, std::span<const int64_t> host_ids,
                               const infeed::ShardRoute& route, std::vector<std::byte>& out) {
   const infeed::RowRange rows = infeed::TrainedRows(route);
-  int64_t generation_ns = 0;
-  int64_t coo_ns = 0;
-  std::vector<CooPiece> pieces = TimedPieces(
-      step, host_ids.subspan(static_cast<size_t>(rows.begin), static_cast<size_t>(rows.count)),
-      generation_ns, coo_ns);
-  const int64_t encode_start_ns = infeed::ThreadCpuNs();
+  const std::span<const int64_t> examples =
+      host_ids.subspan(static_cast<size_t>(rows.begin), static_cast<size_t>(rows.count));
+  // Three clock reads a shard (one read costs ~1.3 us, as much as the COO of a
+  // few examples): drawing the ids, then the COO and its bytes.
+  const int64_t start_ns = infeed::ThreadCpuNs();
+  const Drawn drawn = Draw(examples);
+  const int64_t drawn_ns = infeed::ThreadCpuNs();
+  const std::vector<CooPiece> pieces = Coo(step, examples, drawn);
   embedding::EncodeCooPieces(pieces, out);
-  coo_ns += infeed::ThreadCpuNs() - encode_start_ns;
+  const int64_t generation_ns = drawn_ns - start_ns;
+  const int64_t coo_ns = infeed::ThreadCpuNs() - drawn_ns;
   int64_t ids = 0;
   for (const CooPiece& p : pieces) ids += p.nnz();
   ids_enqueued_.fetch_add(ids, std::memory_order_relaxed);

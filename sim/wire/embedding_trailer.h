@@ -69,13 +69,20 @@ class EmbeddingEnqueue {
   embedding::EmbeddingConfig config_;
   std::vector<int64_t> vocab_;  // per feature
   std::vector<embedding::SyntheticIdGenerator> generators_;
+  // Every feature's dense ids of some examples, and weights (empty for a feature
+  // without them): drawn apart from the COO, so Encode times each part with one
+  // clock read between them and Pieces (the cores' audit) reads no clock.
+  struct Drawn {
+    std::vector<std::vector<int64_t>> dense;
+    std::vector<std::vector<float>> weights;
+  };
+  Drawn Draw(std::span<const int64_t> example_ids) const;
   // Feature f's dense ids (and weights, if it has them) of `example_ids`.
   void Generate(size_t f, std::span<const int64_t> example_ids, std::vector<int64_t>& dense,
                 std::vector<float>& weights) const;
-  // The pieces of `example_ids` as Pieces gives them, adding the thread CPU of
-  // generating the ids and of the COO to `generation_ns` and `coo_ns`.
-  std::vector<embedding::CooPiece> TimedPieces(int64_t step, std::span<const int64_t> example_ids,
-                                               int64_t& generation_ns, int64_t& coo_ns) const;
+  // The COO pieces (one per feature) of `drawn`, the ids of `example_ids`.
+  std::vector<embedding::CooPiece> Coo(int64_t step, std::span<const int64_t> example_ids,
+                                       const Drawn& drawn) const;
 
   int64_t window_first_step_ = 0;
   std::atomic<int64_t> ids_enqueued_{0};

@@ -12,7 +12,6 @@
 // can remove; so these two comparisons run only when asked (TPUSIM_STABILITY=1).
 // Without the calibration (report.calibrate=false) the packed run's
 // in-run median carries the contention of 16 hosts' workers.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/median.h"
 #include "tests/e2e/tpusim_runs.h"
 
 namespace tpusim::e2e {
@@ -76,9 +76,7 @@ std::pair<double, double> MedianCapacities(const Config& a, const Config& b) {
       out->push_back(Capacity(report));
     }
   }
-  std::sort(ca.begin(), ca.end());
-  std::sort(cb.begin(), cb.end());
-  return {ca[kRuns / 2], cb[kRuns / 2]};
+  return {Median(ca), Median(cb)};
 }
 
 void ExpectWithin(double a, double b, const std::string& what) {

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/median.h"
 #include "tests/e2e/tpusim_runs.h"
 
 namespace tpusim::e2e {
@@ -79,11 +80,6 @@ HostRates RunOnce(int parallelism, int run) {
   return {j["hosts"].at(0)["examples_per_s"].get<double>(),
           projected["projected_examples_per_s"].get<double>(),
           projected["bound_by"].get<std::string>()};
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 TEST_P(RealWorkProjection, PredictsTheMeasuredRateWithinFifteenPercent) {

@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layout_check  # noqa: E402
+
 BEGIN, END = "<!-- include-graph:begin -->", "<!-- include-graph:end -->"
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SKIP_DIRS = {".git", "subprojects"}
@@ -115,17 +118,9 @@ def self_test(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    if "--self-test" in sys.argv:
-        self_test(root)
-        return
-    problems, edges = check(root)
-    if problems:
-        print("include graph: %d includes outside docs/architecture.md's table:" % len(problems))
-        for p in problems:
-            print("  " + p)
-        sys.exit(1)
-    print("include graph: %d edges between rooms, all in docs/architecture.md's table" % edges)
+    layout_check.run(check, self_test,
+                     "include graph: %d includes outside docs/architecture.md's table:",
+                     "include graph: %d edges between rooms, all in docs/architecture.md's table")
 
 
 if __name__ == "__main__":
