@@ -41,6 +41,7 @@
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
 #include "run/slice.h"
+#include "run/watchdog_deadline.h"
 #include "sim/rank_stream.h"
 
 namespace tpusim::app {
@@ -311,7 +312,7 @@ int RunLaunchCommand(const LaunchOptions& options) {
   // rank will judge them: a bad one costs no mpirun start.
   run::RunConfig resumed = target.run;
   LoadResumePoint(options.run.resume_dir, resumed);
-  const double watchdog_s = target.run.run.watchdog_deadline_s(run.slice.layout.world_size());
+  const double watchdog_s = run::WatchdogDeadlineOf(target.run, run.slice.layout.world_size()).seconds;
   plan.nodes = NodesFor(options, run.slice);
   const bool multi_node = plan.nodes && (!plan.nodes->slurm || plan.nodes->nodes.size() > 1);
   SetMpiEnvironment(multi_node, watchdog_s, SingleCopyMechanism(run.plan));

@@ -339,6 +339,11 @@ std::string Watchdog::Culprit() const {
                      step >= 0 ? fmt::format(" (at step {})", step) : "");
 }
 
+std::string Watchdog::DeadlineBasis() const {
+  return options_.deadline_basis.empty() ? fmt::format("run.watchdog_s = {:g}", options_.deadline_s)
+                                         : options_.deadline_basis;
+}
+
 std::string Watchdog::Message(double waited_s) const {
   const char* what = what_.load(std::memory_order_relaxed);
   const char* group = group_.load(std::memory_order_relaxed);
@@ -353,9 +358,8 @@ std::string Watchdog::Message(double waited_s) const {
   } else if (group) {
     from = fmt::format(" from {}", group);
   }
-  return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} "
-                     "(run.watchdog_s = {:g}); stopping the job",
-                     options_.self, waited_s, waited_for, from, Culprit(), options_.deadline_s);
+  return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} ({}); stopping the job",
+                     options_.self, waited_s, waited_for, from, Culprit(), DeadlineBasis());
 }
 
 // Checks four times a second, and at once on SIGTERM, until stopped or an alarm
@@ -422,8 +426,8 @@ Watchdog::Alarm Watchdog::ReportDeath(int rank) {
 Watchdog::Alarm Watchdog::ReportFrozen(int rank) {
   Alarm alarm{AlarmKind::kDeadline, ""};
   if (!FirstToFire()) return alarm;
-  alarm.line = fmt::format("tpusim: [{}] error: watchdog: {} (run.watchdog_s = {:g}); stopping the job",
-                           options_.self, Frozen(rank), options_.deadline_s);
+  alarm.line = fmt::format("tpusim: [{}] error: watchdog: {} ({}); stopping the job", options_.self,
+                           Frozen(rank), DeadlineBasis());
   ::shm_unlink(options_.board.c_str());
   return alarm;
 }

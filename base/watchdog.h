@@ -55,6 +55,9 @@ class Watchdog {
 
   struct Options {
     double deadline_s = 0;          // <= 0: no watchdog (scopes do nothing)
+    // What the deadline is made of, quoted by the line ("run.watchdog_s = 5");
+    // empty: "run.watchdog_s = DEADLINE".
+    std::string deadline_basis;
     int rank = 0;
     int world_size = 1;
     std::string self;               // "rank 3, core 0/2 (replica 2, logical core 0)"
@@ -121,6 +124,7 @@ class Watchdog {
   void Publish(int state, const char* what, int64_t step);
   void Beat();
   std::string Culprit() const;
+  std::string DeadlineBasis() const;
   std::string StateOf(int rank) const;
   // The first rank of this machine, one per other process not yet finished, for
   // which `test(slot of that rank, its pid)` holds, or -1.

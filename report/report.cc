@@ -219,7 +219,7 @@ LoopsSection LoopsOf(const run::TrainConfig& train, const run::LoopPlan& loops) 
 // Why the window's rate is not a steady figure, or "" when it is (WindowSection).
 std::string UnsteadyWindow(int64_t window_steps, int queue_depth, const WindowFigures& w) {
   std::vector<std::string> why;
-  if (window_steps < 4 * int64_t{queue_depth}) {
+  if (window_steps < 4 * int64_t{queue_depth}) {  // WindowSection::too_short
     why.push_back(fmt::format(
         "the window is {} steps against infeed queues {} deep: up to {} of its steps may have "
         "been queued before it began (a window of {} or more steps is steady)",
@@ -243,6 +243,7 @@ WindowSection WindowOf(int64_t first_step, int64_t window_steps, int queue_depth
   s.begin_skew_s = w.last_begin_s - w.begin_s;
   s.steady_note = UnsteadyWindow(window_steps, queue_depth, w);
   s.steady = s.steady_note.empty();
+  s.too_short = window_steps < 4 * int64_t{queue_depth};
   return s;
 }
 
@@ -349,13 +350,20 @@ std::optional<StragglersSection> StragglersOf(const std::vector<const sim::CoreM
 
 // Load of the embedding engine over the window: the rows each core served as
 // table owner per step (the max over cores of a core's mean shows sharding skew,
-// e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up
-// and the ids the hosts enqueued.
-std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<sim::RankMetrics>& ranks,
-                                         const std::vector<HostRow>& hosts) {
+// e.g. Zipf ids under div), the all-to-all payload of all cores, the ids looked up,
+// and the ids enqueued at the cores' rate: `examples_per_s` (the window's total)
+// times the ids per example the hosts enqueued. A host's own send rate is not
+// used: hosts this machine runs in turns send in bursts far above what the cores
+// take (docs/report.md, "One definition per figure").
+std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<sim::RankMetrics>& ranks, double examples_per_s) {
   std::vector<const sim::CoreMetrics*> cores;
+  double ids_per_step = 0, examples_per_step = 0;
   for (const sim::RankMetrics& r : ranks) {
     if (r.core && (r.core->rows_served > 0 || r.core->ids_looked_up > 0)) cores.push_back(&*r.core);
+    if (r.host && r.host->steps > 0 && r.host->embedding_ids_enqueued > 0) {
+      ids_per_step += PerStep(static_cast<double>(r.host->embedding_ids_enqueued), r.host->steps);
+      examples_per_step += static_cast<double>(r.host->rows_per_step);
+    }
   }
   if (cores.empty()) return std::nullopt;
   EmbeddingLoad e;
@@ -368,9 +376,8 @@ std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<sim::RankMetrics>& ra
         PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
     e.ids_looked_up_per_step += PerStep(static_cast<double>(c->ids_looked_up), c->window_steps);
   }
-  for (const HostRow& h : hosts) {
-    if (h.window) e.ids_enqueued_per_s += h.window->embedding_ids_per_s.value_or(0.0);
-  }
+  if (examples_per_step > 0) e.ids_per_example = ids_per_step / examples_per_step;
+  e.ids_enqueued_per_s = examples_per_s * e.ids_per_example;
   return e;
 }
 
@@ -612,7 +619,7 @@ Report BuildReport(const ReportInputs& in) {
   AddRows(in.ranks, window_steps, r);
   AddStepSections(in, step_cores, w, window_steps, r);
   r.crs = CrsOf(in);
-  r.embedding = EmbeddingOf(in.ranks, r.hosts);
+  r.embedding = EmbeddingOf(in.ranks, r.totals.examples_per_s);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
   const PodProjectionInputs pod = internal::PodProjectionInputsOf(in, step_cores, r.projection);
   r.pod_projection = ProjectPod(pod);

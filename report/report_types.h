@@ -84,6 +84,9 @@ struct WindowSection {
   // window). steady_note says why not, empty when steady.
   bool steady = true;
   std::string steady_note = "";
+  // Shorter than 4 queue depths: its rate is no measurement (the summary prints
+  // no total for it), whatever the skew.
+  bool too_short = false;
 };
 
 // A host's own part of the simulator ceiling, as rates.
@@ -248,7 +251,8 @@ struct EmbeddingLoad {
   double mean_rows_served_per_step = 0;
   double all_to_all_bytes_per_step = 0;
   double ids_looked_up_per_step = 0;
-  double ids_enqueued_per_s = 0;
+  double ids_enqueued_per_s = 0;  // at the cores' rate: totals.examples_per_s x ids_per_example
+  double ids_per_example = 0;     // the ids the hosts enqueued per example they built
 };
 
 // The topology's own hardware figures the projection uses.
@@ -566,7 +570,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_pe
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops,
                                    global_steps, infeed_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds,
-                                   excludes_first_loop, note, begin_skew_s, steady, steady_note)
+                                   excludes_first_loop, note, begin_skew_s, steady, steady_note,
+                                   too_short)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingRates, bytes_per_s, examples_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostShare, examples_per_s, bytes_per_s, ceiling_examples_per_s,
                                    ceiling_bytes_per_s)
@@ -592,7 +597,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsSection, algorithm, group_size, calls, byt
                                    algbw_bytes_per_s, busbw_bytes_per_s, ici_projected_s_per_call)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_step,
                                    mean_rows_served_per_step, all_to_all_bytes_per_step,
-                                   ids_looked_up_per_step, ids_enqueued_per_s)
+                                   ids_looked_up_per_step, ids_enqueued_per_s, ids_per_example)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps,
                                    core_peak_tflops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)

@@ -43,12 +43,16 @@ void PrintStep(const Report& r) {
   }
 }
 
-void PrintEmbedding(const EmbeddingLoad& e, const StepBreakdown& b) {
+// The ids enqueued at the cores' rate (EmbeddingLoad::ids_enqueued_per_s), none
+// over a window too short to be steady, as the host table's total.
+void PrintEmbedding(const EmbeddingLoad& e, const StepBreakdown& b, const WindowSection& window) {
+  const std::string rate = window.too_short ? std::string("no rate (the window is too short to be steady)")
+                                            : fmt::format("{:.0f} ids/s", e.ids_enqueued_per_s);
   fmt::print(
-      "embedding: {:.0f} ids/s enqueued; lookups {:.3f} ms, gradient exchange {:.3f} ms "
+      "embedding: {} enqueued, {:.1f} ids per example; lookups {:.3f} ms, gradient exchange {:.3f} ms "
       "per step; rows served per core max {:.1f} / mean {:.1f}; all-to-all {:.1f} KiB per "
       "step\n",
-      e.ids_enqueued_per_s, b.embedding_forward_s * 1e3, b.embedding_backward_s * 1e3,
+      rate, e.ids_per_example, b.embedding_forward_s * 1e3, b.embedding_backward_s * 1e3,
       e.max_rows_served_per_step, e.mean_rows_served_per_step, e.all_to_all_bytes_per_step / 1024);
 }
 
@@ -256,7 +260,7 @@ void PrintSummary(const Report& report, const SummaryOptions& options) {
   internal::PrintHostTable(report, options.all_rows);
   internal::PrintCoreTable(report, options.all_rows);
   PrintStep(report);
-  if (report.embedding) PrintEmbedding(*report.embedding, report.step_breakdown);
+  if (report.embedding) PrintEmbedding(*report.embedding, report.step_breakdown, report.window);
   if (report.crs) PrintCrs(*report.crs);
   const ProjectionSection& p = report.projection;
   fmt::print(

@@ -238,15 +238,8 @@ struct FaultsConfig {
 // How a run guards itself.
 struct RunSection {
   // Deadline of every blocking wait; empty = generous default scaled with the
-  // slice (120 s + 0.5 s per rank); 0 = no watchdog.
+  // slice and the modeled work (run/watchdog_deadline.h); 0 = no watchdog.
   std::optional<double> watchdog_s;
-
-  // The deadline in force on a slice of `num_ranks` simulated ranks: watchdog_s,
-  // or 120 s plus half a second per rank (start-up and steps of large slices
-  // oversubscribed on few CPUs are slow; a hang is not).
-  double watchdog_deadline_s(int num_ranks) const {
-    return watchdog_s.value_or(120.0 + 0.5 * num_ranks);
-  }
 };
 
 struct RunConfig {

@@ -22,6 +22,7 @@
 #include "run/run_features.h"
 #include "run/run_validation.h"
 #include "run/target_host.h"
+#include "run/watchdog_deadline.h"
 #include "sim/core/checkpoint_stage.h"
 #include "sim/core/core_loop.h"
 #include "sim/core/embedding_server.h"
@@ -77,12 +78,14 @@ uint64_t RunToken(const cluster::Transport& world) {
   return token;
 }
 
-// The deadline of run.watchdog_s (RunSection::watchdog_deadline_s).
+// The deadline of run.watchdog_s or its default (run/watchdog_deadline.h).
 Watchdog::Options WatchdogOptions(const run::RunConfig& config, const run::Slice& slice,
                                   const cluster::RankRole& role, const cluster::Transport& world,
                                   Watchdog::AlarmHandler on_alarm) {
   Watchdog::Options o;
-  o.deadline_s = config.run.watchdog_deadline_s(world.size());
+  const run::WatchdogDeadline deadline = run::WatchdogDeadlineOf(config, world.size());
+  o.deadline_s = deadline.seconds;
+  o.deadline_basis = deadline.basis;
   o.rank = world.rank();
   o.world_size = world.size();
   o.self = fmt::format("rank {}, {}", o.rank, role.Describe());

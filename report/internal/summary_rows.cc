@@ -174,8 +174,14 @@ void PrintHostTable(const Report& r, bool all_rows) {
     PrintHostSummaryRows(rows);
   }
   const double ceiling = r.simulator_ceiling ? r.simulator_ceiling->bytes_per_s : 0.0;
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total", r.totals.examples_per_s,
-             r.totals.bytes_per_s / 1e6, ceiling / 1e6);
+  if (r.window.too_short) {
+    fmt::print("{:>6} {:>14} {:>12} {:>13.1f}   (cores' dequeue rate: none, the window is too short to be "
+               "steady)\n",
+               "total", "-", "-", ceiling / 1e6);
+  } else {
+    fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total", r.totals.examples_per_s,
+               r.totals.bytes_per_s / 1e6, ceiling / 1e6);
+  }
   fmt::print("{}", AboveCeiling(r));
   if (!r.window.steady) fmt::print("  window not steady: {}\n", r.window.steady_note);
 }

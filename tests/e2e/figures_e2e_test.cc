@@ -2,7 +2,8 @@
 // end-of-run table sum to its total and so do the report's host shares; an
 // infeed-only run prints no loss; progress that is not on a terminal (mpirun
 // forwards it) is one line per update, no '\r'; and a slice of more than 8 hosts
-// lists min / median / max rows and its worst host and core, not every row.
+// lists min / median / max rows and its worst host and core, not every row; a
+// window too short to be steady prints no rate.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -58,13 +59,13 @@ TEST(FiguresEndToEnd, HostRowsSumToTheTotalAndAnInfeedOnlyRunPrintsNoLoss) {
   const std::string report = TempDir() + "/v3-32.json";
   Result r = RunWithProgress(Source("configs/runs/v3-32-per-host.yaml"),
                              "--set cluster.layout=packed --set cluster.hosts_per_rank=2 --set model.enabled=false "
-                             "--set train.steps=20 --report " + report,
+                             "--set train.steps=25 --report " + report,
                              2);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, Not(HasSubstr("loss"))) << r.output;
   EXPECT_THAT(r.output, Not(HasSubstr("training:")));
   EXPECT_EQ(r.output.find('\r'), std::string::npos) << "a '\\r' in output that is not a terminal:\n" << r.output;
-  EXPECT_THAT(r.output, HasSubstr("loop 4/4: step 20/20, "));
+  EXPECT_THAT(r.output, HasSubstr("loop 5/5: step 25/25, "));
   EXPECT_THAT(r.output, HasSubstr(" examples/s (the cores', this loop), ETA "));
 
   const HostTable table = ReadHostTable(r.output);
@@ -84,6 +85,34 @@ TEST(FiguresEndToEnd, HostRowsSumToTheTotalAndAnInfeedOnlyRunPrintsNoLoss) {
   }
   EXPECT_NEAR(shares, j["totals"]["examples_per_s"].get<double>(), 1e-6 * shares);
   EXPECT_FALSE(j.contains("training"));
+}
+
+// A window too short to be steady (2 loops of 1 step against queues 4 deep) has
+// no headline rate: the table's total and the embedding line print none. The
+// report keeps its figures, and its ids/s is the cores' rate times the ids per
+// example, never the sum of the hosts' own bursts (issue 53, item 5); v3-8's
+// embedding config, 9 ranks.
+TEST(FiguresEndToEnd, AShortWindowPrintsNoRateAboveWhatTheCoresTook) {
+  const std::string report = TempDir() + "/short-embedding.json";
+  Result r = RunWithProgress(Source("configs/runs/v3-8-embedding.yaml"),
+                             "--set train.steps=2 --set train.iterations_per_loop=1 --report " + report, 9);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(" total              -            -"));
+  EXPECT_THAT(r.output, HasSubstr("(cores' dequeue rate: none, the window is too short to be steady)"));
+  EXPECT_THAT(r.output, HasSubstr("embedding: no rate (the window is too short to be steady) enqueued, "));
+  EXPECT_THAT(r.output, Not(HasSubstr(" ids/s enqueued"))) << r.output;
+  const nlohmann::json j = ReadJson(report);
+  EXPECT_TRUE(j["window"]["too_short"].get<bool>());
+  EXPECT_FALSE(j["window"]["steady"].get<bool>());
+  const double examples_per_s = j["totals"]["examples_per_s"].get<double>();
+  const nlohmann::json& e = j["embedding"];
+  EXPECT_GT(e["ids_per_example"].get<double>(), 1.0);
+  EXPECT_NEAR(e["ids_enqueued_per_s"].get<double>(), examples_per_s * e["ids_per_example"].get<double>(),
+              1e-9 * e["ids_enqueued_per_s"].get<double>());
+  // The sparse enqueue's own count agrees: the ids the hosts enqueued per example.
+  const nlohmann::json& sparse = j["pod_projection"]["sparse_enqueue"];
+  EXPECT_NEAR(e["ids_per_example"].get<double>(), sparse["ids_per_example"].get<double>(),
+              0.05 * sparse["ids_per_example"].get<double>());
 }
 
 // v5litepod-64's 16 hosts (80 ranks, packed 8 per MPI rank): the role listing
