@@ -26,6 +26,8 @@ std::string Canonical(const std::string& path) {
 
 void CheckRunOutputs(const RunOptions& options) {
   std::map<std::string, const char*> seen;
+  // An output over the run file would replace the config it was read from.
+  if (!options.config.empty()) seen.emplace(Canonical(options.config), "the run file");
   for (const OutputFile& out : {OutputFile{"--report", options.report_path},
                                 OutputFile{"--placement-log", options.placement_log_path},
                                 OutputFile{"--trace", options.trace_path},
