@@ -308,8 +308,11 @@ int RunLaunchCommand(const LaunchOptions& options) {
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
   CheckRunOutputs(options.run);
-  // The checkpoint a resume reads, and the dir a fresh run saves into, as every
-  // rank will judge them: a bad one costs no mpirun start.
+  // The checkpoint.dir a run saves into and its lock (taken and released here:
+  // rank 0 takes it again), the checkpoint a resume reads, and the dir a fresh run
+  // saves into, as the ranks will judge them: a bad one costs no mpirun start.
+  CheckCheckpointDir(target.run.checkpoint);
+  LockCheckpointDir(target.run.checkpoint);
   run::RunConfig resumed = target.run;
   LoadResumePoint(options.run.resume_dir, resumed);
   const double watchdog_s = run::WatchdogDeadlineOf(target.run, run.slice.layout.world_size()).seconds;

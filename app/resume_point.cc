@@ -1,12 +1,16 @@
 #include "app/resume_point.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "checkpoint/manifest.h"
 #include "run/checkpoint_config.h"
+#include "run/loop_plan.h"
 
 namespace tpusim::app {
 namespace {
@@ -32,7 +36,38 @@ void CheckFreshDir(const run::CheckpointConfig& checkpoint) {
        checkpoint.dir, saved.size(), saved.size() == 1 ? "" : "s", saved.back(), checkpoint.dir);
 }
 
+// What the run asks of the manifest's steps and seed beyond its fingerprint: a
+// save before train.steps, the infeed position the global step implies (each
+// global step takes the config's micro-batches), and the run's input.seed.
+void CheckFitsRun(const std::string& manifest_path, const checkpoint::Manifest& m, const run::RunConfig& config) {
+  if (m.global_step >= config.train.steps) {
+    Fail("{}: saved at global step {}, train.steps is {}: nothing left to run", manifest_path, m.global_step,
+         config.train.steps);
+  }
+  const int64_t per_step = run::MakeLoopPlan(config.train).micro_batches;
+  if (m.infeed_step % per_step != 0 || m.infeed_step / per_step != m.global_step) {
+    Fail("{}: infeed_step: {} contradicts global_step {}: this config takes {} infeed step{} per global step "
+         "(train.num_micro_batches), so {}", manifest_path, m.infeed_step, m.global_step, per_step,
+         per_step == 1 ? "" : "s", m.global_step * per_step);
+  }
+  if (m.seed != config.input.seed) {
+    Fail("{}: seed: {} there and input.seed {} here; a checkpoint resumes only the run that shaped its state",
+         manifest_path, m.seed, config.input.seed);
+  }
+}
+
 }  // namespace
+
+std::optional<checkpoint::DirLock> LockCheckpointDir(const run::CheckpointConfig& checkpoint) {
+  if (!checkpoint.saves()) return std::nullopt;
+  checkpoint::DirLock lock = checkpoint::DirLock::Take(checkpoint.dir, "checkpoint.dir " + checkpoint.dir);
+  if (const auto& stale = lock.stale()) {
+    fmt::print("note: checkpoint.dir {}: took over the lock of pid {} on host {}, which is no longer running "
+               "(it ended without releasing {})\n", checkpoint.dir, stale->pid, stale->host, lock.path());
+    std::fflush(stdout);
+  }
+  return lock;
+}
 
 std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, run::RunConfig& config) {
   std::string path = resume_dir;
@@ -51,11 +86,8 @@ std::optional<sim::ResumePoint> LoadResumePoint(const std::string& resume_dir, r
   point.manifest = checkpoint::ReadManifest(point.step_dir);
   const std::string manifest_path = (std::filesystem::path(point.step_dir) / "manifest.json").string();
   checkpoint::CheckFingerprint(manifest_path, point.manifest.fingerprint, StateFingerprint(config));
+  CheckFitsRun(manifest_path, point.manifest, config);
   checkpoint::VerifyFiles(point.step_dir, point.manifest);
-  if (point.manifest.global_step >= config.train.steps) {
-    Fail("{}: saved at global step {}, train.steps is {}: nothing left to run", manifest_path,
-         point.manifest.global_step, config.train.steps);
-  }
   config.train.steps -= point.manifest.global_step;
   return point;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,7 @@ struct Setup {
   std::optional<run::ValidatedRun> run;
   std::optional<cluster::RankRole> role;  // known once the slice is
   std::optional<sim::ResumePoint> resume;      // --resume or checkpoint.resume
+  std::optional<checkpoint::DirLock> lock;      // rank 0's, on the checkpoint.dir it saves into
 };
 
 // This machine's memory and the world ranks that share it.
@@ -57,8 +59,9 @@ run::Machine MachineOfRank(const cluster::Communicator& world) {
 }
 
 // Loads and checks everything a rank needs before it talks to any peer: the same
-// validation as `tpusim validate`, plus the world size and, on rank 0 (which writes
-// every output), the output paths. Fills `setup` as far as it gets.
+// validation as `tpusim validate`, plus the world size, the checkpoint.dir it
+// saves into and, on rank 0 (which writes every output), the output paths and
+// the checkpoint.dir's lock. Fills `setup` as far as it gets.
 void LoadSetup(const run::RunOptions& options, const cluster::Communicator& world, const run::Machine& machine,
                Setup& setup) {
   setup.config = run::LoadRunConfig(options.config, options.overrides);
@@ -67,7 +70,19 @@ void LoadSetup(const run::RunOptions& options, const cluster::Communicator& worl
   slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
   if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
   if (world.rank() == 0) CheckRunOutputs(options);
-  setup.resume = LoadResumePoint(options.resume_dir, setup.config);
+  CheckCheckpointDir(setup.config.checkpoint);
+  if (world.rank() == 0) setup.lock = LockCheckpointDir(setup.config.checkpoint);
+}
+
+// The message of what `load` throws ("" if nothing).
+std::string SetupError(const std::function<void()>& load) {
+  try {
+    load();
+    return "";
+  } catch (...) {
+    bool internal = false;
+    return CurrentExceptionMessage(&internal);
+  }
 }
 
 void ConfigureLogger(const std::string& tag) {
@@ -247,14 +262,8 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
   cluster::Communicator world = cluster::Communicator::World();
   std::string where = fmt::format("rank {}", mpi.world_rank());
   Setup setup;
-  std::string setup_error;
   const run::Machine machine = MachineOfRank(world);
-  try {
-    LoadSetup(options, world, machine, setup);
-  } catch (...) {
-    bool internal = false;
-    setup_error = CurrentExceptionMessage(&internal);
-  }
+  const std::string setup_error = SetupError([&] { LoadSetup(options, world, machine, setup); });
   std::string role = setup.role ? setup.role->Describe() : "";
   if (setup.run && !setup.role) {
     const cluster::RankLayout& layout = setup.run->slice.layout;
@@ -265,6 +274,11 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
   }
   if (!role.empty()) where = fmt::format("rank {} {}", mpi.world_rank(), role);
   if (!AgreeOnSetup(world, setup_error, role)) return run::kExitInputError;
+  // Once every rank has its setup (and rank 0 the checkpoint.dir's lock, so a
+  // second run is refused for the lock, not for the saves the first one made).
+  const std::string resume_error =
+      SetupError([&] { setup.resume = LoadResumePoint(options.resume_dir, setup.config); });
+  if (!AgreeOnSetup(world, resume_error, role)) return run::kExitInputError;
   ConfigureLogger(where);
   const int node = machine.ranks.front();  // the lowest MPI rank on this machine
   if (setup.role) {

@@ -194,15 +194,18 @@ void CheckFileWritable(const std::string& path, const std::string& label) {
 }
 
 void CheckDirWritable(const std::string& dir, const std::string& label) {
-  std::error_code ec;
   if (dir.empty()) Fail("{}: the path is empty", label);
   if (WritesInPlace(dir)) {
     CheckFileWritable(dir, label);
     return;
   }
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
-    Fail("{}: exists and is not a folder", label);
-  }
+  CheckFolderWritable(dir, label);
+}
+
+void CheckFolderWritable(const std::string& dir, const std::string& label) {
+  std::error_code ec;
+  if (dir.empty()) Fail("{}: the path is empty", label);
+  RefuseNonDirectory(dir, label);
   fs::create_directories(dir, ec);
   if (ec) Fail("{}: cannot create the folder: {}", label, ec.message());
   AtomicFile probe((fs::path(dir) / ".tpusim-probe").string(), label);

@@ -68,4 +68,11 @@ void CheckFileWritable(const std::string& path, const std::string& label);
 // folder, or is written in place (WritesInPlace). Creates it when missing.
 void CheckDirWritable(const std::string& dir, const std::string& label);
 
+// Throws Error "<label>: ..." unless `dir` is (or can be made as) a writable
+// folder: "is a FIFO, not a folder" (likewise a regular file, a device, a
+// socket), "cannot reach it: Too many levels of symbolic links", "cannot create
+// the folder: Read-only file system", or the failed creation of a probe file in
+// it. Creates it when missing.
+void CheckFolderWritable(const std::string& dir, const std::string& label);
+
 }  // namespace tpusim

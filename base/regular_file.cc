@@ -13,10 +13,10 @@ namespace {
 // A path stat() cannot reach for a reason other than its absence (EACCES on a
 // folder above it, ELOOP, ENAMETOOLONG): one line naming the cause, rather than
 // letting a later open or std::filesystem call fail with less to say.
-void RefuseUnreachable(const std::string& path) {
+void RefuseUnreachable(const std::string& path, const std::string& label) {
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0 || errno == ENOENT || errno == ENOTDIR) return;
-  Fail("{}: cannot reach it: {}", path, std::strerror(errno));
+  Fail("{}: cannot reach it: {}", label, std::strerror(errno));
 }
 
 }  // namespace
@@ -51,23 +51,24 @@ const char* KindName(FileKind kind) {
 
 void RefuseNonRegularFile(const std::string& path) {
   const FileKind kind = KindOf(path);
-  if (kind == FileKind::kMissing) RefuseUnreachable(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path, path);
   if (kind == FileKind::kMissing || kind == FileKind::kRegular) return;
   Fail("{}: is {}, not a regular file", path, KindName(kind));
 }
 
 void RefuseSpecialFile(const std::string& path) {
   const FileKind kind = KindOf(path);
-  if (kind == FileKind::kMissing) RefuseUnreachable(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path, path);
   if (kind == FileKind::kMissing || kind == FileKind::kRegular || kind == FileKind::kDirectory) return;
   Fail("{}: is {}, not a regular file", path, KindName(kind));
 }
 
-void RefuseNonDirectory(const std::string& path) {
+void RefuseNonDirectory(const std::string& path, const std::string& label) {
+  const std::string& name = label.empty() ? path : label;
   const FileKind kind = KindOf(path);
-  if (kind == FileKind::kMissing) RefuseUnreachable(path);
+  if (kind == FileKind::kMissing) RefuseUnreachable(path, name);
   if (kind == FileKind::kMissing || kind == FileKind::kDirectory) return;
-  Fail("{}: is {}, not a folder", path, KindName(kind));
+  Fail("{}: is {}, not a folder", name, KindName(kind));
 }
 
 }  // namespace tpusim

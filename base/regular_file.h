@@ -30,8 +30,9 @@ void RefuseNonRegularFile(const std::string& path);
 // that may be either): only FIFOs, sockets and devices are refused.
 void RefuseSpecialFile(const std::string& path);
 
-// Throws Error "<path>: is a FIFO, not a folder" when `path` exists and is not a
-// folder (or cannot be reached, as above); a missing path returns.
-void RefuseNonDirectory(const std::string& path);
+// Throws Error "<label>: is a FIFO, not a folder" when `path` exists and is not a
+// folder (or cannot be reached, as above); a missing path returns. `label` names
+// the path in the message (the path itself when empty).
+void RefuseNonDirectory(const std::string& path, const std::string& label = {});
 
 }  // namespace tpusim

@@ -41,16 +41,23 @@ std::string StepDir(const std::string& root, int64_t global_step);
 // "host-0-core-1.state".
 std::string StateFileName(int host, int ordinal);
 
-// The bytes of the file at `path`. Throws Error naming it when it cannot be read.
+// The bytes of the file at `path`. Throws Error naming it when it cannot be read
+// or is not a regular file (a FIFO, a device, a folder, a symbolic link loop:
+// judged before it is opened, so nothing blocks).
 std::vector<std::byte> ReadFileBytes(const std::string& path);
 
 // Writes DIR/manifest.json atomically. Throws Error naming the file.
 void WriteManifest(const std::string& step_dir, const Manifest& manifest);
-// Reads DIR/manifest.json. Throws Error naming the file when it is missing or
-// not a manifest.
+// Reads DIR/manifest.json and validates it whole: every field present and of its
+// type, steps whole numbers >= 1 (infeed_step >= global_step, global_step that of
+// a step-N folder), each file named host-H-core-O.state after its host and core
+// (never a path out of the folder) and listed once, and `seed` the fingerprint's
+// input.seed. Throws Error "<file>: <field>: ..." naming the first problem, or
+// "<file>: ..." when it is missing, not a regular file or not a manifest.
 Manifest ReadManifest(const std::string& step_dir);
-// Checks every file the manifest lists: present, its size and its CRC-32C.
-// Throws Error naming the first file that is missing, truncated or corrupt.
+// Checks every file the manifest lists: a regular file, its size, its CRC-32C and
+// the global and infeed steps it holds. Throws Error naming the first file that
+// is missing, truncated, corrupt or of another save.
 void VerifyFiles(const std::string& step_dir, const Manifest& manifest);
 // Throws Error naming `manifest_path` and the first key whose value differs
 // (or is missing on one side).

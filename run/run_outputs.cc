@@ -43,6 +43,11 @@ void CheckRunOutputs(const RunOptions& options) {
   }
 }
 
+void CheckCheckpointDir(const CheckpointConfig& checkpoint) {
+  if (!checkpoint.saves()) return;
+  CheckFolderWritable(checkpoint.dir, "checkpoint.dir " + checkpoint.dir);
+}
+
 void OutputWrites::Try(const std::function<void()>& write) {
   try {
     write();

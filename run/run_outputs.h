@@ -3,7 +3,8 @@
 // for writability before the first step by the rank that writes them (rank 0;
 // `tpusim launch` checks too, before mpirun starts), and written at the end so
 // that one failing output never loses the others. Each file is written atomically
-// (base/atomic_file.h).
+// (base/atomic_file.h). The checkpoint.dir a run saves into is checked the same
+// way, by every rank (each core writes its share of a save there).
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "run/checkpoint_config.h"
 #include "run/run_options.h"
 
 namespace tpusim::run {
@@ -19,6 +21,12 @@ namespace tpusim::run {
 // files in an existing folder, not a folder themselves and not named twice;
 // --params-out a folder that exists or can be created.
 void CheckRunOutputs(const RunOptions& options);
+
+// Throws Error "checkpoint.dir <dir>: ..." unless the run's saves can be written
+// there: a folder that exists or can be made, writable, not a regular file, FIFO,
+// device or link loop, not on a read-only file system (base/atomic_file.h's
+// CheckFolderWritable). Creates it when missing; nothing for a run that never saves.
+void CheckCheckpointDir(const CheckpointConfig& checkpoint);
 
 // The outputs of a finished run failed. Thrown after the run's last collective, so
 // the rank need not bring its peers down: it prints the line and exits non-zero.

@@ -314,7 +314,9 @@ void CoreCheckpointer::Write(Pending& p) {
   p.begin_s = Now();
   if (options_.storage) options_.storage->BeginWrite(p.manifest.global_step);
   try {
-    std::filesystem::create_directories(p.dir);
+    std::error_code ec;  // the folder was checked at set-up; it can still vanish or fill up
+    std::filesystem::create_directories(p.dir, ec);
+    if (ec) Fail("checkpoint {}: cannot create the folder: {}", p.dir, ec.message());
     const std::string path = (std::filesystem::path(p.dir) / checkpoint::StateFileName(options_.share.host,
                                                                                          options_.share.ordinal)).string();
     AtomicFile file(path, "checkpoint " + path);

@@ -83,9 +83,15 @@ TEST_F(AtomicFileTest, UnusablePathsAreRefusedBeforeAnyWork) {
   EXPECT_EQ(ErrorOf([&] { CheckFileWritable(Path("file/r.json"), "--report y"); }),
             "--report y: " + Path("file") + " is not a folder");
   EXPECT_EQ(ErrorOf([&] { CheckDirWritable(Path("file"), "--params-out f"); }),
-            "--params-out f: exists and is not a folder");
+            "--params-out f: is a regular file, not a folder");
   EXPECT_THAT(ErrorOf([&] { CheckDirWritable(Path("file/sub"), "--params-out g"); }),
               StartsWith("--params-out g: cannot create the folder: "));
+  ASSERT_EQ(::mkfifo(Path("fifo").c_str(), 0600), 0);
+  EXPECT_EQ(ErrorOf([&] { CheckFolderWritable(Path("fifo"), "checkpoint.dir c"); }),
+            "checkpoint.dir c: is a FIFO, not a folder");
+  fs::create_symlink("loop", Path("loop"));
+  EXPECT_EQ(ErrorOf([&] { CheckFolderWritable(Path("loop"), "checkpoint.dir d"); }),
+            "checkpoint.dir d: cannot reach it: Too many levels of symbolic links");
   CheckFileWritable(Path("ok.json"), "--report ok");
   CheckDirWritable(Path("params"), "--params-out params");
   EXPECT_TRUE(fs::is_directory(Path("params")));

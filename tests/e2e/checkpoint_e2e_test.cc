@@ -4,15 +4,22 @@
 // preconditioners are slots) and an embedding table, in the ranks and threads
 // layouts; async saves block the cores less than sync ones by the modeled write;
 // a corrupt, incomplete or foreign checkpoint is one line, exit 2, nothing
-// touched; a rank killed mid-save leaves the previous save resumable.
+// touched, and a FIFO in place of one of its files one line at once; a rank
+// killed mid-save leaves the previous save resumable; a second run saving into
+// the checkpoint.dir of a running one is refused by the first's lock.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tests/e2e/tpusim_runs.h"
@@ -290,6 +297,91 @@ TEST(KilledSave, LeavesThePreviousCheckpointResumable) {
   const std::string whole = Train("killed-whole", c, 8, "");
   const std::string resumed = Train("killed-resumed", c, 8, "--resume " + dir);
   EXPECT_TRUE(FileBytes(whole) == FileBytes(resumed));
+}
+
+// tpusim run under `mpirun --quiet` (no banner after a rank's exit 2), 5 ranks
+// (v4-8), cut at `seconds`, and how long it took.
+struct TimedResult {
+  Result result;
+  double seconds = 0;
+};
+
+TimedResult RunQuiet(const std::string& args, int seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  TimedResult out;
+  out.result = Shell("timeout -k 2 " + std::to_string(seconds) +
+                     " mpirun --quiet -np 5 --oversubscribe --bind-to none " + Tpusim() + " run " +
+                     Source("configs/runs/v3-8-per-host.yaml") + " --quiet " + args);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+// A FIFO where a checkpoint file is expected (the manifest, a state file) is one
+// line naming it, at once, under --resume and checkpoint.resume: latest: before,
+// every rank blocked in open() waiting for a writer.
+TEST(BadCheckpoint, AFifoInPlaceOfAFileIsNamedAtOnce) {
+  const std::string dir = SavedCheckpoint("fifo");
+  const std::string step = dir + "/step-00000002";
+  const std::string run = kBase + "--set train.steps=4 --set checkpoint.every_steps=2 --set checkpoint.dir=" + dir;
+  for (const std::string file : {"manifest.json", "host-0-core-1.state"}) {
+    fs::rename(step + "/" + file, step + "/saved");
+    ASSERT_EQ(::mkfifo((step + "/" + file).c_str(), 0600), 0);
+    for (const std::string& resume : {"--resume " + dir, std::string("--set checkpoint.resume=latest")}) {
+      const TimedResult r = RunQuiet(run + " " + resume, 10);
+      EXPECT_EQ(r.result.rc, 2) << resume << ": " << r.result.output;
+      EXPECT_EQ(r.result.output, "tpusim: error: " + step + "/" + file + ": is a FIFO, not a regular file\n");
+      EXPECT_LT(r.seconds, 10) << resume;
+    }
+    fs::remove(step + "/" + file);
+    fs::rename(step + "/saved", step + "/" + file);
+  }
+}
+
+// The pid a LOCK file names, once a run has written it (0 until then).
+int64_t LockPid(const std::string& lock) {
+  std::ifstream in(lock);
+  std::string line;
+  if (!std::getline(in, line) || !line.starts_with("pid: ")) return 0;
+  std::string host;
+  if (!std::getline(in, host) || !host.starts_with("host: ")) return 0;
+  return std::stoll(line.substr(5));
+}
+
+// Two runs saving into one checkpoint.dir at once: the second is refused at set-up
+// in one line naming the first's pid and host, and writes nothing; the first runs
+// on, and each of its saves resumes (its manifest, sizes, CRC-32C and steps hold).
+TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
+  const std::string dir = TempDir() + "/ckpt-locked";
+  fs::remove_all(dir);
+  const std::string args = kBase + "--set train.steps=40 --set device.step_time_us=300000 "
+                                   "--set checkpoint.every_steps=8 --set checkpoint.dir=" + dir;
+  Result first;
+  std::thread runner([&] { first = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), args, 5); });
+  int64_t pid = 0;
+  for (int i = 0; i < 1200 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pid = LockPid(dir + "/LOCK");
+  }
+  const TimedResult second = RunQuiet(args, 60);
+  const bool first_still_running = fs::exists(dir + "/LOCK");
+  runner.join();
+  ASSERT_GT(pid, 0) << "the first run never wrote " << dir << "/LOCK: " << first.output;
+  EXPECT_TRUE(first_still_running) << "the first run ended before the second was refused";
+  std::string host = Shell("uname -n").output;
+  host.pop_back();
+  EXPECT_EQ(second.result.rc, 2) << second.result.output;
+  EXPECT_EQ(second.result.output,
+            fmt::format("tpusim: [rank 0 (host 0)] error: checkpoint.dir {0}: in use by the run of pid {1} on host {2}, "
+                        "which holds {0}/LOCK; wait for it to end or give this run another checkpoint.dir\n",
+                        dir, pid, host));
+  EXPECT_EQ(first.rc, 0) << first.output;
+  EXPECT_FALSE(fs::exists(dir + "/LOCK")) << "the first run's clean exit removes its lock";
+  for (int step = 8; step <= 40; step += 8) {
+    const std::string save = dir + "/step-" + fmt::format("{:08d}", step);
+    const Result check = Shell(Tpusim() + " launch --dry-run " + Source("configs/runs/v3-8-per-host.yaml") + " " +
+                               kBase + "--set train.steps=48 --resume " + save);
+    EXPECT_EQ(check.rc, 0) << save << ": " << check.output;
+  }
 }
 
 }  // namespace
