@@ -29,10 +29,10 @@ struct GenDataOptions {
   std::string config;
   std::vector<std::string> overrides;
   std::string out_dir;
-  std::optional<int64_t> examples;  // default: ten global batches
-  std::optional<int64_t> shards;    // default: two per host
-  bool compress = false;            // zlib-compressed FEATURE.npy.zlib files
-  std::string format = "npy";       // npy | tfrecord
+  std::optional<int64_t> examples;     // default: ten global batches
+  std::optional<int64_t> shards;       // default: two per host
+  bool compress = false;               // zlib-compressed FEATURE.npy.zlib files
+  std::string format = "npy";          // npy | tfrecord
   std::string image_size = "500x375";  // tfrecord: WIDTHxHEIGHT
   int jpeg_quality = 90;
   std::string name = "synthetic_imagenet";
@@ -44,8 +44,7 @@ constexpr int64_t kMaxGenShards = 100000;
 
 // Refuses counts that are not positive, more shards than examples, and datasets
 // larger than the free space of the target's file system.
-void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards,
-                        double example_bytes) {
+void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards, double example_bytes) {
   if (options.examples && (*options.examples < 1 || *options.examples > (int64_t{1} << 40))) {
     Fail("--examples {}: must be a whole number in [1, {}]", *options.examples, int64_t{1} << 40);
   }
@@ -60,12 +59,16 @@ void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t
   std::filesystem::space_info space = std::filesystem::space(parent, ec);
   double bytes = example_bytes * static_cast<double>(examples);
   if (!ec && bytes > static_cast<double>(space.available)) {
-    Fail("gen-data --out {}: {} examples need about {:.1f} GiB but the file system has {:.1f} GiB "
-         "free", options.out_dir, examples, bytes / (1 << 30), static_cast<double>(space.available) / (1 << 30));
+    Fail(
+        "gen-data --out {}: {} examples need about {:.1f} GiB but the file system has {:.1f} GiB "
+        "free",
+        options.out_dir, examples, bytes / (1 << 30), static_cast<double>(space.available) / (1 << 30));
   }
   if (bytes / static_cast<double>(shards) > run::ThisMachine().memory_bytes) {
-    Fail("gen-data: a shard of {} examples needs about {:.1f} GiB of memory, more than this machine "
-         "has; use more --shards", examples / shards, bytes / static_cast<double>(shards) / (1 << 30));
+    Fail(
+        "gen-data: a shard of {} examples needs about {:.1f} GiB of memory, more than this machine "
+        "has; use more --shards",
+        examples / shards, bytes / static_cast<double>(shards) / (1 << 30));
   }
 }
 
@@ -104,10 +107,11 @@ int RunGenTfRecord(const GenDataOptions& options, const run::ConfigTarget& targe
   const std::vector<std::string> paths = infeed::WriteTfRecordDataset(options.out_dir, data);
   int64_t bytes = 0;
   for (const std::string& path : paths) bytes += static_cast<int64_t>(std::filesystem::file_size(path));
-  fmt::print("{}: {} examples in {} TFRecord shards ({}-train.tfrecord-*-of-{:05d}, {} MB, {}x{} JPEG q{}, {} "
-             "classes, compression {})\n",
-             options.out_dir, data.examples, data.shards, data.name, data.shards, bytes / 1000000, data.width,
-             data.height, data.jpeg_quality, data.classes, options.compression);
+  fmt::print(
+      "{}: {} examples in {} TFRecord shards ({}-train.tfrecord-*-of-{:05d}, {} MB, {}x{} JPEG q{}, {} "
+      "classes, compression {})\n",
+      options.out_dir, data.examples, data.shards, data.name, data.shards, bytes / 1000000, data.width, data.height,
+      data.jpeg_quality, data.classes, options.compression);
   return 0;
 }
 
@@ -124,10 +128,10 @@ int RunGenDataCommand(const GenDataOptions& options) {
   CheckGenDataCounts(options, examples, shards, run::ExampleBytes(run::RunFeatureSpecs(target.run)));
   infeed::SyntheticData data = MakeSyntheticData(target.run);
   infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards, options.compress);
-  fmt::print("{}: {} examples in {} {}shards (features: {})\n", options.out_dir, examples, shards,
-             options.compress ? "zlib-compressed " : "",
-             fmt::join(data.specs() | std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }),
-                       ", "));
+  fmt::print(
+      "{}: {} examples in {} {}shards (features: {})\n", options.out_dir, examples, shards,
+      options.compress ? "zlib-compressed " : "",
+      fmt::join(data.specs() | std::views::transform([](const infeed::FeatureSpec& s) { return s.name; }), ", "));
   return 0;
 }
 
@@ -135,12 +139,10 @@ int RunGenDataCommand(const GenDataOptions& options) {
 
 void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
   auto options = std::make_shared<GenDataOptions>();
-  CLI::App* gen =
-      app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
+  CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
   gen->add_option("CONFIG", options->config)->required();
   gen->add_option("--out", options->out_dir, "dataset directory")->required();
-  gen->add_option("--examples", options->examples,
-                  "examples to write (default: 10 global batches)");
+  gen->add_option("--examples", options->examples, "examples to write (default: 10 global batches)");
   gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)");
   gen->add_flag("--compress", options->compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--format", options->format, "npy (input.source: files) or tfrecord (input.source: tfrecord)");

@@ -48,7 +48,7 @@ namespace tpusim::app {
 namespace {
 
 struct LaunchOptions {
-  run::RunOptions run;                        // CONFIG and the flags forwarded to `tpusim run`
+  run::RunOptions run;                   // CONFIG and the flags forwarded to `tpusim run`
   bool dry_run = false;                  // print the mpirun command instead
   std::string hostfile;                  // an Open MPI hostfile, "" = this machine
   std::string launcher = "mpirun";       // a kLauncherSpellings name (app/slurm_launch.h)
@@ -178,8 +178,8 @@ bool IsTpusimExitCode(int code) {
 // ends with kExitInputError once its line is told.
 int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watchdog, bool told) {
   if (WIFSIGNALED(status)) {
-    fmt::print(stderr, "tpusim: error: {} was killed by signal {} ({})\n", argv.front(),
-               WTERMSIG(status), strsignal(WTERMSIG(status)));
+    fmt::print(stderr, "tpusim: error: {} was killed by signal {} ({})\n", argv.front(), WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   int code = WEXITSTATUS(status);
@@ -187,8 +187,8 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
   if (told && !rank_signal && !IsTpusimExitCode(code)) return run::kExitInputError;
   if (rank_signal) {
     if (!watchdog && !told) {
-      fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n",
-                 code - 128, strsignal(code - 128));
+      fmt::print(stderr, "tpusim: error: a rank died of signal {} ({}); the others were stopped\n", code - 128,
+                 strsignal(code - 128));
     }
   } else if (!IsTpusimExitCode(code)) {
     fmt::print(stderr,
@@ -201,8 +201,7 @@ int ReportMpirunExit(int status, const std::vector<std::string>& argv, bool watc
 
 // Every TPU host (or, in the threads and packed layouts, every MPI rank of K hosts)
 // of `layout` on one node of `source`, printed and kept in `placed`.
-void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source,
-                  MpirunPlacement& placed) {
+void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source, MpirunPlacement& placed) {
   // In the threads and packed layouts a TPU host (or K of them) is one MPI rank.
   const bool ranks = layout.hosts_per_process() == 0;
   const int units = ranks ? layout.num_hosts() : layout.num_processes();
@@ -210,19 +209,17 @@ void PlaceOnNodes(const cluster::RankLayout& layout, const NodeSource& source,
   std::vector<cluster::NodePlacement>& placement = placed.nodes;
   // A Slurm allocation is what the cluster gave: with tasks enough but not in whole
   // TPU hosts per node, it is filled slot by slot and the split hosts are named.
-  const bool whole =
-      !source.slurm || cluster::WholeTpuHostCapacity(source.nodes, ranks_per_unit) >= units;
+  const bool whole = !source.slurm || cluster::WholeTpuHostCapacity(source.nodes, ranks_per_unit) >= units;
   placement = whole ? cluster::PlaceTpuHosts(source.nodes, units, ranks_per_unit, source.in_errors)
                     : cluster::PlaceBySlot(source.nodes, units, ranks_per_unit);
   if (ranks) {
-    fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit,
-               placement.size(), source.name);
+    fmt::print("tpusim: {} TPU hosts of {} ranks on {} nodes of {}:\n", units, ranks_per_unit, placement.size(),
+               source.name);
   } else {
-    fmt::print(
-        "tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
-        layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s",
-        layout.layout_name(), placement.size(), source.name,
-        layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
+    fmt::print("tpusim: {} MPI ranks of {} TPU host{} each ({} layout) on {} nodes of {}{}:\n", units,
+               layout.hosts_per_process(), layout.hosts_per_process() == 1 ? "" : "s", layout.layout_name(),
+               placement.size(), source.name,
+               layout.hosts_per_process() == 1 ? "" : " (below, \"TPU host\" i is MPI rank i's group)");
   }
   for (const std::string& line : cluster::DescribePlacement(placement)) fmt::print("  {}\n", line);
   if (!whole) {
@@ -250,8 +247,7 @@ std::vector<std::string> MpirunPlacementFlags(const NodeSource& source, MpirunPl
 // The launcher's command line for `options` on `layout` as `plan` says; the
 // placement goes to `placed`, which must outlive the launcher.
 std::vector<std::string> LauncherCommand(const LaunchOptions& options, const LaunchPlan& plan,
-                                         const cluster::RankLayout& layout,
-                                         MpirunPlacement& placed) {
+                                         const cluster::RankLayout& layout, MpirunPlacement& placed) {
   const int np = layout.num_processes();
   if (plan.nodes) PlaceOnNodes(layout, *plan.nodes, placed);
   // No --quiet: the supervisor drops Open MPI's banners after the job's first error
@@ -291,14 +287,12 @@ LaunchPlan PlanLauncher(const LaunchOptions& options) {
 // hold its ranks), else none (this machine).
 std::optional<NodeSource> NodesFor(const LaunchOptions& options, const run::Slice& slice) {
   if (!options.hostfile.empty()) {
-    return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile,
-                      "hostfile " + options.hostfile};
+    return NodeSource{cluster::ReadHostfile(options.hostfile), options.hostfile, "hostfile " + options.hostfile};
   }
   const std::optional<cluster::SlurmAllocation> allocation =
       AllocationForRun(slice.topology.name(), slice.layout.num_processes());
   if (!allocation) return std::nullopt;
-  return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id,
-                    AllocationName(*allocation), true};
+  return NodeSource{allocation->nodes, "Slurm job " + allocation->job_id, AllocationName(*allocation), true};
 }
 
 int RunLaunchCommand(const LaunchOptions& options) {
@@ -327,9 +321,8 @@ int RunLaunchCommand(const LaunchOptions& options) {
                std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism"), fmt::join(argv, " "));
     return 0;
   }
-  MpirunSupervisor supervisor({SupervisorGraceS(watchdog_s), [&placed](const std::string& node) {
-                                 return DescribeNode(placed.nodes, node);
-                               }});
+  MpirunSupervisor supervisor(
+      {SupervisorGraceS(watchdog_s), [&placed](const std::string& node) { return DescribeNode(placed.nodes, node); }});
   const int status = supervisor.Run(argv);
   if (supervisor.stopped()) return run::kExitInputError;
   if (const int signal = supervisor.passed_on_signal()) {
@@ -346,10 +339,8 @@ void AddLaunchCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* launch = app.add_subcommand("launch", "run mpirun with the right -np and flags");
   launch->add_option("CONFIG", options->run.config)->required();
   AddRunFlags(launch, options->run);
-  launch->add_flag("--dry-run", options->dry_run,
-                   "print the launcher's command instead of running it");
-  launch->add_option("--hostfile", options->hostfile,
-                     "Open MPI hostfile: each TPU host's ranks go to one node");
+  launch->add_flag("--dry-run", options->dry_run, "print the launcher's command instead of running it");
+  launch->add_option("--hostfile", options->hostfile, "Open MPI hostfile: each TPU host's ranks go to one node");
   launch->add_option("--launcher", options->launcher,
                      "mpirun (default) or srun, which runs the ranks inside a Slurm allocation");
   launch->footer(

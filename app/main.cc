@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "app/command.h"
 #include "base/error.h"
@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
   CLI::App app{"tpusim: a TPU pod host-side simulator on MPI ranks"};
   // The version alone needs no subcommand: "tpusim 0.1.0 (commit 1a2b3c4d5e6f, report v2)".
   const std::string commit = tpusim::report::BuildCommit();
-  app.set_version_flag("--version", fmt::format("tpusim {} ({}, report v{})", TPUSIM_VERSION,
-                                                commit.empty() ? std::string("built outside git") : "commit " + commit.substr(0, 12),
-                                                tpusim::report::kReportVersion));
+  app.set_version_flag("--version",
+                       fmt::format("tpusim {} ({}, report v{})", TPUSIM_VERSION,
+                                   commit.empty() ? std::string("built outside git") : "commit " + commit.substr(0, 12),
+                                   tpusim::report::kReportVersion));
   app.require_subcommand(1);
   const std::vector<Command> commands = AllCommands(app);
   CommandLine line{&argc, &argv, {}};

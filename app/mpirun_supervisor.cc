@@ -98,16 +98,17 @@ std::optional<std::string> MpirunSupervisor::Translate(const std::vector<std::st
     if (line.find("lost communication with a remote daemon") != std::string::npos) lost = true;
     const size_t at = line.find(" on node ");
     if (lost && line.find("Remote daemon") != std::string::npos && at != std::string::npos) {
-      return fmt::format("tpusim: error: lost {}: Open MPI lost its connection to that node's "
-                         "daemon (the network to it failed, or the node went down); stopping the "
-                         "job", where(Trim(std::string_view(line).substr(at + 9))));
+      return fmt::format(
+          "tpusim: error: lost {}: Open MPI lost its connection to that node's "
+          "daemon (the network to it failed, or the node went down); stopping the "
+          "job",
+          where(Trim(std::string_view(line).substr(at + 9))));
     }
     // "mpirun noticed that process rank 3 with PID 123 on node vm exited on signal 9 (Killed)."
     const size_t signal = line.find(" exited on signal ");
     if (line.find("noticed that process rank ") != std::string::npos && signal != std::string::npos) {
       return fmt::format("tpusim: error: rank {} died of signal {} — {}; the job was stopped",
-                         WordAfter(line, "process rank "),
-                         Trim(std::string_view(line).substr(signal + 18)),
+                         WordAfter(line, "process rank "), Trim(std::string_view(line).substr(signal + 18)),
                          where(WordAfter(line, " on node ")));
     }
   }
@@ -221,8 +222,10 @@ void MpirunSupervisor::StopIfStuck() {
   if (!terminated_) {
     if (now - *first_error_ < std::chrono::duration<double>(options_.grace_s)) return;
     if (!told_stop_) {
-      Emit(fmt::format("tpusim: error: mpirun has not ended {:g} s after the job's first error (it "
-                       "waits for a node it cannot reach); stopping it", options_.grace_s));
+      Emit(
+          fmt::format("tpusim: error: mpirun has not ended {:g} s after the job's first error (it "
+                      "waits for a node it cannot reach); stopping it",
+                      options_.grace_s));
     }
     ::kill(child_, SIGTERM);
     terminated_ = now;
@@ -241,9 +244,10 @@ void MpirunSupervisor::KillIfDeaf() {
   if (!signalled_) signalled_ = now;
   const double grace_s = std::min(options_.grace_s, kSignalGraceS);
   if (now - *signalled_ < std::chrono::duration<double>(grace_s)) return;
-  Emit(fmt::format("tpusim: error: mpirun has not ended {:g} s after the signal {} ({}) launch passed on "
-                   "(it waits for a node it cannot reach); killing it and every rank",
-                   grace_s, signal, strsignal(signal)));
+  Emit(
+      fmt::format("tpusim: error: mpirun has not ended {:g} s after the signal {} ({}) launch passed on "
+                  "(it waits for a node it cannot reach); killing it and every rank",
+                  grace_s, signal, strsignal(signal)));
   ::kill(child_, SIGKILL);
   KillDescendants(std::chrono::seconds(1), child_);  // its ranks, in process groups of their own
   killed_ = true;

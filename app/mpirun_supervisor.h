@@ -87,16 +87,16 @@ class MpirunSupervisor {
   Options options_;
   int child_ = -1;
   int stderr_fd_ = -1;
-  std::string partial_;                 // a line not yet ended
+  std::string partial_;                             // a line not yet ended
   std::optional<std::vector<std::string>> banner_;  // lines of an open banner
   std::vector<std::string> held_;                   // Open MPI's, not yet shown
   std::optional<MonotonicTime> first_error_;
   bool told_stop_ = false;  // the supervisor's own line said the job is stopping
   std::optional<MonotonicTime> terminated_;
   std::optional<MonotonicTime> signalled_;  // when Wait first saw a signal passed on
-  bool killed_ = false;                         // KillIfDeaf sent SIGKILL
-  int killed_signal_ = 0;                       // the signal passed on before it
-  int passed_on_signal_ = 0;                    // g_forwarded_signal when mpirun ended
+  bool killed_ = false;                     // KillIfDeaf sent SIGKILL
+  int killed_signal_ = 0;                   // the signal passed on before it
+  int passed_on_signal_ = 0;                // g_forwarded_signal when mpirun ended
 };
 
 }  // namespace tpusim::app

@@ -33,9 +33,9 @@ void ProgressPrinter::StepSent(int64_t step) {
   if (trains_ || last || now - last_print_ < (terminal_ ? kTerminalEvery_s : kLogEvery_s)) return;
   last_print_ = now;
   const double eta = static_cast<double>(loops_.infeed_steps - step - 1) * now / static_cast<double>(step + 1);
-  const std::string line = fmt::format("loop {}/{}  step {}/{} sent  ETA {:.1f}s",
-                                       step / loops_.infeed_steps_per_loop() + 1, loops_.num_loops, step + 1,
-                                       loops_.infeed_steps, eta);
+  const std::string line =
+      fmt::format("loop {}/{}  step {}/{} sent  ETA {:.1f}s", step / loops_.infeed_steps_per_loop() + 1,
+                  loops_.num_loops, step + 1, loops_.infeed_steps, eta);
   if (terminal_) {
     fmt::print(stderr, "\r{}   ", line);
     step_line_open_ = true;
@@ -61,8 +61,8 @@ void ProgressPrinter::LoopDone(const sim::host::LoopSummary& s) {
   const std::string loss =
       trains_ && s.rows > 0 ? fmt::format(", loss {:.6f}", s.loss_sum / static_cast<double>(s.rows)) : "";
   fmt::print(stderr, "{}loop {}/{}: {}{}, {:.0f} examples/s (the cores', this loop), ETA {:.1f}s\n",
-             step_line_open_ ? "\r" : "", s.loop + 1, loops_.num_loops, where, loss,
-             examples / std::max(seconds, 1e-9), eta);
+             step_line_open_ ? "\r" : "", s.loop + 1, loops_.num_loops, where, loss, examples / std::max(seconds, 1e-9),
+             eta);
   step_line_open_ = false;
   std::fflush(stderr);
 }

@@ -32,7 +32,7 @@ class ProgressPrinter : public sim::RunObserver {
   bool terminal_;
   double start_;
   double last_print_ = -1;
-  double loop_begin_s_ = 0;  // when the next loop began: the first core finished the last one
+  double loop_begin_s_ = 0;      // when the next loop began: the first core finished the last one
   bool step_line_open_ = false;  // a terminal's step line waits to be overwritten
 };
 

@@ -19,8 +19,7 @@ struct RanksOptions {
 };
 
 int RunRanksCommand(const RanksOptions& options) {
-  const run::ConfigTarget target =
-      run::ResolveConfigTarget(options.config, options.overrides, options.generation);
+  const run::ConfigTarget target = run::ResolveConfigTarget(options.config, options.overrides, options.generation);
   fmt::print("{}\n", SliceOf(target).layout.num_processes());
   return 0;
 }

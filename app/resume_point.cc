@@ -31,9 +31,10 @@ void CheckFreshDir(const run::CheckpointConfig& checkpoint) {
   if (!checkpoint.saves() || checkpoint.overwrite) return;
   const std::vector<std::string> saved = checkpoint::CompleteCheckpoints(checkpoint.dir);
   if (saved.empty()) return;
-  Fail("checkpoint.dir {} already holds {} complete save{} (latest {}); continue from it with --resume {} "
-       "(or checkpoint.resume: latest), or set checkpoint.overwrite: true to save over them",
-       checkpoint.dir, saved.size(), saved.size() == 1 ? "" : "s", saved.back(), checkpoint.dir);
+  Fail(
+      "checkpoint.dir {} already holds {} complete save{} (latest {}); continue from it with --resume {} "
+      "(or checkpoint.resume: latest), or set checkpoint.overwrite: true to save over them",
+      checkpoint.dir, saved.size(), saved.size() == 1 ? "" : "s", saved.back(), checkpoint.dir);
 }
 
 // What the run asks of the manifest's steps and seed beyond its fingerprint: a
@@ -46,9 +47,10 @@ void CheckFitsRun(const std::string& manifest_path, const checkpoint::Manifest& 
   }
   const int64_t per_step = run::MakeLoopPlan(config.train).micro_batches;
   if (m.infeed_step % per_step != 0 || m.infeed_step / per_step != m.global_step) {
-    Fail("{}: infeed_step: {} contradicts global_step {}: this config takes {} infeed step{} per global step "
-         "(train.num_micro_batches), so {}", manifest_path, m.infeed_step, m.global_step, per_step,
-         per_step == 1 ? "" : "s", m.global_step * per_step);
+    Fail(
+        "{}: infeed_step: {} contradicts global_step {}: this config takes {} infeed step{} per global step "
+        "(train.num_micro_batches), so {}",
+        manifest_path, m.infeed_step, m.global_step, per_step, per_step == 1 ? "" : "s", m.global_step * per_step);
   }
   if (m.seed != config.input.seed) {
     Fail("{}: seed: {} there and input.seed {} here; a checkpoint resumes only the run that shaped its state",
@@ -62,8 +64,10 @@ std::optional<checkpoint::DirLock> LockCheckpointDir(const run::CheckpointConfig
   if (!checkpoint.saves()) return std::nullopt;
   checkpoint::DirLock lock = checkpoint::DirLock::Take(checkpoint.dir, "checkpoint.dir " + checkpoint.dir);
   if (const auto& stale = lock.stale()) {
-    fmt::print("note: checkpoint.dir {}: took over the lock of pid {} on host {}, which is no longer running "
-               "(it ended without releasing {})\n", checkpoint.dir, stale->pid, stale->host, lock.path());
+    fmt::print(
+        "note: checkpoint.dir {}: took over the lock of pid {} on host {}, which is no longer running "
+        "(it ended without releasing {})\n",
+        checkpoint.dir, stale->pid, stale->host, lock.path());
     std::fflush(stdout);
   }
   return lock;

@@ -18,21 +18,21 @@
 #include <spdlog/spdlog.h>
 
 #include "app/command.h"
+#include "app/resume_point.h"
 #include "app/run_flags.h"
+#include "app/run_rank.h"
 #include "base/error.h"
 #include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "cluster/communicators.h"
 #include "cluster/in_process_transport.h"
-#include "cluster/process_link.h"
 #include "cluster/large_messages.h"
+#include "cluster/process_link.h"
 #include "report/pod_projection.h"
 #include "run/exit_codes.h"
 #include "run/run_options.h"
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
-#include "app/resume_point.h"
-#include "app/run_rank.h"
 
 namespace tpusim::app {
 namespace {
@@ -40,9 +40,9 @@ namespace {
 struct Setup {
   run::RunConfig config;
   std::optional<run::ValidatedRun> run;
-  std::optional<cluster::RankRole> role;  // known once the slice is
-  std::optional<sim::ResumePoint> resume;      // --resume or checkpoint.resume
-  std::optional<checkpoint::DirLock> lock;      // rank 0's, on the checkpoint.dir it saves into
+  std::optional<cluster::RankRole> role;    // known once the slice is
+  std::optional<sim::ResumePoint> resume;   // --resume or checkpoint.resume
+  std::optional<checkpoint::DirLock> lock;  // rank 0's, on the checkpoint.dir it saves into
 };
 
 // This machine's memory and the world ranks that share it.
@@ -188,8 +188,7 @@ report::MachineShare ShareOf(const run::Machine& machine, const run::Slice& slic
       ++hosts;
     }
   }
-  return {static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-          std::min(hosts, layout.num_hosts())};
+  return {static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), std::min(hosts, layout.num_hosts())};
 }
 
 // One simulated rank, on the thread that calls it: its transports split from
@@ -199,8 +198,16 @@ int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::R
   const std::string where = fmt::format("rank {}, {}", role.rank, role.Describe());
   try {
     cluster::Communicators comms = cluster::Communicators::Create(role, std::move(world));
-    SimulationContext context{setup.config, setup.run->slice, setup.run->plan, role, comms, options, node,
-                              EndOnWatchdogAlarm, machine, setup.resume ? &*setup.resume : nullptr};
+    SimulationContext context{setup.config,
+                              setup.run->slice,
+                              setup.run->plan,
+                              role,
+                              comms,
+                              options,
+                              node,
+                              EndOnWatchdogAlarm,
+                              machine,
+                              setup.resume ? &*setup.resume : nullptr};
     return RunSimulatedRank(context);
   } catch (const run::OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
@@ -233,8 +240,7 @@ int RunRanksAsThreads(const Setup& setup, const run::RunOptions& options, const 
   // both CPUs of this machine), up to 5 ms.
   const int cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int per_cpu = (static_cast<int>(machine.ranks.size()) + cpus - 1) / cpus;
-  auto link = std::make_shared<cluster::ProcessLink>(world, EndOnLinkFailure,
-                                                     std::clamp(200 * per_cpu, 200, 5000));
+  auto link = std::make_shared<cluster::ProcessLink>(world, EndOnLinkFailure, std::clamp(200 * per_cpu, 200, 5000));
   std::vector<int> process_of;
   for (int r = 0; r < layout.world_size(); ++r) process_of.push_back(layout.process_of(r));
   std::vector<std::unique_ptr<cluster::InProcessTransport>> endpoints =
@@ -302,9 +308,8 @@ void AddRunCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* run = app.add_subcommand("run", "run the simulation (under mpirun)");
   run->add_option("CONFIG", options->config)->required();
   AddRunFlags(run, *options);
-  commands.push_back({run, false, [options](CommandLine& line) {
-                        return RunRunCommand(*options, line.argc, line.argv);
-                      }});
+  commands.push_back(
+      {run, false, [options](CommandLine& line) { return RunRunCommand(*options, line.argc, line.argv); }});
 }
 
 }  // namespace tpusim::app

@@ -29,8 +29,7 @@ RunFlag BoolFlag(std::string name, std::string help, bool RunOptions::*field) {
 
 // --set, repeatable and taking every value after it: each given again as its own --set.
 RunFlag SetFlag() {
-  RunFlag flag{"--set", "override a config key: a.b=value (YAML value)", nullptr, nullptr,
-               {"--set", "train.steps=4"}};
+  RunFlag flag{"--set", "override a config key: a.b=value (YAML value)", nullptr, nullptr, {"--set", "train.steps=4"}};
   flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) {
     cmd->add_option(f.name, o.overrides, f.help)->take_all();
   };
@@ -41,7 +40,10 @@ RunFlag SetFlag() {
 }
 
 RunFlag ExpectAuFlag() {
-  RunFlag flag{"--expect-au", "exit 3 when accelerator utilization falls below this (0..1)", nullptr, nullptr,
+  RunFlag flag{"--expect-au",
+               "exit 3 when accelerator utilization falls below this (0..1)",
+               nullptr,
+               nullptr,
                {"--expect-au", "0.25"}};
   flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) {
     cmd->add_option(f.name, o.expect_au, f.help)->check(CLI::Range(0.0, 1.0));
@@ -53,7 +55,10 @@ RunFlag ExpectAuFlag() {
 }
 
 RunFlag AuFlag() {
-  RunFlag flag{"--au", "the AU --expect-au checks (default measured)", nullptr, nullptr,
+  RunFlag flag{"--au",
+               "the AU --expect-au checks (default measured)",
+               nullptr,
+               nullptr,
                {"--au", AuSourceName(run::AuSource::kProjected)}};
   flag.add = [](CLI::App* cmd, RunOptions& o, const RunFlag& f) { AddAuOption(cmd, o.au, f.help); };
   flag.render = [](const RunOptions& o, std::vector<std::string>& argv) {
@@ -73,7 +78,8 @@ std::vector<RunFlag> MakeRunFlags() {
       PathFlag("--steps-csv", "write one row per step and core", &RunOptions::steps_csv_path, "steps.csv"),
       PathFlag("--html", "write the report as one self-contained HTML page (no network needed to open it)",
                &RunOptions::html_path, "report.html"),
-      PathFlag("--resume", "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder",
+      PathFlag("--resume",
+               "continue from a checkpoint: a checkpoint.dir (its latest complete save) or one step-N folder",
                &RunOptions::resume_dir, "checkpoints"),
       ExpectAuFlag(),
       AuFlag(),
@@ -105,7 +111,8 @@ void AddAuOption(CLI::App* cmd, run::AuSource& au, const std::string& what) {
   const std::string projected = AuSourceName(run::AuSource::kProjected);
   const std::string help =
       "measured (this machine's worst core) or projected (on the target pod's hosts, the "
-      "report's pod_projection): " + what;
+      "report's pod_projection): " +
+      what;
   cmd->add_option_function<std::string>(
          "--au",
          [&au, projected](const std::string& name) {

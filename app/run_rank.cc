@@ -51,9 +51,10 @@ void NoteSplitTpuHosts(const SimulationContext& ctx, const std::vector<int>& nod
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const int node = nodes[static_cast<size_t>(layout.core_rank(h, o))];
       if (node == home) continue;
-      fmt::print("note: TPU host {}'s rank is on node {} but its core {} on node {}: that host-to-core "
-                 "hop crosses the network (tpusim launch --hostfile keeps them together)\n",
-                 h, home, o, node);
+      fmt::print(
+          "note: TPU host {}'s rank is on node {} but its core {} on node {}: that host-to-core "
+          "hop crosses the network (tpusim launch --hostfile keeps them together)\n",
+          h, home, o, node);
       break;
     }
   }
@@ -103,10 +104,9 @@ void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
       GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, HostName(), ::getpid()));
   const std::vector<std::string> described = GatherStrings(*ctx.comms.world, ctx.role.Describe());
   if (ctx.comms.world->rank() != 0) return;
-  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n",
-             ctx.config.source, ctx.slice.topology.name(), ctx.comms.world->size(),
-             ctx.slice.assignment.num_replicas(), ctx.slice.assignment.num_cores_per_replica(),
-             ctx.slice.assignment.path(), ctx.slice.idle_cores());
+  fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n", ctx.config.source,
+             ctx.slice.topology.name(), ctx.comms.world->size(), ctx.slice.assignment.num_replicas(),
+             ctx.slice.assignment.num_cores_per_replica(), ctx.slice.assignment.path(), ctx.slice.idle_cores());
   std::map<int, int> index_of_leader;
   std::vector<int> nodes;
   std::vector<std::string> lines;
@@ -121,9 +121,10 @@ void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
   PrintRoleLines(ctx, lines, nodes);
   NoteSplitTpuHosts(ctx, nodes);
   if (loops.overshoots(ctx.config.train)) {
-    fmt::print("note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
-               "{} steps, as Lingvo overshoots to a loop boundary\n",
-               ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
+    fmt::print(
+        "note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "
+        "{} steps, as Lingvo overshoots to a loop boundary\n",
+        ctx.config.train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps);
   }
   std::fflush(stdout);
 }
@@ -151,8 +152,7 @@ void RemoveStalePart(const std::string& path, int rank) {
 // Rank 0: throws naming the output `label` ("--trace out/t.json") when a rank gave
 // up its part mid-run (a full disk): the output is not written, and every rank's
 // part of it is removed (the one that failed already was).
-void ThrowIfGivenUp(const std::vector<sim::RankMetrics>& ranks, const std::string& output,
-                    const std::string& label) {
+void ThrowIfGivenUp(const std::vector<sim::RankMetrics>& ranks, const std::string& output, const std::string& label) {
   const sim::RankMetrics* first = nullptr;
   for (const sim::RankMetrics& r : ranks) {
     if (!first && r.stream_failures.count(output)) first = &r;
@@ -163,9 +163,10 @@ void ThrowIfGivenUp(const std::vector<sim::RankMetrics>& ranks, const std::strin
     std::error_code ignored;  // a part left behind costs disk space, not the output
     std::filesystem::remove(sim::PartPath(path, r.rank), ignored);
   }
-  Fail("{}: write failed: {}; rank {}, {} streaming its part mid-run: the run went on without "
-       "it, nothing written to {})",
-       label, ErrnoText(first->stream_failures.at(output)), first->rank, first->role, path);
+  Fail(
+      "{}: write failed: {}; rank {}, {} streaming its part mid-run: the run went on without "
+      "it, nothing written to {})",
+      label, ErrnoText(first->stream_failures.at(output)), first->rank, first->role, path);
 }
 
 // Rank 0: the streamed outputs, each merged from every rank's part; a failed one
@@ -206,8 +207,8 @@ int CheckMeasuredAu(const SimulationContext& ctx, const report::Report& report) 
   fmt::print(stderr,
              "tpusim: accelerator utilization {:.1f}% is below --expect-au {:.1f}%: worst core "
              "{}/{} (replica {}) on host {} (mean over cores {:.1f}%)\n",
-             au.min * 100, ctx.options.expect_au * 100, core.host, core.ordinal, core.replica,
-             core.host, au.mean * 100);
+             au.min * 100, ctx.options.expect_au * 100, core.host, core.ordinal, core.replica, core.host,
+             au.mean * 100);
   return run::kExitBelowExpectedAu;
 }
 
@@ -217,16 +218,14 @@ int CheckProjectedAu(const SimulationContext& ctx, const report::Report& report)
   const report::PodProjectionSection& p = report.pod_projection.value();
   if (p.projected_au && *p.projected_au >= ctx.options.expect_au) return 0;
   if (!p.projected_au) {
-    fmt::print(stderr, "tpusim: --expect-au --au projected: no projected AU to check: {}\n",
-               p.verdict);
+    fmt::print(stderr, "tpusim: --expect-au --au projected: no projected AU to check: {}\n", p.verdict);
   } else {
     fmt::print(stderr,
                "tpusim: projected accelerator utilization {:.1f}% on {}'s hosts is below "
                "--expect-au {:.1f}%: host {} bound by {} ({:.0f} examples/s against a demand of "
                "{:.0f} per host)\n",
-               *p.projected_au * 100, report.topology.name, ctx.options.expect_au * 100,
-               p.bound_host.value_or(-1), p.bound_by,
-               p.projected_examples_per_s_per_host.value_or(0),
+               *p.projected_au * 100, report.topology.name, ctx.options.expect_au * 100, p.bound_host.value_or(-1),
+               p.bound_by, p.projected_examples_per_s_per_host.value_or(0),
                p.demand_examples_per_s_per_host.value_or(0));
   }
   return run::kExitBelowExpectedAu;
@@ -234,8 +233,7 @@ int CheckProjectedAu(const SimulationContext& ctx, const report::Report& report)
 
 int CheckUtilization(const SimulationContext& ctx, const report::Report& report) {
   if (ctx.options.expect_au <= 0) return 0;
-  return ctx.options.au == run::AuSource::kProjected ? CheckProjectedAu(ctx, report)
-                                                : CheckMeasuredAu(ctx, report);
+  return ctx.options.au == run::AuSource::kProjected ? CheckProjectedAu(ctx, report) : CheckMeasuredAu(ctx, report);
 }
 
 // Rank 0, train.stop_on_nan: the run's one line when training stopped on a
@@ -243,14 +241,12 @@ int CheckUtilization(const SimulationContext& ctx, const report::Report& report)
 bool StoppedOnNonFinite(const report::Report& report) {
   if (!report.non_finite || !report.non_finite->stopped) return false;
   const sim::NonFiniteValue& first = report.non_finite->first.value();
-  fmt::print(
-      stderr,
-      "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
-      "there and the report was written (train.stop_on_nan: false goes on)\n",
-      first.variable == "loss" ? "loss" : fmt::format("gradient of '{}'", first.variable),
-      first.global_step,
-      first.replica >= 0 ? fmt::format("replica {}", first.replica)
-                         : std::string("the cross-replica sum of finite gradients"));
+  fmt::print(stderr,
+             "tpusim: error: train.stop_on_nan: non-finite {} at global step {} ({}); the run stopped "
+             "there and the report was written (train.stop_on_nan: false goes on)\n",
+             first.variable == "loss" ? "loss" : fmt::format("gradient of '{}'", first.variable), first.global_step,
+             first.replica >= 0 ? fmt::format("replica {}", first.replica)
+                                : std::string("the cross-replica sum of finite gradients"));
   std::fflush(stderr);
   return true;
 }
@@ -275,9 +271,8 @@ int ReportAtRankZero(SimulationContext& ctx, sim::RankRun& run, report::ReportIn
   if (ctx.resume) report.resumed_from = report::ResumedFrom{ctx.resume->manifest.global_step, ctx.resume->step_dir};
   PrintSummary(report, {ctx.options.all_rows});
   if (!ctx.options.report_path.empty()) {
-    outputs.Try([&] {
-      report::WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report));
-    });
+    outputs.Try(
+        [&] { report::WriteJsonFile(ctx.options.report_path, "--report " + ctx.options.report_path, json(report)); });
   }
   if (!ctx.options.html_path.empty()) {
     const std::string label = "--html " + ctx.options.html_path;
@@ -303,10 +298,10 @@ int RunSimulatedRank(SimulationContext& ctx) {
   if (rank0 && !ctx.options.quiet) {
     progress.emplace(loops, ctx.config.input.global_batch, ctx.config.model.enabled, ProgressPrinter::IsTerminal());
   }
-  const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm,
-                               ctx.resume};
+  const sim::RankRunOptions options{ctx.node, !ctx.options.params_out_dir.empty(), ctx.on_watchdog_alarm, ctx.resume};
   sim::RankRun run(ctx.config, ctx.slice, ctx.plan, ctx.role, ctx.comms, options, progress ? &*progress : nullptr);
-  for (const std::string* path : {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
+  for (const std::string* path :
+       {&ctx.options.trace_path, &ctx.options.placement_log_path, &ctx.options.steps_csv_path}) {
     RemoveStalePart(*path, ctx.comms.world->rank());
   }
   sim::RankSinks sinks = OpenSinks(ctx.options, run.outputs(), ctx.comms.world->rank());
@@ -326,16 +321,25 @@ int RunSimulatedRank(SimulationContext& ctx) {
   {
     Watchdog::Scope wait = run.EndOfRunDeadline();
     baseline = report::MeasureMpiBaseline(*ctx.comms.world, ctx.slice.layout, ctx.role, run.plan(),
-                                  run.cores_sleep_when_idle());
+                                          run.cores_sleep_when_idle());
     run.MeasureCeiling(mine);
     run.CalibratePipelines(mine);
     ranks = run.GatherAtRankZero(mine);
   }
   if (!rank0) return 0;
-  report::ReportInputs inputs{ctx.config, ctx.slice, run.keys(), run.plan().global_batch(), run.loops(), std::move(ranks),
-                      run_s, baseline, run.ceiling_steps(),
-                      report::Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
-                      report::Provenance(ctx.config.source), ctx.machine};
+  report::ReportInputs inputs{
+      ctx.config,
+      ctx.slice,
+      run.keys(),
+      run.plan().global_batch(),
+      run.loops(),
+      std::move(ranks),
+      run_s,
+      baseline,
+      run.ceiling_steps(),
+      report::Environment(ctx.slice, ctx.comms.world->size(), cluster::MpiEnvironment::LibraryVersion()),
+      report::Provenance(ctx.config.source),
+      ctx.machine};
   return ReportAtRankZero(ctx, run, inputs, outputs);
 }
 

@@ -28,7 +28,7 @@ struct SimulationContext {
   const run::RunOptions& options;
   int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   Watchdog::AlarmHandler on_watchdog_alarm;  // prints the line and ends the process
-  report::MachineShare machine;  // this rank's machine: its cores and the TPU hosts it plays
+  report::MachineShare machine;              // this rank's machine: its cores and the TPU hosts it plays
   const sim::ResumePoint* resume = nullptr;  // --resume (or checkpoint.resume): verified; null: fresh
 };
 

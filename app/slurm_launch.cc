@@ -43,8 +43,7 @@ CommandOutput RunCaptured(const std::string& command) {
   std::array<char, 4096> buffer;
   while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.text.append(buffer.data(), n);
   const int status = pclose(pipe);
-  out.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return out;
 }
 
@@ -76,14 +75,14 @@ std::string AllocationName(const cluster::SlurmAllocation& allocation) {
   return fmt::format("Slurm job {} ({})", allocation.job_id, allocation.nodelist);
 }
 
-std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name,
-                                                         int num_ranks) {
+std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name, int num_ranks) {
   std::optional<cluster::SlurmAllocation> allocation = cluster::ReadSlurmAllocation(Getenv);
   if (allocation && allocation->num_tasks() < num_ranks) {
-    Fail("{} needs {} ranks; this allocation has {} tasks on {} node{} (Slurm job {}): ask "
-         "salloc or sbatch for -n {}",
-         slice_name, num_ranks, allocation->num_tasks(), allocation->nodes.size(),
-         allocation->nodes.size() == 1 ? "" : "s", allocation->job_id, num_ranks);
+    Fail(
+        "{} needs {} ranks; this allocation has {} tasks on {} node{} (Slurm job {}): ask "
+        "salloc or sbatch for -n {}",
+        slice_name, num_ranks, allocation->num_tasks(), allocation->nodes.size(),
+        allocation->nodes.size() == 1 ? "" : "s", allocation->job_id, num_ranks);
   }
   return allocation;
 }
@@ -91,8 +90,9 @@ std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slic
 std::string SrunMpiPlugin() {
   if (!OnPath("srun")) Fail("--launcher srun: there is no srun on PATH (Slurm's client commands)");
   if (!Getenv("SLURM_JOB_ID")) {
-    Fail("--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run "
-         "launch inside salloc or an sbatch script");
+    Fail(
+        "--launcher srun: not inside a Slurm allocation (SLURM_JOB_ID is not set); run "
+        "launch inside salloc or an sbatch script");
   }
   const CommandOutput listed = RunCaptured("timeout 20 srun --mpi=list 2>&1");
   if (listed.exit_code != 0) {
@@ -100,15 +100,15 @@ std::string SrunMpiPlugin() {
          listed.text.substr(0, listed.text.find('\n')));
   }
   const std::vector<std::string> plugins = MpiPlugins(listed.text);
-  for (const std::string& wanted :
-       {std::string("pmix"), std::string("pmix_v"), std::string("pmi2")}) {
+  for (const std::string& wanted : {std::string("pmix"), std::string("pmix_v"), std::string("pmi2")}) {
     for (const std::string& plugin : plugins) {
       if (plugin == wanted || (wanted == "pmix_v" && plugin.rfind(wanted, 0) == 0)) return plugin;
     }
   }
-  Fail("--launcher srun: this Slurm offers no PMI plugin Open MPI's ranks can start with "
-       "(pmix or pmi2); `srun --mpi=list` lists: {}",
-       fmt::join(plugins, ", "));
+  Fail(
+      "--launcher srun: this Slurm offers no PMI plugin Open MPI's ranks can start with "
+      "(pmix or pmi2); `srun --mpi=list` lists: {}",
+      fmt::join(plugins, ", "));
 }
 
 std::vector<std::string> SrunCommand(const std::string& mpi_plugin,

@@ -16,15 +16,13 @@ namespace tpusim::app {
 
 // What starts the ranks: mpirun (inside an allocation on its nodes) or Slurm's srun.
 enum class Launcher { kMpirun, kSrun };
-inline constexpr Spellings<Launcher, 2> kLauncherSpellings{
-    {{"mpirun", Launcher::kMpirun}, {"srun", Launcher::kSrun}}};
+inline constexpr Spellings<Launcher, 2> kLauncherSpellings{{{"mpirun", Launcher::kMpirun}, {"srun", Launcher::kSrun}}};
 
 // The Slurm allocation this process runs in, nullopt outside one (no SLURM_JOB_ID).
 // Throws Error in one line for an allocation's environment it cannot read, or when
 // the allocation has fewer tasks than `num_ranks`: "v3-32 needs 36 ranks; this
 // allocation has 16 tasks on 2 nodes ...".
-std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name,
-                                                         int num_ranks);
+std::optional<cluster::SlurmAllocation> AllocationForRun(const std::string& slice_name, int num_ranks);
 
 // "Slurm job 12 (node[1-3])": where the nodes came from, for messages.
 std::string AllocationName(const cluster::SlurmAllocation& allocation);

@@ -10,8 +10,8 @@
 
 #include "app/command.h"
 #include "app/run_flags.h"
-#include "sweep/point_runner.h"
 #include "sweep/capacity.h"
+#include "sweep/point_runner.h"
 #include "sweep/sweep.h"
 
 namespace tpusim::app {
@@ -26,8 +26,8 @@ int StoppableBySignals(const std::string& command, const std::string& out, const
     const int code = run();
     return sweep::StopSignal() != 0 ? 128 + sweep::StopSignal() : code;
   } catch (const sweep::Interrupted& e) {
-    fmt::print(stderr, "tpusim: {} {}: every process it started has ended; the finished runs are in {}\n",
-               command, e.what(), out);
+    fmt::print(stderr, "tpusim: {} {}: every process it started has ended; the finished runs are in {}\n", command,
+               e.what(), out);
     return 128 + e.signal();
   }
 }
@@ -44,13 +44,10 @@ void AddCommonFlags(CLI::App* cmd, std::string& config, std::vector<std::string>
 
 void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
   auto s = std::make_shared<sweep::SweepOptions>();
-  CLI::App* sweep =
-      app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
+  CLI::App* sweep = app.add_subcommand("sweep", "run a grid of configs, one real run per point; CSV and plots");
   AddCommonFlags(sweep, s->config, s->sets, s->out, s->timeout_s, s->target_au);
   AddAuOption(sweep, s->au, "the AU the AU plot shows against --target-au (default measured)");
-  sweep->add_option("--vary", s->vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")
-      ->required()
-      ->take_all();
+  sweep->add_option("--vary", s->vary, "KEY=V1,V2,... (repeat for a grid; values are YAML)")->required()->take_all();
   commands.push_back({sweep, false, [s](CommandLine&) {
                         return StoppableBySignals("sweep", s->out, [s] { return RunSweepCommand(*s); });
                       }});
@@ -59,17 +56,15 @@ void AddSweepCommand(CLI::App& app, std::vector<Command>& commands) {
 void AddCapacityCommand(CLI::App& app, std::vector<Command>& commands) {
   auto c = std::make_shared<sweep::CapacityOptions>();
   CLI::App* capacity = app.add_subcommand(
-      "capacity",
-      "bisect a key for the largest/smallest value keeping AU >= target (projected AU by default)");
+      "capacity", "bisect a key for the largest/smallest value keeping AU >= target (projected AU by default)");
   AddCommonFlags(capacity, c->config, c->sets, c->out, c->timeout_s, c->target_au);
   AddAuOption(capacity, c->au, "the AU the answer keeps >= --target-au (default projected)");
   capacity->add_option("--key", c->key, "the config key to search")->required();
   capacity->add_option("--low", c->low, "low end (default: the key's value in CONFIG)");
   capacity->add_option("--high", c->high, "high end (needed for a numeric key)");
   capacity->add_option("--values", c->values, "an ordered list a,b,c instead of --low/--high");
-  capacity->add_option(
-      "--tolerance", c->tolerance,
-      "stop when pass and fail are within this fraction of each other (default 0.05)");
+  capacity->add_option("--tolerance", c->tolerance,
+                       "stop when pass and fail are within this fraction of each other (default 0.05)");
   capacity->add_option("--max-runs", c->max_runs, "runs at most, both ends included (default 10)");
   commands.push_back({capacity, false, [c](CommandLine&) {
                         return StoppableBySignals("capacity", c->out, [c] { return RunCapacityCommand(*c); });

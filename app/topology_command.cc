@@ -27,13 +27,13 @@ namespace {
 
 struct TopologyOptions {
   std::string config;
-  std::optional<int> split;            // unset = from the run file, else 1
-  std::string computation_shape;       // "X,Y,Z,C"
-  std::optional<int> replicas;         // unset = from the run file, else num_cores / K
-  std::string order;                   // empty = from the run file, else auto
+  std::optional<int> split;       // unset = from the run file, else 1
+  std::string computation_shape;  // "X,Y,Z,C"
+  std::optional<int> replicas;    // unset = from the run file, else num_cores / K
+  std::string order;              // empty = from the run file, else auto
   std::string ring_rule;
-  std::string generation;              // figures for an imported device list / TopologyProto
-  std::string mesh;                    // "data=16,fsdp=4"; empty = the run file's cluster.mesh
+  std::string generation;  // figures for an imported device list / TopologyProto
+  std::string mesh;        // "data=16,fsdp=4"; empty = the run file's cluster.mesh
   bool allow_split_physical_axes = false;
   bool json = false;
 };
@@ -55,10 +55,11 @@ cluster::Coord ParseShapeFlag(const std::string& text) {
     size_t comma = rest.find(',');
     std::string_view item = rest.substr(0, comma);
     auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), shape[i]);
-    if (error != std::errc() || end != item.data() + item.size() || shape[i] < 1 ||
-        shape[i] > kMaxFlagValue) {
-      Fail("--computation-shape {}: entry {} ('{}') must be a whole number in [1, {}]; expected "
-           "X,Y,Z,C", text, i, item, kMaxFlagValue);
+    if (error != std::errc() || end != item.data() + item.size() || shape[i] < 1 || shape[i] > kMaxFlagValue) {
+      Fail(
+          "--computation-shape {}: entry {} ('{}') must be a whole number in [1, {}]; expected "
+          "X,Y,Z,C",
+          text, i, item, kMaxFlagValue);
     }
     if ((comma == std::string_view::npos) != (i == 3)) {
       Fail("--computation-shape {}: expected exactly 4 comma-separated numbers X,Y,Z,C", text);
@@ -125,20 +126,18 @@ nlohmann::json AssignmentJson(const run::Slice& slice) {
 }
 
 // The mesh the flags or the run file ask for, or nullopt when neither names one.
-std::optional<cluster::DeviceMesh> TopologyMesh(const TopologyOptions& options,
-                                                const run::ConfigTarget& target,
+std::optional<cluster::DeviceMesh> TopologyMesh(const TopologyOptions& options, const run::ConfigTarget& target,
                                                 const cluster::Topology& topology) {
-  const std::string generation =
-      options.generation.empty() ? target.topology.generation : options.generation;
+  const std::string generation = options.generation.empty() ? target.topology.generation : options.generation;
   if (!options.mesh.empty()) {
-    const cluster::MeshSpec spec{cluster::ParseMeshAxes(options.mesh, "--mesh"),
-                                 options.allow_split_physical_axes};
+    const cluster::MeshSpec spec{cluster::ParseMeshAxes(options.mesh, "--mesh"), options.allow_split_physical_axes};
     return cluster::BuildDeviceMesh(topology, generation, spec, "--mesh " + options.mesh);
   }
   run::ClusterConfig cfg = target.is_run ? target.run.cluster : run::ClusterConfig{};
   if (options.allow_split_physical_axes && cfg.mesh.axes.empty()) {
-    Fail("--allow-split-physical-axes: there is no mesh to split; give --mesh NAME=SIZE,... (or "
-         "cluster.mesh in the run file)");
+    Fail(
+        "--allow-split-physical-axes: there is no mesh to split; give --mesh NAME=SIZE,... (or "
+        "cluster.mesh in the run file)");
   }
   if (cfg.mesh.axes.empty()) return std::nullopt;
   cfg.mesh.allow_split_physical_axes |= options.allow_split_physical_axes;
@@ -178,9 +177,10 @@ void AddMeshJson(const cluster::DeviceMesh& mesh, nlohmann::json& out) {
 // One line per mesh position: its index on every axis and the device there.
 void PrintMeshTable(const cluster::DeviceMesh& mesh) {
   const std::vector<cluster::MeshAxis>& axes = mesh.spec().axes;
-  fmt::print("\nmesh {} ({}, as jax's create_device_mesh builds it; allow_split_physical_axes {})"
-             "\n", cluster::MeshAxesText(axes), mesh.device_kind(),
-             mesh.spec().allow_split_physical_axes);
+  fmt::print(
+      "\nmesh {} ({}, as jax's create_device_mesh builds it; allow_split_physical_axes {})"
+      "\n",
+      cluster::MeshAxesText(axes), mesh.device_kind(), mesh.spec().allow_split_physical_axes);
   for (const cluster::MeshAxis& a : axes) fmt::print("{:>8} ", a.name);
   fmt::print("{:>6} {:>7} {:>9} {:>4}\n", "id", "process", "coords", "core");
   std::vector<int> index(axes.size(), 0);
@@ -199,19 +199,16 @@ void PrintMeshTable(const cluster::DeviceMesh& mesh) {
 void PrintAssignmentTable(const run::Slice& slice) {
   const cluster::DeviceAssignment& da = slice.assignment;
   const cluster::Topology& topo = slice.topology;
-  fmt::print("topology {}: mesh [{}], {} hosts x {} cores, {} ranks\n", topo.name(),
-             fmt::join(topo.mesh_shape(), ","), topo.num_hosts(), topo.cores_per_host(),
-             slice.layout.world_size());
-  fmt::print("computation shape [{}], {} replicas x {} cores, {} path\n\n",
-             fmt::join(da.computation_shape(), ","), da.num_replicas(), da.num_cores_per_replica(),
-             da.path());
-  fmt::print("{:>7} {:>12} {:>12} {:>5} {:>7} {:>5}\n", "replica", "logical_core", "coords",
-             "host", "ordinal", "rank");
+  fmt::print("topology {}: mesh [{}], {} hosts x {} cores, {} ranks\n", topo.name(), fmt::join(topo.mesh_shape(), ","),
+             topo.num_hosts(), topo.cores_per_host(), slice.layout.world_size());
+  fmt::print("computation shape [{}], {} replicas x {} cores, {} path\n\n", fmt::join(da.computation_shape(), ","),
+             da.num_replicas(), da.num_cores_per_replica(), da.path());
+  fmt::print("{:>7} {:>12} {:>12} {:>5} {:>7} {:>5}\n", "replica", "logical_core", "coords", "host", "ordinal", "rank");
   for (int r = 0; r < da.num_replicas(); ++r) {
     for (int k = 0; k < da.num_cores_per_replica(); ++k) {
       fmt::print("{:>7} {:>12} {:>12} {:>5} {:>7} {:>5}\n", r, k,
-                 fmt::format("({})", fmt::join(da.coordinates(r, k), ",")), da.host(r, k),
-                 da.tpu_ordinal(r, k), slice.layout.core_rank(da, r, k));
+                 fmt::format("({})", fmt::join(da.coordinates(r, k), ",")), da.host(r, k), da.tpu_ordinal(r, k),
+                 slice.layout.core_rank(da, r, k));
     }
   }
 }
@@ -242,26 +239,24 @@ int RunTopologyCommand(const TopologyOptions& options) {
 // Writes `file` as an explicit-device_coordinates topology YAML and prints a line
 // saying what it wrote.
 int RunTopologyImportCommand(const ImportOptions& options) {
-  const std::string name =
-      options.name.empty() ? std::filesystem::path(options.out).stem().string() : options.name;
+  const std::string name = options.name.empty() ? std::filesystem::path(options.out).stem().string() : options.name;
   cluster::Topology imported = cluster::LoadTopologyFile(options.file, options.generation);
-  cluster::Topology topology = cluster::Topology::Create(
-      options.file, name, imported.mesh_shape(), imported.device_coordinates(), imported.hardware());
-  const std::string yaml = cluster::TopologyYaml(
-      topology, {fmt::format("Imported by `tpusim topology import` from {}.", options.file),
-                 "Hosts in process_index / task order, ordinals in device order within a host.",
-                 "Hardware: the generation's figures (configs/topologies/README.md gives sources",
-                 "and marks approximations)."});
+  cluster::Topology topology = cluster::Topology::Create(options.file, name, imported.mesh_shape(),
+                                                         imported.device_coordinates(), imported.hardware());
+  const std::string yaml =
+      cluster::TopologyYaml(topology, {fmt::format("Imported by `tpusim topology import` from {}.", options.file),
+                                       "Hosts in process_index / task order, ordinals in device order within a host.",
+                                       "Hardware: the generation's figures (configs/topologies/README.md gives sources",
+                                       "and marks approximations)."});
   WriteFileAtomically(options.out, "topology import --out " + options.out, yaml);
-  fmt::print("{}: {} with {} hosts x {} cores, mesh [{}]\n", options.out, topology.name(),
-             topology.num_hosts(), topology.cores_per_host(), fmt::join(topology.mesh_shape(), ","));
+  fmt::print("{}: {} with {} hosts x {} cores, mesh [{}]\n", options.out, topology.name(), topology.num_hosts(),
+             topology.cores_per_host(), fmt::join(topology.mesh_shape(), ","));
   return 0;
 }
 
 CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
   CLI::App* topology = app.add_subcommand("topology", "print the device assignment (no MPI)");
-  topology->add_option("CONFIG", topo.config,
-                       "accelerator type (v5p-128), topology name or file, or run file");
+  topology->add_option("CONFIG", topo.config, "accelerator type (v5p-128), topology name or file, or run file");
   topology->add_option("--split", topo.split, "cores per replica");
   topology->add_option("--computation-shape", topo.computation_shape, "X,Y,Z,C");
   topology->add_option("--replicas", topo.replicas,
@@ -270,8 +265,7 @@ CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
   topology->add_option("--generation", topo.generation,
                        "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
-  topology->add_option("--mesh", topo.mesh,
-                       "a JAX device mesh, axes by increasing network intensity: data=16,fsdp=4");
+  topology->add_option("--mesh", topo.mesh, "a JAX device mesh, axes by increasing network intensity: data=16,fsdp=4");
   topology->add_flag("--allow-split-physical-axes", topo.allow_split_physical_axes,
                      "let the mesh split a physical axis (create_device_mesh's option)");
   topology->add_flag("--json", topo.json, "one JSON object instead of a table");
@@ -279,13 +273,10 @@ CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
 }
 
 CLI::App* AddImportOptions(CLI::App* topology, ImportOptions& import_opts) {
-  CLI::App* import = topology->add_subcommand(
-      "import", "write a JAX device list or TopologyProto as a topology YAML");
-  import->add_option("FILE", import_opts.file, "devices.json or a serialized TopologyProto")
-      ->required();
+  CLI::App* import = topology->add_subcommand("import", "write a JAX device list or TopologyProto as a topology YAML");
+  import->add_option("FILE", import_opts.file, "devices.json or a serialized TopologyProto")->required();
   import->add_option("--out", import_opts.out, "topology YAML to write")->required();
-  import->add_option("--generation", import_opts.generation,
-                     "TPU generation (default: from device_kind)");
+  import->add_option("--generation", import_opts.generation, "TPU generation (default: from device_kind)");
   import->add_option("--name", import_opts.name, "topology name (default: the --out stem)");
   return import;
 }
@@ -297,11 +288,8 @@ void AddTopologyCommands(CLI::App& app, std::vector<Command>& commands) {
   auto import_opts = std::make_shared<ImportOptions>();
   CLI::App* topology = AddTopologyOptions(app, *topo);
   CLI::App* import = AddImportOptions(topology, *import_opts);
-  commands.push_back({import, false, [import_opts](CommandLine&) {
-                        return RunTopologyImportCommand(*import_opts);
-                      }});
-  commands.push_back(
-      {topology, false, [topo](CommandLine&) { return RunTopologyCommand(*topo); }});
+  commands.push_back({import, false, [import_opts](CommandLine&) { return RunTopologyImportCommand(*import_opts); }});
+  commands.push_back({topology, false, [topo](CommandLine&) { return RunTopologyCommand(*topo); }});
 }
 
 }  // namespace tpusim::app

@@ -21,8 +21,7 @@ struct ValidateOptions {
 int ValidateTopology(const std::string& config, const run::ConfigTarget& target) {
   run::Slice slice = SliceOf(target);
   fmt::print("{}: ok (topology {}: {} replicas x {} cores, {} ranks)\n", config, slice.topology.name(),
-             slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
-             slice.layout.world_size());
+             slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(), slice.layout.world_size());
   return 0;
 }
 
@@ -32,15 +31,15 @@ int RunValidateCommand(const ValidateOptions& options) {
   if (!target.is_run) return ValidateTopology(config, target);
   run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
   const run::Slice& slice = run.slice;
-  fmt::print("{}: ok (run on {}: {} replicas x {} cores, {} idle cores, {} ranks{}, about {:.2f} GiB "
-             "of memory)\n",
-             config, slice.topology.name(), slice.assignment.num_replicas(),
-             slice.assignment.num_cores_per_replica(), slice.idle_cores(), slice.layout.num_processes(),
-             slice.layout.hosts_per_process() == 0
-                 ? std::string()
-                 : fmt::format(" ({} layout, {} simulated ranks as threads)", slice.layout.layout_name(),
-                               slice.layout.world_size()),
-             run.memory.total() / (1024.0 * 1024.0 * 1024.0));
+  fmt::print(
+      "{}: ok (run on {}: {} replicas x {} cores, {} idle cores, {} ranks{}, about {:.2f} GiB "
+      "of memory)\n",
+      config, slice.topology.name(), slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
+      slice.idle_cores(), slice.layout.num_processes(),
+      slice.layout.hosts_per_process() == 0 ? std::string()
+                                            : fmt::format(" ({} layout, {} simulated ranks as threads)",
+                                                          slice.layout.layout_name(), slice.layout.world_size()),
+      run.memory.total() / (1024.0 * 1024.0 * 1024.0));
   return 0;
 }
 
@@ -51,8 +50,7 @@ void AddValidateCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* validate = app.add_subcommand("validate", "check a config without MPI");
   validate->add_option("CONFIG", options->config)->required();
   validate->add_option("--set", options->overrides, "override a config key: a.b=value")->take_all();
-  commands.push_back(
-      {validate, false, [options](CommandLine&) { return RunValidateCommand(*options); }});
+  commands.push_back({validate, false, [options](CommandLine&) { return RunValidateCommand(*options); }});
 }
 
 }  // namespace tpusim::app

@@ -18,7 +18,6 @@ namespace fs = std::filesystem;
 
 std::string Reason(int error) { return std::strerror(error); }
 
-
 // The folder a file path lives in ("." for a bare name).
 fs::path FolderOf(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();
@@ -44,8 +43,8 @@ std::string FinalTarget(const std::string& path, const std::string& label) {
 void RefuseUnwritableKind(FileKind kind, const std::string& label) {
   if (kind == FileKind::kDirectory) Fail("{}: is a folder; give a file path", label);
   if (kind == FileKind::kSocket || kind == FileKind::kBlockDevice || kind == FileKind::kOther) {
-    Fail("{}: is {}; outputs go to files, character devices (such as a copy of /dev/null) or FIFOs",
-         label, KindName(kind));
+    Fail("{}: is {}; outputs go to files, character devices (such as a copy of /dev/null) or FIFOs", label,
+         KindName(kind));
   }
 }
 
@@ -80,8 +79,7 @@ class SigpipeHeld {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string label)
-    : path_(std::move(path)), label_(std::move(label)) {
+AtomicFile::AtomicFile(std::string path, std::string label) : path_(std::move(path)), label_(std::move(label)) {
   const FileKind kind = KindOf(path_);
   RefuseUnwritableKind(kind, label_);
   if (InPlaceKind(kind)) {
@@ -132,17 +130,14 @@ void AtomicFile::Write(std::span<const std::byte> bytes) {
       int error = errno;
       Discard();
       if (in_place_) Fail("{}: write failed: {})", label_, ErrnoText(error));
-      Fail("{}: write failed: {}; nothing written to {})", label_, ErrnoText(error),
-           path_);
+      Fail("{}: write failed: {}; nothing written to {})", label_, ErrnoText(error), path_);
     }
     data += n;
     left -= static_cast<size_t>(n);
   }
 }
 
-void AtomicFile::Write(std::string_view text) {
-  Write(std::as_bytes(std::span<const char>(text.data(), text.size())));
-}
+void AtomicFile::Write(std::string_view text) { Write(std::as_bytes(std::span<const char>(text.data(), text.size()))); }
 
 void AtomicFile::Commit() {
   if (fd_ < 0) Fail("{}: commit after the file was closed", label_);
@@ -158,8 +153,7 @@ void AtomicFile::Commit() {
     int error = errno;
     if (in_place_) Fail("{}: close failed: {})", label_, ErrnoText(error));
     ::unlink(temp_path_.c_str());
-    Fail("{}: close failed: {}; nothing written to {})", label_, ErrnoText(error),
-         path_);
+    Fail("{}: close failed: {}; nothing written to {})", label_, ErrnoText(error), path_);
   }
   if (in_place_) return;
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {

@@ -33,16 +33,14 @@ void Append(std::vector<std::byte>& out, const T& value) {
 class ByteReader {
  public:
   // `what` names the message in errors, e.g. "embedding all-to-all: message from peer 3".
-  ByteReader(std::span<const std::byte> bytes, std::string what)
-      : bytes_(bytes), what_(std::move(what)) {}
+  ByteReader(std::span<const std::byte> bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
 
   // Copies count values into out; throws Error if the message is too short.
   template <typename T>
   void Read(T* out, size_t count) {
     static_assert(std::is_trivially_copyable_v<T>);
     if (count > (bytes_.size() - offset_) / sizeof(T)) {
-      Fail("{} truncated ({} bytes, needed {} more at offset {})", what_, bytes_.size(),
-           count * sizeof(T), offset_);
+      Fail("{} truncated ({} bytes, needed {} more at offset {})", what_, bytes_.size(), count * sizeof(T), offset_);
     }
     const size_t size = count * sizeof(T);
     if (size != 0) std::memcpy(out, bytes_.data() + offset_, size);
@@ -62,8 +60,7 @@ class ByteReader {
   std::span<const T> View(size_t count) {
     static_assert(std::is_trivially_copyable_v<T>);
     if (count > (bytes_.size() - offset_) / sizeof(T)) {
-      Fail("{} truncated ({} bytes, needed {} more at offset {})", what_, bytes_.size(),
-           count * sizeof(T), offset_);
+      Fail("{} truncated ({} bytes, needed {} more at offset {})", what_, bytes_.size(), count * sizeof(T), offset_);
     }
     if (reinterpret_cast<uintptr_t>(bytes_.data() + offset_) % alignof(T) != 0) {
       Fail("{}: misaligned field at offset {}", what_, offset_);

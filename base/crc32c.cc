@@ -41,9 +41,8 @@ uint32_t Crc32c(std::span<const std::byte> bytes, uint32_t crc) {
   for (; n >= 8; n -= 8, p += 8) {
     const uint32_t lo = LoadLe32(p) ^ c;
     const uint32_t hi = LoadLe32(p + 4);
-    c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
-        kTables[4][lo >> 24] ^ kTables[3][hi & 0xff] ^ kTables[2][(hi >> 8) & 0xff] ^
-        kTables[1][(hi >> 16) & 0xff] ^ kTables[0][hi >> 24];
+    c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^ kTables[4][lo >> 24] ^
+        kTables[3][hi & 0xff] ^ kTables[2][(hi >> 8) & 0xff] ^ kTables[1][(hi >> 16) & 0xff] ^ kTables[0][hi >> 24];
   }
   for (; n > 0; --n, ++p) c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xff];
   return ~c;

@@ -22,8 +22,7 @@ struct FileContents {
 
 // All of `path`, up to `max_bytes` (a longer file is read no further: its size
 // tells the caller; compare bytes.size() against what it expects).
-FileContents ReadWholeFile(const std::string& path,
-                           size_t max_bytes = std::numeric_limits<size_t>::max());
+FileContents ReadWholeFile(const std::string& path, size_t max_bytes = std::numeric_limits<size_t>::max());
 
 // The first `n` bytes of `path` (fewer when the file is shorter).
 FileContents ReadFilePrefix(const std::string& path, size_t n);

@@ -48,8 +48,8 @@ std::vector<std::array<int64_t, 2>> DurationHistogram::Sparse() const {
   return out;
 }
 
-DurationHistogram DurationHistogram::FromSparse(const std::vector<std::array<int64_t, 2>>& sparse,
-                                                double sum_s, double max_s) {
+DurationHistogram DurationHistogram::FromSparse(const std::vector<std::array<int64_t, 2>>& sparse, double sum_s,
+                                                double max_s) {
   DurationHistogram h;
   for (const auto& [bucket, count] : sparse) {
     if (bucket < 0 || bucket >= kBuckets || count < 0) continue;

@@ -29,8 +29,7 @@ class DurationHistogram {
 
   // Sparse form for JSON: [[bucket, count], ...] of the non-empty buckets.
   std::vector<std::array<int64_t, 2>> Sparse() const;
-  static DurationHistogram FromSparse(const std::vector<std::array<int64_t, 2>>& sparse,
-                                      double sum_s, double max_s);
+  static DurationHistogram FromSparse(const std::vector<std::array<int64_t, 2>>& sparse, double sum_s, double max_s);
 
  private:
   static int Bucket(double seconds);

@@ -47,8 +47,7 @@ int64_t ParseDim(std::string_view item, const std::string& inner, const std::str
   int64_t value = -1;
   auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
   if (error != std::errc() || end != item.data() + item.size() || value < 0) {
-    Fail("{}: malformed .npy shape '({})': '{}' is not a dimension (an integer >= 0)", path, inner,
-         item);
+    Fail("{}: malformed .npy shape '({})': '{}' is not a dimension (an integer >= 0)", path, inner, item);
   }
   return value;
 }
@@ -183,12 +182,18 @@ void WriteNpy(const std::string& path, const NpyArray& array, const std::string&
   }
   std::string shape = array.shape.size() == 1 ? fmt::format("({},)", array.shape[0])
                                               : fmt::format("({})", fmt::join(array.shape, ", "));
-  std::string header =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", array.descr, shape);
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", array.descr, shape);
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  const char preamble[10] = {kMagic[0], kMagic[1], kMagic[2], kMagic[3], kMagic[4], kMagic[5], 1, 0,
+  const char preamble[10] = {kMagic[0],
+                             kMagic[1],
+                             kMagic[2],
+                             kMagic[3],
+                             kMagic[4],
+                             kMagic[5],
+                             1,
+                             0,
                              static_cast<char>(header.size() & 0xff),
                              static_cast<char>(header.size() >> 8)};
   AtomicFile out(path, label.empty() ? path : label);

@@ -17,13 +17,10 @@ constexpr uint64_t kMaxFieldNumber = (uint64_t{1} << 29) - 1;
 ProtoReader::ProtoReader(std::string_view message, std::string error_prefix)
     : bytes_(message), pos_(0), end_(message.size()), error_prefix_(std::move(error_prefix)) {}
 
-ProtoReader::ProtoReader(std::string_view bytes, size_t begin, size_t end,
-                         const std::string& error_prefix)
+ProtoReader::ProtoReader(std::string_view bytes, size_t begin, size_t end, const std::string& error_prefix)
     : bytes_(bytes), pos_(begin), end_(end), error_prefix_(error_prefix) {}
 
-void ProtoReader::Reject(size_t at, std::string_view what) const {
-  Fail("{}{}: {}", error_prefix_, at, what);
-}
+void ProtoReader::Reject(size_t at, std::string_view what) const { Fail("{}{}: {}", error_prefix_, at, what); }
 
 uint64_t ProtoReader::Varint(std::string_view what) {
   const size_t start = pos_;
@@ -56,16 +53,13 @@ ProtoReader ProtoReader::Window(uint64_t n, std::string_view what) {
   return window;
 }
 
-std::string_view ProtoReader::Take(uint64_t n, std::string_view what) {
-  return Window(n, what).rest();
-}
+std::string_view ProtoReader::Take(uint64_t n, std::string_view what) { return Window(n, what).rest(); }
 
 ProtoReader ProtoReader::Delimited() {
   const size_t at = pos_;
   const uint64_t length = Varint("length");
   if (length > end_ - pos_) {
-    Reject(at, fmt::format("length {} runs past the end of its message ({} bytes remain)", length,
-                           end_ - pos_));
+    Reject(at, fmt::format("length {} runs past the end of its message ({} bytes remain)", length, end_ - pos_));
   }
   ProtoReader inner(bytes_, pos_, pos_ + static_cast<size_t>(length), error_prefix_);
   pos_ += static_cast<size_t>(length);
@@ -81,10 +75,18 @@ uint32_t ProtoReader::Fixed32(std::string_view what) {
 
 void ProtoReader::Skip(uint32_t wire_type, size_t tag_at) {
   switch (wire_type) {
-    case kProtoVarint: Varint("skipped field"); return;
-    case kProtoFixed64: Take(8, "fixed64 field"); return;
-    case kProtoLengthDelimited: Take(Varint("length"), "length-delimited field"); return;
-    case kProtoFixed32: Take(4, "fixed32 field"); return;
+    case kProtoVarint:
+      Varint("skipped field");
+      return;
+    case kProtoFixed64:
+      Take(8, "fixed64 field");
+      return;
+    case kProtoLengthDelimited:
+      Take(Varint("length"), "length-delimited field");
+      return;
+    case kProtoFixed32:
+      Take(4, "fixed32 field");
+      return;
     default:
       Reject(tag_at, fmt::format("wire type {} (groups or invalid) is not supported", wire_type));
   }

@@ -25,26 +25,41 @@ FileKind KindOf(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return FileKind::kMissing;
   switch (info.st_mode & S_IFMT) {
-    case S_IFREG: return FileKind::kRegular;
-    case S_IFDIR: return FileKind::kDirectory;
-    case S_IFIFO: return FileKind::kFifo;
-    case S_IFSOCK: return FileKind::kSocket;
-    case S_IFCHR: return FileKind::kCharDevice;
-    case S_IFBLK: return FileKind::kBlockDevice;
-    default: return FileKind::kOther;
+    case S_IFREG:
+      return FileKind::kRegular;
+    case S_IFDIR:
+      return FileKind::kDirectory;
+    case S_IFIFO:
+      return FileKind::kFifo;
+    case S_IFSOCK:
+      return FileKind::kSocket;
+    case S_IFCHR:
+      return FileKind::kCharDevice;
+    case S_IFBLK:
+      return FileKind::kBlockDevice;
+    default:
+      return FileKind::kOther;
   }
 }
 
 const char* KindName(FileKind kind) {
   switch (kind) {
-    case FileKind::kMissing: return "missing";
-    case FileKind::kRegular: return "a regular file";
-    case FileKind::kDirectory: return "a folder";
-    case FileKind::kFifo: return "a FIFO";
-    case FileKind::kSocket: return "a socket";
-    case FileKind::kCharDevice: return "a character device";
-    case FileKind::kBlockDevice: return "a block device";
-    case FileKind::kOther: return "not a file";
+    case FileKind::kMissing:
+      return "missing";
+    case FileKind::kRegular:
+      return "a regular file";
+    case FileKind::kDirectory:
+      return "a folder";
+    case FileKind::kFifo:
+      return "a FIFO";
+    case FileKind::kSocket:
+      return "a socket";
+    case FileKind::kCharDevice:
+      return "a character device";
+    case FileKind::kBlockDevice:
+      return "a block device";
+    case FileKind::kOther:
+      return "not a file";
   }
   return "not a file";
 }

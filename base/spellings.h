@@ -18,8 +18,7 @@ using Spellings = std::array<std::pair<std::string_view, Enum>, N>;
 
 // The value spelled `text`; throws Error naming `key` and every spelling otherwise.
 template <typename Enum, size_t N>
-Enum ParseSpelling(const Spellings<Enum, N>& spellings, std::string_view text,
-                   std::string_view key) {
+Enum ParseSpelling(const Spellings<Enum, N>& spellings, std::string_view text, std::string_view key) {
   std::string allowed;
   for (const auto& [spelling, value] : spellings) {
     if (spelling == text) return value;

@@ -38,8 +38,8 @@ void CheckMapKeys(const YAML::Node& map, const std::string& source) {
     }
     auto [it, inserted] = first_line.emplace(key.Scalar(), key.Mark().line + 1);
     if (!inserted) {
-      Fail("{}: duplicate key '{}' (first at line {}); each key may appear once", At(source, key),
-           key.Scalar(), it->second);
+      Fail("{}: duplicate key '{}' (first at line {}); each key may appear once", At(source, key), key.Scalar(),
+           it->second);
     }
   }
 }
@@ -103,8 +103,7 @@ void CheckYamlDocument(const YAML::Node& root, const std::string& source) {
     YAML::Node node = pending.back();
     pending.pop_back();
     if (++visited > kMaxYamlNodes) {
-      Fail("{}: the document expands to more than {} nodes (aliases counted at every use)", source,
-           kMaxYamlNodes);
+      Fail("{}: the document expands to more than {} nodes (aliases counted at every use)", source, kMaxYamlNodes);
     }
     if (node.IsMap()) {
       CheckMapKeys(node, source);

@@ -36,16 +36,13 @@ constexpr uint64_t SyntheticElementBits(uint64_t row_key, int64_t element) {
 }
 
 // 64 random bits for one element of one feature of one example.
-constexpr uint64_t SyntheticBits(uint64_t seed, int64_t example_id, uint64_t feature_key,
-                                 int64_t element) {
-  return SyntheticElementBits(SyntheticRowKey(SyntheticFeatureSeed(seed, feature_key), example_id),
-                              element);
+constexpr uint64_t SyntheticBits(uint64_t seed, int64_t example_id, uint64_t feature_key, int64_t element) {
+  return SyntheticElementBits(SyntheticRowKey(SyntheticFeatureSeed(seed, feature_key), example_id), element);
 }
 
 // Maps random bits to a float uniformly spread over [-1, 1).
 constexpr float BitsToUnitFloat(uint64_t bits) {
-  return static_cast<float>(static_cast<double>(bits >> 40) / static_cast<double>(1ULL << 23)) -
-         1.0f;
+  return static_cast<float>(static_cast<double>(bits >> 40) / static_cast<double>(1ULL << 23)) - 1.0f;
 }
 
 // Maps random bits to a double uniformly spread over [0, 1).

@@ -27,8 +27,8 @@ constexpr std::array<uint8_t, 256> MakeSbox() {
     for (int y = 1; y < 256 && x != 0; ++y) {
       if (GfMultiply(static_cast<uint8_t>(x), static_cast<uint8_t>(y)) == 1) inverse = static_cast<uint8_t>(y);
     }
-    sbox[x] = static_cast<uint8_t>(inverse ^ RotateLeft(inverse, 1) ^ RotateLeft(inverse, 2) ^
-                                   RotateLeft(inverse, 3) ^ RotateLeft(inverse, 4) ^ 0x63);
+    sbox[x] = static_cast<uint8_t>(inverse ^ RotateLeft(inverse, 1) ^ RotateLeft(inverse, 2) ^ RotateLeft(inverse, 3) ^
+                                   RotateLeft(inverse, 4) ^ 0x63);
   }
   return sbox;
 }

@@ -1,6 +1,6 @@
 // The 32-bit words a float32 or integer feature's synthetic values come from
-// (infeed/synthetic_source.h; byte and bfloat16 features use base/synthetic_bytes.h): one counter-based hash per word of a row, cheap
-// enough that a generator filling image-sized rows runs near memory speed.
+// (infeed/synthetic_source.h; byte and bfloat16 features use base/synthetic_bytes.h): one counter-based hash per word
+// of a row, cheap enough that a generator filling image-sized rows runs near memory speed.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,7 @@ struct SyntheticRowWords {
 };
 
 // A float32 element: the word's top 24 bits spread over [-1, 1) (exact in float).
-constexpr float WordToUnitFloat(uint32_t word_bits) {
-  return static_cast<float>(word_bits >> 8) * 0x1p-23f - 1.0f;
-}
+constexpr float WordToUnitFloat(uint32_t word_bits) { return static_cast<float>(word_bits >> 8) * 0x1p-23f - 1.0f; }
 
 // An int element in [0, range) for range <= 2^32: the word scaled by range (a
 // multiply and a shift, so it vectorises, unlike a modulo).

@@ -24,8 +24,7 @@ namespace tpusim {
 namespace {
 
 int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -139,14 +138,14 @@ struct Watchdog::Wake {
 // CLOCK_MONOTONIC, shared by every process of a machine).
 struct Watchdog::Board {
   struct Slot {
-    std::atomic<int64_t> since_us;   // 0: the rank never wrote (another machine)
+    std::atomic<int64_t> since_us;  // 0: the rank never wrote (another machine)
     std::atomic<int64_t> step;
     // Bumped by the rank's watchdog thread at every look (kCheckEvery): it stops
     // only when the whole process does (SIGSTOP, a debugger, a frozen VM).
     std::atomic<int64_t> heartbeat_us;
-    std::atomic<int32_t> state;      // kBusy, kWaiting, kFinished
+    std::atomic<int32_t> state;  // kBusy, kWaiting, kFinished
     std::atomic<int32_t> pid;
-    char what[40];                   // best effort: may tear, it is only printed
+    char what[40];  // best effort: may tear, it is only printed
   };
   // Padded so that the slots after it keep their 8-byte alignment (a
   // misaligned 64-bit atomic may tear or take a bus lock).
@@ -237,8 +236,7 @@ void Watchdog::SetStep(int64_t step) {
   }
 }
 
-Watchdog::Scope::Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group,
-                       double patience)
+Watchdog::Scope::Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group, double patience)
     : dog_(dog && dog->options_.deadline_s > 0 ? dog : nullptr) {
   if (!dog_) return;
   // Fields first, then the sequence turns odd: the thread reads them only while
@@ -280,7 +278,8 @@ int Watchdog::FirstOtherProcessRank(const std::function<bool(const Board&, int r
   for (int r = 0; r < board_->size; ++r) {
     const Board::Slot& slot = board_->slots[r];
     const int32_t pid = slot.pid.load(std::memory_order_relaxed);
-    if (pid <= 0 || pid == self || pid == looked_at || slot.state.load(std::memory_order_relaxed) == kFinished) continue;
+    if (pid <= 0 || pid == self || pid == looked_at || slot.state.load(std::memory_order_relaxed) == kFinished)
+      continue;
     looked_at = pid;
     if (test(*board_, r, pid)) return r;
   }
@@ -302,13 +301,13 @@ int Watchdog::FrozenRank(double stale_s) const {
 // frozen; last state: waiting for the cross-replica sum of step 6152)".
 std::string Watchdog::Frozen(int r) const {
   const Board::Slot& slot = board_->slots[r];
-  const double stale_s =
-      static_cast<double>(NowUs() - slot.heartbeat_us.load(std::memory_order_acquire)) * 1e-6;
+  const double stale_s = static_cast<double>(NowUs() - slot.heartbeat_us.load(std::memory_order_acquire)) * 1e-6;
   std::string who = fmt::format("rank {}", r);
   if (options_.describe) who += ", " + options_.describe(r);
-  return fmt::format("{}: its process (pid {}) has not run for {:.1f} s (stopped or frozen; last "
-                     "state: {})",
-                     who, slot.pid.load(std::memory_order_relaxed), stale_s, StateOf(r));
+  return fmt::format(
+      "{}: its process (pid {}) has not run for {:.1f} s (stopped or frozen; last "
+      "state: {})",
+      who, slot.pid.load(std::memory_order_relaxed), stale_s, StateOf(r));
 }
 
 // The rank this rank's wait is most likely stuck on: a frozen one first (its
@@ -358,8 +357,8 @@ std::string Watchdog::Message(double waited_s) const {
   } else if (group) {
     from = fmt::format(" from {}", group);
   }
-  return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} ({}); stopping the job",
-                     options_.self, waited_s, waited_for, from, Culprit(), DeadlineBasis());
+  return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} ({}); stopping the job", options_.self,
+                     waited_s, waited_for, from, Culprit(), DeadlineBasis());
 }
 
 // Checks four times a second, and at once on SIGTERM, until stopped or an alarm
@@ -388,8 +387,7 @@ std::optional<Watchdog::Alarm> Watchdog::Check() {
   if (frozen >= 0) return ReportFrozen(frozen);
   const uint64_t before = sequence_.load(std::memory_order_acquire);
   if (before % 2 == 0) return std::nullopt;  // no wait open
-  const double waited_s =
-      static_cast<double>(NowUs() - start_us_.load(std::memory_order_relaxed)) * 1e-6;
+  const double waited_s = static_cast<double>(NowUs() - start_us_.load(std::memory_order_relaxed)) * 1e-6;
   if (waited_s <= options_.deadline_s * patience_.load(std::memory_order_relaxed)) {
     return std::nullopt;
   }
@@ -415,10 +413,9 @@ Watchdog::Alarm Watchdog::ReportDeath(int rank) {
   const int64_t step = slot.step.load(std::memory_order_relaxed);
   std::string who = fmt::format("rank {}", rank);
   if (options_.describe) who += ", " + options_.describe(rank);
-  alarm.line =
-      fmt::format("tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job",
-                  options_.self, who, slot.pid.load(std::memory_order_relaxed),
-                  step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
+  alarm.line = fmt::format("tpusim: [{}] error: {} died: its process (pid {}) is gone{}; stopping the job",
+                           options_.self, who, slot.pid.load(std::memory_order_relaxed),
+                           step >= 0 ? fmt::format(" (last seen at step {})", step) : "");
   return alarm;
 }
 
@@ -426,8 +423,8 @@ Watchdog::Alarm Watchdog::ReportDeath(int rank) {
 Watchdog::Alarm Watchdog::ReportFrozen(int rank) {
   Alarm alarm{AlarmKind::kDeadline, ""};
   if (!FirstToFire()) return alarm;
-  alarm.line = fmt::format("tpusim: [{}] error: watchdog: {} ({}); stopping the job", options_.self,
-                           Frozen(rank), DeadlineBasis());
+  alarm.line = fmt::format("tpusim: [{}] error: watchdog: {} ({}); stopping the job", options_.self, Frozen(rank),
+                           DeadlineBasis());
   ::shm_unlink(options_.board.c_str());
   return alarm;
 }
@@ -463,7 +460,8 @@ std::string JobBoardName() {
       std::string name = std::string("/tpusim-watchdog-") + id;
       const std::string net = NetworkNamespaceId();
       if (!net.empty()) name += "-net" + net;
-      std::replace_if(name.begin() + 1, name.end(), [](char c) { return c == '/' || c == '@'; }, '-');
+      std::replace_if(
+          name.begin() + 1, name.end(), [](char c) { return c == '/' || c == '@'; }, '-');
       return name;
     }
   }

@@ -54,13 +54,13 @@ class Watchdog {
   using AlarmHandler = std::function<void(const Alarm&)>;
 
   struct Options {
-    double deadline_s = 0;          // <= 0: no watchdog (scopes do nothing)
+    double deadline_s = 0;  // <= 0: no watchdog (scopes do nothing)
     // What the deadline is made of, quoted by the line ("run.watchdog_s = 5");
     // empty: "run.watchdog_s = DEADLINE".
     std::string deadline_basis;
     int rank = 0;
     int world_size = 1;
-    std::string self;               // "rank 3, core 0/2 (replica 2, logical core 0)"
+    std::string self;  // "rank 3, core 0/2 (replica 2, logical core 0)"
     // The role of another rank, for the message ("host 0"); called only on expiry.
     std::function<std::string(int rank)> describe;
     // Name of the job's shared-memory board (shm_open); empty: no board, every
@@ -91,8 +91,7 @@ class Watchdog {
   // (the end of a run, where ranks finish at different times).
   class Scope {
    public:
-    Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group = nullptr,
-          double patience = 1.0);
+    Scope(Watchdog* dog, const char* what, int64_t step, int peer, const char* group = nullptr, double patience = 1.0);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -102,8 +101,8 @@ class Watchdog {
   };
 
   // A Scope on `dog`, which may be null (no watchdog).
-  static Scope Wait(Watchdog* dog, const char* what, int64_t step, int peer,
-                    const char* group = nullptr, double patience = 1.0) {
+  static Scope Wait(Watchdog* dog, const char* what, int64_t step, int peer, const char* group = nullptr,
+                    double patience = 1.0) {
     return Scope(dog, what, step, peer, group, patience);
   }
 
@@ -140,7 +139,7 @@ class Watchdog {
   bool FirstToFire();
 
   Options options_;
-  std::atomic<uint64_t> sequence_{0};   // odd while a wait is open
+  std::atomic<uint64_t> sequence_{0};  // odd while a wait is open
   std::atomic<int64_t> start_us_{0};
   std::atomic<const char*> what_{nullptr};
   std::atomic<const char*> group_{nullptr};

@@ -55,7 +55,8 @@ bool AliveHere(int64_t pid) {
 }
 
 bool SameFile(int fd, const std::string& path) {
-  struct stat opened {}, named {};
+  struct stat opened {
+  }, named{};
   return ::fstat(fd, &opened) == 0 && ::stat(path.c_str(), &named) == 0 && opened.st_dev == named.st_dev &&
          opened.st_ino == named.st_ino;
 }
@@ -76,11 +77,15 @@ int OpenLockFile(const std::string& path, const std::string& label) {
                            const std::optional<LockHolder>& holder) {
   ::close(fd);
   if (!holder) {
-    Fail("{}: in use by another run, which holds {}; wait for it to end or give this run another "
-         "checkpoint.dir", label, path);
+    Fail(
+        "{}: in use by another run, which holds {}; wait for it to end or give this run another "
+        "checkpoint.dir",
+        label, path);
   }
-  Fail("{}: in use by the run of pid {} on host {}, which holds {}; wait for it to end or give this run another "
-       "checkpoint.dir", label, holder->pid, holder->host, path);
+  Fail(
+      "{}: in use by the run of pid {} on host {}, which holds {}; wait for it to end or give this run another "
+      "checkpoint.dir",
+      label, holder->pid, holder->host, path);
 }
 
 // The LOCK file names a holder although flock() did not find it held: a live

@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/crc32c.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "base/regular_file.h"
 #include "checkpoint/state_file.h"
 
@@ -36,8 +36,7 @@ bool IsStepName(const std::string& name) {
   constexpr std::string_view kPrefix = "step-";
   constexpr size_t kMaxDigits = 18;  // a step-N beyond int64 is no save of tpusim's
   return name.size() > kPrefix.size() && name.size() <= kPrefix.size() + kMaxDigits && name.starts_with(kPrefix) &&
-         std::all_of(name.begin() + kPrefix.size(), name.end(),
-                     [](char c) { return c >= '0' && c <= '9'; });
+         std::all_of(name.begin() + kPrefix.size(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -55,11 +54,11 @@ namespace {
 json ToJson(const Manifest& m) {
   json files = json::array();
   for (const ManifestFile& f : m.files) {
-    files.push_back({{"name", f.name}, {"host", f.host}, {"ordinal", f.ordinal}, {"bytes", f.bytes},
-                     {"crc32c", f.crc32c}});
+    files.push_back(
+        {{"name", f.name}, {"host", f.host}, {"ordinal", f.ordinal}, {"bytes", f.bytes}, {"crc32c", f.crc32c}});
   }
   return {{"version", kVersion}, {"global_step", m.global_step}, {"infeed_step", m.infeed_step},
-          {"seed", m.seed}, {"fingerprint", m.fingerprint}, {"files", files}};
+          {"seed", m.seed},      {"fingerprint", m.fingerprint}, {"files", files}};
 }
 
 // The manifest's fields, each checked for what it must be before any is used: a
@@ -141,8 +140,8 @@ Manifest FromJson(const json& j) {
 // its seed is the one its fingerprint holds.
 void CheckConsistent(const std::string& step_dir, const Manifest& m) {
   if (m.infeed_step < m.global_step) {
-    Fail("infeed_step: {} is before global_step {} (every global step takes at least one infeed step)",
-         m.infeed_step, m.global_step);
+    Fail("infeed_step: {} is before global_step {} (every global step takes at least one infeed step)", m.infeed_step,
+         m.global_step);
   }
   const std::string folder = fs::path(step_dir).filename().string();
   if (IsStepName(folder) && folder != StepDirName(m.global_step)) {
@@ -197,8 +196,10 @@ Manifest ReadManifest(const std::string& step_dir) {
   const std::string path = ManifestPath(step_dir);
   RefuseNonRegularFile(path);
   if (KindOf(path) == FileKind::kMissing) {
-    Fail("{}: missing: the save in {} never finished (or its manifest was deleted); resume from "
-         "its checkpoint root to take the latest complete save", path, step_dir);
+    Fail(
+        "{}: missing: the save in {} never finished (or its manifest was deleted); resume from "
+        "its checkpoint root to take the latest complete save",
+        path, step_dir);
   }
   const std::vector<std::byte> bytes = ReadFileBytes(path);
   json parsed;
@@ -224,8 +225,8 @@ void CheckSavedStep(const StateReader& reader, const std::string& path, const ch
   int64_t step = 0;
   reader.CopyTo(name, std::as_writable_bytes(std::span(&step, 1)));
   if (step != manifest_step) {
-    Fail("{}: holds {} {}, its manifest says {} (the manifest was edited or belongs to another save)", path,
-         name, step, manifest_step);
+    Fail("{}: holds {} {}, its manifest says {} (the manifest was edited or belongs to another save)", path, name, step,
+         manifest_step);
   }
 }
 
@@ -260,8 +261,10 @@ void CheckFingerprint(const std::string& manifest_path, const std::map<std::stri
   std::sort(keys.begin(), keys.end());
   for (const std::string& key : keys) {
     if (show(saved, key) == show(here, key)) continue;
-    Fail("{}: saved by a different config: {} is {} there and {} here; a checkpoint resumes only the "
-         "run that shaped its state", manifest_path, key, show(saved, key), show(here, key));
+    Fail(
+        "{}: saved by a different config: {} is {} there and {} here; a checkpoint resumes only the "
+        "run that shaped its state",
+        manifest_path, key, show(saved, key), show(here, key));
   }
 }
 

@@ -61,8 +61,7 @@ Manifest ReadManifest(const std::string& step_dir);
 void VerifyFiles(const std::string& step_dir, const Manifest& manifest);
 // Throws Error naming `manifest_path` and the first key whose value differs
 // (or is missing on one side).
-void CheckFingerprint(const std::string& manifest_path,
-                      const std::map<std::string, std::string>& saved,
+void CheckFingerprint(const std::string& manifest_path, const std::map<std::string, std::string>& saved,
                       const std::map<std::string, std::string>& here);
 
 // The checkpoint `path` names: a step folder (it holds a manifest, or its name is

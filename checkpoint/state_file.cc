@@ -11,9 +11,7 @@ namespace {
 
 constexpr std::string_view kMagic = "tpusim checkpoint state v1\n";
 
-std::span<const std::byte> AsBytes(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
+std::span<const std::byte> AsBytes(std::string_view text) { return std::as_bytes(std::span(text.data(), text.size())); }
 
 }  // namespace
 
@@ -64,8 +62,10 @@ std::span<const std::byte> StateReader::Section(std::string_view name) const {
 std::span<const std::byte> StateReader::Section(std::string_view name, size_t expected_bytes) const {
   const std::span<const std::byte> bytes = Section(name);
   if (bytes.size() != expected_bytes) {
-    Fail("{}: section '{}' holds {} bytes, this run's state needs {} (a checkpoint of another "
-         "model or optimizer)", file_, name, bytes.size(), expected_bytes);
+    Fail(
+        "{}: section '{}' holds {} bytes, this run's state needs {} (a checkpoint of another "
+        "model or optimizer)",
+        file_, name, bytes.size(), expected_bytes);
   }
   return bytes;
 }

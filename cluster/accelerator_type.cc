@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
-#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,12 +19,12 @@ namespace tpusim::cluster {
 // devices per chip (and, for the network, by the hosts a machine is split into)
 // to give HardwareFigures. Every figure's source is in the table below.
 struct ChipFigures {
-  double peak_tflops = 0;          // bf16 peak of one chip
-  double hbm_gib = 0;              // HBM of one chip
-  double ici_link_gbps = 0;        // one inter-chip link, one direction
-  double host_to_chip_gbps = 0;    // host -> one chip
-  double dcn_gbps_per_machine = 0; // data-centre network of one physical machine
-  int chips_per_machine = 0;       // chips one physical machine holds
+  double peak_tflops = 0;           // bf16 peak of one chip
+  double hbm_gib = 0;               // HBM of one chip
+  double ici_link_gbps = 0;         // one inter-chip link, one direction
+  double host_to_chip_gbps = 0;     // host -> one chip
+  double dcn_gbps_per_machine = 0;  // data-centre network of one physical machine
+  int chips_per_machine = 0;        // chips one physical machine holds
 };
 
 // One TPU VM of a generation, the host its input pipeline runs on: vCPUs (hyperthreads),
@@ -38,14 +38,14 @@ struct HostMachine {
 
 struct Generation {
   std::string name;
-  std::string alias;         // another name users write ("v5e"), or ""
-  int devices_per_chip = 1;  // TF devices per chip = mesh_shape[3]
-  int name_units_per_chip = 1;  // the N of NAME-N counts TensorCores (2 per chip) or chips (1)
-  int dims = 2;              // 2: shapes AxB (z = 1); 3: AxBxC
-  std::vector<ChipShape> sizes;  // the explicit sizes (all 2-D ones, the sub-cube 3-D ones)
-  int max_cubes = 0;         // 3-D: also k whole 4x4x4 cubes, k = 1..max_cubes
+  std::string alias;              // another name users write ("v5e"), or ""
+  int devices_per_chip = 1;       // TF devices per chip = mesh_shape[3]
+  int name_units_per_chip = 1;    // the N of NAME-N counts TensorCores (2 per chip) or chips (1)
+  int dims = 2;                   // 2: shapes AxB (z = 1); 3: AxBxC
+  std::vector<ChipShape> sizes;   // the explicit sizes (all 2-D ones, the sub-cube 3-D ones)
+  int max_cubes = 0;              // 3-D: also k whole 4x4x4 cubes, k = 1..max_cubes
   int single_host_max_chips = 0;  // a slice of at most this many chips is one host owning all
-  int max_chips = 0;         // the largest slice
+  int max_chips = 0;              // the largest slice
   ChipFigures figures;
   std::vector<HostMachine> hosts;  // by chips per host; see HostOf
 };
@@ -91,38 +91,43 @@ constexpr int kMaxCubeSideChips = 256;
 // APPROXIMATIONS are marked where a figure is not published as such.
 // v2 and v3: a 2-D torus of two-TensorCore chips, one TF device per TensorCore,
 // names count TensorCores, 4-chip hosts.
-Generation TwoCoreTorus(std::string name, std::vector<ChipShape> sizes, int max_chips,
-                        ChipFigures figures, std::vector<HostMachine> hosts) {
-  return {std::move(name), "", 2, 2, 2, std::move(sizes), 0, 4, max_chips, figures,
-          std::move(hosts)};
+Generation TwoCoreTorus(std::string name, std::vector<ChipShape> sizes, int max_chips, ChipFigures figures,
+                        std::vector<HostMachine> hosts) {
+  return {std::move(name), "", 2, 2, 2, std::move(sizes), 0, 4, max_chips, figures, std::move(hosts)};
 }
 
 // v4 and v5p: a 3-D torus of megacore chips (one TF device each), names count
 // TensorCores, 4-chip hosts; sub-cube sizes, then whole 4x4x4 cubes.
-Generation MegacoreCubes(std::string name, int max_cubes, ChipFigures figures,
-                         std::vector<HostMachine> hosts) {
-  return {std::move(name), "", 1, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}},
-          max_cubes, 4, 64 * max_cubes, figures, std::move(hosts)};
+Generation MegacoreCubes(std::string name, int max_cubes, ChipFigures figures, std::vector<HostMachine> hosts) {
+  return {
+      std::move(name), "", 1, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}}, max_cubes, 4, 64 * max_cubes, figures,
+      std::move(hosts)};
 }
 
 // TPU7x: a 3-D torus of two-TensorCore chips, one device per TensorCore, names
 // count TensorCores, 4-chip hosts; the v4/v5p sub-cube sizes, then whole 4x4x4
 // cubes (the cube rule is an APPROXIMATION of the generation's list of offered
 // topologies, which its page gives up to 16x24x24).
-Generation TwoCoreCubes(std::string name, int max_cubes, ChipFigures figures,
-                        std::vector<HostMachine> hosts) {
-  return {std::move(name), "", 2, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}},
-          max_cubes, 4, 64 * max_cubes, figures, std::move(hosts)};
+Generation TwoCoreCubes(std::string name, int max_cubes, ChipFigures figures, std::vector<HostMachine> hosts) {
+  return {
+      std::move(name), "", 2, 2, 3, {{2, 2, 1}, {2, 2, 2}, {2, 2, 4}, {2, 4, 4}}, max_cubes, 4, 64 * max_cubes, figures,
+      std::move(hosts)};
 }
 
 // v5e and v6e: a 2-D torus of one-TensorCore chips, names count chips; slices of
 // up to 8 chips are one VM, larger ones 4-chip VMs.
-Generation LitePod(std::string name, std::string alias, ChipFigures figures,
-                   std::vector<HostMachine> hosts) {
-  return {std::move(name), std::move(alias), 1, 1, 2,
-          {{1, 1, 1}, {2, 2, 1}, {2, 4, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1},
-           {16, 16, 1}},
-          0, 8, 256, figures, std::move(hosts)};
+Generation LitePod(std::string name, std::string alias, ChipFigures figures, std::vector<HostMachine> hosts) {
+  return {std::move(name),
+          std::move(alias),
+          1,
+          1,
+          2,
+          {{1, 1, 1}, {2, 2, 1}, {2, 4, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1}},
+          0,
+          8,
+          256,
+          figures,
+          std::move(hosts)};
 }
 
 // v2 and v3 hosts: 96 vCPUs and ~340 GB (the v2/v3 TPU VM pages); 2 NUMA nodes is an
@@ -135,13 +140,12 @@ const std::vector<Generation>& Generations() {
       // split not published. Host: APPROXIMATION, PCIe Gen3 x16 per chip (~128
       // Gbit/s, same paper). DCN: APPROXIMATION, no published per-host figure; a
       // typical Compute Engine NIC of 100 Gbit/s per 4-chip host.
-      TwoCoreTorus("v2", {{2, 2, 1}, {4, 4, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1}}, 256,
-                   {45, 16, 496, 128, 100, 4}, {kTwoCoreTorusHost}),
+      TwoCoreTorus("v2", {{2, 2, 1}, {4, 4, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1}}, 256, {45, 16, 496, 128, 100, 4},
+                   {kTwoCoreTorusHost}),
       // ICI: APPROXIMATION, ~656 Gbit/s per link (Jouppi et al., CACM 2020). Host and
       // DCN: APPROXIMATIONS as for v2.
       TwoCoreTorus("v3",
-                   {{2, 2, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1},
-                    {16, 32, 1}, {32, 32, 1}},
+                   {{2, 2, 1}, {4, 4, 1}, {4, 8, 1}, {8, 8, 1}, {8, 16, 1}, {16, 16, 1}, {16, 32, 1}, {32, 32, 1}},
                    1024, {123, 32, 656, 128, 100, 4}, {kTwoCoreTorusHost}),
       // Pod: 4096 chips = 64 cubes. ICI: APPROXIMATION, ~400 Gbit/s per direction per
       // link, 6 links per chip (Jouppi et al., ISCA 2023). Host: APPROXIMATION, PCIe
@@ -155,8 +159,7 @@ const std::vector<Generation>& Generations() {
       // DCN: 2 x 100 Gbit/s NICs per 8-chip machine (derived per host).
       // Hosts: ct5lp-hightpu-1t (24 vCPUs, 48 GB), -4t (112, 192; the VMs of multi-host
       // slices), -8t (224, 384; 2 NUMA nodes), per the v5e page's machine types.
-      LitePod("v5litepod", "v5e", {197, 16, 400, 128, 200, 8},
-              {{1, 24, 48, 1}, {4, 112, 192, 1}, {8, 224, 384, 2}}),
+      LitePod("v5litepod", "v5e", {197, 16, 400, 128, 200, 8}, {{1, 24, 48, 1}, {4, 112, 192, 1}, {8, 224, 384, 2}}),
       // Largest job: 96 cubes. ICI: APPROXIMATION, 4800 Gbit/s per chip over 6 links =
       // 800 Gbit/s per link (the page's newer table: 1200 GB/s bidirectional per chip,
       // the same 800 per direction). Host: APPROXIMATION, no official figure,
@@ -169,8 +172,7 @@ const std::vector<Generation>& Generations() {
       // Gbit/s raw) assumed. DCN: 4 x 200 Gbit/s NICs per 8-chip machine.
       // Hosts: ct6e-standard-1t (44 vCPUs, 176 GB), -4t (180, 720; multi-host slices),
       // -8t (180, 1440; 2 NUMA nodes), per the v6e and tpu-machines pages.
-      LitePod("v6e", "", {918, 32, 896, 512, 800, 8},
-              {{1, 44, 176, 1}, {4, 180, 720, 1}, {8, 180, 1440, 2}}),
+      LitePod("v6e", "", {918, 32, 896, 512, 800, 8}, {{1, 44, 176, 1}, {4, 180, 720, 1}, {8, 180, 1440, 2}}),
       // 144 cubes = 9,216 chips (16x24x24). HBM: 192 GiB per chip. ICI: APPROXIMATION,
       // 1.2 TB/s bidirectional per chip over 6 links = 800 Gbit/s per link per
       // direction. Host: APPROXIMATION, PCIe Gen5 x16 (~512 Gbit/s raw) per chip, as
@@ -182,9 +184,7 @@ const std::vector<Generation>& Generations() {
   return table;
 }
 
-int64_t Chips(const ChipShape& shape) {
-  return int64_t{shape[0]} * shape[1] * shape[2];
-}
+int64_t Chips(const ChipShape& shape) { return int64_t{shape[0]} * shape[1] * shape[2]; }
 
 // The most cube-like arrangement of k cubes, or nullopt when its longest side
 // would exceed kMaxCubeSideChips.
@@ -217,11 +217,9 @@ std::string SizesText(const Generation& g) {
   for (int k = 1; k <= g.max_cubes; ++k) {
     if (!CubeShape(k)) missing.push_back(k);
   }
-  const std::string except =
-      missing.empty() ? "" : fmt::format(" except k = {}", fmt::join(missing, ", "));
-  return fmt::format("{} and {}*k for k = 1..{} whole 4x4x4 cubes{} ({}, {}, ..., {})", text,
-                     TypeName(g, 64), g.max_cubes, except, TypeName(g, 64), TypeName(g, 128),
-                     TypeName(g, 64 * int64_t{g.max_cubes}));
+  const std::string except = missing.empty() ? "" : fmt::format(" except k = {}", fmt::join(missing, ", "));
+  return fmt::format("{} and {}*k for k = 1..{} whole 4x4x4 cubes{} ({}, {}, ..., {})", text, TypeName(g, 64),
+                     g.max_cubes, except, TypeName(g, 64), TypeName(g, 128), TypeName(g, 64 * int64_t{g.max_cubes}));
 }
 
 std::optional<ChipShape> ShapeForChips(const Generation& g, int64_t chips) {
@@ -250,15 +248,15 @@ ChipShape HostBounds(const Generation& g, const ChipShape& shape) {
 void CheckShape(const Generation& g, const ChipShape& shape, const std::string& where) {
   const std::string text = fmt::format("{}", fmt::join(shape, "x"));
   if (Chips(shape) > g.max_chips) {
-    Fail("{}: shape {} has {} chips; the largest {} slice has {}", where, text, Chips(shape),
-         g.name, g.max_chips);
+    Fail("{}: shape {} has {} chips; the largest {} slice has {}", where, text, Chips(shape), g.name, g.max_chips);
   }
   const ChipShape bounds = HostBounds(g, shape);
   for (int i = 0; i < 3; ++i) {
     if (shape[i] % bounds[i] != 0) {
-      Fail("{}: shape {}: {} hosts of multi-host slices own {} chips, which do not tile it "
-           "(extent {} along {} is not a multiple of {})",
-           where, text, g.name, fmt::join(bounds, "x"), shape[i], "xyz"[i], bounds[i]);
+      Fail(
+          "{}: shape {}: {} hosts of multi-host slices own {} chips, which do not tile it "
+          "(extent {} along {} is not a multiple of {})",
+          where, text, g.name, fmt::join(bounds, "x"), shape[i], "xyz"[i], bounds[i]);
     }
   }
 }
@@ -291,14 +289,12 @@ std::optional<ChipShape> AcceleratorTypeShape(const std::string& name) {
   std::optional<ChipShape> shape;
   if (n && *n % g->name_units_per_chip == 0) shape = ShapeForChips(*g, *n / g->name_units_per_chip);
   if (!shape) {
-    Fail("'{}' is not a Cloud TPU {} accelerator type; {} sizes are {}", name, g->name, g->name,
-         SizesText(*g));
+    Fail("'{}' is not a Cloud TPU {} accelerator type; {} sizes are {}", name, g->name, g->name, SizesText(*g));
   }
   return shape;
 }
 
-ChipShape ParseChipShape(const std::string& text, const Generation& generation,
-                         const std::string& where) {
+ChipShape ParseChipShape(const std::string& text, const Generation& generation, const std::string& where) {
   std::vector<std::optional<int>> extents;
   for (size_t start = 0;;) {
     const size_t x = text.find('x', start);
@@ -306,12 +302,12 @@ ChipShape ParseChipShape(const std::string& text, const Generation& generation,
     if (x == std::string::npos || extents.size() > 3) break;
     start = x + 1;
   }
-  const bool valid = static_cast<int>(extents.size()) == generation.dims &&
-                     std::all_of(extents.begin(), extents.end(),
-                                 [](const std::optional<int>& e) { return e && *e <= 4096; });
+  const bool valid =
+      static_cast<int>(extents.size()) == generation.dims &&
+      std::all_of(extents.begin(), extents.end(), [](const std::optional<int>& e) { return e && *e <= 4096; });
   if (!valid) {
-    Fail("{}: shape '{}': expected {} positive chip counts written {} for {}", where, text,
-         generation.dims, generation.dims == 2 ? "AxB" : "AxBxC", generation.name);
+    Fail("{}: shape '{}': expected {} positive chip counts written {} for {}", where, text, generation.dims,
+         generation.dims == 2 ? "AxB" : "AxBxC", generation.name);
   }
   ChipShape shape{1, 1, 1};
   for (size_t i = 0; i < extents.size(); ++i) shape[i] = *extents[i];
@@ -334,9 +330,8 @@ namespace {
 // HBM bandwidth of one chip, GB/s, as each generation's page publishes it (v2 700,
 // v3 900, v4 1,200, v5e 819, v5p 2,765, v6e 1,640, tpu7x 7,370); 0 for none.
 double HbmGbPerSecPerChip(const std::string& generation) {
-  static const std::map<std::string, double> kHbm = {{"v2", 700},  {"v3", 900},   {"v4", 1200},
-                                                    {"v5litepod", 819}, {"v5p", 2765},
-                                                    {"v6e", 1640}, {"tpu7x", 7370}};
+  static const std::map<std::string, double> kHbm = {{"v2", 700},   {"v3", 900},   {"v4", 1200},   {"v5litepod", 819},
+                                                     {"v5p", 2765}, {"v6e", 1640}, {"tpu7x", 7370}};
   const auto it = kHbm.find(generation);
   return it == kHbm.end() ? 0.0 : it->second;
 }
@@ -360,8 +355,8 @@ HardwareFigures GenerationHardware(const Generation& generation, double chips_pe
   return hw;
 }
 
-Topology GenerateTopology(const Generation& generation, const ChipShape& shape,
-                          const std::string& name, const std::string& where) {
+Topology GenerateTopology(const Generation& generation, const ChipShape& shape, const std::string& name,
+                          const std::string& where) {
   CheckShape(generation, shape, where);
   const ChipShape bounds = HostBounds(generation, shape);
   const Coord mesh{shape[0], shape[1], shape[2], generation.devices_per_chip};
@@ -376,15 +371,13 @@ Topology GenerateAcceleratorType(const std::string& name) {
     Fail("'{}' is not a Cloud TPU accelerator type ({})", name, AcceleratorTypePatterns());
   }
   const size_t dash = name.rfind('-');
-  return GenerateTopology(*FindGeneration(std::string_view(name).substr(0, dash)), *shape, name,
-                          name);
+  return GenerateTopology(*FindGeneration(std::string_view(name).substr(0, dash)), *shape, name, name);
 }
 
 std::string AcceleratorTypePatterns() {
   std::vector<std::string> patterns;
   for (const Generation& g : Generations()) {
-    patterns.push_back(g.alias.empty() ? g.name + "-N"
-                                       : fmt::format("{}-N (alias {}-N)", g.name, g.alias));
+    patterns.push_back(g.alias.empty() ? g.name + "-N" : fmt::format("{}-N (alias {}-N)", g.name, g.alias));
   }
   return fmt::format("{}", fmt::join(patterns, ", "));
 }

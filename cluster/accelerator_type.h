@@ -38,15 +38,14 @@ std::optional<ChipShape> AcceleratorTypeShape(const std::string& name);
 
 // Parses a chip shape as Google writes it ("4x4x8"; "AxB" for v2/v3/v5e/v6e);
 // throws Error prefixed by `where` on anything else.
-ChipShape ParseChipShape(const std::string& text, const Generation& generation,
-                         const std::string& where);
+ChipShape ParseChipShape(const std::string& text, const Generation& generation, const std::string& where);
 
 // A slice of `generation` with `shape` chips: mesh [x, y, z, devices per chip],
 // hosts laid out by Topology::HostBoundsLayout with the generation's host bounds,
 // and the generation's figures. Throws Error prefixed by `where` when the hosts do
 // not tile the shape or the shape is larger than a pod.
-Topology GenerateTopology(const Generation& generation, const ChipShape& shape,
-                          const std::string& name, const std::string& where);
+Topology GenerateTopology(const Generation& generation, const ChipShape& shape, const std::string& name,
+                          const std::string& where);
 
 // The topology of accelerator type `name`, named `name`; throws Error when `name`
 // is not an accelerator type (the message lists the generations and their sizes).

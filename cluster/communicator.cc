@@ -52,9 +52,12 @@ int Tag(int tag) { return tag == kAnyTag ? MPI_ANY_TAG : tag; }
 
 MPI_Op MpiOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return MPI_SUM;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -85,9 +88,9 @@ MPI_Datatype BlocksType(std::span<const Block> blocks, std::string_view call) {
     lengths.push_back(Count(block.size(), call));
   }
   MPI_Datatype type;
-  CheckMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
-                                    addresses.data(), MPI_BYTE, &type),
-           call);
+  CheckMpi(
+      MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), addresses.data(), MPI_BYTE, &type),
+      call);
   CheckMpi(MPI_Type_commit(&type), call);
   return type;
 }
@@ -106,17 +109,23 @@ size_t NonEmpty(std::span<const Block> blocks, const Block** only) {
 template <typename T>
 MPI_Datatype TypeOf();
 template <>
-MPI_Datatype TypeOf<double>() { return MPI_DOUBLE; }
+MPI_Datatype TypeOf<double>() {
+  return MPI_DOUBLE;
+}
 template <>
-MPI_Datatype TypeOf<float>() { return MPI_FLOAT; }
+MPI_Datatype TypeOf<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype TypeOf<int32_t>() { return MPI_INT32_T; }
+MPI_Datatype TypeOf<int32_t>() {
+  return MPI_INT32_T;
+}
 
 template <typename T>
 void Allreduce(std::span<T> values, ReduceOp op, MPI_Comm comm) {
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "MPI_Allreduce"),
-                         TypeOf<T>(), MpiOp(op), comm),
-           "MPI_Allreduce");
+  CheckMpi(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "MPI_Allreduce"), TypeOf<T>(), MpiOp(op), comm),
+      "MPI_Allreduce");
 }
 
 // Displacements of consecutive blocks of `counts`; returns the total.
@@ -173,9 +182,7 @@ Communicator::Communicator(std::uintptr_t comm, bool owned) : comm_(comm), owned
   MPI_Comm_size(Comm(comm_), &size_);
 }
 
-Communicator Communicator::World() {
-  return Communicator(ToBits(MPI_COMM_WORLD, MPI_COMM_NULL), false);
-}
+Communicator Communicator::World() { return Communicator(ToBits(MPI_COMM_WORLD, MPI_COMM_NULL), false); }
 
 Communicator::~Communicator() { Reset(); }
 
@@ -189,8 +196,10 @@ void Communicator::Reset() {
 }
 
 Communicator::Communicator(Communicator&& other) noexcept
-    : comm_(std::exchange(other.comm_, 0)), owned_(std::exchange(other.owned_, false)),
-      rank_(other.rank_), size_(other.size_) {}
+    : comm_(std::exchange(other.comm_, 0)),
+      owned_(std::exchange(other.owned_, false)),
+      rank_(other.rank_),
+      size_(other.size_) {}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
@@ -207,8 +216,7 @@ bool Communicator::valid() const { return comm_ != 0; }
 
 Communicator Communicator::SplitComm(int color, int key) const {
   MPI_Comm out = MPI_COMM_NULL;
-  CheckMpi(MPI_Comm_split(Comm(comm_), color < 0 ? MPI_UNDEFINED : color, key, &out),
-           "MPI_Comm_split");
+  CheckMpi(MPI_Comm_split(Comm(comm_), color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split");
   return Communicator(ToBits(out, MPI_COMM_NULL), true);
 }
 
@@ -218,23 +226,21 @@ std::unique_ptr<Transport> Communicator::Split(int color, int key) const {
 
 Communicator Communicator::SplitShared() const {
   MPI_Comm out = MPI_COMM_NULL;
-  CheckMpi(MPI_Comm_split_type(Comm(comm_), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
-           "MPI_Comm_split_type");
+  CheckMpi(MPI_Comm_split_type(Comm(comm_), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out), "MPI_Comm_split_type");
   return Communicator(ToBits(out, MPI_COMM_NULL), true);
 }
 
 void Communicator::Barrier() const { CheckMpi(MPI_Barrier(Comm(comm_)), "MPI_Barrier"); }
 
 void Communicator::Send(std::span<const std::byte> data, int peer, int tag) const {
-  CheckMpi(MPI_Send(data.data(), Count(data.size(), "MPI_Send"), MPI_BYTE, peer, tag, Comm(comm_)),
-           "MPI_Send", peer);
+  CheckMpi(MPI_Send(data.data(), Count(data.size(), "MPI_Send"), MPI_BYTE, peer, tag, Comm(comm_)), "MPI_Send", peer);
 }
 
 void Communicator::Recv(std::span<std::byte> data, int peer, int tag) const {
   MPI_Status status;
-  CheckMpi(MPI_Recv(data.data(), Count(data.size(), "MPI_Recv"), MPI_BYTE, Source(peer), Tag(tag),
-                    Comm(comm_), &status),
-           "MPI_Recv", peer);
+  CheckMpi(
+      MPI_Recv(data.data(), Count(data.size(), "MPI_Recv"), MPI_BYTE, Source(peer), Tag(tag), Comm(comm_), &status),
+      "MPI_Recv", peer);
 }
 
 Pending Communicator::Probe(int peer, int tag) const {
@@ -252,15 +258,13 @@ std::optional<Pending> Communicator::TryProbe(int peer, int tag) const {
 }
 
 // One block goes as plain bytes; several as one datatype over their addresses.
-Request Communicator::IsendBlocks(ConstBlocks blocks, int peer, int tag,
-                                  std::string_view call) const {
+Request Communicator::IsendBlocks(ConstBlocks blocks, int peer, int tag, std::string_view call) const {
   MPI_Request request = MPI_REQUEST_NULL;
   const std::span<const std::byte>* only = nullptr;
   if (NonEmpty(blocks, &only) <= 1) {
     const std::byte* data = only ? only->data() : nullptr;
-    CheckMpi(MPI_Isend(data, only ? Count(only->size(), call) : 0, MPI_BYTE, peer, tag, Comm(comm_),
-                       &request),
-             call, peer);
+    CheckMpi(MPI_Isend(data, only ? Count(only->size(), call) : 0, MPI_BYTE, peer, tag, Comm(comm_), &request), call,
+             peer);
   } else {
     MPI_Datatype type = BlocksType(blocks, call);
     CheckMpi(MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, Comm(comm_), &request), call, peer);
@@ -269,26 +273,23 @@ Request Communicator::IsendBlocks(ConstBlocks blocks, int peer, int tag,
   return MakeRequest(ToBits(request, MPI_REQUEST_NULL), call, peer);
 }
 
-Request Communicator::IrecvBlocks(MutableBlocks blocks, int peer, int tag,
-                                  std::string_view call) const {
+Request Communicator::IrecvBlocks(MutableBlocks blocks, int peer, int tag, std::string_view call) const {
   MPI_Request request = MPI_REQUEST_NULL;
   const std::span<std::byte>* only = nullptr;
   if (NonEmpty(blocks, &only) <= 1) {
     std::byte* data = only ? only->data() : nullptr;
-    CheckMpi(MPI_Irecv(data, only ? Count(only->size(), call) : 0, MPI_BYTE, Source(peer), Tag(tag),
-                       Comm(comm_), &request),
-             call, peer);
+    CheckMpi(
+        MPI_Irecv(data, only ? Count(only->size(), call) : 0, MPI_BYTE, Source(peer), Tag(tag), Comm(comm_), &request),
+        call, peer);
   } else {
     MPI_Datatype type = BlocksType(blocks, call);
-    CheckMpi(MPI_Irecv(MPI_BOTTOM, 1, type, Source(peer), Tag(tag), Comm(comm_), &request), call,
-             peer);
+    CheckMpi(MPI_Irecv(MPI_BOTTOM, 1, type, Source(peer), Tag(tag), Comm(comm_), &request), call, peer);
     MPI_Type_free(&type);
   }
   return MakeRequest(ToBits(request, MPI_REQUEST_NULL), call, peer);
 }
 
-bool Communicator::TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                               Pending& status) const {
+bool Communicator::TestRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const {
   MPI_Request request = FromBits(handle, MPI_REQUEST_NULL);
   int flag = 0;
   MPI_Status mpi_status;
@@ -298,8 +299,7 @@ bool Communicator::TestRequest(std::uintptr_t& handle, std::string_view call, in
   return flag != 0;
 }
 
-void Communicator::WaitRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                               Pending& status) const {
+void Communicator::WaitRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const {
   MPI_Request request = FromBits(handle, MPI_REQUEST_NULL);
   MPI_Status mpi_status;
   CheckMpi(MPI_Wait(&request, &mpi_status), call, peer);
@@ -316,13 +316,9 @@ void Communicator::CancelRequest(std::uintptr_t& handle) const noexcept {
   handle = 0;
 }
 
-void Communicator::AllreduceInPlace(std::span<double> values, ReduceOp op) const {
-  Allreduce(values, op, Comm(comm_));
-}
+void Communicator::AllreduceInPlace(std::span<double> values, ReduceOp op) const { Allreduce(values, op, Comm(comm_)); }
 
-void Communicator::AllreduceInPlace(std::span<float> values, ReduceOp op) const {
-  Allreduce(values, op, Comm(comm_));
-}
+void Communicator::AllreduceInPlace(std::span<float> values, ReduceOp op) const { Allreduce(values, op, Comm(comm_)); }
 
 void Communicator::AllreduceInPlace(std::span<int32_t> values, ReduceOp op) const {
   Allreduce(values, op, Comm(comm_));
@@ -331,8 +327,7 @@ void Communicator::AllreduceInPlace(std::span<int32_t> values, ReduceOp op) cons
 std::vector<std::byte> Communicator::Allgather(std::span<const std::byte> data) const {
   std::vector<std::byte> out(data.size() * static_cast<size_t>(size_));
   const int count = Count(data.size(), "MPI_Allgather");
-  CheckMpi(MPI_Allgather(data.data(), count, MPI_BYTE, out.data(), count, MPI_BYTE, Comm(comm_)),
-           "MPI_Allgather");
+  CheckMpi(MPI_Allgather(data.data(), count, MPI_BYTE, out.data(), count, MPI_BYTE, Comm(comm_)), "MPI_Allgather");
   return out;
 }
 
@@ -340,21 +335,19 @@ std::vector<std::byte> Communicator::Gatherv(std::span<const std::byte> data, in
                                              std::vector<int>* counts_out) const {
   int mine = Count(data.size(), "MPI_Gatherv");
   std::vector<int> counts(rank_ == root ? size_ : 0);
-  CheckMpi(MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, root, Comm(comm_)),
-           "MPI_Gather");
+  CheckMpi(MPI_Gather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, root, Comm(comm_)), "MPI_Gather");
   std::vector<int> displs(counts.size());
   const size_t total = Displacements(counts, displs);
   std::vector<std::byte> out(total);
-  CheckMpi(MPI_Gatherv(data.data(), mine, MPI_BYTE, out.data(), counts.data(), displs.data(),
-                       MPI_BYTE, root, Comm(comm_)),
-           "MPI_Gatherv");
+  CheckMpi(
+      MPI_Gatherv(data.data(), mine, MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE, root, Comm(comm_)),
+      "MPI_Gatherv");
   if (counts_out) *counts_out = std::move(counts);
   return out;
 }
 
 void Communicator::Broadcast(std::span<std::byte> data, int root) const {
-  CheckMpi(MPI_Bcast(data.data(), Count(data.size(), "MPI_Bcast"), MPI_BYTE, root, Comm(comm_)),
-           "MPI_Bcast");
+  CheckMpi(MPI_Bcast(data.data(), Count(data.size(), "MPI_Bcast"), MPI_BYTE, root, Comm(comm_)), "MPI_Bcast");
 }
 
 namespace {
@@ -374,8 +367,8 @@ Buffers ExchangeInOne(MPI_Comm comm, const Buffers& send, const std::vector<uint
   for (size_t q = 0; q < n; ++q) {
     if (!send[q].empty()) std::memcpy(send_flat.data() + send_displs[q], send[q].data(), send[q].size());
   }
-  CheckMpi(MPI_Alltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_BYTE,
-                         recv_flat.data(), recv_int.data(), recv_displs.data(), MPI_BYTE, comm),
+  CheckMpi(MPI_Alltoallv(send_flat.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv_flat.data(),
+                         recv_int.data(), recv_displs.data(), MPI_BYTE, comm),
            "MPI_Alltoallv");
   Buffers received(n);
   for (size_t q = 0; q < n; ++q) {
@@ -386,8 +379,7 @@ Buffers ExchangeInOne(MPI_Comm comm, const Buffers& send, const std::vector<uint
 }
 
 // Point to point in chunks, for exchanges larger than one MPI message can carry.
-Buffers ExchangeInChunks(const Transport& comm, const Buffers& send,
-                         const std::vector<uint64_t>& recv_counts) {
+Buffers ExchangeInChunks(const Transport& comm, const Buffers& send, const std::vector<uint64_t>& recv_counts) {
   const size_t n = send.size();
   Buffers received(n);
   std::vector<Request> requests;
@@ -404,18 +396,15 @@ Buffers ExchangeInChunks(const Transport& comm, const Buffers& send,
 
 }  // namespace
 
-std::vector<std::vector<std::byte>> Communicator::AllToAll(
-    std::vector<std::vector<std::byte>> send_per_peer) const {
+std::vector<std::vector<std::byte>> Communicator::AllToAll(std::vector<std::vector<std::byte>> send_per_peer) const {
   const size_t n = static_cast<size_t>(size_);
   if (send_per_peer.size() != n) {
-    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank",
-         send_per_peer.size(), n);
+    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank", send_per_peer.size(), n);
   }
   std::vector<uint64_t> send_counts(n), recv_counts(n);
   uint64_t send_total = 0, recv_total = 0;
   for (size_t q = 0; q < n; ++q) send_counts[q] = send_per_peer[q].size();
-  CheckMpi(MPI_Alltoall(send_counts.data(), 1, MPI_UINT64_T, recv_counts.data(), 1, MPI_UINT64_T,
-                        Comm(comm_)),
+  CheckMpi(MPI_Alltoall(send_counts.data(), 1, MPI_UINT64_T, recv_counts.data(), 1, MPI_UINT64_T, Comm(comm_)),
            "MPI_Alltoall (byte counts)");
   for (size_t q = 0; q < n; ++q) {
     send_total += send_counts[q];

@@ -69,10 +69,8 @@ class Communicator final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  Request IsendBlocks(ConstBlocks blocks, int peer, int tag,
-                      std::string_view call = "MPI_Isend") const override;
-  Request IrecvBlocks(MutableBlocks blocks, int peer, int tag,
-                      std::string_view call = "MPI_Irecv") const override;
+  Request IsendBlocks(ConstBlocks blocks, int peer, int tag, std::string_view call = "MPI_Isend") const override;
+  Request IrecvBlocks(MutableBlocks blocks, int peer, int tag, std::string_view call = "MPI_Irecv") const override;
   using Transport::Irecv;
   using Transport::Isend;
   void Send(std::span<const std::byte> data, int peer, int tag) const override;
@@ -89,15 +87,12 @@ class Communicator final : public Transport {
                                  std::vector<int>* counts_out) const override;
   void Broadcast(std::span<std::byte> data, int root) const override;
   // MPI_Alltoall of the byte counts, then MPI_Alltoallv of the payload.
-  std::vector<std::vector<std::byte>> AllToAll(
-      std::vector<std::vector<std::byte>> send_per_peer) const override;
+  std::vector<std::vector<std::byte>> AllToAll(std::vector<std::vector<std::byte>> send_per_peer) const override;
   std::unique_ptr<Transport> Split(int color, int key) const override;
 
  protected:
-  bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                   Pending& status) const override;
-  void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                   Pending& status) const override;
+  bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const override;
+  void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const override;
   void CancelRequest(std::uintptr_t& handle) const noexcept override;
 
  private:

@@ -88,9 +88,10 @@ void CheckReplicaIds(const Transport& comm, int replica_id) {
   for (size_t rank = 0; rank < ids.size(); ++rank) {
     int id = ids[rank];
     if (id < 0 || id >= comm.size() || seen[static_cast<size_t>(id)]++) {
-      Fail("CrossReplicaSum: member {} of the logical-core communicator has replica id {}; "
-           "the {} members must hold each replica id 0..{} exactly once",
-           rank, id, comm.size(), comm.size() - 1);
+      Fail(
+          "CrossReplicaSum: member {} of the logical-core communicator has replica id {}; "
+          "the {} members must hold each replica id 0..{} exactly once",
+          rank, id, comm.size(), comm.size() - 1);
     }
   }
 }
@@ -103,37 +104,40 @@ void ValidateGroupAssignment(const GroupAssignment& groups, int num_replicas) {
   for (size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].empty()) Fail("group_assignment {}: group {} is empty", text, g);
     if (groups[g].size() != groups[0].size()) {
-      Fail("group_assignment {}: group {} has {} replicas but group 0 has {}; "
-           "all groups must have the same size", text, g, groups[g].size(), groups[0].size());
+      Fail(
+          "group_assignment {}: group {} has {} replicas but group 0 has {}; "
+          "all groups must have the same size",
+          text, g, groups[g].size(), groups[0].size());
     }
     for (size_t i = 0; i < groups[g].size(); ++i) {
       int id = groups[g][i];
       if (id < 0 || id >= num_replicas) {
-        Fail("group_assignment {}: group_assignment[{}][{}] = {} is out of range [0, {})", text,
-             g, i, id, num_replicas);
+        Fail("group_assignment {}: group_assignment[{}][{}] = {} is out of range [0, {})", text, g, i, id,
+             num_replicas);
       }
       int& owner = group_of[static_cast<size_t>(id)];
       if (owner >= 0) {
-        Fail("group_assignment {}: replica id {} appears more than once (groups {} and {})", text,
-             id, owner, g);
+        Fail("group_assignment {}: replica id {} appears more than once (groups {} and {})", text, id, owner, g);
       }
       owner = static_cast<int>(g);
     }
   }
   for (int id = 0; id < num_replicas && !groups.empty(); ++id) {
     if (group_of[static_cast<size_t>(id)] < 0) {
-      Fail("group_assignment {}: replica id {} is in no group; each of the {} replicas must "
-           "appear exactly once", text, id, num_replicas);
+      Fail(
+          "group_assignment {}: replica id {} is in no group; each of the {} replicas must "
+          "appear exactly once",
+          text, id, num_replicas);
     }
   }
 }
 
-CrossReplicaSum::CrossReplicaSum(const Transport& logical_core, int replica_id,
-                                 CrossReplicaSumOptions options)
+CrossReplicaSum::CrossReplicaSum(const Transport& logical_core, int replica_id, CrossReplicaSumOptions options)
     : options_(std::move(options)) {
   if (!logical_core.valid()) {
-    Fail("CrossReplicaSum: this rank has no logical-core communicator (a host rank or a core "
-         "outside every replica)");
+    Fail(
+        "CrossReplicaSum: this rank has no logical-core communicator (a host rank or a core "
+        "outside every replica)");
   }
   if (options_.ring_chunk_bytes == 0) Fail("CrossReplicaSum: ring_chunk_bytes must be positive");
   ValidateGroupAssignment(options_.group_assignment, logical_core.size());
@@ -220,8 +224,8 @@ void CrossReplicaSum::ReduceScatterStep(std::span<T> data, int send_segment, int
   }
   const size_t num_recvs = requests_.size();
   for (size_t at = send_begin; at < send_end; at += chunk) {
-    requests_.push_back(group_->Isend(Bytes(data.data(), at, std::min(at + chunk, send_end)), next,
-                                      kReduceScatterTag, "MPI_Isend (ring reduce-scatter)"));
+    requests_.push_back(group_->Isend(Bytes(data.data(), at, std::min(at + chunk, send_end)), next, kReduceScatterTag,
+                                      "MPI_Isend (ring reduce-scatter)"));
   }
   for (size_t c = 0; c < num_recvs; ++c) {
     requests_[c].Wait();
@@ -242,10 +246,10 @@ void CrossReplicaSum::AllGatherStep(std::span<T> data, int send_segment, int rec
   const size_t send_end = segment_offsets_[static_cast<size_t>(send_segment) + 1];
   const size_t recv_begin = segment_offsets_[static_cast<size_t>(recv_segment)];
   const size_t recv_end = segment_offsets_[static_cast<size_t>(recv_segment) + 1];
-  Request receive = group_->Irecv(Bytes(data.data(), recv_begin, recv_end), prev, kAllGatherTag,
-                                  "MPI_Irecv (ring all-gather)");
-  Request send = group_->Isend(Bytes(data.data(), send_begin, send_end), next, kAllGatherTag,
-                               "MPI_Isend (ring all-gather)");
+  Request receive =
+      group_->Irecv(Bytes(data.data(), recv_begin, recv_end), prev, kAllGatherTag, "MPI_Irecv (ring all-gather)");
+  Request send =
+      group_->Isend(Bytes(data.data(), send_begin, send_end), next, kAllGatherTag, "MPI_Isend (ring all-gather)");
   receive.Wait();
   send.Wait();
 }
@@ -260,9 +264,10 @@ std::vector<double> CrossReplicaSum::Fold() {
   std::vector<double> call_range{calls, -calls};
   group_->AllreduceInPlace(std::span<double>(call_range), ReduceOp::kMin);
   if (call_range[0] != calls || -call_range[1] != calls) {
-    Fail("CrossReplicaSum::Fold: members of group {} made between {} and {} Sum calls; "
-         "the min-duration method needs the same calls on every member",
-         group_index_, call_range[0], -call_range[1]);
+    Fail(
+        "CrossReplicaSum::Fold: members of group {} made between {} and {} Sum calls; "
+        "the min-duration method needs the same calls on every member",
+        group_index_, call_range[0], -call_range[1]);
   }
   std::vector<double> fastest = durations_seconds_;
   group_->AllreduceInPlace(std::span<double>(fastest), ReduceOp::kMin);
@@ -296,8 +301,7 @@ double ModeledRingAllReduceSeconds(size_t bytes, int group_size, const HardwareF
   if (group_size < 1) Fail("ModeledRingAllReduceSeconds: group_size {} must be >= 1", group_size);
   if (group_size == 1) return 0;
   if (hw.ici_link_gbps <= 0) {
-    Fail("ModeledRingAllReduceSeconds: hardware.ici_link_gbps = {} must be positive",
-         hw.ici_link_gbps);
+    Fail("ModeledRingAllReduceSeconds: hardware.ici_link_gbps = {} must be positive", hw.ici_link_gbps);
   }
   const double n = group_size;
   const double link_bytes_per_sec = hw.ici_link_gbps * 1e9 / 8;

@@ -12,8 +12,8 @@
 
 #include <memory>
 
-#include "cluster/transport.h"
 #include "cluster/topology.h"
+#include "cluster/transport.h"
 
 namespace tpusim::cluster {
 
@@ -65,8 +65,7 @@ class CrossReplicaSum {
   // every replica id 0..size-1 exactly once. Every member must pass the same
   // `options`. Throws Error on a bad group_assignment (before any MPI call, so
   // every member throws) or when the members' replica ids are not 0..size-1.
-  CrossReplicaSum(const Transport& logical_core, int replica_id,
-                  CrossReplicaSumOptions options = {});
+  CrossReplicaSum(const Transport& logical_core, int replica_id, CrossReplicaSumOptions options = {});
   CrossReplicaSum(CrossReplicaSum&&) noexcept = default;
   CrossReplicaSum& operator=(CrossReplicaSum&&) noexcept = default;
   CrossReplicaSum(const CrossReplicaSum&) = delete;
@@ -119,12 +118,12 @@ class CrossReplicaSum {
   std::unique_ptr<Transport> group_;
   int group_index_ = 0;
   std::vector<int> members_;
-  std::vector<std::byte> scratch_;        // one incoming ring segment
-  std::vector<Request> requests_;         // in-flight chunk sends and receives
-  std::vector<size_t> segment_offsets_;   // n + 1 element offsets of the ring segments
+  std::vector<std::byte> scratch_;         // one incoming ring segment
+  std::vector<Request> requests_;          // in-flight chunk sends and receives
+  std::vector<size_t> segment_offsets_;    // n + 1 element offsets of the ring segments
   std::vector<double> durations_seconds_;  // since the last Fold
   int64_t bytes_summed_ = 0;
-  CrsTimingSummary folded_;                // totals of the folded calls
+  CrsTimingSummary folded_;  // totals of the folded calls
 };
 
 // Time an all-reduce of `bytes` per member over `group_size` chips would take on

@@ -36,8 +36,7 @@ struct Capacity {
 void CheckAtLeastOne(const Coord& values, const char* key) {
   for (int i = 0; i < 4; ++i) {
     if (values[i] < 1) {
-      Fail("{} {}: entry {} ({}) is {}, every entry must be >= 1", key, values, i, kAxisNames[i],
-           values[i]);
+      Fail("{} {}: entry {} ({}) is {}, every entry must be >= 1", key, values, i, kAxisNames[i], values[i]);
     }
   }
 }
@@ -53,9 +52,10 @@ Capacity ComputeCapacity(const Topology& topology, const DeviceAssignmentOptions
   for (int i = 0; i < 4; ++i) capacity.footprint[i] = shape[i] * stride[i];
   for (int i = 0; i < 4; ++i) {
     if (capacity.footprint[i] > mesh[i]) {
-      Fail("computation footprint {} (computation_shape {} * computation_stride {}) does not fit "
-           "in the topology shape {}: axis {} needs {} > {}",
-           capacity.footprint, shape, stride, mesh, kAxisNames[i], capacity.footprint[i], mesh[i]);
+      Fail(
+          "computation footprint {} (computation_shape {} * computation_stride {}) does not fit "
+          "in the topology shape {}: axis {} needs {} > {}",
+          capacity.footprint, shape, stride, mesh, kAxisNames[i], capacity.footprint[i], mesh[i]);
     }
     capacity.replica_counts[i] = mesh[i] / capacity.footprint[i] * stride[i];
   }
@@ -71,10 +71,11 @@ Capacity ValidateOptions(const Topology& topology, const DeviceAssignmentOptions
   if (options.num_replicas < 1) Fail("num_replicas = {}: must be >= 1", options.num_replicas);
   if (options.num_replicas > capacity.max_replicas) {
     // TF's own words (numpy prints arrays as [4 2 1 1]).
-    Fail("requested {} replicas but only {} replicas with shape [{}] and computation_stride [{}] "
-         "fit in a TPU mesh of shape [{}]",
-         options.num_replicas, capacity.max_replicas, fmt::join(shape, " "),
-         fmt::join(stride, " "), fmt::join(mesh, " "));
+    Fail(
+        "requested {} replicas but only {} replicas with shape [{}] and computation_stride [{}] "
+        "fit in a TPU mesh of shape [{}]",
+        options.num_replicas, capacity.max_replicas, fmt::join(shape, " "), fmt::join(stride, " "),
+        fmt::join(mesh, " "));
   }
   return capacity;
 }
@@ -104,28 +105,25 @@ Coord ChooseReplicaShape(const Coord& replica_counts, int num_replicas) {
 // Whether the ring ordering may be used: a replica takes whole chips, there is
 // no stride and the slice is full. The legacy rule (older TF) hard-coded two
 // cores per chip; it only ever ran on two-core chips, so it also requires that.
-bool RingAllowed(const Topology& topology, const DeviceAssignmentOptions& options,
-                 const Capacity& capacity) {
+bool RingAllowed(const Topology& topology, const DeviceAssignmentOptions& options, const Capacity& capacity) {
   const Coord& shape = options.computation_shape;
   const int cores_per_chip = topology.cores_per_chip();
-  const bool whole_chips = options.ring_rule == RingRule::kCurrent
-                               ? shape[3] == cores_per_chip
-                               : shape[3] == 2 && cores_per_chip == 2;
-  return whole_chips && Product(options.computation_stride) == 1 &&
-         options.num_replicas == capacity.max_replicas;
+  const bool whole_chips =
+      options.ring_rule == RingRule::kCurrent ? shape[3] == cores_per_chip : shape[3] == 2 && cores_per_chip == 2;
+  return whole_chips && Product(options.computation_stride) == 1 && options.num_replicas == capacity.max_replicas;
 }
 
 // AUTO takes the ring whenever it is allowed, MESH never, RING insists on it.
-bool UseRing(const Topology& topology, const DeviceAssignmentOptions& options,
-             const Capacity& capacity) {
+bool UseRing(const Topology& topology, const DeviceAssignmentOptions& options, const Capacity& capacity) {
   const bool ring_ok = RingAllowed(topology, options, capacity);
   if (options.order == DeviceOrderMode::kRing && !ring_ok) {
-    Fail("device order mode 'ring' is incompatible with computation_shape {}, "
-         "computation_stride {} and {} replicas: the ring needs whole chips "
-         "(computation_shape[3] == {}), stride [1, 1, 1, 1] and a full slice ({} replicas); "
-         "use 'auto' or 'mesh'",
-         options.computation_shape, options.computation_stride, options.num_replicas,
-         topology.cores_per_chip(), capacity.max_replicas);
+    Fail(
+        "device order mode 'ring' is incompatible with computation_shape {}, "
+        "computation_stride {} and {} replicas: the ring needs whole chips "
+        "(computation_shape[3] == {}), stride [1, 1, 1, 1] and a full slice ({} replicas); "
+        "use 'auto' or 'mesh'",
+        options.computation_shape, options.computation_stride, options.num_replicas, topology.cores_per_chip(),
+        capacity.max_replicas);
   }
   return ring_ok && options.order != DeviceOrderMode::kMesh;
 }
@@ -203,8 +201,8 @@ std::vector<Chip> Ring3d(int x_size, int y_size, int z_size) {
 
 // Replicas follow a ring over the replica boxes; inside a replica logical cores
 // fill both cores of a chip before moving to the next chip of the inner ring.
-std::vector<Coord> RingAssignment(const Coord& shape, const Coord& replica_shape,
-                                  int num_replicas, int cores_per_chip) {
+std::vector<Coord> RingAssignment(const Coord& shape, const Coord& replica_shape, int num_replicas,
+                                  int cores_per_chip) {
   const std::vector<Chip> inner = Ring3d(shape[0], shape[1], shape[2]);
   const std::vector<Chip> outer = Ring3d(replica_shape[0], replica_shape[1], replica_shape[2]);
   const int cores_per_replica = static_cast<int>(Product(shape));
@@ -213,8 +211,8 @@ std::vector<Coord> RingAssignment(const Coord& shape, const Coord& replica_shape
     const Chip& box = outer[r];
     for (int k = 0; k < cores_per_replica; ++k) {
       const Chip& chip = inner[k / cores_per_chip];
-      assignment.push_back({box[0] * shape[0] + chip[0], box[1] * shape[1] + chip[1],
-                            box[2] * shape[2] + chip[2], k % cores_per_chip});
+      assignment.push_back(
+          {box[0] * shape[0] + chip[0], box[1] * shape[1] + chip[1], box[2] * shape[2] + chip[2], k % cores_per_chip});
     }
   }
   return assignment;
@@ -247,8 +245,8 @@ Coord LogicalOffset(int logical_core, const Coord& shape, const Coord& stride) {
   return offset;
 }
 
-std::vector<Coord> MeshAssignment(const DeviceAssignmentOptions& options,
-                                  const Capacity& capacity, const Coord& replica_shape) {
+std::vector<Coord> MeshAssignment(const DeviceAssignmentOptions& options, const Capacity& capacity,
+                                  const Coord& replica_shape) {
   const Coord& stride = options.computation_stride;
   const int cores_per_replica = static_cast<int>(Product(options.computation_shape));
   std::vector<Coord> assignment;
@@ -260,8 +258,7 @@ std::vector<Coord> MeshAssignment(const DeviceAssignmentOptions& options,
       for (int i = 0; i < 4; ++i) {
         // Strided replicas interleave: slot p sits in footprint block p / stride
         // at offset p % stride.
-        core[i] = position[i] / stride[i] * capacity.footprint[i] + position[i] % stride[i] +
-                  inner[i];
+        core[i] = position[i] / stride[i] * capacity.footprint[i] + position[i] % stride[i] + inner[i];
       }
     }
   }
@@ -271,18 +268,17 @@ std::vector<Coord> MeshAssignment(const DeviceAssignmentOptions& options,
 // ---------------------------------------------------------------------------
 // Degraded slice (docs/reference/infeed.md §2.3.5): devices in task-major order.
 
-std::vector<Coord> DegradedAssignment(const Topology& topology,
-                                      const DeviceAssignmentOptions& options) {
+std::vector<Coord> DegradedAssignment(const Topology& topology, const DeviceAssignmentOptions& options) {
   if (Product(options.computation_stride) != 1) {
-    Fail("topology '{}' has {} missing devices; a degraded slice requires computation_stride "
-         "[1, 1, 1, 1], got {}",
-         topology.name(), topology.num_missing_devices(), options.computation_stride);
+    Fail(
+        "topology '{}' has {} missing devices; a degraded slice requires computation_stride "
+        "[1, 1, 1, 1], got {}",
+        topology.name(), topology.num_missing_devices(), options.computation_stride);
   }
   const int64_t needed = options.num_replicas * Product(options.computation_shape);
   if (needed > topology.num_cores()) {
-    Fail("{} replicas x {} cores = {} cores, but degraded topology '{}' has only {} devices",
-         options.num_replicas, Product(options.computation_shape), needed, topology.name(),
-         topology.num_cores());
+    Fail("{} replicas x {} cores = {} cores, but degraded topology '{}' has only {} devices", options.num_replicas,
+         Product(options.computation_shape), needed, topology.name(), topology.num_cores());
   }
   std::vector<Coord> assignment;
   const int per_host = topology.cores_per_host();
@@ -324,9 +320,8 @@ int MaxReplicas(const Topology& topology, const DeviceAssignmentOptions& options
     max_replicas = std::min(max_replicas, topology.num_cores() / Product(options.computation_shape));
   }
   if (max_replicas < 1) {
-    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices",
-         options.computation_shape, Product(options.computation_shape), topology.name(),
-         topology.num_cores());
+    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices", options.computation_shape,
+         Product(options.computation_shape), topology.name(), topology.num_cores());
   }
   return static_cast<int>(max_replicas);
 }
@@ -335,14 +330,13 @@ int DefaultReplicas(const Topology& topology, const DeviceAssignmentOptions& opt
   ComputeCapacity(topology, options);  // TF's shape and footprint checks come first
   const int64_t cores_per_replica = Product(options.computation_shape);
   if (cores_per_replica > topology.num_cores()) {
-    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices",
-         options.computation_shape, cores_per_replica, topology.name(), topology.num_cores());
+    Fail("computation_shape {} needs {} cores, but topology '{}' has only {} devices", options.computation_shape,
+         cores_per_replica, topology.name(), topology.num_cores());
   }
   return static_cast<int>(topology.num_cores() / cores_per_replica);
 }
 
-DeviceAssignment DeviceAssignment::Build(const Topology& topology,
-                                         const DeviceAssignmentOptions& options) {
+DeviceAssignment DeviceAssignment::Build(const Topology& topology, const DeviceAssignmentOptions& options) {
   const Capacity capacity = ValidateOptions(topology, options);
   DeviceAssignment result;
   result.num_replicas_ = options.num_replicas;
@@ -355,8 +349,8 @@ DeviceAssignment DeviceAssignment::Build(const Topology& topology,
     result.replica_shape_ = ChooseReplicaShape(capacity.replica_counts, options.num_replicas);
     if (UseRing(topology, options, capacity)) {
       result.path_ = "ring";
-      result.core_assignment_ = RingAssignment(options.computation_shape, result.replica_shape_,
-                                               options.num_replicas, topology.cores_per_chip());
+      result.core_assignment_ = RingAssignment(options.computation_shape, result.replica_shape_, options.num_replicas,
+                                               topology.cores_per_chip());
     } else {
       result.path_ = "mesh";
       result.core_assignment_ = MeshAssignment(options, capacity, result.replica_shape_);
@@ -366,9 +360,8 @@ DeviceAssignment DeviceAssignment::Build(const Topology& topology,
   return result;
 }
 
-DeviceAssignment DeviceAssignment::FromCores(const Topology& topology, int num_replicas,
-                                             int cores_per_replica, std::vector<Coord> cores,
-                                             std::string path) {
+DeviceAssignment DeviceAssignment::FromCores(const Topology& topology, int num_replicas, int cores_per_replica,
+                                             std::vector<Coord> cores, std::string path) {
   assert(static_cast<int>(cores.size()) == num_replicas * cores_per_replica);
   DeviceAssignment result;
   result.num_replicas_ = num_replicas;
@@ -383,8 +376,7 @@ DeviceAssignment DeviceAssignment::FromCores(const Topology& topology, int num_r
 // Precomputes TF's task_cores_to_replicas and our inverse (host, ordinal) table.
 // Replicas are visited in ascending order, so every list comes out sorted.
 void DeviceAssignment::IndexByHost(const Topology& topology) {
-  host_replicas_.assign(topology.num_hosts(),
-                        std::vector<std::vector<int>>(cores_per_replica_));
+  host_replicas_.assign(topology.num_hosts(), std::vector<std::vector<int>>(cores_per_replica_));
   at_.assign(topology.num_hosts(), std::vector<ReplicaCore>(topology.cores_per_host()));
   for (int r = 0; r < num_replicas_; ++r) {
     for (int k = 0; k < cores_per_replica_; ++k) {
@@ -401,10 +393,9 @@ void DeviceAssignment::IndexByHost(const Topology& topology) {
 }
 
 int DeviceAssignment::flat(int replica, int logical_core) const {
-  if (replica < 0 || replica >= num_replicas_ || logical_core < 0 ||
-      logical_core >= cores_per_replica_) {
-    Fail("(replica {}, logical core {}) is out of range: {} replicas of {} cores", replica,
-         logical_core, num_replicas_, cores_per_replica_);
+  if (replica < 0 || replica >= num_replicas_ || logical_core < 0 || logical_core >= cores_per_replica_) {
+    Fail("(replica {}, logical core {}) is out of range: {} replicas of {} cores", replica, logical_core, num_replicas_,
+         cores_per_replica_);
   }
   return replica * cores_per_replica_ + logical_core;
 }
@@ -413,17 +404,13 @@ const Coord& DeviceAssignment::coordinates(int replica, int logical_core) const 
   return core_assignment_[flat(replica, logical_core)];
 }
 
-int DeviceAssignment::host(int replica, int logical_core) const {
-  return host_[flat(replica, logical_core)];
-}
+int DeviceAssignment::host(int replica, int logical_core) const { return host_[flat(replica, logical_core)]; }
 
-int DeviceAssignment::tpu_ordinal(int replica, int logical_core) const {
-  return ordinal_[flat(replica, logical_core)];
-}
+int DeviceAssignment::tpu_ordinal(int replica, int logical_core) const { return ordinal_[flat(replica, logical_core)]; }
 
 const std::vector<int>& DeviceAssignment::lookup_replicas(int host, int logical_core) const {
-  const bool in_range = host >= 0 && host < static_cast<int>(host_replicas_.size()) &&
-                        logical_core >= 0 && logical_core < cores_per_replica_;
+  const bool in_range = host >= 0 && host < static_cast<int>(host_replicas_.size()) && logical_core >= 0 &&
+                        logical_core < cores_per_replica_;
   if (!in_range || host_replicas_[host][logical_core].empty()) {
     Fail("cannot find any replica in host {} that contains logical core {}", host, logical_core);
   }
@@ -433,8 +420,8 @@ const std::vector<int>& DeviceAssignment::lookup_replicas(int host, int logical_
 const std::vector<int>& DeviceAssignment::replicas_on_host(int host, int logical_core) const {
   if (host < 0 || host >= static_cast<int>(host_replicas_.size()) || logical_core < 0 ||
       logical_core >= cores_per_replica_) {
-    Fail("(host {}, logical core {}) is out of range: {} hosts, {} cores per replica", host,
-         logical_core, host_replicas_.size(), cores_per_replica_);
+    Fail("(host {}, logical core {}) is out of range: {} hosts, {} cores per replica", host, logical_core,
+         host_replicas_.size(), cores_per_replica_);
   }
   return host_replicas_[host][logical_core];
 }
@@ -455,25 +442,41 @@ namespace {
 // Lingvo's table of chip boxes for model parallelism over `chips` chips.
 Chip ChipBox(int chips, int split_size, const Coord& mesh) {
   switch (chips) {
-    case 1: return {1, 1, 1};
-    case 2: return {1, 2, 1};
-    case 4: return {2, 2, 1};
-    case 8: return {4, 2, 1};
-    case 12: return {1, 1, 12};
-    case 16: return {4, 4, 1};
-    case 24: return {1, 2, 12};
-    case 32: return mesh[1] == 32 ? Chip{1, 32, 1} : Chip{4, 8, 1};
-    case 64: return {8, 8, 1};
-    case 128: return {8, 16, 1};
-    case 256: return {16, 16, 1};
-    case 512: return {16, 32, 1};
-    case 1024: return {32, 32, 1};
-    case 2048: return {64, 32, 1};
-    case 4096: return {128, 32, 1};
+    case 1:
+      return {1, 1, 1};
+    case 2:
+      return {1, 2, 1};
+    case 4:
+      return {2, 2, 1};
+    case 8:
+      return {4, 2, 1};
+    case 12:
+      return {1, 1, 12};
+    case 16:
+      return {4, 4, 1};
+    case 24:
+      return {1, 2, 12};
+    case 32:
+      return mesh[1] == 32 ? Chip{1, 32, 1} : Chip{4, 8, 1};
+    case 64:
+      return {8, 8, 1};
+    case 128:
+      return {8, 16, 1};
+    case 256:
+      return {16, 16, 1};
+    case 512:
+      return {16, 32, 1};
+    case 1024:
+      return {32, 32, 1};
+    case 2048:
+      return {64, 32, 1};
+    case 4096:
+      return {128, 32, 1};
     default:
-      Fail("model parallelism with {} devices ({} chips) is not supported (Lingvo's "
-           "ComputationShape knows 1, 2, 4, 8, 12, 16, 24, 32, ..., 4096 chips)",
-           split_size, chips);
+      Fail(
+          "model parallelism with {} devices ({} chips) is not supported (Lingvo's "
+          "ComputationShape knows 1, 2, 4, 8, 12, 16, 24, 32, ..., 4096 chips)",
+          split_size, chips);
   }
 }
 
@@ -494,8 +497,8 @@ Coord ComputationShape(int split_size, const Topology& topology) {
   }
   const int cores_per_chip = mesh[3];
   if (split_size % cores_per_chip != 0) {
-    Fail("split size {} is not a multiple of the {} cores per chip of topology '{}'", split_size,
-         cores_per_chip, topology.name());
+    Fail("split size {} is not a multiple of the {} cores per chip of topology '{}'", split_size, cores_per_chip,
+         topology.name());
   }
   const Chip box = ChipBox(split_size / cores_per_chip, split_size, mesh);
   return {box[0], box[1], box[2], cores_per_chip};

@@ -87,11 +87,11 @@ class DeviceAssignment {
   std::string path_;
   Coord computation_shape_{};
   Coord replica_shape_{};
-  std::vector<Coord> core_assignment_;                       // [r * K + k]
-  std::vector<int> host_;                                    // [r * K + k]
-  std::vector<int> ordinal_;                                 // [r * K + k]
-  std::vector<std::vector<std::vector<int>>> host_replicas_; // [host][k] -> replicas
-  std::vector<std::vector<ReplicaCore>> at_;                 // [host][ordinal]
+  std::vector<Coord> core_assignment_;                        // [r * K + k]
+  std::vector<int> host_;                                     // [r * K + k]
+  std::vector<int> ordinal_;                                  // [r * K + k]
+  std::vector<std::vector<std::vector<int>>> host_replicas_;  // [host][k] -> replicas
+  std::vector<std::vector<ReplicaCore>> at_;                  // [host][ordinal]
 };
 
 // The most replicas TF's device_assignment accepts for `options`' computation shape

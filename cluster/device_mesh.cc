@@ -4,8 +4,8 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -126,9 +126,10 @@ Array PhysicalMesh(const std::vector<MeshDevice>& devices, const std::string& ki
   const std::vector<int> axes = PhysicalAxes(kind, box.extent(3));
   const int64_t chips = int64_t{box.extent(0)} * box.extent(1) * box.extent(2);
   if (static_cast<int64_t>(devices.size()) != chips * box.extent(3)) {
-    Fail("AssertionError: {} devices do not fill the {}x{}x{} box of their coordinates with {} "
-         "cores per chip (_get_physical_tpu_mesh)",
-         devices.size(), box.extent(0), box.extent(1), box.extent(2), box.extent(3));
+    Fail(
+        "AssertionError: {} devices do not fill the {}x{}x{} box of their coordinates with {} "
+        "cores per chip (_get_physical_tpu_mesh)",
+        devices.size(), box.extent(0), box.extent(1), box.extent(2), box.extent(3));
   }
   Array mesh;
   for (int a : axes) mesh.shape.push_back(box.extent(a));
@@ -136,16 +137,19 @@ Array PhysicalMesh(const std::vector<MeshDevice>& devices, const std::string& ki
   for (size_t k = 0; k < devices.size(); ++k) {
     const Coord& c = devices[k].coord;
     if (axes.size() == 3 && axes[2] == 2 && c[3] != 0) {
-      Fail("AssertionError: Creating meshes for TPU >v3 requires one device per chip "
-           "(\"megacore\" mode). Got device id {} for a device of kind {}", c[3], kind);
+      Fail(
+          "AssertionError: Creating meshes for TPU >v3 requires one device per chip "
+          "(\"megacore\" mode). Got device id {} for a device of kind {}",
+          c[3], kind);
     }
     int64_t flat = 0;
     for (size_t i = 0; i < axes.size(); ++i) flat = flat * mesh.shape[i] + (c[axes[i]] - box.lo[axes[i]]);
     mesh.items[flat] = static_cast<int>(k);
   }
   if (std::count(mesh.items.begin(), mesh.items.end(), -1) > 0) {
-    Fail("AssertionError: Constructed mesh contains a \"hole\"; probable cause: coordinates of "
-         "jax_devices are not a contiguous cuboid");
+    Fail(
+        "AssertionError: Constructed mesh contains a \"hole\"; probable cause: coordinates of "
+        "jax_devices are not a contiguous cuboid");
   }
   return mesh;
 }
@@ -218,8 +222,8 @@ std::set<std::vector<int>> Picks(const std::vector<int>& axes, int count) {
 }
 
 // Every [z_1..z_n] with product `size` where z_i divides what axis i has left.
-std::vector<std::vector<int64_t>> FeasibleAssignments(const std::vector<int64_t>& physical,
-                                                      const Matrix& assignment, int64_t size) {
+std::vector<std::vector<int64_t>> FeasibleAssignments(const std::vector<int64_t>& physical, const Matrix& assignment,
+                                                      int64_t size) {
   std::map<int64_t, int> multiplicity;
   for (int64_t f : PrimeFactors(size)) ++multiplicity[f];
   const std::vector<int64_t> used = RowProducts(assignment);
@@ -246,9 +250,9 @@ std::vector<std::vector<int64_t>> FeasibleAssignments(const std::vector<int64_t>
 // _prefer_first_logical_axis_assignment as one sort key: the larger key wins
 // (size of the whole physical axes taken, their number, the size taken on axes
 // already in use, then reverse lexicographic order).
-std::tuple<int64_t, int, int64_t, std::vector<int64_t>> Preference(
-    const std::vector<int64_t>& x, const std::vector<int64_t>& physical,
-    const std::vector<int64_t>& used) {
+std::tuple<int64_t, int, int64_t, std::vector<int64_t>> Preference(const std::vector<int64_t>& x,
+                                                                   const std::vector<int64_t>& physical,
+                                                                   const std::vector<int64_t>& used) {
   int64_t whole_size = 1, overlap_size = 1;
   int whole_axes = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -279,8 +283,10 @@ Positions SplittingAxes(const Array& physical, const std::vector<int64_t>& mesh_
     const std::vector<int64_t> used = RowProducts(assignment);
     const auto candidates = FeasibleAssignments(physical.shape, assignment, mesh_shape[l]);
     if (candidates.empty()) {
-      Fail("TypeError: no feasible assignment for logical axis {} of size {} "
-           "(_create_device_mesh_for_nd_torus_splitting_axes)", l, mesh_shape[l]);
+      Fail(
+          "TypeError: no feasible assignment for logical axis {} of size {} "
+          "(_create_device_mesh_for_nd_torus_splitting_axes)",
+          l, mesh_shape[l]);
     }
     const std::vector<int64_t>* best = &candidates[0];
     for (const auto& c : candidates) {
@@ -291,8 +297,7 @@ Positions SplittingAxes(const Array& physical, const std::vector<int64_t>& mesh_
   return GenerateLogicalMesh(physical, assignment);
 }
 
-Positions NdTorus(const Array& physical, const std::vector<int64_t>& mesh_shape,
-                  bool allow_split) {
+Positions NdTorus(const Array& physical, const std::vector<int64_t>& mesh_shape, bool allow_split) {
   std::vector<int64_t> assignable = physical.shape;
   std::vector<std::vector<int>> assignment(mesh_shape.size());
   for (size_t l = mesh_shape.size(); l-- > 0;) {
@@ -300,18 +305,20 @@ Positions NdTorus(const Array& physical, const std::vector<int64_t>& mesh_shape,
     for (int p : assignment[l]) assignable[p] = 0;
     if (!assignment[l].empty() || mesh_shape[l] <= 1) continue;
     if (allow_split) return SplittingAxes(physical, mesh_shape);
-    Fail("NotImplementedError: Failed to find assignment for logical_axis_index {} of size {} "
-         "with remaining assignable mesh [{}]. The size of each axis in your logical mesh must "
-         "be equal to the product of some subset of the physical mesh axis sizes. E.g. logical "
-         "mesh (4, 16) is compatible with physical mesh 4x4x4 since 4=4 and 16=4x4. If you want "
-         "to split physical axes, set  allow_split_physical_axes to True.",
-         l, mesh_shape[l], fmt::join(assignable, ", "));
+    Fail(
+        "NotImplementedError: Failed to find assignment for logical_axis_index {} of size {} "
+        "with remaining assignable mesh [{}]. The size of each axis in your logical mesh must "
+        "be equal to the product of some subset of the physical mesh axis sizes. E.g. logical "
+        "mesh (4, 16) is compatible with physical mesh 4x4x4 since 4=4 and 16=4x4. If you want "
+        "to split physical axes, set  allow_split_physical_axes to True.",
+        l, mesh_shape[l], fmt::join(assignable, ", "));
   }
   std::vector<int> transpose;
   for (const auto& axes : assignment) transpose.insert(transpose.end(), axes.begin(), axes.end());
   if (transpose.size() != physical.shape.size()) {
-    Fail("ValueError: axes don't match array (physical axes of size 1 left unassigned by "
-         "_create_device_mesh_for_nd_torus)");
+    Fail(
+        "ValueError: axes don't match array (physical axes of size 1 left unassigned by "
+        "_create_device_mesh_for_nd_torus)");
   }
   return Transpose(physical, transpose).items;
 }
@@ -347,8 +354,7 @@ std::array<int, 3> Bounds(const std::vector<MeshDevice>& devices) {
   return {best[0] + 1, best[1] + 1, best[2] + 1};
 }
 
-std::optional<Positions> LitePod(const std::vector<int64_t>& mesh_shape,
-                                 const std::vector<MeshDevice>& devices) {
+std::optional<Positions> LitePod(const std::vector<int64_t>& mesh_shape, const std::vector<MeshDevice>& devices) {
   const auto [bx, by, bz] = Bounds(devices);
   const Positions sequential = Sequential(devices);
   const size_t n = devices.size();
@@ -357,8 +363,7 @@ std::optional<Positions> LitePod(const std::vector<int64_t>& mesh_shape,
     const bool cube = bx == 2 && by == 2 && bz == 2;
     return Permuted(sequential, cube ? kV5eTrayIotaOrder : kV5eTrayRingOrder, 8);
   }
-  const bool whole = *std::max_element(mesh_shape.begin(), mesh_shape.end()) ==
-                     static_cast<int64_t>(n);
+  const bool whole = *std::max_element(mesh_shape.begin(), mesh_shape.end()) == static_cast<int64_t>(n);
   if (bx == 4 && by == 4 && bz == 1 && n == 16 && whole) {
     return Permuted(sequential, kTray4x4RingOrder, 16);
   }
@@ -385,8 +390,7 @@ std::optional<Positions> Tpu7x(const std::vector<MeshDevice>& devices, const std
   return out;
 }
 
-std::optional<Positions> KindHandler(const std::string& kind,
-                                     const std::vector<int64_t>& mesh_shape,
+std::optional<Positions> KindHandler(const std::string& kind, const std::vector<int64_t>& mesh_shape,
                                      const std::vector<MeshDevice>& devices) {
   if (kind == "TPU v2" || kind == "TPU v3") return TwoCoreTray(mesh_shape, devices.size());
   if (kind == "TPU v5 lite" || kind == "TPU v5e" || kind == "TPU v6 lite") {
@@ -400,22 +404,20 @@ std::optional<Positions> KindHandler(const std::string& kind,
 Positions CreateDeviceMesh(const std::string& kind, const std::vector<int64_t>& mesh_shape,
                            const std::vector<MeshDevice>& devices, bool allow_split) {
   if (Product(mesh_shape) != static_cast<int64_t>(devices.size())) {
-    Fail("ValueError: Number of devices {} must equal the product of mesh_shape {}",
-         devices.size(), PyTuple(mesh_shape));
+    Fail("ValueError: Number of devices {} must equal the product of mesh_shape {}", devices.size(),
+         PyTuple(mesh_shape));
   }
   if (std::optional<Positions> special = KindHandler(kind, mesh_shape, devices)) return *special;
   return NdTorus(PhysicalMesh(devices, kind), mesh_shape, allow_split);
 }
 
-bool IsAxisNameChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
+bool IsAxisNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 }  // namespace
 
 std::string JaxDeviceKind(const Generation& generation) {
   static const std::map<std::string, std::string> kinds = {
-      {"v2", "TPU v2"}, {"v3", "TPU v3"},      {"v4", "TPU v4"},         {"v5litepod", "TPU v5 lite"},
+      {"v2", "TPU v2"},  {"v3", "TPU v3"},       {"v4", "TPU v4"},  {"v5litepod", "TPU v5 lite"},
       {"v5p", "TPU v5"}, {"v6e", "TPU v6 lite"}, {"tpu7x", "TPU7x"}};
   const auto it = kinds.find(GenerationName(generation));
   return it == kinds.end() ? "TPU " + GenerationName(generation) : it->second;
@@ -433,11 +435,10 @@ std::vector<MeshDevice> JaxDeviceList(const Topology& topology) {
   return devices;
 }
 
-DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& generation,
-                              const MeshSpec& spec) {
+DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& generation, const MeshSpec& spec) {
   if (topology.cores_per_chip() != DevicesPerChip(generation)) {
-    Fail("topology {} has {} devices per chip but {} has {}", topology.name(),
-         topology.cores_per_chip(), GenerationName(generation), DevicesPerChip(generation));
+    Fail("topology {} has {} devices per chip but {} has {}", topology.name(), topology.cores_per_chip(),
+         GenerationName(generation), DevicesPerChip(generation));
   }
   DeviceMesh mesh;
   mesh.spec_ = spec;
@@ -445,20 +446,17 @@ DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& genera
   mesh.devices_ = JaxDeviceList(topology);
   std::vector<int64_t> shape;
   for (const MeshAxis& a : spec.axes) shape.push_back(a.size);
-  mesh.positions_ =
-      CreateDeviceMesh(mesh.device_kind_, shape, mesh.devices_, spec.allow_split_physical_axes);
+  mesh.positions_ = CreateDeviceMesh(mesh.device_kind_, shape, mesh.devices_, spec.allow_split_physical_axes);
   return mesh;
 }
 
-MeshAxis ParseMeshAxis(const std::string& name, std::string_view size_text,
-                       const std::string& where) {
+MeshAxis ParseMeshAxis(const std::string& name, std::string_view size_text, const std::string& where) {
   if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), IsAxisNameChar)) {
     Fail("{}: axis name '{}' must be 1 to 64 of A-Z a-z 0-9 _", where, name);
   }
   int size = 0;
   const auto [end, error] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
-  if (size_text.empty() || error != std::errc() || end != size_text.data() + size_text.size() ||
-      size < 1) {
+  if (size_text.empty() || error != std::errc() || end != size_text.data() + size_text.size() || size < 1) {
     Fail("{}: size '{}' of axis '{}' must be a whole number >= 1", where, size_text, name);
   }
   return {name, size};
@@ -479,8 +477,10 @@ std::vector<MeshAxis> ParseMeshAxes(const std::string& text, const std::string& 
     const std::string item = text.substr(start, comma - start);
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
-      Fail("{}: '{}' is not NAME=SIZE (axes by increasing network intensity, e.g. "
-           "data=16,fsdp=4)", context, item);
+      Fail(
+          "{}: '{}' is not NAME=SIZE (axes by increasing network intensity, e.g. "
+          "data=16,fsdp=4)",
+          context, item);
     }
     axes.push_back(ParseMeshAxis(item.substr(0, eq), std::string_view(item).substr(eq + 1), context));
     if (comma == std::string::npos) break;
@@ -496,24 +496,24 @@ std::string MeshAxesText(const std::vector<MeshAxis>& axes) {
   return fmt::format("{}", fmt::join(items, ","));
 }
 
-const Generation& MeshGeneration(const Topology& topology, const std::string& generation,
-                                 const std::string& where) {
+const Generation& MeshGeneration(const Topology& topology, const std::string& generation, const std::string& where) {
   if (!generation.empty()) return RequireGeneration(generation, where + ": generation");
   const std::string& name = topology.name();
   const Generation* g = FindGeneration(std::string_view(name).substr(0, name.find('-')));
   if (!g) {
-    Fail("{}: cannot tell the TPU generation of topology '{}' (its name does not start with one "
-         "of {}); pass --generation NAME or set topology_generation: NAME in the run file",
-         where, name, GenerationNames());
+    Fail(
+        "{}: cannot tell the TPU generation of topology '{}' (its name does not start with one "
+        "of {}); pass --generation NAME or set topology_generation: NAME in the run file",
+        where, name, GenerationNames());
   }
   return *g;
 }
 
-DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation,
-                           const MeshSpec& spec, const std::string& where) {
+DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation, const MeshSpec& spec,
+                           const std::string& where) {
   const Generation& g = MeshGeneration(topology, generation, where);
-  return InContext(fmt::format("{}: create_device_mesh refuses {} on {} ({})", where,
-                               MeshAxesText(spec.axes), topology.name(), JaxDeviceKind(g)),
+  return InContext(fmt::format("{}: create_device_mesh refuses {} on {} ({})", where, MeshAxesText(spec.axes),
+                               topology.name(), JaxDeviceKind(g)),
                    [&] { return DeviceMesh::Create(topology, g, spec); });
 }
 

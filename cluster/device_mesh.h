@@ -49,8 +49,7 @@ class DeviceMesh {
   // (a product that is not the device count, axes that fit no set of whole
   // physical axes without allow_split_physical_axes, a slice with holes), or when
   // the topology's devices per chip contradict the generation.
-  static DeviceMesh Create(const Topology& topology, const Generation& generation,
-                           const MeshSpec& spec);
+  static DeviceMesh Create(const Topology& topology, const Generation& generation, const MeshSpec& spec);
 
   const MeshSpec& spec() const { return spec_; }
   // JAX's device_kind of the slice ("TPU v4", "TPU v5 lite", "TPU7x", ...).
@@ -92,12 +91,11 @@ std::string MeshAxesText(const std::vector<MeshAxis>& axes);
 // The generation a mesh is built for: `generation` when given, else the one the
 // topology's name starts with (v4-32, v5e-16-custom); throws Error naming `where`
 // when neither names one.
-const Generation& MeshGeneration(const Topology& topology, const std::string& generation,
-                                 const std::string& where);
+const Generation& MeshGeneration(const Topology& topology, const std::string& generation, const std::string& where);
 
 // DeviceMesh::Create for the generation MeshGeneration picks, its refusals
 // prefixed "<where>: create_device_mesh refuses data=3 on v4-8 (TPU v4): ".
-DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation,
-                           const MeshSpec& spec, const std::string& where);
+DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation, const MeshSpec& spec,
+                           const std::string& where);
 
 }  // namespace tpusim::cluster

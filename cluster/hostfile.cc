@@ -81,8 +81,8 @@ std::vector<NodePlacement> PlaceTpuHosts(const std::vector<HostfileNode>& nodes,
     Fail(
         "{}: {} slots on {} nodes hold {} TPU hosts of {} ranks each (a TPU host's ranks "
         "stay on one node); the slice needs {} ({} ranks)",
-        source, slots, nodes.size(), WholeTpuHostCapacity(nodes, ranks_per_tpu_host),
-        ranks_per_tpu_host, num_tpu_hosts, num_tpu_hosts * ranks_per_tpu_host);
+        source, slots, nodes.size(), WholeTpuHostCapacity(nodes, ranks_per_tpu_host), ranks_per_tpu_host, num_tpu_hosts,
+        num_tpu_hosts * ranks_per_tpu_host);
   }
   return placement;
 }
@@ -94,8 +94,7 @@ std::vector<NodePlacement> PlaceBySlot(const std::vector<HostfileNode>& nodes, i
   for (int rank = 0; const HostfileNode& n : nodes) {
     const int take = std::min(n.slots, num_ranks - rank);
     if (take <= 0) break;
-    const int first_host = rank / ranks_per_tpu_host,
-              last_host = (rank + take - 1) / ranks_per_tpu_host;
+    const int first_host = rank / ranks_per_tpu_host, last_host = (rank + take - 1) / ranks_per_tpu_host;
     placement.push_back({n.name, first_host, last_host - first_host + 1, rank, take});
     rank += take;
   }
@@ -108,8 +107,7 @@ int WholeTpuHostCapacity(const std::vector<HostfileNode>& nodes, int ranks_per_t
   return capacity;
 }
 
-std::vector<std::string> DescribeSplitTpuHosts(const std::vector<NodePlacement>& placement,
-                                               int ranks_per_tpu_host) {
+std::vector<std::string> DescribeSplitTpuHosts(const std::vector<NodePlacement>& placement, int ranks_per_tpu_host) {
   std::map<int, std::vector<std::string>> nodes_of_host;
   for (const NodePlacement& p : placement) {
     for (int host = p.first_tpu_host; host < p.first_tpu_host + p.num_tpu_hosts; ++host) {

@@ -51,8 +51,7 @@ int WholeTpuHostCapacity(const std::vector<HostfileNode>& nodes, int ranks_per_t
 
 // "TPU host 1 (ranks 9-17) is split over nodes a, b", one line per TPU host whose
 // ranks are on more than one node of `placement`.
-std::vector<std::string> DescribeSplitTpuHosts(const std::vector<NodePlacement>& placement,
-                                               int ranks_per_tpu_host);
+std::vector<std::string> DescribeSplitTpuHosts(const std::vector<NodePlacement>& placement, int ranks_per_tpu_host);
 
 // The hostfile mpirun gets: each used node with exactly the slots of its ranks,
 // so mpirun's by-slot mapping puts consecutive ranks, a TPU host at a time, there.

@@ -115,8 +115,8 @@ void Deliver(Message& m, Receive& r) {
   } else {
     size_t capacity = 0;
     for (const auto& b : r.blocks) capacity += b.size();
-    r.op->Complete(status, fmt::format("message of {} bytes from rank {} (tag {}) truncated to {}",
-                                       m.bytes, m.source, m.tag, capacity));
+    r.op->Complete(status, fmt::format("message of {} bytes from rank {} (tag {}) truncated to {}", m.bytes, m.source,
+                                       m.tag, capacity));
   }
   if (m.op) m.op->Complete(status);
 }
@@ -138,8 +138,11 @@ class InProcessGroup {
   // Member r in process process_of_rank[r]; without a link, all in this one.
   InProcessGroup(InProcessOptions options, std::shared_ptr<RemoteLink> link, uint64_t id,
                  std::vector<int> process_of_rank)
-      : size_(static_cast<int>(process_of_rank.size())), options_(options), link_(std::move(link)),
-        id_(id), process_of_(std::move(process_of_rank)),
+      : size_(static_cast<int>(process_of_rank.size())),
+        options_(options),
+        link_(std::move(link)),
+        id_(id),
+        process_of_(std::move(process_of_rank)),
         mailboxes_(static_cast<size_t>(size_) * kContexts) {
     for (int r = 0; r < size_; ++r) {
       if (!IsLocal(r)) continue;
@@ -173,7 +176,9 @@ class InProcessGroup {
     auto op = std::make_shared<Op>();
     const size_t bytes = TotalBytes(blocks);
     link_->Send(id_, context, source, peer, process_of_[static_cast<size_t>(peer)], tag, blocks,
-                [op, source, tag, bytes] { op->Complete({source, tag, bytes}); });
+                [op, source, tag, bytes] {
+                  op->Complete({source, tag, bytes});
+                });
     return op;
   }
 
@@ -207,9 +212,7 @@ class InProcessGroup {
     }
   }
   bool abandoned() const { return abandoned_by_.load() >= 0; }
-  std::string reason() const {
-    return fmt::format("rank {} gave up on the group", abandoned_by_.load());
-  }
+  std::string reason() const { return fmt::format("rank {} gave up on the group", abandoned_by_.load()); }
 
   // The group that members of one Split call with `color` join: `chosen` lists
   // its members as ranks of this group, in their new rank order. The first local
@@ -305,9 +308,8 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
   Mailbox& box = group.mailbox(peer, context);
   Message m{source, tag, internal::TotalBytes(blocks), {}, {}, nullptr};
   std::unique_lock<std::mutex> lock(box.mutex);
-  auto match = std::find_if(box.posted.begin(), box.posted.end(), [&](const Receive& r) {
-    return internal::Matches(r.source, r.tag, source, tag);
-  });
+  auto match = std::find_if(box.posted.begin(), box.posted.end(),
+                            [&](const Receive& r) { return internal::Matches(r.source, r.tag, source, tag); });
   auto op = std::make_shared<Op>();
   if (match != box.posted.end()) {
     Receive r = std::move(*match);
@@ -318,8 +320,8 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
     op->Complete({source, tag, m.bytes});
     return op;
   }
-  const bool eager = m.bytes <= group.options().eager_limit_bytes &&
-                     box.buffered_bytes + m.bytes <= group.options().mailbox_bytes;
+  const bool eager =
+      m.bytes <= group.options().eager_limit_bytes && box.buffered_bytes + m.bytes <= group.options().mailbox_bytes;
   if (eager) {
     m.eager.reserve(m.bytes);
     for (const auto& b : blocks) m.eager.insert(m.eager.end(), b.begin(), b.end());
@@ -341,14 +343,12 @@ std::shared_ptr<Op> PostSend(internal::InProcessGroup& group, int source, Contex
 }
 
 std::shared_ptr<Op> PostReceive(internal::InProcessGroup& group, int rank, Context context,
-                                std::span<const std::span<std::byte>> blocks, int peer, int tag,
-                                Mailbox** queued_in) {
+                                std::span<const std::span<std::byte>> blocks, int peer, int tag, Mailbox** queued_in) {
   Mailbox& box = group.mailbox(rank, context);
   Receive r{peer, tag, {blocks.begin(), blocks.end()}, std::make_shared<Op>()};
   std::unique_lock<std::mutex> lock(box.mutex);
-  auto match = std::find_if(box.unexpected.begin(), box.unexpected.end(), [&](const Message& m) {
-    return internal::Matches(peer, tag, m.source, m.tag);
-  });
+  auto match = std::find_if(box.unexpected.begin(), box.unexpected.end(),
+                            [&](const Message& m) { return internal::Matches(peer, tag, m.source, m.tag); });
   if (match == box.unexpected.end()) {
     std::shared_ptr<Op> op = r.op;
     if (group.abandoned()) {
@@ -387,8 +387,8 @@ void ThrowIfFailed(const Op& op, std::string_view call, int peer) {
 }
 
 // Blocking point-to-point inside a context, for the collectives.
-void SendIn(internal::InProcessGroup& group, int source, Context context,
-            std::span<const std::byte> data, int peer, std::string_view call) {
+void SendIn(internal::InProcessGroup& group, int source, Context context, std::span<const std::byte> data, int peer,
+            std::string_view call) {
   Mailbox* queued = nullptr;
   const std::span<const std::byte> blocks[] = {data};
   std::shared_ptr<Op> op = PostSend(group, source, context, blocks, peer, 0, &queued);
@@ -396,8 +396,8 @@ void SendIn(internal::InProcessGroup& group, int source, Context context,
   ThrowIfFailed(*op, call, peer);
 }
 
-Pending RecvIn(internal::InProcessGroup& group, int rank, Context context, std::span<std::byte> data,
-               int peer, std::string_view call) {
+Pending RecvIn(internal::InProcessGroup& group, int rank, Context context, std::span<std::byte> data, int peer,
+               std::string_view call) {
   Mailbox* queued = nullptr;
   const std::span<std::byte> blocks[] = {data};
   std::shared_ptr<Op> op = PostReceive(group, rank, context, blocks, peer, 0, &queued);
@@ -406,14 +406,11 @@ Pending RecvIn(internal::InProcessGroup& group, int rank, Context context, std::
   return op->status;
 }
 
-Pending ProbeIn(internal::InProcessGroup& group, int rank, Context context, int peer, int tag,
-                std::string_view call) {
+Pending ProbeIn(internal::InProcessGroup& group, int rank, Context context, int peer, int tag, std::string_view call) {
   Mailbox& box = group.mailbox(rank, context);
   std::unique_lock<std::mutex> lock(box.mutex);
   std::optional<Pending> found;
-  box.arrived.wait(lock, [&] {
-    return (found = FindPending(box, peer, tag)).has_value() || group.abandoned();
-  });
+  box.arrived.wait(lock, [&] { return (found = FindPending(box, peer, tag)).has_value() || group.abandoned(); });
   if (!found) Fail("{} (peer rank {}) failed: {}", call, peer, group.reason());
   return *found;
 }
@@ -437,8 +434,12 @@ void Reduce(std::span<T> acc, std::span<const T> in, ReduceOp op) {
           acc[i] += in[i];
         }
         break;
-      case ReduceOp::kMax: acc[i] = std::max(acc[i], in[i]); break;
-      case ReduceOp::kMin: acc[i] = std::min(acc[i], in[i]); break;
+      case ReduceOp::kMax:
+        acc[i] = std::max(acc[i], in[i]);
+        break;
+      case ReduceOp::kMin:
+        acc[i] = std::min(acc[i], in[i]);
+        break;
     }
   }
 }
@@ -446,8 +447,7 @@ void Reduce(std::span<T> acc, std::span<const T> in, ReduceOp op) {
 }  // namespace
 
 std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateSpanningGroup(
-    std::shared_ptr<RemoteLink> link, uint64_t id, std::vector<int> process_of_rank,
-    InProcessOptions options) {
+    std::shared_ptr<RemoteLink> link, uint64_t id, std::vector<int> process_of_rank, InProcessOptions options) {
   if (process_of_rank.empty()) Fail("InProcessTransport::CreateSpanningGroup: no members");
   auto group = std::make_shared<internal::InProcessGroup>(options, std::move(link), id, std::move(process_of_rank));
   std::vector<std::unique_ptr<InProcessTransport>> endpoints;
@@ -457,8 +457,7 @@ std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateSpann
   return endpoints;
 }
 
-std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateGroup(
-    int size, InProcessOptions options) {
+std::vector<std::unique_ptr<InProcessTransport>> InProcessTransport::CreateGroup(int size, InProcessOptions options) {
   if (size < 1) Fail("InProcessTransport::CreateGroup: size {} must be >= 1", size);
   auto group = std::make_shared<internal::InProcessGroup>(size, options);
   std::vector<std::unique_ptr<InProcessTransport>> endpoints;
@@ -473,16 +472,14 @@ InProcessTransport::~InProcessTransport() = default;
 
 int InProcessTransport::size() const { return group_ ? group_->size() : 0; }
 
-Request InProcessTransport::IsendBlocks(ConstBlocks blocks, int peer, int tag,
-                                        std::string_view call) const {
+Request InProcessTransport::IsendBlocks(ConstBlocks blocks, int peer, int tag, std::string_view call) const {
   CheckPeer(peer, size(), false, call);
   Mailbox* queued = nullptr;
   std::shared_ptr<Op> op = PostSend(*group_, rank_, internal::kPointToPoint, blocks, peer, tag, &queued);
   return MakeRequest(NewHandle(std::move(op), queued), call, peer);
 }
 
-Request InProcessTransport::IrecvBlocks(MutableBlocks blocks, int peer, int tag,
-                                        std::string_view call) const {
+Request InProcessTransport::IrecvBlocks(MutableBlocks blocks, int peer, int tag, std::string_view call) const {
   CheckPeer(peer, size(), true, call);
   Mailbox* queued = nullptr;
   std::shared_ptr<Op> op = PostReceive(*group_, rank_, internal::kPointToPoint, blocks, peer, tag, &queued);
@@ -502,15 +499,13 @@ std::optional<Pending> InProcessTransport::TryProbe(int peer, int tag) const {
   return FindPending(box, peer, tag);
 }
 
-std::optional<Pending> InProcessTransport::ProbeFor(int peer, int tag,
-                                                   std::chrono::microseconds timeout) const {
+std::optional<Pending> InProcessTransport::ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const {
   CheckPeer(peer, size(), true, "ProbeFor");
   Mailbox& box = group_->mailbox(rank_, internal::kPointToPoint);
   std::unique_lock<std::mutex> lock(box.mutex);
   std::optional<Pending> found;
-  box.arrived.wait_for(lock, timeout, [&] {
-    return (found = FindPending(box, peer, tag)).has_value() || group_->abandoned();
-  });
+  box.arrived.wait_for(lock, timeout,
+                       [&] { return (found = FindPending(box, peer, tag)).has_value() || group_->abandoned(); });
   return found;
 }
 
@@ -518,8 +513,7 @@ bool InProcessTransport::SharesMemoryWith(int peer) const {
   return group_ && peer >= 0 && peer < size() && group_->IsLocal(peer);
 }
 
-bool InProcessTransport::TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                                     Pending& status) const {
+bool InProcessTransport::TestRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const {
   Handle* h = HandleOf(handle);
   if (!h->op->IsDone()) return false;
   status = h->op->status;
@@ -530,8 +524,7 @@ bool InProcessTransport::TestRequest(std::uintptr_t& handle, std::string_view ca
   return true;
 }
 
-void InProcessTransport::WaitRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                                     Pending& status) const {
+void InProcessTransport::WaitRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const {
   WaitOp(*HandleOf(handle)->op);
   TestRequest(handle, call, peer, status);
 }
@@ -566,8 +559,7 @@ void InProcessTransport::Allreduce(std::span<T> values, ReduceOp op) const {
   }
   std::vector<T> in(values.size());
   for (int q = 1; q < size(); ++q) {
-    RecvIn(*group_, rank_, internal::kCollective, std::as_writable_bytes(std::span<T>(in)), q,
-           "Allreduce");
+    RecvIn(*group_, rank_, internal::kCollective, std::as_writable_bytes(std::span<T>(in)), q, "Allreduce");
     Reduce(values, std::span<const T>(in), op);
   }
   for (int q = 1; q < size(); ++q) {
@@ -575,15 +567,9 @@ void InProcessTransport::Allreduce(std::span<T> values, ReduceOp op) const {
   }
 }
 
-void InProcessTransport::AllreduceInPlace(std::span<double> values, ReduceOp op) const {
-  Allreduce(values, op);
-}
-void InProcessTransport::AllreduceInPlace(std::span<float> values, ReduceOp op) const {
-  Allreduce(values, op);
-}
-void InProcessTransport::AllreduceInPlace(std::span<int32_t> values, ReduceOp op) const {
-  Allreduce(values, op);
-}
+void InProcessTransport::AllreduceInPlace(std::span<double> values, ReduceOp op) const { Allreduce(values, op); }
+void InProcessTransport::AllreduceInPlace(std::span<float> values, ReduceOp op) const { Allreduce(values, op); }
+void InProcessTransport::AllreduceInPlace(std::span<int32_t> values, ReduceOp op) const { Allreduce(values, op); }
 
 std::vector<std::byte> InProcessTransport::Gatherv(std::span<const std::byte> data, int root,
                                                    std::vector<int>* counts_out) const {
@@ -595,9 +581,8 @@ std::vector<std::byte> InProcessTransport::Gatherv(std::span<const std::byte> da
   std::vector<std::byte> out;
   std::vector<int> counts;
   for (int q = 0; q < size(); ++q) {
-    std::vector<std::byte> part =
-        q == rank_ ? std::vector<std::byte>(data.begin(), data.end())
-                   : RecvAllIn(*group_, rank_, internal::kCollective, q, "Gatherv");
+    std::vector<std::byte> part = q == rank_ ? std::vector<std::byte>(data.begin(), data.end())
+                                             : RecvAllIn(*group_, rank_, internal::kCollective, q, "Gatherv");
     counts.push_back(static_cast<int>(part.size()));
     out.insert(out.end(), part.begin(), part.end());
   }
@@ -627,8 +612,7 @@ std::vector<std::vector<std::byte>> InProcessTransport::AllToAll(
     std::vector<std::vector<std::byte>> send_per_peer) const {
   const size_t n = static_cast<size_t>(size());
   if (send_per_peer.size() != n) {
-    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank",
-         send_per_peer.size(), n);
+    Fail("AllToAll: {} send buffers for a communicator of {} ranks; need one per rank", send_per_peer.size(), n);
   }
   std::vector<std::shared_ptr<Op>> sends;
   for (size_t q = 0; q < n; ++q) {

@@ -47,8 +47,7 @@ struct InProcessOptions {
 class RemoteLink {
  public:
   // A message that arrived for a member of this process.
-  using Deliver = std::function<void(int context, int source, int dest, int tag,
-                                     std::vector<std::byte> bytes)>;
+  using Deliver = std::function<void(int context, int source, int dest, int tag, std::vector<std::byte> bytes)>;
   virtual ~RemoteLink() = default;
   // This process's index among the link's processes.
   virtual int process() const = 0;
@@ -69,15 +68,15 @@ class RemoteLink {
 class InProcessTransport final : public Transport {
  public:
   // The `size` endpoints of a new group; element i has rank i.
-  static std::vector<std::unique_ptr<InProcessTransport>> CreateGroup(int size,
-                                                                      InProcessOptions options = {});
+  static std::vector<std::unique_ptr<InProcessTransport>> CreateGroup(int size, InProcessOptions options = {});
   // This process's endpoints of a group spanning processes: member r lives in
   // process `process_of_rank[r]`; the result holds this process's members in rank
   // order. Every process calls it with the same arguments (and `link` joining
   // them); the group's id is `id`.
-  static std::vector<std::unique_ptr<InProcessTransport>> CreateSpanningGroup(
-      std::shared_ptr<RemoteLink> link, uint64_t id, std::vector<int> process_of_rank,
-      InProcessOptions options = {});
+  static std::vector<std::unique_ptr<InProcessTransport>> CreateSpanningGroup(std::shared_ptr<RemoteLink> link,
+                                                                              uint64_t id,
+                                                                              std::vector<int> process_of_rank,
+                                                                              InProcessOptions options = {});
   ~InProcessTransport() override;
   InProcessTransport(const InProcessTransport&) = delete;
   InProcessTransport& operator=(const InProcessTransport&) = delete;
@@ -86,10 +85,8 @@ class InProcessTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override;
 
-  Request IsendBlocks(ConstBlocks blocks, int peer, int tag,
-                      std::string_view call = "MPI_Isend") const override;
-  Request IrecvBlocks(MutableBlocks blocks, int peer, int tag,
-                      std::string_view call = "MPI_Irecv") const override;
+  Request IsendBlocks(ConstBlocks blocks, int peer, int tag, std::string_view call = "MPI_Isend") const override;
+  Request IrecvBlocks(MutableBlocks blocks, int peer, int tag, std::string_view call = "MPI_Irecv") const override;
   using Transport::Irecv;
   using Transport::Isend;
   Pending Probe(int peer, int tag) const override;
@@ -107,8 +104,7 @@ class InProcessTransport final : public Transport {
   std::vector<std::byte> Gatherv(std::span<const std::byte> data, int root,
                                  std::vector<int>* counts_out) const override;
   void Broadcast(std::span<std::byte> data, int root) const override;
-  std::vector<std::vector<std::byte>> AllToAll(
-      std::vector<std::vector<std::byte>> send_per_peer) const override;
+  std::vector<std::vector<std::byte>> AllToAll(std::vector<std::vector<std::byte>> send_per_peer) const override;
   std::unique_ptr<Transport> Split(int color, int key) const override;
 
   // This member gives up on the group (its thread failed and will not take part
@@ -120,10 +116,8 @@ class InProcessTransport final : public Transport {
   void Abandon() const;
 
  protected:
-  bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                   Pending& status) const override;
-  void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                   Pending& status) const override;
+  bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const override;
+  void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const override;
   void CancelRequest(std::uintptr_t& handle) const noexcept override;
 
  private:

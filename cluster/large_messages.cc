@@ -46,8 +46,7 @@ void PostChunkedSend(const Transport& comm, std::span<const std::byte> data, int
   const size_t chunk = MaxMessageBytes();
   for (size_t offset = 0; offset < data.size(); offset += chunk) {
     requests.push_back(
-        comm.Isend(data.subspan(offset, std::min(chunk, data.size() - offset)), peer, tag,
-                   "MPI_Isend (chunked)"));
+        comm.Isend(data.subspan(offset, std::min(chunk, data.size() - offset)), peer, tag, "MPI_Isend (chunked)"));
   }
 }
 
@@ -56,8 +55,7 @@ void PostChunkedReceive(const Transport& comm, std::span<std::byte> data, int pe
   const size_t chunk = MaxMessageBytes();
   for (size_t offset = 0; offset < data.size(); offset += chunk) {
     requests.push_back(
-        comm.Irecv(data.subspan(offset, std::min(chunk, data.size() - offset)), peer, tag,
-                   "MPI_Irecv (chunked)"));
+        comm.Irecv(data.subspan(offset, std::min(chunk, data.size() - offset)), peer, tag, "MPI_Irecv (chunked)"));
   }
 }
 
@@ -79,8 +77,8 @@ std::vector<std::byte> ReceiveBytes(const Transport& comm, int peer, int tag) {
   return data;
 }
 
-std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data,
-                                   int root, std::vector<size_t>* counts_out) {
+std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data, int root,
+                                   std::vector<size_t>* counts_out) {
   // Every rank learns every count, so all agree on one path.
   const uint64_t mine = data.size();
   std::vector<uint64_t> counts64(static_cast<size_t>(comm.size()));
@@ -99,8 +97,7 @@ std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::b
     for (int p = 0; p < comm.size(); ++p) {
       if (p == root) continue;
       const size_t i = static_cast<size_t>(p);
-      PostChunkedReceive(comm, std::span(out).subspan(offsets[i], counts[i]), p, kTagLargeGather,
-                         requests);
+      PostChunkedReceive(comm, std::span(out).subspan(offsets[i], counts[i]), p, kTagLargeGather, requests);
     }
     WaitAll(requests);
   } else {
@@ -114,8 +111,7 @@ std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::b
 
 std::vector<std::string> GatherStrings(const cluster::Transport& comm, const std::string& text) {
   std::vector<size_t> counts;
-  std::vector<std::byte> all =
-      GatherBytes(comm, std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
+  std::vector<std::byte> all = GatherBytes(comm, std::as_bytes(std::span(text.data(), text.size())), 0, &counts);
   std::vector<std::string> out;
   size_t offset = 0;
   for (size_t c : counts) {

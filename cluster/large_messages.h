@@ -27,8 +27,8 @@ std::vector<std::byte> ReceiveBytes(const Transport& comm, int peer, int tag);
 
 // Collective: every rank's bytes, concatenated in rank order at `root` (empty
 // elsewhere); `counts_out` (root only) gets each rank's byte count.
-std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data,
-                                   int root, std::vector<size_t>* counts_out);
+std::vector<std::byte> GatherBytes(const Transport& comm, std::span<const std::byte> data, int root,
+                                   std::vector<size_t>* counts_out);
 
 // Non-blocking building blocks: post the sends (receives) of `data` to (from)
 // `peer` in chunks of at most MaxMessageBytes(), appending their requests; the

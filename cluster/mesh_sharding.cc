@@ -30,12 +30,10 @@ void CheckAxesKnown(const MeshSpec& mesh, const PartitionSpec& spec, const std::
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     for (const std::string& a : spec.dims[d]) {
       if (AxisIndex(mesh, a) < 0) {
-        Fail("{}: dim {} names axis '{}', which cluster.mesh ({}) does not have", where, d, a,
-             MeshAxesText(mesh.axes));
+        Fail("{}: dim {} names axis '{}', which cluster.mesh ({}) does not have", where, d, a, MeshAxesText(mesh.axes));
       }
       if (!seen.insert(a).second) {
-        Fail("{}: axis '{}' appears twice in the spec (a mesh axis may shard one dimension once)",
-             where, a);
+        Fail("{}: axis '{}' appears twice in the spec (a mesh axis may shard one dimension once)", where, a);
       }
     }
   }
@@ -57,18 +55,18 @@ std::string SpecText(const PartitionSpec& spec) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
-void CheckPartitionSpec(const MeshSpec& mesh, const PartitionSpec& spec,
-                        const std::vector<int64_t>& global_shape, const std::string& where) {
+void CheckPartitionSpec(const MeshSpec& mesh, const PartitionSpec& spec, const std::vector<int64_t>& global_shape,
+                        const std::string& where) {
   if (spec.dims.size() > global_shape.size()) {
-    Fail("{}: {} has {} entries but the array has {} dimensions [{}]", where, SpecText(spec),
-         spec.dims.size(), global_shape.size(), fmt::join(global_shape, ", "));
+    Fail("{}: {} has {} entries but the array has {} dimensions [{}]", where, SpecText(spec), spec.dims.size(),
+         global_shape.size(), fmt::join(global_shape, ", "));
   }
   CheckAxesKnown(mesh, spec, where);
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     const int64_t blocks = BlockCount(mesh, spec.dims[d]);
     if (global_shape[d] % blocks != 0) {
-      Fail("{}: dim {} of size {} does not divide into {} blocks ({})", where, d, global_shape[d],
-           blocks, AxesProduct(mesh, spec.dims[d]));
+      Fail("{}: dim {} of size {} does not divide into {} blocks ({})", where, d, global_shape[d], blocks,
+           AxesProduct(mesh, spec.dims[d]));
     }
   }
 }
@@ -109,8 +107,8 @@ int CopyIndex(const MeshSpec& mesh, const SpecDim& axes, int flat) {
   return copy;
 }
 
-ShardBox ShardIndices(const MeshSpec& mesh, const PartitionSpec& spec,
-                      const std::vector<int64_t>& global_shape, int flat) {
+ShardBox ShardIndices(const MeshSpec& mesh, const PartitionSpec& spec, const std::vector<int64_t>& global_shape,
+                      int flat) {
   ShardBox box{std::vector<int64_t>(global_shape.size(), 0), global_shape};
   for (size_t d = 0; d < spec.dims.size(); ++d) {
     const int64_t size = global_shape[d] / BlockCount(mesh, spec.dims[d]);
@@ -120,8 +118,7 @@ ShardBox ShardIndices(const MeshSpec& mesh, const PartitionSpec& spec,
   return box;
 }
 
-DeviceAssignment BatchAssignment(const Topology& topology, const DeviceMesh& mesh,
-                                 const SpecDim& batch_axes) {
+DeviceAssignment BatchAssignment(const Topology& topology, const DeviceMesh& mesh, const SpecDim& batch_axes) {
   const MeshSpec& spec = mesh.spec();
   const int replicas = BlockCount(spec, batch_axes);
   const int devices = static_cast<int>(mesh.positions().size());

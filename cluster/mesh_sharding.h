@@ -53,8 +53,8 @@ struct ShardBox {
 // axis twice, has more entries than `global_shape` has dimensions, or splits a
 // dimension whose size the product of its axes' sizes does not divide
 // ("<where>: dim 0 of size 100 does not divide into 16 blocks (data=4 x fsdp=4)").
-void CheckPartitionSpec(const MeshSpec& mesh, const PartitionSpec& spec,
-                        const std::vector<int64_t>& global_shape, const std::string& where);
+void CheckPartitionSpec(const MeshSpec& mesh, const PartitionSpec& spec, const std::vector<int64_t>& global_shape,
+                        const std::string& where);
 
 // Coordinates of mesh position `flat` (row-major over mesh.axes), one per axis.
 std::vector<int> MeshCoords(const MeshSpec& mesh, int flat);
@@ -69,8 +69,8 @@ int BlockIndex(const MeshSpec& mesh, const SpecDim& axes, int flat);
 
 // The box of `global_shape` the device at mesh position `flat` holds: devices_indices_map.
 // Requires a spec CheckPartitionSpec accepts.
-ShardBox ShardIndices(const MeshSpec& mesh, const PartitionSpec& spec,
-                      const std::vector<int64_t>& global_shape, int flat);
+ShardBox ShardIndices(const MeshSpec& mesh, const PartitionSpec& spec, const std::vector<int64_t>& global_shape,
+                      int flat);
 
 // The copy index of mesh position `flat`: its row-major index over the mesh axes
 // not in `axes` (0..N/BlockCount-1).
@@ -79,7 +79,6 @@ int CopyIndex(const MeshSpec& mesh, const SpecDim& axes, int flat);
 // The device assignment of a batch sharded on dim 0 over `batch_axes` (the file
 // comment): BlockCount replicas of N / BlockCount cores, core k of replica r the
 // mesh device with BlockIndex r and CopyIndex k. Its path() is "partition_spec".
-DeviceAssignment BatchAssignment(const Topology& topology, const DeviceMesh& mesh,
-                                 const SpecDim& batch_axes);
+DeviceAssignment BatchAssignment(const Topology& topology, const DeviceMesh& mesh, const SpecDim& batch_axes);
 
 }  // namespace tpusim::cluster

@@ -12,30 +12,26 @@ namespace tpusim::cluster {
 std::string RankRole::Describe() const {
   if (is_host()) return fmt::format("host {}", host);
   if (!in_replica()) return fmt::format("core {}/{} (no replica)", host, ordinal);
-  return fmt::format("core {}/{} (replica {}, logical core {})", host, ordinal, replica,
-                     logical_core);
+  return fmt::format("core {}/{} (replica {}, logical core {})", host, ordinal, replica, logical_core);
 }
 
 RankLayout::RankLayout(int num_hosts, int cores_per_host, int hosts_per_process)
     : num_hosts_(num_hosts), cores_per_host_(cores_per_host), hosts_per_process_(hosts_per_process) {
   if (num_hosts < 1 || cores_per_host < 1) {
-    Fail("rank layout needs at least one host and one core per host (got {} x {})", num_hosts,
-         cores_per_host);
+    Fail("rank layout needs at least one host and one core per host (got {} x {})", num_hosts, cores_per_host);
   }
   if (hosts_per_process < 0 || (hosts_per_process > 0 && num_hosts % hosts_per_process != 0)) {
     std::vector<int> fits;
     for (int k = 1; k <= num_hosts; ++k) {
       if (num_hosts % k == 0) fits.push_back(k);
     }
-    Fail("{} TPU hosts per MPI rank does not divide the slice's {} hosts (one of {})", hosts_per_process,
-         num_hosts, fmt::join(fits, ", "));
+    Fail("{} TPU hosts per MPI rank does not divide the slice's {} hosts (one of {})", hosts_per_process, num_hosts,
+         fmt::join(fits, ", "));
   }
 }
 
-int RankLayout::core_rank(const DeviceAssignment& assignment, int replica,
-                          int logical_core) const {
-  return core_rank(assignment.host(replica, logical_core),
-                   assignment.tpu_ordinal(replica, logical_core));
+int RankLayout::core_rank(const DeviceAssignment& assignment, int replica, int logical_core) const {
+  return core_rank(assignment.host(replica, logical_core), assignment.tpu_ordinal(replica, logical_core));
 }
 
 RankRole RankLayout::RoleOf(int rank, const DeviceAssignment& assignment) const {
@@ -72,16 +68,16 @@ void RankLayout::CheckWorldSize(int world_size_now, const std::string& topology_
                                 const std::string& config_path) const {
   if (world_size_now == num_processes()) return;
   if (hosts_per_process_ > 0) {
-    Fail("world size {} does not fit topology {} in the {} layout: it needs {} MPI rank{} ({} TPU host{} "
-         "per rank); run: mpirun -np {} tpusim run {}  (or: tpusim launch {})",
-         world_size_now, topology_name, layout_name(), num_processes(), num_processes() == 1 ? "" : "s",
-         hosts_per_process_, hosts_per_process_ == 1 ? "" : "s", num_processes(), config_path, config_path);
+    Fail(
+        "world size {} does not fit topology {} in the {} layout: it needs {} MPI rank{} ({} TPU host{} "
+        "per rank); run: mpirun -np {} tpusim run {}  (or: tpusim launch {})",
+        world_size_now, topology_name, layout_name(), num_processes(), num_processes() == 1 ? "" : "s",
+        hosts_per_process_, hosts_per_process_ == 1 ? "" : "s", num_processes(), config_path, config_path);
   }
   Fail(
       "world size {} does not fit topology {}: it needs {} ranks ({} hosts x (1 + {} cores)); "
       "run: mpirun -np {} --oversubscribe tpusim run {}  (or: tpusim launch {})",
-      world_size_now, topology_name, world_size(), num_hosts_, cores_per_host_, world_size(),
-      config_path, config_path);
+      world_size_now, topology_name, world_size(), num_hosts_, cores_per_host_, world_size(), config_path, config_path);
 }
 
 }  // namespace tpusim::cluster

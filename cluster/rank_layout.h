@@ -56,8 +56,7 @@ class RankLayout {
 
   // Throws Error naming both numbers and the mpirun line that fits unless
   // `world_size` (MPI's) equals num_processes().
-  void CheckWorldSize(int world_size, const std::string& topology_name,
-                      const std::string& config_path) const;
+  void CheckWorldSize(int world_size, const std::string& topology_name, const std::string& config_path) const;
 
  private:
   int num_hosts_;

@@ -61,15 +61,13 @@ std::vector<std::string> ExpandName(const std::string& item, const std::string& 
   std::vector<std::string> names{""};
   for (size_t at = 0; at < item.size();) {
     const size_t open = item.find('[', at);
-    const std::string literal =
-        item.substr(at, open == std::string::npos ? std::string::npos : open - at);
+    const std::string literal = item.substr(at, open == std::string::npos ? std::string::npos : open - at);
     if (literal.find(']') != std::string::npos) Fail("{}: ']' without '[' in '{}'", where, item);
     for (std::string& name : names) name += literal;
     if (open == std::string::npos) break;
     const size_t close = item.find(']', open);
     if (close == std::string::npos) Fail("{}: '[' without ']' in '{}'", where, item);
-    const std::vector<std::string> numbers =
-        ExpandRanges(item.substr(open + 1, close - open - 1), where);
+    const std::vector<std::string> numbers = ExpandRanges(item.substr(open + 1, close - open - 1), where);
     if (numbers.size() > kMaxHosts / names.size()) Fail("{}: more than {} hosts", where, kMaxHosts);
     std::vector<std::string> product;
     for (const std::string& name : names) {
@@ -84,20 +82,20 @@ std::vector<std::string> ExpandName(const std::string& item, const std::string& 
 // Each node's tasks: SLURM_TASKS_PER_NODE, else SLURM_NTASKS spread as Slurm's
 // block distribution does (the first nodes take one more).
 std::vector<int> TasksOnNodes(const EnvLookup& env, const std::string& job, size_t num_nodes) {
-  if (const std::optional<std::string> per_node = env("SLURM_TASKS_PER_NODE");
-      per_node && !per_node->empty()) {
+  if (const std::optional<std::string> per_node = env("SLURM_TASKS_PER_NODE"); per_node && !per_node->empty()) {
     std::vector<int> tasks = ParseTasksPerNode(*per_node, "SLURM_TASKS_PER_NODE");
     if (tasks.size() != num_nodes) {
-      Fail("SLURM_TASKS_PER_NODE '{}' counts tasks on {} nodes but SLURM_JOB_NODELIST names {}",
-           *per_node, tasks.size(), num_nodes);
+      Fail("SLURM_TASKS_PER_NODE '{}' counts tasks on {} nodes but SLURM_JOB_NODELIST names {}", *per_node,
+           tasks.size(), num_nodes);
     }
     return tasks;
   }
   const std::optional<std::string> ntasks = env("SLURM_NTASKS");
   if (!ntasks) {
-    Fail("SLURM_JOB_ID={} is set but neither SLURM_TASKS_PER_NODE nor SLURM_NTASKS: tpusim "
-         "cannot tell how many tasks the allocation has",
-         job);
+    Fail(
+        "SLURM_JOB_ID={} is set but neither SLURM_TASKS_PER_NODE nor SLURM_NTASKS: tpusim "
+        "cannot tell how many tasks the allocation has",
+        job);
   }
   const std::optional<uint64_t> n = Number(*ntasks);
   if (!n || *n < 1 || *n > kMaxHosts * 1024) {
@@ -128,11 +126,9 @@ std::vector<int> ParseTasksPerNode(const std::string& text, const std::string& w
     const std::optional<uint64_t> count = Number(entry.substr(0, paren));
     std::optional<uint64_t> repeat = 1;
     if (paren != std::string::npos) {
-      repeat = entry.back() == ')' ? Number(entry.substr(paren + 2, entry.size() - paren - 3))
-                                   : std::nullopt;
+      repeat = entry.back() == ')' ? Number(entry.substr(paren + 2, entry.size() - paren - 3)) : std::nullopt;
     }
-    if (!count || !repeat || *count < 1 || *count > (1 << 20) || *repeat < 1 ||
-        *repeat > kMaxHosts - tasks.size()) {
+    if (!count || !repeat || *count < 1 || *count > (1 << 20) || *repeat < 1 || *repeat > kMaxHosts - tasks.size()) {
       Fail("{} '{}': '{}' is not N or N(xM) with N, M >= 1", what, text, entry);
     }
     tasks.insert(tasks.end(), *repeat, static_cast<int>(*count));
@@ -151,10 +147,11 @@ std::optional<SlurmAllocation> ReadSlurmAllocation(const EnvLookup& env) {
   std::optional<std::string> nodelist = env("SLURM_JOB_NODELIST");
   if (!nodelist || nodelist->empty()) nodelist = env("SLURM_NODELIST");
   if (!nodelist || nodelist->empty()) {
-    Fail("SLURM_JOB_ID={} is set (a Slurm allocation) but SLURM_JOB_NODELIST is not: tpusim "
-         "cannot tell the allocation's nodes; run it inside salloc or sbatch, or unset "
-         "SLURM_JOB_ID",
-         *job);
+    Fail(
+        "SLURM_JOB_ID={} is set (a Slurm allocation) but SLURM_JOB_NODELIST is not: tpusim "
+        "cannot tell the allocation's nodes; run it inside salloc or sbatch, or unset "
+        "SLURM_JOB_ID",
+        *job);
   }
   const std::vector<std::string> names = ExpandHostlist(*nodelist, "SLURM_JOB_NODELIST");
   const std::vector<int> tasks = TasksOnNodes(env, *job, names.size());

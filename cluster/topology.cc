@@ -27,29 +27,27 @@ void CheckMeshShape(const std::string& source, const Coord& mesh_shape) {
   int64_t cores = 1;
   for (int i = 0; i < 4; ++i) {
     if (mesh_shape[i] < 1) {
-      Fail("{}: mesh_shape[{}] = {}: every extent of mesh_shape {} must be >= 1", source, i,
-           mesh_shape[i], mesh_shape);
+      Fail("{}: mesh_shape[{}] = {}: every extent of mesh_shape {} must be >= 1", source, i, mesh_shape[i], mesh_shape);
     }
     cores *= mesh_shape[i];  // stays below 2^53: checked after every factor
     if (cores > kMaxMeshCores) {
-      Fail("{}: mesh_shape {} has more than the supported {} core positions", source, mesh_shape,
-           kMaxMeshCores);
+      Fail("{}: mesh_shape {} has more than the supported {} core positions", source, mesh_shape, kMaxMeshCores);
     }
   }
 }
 
 // Every host must own the same number of cores: TF describes the table as a
 // dense [num_tasks][num_tpus_per_task][4] array.
-void CheckTableShape(const std::string& source,
-                     const std::vector<std::vector<Coord>>& device_coordinates) {
+void CheckTableShape(const std::string& source, const std::vector<std::vector<Coord>>& device_coordinates) {
   if (device_coordinates.empty()) Fail("{}: device_coordinates: no hosts listed", source);
   const size_t cores = device_coordinates[0].size();
   if (cores == 0) Fail("{}: device_coordinates[0]: host 0 lists no cores", source);
   for (size_t h = 1; h < device_coordinates.size(); ++h) {
     if (device_coordinates[h].size() != cores) {
-      Fail("{}: device_coordinates[{}]: host {} has {} cores but host 0 has {}; every host "
-           "must own the same number of cores",
-           source, h, h, device_coordinates[h].size(), cores);
+      Fail(
+          "{}: device_coordinates[{}]: host {} has {} cores but host 0 has {}; every host "
+          "must own the same number of cores",
+          source, h, h, device_coordinates[h].size(), cores);
     }
   }
 }
@@ -68,8 +66,7 @@ void CheckKeys(const YAML::Node& map, const std::string& source, const std::stri
                std::initializer_list<const char*> allowed) {
   for (const auto& entry : map) {
     const std::string key = entry.first.as<std::string>();
-    const bool known = std::any_of(allowed.begin(), allowed.end(),
-                                   [&](const char* name) { return key == name; });
+    const bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char* name) { return key == name; });
     if (!known) {
       Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, entry.first), context, Printable(key),
            fmt::join(allowed, ", "));
@@ -92,8 +89,7 @@ int ReadInt(const YAML::Node& node, const std::string& source, const std::string
   }
 }
 
-double ReadPositiveDouble(const YAML::Node& node, const std::string& source,
-                          const std::string& key) {
+double ReadPositiveDouble(const YAML::Node& node, const std::string& source, const std::string& key) {
   if (!node.IsScalar()) Fail("{}: {}: expected a number", Where(source, node), key);
   double value = 0;
   try {
@@ -109,8 +105,8 @@ double ReadPositiveDouble(const YAML::Node& node, const std::string& source,
 
 // A list of exactly N integers; `what` describes the expected content.
 template <size_t N>
-std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source,
-                               const std::string& key, const char* what) {
+std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source, const std::string& key,
+                               const char* what) {
   if (!node.IsSequence() || node.size() != N) {
     Fail("{}: {}: expected a list of {} integers {}, got {}", Where(source, node), key, N, what,
          node.IsSequence() ? fmt::format("{} entries", node.size()) : "no list");
@@ -120,24 +116,22 @@ std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source
   return out;
 }
 
-std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node,
-                                                      const std::string& source) {
+std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node, const std::string& source) {
   if (!node.IsSequence() || node.size() == 0) {
-    Fail("{}: device_coordinates: expected a non-empty list of hosts, each a list of "
-         "[x, y, z, core] coordinates",
-         Where(source, node));
+    Fail(
+        "{}: device_coordinates: expected a non-empty list of hosts, each a list of "
+        "[x, y, z, core] coordinates",
+        Where(source, node));
   }
   std::vector<std::vector<Coord>> table(node.size());
   for (size_t h = 0; h < node.size(); ++h) {
     const YAML::Node host = node[h];
     if (!host.IsSequence()) {
-      Fail("{}: device_coordinates[{}]: expected a list of [x, y, z, core] coordinates",
-           Where(source, host), h);
+      Fail("{}: device_coordinates[{}]: expected a list of [x, y, z, core] coordinates", Where(source, host), h);
     }
     for (size_t o = 0; o < host.size(); ++o) {
-      table[h].push_back(ReadIntList<4>(host[o], source,
-                                        fmt::format("device_coordinates[{}][{}]", h, o),
-                                        "[x, y, z, core]"));
+      table[h].push_back(
+          ReadIntList<4>(host[o], source, fmt::format("device_coordinates[{}][{}]", h, o), "[x, y, z, core]"));
     }
   }
   return table;
@@ -164,9 +158,8 @@ void ReadHostFigures(const YAML::Node& node, const std::string& source, Hardware
 HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) {
   if (!node.IsMap()) Fail("{}: hardware: expected a mapping of figures", Where(source, node));
   CheckKeys(node, source, "hardware.",
-            {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops",
-             "hbm_gib_per_core", "hbm_gbps_per_core", "host_vcpus", "host_memory_gib",
-             "host_numa_nodes"});
+            {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops", "hbm_gib_per_core",
+             "hbm_gbps_per_core", "host_vcpus", "host_memory_gib", "host_numa_nodes"});
   auto read = [&](const char* key) {
     return ReadPositiveDouble(Require(node, source, key), source, fmt::format("hardware.{}", key));
   };
@@ -186,8 +179,8 @@ std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std:
   const YAML::Node bounds = node["host_bounds"];
   const YAML::Node table = node["device_coordinates"];
   if (bool(bounds) == bool(table)) {
-    Fail("{}: exactly one of 'host_bounds' and 'device_coordinates' must be given (found {})",
-         Where(source, node), bounds ? "both" : "neither");
+    Fail("{}: exactly one of 'host_bounds' and 'device_coordinates' must be given (found {})", Where(source, node),
+         bounds ? "both" : "neither");
   }
   if (table) return ReadDeviceCoordinates(table, source);
   const auto host_bounds = ReadIntList<3>(bounds, source, "host_bounds", "[bx, by, bz]");
@@ -202,8 +195,7 @@ std::string ReadName(const YAML::Node& node, const std::string& source) {
   return name.Scalar();
 }
 
-std::string ReadScalar(const YAML::Node& node, const std::string& source, const std::string& key,
-                       const char* what) {
+std::string ReadScalar(const YAML::Node& node, const std::string& source, const std::string& key, const char* what) {
   const YAML::Node value = Require(node, source, key);
   if (!value.IsScalar()) Fail("{}: {}: expected {}", Where(source, value), key, what);
   return value.Scalar();
@@ -214,10 +206,8 @@ std::string ReadScalar(const YAML::Node& node, const std::string& source, const 
 Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& source) {
   CheckKeys(node, source, "", {"name", "generation", "shape"});
   const std::string name = ReadName(node, source);
-  const std::string generation_name =
-      ReadScalar(node, source, "generation", "a TPU generation such as v5p");
-  const Generation& generation =
-      RequireGeneration(generation_name, Where(source, node["generation"]) + ": generation");
+  const std::string generation_name = ReadScalar(node, source, "generation", "a TPU generation such as v5p");
+  const Generation& generation = RequireGeneration(generation_name, Where(source, node["generation"]) + ": generation");
   const std::string text = ReadScalar(node, source, "shape", "a chip shape such as 4x4x8");
   const std::string where = Where(source, node["shape"]);
   const ChipShape shape = ParseChipShape(text, generation, where);
@@ -230,8 +220,7 @@ Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& sourc
 // Topology
 
 Topology Topology::Create(std::string source, std::string name, Coord mesh_shape,
-                          std::vector<std::vector<Coord>> device_coordinates,
-                          HardwareFigures hardware) {
+                          std::vector<std::vector<Coord>> device_coordinates, HardwareFigures hardware) {
   CheckMeshShape(source, mesh_shape);
   CheckTableShape(source, device_coordinates);
   Topology topology;
@@ -247,22 +236,22 @@ Topology Topology::Create(std::string source, std::string name, Coord mesh_shape
 // Fills host_at_/ordinal_at_ (TF's inverse tables), rejecting coordinates outside
 // the mesh and duplicates, which TF would silently accept (docs/reference/infeed.md §1.1 note).
 void Topology::BuildInverseTables(const std::string& source) {
-  const size_t positions = static_cast<size_t>(mesh_shape_[0]) * mesh_shape_[1] *
-                           mesh_shape_[2] * mesh_shape_[3];
+  const size_t positions = static_cast<size_t>(mesh_shape_[0]) * mesh_shape_[1] * mesh_shape_[2] * mesh_shape_[3];
   host_at_.assign(positions, -1);
   ordinal_at_.assign(positions, -1);
   for (int h = 0; h < num_hosts(); ++h) {
     for (int o = 0; o < cores_per_host_; ++o) {
       const Coord& coord = device_coordinates_[h][o];
       if (!contains(coord)) {
-        Fail("{}: device_coordinates[{}][{}] = {} lies outside mesh_shape {} (need 0 <= v < "
-             "extent on every axis)",
-             source, h, o, coord, mesh_shape_);
+        Fail(
+            "{}: device_coordinates[{}][{}] = {} lies outside mesh_shape {} (need 0 <= v < "
+            "extent on every axis)",
+            source, h, o, coord, mesh_shape_);
       }
       const int at = index(coord);
       if (host_at_[at] != -1) {
-        Fail("{}: device_coordinates[{}][{}] = {} duplicates host {} ordinal {}", source, h, o,
-             coord, host_at_[at], ordinal_at_[at]);
+        Fail("{}: device_coordinates[{}][{}] = {} duplicates host {} ordinal {}", source, h, o, coord, host_at_[at],
+             ordinal_at_[at]);
       }
       host_at_[at] = h;
       ordinal_at_[at] = o;
@@ -271,16 +260,16 @@ void Topology::BuildInverseTables(const std::string& source) {
   missing_devices_ = static_cast<int>(positions) - num_cores();
 }
 
-std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& source,
-                                                           const Coord& mesh_shape,
+std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& source, const Coord& mesh_shape,
                                                            const std::array<int, 3>& host_bounds) {
   CheckMeshShape(source, mesh_shape);
   std::array<int, 3> blocks{};
   for (int i = 0; i < 3; ++i) {
     if (host_bounds[i] < 1 || mesh_shape[i] % host_bounds[i] != 0) {
-      Fail("{}: host_bounds {} do not tile mesh_shape {}: axis {} extent {} is not a positive "
-           "multiple of {}",
-           source, host_bounds, mesh_shape, "xyz"[i], mesh_shape[i], host_bounds[i]);
+      Fail(
+          "{}: host_bounds {} do not tile mesh_shape {}: axis {} extent {} is not a positive "
+          "multiple of {}",
+          source, host_bounds, mesh_shape, "xyz"[i], mesh_shape[i], host_bounds[i]);
     }
     blocks[i] = mesh_shape[i] / host_bounds[i];
   }
@@ -293,8 +282,7 @@ std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& so
           for (int y = 0; y < host_bounds[1]; ++y) {
             for (int x = 0; x < host_bounds[0]; ++x) {
               for (int c = 0; c < mesh_shape[3]; ++c) {  // ordinals: core fastest
-                host.push_back({bx * host_bounds[0] + x, by * host_bounds[1] + y,
-                                bz * host_bounds[2] + z, c});
+                host.push_back({bx * host_bounds[0] + x, by * host_bounds[1] + y, bz * host_bounds[2] + z, c});
               }
             }
           }
@@ -307,19 +295,15 @@ std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& so
 
 const Coord& Topology::coordinates(int host, int ordinal) const {
   if (host < 0 || host >= num_hosts() || ordinal < 0 || ordinal >= cores_per_host_) {
-    Fail("topology '{}': no device (host {}, ordinal {}); hosts 0..{}, ordinals 0..{}", name_,
-         host, ordinal, num_hosts() - 1, cores_per_host_ - 1);
+    Fail("topology '{}': no device (host {}, ordinal {}); hosts 0..{}, ordinals 0..{}", name_, host, ordinal,
+         num_hosts() - 1, cores_per_host_ - 1);
   }
   return device_coordinates_[host][ordinal];
 }
 
-int Topology::host_at(const Coord& coord) const {
-  return contains(coord) ? host_at_[index(coord)] : -1;
-}
+int Topology::host_at(const Coord& coord) const { return contains(coord) ? host_at_[index(coord)] : -1; }
 
-int Topology::ordinal_at(const Coord& coord) const {
-  return contains(coord) ? ordinal_at_[index(coord)] : -1;
-}
+int Topology::ordinal_at(const Coord& coord) const { return contains(coord) ? ordinal_at_[index(coord)] : -1; }
 
 bool Topology::contains(const Coord& coord) const {
   for (int i = 0; i < 4; ++i) {
@@ -329,8 +313,7 @@ bool Topology::contains(const Coord& coord) const {
 }
 
 int Topology::index(const Coord& coord) const {
-  return ((coord[0] * mesh_shape_[1] + coord[1]) * mesh_shape_[2] + coord[2]) * mesh_shape_[3] +
-         coord[3];
+  return ((coord[0] * mesh_shape_[1] + coord[1]) * mesh_shape_[2] + coord[2]) * mesh_shape_[3] + coord[3];
 }
 
 // ---------------------------------------------------------------------------
@@ -338,13 +321,13 @@ int Topology::index(const Coord& coord) const {
 
 Topology ParseTopology(const YAML::Node& node, const std::string& source) {
   if (!node.IsMap()) {
-    Fail("{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
-         "device_coordinates, and hardware (or name, generation and shape)",
-         source);
+    Fail(
+        "{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
+        "device_coordinates, and hardware (or name, generation and shape)",
+        source);
   }
   if (node["generation"]) return ParseGeneratedTopology(node, source);
-  CheckKeys(node, source, "",
-            {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
+  CheckKeys(node, source, "", {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
   const std::string name = ReadName(node, source);
   const YAML::Node mesh = Require(node, source, "mesh_shape");
   const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");

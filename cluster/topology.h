@@ -29,9 +29,9 @@ struct HardwareFigures {
   double hbm_gbps_per_core = 0;
   // The TPU host (the VM of one TF task): what the input pipeline runs on. 0 = not
   // given (a topology file written before these figures existed).
-  double host_vcpus = 0;           // vCPUs (hyperthreads) of one host
-  double host_memory_gib = 0;      // memory of one host, GiB
-  int host_numa_nodes = 0;         // NUMA nodes of one host
+  double host_vcpus = 0;       // vCPUs (hyperthreads) of one host
+  double host_memory_gib = 0;  // memory of one host, GiB
+  int host_numa_nodes = 0;     // NUMA nodes of one host
 };
 
 class Topology {
@@ -43,14 +43,12 @@ class Topology {
   // positions no device claims are "missing" (a degraded slice, docs/reference/infeed.md §1.1).
   // `hardware` is stored as given; ParseTopology is what checks it is positive.
   static Topology Create(std::string source, std::string name, Coord mesh_shape,
-                         std::vector<std::vector<Coord>> device_coordinates,
-                         HardwareFigures hardware);
+                         std::vector<std::vector<Coord>> device_coordinates, HardwareFigures hardware);
 
   // The `host_bounds` layout: each host owns a bx*by*bz block of chips; hosts are
   // numbered x-block fastest, then y, then z; inside a host ordinals run core
   // fastest, then x, then y, then z. Throws Error when the blocks do not tile the mesh.
-  static std::vector<std::vector<Coord>> HostBoundsLayout(const std::string& source,
-                                                          const Coord& mesh_shape,
+  static std::vector<std::vector<Coord>> HostBoundsLayout(const std::string& source, const Coord& mesh_shape,
                                                           const std::array<int, 3>& host_bounds);
 
   const std::string& name() const { return name_; }

@@ -35,46 +35,41 @@ const Generation* GenerationOfDeviceKind(std::string kind) {
   std::transform(kind.begin(), kind.end(), kind.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   static const std::map<std::string, std::string> kinds = {
-      {"tpu v2", "v2"},        {"tpu v3", "v3"},         {"tpu v4", "v4"},
-      {"tpu v5 lite", "v5e"},  {"tpu v5e", "v5e"},       {"tpu v5", "v5p"},
-      {"tpu v5p", "v5p"},      {"tpu v6 lite", "v6e"},   {"tpu v6e", "v6e"},
-      {"tpu7x", "tpu7x"}};
+      {"tpu v2", "v2"},  {"tpu v3", "v3"},   {"tpu v4", "v4"},       {"tpu v5 lite", "v5e"}, {"tpu v5e", "v5e"},
+      {"tpu v5", "v5p"}, {"tpu v5p", "v5p"}, {"tpu v6 lite", "v6e"}, {"tpu v6e", "v6e"},     {"tpu7x", "tpu7x"}};
   const auto it = kinds.find(kind);
   return it == kinds.end() ? nullptr : FindGeneration(it->second);
 }
 
 // The generation whose figures an imported topology gets: `flag` when given (it
 // must agree with `device_kind` when that names one), else `device_kind`.
-const Generation& ImportGeneration(const std::string& flag, const std::string& device_kind,
-                                   const std::string& source) {
+const Generation& ImportGeneration(const std::string& flag, const std::string& device_kind, const std::string& source) {
   const Generation* from_kind = device_kind.empty() ? nullptr : GenerationOfDeviceKind(device_kind);
   if (!flag.empty()) {
     const Generation& chosen = RequireGeneration(flag, source + ": --generation");
     if (from_kind && from_kind != &chosen) {
-      Fail("{}: --generation {} contradicts the devices' device_kind '{}' ({})", source, flag,
-           device_kind, GenerationName(*from_kind));
+      Fail("{}: --generation {} contradicts the devices' device_kind '{}' ({})", source, flag, device_kind,
+           GenerationName(*from_kind));
     }
     return chosen;
   }
   if (from_kind) return *from_kind;
-  const std::string why = device_kind.empty()
-                              ? "the file does not name the chip"
-                              : fmt::format("device_kind '{}' is not a known TPU", device_kind);
-  Fail("{}: cannot tell the TPU generation for the hardware figures ({}); pass --generation NAME "
-       "or set topology_generation: NAME in the run file (known: {})",
-       source, why, GenerationNames());
+  const std::string why = device_kind.empty() ? "the file does not name the chip"
+                                              : fmt::format("device_kind '{}' is not a known TPU", device_kind);
+  Fail(
+      "{}: cannot tell the TPU generation for the hardware figures ({}); pass --generation NAME "
+      "or set topology_generation: NAME in the run file (known: {})",
+      source, why, GenerationNames());
 }
 
 Topology Assemble(const std::string& source, const std::string& name, const Coord& mesh_shape,
                   std::vector<std::vector<Coord>> table, const Generation& generation) {
   if (mesh_shape[3] != DevicesPerChip(generation)) {
-    Fail("{}: the mesh has {} devices per chip but {} has {}", source, mesh_shape[3],
-         GenerationName(generation), DevicesPerChip(generation));
+    Fail("{}: the mesh has {} devices per chip but {} has {}", source, mesh_shape[3], GenerationName(generation),
+         DevicesPerChip(generation));
   }
-  const double chips_per_host =
-      table.empty() ? 0.0 : static_cast<double>(table[0].size()) / mesh_shape[3];
-  return Topology::Create(source, name, mesh_shape, std::move(table),
-                          GenerationHardware(generation, chips_per_host));
+  const double chips_per_host = table.empty() ? 0.0 : static_cast<double>(table[0].size()) / mesh_shape[3];
+  return Topology::Create(source, name, mesh_shape, std::move(table), GenerationHardware(generation, chips_per_host));
 }
 
 // ---------------------------------------------------------------------------
@@ -107,8 +102,7 @@ JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
   if (!entry.is_object()) {
     Fail("{}: expected an object {{id, process_index, coords, core_on_chip}}", where);
   }
-  static const std::set<std::string> allowed = {"id", "process_index", "coords", "core_on_chip",
-                                                "device_kind"};
+  static const std::set<std::string> allowed = {"id", "process_index", "coords", "core_on_chip", "device_kind"};
   for (const auto& item : entry.items()) {
     if (!allowed.count(item.key())) {
       Fail("{}: unknown key '{}' (allowed: {})", where, Printable(item.key()), fmt::join(allowed, ", "));
@@ -122,11 +116,10 @@ JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
     Fail("{}.coords: expected [x, y, z], got {}", where, coords.dump());
   }
   for (int i = 0; i < 3; ++i) {
-    d.coord[i] = static_cast<int>(
-        JsonInt(coords[i], fmt::format("{}.coords[{}]", where, i), kMaxCoordinate));
+    d.coord[i] = static_cast<int>(JsonInt(coords[i], fmt::format("{}.coords[{}]", where, i), kMaxCoordinate));
   }
-  d.coord[3] = static_cast<int>(
-      JsonInt(JsonKey(entry, where, "core_on_chip"), where + ".core_on_chip", kMaxCoordinate));
+  d.coord[3] =
+      static_cast<int>(JsonInt(JsonKey(entry, where, "core_on_chip"), where + ".core_on_chip", kMaxCoordinate));
   if (entry.contains("device_kind")) {
     if (!entry["device_kind"].is_string()) Fail("{}.device_kind: expected a string", where);
     d.kind = entry["device_kind"].get<std::string>();
@@ -148,8 +141,7 @@ json ParseJson(std::string_view text, const std::string& source) {
 }
 
 std::vector<JaxDevice> ReadJaxDevices(std::string_view text, const std::string& source) {
-  const json root = internal::LooksLikeJaxRepr(text) ? internal::JaxReprAsJson(text, source)
-                                                     : ParseJson(text, source);
+  const json root = internal::LooksLikeJaxRepr(text) ? internal::JaxReprAsJson(text, source) : ParseJson(text, source);
   if (!root.is_array() || root.empty()) {
     Fail("{}: a JAX device list must be a non-empty JSON array of devices", source);
   }
@@ -166,8 +158,7 @@ std::vector<JaxDevice> ReadJaxDevices(std::string_view text, const std::string& 
 std::string CommonDeviceKind(const std::vector<JaxDevice>& devices, const std::string& source) {
   for (const JaxDevice& d : devices) {
     if (d.kind != devices[0].kind) {
-      Fail("{}: devices of different kinds ('{}', id {}: '{}')", source, devices[0].kind, d.id,
-           d.kind);
+      Fail("{}: devices of different kinds ('{}', id {}: '{}')", source, devices[0].kind, d.id, d.kind);
     }
   }
   return devices[0].kind;
@@ -187,25 +178,25 @@ void CheckUnique(const std::vector<JaxDevice>& devices, const std::string& sourc
 }
 
 // Hosts in process_index order (0..H-1, no gaps), ordinals in id order.
-std::vector<std::vector<Coord>> JaxOwnership(std::vector<JaxDevice> devices,
-                                             const std::string& source) {
+std::vector<std::vector<Coord>> JaxOwnership(std::vector<JaxDevice> devices, const std::string& source) {
   std::sort(devices.begin(), devices.end(), [](const JaxDevice& a, const JaxDevice& b) {
     return std::pair(a.process, a.id) < std::pair(b.process, b.id);
   });
   std::vector<std::vector<Coord>> table;
   for (const JaxDevice& d : devices) {
     if (d.process >= static_cast<int64_t>(table.size()) + 1) {
-      Fail("{}: process_index {} is listed but {} is not; processes must be numbered 0..H-1",
-           source, d.process, table.size());
+      Fail("{}: process_index {} is listed but {} is not; processes must be numbered 0..H-1", source, d.process,
+           table.size());
     }
     if (d.process == static_cast<int64_t>(table.size())) table.emplace_back();
     table.back().push_back(d.coord);
   }
   for (size_t h = 1; h < table.size(); ++h) {
     if (table[h].size() != table[0].size()) {
-      Fail("{}: process {} has {} devices but process 0 has {}; every host must own the same "
-           "number",
-           source, h, table[h].size(), table[0].size());
+      Fail(
+          "{}: process {} has {} devices but process 0 has {}; every host must own the same "
+          "number",
+          source, h, table[h].size(), table[0].size());
     }
   }
   return table;
@@ -225,13 +216,14 @@ Coord MeshOf(const std::vector<JaxDevice>& devices) {
 void CheckProtoCounts(const internal::TopologyProtoFields& p, const std::string& source) {
   const size_t rank = p.mesh_shape.size();
   if (rank != 4 && rank != 3) {
-    Fail("{}: mesh_shape has {} entries; tpusim reads rank-4 [x, y, z, cores_per_chip] and TF "
-         "1.x's rank-3 [x, y, cores_per_chip] topologies",
-         source, rank);
+    Fail(
+        "{}: mesh_shape has {} entries; tpusim reads rank-4 [x, y, z, cores_per_chip] and TF "
+        "1.x's rank-3 [x, y, cores_per_chip] topologies",
+        source, rank);
   }
   if (p.num_tasks < 1 || p.num_tpu_devices_per_task < 1) {
-    Fail("{}: num_tasks = {} and num_tpu_devices_per_task = {}: both must be >= 1", source,
-         p.num_tasks, p.num_tpu_devices_per_task);
+    Fail("{}: num_tasks = {} and num_tpu_devices_per_task = {}: both must be >= 1", source, p.num_tasks,
+         p.num_tpu_devices_per_task);
   }
   const int64_t devices = int64_t{p.num_tasks} * p.num_tpu_devices_per_task;
   if (devices > kMaxDevices) {
@@ -240,10 +232,10 @@ void CheckProtoCounts(const internal::TopologyProtoFields& p, const std::string&
   }
   const auto per_device = static_cast<int64_t>(rank);
   if (static_cast<int64_t>(p.device_coordinates.size()) != devices * per_device) {
-    Fail("{}: device_coordinates has {} values but num_tasks {} x num_tpu_devices_per_task {} x {} "
-         "= {}",
-         source, p.device_coordinates.size(), p.num_tasks, p.num_tpu_devices_per_task, per_device,
-         devices * per_device);
+    Fail(
+        "{}: device_coordinates has {} values but num_tasks {} x num_tpu_devices_per_task {} x {} "
+        "= {}",
+        source, p.device_coordinates.size(), p.num_tasks, p.num_tpu_devices_per_task, per_device, devices * per_device);
   }
 }
 
@@ -267,9 +259,12 @@ void WidenRank3(internal::TopologyProtoFields& p, const std::string& source) {
 
 const char* FormatName(TopologyFileFormat format) {
   switch (format) {
-    case TopologyFileFormat::kJaxDevices: return "JAX device list";
-    case TopologyFileFormat::kTopologyProto: return "TopologyProto";
-    case TopologyFileFormat::kYaml: break;
+    case TopologyFileFormat::kJaxDevices:
+      return "JAX device list";
+    case TopologyFileFormat::kTopologyProto:
+      return "TopologyProto";
+    case TopologyFileFormat::kYaml:
+      break;
   }
   return "topology YAML";
 }
@@ -282,23 +277,24 @@ TopologyFileFormat DetectTopologyFormat(std::string_view bytes, const std::strin
   if (binary) return TopologyFileFormat::kTopologyProto;
   const size_t first = bytes.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) {
-    Fail("{}: empty file; expected a topology YAML, a JAX device list (JSON array) or a "
-         "TensorFlow TopologyProto",
-         source);
+    Fail(
+        "{}: empty file; expected a topology YAML, a JAX device list (JSON array) or a "
+        "TensorFlow TopologyProto",
+        source);
   }
   return bytes[first] == '[' ? TopologyFileFormat::kJaxDevices : TopologyFileFormat::kYaml;
 }
 
-Topology ImportJaxDevices(std::string_view text, const std::string& source,
-                          const std::string& name, const std::string& generation) {
+Topology ImportJaxDevices(std::string_view text, const std::string& source, const std::string& name,
+                          const std::string& generation) {
   const std::vector<JaxDevice> devices = ReadJaxDevices(text, source);
   CheckUnique(devices, source);
   const Generation& g = ImportGeneration(generation, CommonDeviceKind(devices, source), source);
   return Assemble(source, name, MeshOf(devices), JaxOwnership(devices, source), g);
 }
 
-Topology ImportTopologyProto(std::string_view bytes, const std::string& source,
-                             const std::string& name, const std::string& generation) {
+Topology ImportTopologyProto(std::string_view bytes, const std::string& source, const std::string& name,
+                             const std::string& generation) {
   internal::TopologyProtoFields p = internal::ParseTopologyProto(bytes, source);
   WidenRank3(p, source);
   CheckProtoCounts(p, source);
@@ -307,8 +303,8 @@ Topology ImportTopologyProto(std::string_view bytes, const std::string& source,
   size_t next = 0;
   for (auto& host : table) {
     for (int o = 0; o < p.num_tpu_devices_per_task; ++o, next += 4) {
-      host.push_back({p.device_coordinates[next], p.device_coordinates[next + 1],
-                      p.device_coordinates[next + 2], p.device_coordinates[next + 3]});
+      host.push_back({p.device_coordinates[next], p.device_coordinates[next + 1], p.device_coordinates[next + 2],
+                      p.device_coordinates[next + 3]});
     }
   }
   const Generation& g = ImportGeneration(generation, "", source);
@@ -330,11 +326,10 @@ std::string TopologyYaml(const Topology& topology, const std::vector<std::string
   out += fmt::format(
       "hardware:\n  core_peak_tflops: {}\n  hbm_gib_per_core: {}\n  ici_link_gbps: {}\n"
       "  host_to_device_gbps: {}\n  dcn_gbps_per_host: {}\n",
-      hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps,
-      hw.dcn_gbps_per_host);
+      hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps, hw.dcn_gbps_per_host);
   if (hw.host_vcpus > 0) {
-    out += fmt::format("  host_vcpus: {}\n  host_memory_gib: {}\n  host_numa_nodes: {}\n",
-                       hw.host_vcpus, hw.host_memory_gib, hw.host_numa_nodes);
+    out += fmt::format("  host_vcpus: {}\n  host_memory_gib: {}\n  host_numa_nodes: {}\n", hw.host_vcpus,
+                       hw.host_memory_gib, hw.host_numa_nodes);
   }
   if (hw.hbm_gbps_per_core > 0) out += fmt::format("  hbm_gbps_per_core: {}\n", hw.hbm_gbps_per_core);
   return out;

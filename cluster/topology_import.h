@@ -30,15 +30,15 @@ TopologyFileFormat DetectTopologyFormat(std::string_view bytes, const std::strin
 // JSON, a wrong or missing key, a negative or huge number, duplicate ids or
 // coordinates, processes not numbered 0..H-1, processes with unequal device
 // counts, or no way to tell the generation.
-Topology ImportJaxDevices(std::string_view text, const std::string& source,
-                          const std::string& name, const std::string& generation);
+Topology ImportJaxDevices(std::string_view text, const std::string& source, const std::string& name,
+                          const std::string& generation);
 
 // Reads a serialized TopologyProto (rank-4 mesh_shape). `generation` is required:
 // a TopologyProto does not name its chip. Throws Error "<source>: ..." on malformed
 // bytes (see internal::ParseTopologyProto), counts that contradict each other,
 // coordinates outside the mesh or duplicated, or a missing/mismatched generation.
-Topology ImportTopologyProto(std::string_view bytes, const std::string& source,
-                             const std::string& name, const std::string& generation);
+Topology ImportTopologyProto(std::string_view bytes, const std::string& source, const std::string& name,
+                             const std::string& generation);
 
 // The topology as a YAML document ParseTopology accepts: name, mesh_shape, an
 // explicit device_coordinates table (one host per line) and hardware; `comment`

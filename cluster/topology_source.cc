@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/file_read.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "base/regular_file.h"
 #include "base/strict_yaml.h"
 #include "cluster/accelerator_type.h"
@@ -79,29 +79,25 @@ std::string ReadBoundedFile(const std::string& path) {
 
 std::string FormatYamlError(const std::string& source, const YAML::Exception& e) {
   if (e.mark.is_null()) return fmt::format("{}: malformed YAML: {}", source, e.msg);
-  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1,
-                     e.msg);
+  return fmt::format("{}:{}:{}: malformed YAML: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg);
 }
 
 // Duplicate keys, non-scalar keys and alias bombs are errors (base/strict_yaml.h).
-YAML::Node ParseYaml(const std::string& text, const std::string& path) {
-  return LoadStrictYaml(text, path);
-}
+YAML::Node ParseYaml(const std::string& text, const std::string& path) { return LoadStrictYaml(text, path); }
 
 }  // namespace
 
-TopologySource ResolveTopology(const std::string& reference,
-                               const std::vector<std::string>& search_dirs,
+TopologySource ResolveTopology(const std::string& reference, const std::vector<std::string>& search_dirs,
                                const std::string& generation) {
   RefuseSpecialFile(reference);  // a name or a folder still falls through below
   if (IsRegularFile(reference)) return {reference, "", generation};
   const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
   if (std::string path = FindInDirs(reference, dirs); !path.empty()) return {path, "", generation};
   if (AcceleratorTypeShape(reference)) return {"", reference, generation};
-  Fail("topology '{}' is neither an existing file, a known name nor a Cloud TPU accelerator type; "
-       "searched {}; available: {}; accelerator types: {}",
-       reference, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "),
-       AcceleratorTypePatterns());
+  Fail(
+      "topology '{}' is neither an existing file, a known name nor a Cloud TPU accelerator type; "
+      "searched {}; available: {}; accelerator types: {}",
+      reference, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "), AcceleratorTypePatterns());
 }
 
 Topology LoadTopology(const TopologySource& source) {
@@ -113,10 +109,12 @@ Topology LoadTopologyFile(const std::string& path, const std::string& generation
   const std::string bytes = ReadBoundedFile(path);
   const std::string name = fs::path(path).stem().string();
   switch (DetectTopologyFormat(bytes, path)) {
-    case TopologyFileFormat::kJaxDevices: return ImportJaxDevices(bytes, path, name, generation);
+    case TopologyFileFormat::kJaxDevices:
+      return ImportJaxDevices(bytes, path, name, generation);
     case TopologyFileFormat::kTopologyProto:
       return ImportTopologyProto(bytes, path, name, generation);
-    case TopologyFileFormat::kYaml: break;
+    case TopologyFileFormat::kYaml:
+      break;
   }
   try {
     return ParseTopology(ParseYaml(bytes, path), path);

@@ -27,8 +27,7 @@ struct TopologySource {
 // `reference` is an accelerator type of a known generation with a size that does
 // not exist (the message lists the sizes), or is none of these (the message lists
 // the directories searched, the names available and the accelerator-type patterns).
-TopologySource ResolveTopology(const std::string& reference,
-                               const std::vector<std::string>& search_dirs = {},
+TopologySource ResolveTopology(const std::string& reference, const std::vector<std::string>& search_dirs = {},
                                const std::string& generation = "");
 
 // Loads a resolved reference (see LoadTopologyFile for files).

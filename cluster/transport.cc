@@ -8,8 +8,11 @@ namespace tpusim::cluster {
 Request::~Request() { Cancel(); }
 
 Request::Request(Request&& other) noexcept
-    : backend_(std::exchange(other.backend_, nullptr)), handle_(other.handle_),
-      call_(other.call_), peer_(other.peer_), status_(other.status_) {}
+    : backend_(std::exchange(other.backend_, nullptr)),
+      handle_(other.handle_),
+      call_(other.call_),
+      peer_(other.peer_),
+      status_(other.status_) {}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
@@ -50,14 +53,12 @@ Request Transport::MakeRequest(std::uintptr_t handle, std::string_view call, int
   return request;
 }
 
-Request Transport::Isend(std::span<const std::byte> data, int peer, int tag,
-                         std::string_view call) const {
+Request Transport::Isend(std::span<const std::byte> data, int peer, int tag, std::string_view call) const {
   const std::span<const std::byte> blocks[] = {data};
   return IsendBlocks(blocks, peer, tag, call);
 }
 
-Request Transport::Irecv(std::span<std::byte> data, int peer, int tag,
-                         std::string_view call) const {
+Request Transport::Irecv(std::span<std::byte> data, int peer, int tag, std::string_view call) const {
   const std::span<std::byte> blocks[] = {data};
   return IrecvBlocks(blocks, peer, tag, call);
 }
@@ -74,8 +75,6 @@ void Transport::Send(std::span<const std::byte> data, int peer, int tag) const {
   Isend(data, peer, tag, "MPI_Send").Wait();
 }
 
-void Transport::Recv(std::span<std::byte> data, int peer, int tag) const {
-  Irecv(data, peer, tag, "MPI_Recv").Wait();
-}
+void Transport::Recv(std::span<std::byte> data, int peer, int tag) const { Irecv(data, peer, tag, "MPI_Recv").Wait(); }
 
 }  // namespace tpusim::cluster

@@ -87,14 +87,10 @@ class Transport {
   // than their total; longer is an error). The blocks' bytes must outlive the
   // request; the span of blocks itself need not. `call` names the protocol in
   // errors ("MPI_Isend (infeed shard)").
-  virtual Request IsendBlocks(ConstBlocks blocks, int peer, int tag,
-                              std::string_view call = "MPI_Isend") const = 0;
-  virtual Request IrecvBlocks(MutableBlocks blocks, int peer, int tag,
-                              std::string_view call = "MPI_Irecv") const = 0;
-  Request Isend(std::span<const std::byte> data, int peer, int tag,
-                std::string_view call = "MPI_Isend") const;
-  Request Irecv(std::span<std::byte> data, int peer, int tag,
-                std::string_view call = "MPI_Irecv") const;
+  virtual Request IsendBlocks(ConstBlocks blocks, int peer, int tag, std::string_view call = "MPI_Isend") const = 0;
+  virtual Request IrecvBlocks(MutableBlocks blocks, int peer, int tag, std::string_view call = "MPI_Irecv") const = 0;
+  Request Isend(std::span<const std::byte> data, int peer, int tag, std::string_view call = "MPI_Isend") const;
+  Request Irecv(std::span<std::byte> data, int peer, int tag, std::string_view call = "MPI_Irecv") const;
   // Blocking send and receive of one contiguous message.
   virtual void Send(std::span<const std::byte> data, int peer, int tag) const;
   virtual void Recv(std::span<std::byte> data, int peer, int tag) const;
@@ -134,8 +130,7 @@ class Transport {
   // MPI_Alltoallv or, when some rank's total exceeds one MPI message
   // (large_messages.h), point-to-point chunks, every call checked. Throws Error
   // unless there is one buffer per member, or when a transfer fails.
-  virtual std::vector<std::vector<std::byte>> AllToAll(
-      std::vector<std::vector<std::byte>> send_per_peer) const = 0;
+  virtual std::vector<std::vector<std::byte>> AllToAll(std::vector<std::vector<std::byte>> send_per_peer) const = 0;
   // Members with the same color >= 0 form a new transport ordered by key (then
   // by rank); color < 0 yields an invalid one.
   virtual std::unique_ptr<Transport> Split(int color, int key) const = 0;
@@ -145,10 +140,8 @@ class Transport {
   Request MakeRequest(std::uintptr_t handle, std::string_view call, int peer) const;
   // Returns true (and fills `status`) once the operation completed; then the
   // handle is released. Wait blocks until then.
-  virtual bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                           Pending& status) const = 0;
-  virtual void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer,
-                           Pending& status) const = 0;
+  virtual bool TestRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const = 0;
+  virtual void WaitRequest(std::uintptr_t& handle, std::string_view call, int peer, Pending& status) const = 0;
   // Cancels and releases a pending operation (teardown only; never throws).
   virtual void CancelRequest(std::uintptr_t& handle) const noexcept = 0;
 

@@ -11,9 +11,8 @@ void PlanSequence(int64_t length, const CooPiece& piece, std::vector<CombineTerm
   for (int64_t e = 0; e < piece.nnz(); ++e) {
     const int64_t b = piece.sample_indices[static_cast<size_t>(2 * e)];
     const int64_t p = piece.sample_indices[static_cast<size_t>(2 * e + 1)];
-    terms[static_cast<size_t>(e)] = p < length ? CombineTerm{b * length + p,
-                                                             piece.aggregation_weights[e]}
-                                               : CombineTerm{};
+    terms[static_cast<size_t>(e)] =
+        p < length ? CombineTerm{b * length + p, piece.aggregation_weights[e]} : CombineTerm{};
   }
 }
 
@@ -40,8 +39,7 @@ void PlanCombined(Combiner combiner, const CooPiece& piece, std::vector<CombineT
     // A zero weight norm is invalid for mean/sqrtn per the op docs; the sample then
     // stays a zero vector instead of becoming NaN.
     terms[static_cast<size_t>(e)] =
-        n == 0.0 ? CombineTerm{}
-                 : CombineTerm{b, static_cast<float>(piece.aggregation_weights[e] / n)};
+        n == 0.0 ? CombineTerm{} : CombineTerm{b, static_cast<float>(piece.aggregation_weights[e] / n)};
   }
 }
 
@@ -49,8 +47,7 @@ void CheckSamples(const FeatureConfig& feature, const CooPiece& piece) {
   for (int64_t e = 0; e < piece.nnz(); ++e) {
     const int64_t b = piece.sample_indices[static_cast<size_t>(2 * e)];
     if (b < 0 || b >= piece.rows) {
-      Fail("embedding.features.{}: entry {} has sample row {} outside [0, {})", feature.name, e,
-           b, piece.rows);
+      Fail("embedding.features.{}: entry {} has sample row {} outside [0, {})", feature.name, e, b, piece.rows);
     }
   }
 }
@@ -72,8 +69,8 @@ void PlanCombine(const FeatureConfig& feature, Combiner combiner, const CooPiece
   }
 }
 
-void ApplyCombine(const std::vector<CombineTerm>& terms, std::span<const int64_t> row_of_entry,
-                  const RowMatrix& rows, int64_t activation_rows, RowMatrix& activations) {
+void ApplyCombine(const std::vector<CombineTerm>& terms, std::span<const int64_t> row_of_entry, const RowMatrix& rows,
+                  int64_t activation_rows, RowMatrix& activations) {
   activations.setZero(activation_rows, rows.cols());
   for (size_t e = 0; e < terms.size(); ++e) {
     if (terms[e].target < 0) continue;

@@ -37,7 +37,7 @@ void PlanCombine(const FeatureConfig& feature, Combiner combiner, const CooPiece
 
 // activations (zeroed and sized ActivationRows x rows.cols()) = sum over entries e
 // of terms[e].coefficient * rows.row(row_of_entry[e]).
-void ApplyCombine(const std::vector<CombineTerm>& terms, std::span<const int64_t> row_of_entry,
-                  const RowMatrix& rows, int64_t activation_rows, RowMatrix& activations);
+void ApplyCombine(const std::vector<CombineTerm>& terms, std::span<const int64_t> row_of_entry, const RowMatrix& rows,
+                  int64_t activation_rows, RowMatrix& activations);
 
 }  // namespace tpusim::embedding

@@ -14,9 +14,8 @@ namespace {
 constexpr Spellings<Combiner, 3> kCombiners{
     {{"sum", Combiner::kSum}, {"mean", Combiner::kMean}, {"sqrtn", Combiner::kSqrtn}}};
 constexpr Spellings<Sharding, 2> kShardings{{{"div", Sharding::kDiv}, {"mod", Sharding::kMod}}};
-constexpr Spellings<OptimizerKind, 3> kOptimizers{{{"sgd", OptimizerKind::kSgd},
-                                                   {"adagrad", OptimizerKind::kAdagrad},
-                                                   {"adam", OptimizerKind::kAdam}}};
+constexpr Spellings<OptimizerKind, 3> kOptimizers{
+    {{"sgd", OptimizerKind::kSgd}, {"adagrad", OptimizerKind::kAdagrad}, {"adam", OptimizerKind::kAdam}}};
 constexpr Spellings<IdDistribution, 2> kDistributions{
     {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
 constexpr Spellings<UpdateMode, 2> kUpdateModes{
@@ -68,8 +67,7 @@ void ValidateFeature(const EmbeddingConfig& config, const FeatureConfig& feature
     Fail("{}.max_sequence_length: {} must be >= 0", key, feature.max_sequence_length);
   }
   if (feature.weights == feature.name) {
-    Fail("{}.weights: '{}' must name another input key than the feature itself", key,
-         feature.weights);
+    Fail("{}.weights: '{}' must name another input key than the feature itself", key, feature.weights);
   }
   if (feature.distribution == IdDistribution::kZipf) {
     CheckRange(key + ".zipf_exponent", feature.zipf_exponent, 0.0, false, INFINITY);
@@ -122,12 +120,8 @@ size_t TableIndex(const EmbeddingConfig& config, std::string_view name) {
   return index;
 }
 
-Combiner ParseCombiner(std::string_view value, std::string_view key) {
-  return ParseSpelling(kCombiners, value, key);
-}
-Sharding ParseSharding(std::string_view value, std::string_view key) {
-  return ParseSpelling(kShardings, value, key);
-}
+Combiner ParseCombiner(std::string_view value, std::string_view key) { return ParseSpelling(kCombiners, value, key); }
+Sharding ParseSharding(std::string_view value, std::string_view key) { return ParseSpelling(kShardings, value, key); }
 OptimizerKind ParseOptimizer(std::string_view value, std::string_view key) {
   return ParseSpelling(kOptimizers, value, key);
 }

@@ -61,8 +61,8 @@ struct TableConfig {
 
 struct FeatureConfig {
   std::string name;
-  std::string table;     // name of a declared TableConfig
-  int64_t max_ids = 1;   // ids per example (dense width), padded with -1
+  std::string table;    // name of a declared TableConfig
+  int64_t max_ids = 1;  // ids per example (dense width), padded with -1
   // 0: combined feature (one activation row per example); L > 0: sequence feature
   // (L rows per example, positions >= L truncated).
   int64_t max_sequence_length = 0;

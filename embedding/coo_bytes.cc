@@ -14,7 +14,6 @@ namespace {
 constexpr size_t kFeatureHeaderBytes = 2 * sizeof(int64_t);
 constexpr size_t kBytesPerId = 3 * sizeof(int64_t) + sizeof(float);
 
-
 // Sequential reads of a trailer that fail with a clear message instead of reading
 // past its end.
 class TrailerReader {
@@ -24,8 +23,8 @@ class TrailerReader {
   template <typename T>
   void Read(std::span<T> out) {
     if (out.size_bytes() > bytes_.size() - offset_) {
-      Fail("embedding infeed: trailer of {} bytes ends early (need {} more at offset {})",
-           bytes_.size(), out.size_bytes(), offset_);
+      Fail("embedding infeed: trailer of {} bytes ends early (need {} more at offset {})", bytes_.size(),
+           out.size_bytes(), offset_);
     }
     std::memcpy(out.data(), bytes_.data() + offset_, out.size_bytes());
     offset_ += out.size_bytes();
@@ -38,8 +37,7 @@ class TrailerReader {
   size_t remaining() const { return bytes_.size() - offset_; }
   void ExpectEnd() const {
     if (offset_ != bytes_.size()) {
-      Fail("embedding infeed: trailer has {} bytes after its last feature",
-           bytes_.size() - offset_);
+      Fail("embedding infeed: trailer has {} bytes after its last feature", bytes_.size() - offset_);
     }
   }
 
@@ -56,23 +54,24 @@ void CheckEntries(const CooPiece& piece, const FeatureConfig& feature, int64_t v
     int64_t row = piece.sample_indices[static_cast<size_t>(2 * e)];
     int64_t position = piece.sample_indices[static_cast<size_t>(2 * e + 1)];
     int64_t id = piece.embedding_indices[static_cast<size_t>(e)];
-    if (row < 0 || row >= piece.rows || position < 0 || position >= positions || id < 0 ||
-        id >= vocab || !std::isfinite(piece.aggregation_weights[static_cast<size_t>(e)])) {
-      Fail("embedding.features.{}: trailer entry {} (row {}, position {}, id {}) is outside {} rows, "
-           "{} positions and vocab {}", feature.name, e, row, position, id, piece.rows, positions, vocab);
+    if (row < 0 || row >= piece.rows || position < 0 || position >= positions || id < 0 || id >= vocab ||
+        !std::isfinite(piece.aggregation_weights[static_cast<size_t>(e)])) {
+      Fail(
+          "embedding.features.{}: trailer entry {} (row {}, position {}, id {}) is outside {} rows, "
+          "{} positions and vocab {}",
+          feature.name, e, row, position, id, piece.rows, positions, vocab);
     }
   }
 }
 
-void ReadPiece(TrailerReader& reader, const FeatureConfig& feature, int64_t vocab,
-               CooPiece& piece) {
+void ReadPiece(TrailerReader& reader, const FeatureConfig& feature, int64_t vocab, CooPiece& piece) {
   piece.rows = reader.ReadInt();
   int64_t nnz = reader.ReadInt();
   int64_t max_nnz = 0;
-  if (piece.rows < 0 || nnz < 0 || __builtin_mul_overflow(feature.max_ids, piece.rows, &max_nnz) ||
-      nnz > max_nnz || static_cast<uint64_t>(nnz) > reader.remaining() / kBytesPerId) {
-    Fail("embedding.features.{}: trailer claims {} ids in {} rows ({} bytes left)", feature.name, nnz,
-         piece.rows, reader.remaining());
+  if (piece.rows < 0 || nnz < 0 || __builtin_mul_overflow(feature.max_ids, piece.rows, &max_nnz) || nnz > max_nnz ||
+      static_cast<uint64_t>(nnz) > reader.remaining() / kBytesPerId) {
+    Fail("embedding.features.{}: trailer claims {} ids in {} rows ({} bytes left)", feature.name, nnz, piece.rows,
+         reader.remaining());
   }
   piece.sample_indices.resize(static_cast<size_t>(2 * nnz));
   piece.embedding_indices.resize(static_cast<size_t>(nnz));
@@ -105,13 +104,11 @@ void EncodeCooPieces(std::span<const CooPiece> pieces, std::vector<std::byte>& o
   }
 }
 
-void DecodeCooPieces(std::span<const std::byte> trailer, const EmbeddingConfig& config,
-               std::vector<CooPiece>& pieces) {
+void DecodeCooPieces(std::span<const std::byte> trailer, const EmbeddingConfig& config, std::vector<CooPiece>& pieces) {
   TrailerReader reader(trailer);
   int64_t count = reader.ReadInt();
   if (count != static_cast<int64_t>(config.features.size())) {
-    Fail("embedding infeed: trailer holds {} features, the config declares {}", count,
-         config.features.size());
+    Fail("embedding infeed: trailer holds {} features, the config declares {}", count, config.features.size());
   }
   pieces.resize(config.features.size());
   for (size_t f = 0; f < config.features.size(); ++f) {

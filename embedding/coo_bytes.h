@@ -26,7 +26,6 @@ void EncodeCooPieces(std::span<const CooPiece> pieces, std::vector<std::byte>& o
 // reused). Throws Error when the bytes do not hold exactly that many well-formed
 // pieces: every entry inside its piece's rows, its feature's positions and its
 // table's vocab, every weight finite.
-void DecodeCooPieces(std::span<const std::byte> bytes, const EmbeddingConfig& config,
-                     std::vector<CooPiece>& pieces);
+void DecodeCooPieces(std::span<const std::byte> bytes, const EmbeddingConfig& config, std::vector<CooPiece>& pieces);
 
 }  // namespace tpusim::embedding

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "base/error.h"
 #include "base/byte_io.h"
+#include "base/error.h"
 
 namespace tpusim::embedding {
 namespace {
@@ -18,8 +18,7 @@ using Messages = std::vector<std::vector<std::byte>>;
 
 void CheckId(const FeatureConfig& feature, int64_t vocab, int64_t entry, int64_t id) {
   if (id < 0 || id >= vocab) {
-    Fail("embedding.features.{}: lookup id {} (entry {}) is outside [0, {})", feature.name, id,
-         entry, vocab);
+    Fail("embedding.features.{}: lookup id {} (entry {}) is outside [0, {})", feature.name, id, entry, vocab);
   }
 }
 
@@ -64,8 +63,7 @@ EmbeddingEngine::EmbeddingEngine(const EmbeddingConfig& config, const cluster::T
   for (size_t t = 0; t < shards_.size(); ++t) {
     accumulators_[t].row.resize(static_cast<size_t>(shards_[t].dim()));
   }
-  requests_.assign(static_cast<size_t>(num_cores_),
-                   std::vector<std::vector<int64_t>>(config_.tables.size()));
+  requests_.assign(static_cast<size_t>(num_cores_), std::vector<std::vector<int64_t>>(config_.tables.size()));
 }
 
 std::vector<std::vector<std::byte>> EmbeddingEngine::Exchange(Messages send) {
@@ -79,8 +77,8 @@ std::vector<std::vector<std::byte>> EmbeddingEngine::Exchange(Messages send) {
 
 const std::vector<RowMatrix>& EmbeddingEngine::Forward(std::span<const CooPiece> pieces) {
   if (pieces.size() != config_.features.size()) {
-    Fail("embedding engine: core {} got {} feature pieces, {} features configured", core_,
-         pieces.size(), config_.features.size());
+    Fail("embedding engine: core {} got {} feature pieces, {} features configured", core_, pieces.size(),
+         config_.features.size());
   }
   stats_ = EngineStepStats{};
   forward_done_ = false;
@@ -93,8 +91,7 @@ const std::vector<RowMatrix>& EmbeddingEngine::Forward(std::span<const CooPiece>
   ReceiveRows(Exchange(ServeRequests(Exchange(BuildRequests()))));
   for (size_t f = 0; f < features_.size(); ++f) {
     const FeaturePlan& plan = features_[f];
-    ApplyCombine(plan.terms, plan.slot, tables_[table_of_feature_[f]].rows, plan.activation_rows,
-                 activations_[f]);
+    ApplyCombine(plan.terms, plan.slot, tables_[table_of_feature_[f]].rows, plan.activation_rows, activations_[f]);
   }
   forward_done_ = true;
   return activations_;
@@ -120,8 +117,8 @@ void EmbeddingEngine::PlanFeature(size_t f, const CooPiece& piece) {
       continue;
     }
     ++stats_.ids_looked_up;
-    const auto [it, inserted] = table_plan.index_of_id.try_emplace(
-        id, static_cast<int64_t>(table_plan.unique_ids.size()));
+    const auto [it, inserted] =
+        table_plan.index_of_id.try_emplace(id, static_cast<int64_t>(table_plan.unique_ids.size()));
     if (inserted) table_plan.unique_ids.push_back(id);
     plan.slot[static_cast<size_t>(e)] = it->second;
   }
@@ -160,8 +157,7 @@ Messages EmbeddingEngine::BuildRequests() const {
       const int64_t begin = plan.offsets[p];
       const int64_t count = plan.offsets[p + 1] - begin;
       Append(out[p], count);
-      Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin,
-                                                        static_cast<size_t>(count)));
+      Append(out[p], std::span<const int64_t>(plan.ids_by_owner.data() + begin, static_cast<size_t>(count)));
     }
   }
   return out;
@@ -180,8 +176,8 @@ Messages EmbeddingEngine::ServeRequests(const Messages& requests) {
       reader.Read(rows.data(), rows.size());
       for (int64_t& id : rows) {
         if (id < 0 || id >= sharding.vocab() || sharding.owner(id) != core_) {
-          Fail("embedding engine: core {} asked core {} for row {} of table {} it does not own",
-               p, core_, id, config_.tables[t].name);
+          Fail("embedding engine: core {} asked core {} for row {} of table {} it does not own", p, core_, id,
+               config_.tables[t].name);
         }
         id = sharding.local_row(id);
       }
@@ -213,8 +209,7 @@ void EmbeddingEngine::ReceiveRows(const Messages& replies) {
 
 // --- Backward --------------------------------------------------------------------
 
-bool EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
-                               std::span<const float> learning_rates) {
+bool EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads, std::span<const float> learning_rates) {
   CheckGradients(activation_grads, learning_rates);
   forward_done_ = false;
   SumPartials(activation_grads);
@@ -230,18 +225,15 @@ bool EmbeddingEngine::Backward(std::span<const RowMatrix> activation_grads,
   return update;
 }
 
-void EmbeddingEngine::CheckGradients(std::span<const RowMatrix> grads,
-                                     std::span<const float> lrs) const {
+void EmbeddingEngine::CheckGradients(std::span<const RowMatrix> grads, std::span<const float> lrs) const {
   if (!forward_done_) Fail("embedding engine: Backward on core {} without a Forward", core_);
   if (grads.size() != features_.size()) {
-    Fail("embedding engine: {} activation gradients, {} features configured", grads.size(),
-         features_.size());
+    Fail("embedding engine: {} activation gradients, {} features configured", grads.size(), features_.size());
   }
   for (size_t f = 0; f < grads.size(); ++f) {
     if (grads[f].rows() != activations_[f].rows() || grads[f].cols() != activations_[f].cols()) {
-      Fail("embedding.features.{}: gradient shape [{}, {}] != activation shape [{}, {}]",
-           config_.features[f].name, grads[f].rows(), grads[f].cols(), activations_[f].rows(),
-           activations_[f].cols());
+      Fail("embedding.features.{}: gradient shape [{}, {}] != activation shape [{}, {}]", config_.features[f].name,
+           grads[f].rows(), grads[f].cols(), activations_[f].rows(), activations_[f].cols());
     }
   }
   if (!lrs.empty() && lrs.size() != config_.tables.size()) {
@@ -272,8 +264,8 @@ Messages EmbeddingEngine::BuildGradientMessages() const {
     for (const TablePlan& plan : tables_) {
       const int64_t dim = plan.partial.cols();
       const int64_t count = plan.offsets[p + 1] - plan.offsets[p];
-      Append(out[p], std::span<const float>(plan.partial.data() + plan.offsets[p] * dim,
-                                                      static_cast<size_t>(count * dim)));
+      Append(out[p],
+             std::span<const float>(plan.partial.data() + plan.offsets[p] * dim, static_cast<size_t>(count * dim)));
     }
   }
   return out;
@@ -297,8 +289,7 @@ void EmbeddingEngine::AccumulateFrom(size_t t, int p, ByteReader& reader) {
   const float divisor = static_cast<float>(micro_steps_per_update_);
   for (int64_t local : requests_[p][t]) {
     reader.Read(acc.row.data(), acc.row.size());
-    const auto [it, inserted] =
-        acc.index_of_row.try_emplace(local, static_cast<int64_t>(acc.local_rows.size()));
+    const auto [it, inserted] = acc.index_of_row.try_emplace(local, static_cast<int64_t>(acc.local_rows.size()));
     if (inserted) {
       acc.local_rows.push_back(local);
       acc.sums.resize(acc.sums.size() + acc.row.size(), 0.0f);
@@ -331,8 +322,8 @@ void EmbeddingEngine::ApplyAccumulated(std::span<const float> learning_rates) {
 
 RowMatrix EmbeddingEngine::GatherTable(size_t table, int root) {
   if (table >= shards_.size() || root < 0 || root >= num_cores_) {
-    Fail("embedding engine: GatherTable({}, root {}) with {} tables and {} cores", table, root,
-         shards_.size(), num_cores_);
+    Fail("embedding engine: GatherTable({}, root {}) with {} tables and {} cores", table, root, shards_.size(),
+         num_cores_);
   }
   const RowMatrix& params = shards_[table].params();
   Messages send(static_cast<size_t>(num_cores_));

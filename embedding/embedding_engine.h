@@ -90,8 +90,7 @@ class EmbeddingEngine {
   // learning_rate; an update uses the rates of the call that applies it. Returns
   // whether the tables were updated. Throws Error without a preceding Forward or on
   // shape mismatches.
-  bool Backward(std::span<const RowMatrix> activation_grads,
-                std::span<const float> learning_rates = {});
+  bool Backward(std::span<const RowMatrix> activation_grads, std::span<const float> learning_rates = {});
 
   // Collective. Returns on `root` the full table `table` ([vocab, dim], rows in
   // global id order, e.g. for --params-out) and an empty matrix elsewhere; gradients
@@ -108,11 +107,11 @@ class EmbeddingEngine {
   // Requester-side state of one table for the current step.
   struct TablePlan {
     std::unordered_map<int64_t, int64_t> index_of_id;  // id -> first-seen index
-    std::vector<int64_t> unique_ids;                  // first-seen order
-    std::vector<int64_t> offsets;                     // owner p's ids: [offsets[p], offsets[p+1])
-    std::vector<int64_t> ids_by_owner;                // unique ids grouped by owner
-    RowMatrix rows;                                   // looked-up rows, ids_by_owner order
-    RowMatrix partial;                                // per-row gradient sums, same order
+    std::vector<int64_t> unique_ids;                   // first-seen order
+    std::vector<int64_t> offsets;                      // owner p's ids: [offsets[p], offsets[p+1])
+    std::vector<int64_t> ids_by_owner;                 // unique ids grouped by owner
+    RowMatrix rows;                                    // looked-up rows, ids_by_owner order
+    RowMatrix partial;                                 // per-row gradient sums, same order
   };
   // Requester-side state of one feature for the current step.
   struct FeaturePlan {
@@ -132,8 +131,7 @@ class EmbeddingEngine {
   void PlanFeature(size_t f, const CooPiece& piece);
   void GroupByOwner(size_t t);
   std::vector<std::vector<std::byte>> BuildRequests() const;
-  std::vector<std::vector<std::byte>> ServeRequests(
-      const std::vector<std::vector<std::byte>>& requests);
+  std::vector<std::vector<std::byte>> ServeRequests(const std::vector<std::vector<std::byte>>& requests);
   void ReceiveRows(const std::vector<std::vector<std::byte>>& replies);
   void CheckGradients(std::span<const RowMatrix> grads, std::span<const float> lrs) const;
   void SumPartials(std::span<const RowMatrix> grads);

@@ -16,11 +16,9 @@ ReferenceEmbedding::ReferenceEmbedding(const EmbeddingConfig& config) : config_(
   }
 }
 
-std::vector<std::vector<RowMatrix>> ReferenceEmbedding::Forward(
-    std::span<const std::vector<CooPiece>> per_core) {
+std::vector<std::vector<RowMatrix>> ReferenceEmbedding::Forward(std::span<const std::vector<CooPiece>> per_core) {
   const size_t num_features = config_.features.size();
-  std::vector<std::vector<RowMatrix>> activations(per_core.size(),
-                                                  std::vector<RowMatrix>(num_features));
+  std::vector<std::vector<RowMatrix>> activations(per_core.size(), std::vector<RowMatrix>(num_features));
   terms_.assign(per_core.size(), std::vector<std::vector<CombineTerm>>(num_features));
   ids_.assign(per_core.size(), std::vector<std::vector<int64_t>>(num_features));
   for (size_t c = 0; c < per_core.size(); ++c) {
@@ -30,14 +28,12 @@ std::vector<std::vector<RowMatrix>> ReferenceEmbedding::Forward(
       const ShardedTable& table = tables_[table_of_feature_[f]];
       for (int64_t id : piece.embedding_indices) {
         if (id < 0 || id >= table.rows()) {
-          Fail("embedding.features.{}: lookup id {} is outside [0, {})", feature.name, id,
-               table.rows());
+          Fail("embedding.features.{}: lookup id {} is outside [0, {})", feature.name, id, table.rows());
         }
       }
       PlanCombine(feature, table.config().combiner, piece, terms_[c][f]);
       ids_[c][f].assign(piece.embedding_indices.begin(), piece.embedding_indices.end());
-      ApplyCombine(terms_[c][f], ids_[c][f], table.params(), ActivationRows(feature, piece.rows),
-                   activations[c][f]);
+      ApplyCombine(terms_[c][f], ids_[c][f], table.params(), ActivationRows(feature, piece.rows), activations[c][f]);
     }
   }
   return activations;

@@ -27,11 +27,10 @@ class ReferenceEmbedding {
   // grads[c][f]: gradient of activations[c][f] of the last Forward. Per row, the sum
   // of coefficient * gradient over all cores, features and entries; then one
   // optimizer step per touched row (a row is touched when an entry of it reached an
-  // activation, even with coefficient 0; truncated sequence positions do not). learning_rates as in EmbeddingEngine::Backward.
-  // Every call is one update whatever config.update says: the k micro-steps of a
-  // global step are one call whose "cores" are the k x N (micro-step, core) pairs.
-  void Backward(std::span<const std::vector<RowMatrix>> grads,
-                std::span<const float> learning_rates = {});
+  // activation, even with coefficient 0; truncated sequence positions do not). learning_rates as in
+  // EmbeddingEngine::Backward. Every call is one update whatever config.update says: the k micro-steps of a global step
+  // are one call whose "cores" are the k x N (micro-step, core) pairs.
+  void Backward(std::span<const std::vector<RowMatrix>> grads, std::span<const float> learning_rates = {});
 
   // The whole table `table`, rows in global id order.
   const RowMatrix& table(size_t table) const { return tables_[table].params(); }

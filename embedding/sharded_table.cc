@@ -17,8 +17,7 @@ void ApplyAdagrad(RowMap w, RowMap acc, const ConstRowMap& g, float lr) {
 }
 
 // Lazy Adam without bias correction, as the embedding engine runs it.
-void ApplyAdam(const AdamConfig& adam, RowMap w, RowMap m, RowMap v, const ConstRowMap& g,
-               float lr) {
+void ApplyAdam(const AdamConfig& adam, RowMap w, RowMap m, RowMap v, const ConstRowMap& g, float lr) {
   m.array() = adam.beta1 * m.array() + (1.0f - adam.beta1) * g.array();
   v.array() = adam.beta2 * v.array() + (1.0f - adam.beta2) * g.array().square();
   if (adam.sum_inside_sqrt) {
@@ -34,8 +33,7 @@ ShardedTable::ShardedTable(const TableConfig& config, const TableSharding& shard
     : config_(config), sharding_(sharding), shard_(shard) {
   Validate(config_);
   if (shard < 0 || shard >= sharding.num_shards()) {
-    Fail("embedding.tables.{}: shard {} outside [0, {})", config.name, shard,
-         sharding.num_shards());
+    Fail("embedding.tables.{}: shard {} outside [0, {})", config.name, shard, sharding.num_shards());
   }
   params_.resize(sharding.rows_on_shard(shard), config.dim);
   Initialise();
@@ -60,8 +58,7 @@ void ShardedTable::Initialise() {
 void ShardedTable::Lookup(std::span<const int64_t> local_rows, float* out) const {
   const size_t row_bytes = static_cast<size_t>(dim()) * sizeof(float);
   for (size_t i = 0; i < local_rows.size(); ++i) {
-    std::memcpy(out + i * static_cast<size_t>(dim()), params_.row(local_rows[i]).data(),
-                row_bytes);
+    std::memcpy(out + i * static_cast<size_t>(dim()), params_.row(local_rows[i]).data(), row_bytes);
   }
 }
 

@@ -22,25 +22,22 @@ void CheckShape(const FeatureConfig& feature, const DenseIds& dense, size_t num_
     Fail("{}.weights: {} weights for {} ids", key, dense.weights.size(), dense.ids.size());
   }
   if (num_pieces == 0 || dense.rows % static_cast<int64_t>(num_pieces) != 0) {
-    Fail("{}: host batch of {} rows does not split into {} equal pieces", key, dense.rows,
-         num_pieces);
+    Fail("{}: host batch of {} rows does not split into {} equal pieces", key, dense.rows, num_pieces);
   }
 }
 
-[[noreturn]] void FailOutOfRange(const FeatureConfig& feature, int64_t vocab, const int64_t* ids,
-                                 int64_t count, int64_t max_ids, const BatchOrigin& origin,
-                                 int64_t first_row) {
+[[noreturn]] void FailOutOfRange(const FeatureConfig& feature, int64_t vocab, const int64_t* ids, int64_t count,
+                                 int64_t max_ids, const BatchOrigin& origin, int64_t first_row) {
   int64_t k = 0;
   while (k + 1 < count && ids[k] >= -1 && ids[k] < vocab) ++k;
-  Fail("embedding.features.{}: id {} at step {}, example {}, position {} is outside [-1, {})",
-       feature.name, ids[k], origin.step, origin.first_example_id + first_row + k / max_ids,
-       k % max_ids, vocab);
+  Fail("embedding.features.{}: id {} at step {}, example {}, position {} is outside [-1, {})", feature.name, ids[k],
+       origin.step, origin.first_example_id + first_row + k / max_ids, k % max_ids, vocab);
 }
 
 // One piece's COO, its buffers sized CooBound; rejects ids outside [-1, vocab),
 // locating the offending one only on failure.
-int64_t WritePiece(const FeatureConfig& feature, int64_t vocab, const int64_t* ids, const float* weights,
-                   int64_t rows, int64_t max_ids, const BatchOrigin& origin, int64_t first_row, CooPiece& piece) {
+int64_t WritePiece(const FeatureConfig& feature, int64_t vocab, const int64_t* ids, const float* weights, int64_t rows,
+                   int64_t max_ids, const BatchOrigin& origin, int64_t first_row, CooPiece& piece) {
   bool out_of_range = false;
   const int64_t nnz = internal::WriteCooRows(
       ids, weights, rows, max_ids, vocab,
@@ -64,8 +61,7 @@ std::vector<int> InvertPermutation(std::span<const int> permutation) {
   for (int i = 0; i < n; ++i) {
     const int target = permutation[static_cast<size_t>(i)];
     if (target < 0 || target >= n || inverse[static_cast<size_t>(target)] != -1) {
-      Fail("embedding enqueue: piece->ordinal map entry {} = {} is not a permutation of [0, {})",
-           i, target, n);
+      Fail("embedding enqueue: piece->ordinal map entry {} = {} is not a permutation of [0, {})", i, target, n);
     }
     inverse[static_cast<size_t>(target)] = i;
   }
@@ -73,8 +69,7 @@ std::vector<int> InvertPermutation(std::span<const int> permutation) {
 }
 
 void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds& dense,
-                    std::span<const int> ordinal_of_piece, const BatchOrigin& origin,
-                    std::vector<CooPiece>& out) {
+                    std::span<const int> ordinal_of_piece, const BatchOrigin& origin, std::vector<CooPiece>& out) {
   CheckShape(feature, dense, ordinal_of_piece.size());
   const int64_t num_pieces = static_cast<int64_t>(ordinal_of_piece.size());
   const int64_t rows = dense.rows / num_pieces;
@@ -83,15 +78,14 @@ void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds&
   for (int64_t i = 0; i < num_pieces; ++i) {
     const int ordinal = ordinal_of_piece[static_cast<size_t>(i)];
     if (ordinal < 0 || ordinal >= num_pieces) {
-      Fail("embedding.features.{}: piece {} routed to ordinal {} outside [0, {})", feature.name,
-           i, ordinal, num_pieces);
+      Fail("embedding.features.{}: piece {} routed to ordinal {} outside [0, {})", feature.name, i, ordinal,
+           num_pieces);
     }
     const int64_t* ids = dense.ids.data() + i * stride;
     const float* weights = dense.weights.empty() ? nullptr : dense.weights.data() + i * stride;
     CooPiece& piece = out[static_cast<size_t>(ordinal)];
     ResizePiece(piece, rows, internal::CooBound(rows, dense.max_ids));
-    const int64_t nnz =
-        WritePiece(feature, vocab, ids, weights, rows, dense.max_ids, origin, i * rows, piece);
+    const int64_t nnz = WritePiece(feature, vocab, ids, weights, rows, dense.max_ids, origin, i * rows, piece);
     ResizePiece(piece, rows, nnz);  // shrinking keeps the capacity
   }
 }
@@ -109,8 +103,7 @@ void HostEnqueuer::Enqueue(std::span<const DenseIds> dense, const BatchOrigin& o
                            std::vector<std::vector<CooPiece>>& out) {
   const size_t num_features = config_.features.size();
   if (dense.size() != num_features) {
-    Fail("embedding enqueue: {} feature blocks given, {} features configured", dense.size(),
-         num_features);
+    Fail("embedding enqueue: {} feature blocks given, {} features configured", dense.size(), num_features);
   }
   out.resize(ordinal_of_piece_.size());
   for (auto& core : out) core.resize(num_features);
@@ -118,8 +111,7 @@ void HostEnqueuer::Enqueue(std::span<const DenseIds> dense, const BatchOrigin& o
     // Swap the core's buffers in and out so their capacity is reused.
     scratch_.resize(out.size());
     for (size_t o = 0; o < out.size(); ++o) std::swap(scratch_[o], out[o][f]);
-    EnqueueFeature(config_.features[f], vocab_of_feature_[f], dense[f], ordinal_of_piece_,
-                   origin, scratch_);
+    EnqueueFeature(config_.features[f], vocab_of_feature_[f], dense[f], ordinal_of_piece_, origin, scratch_);
     for (size_t o = 0; o < out.size(); ++o) std::swap(scratch_[o], out[o][f]);
   }
 }

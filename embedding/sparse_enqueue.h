@@ -48,8 +48,7 @@ struct BatchOrigin {
 // position and value for an id outside [-1, vocab), and for shapes that do not fit
 // (rows not divisible by the number of pieces, max_ids mismatch, weights shape).
 void EnqueueFeature(const FeatureConfig& feature, int64_t vocab, const DenseIds& dense,
-                    std::span<const int> ordinal_of_piece, const BatchOrigin& origin,
-                    std::vector<CooPiece>& out);
+                    std::span<const int> ordinal_of_piece, const BatchOrigin& origin, std::vector<CooPiece>& out);
 
 // ordinal_of_piece -> piece_for_ordinal (and back: the inverse of a permutation).
 // Throws Error unless `permutation` is a permutation of [0, size).
@@ -63,8 +62,7 @@ class HostEnqueuer {
   HostEnqueuer(EmbeddingConfig config, std::vector<int> ordinal_of_piece);
 
   // `dense[f]` is feature f's block (config.features order). `out` buffers are reused.
-  void Enqueue(std::span<const DenseIds> dense, const BatchOrigin& origin,
-               std::vector<std::vector<CooPiece>>& out);
+  void Enqueue(std::span<const DenseIds> dense, const BatchOrigin& origin, std::vector<std::vector<CooPiece>>& out);
 
   int num_pieces() const { return static_cast<int>(ordinal_of_piece_.size()); }
 

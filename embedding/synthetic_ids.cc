@@ -28,8 +28,7 @@ constexpr int64_t PaddingElement(int64_t position) { return -1 - position; }
 
 }  // namespace
 
-SyntheticIdGenerator::SyntheticIdGenerator(const FeatureConfig& feature, int64_t vocab,
-                                           uint64_t seed)
+SyntheticIdGenerator::SyntheticIdGenerator(const FeatureConfig& feature, int64_t vocab, uint64_t seed)
     : vocab_(vocab),
       max_ids_(feature.max_ids),
       padding_fraction_(feature.padding_fraction),
@@ -54,8 +53,7 @@ int64_t SyntheticIdGenerator::ValidCount(int64_t example_id) const {
 }
 
 int64_t SyntheticIdGenerator::DrawId(int64_t example_id, int64_t position) const {
-  const double u =
-      BitsToUniform01(SyntheticBits(seed_, example_id, feature_key_, position));
+  const double u = BitsToUniform01(SyntheticBits(seed_, example_id, feature_key_, position));
   if (zipf_cdf_.empty()) {
     return std::min(static_cast<int64_t>(u * static_cast<double>(vocab_)), vocab_ - 1);
   }
@@ -68,11 +66,9 @@ int64_t SyntheticIdGenerator::Id(int64_t example_id, int64_t position) const {
   return position < ValidCount(example_id) ? DrawId(example_id, position) : -1;
 }
 
-void SyntheticIdGenerator::Fill(int64_t first_example_id, int64_t rows,
-                                std::span<int64_t> out) const {
+void SyntheticIdGenerator::Fill(int64_t first_example_id, int64_t rows, std::span<int64_t> out) const {
   if (static_cast<int64_t>(out.size()) != rows * max_ids_) {
-    Fail("synthetic ids: output holds {} values, expected rows {} * max_ids {}", out.size(),
-         rows, max_ids_);
+    Fail("synthetic ids: output holds {} values, expected rows {} * max_ids {}", out.size(), rows, max_ids_);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t example = first_example_id + r;
@@ -86,8 +82,7 @@ float SyntheticIdGenerator::Weight(int64_t example_id, int64_t position) const {
   return 0.5f + static_cast<float>(BitsToUniform01(SyntheticBits(seed_, example_id, weights_key_, position)));
 }
 
-void SyntheticIdGenerator::FillWeights(int64_t first_example_id, int64_t rows,
-                                       std::span<float> out) const {
+void SyntheticIdGenerator::FillWeights(int64_t first_example_id, int64_t rows, std::span<float> out) const {
   if (out.size() != static_cast<size_t>(rows * max_ids_)) {
     Fail("synthetic weights: buffer holds {} values, need {} x {}", out.size(), rows, max_ids_);
   }

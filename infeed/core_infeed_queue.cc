@@ -2,8 +2,8 @@
 // ahead and on demand, and the credits it returns.
 #include "infeed/infeed_transport.h"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -30,13 +30,15 @@ using internal::CreditBytes;
 using internal::HandOverBytes;
 using internal::TravelsAlone;
 
-CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route,
-                                 const cluster::Transport& world, int host_rank,
-                                 const TransportOptions& options)
+CoreInfeedQueue::CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world,
+                                 int host_rank, const TransportOptions& options)
     : codec_(plan.features(), route),
       trailer_capacity_(options.trailer ? options.trailer->Capacity(route) : 0),
-      world_(world), host_rank_(host_rank),
-      depth_(options.queue_depth), num_steps_(options.num_steps), watchdog_(options.watchdog),
+      world_(world),
+      host_rank_(host_rank),
+      depth_(options.queue_depth),
+      num_steps_(options.num_steps),
+      watchdog_(options.watchdog),
       core_sleeps_(options.core_sleeps_when_idle),
       hand_over_(plan.source_host(route.dst_host, route.dst_ordinal) == route.dst_host &&
                  world.SharesMemoryWith(host_rank)),
@@ -100,8 +102,8 @@ std::span<cluster::Request> CoreInfeedQueue::SlotRequests(size_t slot) {
 // queue_depth steps ahead.
 void CoreInfeedQueue::Post(int64_t step) {
   size_t slot = static_cast<size_t>(step % depth_);
-  SlotRequests(slot)[0] = world_.Irecv(std::span<std::byte>(slots_[slot]).first(first_capacity_), host_rank_,
-                                       kTagShard, "MPI_Irecv (infeed slot)");
+  SlotRequests(slot)[0] = world_.Irecv(std::span<std::byte>(slots_[slot]).first(first_capacity_), host_rank_, kTagShard,
+                                       "MPI_Irecv (infeed slot)");
 }
 
 // The pieces that travel alone are received when their step is dequeued, into the
@@ -126,8 +128,8 @@ void CoreInfeedQueue::PostPieces(int64_t step) {
   std::span<cluster::Request> requests = SlotRequests(slot);
   std::byte* base = slots_[pieces_in_[slot]].data();
   for (size_t k = 0; k < alone_.size(); ++k) {
-    requests[1 + k] = world_.Irecv(std::span<std::byte>(base + alone_[k].offset, alone_[k].bytes),
-                                   host_rank_, kTagShardPiece, "MPI_Irecv (infeed piece)");
+    requests[1 + k] = world_.Irecv(std::span<std::byte>(base + alone_[k].offset, alone_[k].bytes), host_rank_,
+                                   kTagShardPiece, "MPI_Irecv (infeed piece)");
   }
 }
 
@@ -168,8 +170,8 @@ ShardCodec::View CoreInfeedQueue::Dequeue(int64_t step, double* wait_s, int* occ
   if (wait_s) *wait_s = SecondsSince(before);
   ShardCodec::View decoded = hand_over_ ? DecodeHandOver(slot) : DecodeSlot(slot);
   if (decoded.header.step != step) {
-    Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1],
-         step, decoded.header.step);
+    Fail("infeed: core {}/{} expected step {} but the shard says step {}", credit_[0], credit_[1], step,
+         decoded.header.step);
   }
   return decoded;
 }
@@ -223,8 +225,8 @@ bool CoreInfeedQueue::Arrived(size_t slot) {
 // What the first message brought beyond its fixed bytes is the trailer.
 size_t CoreInfeedQueue::TrailerBytes(size_t received) const {
   if (received < first_wire_bytes_ || received > first_wire_bytes_ + trailer_capacity_) {
-    Fail("infeed: core {}/{} received {} bytes, expected {} plus a trailer of at most {}", credit_[0],
-         credit_[1], received, first_wire_bytes_, trailer_capacity_);
+    Fail("infeed: core {}/{} received {} bytes, expected {} plus a trailer of at most {}", credit_[0], credit_[1],
+         received, first_wire_bytes_, trailer_capacity_);
   }
   return received - first_wire_bytes_;
 }

@@ -40,9 +40,8 @@ class ThreadCpuEstimate {
       : resolution_ns_(resolution.count()) {}
 
   int64_t Ns() {
-    const int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                MonotonicNow().time_since_epoch())
-                                .count();
+    const int64_t wall_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(MonotonicNow().time_since_epoch()).count();
     if (wall_ns - read_wall_ns_ >= resolution_ns_) {
       read_wall_ns_ = wall_ns;
       read_cpu_ns_ = ThreadCpuNs();

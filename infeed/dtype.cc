@@ -8,24 +8,36 @@ namespace tpusim::infeed {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kBFloat16: return 2;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: return 1;
-    case DType::kInt8: return 1;
+    case DType::kFloat32:
+      return 4;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+      return 1;
+    case DType::kInt8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
   }
   return "?";
 }
@@ -41,12 +53,18 @@ DType ParseDType(std::string_view name, std::string_view key) {
 
 std::string NpyDescr(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "<f4";
-    case DType::kBFloat16: return "<u2";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kUInt8: return "|u1";
-    case DType::kInt8: return "|i1";
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kBFloat16:
+      return "<u2";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kInt8:
+      return "|i1";
   }
   return "?";
 }
@@ -60,8 +78,6 @@ uint16_t FloatToBFloat16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-float BFloat16ToFloat(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+float BFloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 }  // namespace tpusim::infeed

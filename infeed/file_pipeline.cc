@@ -21,7 +21,9 @@ Batch BatchLike(const Batch& like, int64_t rows) {
 }  // namespace
 
 FilePipeline::FilePipeline(const FileSource& source, const FilePipelineOptions& options, Clock& clock)
-    : source_(source), options_(options), clock_(clock),
+    : source_(source),
+      options_(options),
+      clock_(clock),
       cost_(options.cpu_us_per_example, options.max_examples_per_sec, clock, options.pool) {}
 
 // The buffer's first examples are read and preprocessed like any others.

@@ -2,8 +2,8 @@
 // read (the storage model on real reads) -> preprocessing (inflating compressed
 // shards, input.cpu_us_per_example, input.max_examples_per_sec) -> shuffle buffer
 // -> the host batch the enqueue stage sends. Each stage's time is measured on the
-// injected clock, its real work in thread CPU seconds too (infeed/cpu_timer.h). The stream is sequential (a shuffle buffer is), so the pipeline
-// serves steps one at a time and in order; the caller sequences its workers.
+// injected clock, its real work in thread CPU seconds too (infeed/cpu_timer.h). The stream is sequential (a shuffle
+// buffer is), so the pipeline serves steps one at a time and in order; the caller sequences its workers.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,10 @@
 namespace tpusim::infeed {
 
 struct FilePipelineOptions {
-  int64_t shuffle_buffer = 0;      // examples; 0 = no shuffle
-  uint64_t seed = 1;               // of the shuffle's draws
-  double cpu_us_per_example = 0;   // modeled preprocessing
-  double max_examples_per_sec = 0; // rate cap; 0 = none
+  int64_t shuffle_buffer = 0;       // examples; 0 = no shuffle
+  uint64_t seed = 1;                // of the shuffle's draws
+  double cpu_us_per_example = 0;    // modeled preprocessing
+  double max_examples_per_sec = 0;  // rate cap; 0 = none
   // Where the modeled preprocessing is waited out (input.cost_mode: emulate);
   // null: it is burnt as CPU on the clock (burn). Borrowed.
   ModeledWorkerPool* pool = nullptr;

@@ -9,9 +9,9 @@
 
 #include <fmt/ranges.h>
 
-#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "base/regular_file.h"
 #include "base/strict_yaml.h"
 #include "infeed/cpu_timer.h"
@@ -75,8 +75,8 @@ int64_t CheckFeatureFile(const StoredFeature& stored, const FeatureSpec& spec) {
   }
   Shape per_example(header.shape.begin() + (header.shape.empty() ? 0 : 1), header.shape.end());
   if (header.shape.empty() || per_example != spec.shape) {
-    Fail("{}: shape {} does not match feature '{}' (expected [examples, {}])", path,
-         ShapeToString(header.shape), spec.name, fmt::join(spec.shape, ", "));
+    Fail("{}: shape {} does not match feature '{}' (expected [examples, {}])", path, ShapeToString(header.shape),
+         spec.name, fmt::join(spec.shape, ", "));
   }
   return header.shape[0];
 }
@@ -123,8 +123,7 @@ int64_t ManifestCount(const YAML::Node& root, const std::string& path, const cha
 
 Manifest ReadManifest(const std::string& path) {
   YAML::Node root = LoadStrictYamlFile(path);
-  if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() ||
-      root["format"].Scalar() != kManifestFormat) {
+  if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() || root["format"].Scalar() != kManifestFormat) {
     Fail("{}: not a tpusim dataset manifest (format: {} expected)", path, kManifestFormat);
   }
   return {ManifestCount(root, path, "shards"), ManifestCount(root, path, "examples")};
@@ -138,9 +137,10 @@ void CheckAgainstManifest(const std::string& dir, const DatasetShards& found) {
   int64_t examples = 0;
   for (int64_t n : found.examples) examples += n;
   if (m.shards != static_cast<int64_t>(found.dirs.size()) || m.examples != examples) {
-    Fail("{}: holds {} shards of {} examples but {} lists {} shards of {}; the folder mixes "
-         "datasets (write it again with tpusim gen-data)",
-         dir, found.dirs.size(), examples, ManifestPath(dir), m.shards, m.examples);
+    Fail(
+        "{}: holds {} shards of {} examples but {} lists {} shards of {}; the folder mixes "
+        "datasets (write it again with tpusim gen-data)",
+        dir, found.dirs.size(), examples, ManifestPath(dir), m.shards, m.examples);
   }
 }
 
@@ -163,8 +163,8 @@ void CheckDatasetFeedsHosts(const std::string& dir, const DatasetShards& shards,
                             int64_t rows_per_step) {
   const int64_t num_shards = static_cast<int64_t>(shards.dirs.size());
   if (num_shards < num_hosts) {
-    Fail("{}: {} shards cannot feed {} hosts (shard i goes to host i % {}; each host needs at least one)",
-         dir, num_shards, num_hosts, num_hosts);
+    Fail("{}: {} shards cannot feed {} hosts (shard i goes to host i % {}; each host needs at least one)", dir,
+         num_shards, num_hosts, num_hosts);
   }
   for (int64_t host = 0; host < num_hosts; ++host) {
     int64_t examples = 0;
@@ -174,9 +174,10 @@ void CheckDatasetFeedsHosts(const std::string& dir, const DatasetShards& shards,
            fmt::join(ShardsOfHost(num_shards, host, num_hosts), ", "));
     }
     if (examples < rows_per_step) {
-      Fail("{}: the shards of host {} hold {} examples, fewer than the {} rows it builds per step, "
-           "so examples would repeat inside a batch (write more with tpusim gen-data --examples)",
-           dir, host, examples, rows_per_step);
+      Fail(
+          "{}: the shards of host {} hold {} examples, fewer than the {} rows it builds per step, "
+          "so examples would repeat inside a batch (write more with tpusim gen-data --examples)",
+          dir, host, examples, rows_per_step);
     }
   }
 }
@@ -191,7 +192,9 @@ std::vector<int64_t> ShardsOfHost(int64_t num_shards, int64_t host, int64_t num_
 
 FileSource::FileSource(const std::string& dir, std::vector<FeatureSpec> specs, int64_t host, int64_t num_hosts,
                        const StorageConfig& storage, Clock* clock, SharedStorage* shared)
-    : specs_(std::move(specs)), clock_(clock ? *clock : steady_clock_), storage_(storage, clock_, shared),
+    : specs_(std::move(specs)),
+      clock_(clock ? *clock : steady_clock_),
+      storage_(storage, clock_, shared),
       inflated_(specs_.size()) {
   if (num_hosts <= 0 || host < 0 || host >= num_hosts) {
     Fail("{}: host {} is not one of {} hosts", dir, host, num_hosts);
@@ -365,12 +368,13 @@ void CheckReplaceable(const std::string& dir) {
   if (!fs::exists(dir, ec)) return;
   if (!fs::is_directory(dir, ec)) Fail("gen-data --out {}: exists and is not a folder", dir);
   if (fs::is_empty(dir, ec) || fs::exists(ManifestPath(dir), ec)) return;
-  Fail("gen-data --out {}: the folder holds files but no {} (not a dataset tpusim wrote); give a "
-       "new or empty folder", dir, kDatasetManifest);
+  Fail(
+      "gen-data --out {}: the folder holds files but no {} (not a dataset tpusim wrote); give a "
+      "new or empty folder",
+      dir, kDatasetManifest);
 }
 
-void WriteManifest(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                   int64_t num_shards) {
+void WriteManifest(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards) {
   std::vector<std::string> names;
   for (const FeatureSpec& spec : data.specs()) names.push_back(spec.name);
   WriteFileAtomically(ManifestPath(dir), ManifestPath(dir),
@@ -394,8 +398,8 @@ void ReplaceFolder(const std::string& built, const std::string& dir) {
   if (had_old) fs::remove_all(old, ec);
 }
 
-void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                 int64_t num_shards, bool compress) {
+void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards,
+                 bool compress) {
   int64_t first_id = 0;
   for (int64_t j = 0; j < num_shards; ++j) {
     int64_t rows = num_examples / num_shards + (j < num_examples % num_shards ? 1 : 0);
@@ -417,8 +421,8 @@ void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_
 
 }  // namespace
 
-void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                           int64_t num_shards, bool compress) {
+void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards,
+                           bool compress) {
   if (num_shards <= 0) Fail("gen-data: number of shards must be > 0, got {}", num_shards);
   if (num_examples < 0) Fail("gen-data: number of examples must be >= 0, got {}", num_examples);
   CheckReplaceable(dir);

@@ -120,13 +120,13 @@ class FileSource {
  private:
   struct FeatureFile {
     std::unique_ptr<internal::ReadOnlyFile> file;
-    int64_t payload_offset = 0;   // bytes before the payload
-    int64_t stored_bytes = 0;     // payload bytes as stored (deflated when compressed)
+    int64_t payload_offset = 0;  // bytes before the payload
+    int64_t stored_bytes = 0;    // payload bytes as stored (deflated when compressed)
     bool compressed = false;
   };
   struct LocalShard {
-    int64_t first_id = 0;         // global id of row 0
-    int64_t first_local = 0;      // local index of row 0 in one pass
+    int64_t first_id = 0;     // global id of row 0
+    int64_t first_local = 0;  // local index of row 0 in one pass
     int64_t rows = 0;
     std::vector<FeatureFile> files;  // one per spec
   };
@@ -174,7 +174,7 @@ class FileSource {
 // is built beside `dir` and then replaces it whole, so no shard of an earlier
 // dataset survives; `dir` must be absent, empty or a dataset gen-data wrote. Throws
 // Error naming the path on failure (and leaves `dir` as it was).
-void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples,
-                           int64_t num_shards, bool compress = false);
+void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards,
+                           bool compress = false);
 
 }  // namespace tpusim::infeed

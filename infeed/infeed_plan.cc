@@ -36,8 +36,8 @@ size_t PayloadBytes(const std::vector<FeatureSpec>& features, const std::vector<
   return bytes;
 }
 
-ShardRoute MakeRoute(const Layout& l, int index, int replica, int logical_core,
-                     int64_t row_begin, int64_t rows, std::vector<PieceSlice> slices) {
+ShardRoute MakeRoute(const Layout& l, int index, int replica, int logical_core, int64_t row_begin, int64_t rows,
+                     std::vector<PieceSlice> slices) {
   ShardRoute route;
   route.index = index;
   route.replica = replica;
@@ -80,18 +80,20 @@ void PlanDataParallel(const Layout& l, HostPlan& host) {
   std::vector<int> reps = FedReplicas(l, host.host);
   if (l.options.per_host) {
     if (l.K() > l.cores_per_host) {
-      Fail("infeed.per_host: a replica of {} cores (cluster.split) does not fit on one host of {} "
-           "cores; per-host infeed needs it to (set infeed.per_host: false)",
-           l.K(), l.cores_per_host);
+      Fail(
+          "infeed.per_host: a replica of {} cores (cluster.split) does not fit on one host of {} "
+          "cores; per-host infeed needs it to (set infeed.per_host: false)",
+          l.K(), l.cores_per_host);
     }
     // Every host feeds as many replicas as host 0: cores_per_host / K on a full
     // slice, fewer when cluster.replicas leaves cores idle.
     size_t shards = l.da.replicas_on_host(0, 0).size();
     if (reps.empty() || reps.size() != shards) {
-      Fail("infeed.per_host: host {} holds logical core 0 of {} replicas [{}] but host 0 holds {}; "
-           "per-host infeed sends every host the same number of shards, so this slice's replicas do "
-           "not tile the hosts (set infeed.per_host: false)",
-           host.host, reps.size(), fmt::join(reps, ","), shards);
+      Fail(
+          "infeed.per_host: host {} holds logical core 0 of {} replicas [{}] but host 0 holds {}; "
+          "per-host infeed sends every host the same number of shards, so this slice's replicas do "
+          "not tile the hosts (set infeed.per_host: false)",
+          host.host, reps.size(), fmt::join(reps, ","), shards);
     }
   }
   CheckDivides(l, host.rows_per_step, static_cast<int64_t>(reps.size()),
@@ -100,8 +102,8 @@ void PlanDataParallel(const Layout& l, HostPlan& host) {
   for (size_t i = 0; i < reps.size(); ++i) {
     std::vector<PieceSlice> slices;
     for (const FeatureSpec& spec : l.options.features) slices.push_back(FullBox(spec, b));
-    host.shards.push_back(MakeRoute(l, static_cast<int>(i), reps[i], 0,
-                                    static_cast<int64_t>(i) * b, b, std::move(slices)));
+    host.shards.push_back(
+        MakeRoute(l, static_cast<int>(i), reps[i], 0, static_cast<int64_t>(i) * b, b, std::move(slices)));
   }
 }
 
@@ -113,15 +115,18 @@ std::vector<int> PartitionedReplicas(const Layout& l, int host) {
   for (int r : reps) {
     for (int k = 0; k < l.K(); ++k) {
       if (l.da.host(r, k) != host) {
-        Fail("infeed.partitioned: replica {} spans hosts {} and {} (logical core {}); per-host "
-             "partitioned infeed needs every replica on one host (set infeed.per_host: false)",
-             r, host, l.da.host(r, k), k);
+        Fail(
+            "infeed.partitioned: replica {} spans hosts {} and {} (logical core {}); per-host "
+            "partitioned infeed needs every replica on one host (set infeed.per_host: false)",
+            r, host, l.da.host(r, k), k);
       }
     }
   }
   if (reps.empty()) {
-    Fail("infeed.partitioned: host {} holds no replica, so its per-host batch would feed nothing "
-         "(set infeed.per_host: false)", host);
+    Fail(
+        "infeed.partitioned: host {} holds no replica, so its per-host batch would feed nothing "
+        "(set infeed.per_host: false)",
+        host);
   }
   return reps;
 }
@@ -140,15 +145,14 @@ void PlanPartitioned(const Layout& l, HostPlan& host) {
     std::vector<int64_t> dims(spec.shape.size() + 1, 1);
     dims[0] = l.K();
     if (it != l.options.partition_dims.end()) dims = it->second;
-    pieces.push_back(PartitionSlices("infeed.partition_dims." + spec.name, BatchShape(spec, b),
-                                     dims, l.K()));
+    pieces.push_back(PartitionSlices("infeed.partition_dims." + spec.name, BatchShape(spec, b), dims, l.K()));
   }
   for (size_t j = 0; j < reps.size(); ++j) {
     for (int k = 0; k < l.K(); ++k) {
       std::vector<PieceSlice> slices;
       for (const std::vector<PieceSlice>& p : pieces) slices.push_back(p[p.size() == 1 ? 0 : k]);
-      host.shards.push_back(MakeRoute(l, static_cast<int>(host.shards.size()), reps[j], k,
-                                      static_cast<int64_t>(j) * b, b, std::move(slices)));
+      host.shards.push_back(MakeRoute(l, static_cast<int>(host.shards.size()), reps[j], k, static_cast<int64_t>(j) * b,
+                                      b, std::move(slices)));
     }
   }
 }
@@ -157,8 +161,9 @@ void PlanPartitioned(const Layout& l, HostPlan& host) {
 // and logical core run there; a replica sees the concatenation of its cores' rows.
 void PlanPerCore(const Layout& l, HostPlan& host) {
   if (!l.options.per_host || l.options.partitioned || l.K() <= 1) {
-    Fail("infeed.per_core: needs infeed.per_host: true, infeed.partitioned: false and more than one "
-         "core per replica (cluster.split > 1)");
+    Fail(
+        "infeed.per_core: needs infeed.per_host: true, infeed.partitioned: false and more than one "
+        "core per replica (cluster.split > 1)");
   }
   CheckDivides(l, host.rows_per_step, l.cores_per_host, fmt::format("the batch of host {}", host.host));
   int64_t b = host.rows_per_step / l.cores_per_host;
@@ -169,8 +174,8 @@ void PlanPerCore(const Layout& l, HostPlan& host) {
     }
     std::vector<PieceSlice> slices;
     for (const FeatureSpec& spec : l.options.features) slices.push_back(FullBox(spec, b));
-    host.shards.push_back(MakeRoute(l, i, at.replica, at.logical_core, static_cast<int64_t>(i) * b, b,
-                                    std::move(slices)));
+    host.shards.push_back(
+        MakeRoute(l, i, at.replica, at.logical_core, static_cast<int64_t>(i) * b, b, std::move(slices)));
   }
 }
 
@@ -178,9 +183,10 @@ void CheckEqualReplicaBatches(const std::vector<HostPlan>& hosts) {
   for (const HostPlan& h : hosts) {
     if (h.shards.empty() || hosts[0].shards.empty()) continue;
     if (h.shards[0].replica_rows != hosts[0].shards[0].replica_rows) {
-      Fail("infeed: replicas fed by host {} get {} rows per step but those of host {} get {}; "
-           "every replica must see the same batch size",
-           h.host, h.shards[0].replica_rows, hosts[0].host, hosts[0].shards[0].replica_rows);
+      Fail(
+          "infeed: replicas fed by host {} get {} rows per step but those of host {} get {}; "
+          "every replica must see the same batch size",
+          h.host, h.shards[0].replica_rows, hosts[0].host, hosts[0].shards[0].replica_rows);
     }
   }
 }
@@ -193,9 +199,10 @@ void CheckSpecs(const MeshShardingOptions& sharding, const InfeedPlanOptions& op
     cluster::CheckPartitionSpec(sharding.mesh->spec(), p, BatchShape(spec, options.global_batch),
                                 "input.sharding." + spec.name);
     if (p.dims.empty() || p.dims[0] != sharding.batch_axes) {
-      Fail("input.sharding.{}: {} splits the batch dim unlike the others ({}); every feature's "
-           "rows are rows of one batch", spec.name, cluster::SpecText(p),
-           cluster::SpecText({{sharding.batch_axes}}));
+      Fail(
+          "input.sharding.{}: {} splits the batch dim unlike the others ({}); every feature's "
+          "rows are rows of one batch",
+          spec.name, cluster::SpecText(p), cluster::SpecText({{sharding.batch_axes}}));
     }
   }
 }
@@ -226,10 +233,12 @@ std::pair<int, int> HostBlocks(const MeshShardingOptions& sharding, int host, co
   if (blocks.empty()) Fail("input.sharding: host {} addresses no device of cluster.mesh", host);
   const int first = *blocks.begin(), last = *blocks.rbegin();
   if (last - first + 1 != static_cast<int>(blocks.size())) {
-    Fail("input.sharding: host {}'s devices hold row blocks [{}] of {} along [{}], not one consecutive "
-         "range; tpusim builds a host's batch from consecutive example ids (put the axes that span "
-         "hosts first in the batch dim's list)", host, fmt::join(blocks, ", "),
-         cluster::BlockCount(sharding.mesh->spec(), sharding.batch_axes), fmt::join(sharding.batch_axes, ", "));
+    Fail(
+        "input.sharding: host {}'s devices hold row blocks [{}] of {} along [{}], not one consecutive "
+        "range; tpusim builds a host's batch from consecutive example ids (put the axes that span "
+        "hosts first in the batch dim's list)",
+        host, fmt::join(blocks, ", "), cluster::BlockCount(sharding.mesh->spec(), sharding.batch_axes),
+        fmt::join(sharding.batch_axes, ", "));
   }
   return {first, last};
 }
@@ -252,12 +261,12 @@ HostPlan PlanShardedHost(const Layout& l, const MeshShardingOptions& sharding, i
     const int r = cluster::BlockIndex(mesh, sharding.batch_axes, flat);
     std::vector<PieceSlice> slices;
     for (const FeatureSpec& spec : l.options.features) {
-      slices.push_back(ShardedSlice(cluster::ShardIndices(
-          mesh, sharding.specs.at(spec.name), BatchShape(spec, l.options.global_batch), flat)));
+      slices.push_back(ShardedSlice(
+          cluster::ShardIndices(mesh, sharding.specs.at(spec.name), BatchShape(spec, l.options.global_batch), flat)));
     }
-    ShardRoute route = MakeRoute(l, static_cast<int>(plan.shards.size()), r,
-                                 cluster::CopyIndex(mesh, sharding.batch_axes, flat), (r - first) * b, b,
-                                 std::move(slices));
+    ShardRoute route =
+        MakeRoute(l, static_cast<int>(plan.shards.size()), r, cluster::CopyIndex(mesh, sharding.batch_axes, flat),
+                  (r - first) * b, b, std::move(slices));
     route.device_id = sharding.mesh->at(flat).id;
     route.mesh_coords = cluster::MeshCoords(mesh, flat);
     plan.shards.push_back(std::move(route));
@@ -278,8 +287,8 @@ bool SplitsInnerDims(const std::vector<FeatureSpec>& features, const ShardRoute&
 
 }  // namespace
 
-InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int num_hosts,
-                             int cores_per_host, const InfeedPlanOptions& options) {
+InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int num_hosts, int cores_per_host,
+                             const InfeedPlanOptions& options) {
   Layout l{assignment, num_hosts, cores_per_host, options};
   if (options.features.empty()) Fail("input.features: at least one feature is needed");
   InfeedPlan plan;
@@ -290,8 +299,7 @@ InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int nu
   plan.cores_per_host_ = cores_per_host;
   int infeed_hosts = options.per_host ? num_hosts : 1;
   if (options.global_batch % infeed_hosts != 0) {
-    Fail("input.global_batch: {} does not divide evenly over {} infeed hosts", options.global_batch,
-         infeed_hosts);
+    Fail("input.global_batch: {} does not divide evenly over {} infeed hosts", options.global_batch, infeed_hosts);
   }
   for (int t = 0; t < infeed_hosts; ++t) {
     HostPlan host;
@@ -322,9 +330,8 @@ void InfeedPlan::IndexRoutes(int num_hosts, int cores_per_host) {
   }
 }
 
-InfeedPlan InfeedPlan::BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts,
-                                    int cores_per_host, const InfeedPlanOptions& options,
-                                    const MeshShardingOptions& sharding) {
+InfeedPlan InfeedPlan::BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts, int cores_per_host,
+                                    const InfeedPlanOptions& options, const MeshShardingOptions& sharding) {
   Layout l{assignment, num_hosts, cores_per_host, options};
   if (options.features.empty()) Fail("input.features: at least one feature is needed");
   CheckSpecs(sharding, options);

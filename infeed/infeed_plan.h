@@ -20,9 +20,9 @@
 namespace tpusim::infeed {
 
 struct InfeedPlanOptions {
-  bool per_host = true;        // use_per_host_infeed
-  bool partitioned = false;    // use_partitioned_infeed_queue
-  bool per_core = false;       // use_per_core_infeed (§4.5d): every core of a host fed
+  bool per_host = true;      // use_per_host_infeed
+  bool partitioned = false;  // use_partitioned_infeed_queue
+  bool per_core = false;     // use_per_core_infeed (§4.5d): every core of a host fed
   // feature -> partition dims (one per tensor dim incl. batch); absent = [K, 1, ...].
   std::map<std::string, std::vector<int64_t>> partition_dims;
   int64_t global_batch = 0;
@@ -80,8 +80,8 @@ class InfeedPlan {
   // Builds the plan; throws Error naming the config key and the numbers when the
   // mode does not fit the slice (indivisible batch, a replica spanning hosts in
   // per-host mode, a host holding the wrong number of replicas, bad partition dims).
-  static InfeedPlan Build(const cluster::DeviceAssignment& assignment, int num_hosts,
-                          int cores_per_host, const InfeedPlanOptions& options);
+  static InfeedPlan Build(const cluster::DeviceAssignment& assignment, int num_hosts, int cores_per_host,
+                          const InfeedPlanOptions& options);
   // The plan of a batch placed by partition specs (input.sharding), as
   // jax.make_array_from_process_local_data places it: host t builds the rows its
   // devices hold, in increasing global index, and sends each of its devices the
@@ -92,9 +92,8 @@ class InfeedPlan {
   // does not divide), or when a host's devices hold rows that are not one
   // consecutive range of the global batch (tpusim builds a host batch from
   // consecutive example ids).
-  static InfeedPlan BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts,
-                                 int cores_per_host, const InfeedPlanOptions& options,
-                                 const MeshShardingOptions& sharding);
+  static InfeedPlan BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts, int cores_per_host,
+                                 const InfeedPlanOptions& options, const MeshShardingOptions& sharding);
 
   const std::vector<HostPlan>& hosts() const { return hosts_; }
   const std::vector<FeatureSpec>& features() const { return features_; }

@@ -12,8 +12,7 @@ int64_t InferElementCount(const InfeedQueueOptions& o) {
   if (o.tuple_types) return static_cast<int64_t>(o.tuple_types->size());
   if (o.tuple_shapes) return static_cast<int64_t>(o.tuple_shapes->size());
   if (o.shard_dimensions) return static_cast<int64_t>(o.shard_dimensions->size());
-  Fail("{}: cannot infer number of tuple elements from tuple_types, tuple_shapes or shard_dimensions",
-       o.name);
+  Fail("{}: cannot infer number of tuple elements from tuple_types, tuple_shapes or shard_dimensions", o.name);
 }
 
 }  // namespace
@@ -25,8 +24,8 @@ Shape ShardedShape(const Shape& shape, int64_t number_of_shards, int64_t shard_d
   }
   int64_t n = shape[static_cast<size_t>(shard_dimension)];
   if (n % number_of_shards != 0) {
-    Fail("shape {} cannot be sharded {} ways along dimension {}", ShapeToString(shape),
-         number_of_shards, shard_dimension);
+    Fail("shape {} cannot be sharded {} ways along dimension {}", ShapeToString(shape), number_of_shards,
+         shard_dimension);
   }
   Shape sharded = shape;
   sharded[static_cast<size_t>(shard_dimension)] = n / number_of_shards;
@@ -45,8 +44,7 @@ Shape UnpartitionedShape(const Shape& shape, int64_t number_of_partitions, int64
 
 EnqueueTarget DefaultEnqueueTarget(int64_t shard) { return {shard / 8, shard % 8}; }
 
-InfeedQueue::InfeedQueue(InfeedQueueOptions options)
-    : name_(options.name), num_elements_(InferElementCount(options)) {
+InfeedQueue::InfeedQueue(InfeedQueueOptions options) : name_(options.name), num_elements_(InferElementCount(options)) {
   if (num_elements_ <= 0) Fail("{}: number of tuple elements must be > 0, got {}", name_, num_elements_);
   if (options.number_of_partitions <= 0) {
     Fail("{}: number_of_partitions must be > 0, got {}", name_, options.number_of_partitions);
@@ -78,8 +76,8 @@ void InfeedQueue::SetTupleTypes(std::vector<DType> types) {
   CheckLength(types.size(), "tuple_types");
   for (size_t i = 0; frozen_ && i < types.size(); ++i) {
     if (types[i] != (*types_)[i]) {
-      Fail("{}: frozen tuple element {} has type {}, incompatible with {}", name_, i,
-           DTypeName((*types_)[i]), DTypeName(types[i]));
+      Fail("{}: frozen tuple element {} has type {}, incompatible with {}", name_, i, DTypeName((*types_)[i]),
+           DTypeName(types[i]));
     }
   }
   types_ = std::move(types);
@@ -89,8 +87,8 @@ void InfeedQueue::SetTupleShapes(std::vector<Shape> shapes) {
   CheckLength(shapes.size(), "tuple_shapes");
   for (size_t i = 0; frozen_ && i < shapes.size(); ++i) {
     if (shapes[i] != (*shapes_)[i]) {
-      Fail("{}: frozen tuple element {} has shape {}, incompatible with {}", name_, i,
-           ShapeToString((*shapes_)[i]), ShapeToString(shapes[i]));
+      Fail("{}: frozen tuple element {} has shape {}, incompatible with {}", name_, i, ShapeToString((*shapes_)[i]),
+           ShapeToString(shapes[i]));
     }
   }
   std::optional<std::vector<Shape>> previous = std::move(shapes_);
@@ -105,8 +103,8 @@ void InfeedQueue::SetTupleShapes(std::vector<Shape> shapes) {
 
 void InfeedQueue::SetNumberOfShards(int64_t number_of_shards) {
   if (frozen_ && number_of_shards != this->number_of_shards()) {
-    Fail("{}: can't set sharding policy to use {} shards since it has been frozen to use {}", name_,
-         number_of_shards, this->number_of_shards());
+    Fail("{}: can't set sharding policy to use {} shards since it has been frozen to use {}", name_, number_of_shards,
+         this->number_of_shards());
   }
   if (number_of_shards <= 0) Fail("{}: number_of_shards must be > 0, got {}", name_, number_of_shards);
   std::optional<int64_t> previous = number_of_shards_;
@@ -125,8 +123,8 @@ void InfeedQueue::SetShardDimensions(std::vector<int64_t> shard_dimensions) {
     int64_t dim = shard_dimensions[i];
     if (dim < 0) Fail("{}: shard_dimension of element {} must be >= 0, got {}", name_, i, dim);
     if (frozen_ && dim != shard_dimension(static_cast<int64_t>(i))) {
-      Fail("{}: can't set shard_dimension of element {} to {} since it has been frozen to use {}", name_,
-           i, dim, shard_dimension(static_cast<int64_t>(i)));
+      Fail("{}: can't set shard_dimension of element {} to {} since it has been frozen to use {}", name_, i, dim,
+           shard_dimension(static_cast<int64_t>(i)));
     }
   }
   auto previous = std::move(shard_dimensions_);
@@ -170,7 +168,8 @@ std::vector<Shape> InfeedQueue::UnshardedShapes(const std::vector<std::vector<Sh
       if (s == 0) unsharded.push_back(full);
       if (full != unsharded[static_cast<size_t>(i)]) {
         Fail("{}: element {} of shard {} has shape {}, incompatible with shard 0's {}", name_, i, s,
-             ShapeToString(shard_shapes[s][static_cast<size_t>(i)]), ShapeToString(shard_shapes[0][static_cast<size_t>(i)]));
+             ShapeToString(shard_shapes[s][static_cast<size_t>(i)]),
+             ShapeToString(shard_shapes[0][static_cast<size_t>(i)]));
       }
     }
   }
@@ -194,8 +193,7 @@ DequeueSpec InfeedQueue::GenerateDequeue(int64_t tpu_device) {
 }
 
 std::vector<EnqueueTarget> InfeedQueue::SplitInputsAndGenerateEnqueue(
-    std::vector<DType> types, std::vector<Shape> shapes,
-    const std::function<EnqueueTarget(int64_t)>& placement) {
+    std::vector<DType> types, std::vector<Shape> shapes, const std::function<EnqueueTarget(int64_t)>& placement) {
   if (generated_enqueue_) Fail("{}: can't generate two enqueue ops from the same queue", name_);
   SetTupleTypes(std::move(types));
   SetTupleShapes(std::move(shapes));

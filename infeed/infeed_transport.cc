@@ -8,9 +8,8 @@
 
 namespace tpusim::infeed {
 
-HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Transport& world, int host,
-                            const TransportOptions& options, const BatchFiller& fill) {
+HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                            int host, const TransportOptions& options, const BatchFiller& fill) {
   if (const HostPlan* hp = plan.host_plan(host)) {
     return internal::RunHostSender(plan, layout, world, *hp, options, fill);
   }

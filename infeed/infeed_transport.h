@@ -31,9 +31,9 @@ namespace tpusim::infeed {
 // One step of a host's infeed, as the sender saw it leave.
 struct SentStep {
   int64_t step = 0;
-  double build_s = 0;    // a worker's wall time filling and encoding it
-  double enqueue_s = 0;  // the sender's time on it, credit waits included
-  double sent_s = 0;     // when its last shard left, seconds since TransportOptions::origin_s
+  double build_s = 0;        // a worker's wall time filling and encoding it
+  double enqueue_s = 0;      // the sender's time on it, credit waits included
+  double sent_s = 0;         // when its last shard left, seconds since TransportOptions::origin_s
   double build_cpu_s = 0;    // the worker's thread CPU over the same time as build_s
   double enqueue_cpu_s = 0;  // the sender's thread CPU over the same time as enqueue_s
 };
@@ -77,9 +77,9 @@ class ShardTrailer {
 };
 
 struct TransportOptions {
-  int parallelism = 1;     // enqueue workers building shards (tpu_infeed_parallelism)
-  int queue_depth = 4;     // slots per core
-  int64_t num_steps = 0;   // infeed steps in the run
+  int parallelism = 1;    // enqueue workers building shards (tpu_infeed_parallelism)
+  int queue_depth = 4;    // slots per core
+  int64_t num_steps = 0;  // infeed steps in the run
   // MonotonicSeconds() at the run's start: SentStep::sent_s counts from here.
   double origin_s = 0;
   // The host's observer (null: none); borrowed.
@@ -129,13 +129,13 @@ using BatchFiller = std::function<void(int64_t step, Batch& host_batch, std::spa
 
 struct HostFeedStats {
   int64_t shards_sent = 0;
-  int64_t bytes_sent = 0;            // payload + headers put on the wire by this host
-  int64_t shards_forwarded = 0;      // single-host mode: relayed for another host
-  int64_t shards_handed_over = 0;    // of shards_sent: handed over in this process, not copied
-  double credit_wait_s = 0;          // time blocked waiting for a core to free a slot
-  double build_wait_s = 0;           // time the sender waited for workers to build a step
-  double send_s = 0;                 // time in the enqueue itself, credit waits included
-  double build_s = 0;                // workers' time building steps (fill, encode), summed
+  int64_t bytes_sent = 0;          // payload + headers put on the wire by this host
+  int64_t shards_forwarded = 0;    // single-host mode: relayed for another host
+  int64_t shards_handed_over = 0;  // of shards_sent: handed over in this process, not copied
+  double credit_wait_s = 0;        // time blocked waiting for a core to free a slot
+  double build_wait_s = 0;         // time the sender waited for workers to build a step
+  double send_s = 0;               // time in the enqueue itself, credit waits included
+  double build_s = 0;              // workers' time building steps (fill, encode), summed
   // Step packages (host batch, packed pieces, meta blocks) allocated and first touched:
   // the pool built before the first step, sized by prefetch and queue depth, plus
   // any a step had to allocate because none was free (none in a steady run).
@@ -155,9 +155,8 @@ struct HostFeedStats {
 // infeed host, the relay loop of a host that only forwards, or nothing. `world`
 // addresses ranks by RankLayout. Throws Error when a peer sends something
 // unexpected; transport failures come back as Error too.
-HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Transport& world, int host,
-                            const TransportOptions& options, const BatchFiller& fill);
+HostFeedStats RunHostInfeed(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                            int host, const TransportOptions& options, const BatchFiller& fill);
 
 // A piece of at least this many bytes travels as a message of its own, contiguous
 // on both sides: Open MPI moves a large contiguous message with one copy (vader's
@@ -178,8 +177,8 @@ inline constexpr size_t kPiecesAheadBelow = size_t{2} << 20;
 // PostPieces).
 class CoreInfeedQueue {
  public:
-  CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world,
-                  int host_rank, const TransportOptions& options);
+  CoreInfeedQueue(const InfeedPlan& plan, const ShardRoute& route, const cluster::Transport& world, int host_rank,
+                  const TransportOptions& options);
   ~CoreInfeedQueue();
   CoreInfeedQueue(const CoreInfeedQueue&) = delete;
   CoreInfeedQueue& operator=(const CoreInfeedQueue&) = delete;
@@ -221,17 +220,17 @@ class CoreInfeedQueue {
     size_t offset = 0;
     size_t bytes = 0;
   };
-  std::vector<PiecePlace> places_;  // per feature (wire slots)
-  std::vector<PiecePlace> alone_;   // the pieces that travel alone, in order
-  size_t first_wire_bytes_ = 0;     // fixed bytes of a shard's first message
-  size_t first_capacity_ = 0;       // and with the largest trailer
+  std::vector<PiecePlace> places_;          // per feature (wire slots)
+  std::vector<PiecePlace> alone_;           // the pieces that travel alone, in order
+  size_t first_wire_bytes_ = 0;             // fixed bytes of a shard's first message
+  size_t first_capacity_ = 0;               // and with the largest trailer
   std::vector<cluster::Request> requests_;  // per slot: the first message, then alone_
   static constexpr size_t kNoSlot = ~size_t{0};
   // Per slot (step % depth): the slot whose piece blocks hold its step's pieces
   // that travel alone, kNoSlot before its dequeue.
   std::vector<size_t> pieces_in_;
   std::vector<size_t> free_piece_slots_;  // the last released on top
-  bool pieces_ahead_ = false;  // a step's pieces are received one step ahead (PostPieces)
+  bool pieces_ahead_ = false;             // a step's pieces are received one step ahead (PostPieces)
 };
 
 }  // namespace tpusim::infeed

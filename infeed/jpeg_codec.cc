@@ -25,10 +25,11 @@ std::string EncodeJpeg(const RgbImage& image, int quality) {
   if (!handle) Fail("libjpeg-turbo: tjInitCompress failed");
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  const int rc = tjCompress2(handle.get(), image.pixels.data(), image.width, 0, image.height, TJPF_RGB, &out,
-                             &size, TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
+  const int rc = tjCompress2(handle.get(), image.pixels.data(), image.width, 0, image.height, TJPF_RGB, &out, &size,
+                             TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
   std::unique_ptr<unsigned char, decltype(&tjFree)> owned(out, &tjFree);
-  if (rc != 0) Fail("libjpeg-turbo: encoding a {}x{} image failed: {}", image.width, image.height, tjGetErrorStr2(handle.get()));
+  if (rc != 0)
+    Fail("libjpeg-turbo: encoding a {}x{} image failed: {}", image.width, image.height, tjGetErrorStr2(handle.get()));
   return std::string(reinterpret_cast<const char*>(out), size);
 }
 

@@ -13,9 +13,7 @@ int ModeledWorkers(int parallelism, double input_vcpus) {
 }
 
 ModeledWorkerPool::ModeledWorkerPool(int workers, Clock& clock)
-    : clock_(clock),
-      owed_us_(static_cast<size_t>(std::max(workers, 1)), 0),
-      started_(owed_us_.size(), false) {
+    : clock_(clock), owed_us_(static_cast<size_t>(std::max(workers, 1)), 0), started_(owed_us_.size(), false) {
   assert(workers >= 1);
   for (int w = workers - 1; w >= 0; --w) free_.push_back(w);
 }

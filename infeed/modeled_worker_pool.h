@@ -65,12 +65,12 @@ class ModeledWorkerPool {
 
   Clock& clock_;
   mutable std::mutex mu_;
-  std::condition_variable turn_;   // a worker was freed or the queue moved
-  std::vector<int> free_;          // idle workers
-  std::vector<int64_t> owed_us_;   // per worker: how late its last wait woke
-  std::vector<bool> started_;      // per worker: has it been charged before
-  uint64_t next_ticket_ = 0;       // the queue: tickets in the order callers came
-  uint64_t serving_ = 0;           // the ticket whose turn it is
+  std::condition_variable turn_;  // a worker was freed or the queue moved
+  std::vector<int> free_;         // idle workers
+  std::vector<int64_t> owed_us_;  // per worker: how late its last wait woke
+  std::vector<bool> started_;     // per worker: has it been charged before
+  uint64_t next_ticket_ = 0;      // the queue: tickets in the order callers came
+  uint64_t serving_ = 0;          // the ticket whose turn it is
   int waiting_ = 0;
   int64_t charged_us_ = 0;
 };

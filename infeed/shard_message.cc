@@ -7,7 +7,6 @@
 namespace tpusim::infeed {
 namespace {
 
-
 // The piece of the host batch a route slice covers: the replica's rows shifted in.
 PieceSlice InHostBatch(const PieceSlice& slice, int64_t replica_row_begin) {
   PieceSlice box = slice;
@@ -29,8 +28,7 @@ ShardCodec::ShardCodec(const std::vector<FeatureSpec>& features, const ShardRout
   // Packed: a slot is one contiguous receive, the simplest layout for MPI to fill.
   size_t offset = meta_bytes_;
   for (size_t f = 0; f < features.size(); ++f) {
-    piece_bytes_.push_back(static_cast<size_t>(NumElements(route.slices[f].shape())) *
-                           DTypeSize(features[f].dtype));
+    piece_bytes_.push_back(static_cast<size_t>(NumElements(route.slices[f].shape())) * DTypeSize(features[f].dtype));
     tensor_offsets_.push_back(offset);
     offset += piece_bytes_[f];
     wire_bytes_ += piece_bytes_[f];
@@ -77,8 +75,7 @@ std::span<const std::byte> ShardCodec::ContiguousPiece(const Batch& host_batch, 
 }
 
 void ShardCodec::PackPiece(const Batch& host_batch, size_t f, std::span<std::byte> out) const {
-  CopySlice(host_batch.at(features_[f].name), InHostBatch(route_->slices[f], route_->replica_row_begin),
-            out);
+  CopySlice(host_batch.at(features_[f].name), InHostBatch(route_->slices[f], route_->replica_row_begin), out);
 }
 
 ShardCodec::View ShardCodec::Decode(std::span<const std::byte> message) const {
@@ -98,10 +95,9 @@ ShardCodec::View ShardCodec::DecodeParts(std::span<const std::byte> meta,
   }
   View v;
   std::memcpy(&v.header, meta.data(), sizeof(ShardHeader));
-  if (v.header.num_tensors != static_cast<int32_t>(features_.size()) ||
-      v.header.replica_rows != route_->replica_rows) {
-    Fail("infeed: shard header claims {} tensors of {} replica rows, expected {} of {}",
-         v.header.num_tensors, v.header.replica_rows, features_.size(), route_->replica_rows);
+  if (v.header.num_tensors != static_cast<int32_t>(features_.size()) || v.header.replica_rows != route_->replica_rows) {
+    Fail("infeed: shard header claims {} tensors of {} replica rows, expected {} of {}", v.header.num_tensors,
+         v.header.replica_rows, features_.size(), route_->replica_rows);
   }
   const std::byte* slice_in = meta.data() + slices_offset_;
   for (size_t f = 0; f < features_.size(); ++f) {
@@ -112,15 +108,15 @@ ShardCodec::View ShardCodec::DecodeParts(std::span<const std::byte> meta,
       slice_in += sizeof(bounds);
       int64_t extent = dim == 0 ? route_->replica_rows : features_[f].shape[dim - 1];
       if (bounds[0] < 0 || bounds[0] > bounds[1] || bounds[1] > extent) {
-        Fail("infeed: shard slice of '{}' claims [{}, {}) on dim {}, outside [0, {})", features_[f].name,
-             bounds[0], bounds[1], dim, extent);
+        Fail("infeed: shard slice of '{}' claims [{}, {}) on dim {}, outside [0, {})", features_[f].name, bounds[0],
+             bounds[1], dim, extent);
       }
       s.begin.push_back(bounds[0]);
       s.end.push_back(bounds[1]);
     }
     if (s.shape() != route_->slices[f].shape()) {
-      Fail("infeed: shard slice of '{}' has shape {}, expected {}", features_[f].name,
-           ShapeToString(s.shape()), ShapeToString(route_->slices[f].shape()));
+      Fail("infeed: shard slice of '{}' has shape {}, expected {}", features_[f].name, ShapeToString(s.shape()),
+           ShapeToString(route_->slices[f].shape()));
     }
     size_t bytes = static_cast<size_t>(NumElements(s.shape())) * DTypeSize(features_[f].dtype);
     if (pieces[f].size() != bytes) {

@@ -49,8 +49,7 @@ class ShardCodec {
 
   // Writes the meta block (meta_bytes() long). `host_ids` holds the global example
   // id of every row of the host batch.
-  void EncodeMeta(const ShardHeader& header, std::span<const int64_t> host_ids,
-                  std::span<std::byte> out) const;
+  void EncodeMeta(const ShardHeader& header, std::span<const int64_t> host_ids, std::span<std::byte> out) const;
   // Whether feature f's piece is contiguous in the host batch (whole rows: the even
   // split and dim-0 partitions), so it can be sent from there without a copy.
   bool IsContiguous(size_t f) const;
@@ -65,8 +64,8 @@ class ShardCodec {
   // queue slot, until Release). No copy of the tensor bytes.
   struct View {
     ShardHeader header;
-    std::vector<PieceSlice> slices;            // per feature, in the replica batch
-    std::span<const int64_t> example_ids;      // per row of the replica batch
+    std::vector<PieceSlice> slices;                        // per feature, in the replica batch
+    std::span<const int64_t> example_ids;                  // per row of the replica batch
     std::vector<std::span<const std::byte>> tensor_bytes;  // per feature, C order
     // Bytes the host appended after the tensors (TransportOptions::trailer, ShardTrailer::Encode);
     // set by the core's queue, empty when the run sends none.

@@ -23,8 +23,8 @@ struct SharedStorage::Segment {
   static constexpr uint64_t kMagic = 0x7470757369'6d5353ull;  // "tpusimSS"
   uint64_t magic = kMagic;
   pthread_mutex_t mu;
-  double us_per_byte = 0;  // 0: unlimited
-  double burst_us = 0;     // one wave of requests, in microseconds of bandwidth
+  double us_per_byte = 0;    // 0: unlimited
+  double burst_us = 0;       // one wave of requests, in microseconds of bandwidth
   double paid_until_us = 0;  // the theoretical arrival time: when every taker is paid for
   int writers = 0;
   int64_t writing_since_us = 0;  // when `writers` last became non-zero
@@ -129,8 +129,8 @@ void SharedStorage::Acquire(int64_t bytes) {
   {
     Lock lock(*segment_);
     const double now = static_cast<double>(clock_->NowUs());
-    segment_->paid_until_us = std::max(segment_->paid_until_us, now) +
-                              static_cast<double>(bytes) * segment_->us_per_byte;
+    segment_->paid_until_us =
+        std::max(segment_->paid_until_us, now) + static_cast<double>(bytes) * segment_->us_per_byte;
     start_us = segment_->paid_until_us - segment_->burst_us;
   }
   clock_->SleepUntilUs(static_cast<int64_t>(std::ceil(start_us)));

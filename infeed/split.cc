@@ -30,8 +30,8 @@ void CheckSliceInside(const Shape& shape, const PieceSlice& slice) {
     ok = 0 <= slice.begin[d] && slice.begin[d] <= slice.end[d] && slice.end[d] <= shape[d];
   }
   if (!ok) {
-    Fail("slice [{}]..[{}] is outside a tensor of shape {}", fmt::join(slice.begin, ", "),
-         fmt::join(slice.end, ", "), ShapeToString(shape));
+    Fail("slice [{}]..[{}] is outside a tensor of shape {}", fmt::join(slice.begin, ", "), fmt::join(slice.end, ", "),
+         ShapeToString(shape));
   }
 }
 
@@ -173,8 +173,8 @@ void CheckPartitionDims(std::string_view key, const Shape& shape, const std::vec
     Fail("{}: product {} must equal cores per replica ({})", key, product, cores_per_replica);
   }
   if (dims.size() != shape.size()) {
-    Fail("{}: {} dims [{}] must have the same number of dimensions as the tensor's shape {}", key,
-         dims.size(), fmt::join(dims, ", "), ShapeToString(shape));
+    Fail("{}: {} dims [{}] must have the same number of dimensions as the tensor's shape {}", key, dims.size(),
+         fmt::join(dims, ", "), ShapeToString(shape));
   }
 }
 
@@ -192,8 +192,7 @@ std::vector<std::vector<int64_t>> AxisBounds(const Shape& shape, const std::vect
 }  // namespace
 
 std::vector<PieceSlice> PartitionSlices(std::string_view key, const Shape& shape,
-                                        const std::vector<int64_t>& partition_dims,
-                                        int64_t cores_per_replica) {
+                                        const std::vector<int64_t>& partition_dims, int64_t cores_per_replica) {
   int64_t product = 1;
   for (size_t d = 0; d < partition_dims.size(); ++d) {
     if (partition_dims[d] < 1) Fail("{}: dim {} is {}, every dim must be >= 1", key, d, partition_dims[d]);

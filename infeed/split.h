@@ -32,8 +32,8 @@ struct TensorInfo {
 
 // Where one tensor sits inside a shard's wire buffer.
 struct ShardEntry {
-  TensorInfo info;      // the per-shard shape
-  size_t offset = 0;    // bytes from the buffer start; a multiple of kShardAlignment
+  TensorInfo info;    // the per-shard shape
+  size_t offset = 0;  // bytes from the buffer start; a multiple of kShardAlignment
   size_t num_bytes = 0;
 };
 
@@ -61,8 +61,7 @@ ShardLayout EvenShardLayout(const std::vector<TensorInfo>& full, int64_t num_sha
 // each out[i] must hold layout.num_bytes (padding bytes are left as they are). `layout`
 // must come from EvenShardLayout of this batch's infos. Allocates nothing; buffers can
 // be reused across steps. Throws Error on a size mismatch. Thread-safe for distinct out.
-void SplitEvenInto(const Batch& batch, const ShardLayout& layout,
-                   std::span<const std::span<std::byte>> out);
+void SplitEvenInto(const Batch& batch, const ShardLayout& layout, std::span<const std::span<std::byte>> out);
 
 // Allocating convenience: the P shards as Batches.
 std::vector<Batch> SplitEven(const Batch& batch, int64_t num_shards);
@@ -93,16 +92,14 @@ struct PieceSlice {
 // product of 1 gives one piece (the whole tensor) with no further checks; otherwise
 // the product must equal `cores_per_replica` and the rank must match.
 std::vector<PieceSlice> PartitionSlices(std::string_view key, const Shape& shape,
-                                        const std::vector<int64_t>& partition_dims,
-                                        int64_t cores_per_replica);
+                                        const std::vector<int64_t>& partition_dims, int64_t cores_per_replica);
 
 // Copies slice `slice` of `tensor` into `out` (exactly its bytes, row-major). Throws
 // Error if out has the wrong size or the slice is outside the tensor.
 void CopySlice(const Tensor& tensor, const PieceSlice& slice, std::span<std::byte> out);
 
 // Copies piece j into out[j] for every piece (out.size() == slices.size()).
-void PartitionInto(const Tensor& tensor, std::span<const PieceSlice> slices,
-                   std::span<const std::span<std::byte>> out);
+void PartitionInto(const Tensor& tensor, std::span<const PieceSlice> slices, std::span<const std::span<std::byte>> out);
 
 // Allocating convenience: the pieces as Tensors (zero-size pieces included).
 std::vector<Tensor> PartitionTensor(const Tensor& tensor, std::span<const PieceSlice> slices);

@@ -69,9 +69,8 @@ std::string_view BoundBy(const StageTimes& times, double build_wait_s) {
   // Nothing was built (the cached source sends borrowed batches): the sender's wait
   // is a hand-off between its threads, not a building stage.
   if (times.file_read_s <= 0 && times.preprocessing_s <= 0 && times.shuffle_s <= 0) return "enqueue";
-  const std::pair<std::string_view, double> stages[] = {{"file read", times.file_read_s},
-                                                        {"preprocessing", times.preprocessing_s},
-                                                        {"shuffle", times.shuffle_s}};
+  const std::pair<std::string_view, double> stages[] = {
+      {"file read", times.file_read_s}, {"preprocessing", times.preprocessing_s}, {"shuffle", times.shuffle_s}};
   const auto* best = &stages[1];
   for (const auto& stage : stages) {
     if (stage.second > best->second || (stage.second == best->second && stage.second > 0 && &stage < best)) {

@@ -37,7 +37,7 @@ struct StageCosts {
   double file_read_cpu_s = 0;
   double preprocessing_cpu_s = 0;  // inflate, generation, copies into the batch
   double shuffle_cpu_s = 0;
-  double enqueue_cpu_s = 0;        // package build/copy and sends
+  double enqueue_cpu_s = 0;  // package build/copy and sends
   // The enqueue workers' whole thread CPU building steps: the fill (read, inflate
   // or generation, shuffle, the copies and bookkeeping between them) and the
   // packing of the shards. Of it, package_cpu_s packs (and is also in
@@ -50,10 +50,10 @@ struct StageCosts {
   // the faults.slow_hosts factor, and the storage model's waits.
   double modeled_preprocessing_s = 0;
   double modeled_storage_s = 0;
-  int64_t examples = 0;            // examples the host built
-  int64_t file_bytes = 0;          // bytes read from the dataset's files
-  int64_t storage_requests = 0;    // requests the storage model charged
-  int64_t device_bytes = 0;        // shard bytes sent to the host's cores
+  int64_t examples = 0;          // examples the host built
+  int64_t file_bytes = 0;        // bytes read from the dataset's files
+  int64_t storage_requests = 0;  // requests the storage model charged
+  int64_t device_bytes = 0;      // shard bytes sent to the host's cores
 
   StageCosts& operator+=(const StageCosts& other);
   StageCosts& operator-=(const StageCosts& other);

@@ -9,8 +9,8 @@ namespace tpusim::infeed {
 StorageModel::StorageModel(const StorageConfig& config, Clock& clock, SharedStorage* shared)
     : config_(config),
       clock_(clock),
-      bandwidth_(config.bandwidth_mb_s * 1e6,
-                 static_cast<double>(config.request_kib * 1024 * config.concurrency), clock),
+      bandwidth_(config.bandwidth_mb_s * 1e6, static_cast<double>(config.request_kib * 1024 * config.concurrency),
+                 clock),
       shared_(shared) {}
 
 int64_t StorageModel::Requests(int64_t bytes) const {

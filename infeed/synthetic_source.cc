@@ -21,12 +21,30 @@ constexpr int64_t kTeacherExampleId = -1;
 
 double DecodeElement(DType dtype, const std::byte* p) {
   switch (dtype) {
-    case DType::kFloat32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return BFloat16ToFloat(v); }
-    case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::kUInt8: return static_cast<double>(std::to_integer<uint8_t>(*p));
-    case DType::kInt8: return static_cast<double>(static_cast<int8_t>(std::to_integer<uint8_t>(*p)));
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return BFloat16ToFloat(v);
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kUInt8:
+      return static_cast<double>(std::to_integer<uint8_t>(*p));
+    case DType::kInt8:
+      return static_cast<double>(static_cast<int8_t>(std::to_integer<uint8_t>(*p)));
   }
   return 0;
 }
@@ -41,8 +59,7 @@ bool NextIndex(std::vector<int64_t>& pos, const Shape& extent) {
 }
 
 // Row-major element index inside one example of shape `dims` at `begin + pos`.
-int64_t ElementIndex(const Shape& dims, std::span<const int64_t> begin,
-                     const std::vector<int64_t>& pos) {
+int64_t ElementIndex(const Shape& dims, std::span<const int64_t> begin, const std::vector<int64_t>& pos) {
   int64_t index = 0;
   for (size_t d = 0; d < dims.size(); ++d) {
     index = index * dims[d] + (begin.empty() ? 0 : begin[d]) + pos[d];
@@ -68,8 +85,7 @@ bool PieceFits(const FeatureSpec& spec, const Tensor& piece, size_t rows, std::s
 
 }  // namespace
 
-SyntheticData::SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
-                             int64_t int_range)
+SyntheticData::SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label, int64_t int_range)
     : seed_(seed), label_(std::move(label)), int_range_(int_range), specs_(std::move(features)) {
   if (int_range_ <= 0 || int_range_ > (int64_t{1} << 31)) {
     Fail("input.int_range: must be in [1, 2^31], got {}", int_range_);
@@ -109,7 +125,8 @@ void SyntheticData::BuildTeacher() {
   }
   // 1 / sqrt(D32 / 9 + D16 * 7 / 36), the file comment's scale, written so that a
   // float32-only teacher keeps the value 3 / sqrt(D) exactly.
-  const double weighted = static_cast<double>(float_elements - bfloat16_elements) + 1.75 * static_cast<double>(bfloat16_elements);
+  const double weighted =
+      static_cast<double>(float_elements - bfloat16_elements) + 1.75 * static_cast<double>(bfloat16_elements);
   teacher_scale_ = float_elements > 0 ? 3.0 / std::sqrt(weighted) : 0;
 }
 
@@ -152,8 +169,7 @@ float SyntheticData::Label(int64_t example_id) const {
   return static_cast<float>(s);
 }
 
-void SyntheticData::FillRow(size_t feature, int64_t example_id, int64_t first, int64_t n,
-                            std::byte* out) const {
+void SyntheticData::FillRow(size_t feature, int64_t example_id, int64_t first, int64_t n, std::byte* out) const {
   if (feature == label_index_) {
     float v = Label(example_id);
     std::memcpy(out, &v, 4);
@@ -162,12 +178,17 @@ void SyntheticData::FillRow(size_t feature, int64_t example_id, int64_t first, i
   uint64_t key = SyntheticRowKey(feature_seeds_[feature], example_id);
   auto range = static_cast<uint64_t>(int_range_);
   switch (specs_[feature].dtype) {
-    case DType::kFloat32: return internal::FillFloat32Row(key, first, n, reinterpret_cast<float*>(out));
-    case DType::kBFloat16: return internal::FillBFloat16Row(key, first, n, reinterpret_cast<uint16_t*>(out));
-    case DType::kInt32: return internal::FillInt32Row(key, first, n, range, reinterpret_cast<int32_t*>(out));
-    case DType::kInt64: return internal::FillInt64Row(key, first, n, range, reinterpret_cast<int64_t*>(out));
+    case DType::kFloat32:
+      return internal::FillFloat32Row(key, first, n, reinterpret_cast<float*>(out));
+    case DType::kBFloat16:
+      return internal::FillBFloat16Row(key, first, n, reinterpret_cast<uint16_t*>(out));
+    case DType::kInt32:
+      return internal::FillInt32Row(key, first, n, range, reinterpret_cast<int32_t*>(out));
+    case DType::kInt64:
+      return internal::FillInt64Row(key, first, n, range, reinterpret_cast<int64_t*>(out));
     case DType::kUInt8:
-    case DType::kInt8: return internal::FillByteRow(key, first, n, reinterpret_cast<uint8_t*>(out));
+    case DType::kInt8:
+      return internal::FillByteRow(key, first, n, reinterpret_cast<uint8_t*>(out));
   }
 }
 
@@ -184,11 +205,9 @@ double SyntheticData::ExpectedValue(std::string_view name, int64_t example_id, i
 
 void SyntheticData::FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const {
   const FeatureSpec& spec = specs_[feature];
-  if (tensor.dtype() != spec.dtype || tensor.shape().empty() ||
-      tensor.shape() != BatchShape(spec, tensor.shape()[0])) {
-    Fail("tensor '{}' is {} {}, synthetic feature is {} [rows, {}]", spec.name,
-         DTypeName(tensor.dtype()), ShapeToString(tensor.shape()), DTypeName(spec.dtype),
-         fmt::join(spec.shape, ", "));
+  if (tensor.dtype() != spec.dtype || tensor.shape().empty() || tensor.shape() != BatchShape(spec, tensor.shape()[0])) {
+    Fail("tensor '{}' is {} {}, synthetic feature is {} [rows, {}]", spec.name, DTypeName(tensor.dtype()),
+         ShapeToString(tensor.shape()), DTypeName(spec.dtype), fmt::join(spec.shape, ", "));
   }
   size_t row_bytes = ExampleBytes(spec);
   int64_t per_example = NumElements(spec.shape);
@@ -226,8 +245,8 @@ VerifyResult SyntheticData::Verify(const Batch& batch, std::span<const int64_t> 
   return {};
 }
 
-VerifyResult SyntheticData::VerifySlice(std::string_view name, const Tensor& piece,
-                                        int64_t batch_first_id, std::span<const int64_t> begin) const {
+VerifyResult SyntheticData::VerifySlice(std::string_view name, const Tensor& piece, int64_t batch_first_id,
+                                        std::span<const int64_t> begin) const {
   if (piece.shape().empty()) return Mismatch(fmt::format("tensor '{}' is a scalar, expected [rows, ...]", name));
   if (!begin.empty() && begin.size() != piece.shape().size()) {
     return Mismatch(fmt::format("tensor '{}': {} begin offsets for rank {}", name, begin.size(), piece.shape().size()));
@@ -238,15 +257,14 @@ VerifyResult SyntheticData::VerifySlice(std::string_view name, const Tensor& pie
   return VerifyRows(name, piece, ids, begin.empty() ? begin : begin.subspan(1));
 }
 
-VerifyResult SyntheticData::VerifyRows(std::string_view name, const Tensor& piece,
-                                       std::span<const int64_t> example_ids,
+VerifyResult SyntheticData::VerifyRows(std::string_view name, const Tensor& piece, std::span<const int64_t> example_ids,
                                        std::span<const int64_t> inner_begin) const {
   size_t feature = IndexOf(name);
   if (feature == specs_.size()) return Mismatch(fmt::format("no synthetic feature '{}'", name));
   const FeatureSpec& s = specs_[feature];
   if (!PieceFits(s, piece, example_ids.size(), inner_begin)) {
-    return Mismatch(fmt::format("tensor '{}' is {} {} for {} rows at inner offset [{}]; feature is {} [rows, {}]",
-                                name, DTypeName(piece.dtype()), ShapeToString(piece.shape()), example_ids.size(),
+    return Mismatch(fmt::format("tensor '{}' is {} {} for {} rows at inner offset [{}]; feature is {} [rows, {}]", name,
+                                DTypeName(piece.dtype()), ShapeToString(piece.shape()), example_ids.size(),
                                 fmt::join(inner_begin, ", "), DTypeName(s.dtype), fmt::join(s.shape, ", ")));
   }
   Shape extent(piece.shape().begin() + 1, piece.shape().end());
@@ -267,9 +285,8 @@ VerifyResult SyntheticData::VerifyRows(std::string_view name, const Tensor& piec
   return {};
 }
 
-VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view name, size_t row,
-                                              int64_t example_id, const Shape& extent,
-                                              std::span<const int64_t> inner_begin,
+VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view name, size_t row, int64_t example_id,
+                                              const Shape& extent, std::span<const int64_t> inner_begin,
                                               const std::byte* actual) const {
   // The piece's innermost dimension is contiguous in the example: one run per position
   // of the outer dimensions, made at once and searched element by element only when it
@@ -287,12 +304,15 @@ VerifyResult SyntheticData::VerifyRowElements(size_t feature, std::string_view n
     FillRow(feature, example_id, first, run, expected.data());
     if (std::memcmp(expected.data(), actual, run_bytes) != 0) {
       int64_t k = 0;
-      while (std::memcmp(expected.data() + static_cast<size_t>(k) * element_bytes, actual + static_cast<size_t>(k) * element_bytes, element_bytes) == 0) ++k;
+      while (std::memcmp(expected.data() + static_cast<size_t>(k) * element_bytes,
+                         actual + static_cast<size_t>(k) * element_bytes, element_bytes) == 0)
+        ++k;
       if (!pos.empty()) pos.back() = k;
       const std::byte* want = expected.data() + static_cast<size_t>(k) * element_bytes;
-      return Mismatch(fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}",
-                                  name, row, example_id, first + k, fmt::join(pos, ", "), DecodeElement(s.dtype, want),
-                                  DecodeElement(s.dtype, actual + static_cast<size_t>(k) * element_bytes)));
+      return Mismatch(
+          fmt::format("tensor '{}' row {} (example {}) element {} (index [{}] of the piece): expected {}, got {}", name,
+                      row, example_id, first + k, fmt::join(pos, ", "), DecodeElement(s.dtype, want),
+                      DecodeElement(s.dtype, actual + static_cast<size_t>(k) * element_bytes)));
     }
     actual += run_bytes;
   } while (NextIndex(pos, outer));

@@ -52,9 +52,9 @@ struct SyntheticConfig {
   uint64_t seed = 1;
   std::vector<FeatureSpec> features;
   LabelConfig label;
-  int64_t int_range = 1000;           // int features take values in [0, int_range)
-  double max_examples_per_sec = 0;    // per host; 0 = unlimited
-  double cpu_us_per_example = 0;      // modeled preprocessing per example
+  int64_t int_range = 1000;         // int features take values in [0, int_range)
+  double max_examples_per_sec = 0;  // per host; 0 = unlimited
+  double cpu_us_per_example = 0;    // modeled preprocessing per example
   // Where the modeled preprocessing is waited out (input.cost_mode: emulate);
   // null: it is burnt as CPU on the clock (burn). Borrowed.
   ModeledWorkerPool* pool = nullptr;
@@ -73,8 +73,7 @@ class SyntheticData {
  public:
   // Throws Error for duplicate names, a label that collides with a feature, a label
   // without any float feature for the teacher, or int_range outside [1, 2^31].
-  SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label,
-                int64_t int_range = 1000);
+  SyntheticData(uint64_t seed, std::vector<FeatureSpec> features, LabelConfig label, int64_t int_range = 1000);
 
   // The features followed by the label spec (float32, per-example shape []) if any.
   const std::vector<FeatureSpec>& specs() const { return specs_; }
@@ -98,8 +97,7 @@ class SyntheticData {
   // Checks a piece of tensor `name` of a batch whose row 0 is example `batch_first_id`:
   // the piece starts at `begin` (one offset per dim, begin[0] = row offset; empty =
   // all zero) and has the piece tensor's own shape.
-  [[nodiscard]] VerifyResult VerifySlice(std::string_view name, const Tensor& piece,
-                                         int64_t batch_first_id,
+  [[nodiscard]] VerifyResult VerifySlice(std::string_view name, const Tensor& piece, int64_t batch_first_id,
                                          std::span<const int64_t> begin = {}) const;
   // Checks a piece whose row i stands for example_ids[i]; `inner_begin` has one offset
   // per non-batch dim (empty = all zero).
@@ -131,9 +129,9 @@ class SyntheticData {
   LabelConfig label_;
   int64_t int_range_;
   std::vector<FeatureSpec> specs_;
-  std::vector<uint64_t> keys_;  // FeatureKey of each spec, hashed once
-  std::vector<uint64_t> feature_seeds_;  // SyntheticFeatureSeed of each spec
-  size_t label_index_;          // index of the label in specs_, specs_.size() if none
+  std::vector<uint64_t> keys_;                       // FeatureKey of each spec, hashed once
+  std::vector<uint64_t> feature_seeds_;              // SyntheticFeatureSeed of each spec
+  size_t label_index_;                               // index of the label in specs_, specs_.size() if none
   std::vector<std::vector<float>> teacher_weights_;  // per feature; empty if not float
   double teacher_scale_ = 0;
 };

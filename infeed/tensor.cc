@@ -34,8 +34,8 @@ bool Tensor::operator==(const Tensor& other) const {
 
 void Tensor::CheckElementType(bool matches, size_t element_size) const {
   if (!matches) {
-    Fail("tensor of dtype {} accessed as a {}-byte element type that does not match it",
-         DTypeName(dtype_), element_size);
+    Fail("tensor of dtype {} accessed as a {}-byte element type that does not match it", DTypeName(dtype_),
+         element_size);
   }
 }
 

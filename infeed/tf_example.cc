@@ -139,18 +139,24 @@ std::string EncodeList(const NamedFeature& f) {
 
 std::string_view FeatureKindName(FeatureKind kind) {
   switch (kind) {
-    case FeatureKind::kFloat: return "float";
-    case FeatureKind::kInt64: return "int64";
-    case FeatureKind::kBytes: break;
+    case FeatureKind::kFloat:
+      return "float";
+    case FeatureKind::kInt64:
+      return "int64";
+    case FeatureKind::kBytes:
+      break;
   }
   return "bytes";
 }
 
 size_t ExampleFeature::size() const {
   switch (kind) {
-    case FeatureKind::kFloat: return floats.size();
-    case FeatureKind::kInt64: return int64s.size();
-    case FeatureKind::kBytes: break;
+    case FeatureKind::kFloat:
+      return floats.size();
+    case FeatureKind::kInt64:
+      return int64s.size();
+    case FeatureKind::kBytes:
+      break;
   }
   return bytes.size();
 }

@@ -17,10 +17,10 @@
 namespace tpusim::infeed {
 namespace {
 
-constexpr size_t kHeaderBytes = 12;       // length + its CRC
-constexpr size_t kFooterBytes = 4;        // data CRC
-constexpr size_t kChunkBytes = 1 << 20;   // a record's data is read in chunks this big
-constexpr size_t kInputBytes = 256 << 10; // compressed bytes read per refill
+constexpr size_t kHeaderBytes = 12;        // length + its CRC
+constexpr size_t kFooterBytes = 4;         // data CRC
+constexpr size_t kChunkBytes = 1 << 20;    // a record's data is read in chunks this big
+constexpr size_t kInputBytes = 256 << 10;  // compressed bytes read per refill
 
 void PutLe64(char* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -39,9 +39,7 @@ uint32_t GetLe32(const char* p) {
   return v;
 }
 
-int WindowBits(TfRecordCompression compression) {
-  return compression == TfRecordCompression::kGzip ? 15 + 16 : 15;
-}
+int WindowBits(TfRecordCompression compression) { return compression == TfRecordCompression::kGzip ? 15 + 16 : 15; }
 
 // Times one stage on `clock` (wall) and the thread (CPU) into two totals.
 class StageTimer {
@@ -63,9 +61,12 @@ class StageTimer {
 
 std::string_view CompressionName(TfRecordCompression compression) {
   switch (compression) {
-    case TfRecordCompression::kZlib: return "zlib";
-    case TfRecordCompression::kGzip: return "gzip";
-    case TfRecordCompression::kNone: break;
+    case TfRecordCompression::kZlib:
+      return "zlib";
+    case TfRecordCompression::kGzip:
+      return "gzip";
+    case TfRecordCompression::kNone:
+      break;
   }
   return "none";
 }
@@ -144,16 +145,17 @@ class TfRecordReader::Stream {
         continue;
       }
       if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        Fail("{}: not a {} stream or a corrupt one at inflated byte offset {} (zlib: {}); check "
-             "input.tfrecord.compression", path_, CompressionName(compression_), z_.total_out,
-             z_.msg ? z_.msg : "error");
+        Fail(
+            "{}: not a {} stream or a corrupt one at inflated byte offset {} (zlib: {}); check "
+            "input.tfrecord.compression",
+            path_, CompressionName(compression_), z_.total_out, z_.msg ? z_.msg : "error");
       }
       if (rc == Z_BUF_ERROR && z_.avail_in == 0 && file_done_) break;
     }
     const size_t produced = n - z_.avail_out;
     if (produced < n && !stream_done_ && file_done_ && z_.avail_in == 0) {
-      Fail("{}: the {} stream ends early (cut off after {} inflated bytes)", path_,
-           CompressionName(compression_), z_.total_out);
+      Fail("{}: the {} stream ends early (cut off after {} inflated bytes)", path_, CompressionName(compression_),
+           z_.total_out);
     }
     return produced;
   }
@@ -248,13 +250,14 @@ bool TfRecordReader::Next(std::string& data) {
     char footer[kFooterBytes];
     const size_t footer_got = data.size() == length ? ReadSome(footer, kFooterBytes) : 0;
     if (data.size() < length || footer_got < kFooterBytes) {
-      Skip(fmt::format("truncated: the record holds {} data bytes but the file ends after {}", length,
-                       data.size()), true);
+      Skip(fmt::format("truncated: the record holds {} data bytes but the file ends after {}", length, data.size()),
+           true);
       break;
     }
     if (!CheckCrc(data, GetLe32(footer))) {
       if (Skip(fmt::format("data CRC mismatch over its {} data bytes (from byte offset {})", length,
-                           record_offset_ + static_cast<int64_t>(kHeaderBytes)), false)) {
+                           record_offset_ + static_cast<int64_t>(kHeaderBytes)),
+               false)) {
         continue;
       }
     }

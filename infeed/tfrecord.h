@@ -87,7 +87,7 @@ class TfRecordReader {
   SteadyClock steady_clock_;
   Clock& clock_;
   std::unique_ptr<Stream> stream_;
-  int64_t offset_ = 0;         // in the (inflated) stream
+  int64_t offset_ = 0;  // in the (inflated) stream
   int64_t record_offset_ = 0;
   int64_t record_index_ = 0;
   bool at_end_ = false;

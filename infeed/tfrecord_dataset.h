@@ -23,7 +23,7 @@ struct TfRecordDatasetOptions {
   std::string name = "synthetic_imagenet";
   int64_t examples = 0;
   int64_t shards = 1;
-  int width = 500;   // ImageNet's most common size is 500 x 375
+  int width = 500;  // ImageNet's most common size is 500 x 375
   int height = 375;
   int jpeg_quality = 90;
   int64_t classes = 1000;

@@ -114,12 +114,16 @@ std::vector<std::string> ExpandFilePatterns(const std::vector<std::string>& patt
 std::string CheckFileSharding(size_t files, int64_t hosts) {
   const auto n = static_cast<int64_t>(files);
   if (n < hosts) {
-    Fail("input.files: {} files cannot feed {} hosts (file i goes to host i mod {}, as tf.data's file-level "
-         "sharding; each host needs at least one)", n, hosts, hosts);
+    Fail(
+        "input.files: {} files cannot feed {} hosts (file i goes to host i mod {}, as tf.data's file-level "
+        "sharding; each host needs at least one)",
+        n, hosts, hosts);
   }
   if (n % hosts == 0) return "";
-  return fmt::format("{} files do not divide over {} hosts: hosts 0-{} read {} files, the others {} (MaxText "
-                     "requires files % hosts == 0)", n, hosts, n % hosts - 1, n / hosts + 1, n / hosts);
+  return fmt::format(
+      "{} files do not divide over {} hosts: hosts 0-{} read {} files, the others {} (MaxText "
+      "requires files % hosts == 0)",
+      n, hosts, n % hosts - 1, n / hosts + 1, n / hosts);
 }
 
 struct TfRecordSource::Slot {
@@ -129,11 +133,16 @@ struct TfRecordSource::Slot {
 };
 
 TfRecordSource::TfRecordSource(std::vector<std::string> files, std::vector<ExampleFeatureSpec> specs, int64_t host,
-                               int64_t num_hosts, const TfRecordOptions& options, int readers,
-                               int64_t shuffle_buffer, uint64_t seed, Clock* clock)
-    : files_(std::move(files)), specs_(std::move(specs)), options_(options), shuffle_capacity_(shuffle_buffer),
-      seed_(seed), clock_(clock ? *clock : steady_clock_) {
-  if (num_hosts <= 0 || host < 0 || host >= num_hosts) Fail("tfrecord source: host {} is not one of {}", host, num_hosts);
+                               int64_t num_hosts, const TfRecordOptions& options, int readers, int64_t shuffle_buffer,
+                               uint64_t seed, Clock* clock)
+    : files_(std::move(files)),
+      specs_(std::move(specs)),
+      options_(options),
+      shuffle_capacity_(shuffle_buffer),
+      seed_(seed),
+      clock_(clock ? *clock : steady_clock_) {
+  if (num_hosts <= 0 || host < 0 || host >= num_hosts)
+    Fail("tfrecord source: host {} is not one of {}", host, num_hosts);
   sharding_note_ = CheckFileSharding(files_.size(), num_hosts);
   for (int64_t i = host; i < static_cast<int64_t>(files_.size()); i += num_hosts) local_files_.push_back(i);
   const size_t slots = std::min<size_t>(static_cast<size_t>(std::max(readers, 1)), local_files_.size());
@@ -257,8 +266,8 @@ void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Bat
     StageScope scope(clock, costs.batch);
     const auto expected = static_cast<size_t>(NumElements(spec.output.shape));
     if (feature.size() != expected) {
-      Fail("{}: feature key '{}' holds {} values, input.features.{}.shape {} needs {}", where, spec.key,
-           feature.size(), spec.output.name, ShapeToString(spec.output.shape), expected);
+      Fail("{}: feature key '{}' holds {} values, input.features.{}.shape {} needs {}", where, spec.key, feature.size(),
+           spec.output.name, ShapeToString(spec.output.shape), expected);
     }
     if (spec.kind == FeatureKind::kInt64) StoreValues(out, feature.int64s, spec.output.dtype);
     if (spec.kind == FeatureKind::kFloat) StoreValues(out, feature.floats, spec.output.dtype);

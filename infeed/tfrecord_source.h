@@ -46,10 +46,10 @@ inline RecordName RecordOfExampleId(int64_t example_id) {
 
 // How one output feature comes out of an Example (input.features.F in a tfrecord run).
 struct ExampleFeatureSpec {
-  FeatureSpec output;           // name, dtype and per-example shape of the tensor
-  std::string key;              // the Example's feature key
+  FeatureSpec output;  // name, dtype and per-example shape of the tensor
+  std::string key;     // the Example's feature key
   FeatureKind kind = FeatureKind::kFloat;
-  bool decode_jpeg = false;     // kind bytes: decode to [H, W, 3] = output.shape
+  bool decode_jpeg = false;  // kind bytes: decode to [H, W, 3] = output.shape
   CropMode crop = CropMode::kNone;
   bool random_flip = false;
 };
@@ -88,9 +88,7 @@ struct RawRecord {
 
 // The seed of host `host`'s source (its shuffle, crops and flips) in a run of
 // input.seed `seed`.
-inline uint64_t TfRecordHostSeed(uint64_t seed, int64_t host) {
-  return seed ^ (static_cast<uint64_t>(host) << 32);
-}
+inline uint64_t TfRecordHostSeed(uint64_t seed, int64_t host) { return seed ^ (static_cast<uint64_t>(host) << 32); }
 
 // What decoding one record needs: all hosts' files (sorted), the feature specs,
 // the seed of the per-record crops and flips, and the clock that times the stages.
@@ -113,9 +111,9 @@ class TfRecordSource {
   // `files`: all hosts' files, sorted (ExpandFilePatterns). This host reads files
   // host, host + H, ... with `readers` interleaved. `seed` seeds the shuffle and
   // the per-example crops and flips. Throws Error naming the file or feature.
-  TfRecordSource(std::vector<std::string> files, std::vector<ExampleFeatureSpec> specs, int64_t host,
-                 int64_t num_hosts, const TfRecordOptions& options, int readers, int64_t shuffle_buffer,
-                 uint64_t seed, Clock* clock = nullptr);
+  TfRecordSource(std::vector<std::string> files, std::vector<ExampleFeatureSpec> specs, int64_t host, int64_t num_hosts,
+                 const TfRecordOptions& options, int readers, int64_t shuffle_buffer, uint64_t seed,
+                 Clock* clock = nullptr);
   ~TfRecordSource();
 
   const std::vector<std::string>& files() const { return files_; }
@@ -154,8 +152,8 @@ class TfRecordSource {
   std::string sharding_note_;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t next_slot_ = 0;
-  size_t next_file_ = 0;       // into local_files_, cycling
-  int64_t opened_in_pass_ = 0; // files opened since a record was last read
+  size_t next_file_ = 0;        // into local_files_, cycling
+  int64_t opened_in_pass_ = 0;  // files opened since a record was last read
   std::vector<RawRecord> shuffle_;
   uint64_t draws_ = 0;
   TfRecordStageCosts stream_costs_;

@@ -32,8 +32,7 @@ class TfRecordVerifier {
 
  private:
   std::string ReadRecord(const RecordName& record);
-  std::string CheckRow(const std::vector<FeatureSpec>& features, const ShardCodec::View& shard,
-                       int64_t row);
+  std::string CheckRow(const std::vector<FeatureSpec>& features, const ShardCodec::View& shard, int64_t row);
 
   std::vector<std::string> files_;
   std::vector<ExampleFeatureSpec> specs_;

@@ -20,9 +20,9 @@ namespace tpusim::model {
 // The §5.1 accumulators: sums over every micro-batch of the current step, local to
 // this replica. Zero at construction and after each PostTrainingStepUpdate.
 struct BatchNormAccumulators {
-  float counts = 0.0f;        // examples seen this step
-  Eigen::ArrayXf mean_ss;     // [channels] sum of x
-  Eigen::ArrayXf variance_ss; // [channels] sum of x^2
+  float counts = 0.0f;         // examples seen this step
+  Eigen::ArrayXf mean_ss;      // [channels] sum of x
+  Eigen::ArrayXf variance_ss;  // [channels] sum of x^2
 };
 
 class BatchNorm {
@@ -35,18 +35,17 @@ class BatchNorm {
   // Backward refers to the most recent call. z may have zero rows (then y is
   // empty and only counts += 0 happens).
   // gamma and beta are [channels]; the effective scale is 1 + gamma.
-  void ForwardTrain(const Eigen::MatrixXf& z, const Eigen::ArrayXf& gamma,
-                    const Eigen::ArrayXf& beta, Eigen::MatrixXf& y);
+  void ForwardTrain(const Eigen::MatrixXf& z, const Eigen::ArrayXf& gamma, const Eigen::ArrayXf& beta,
+                    Eigen::MatrixXf& y);
 
   // Gradient through the last ForwardTrain: given dL/dy, writes dL/dz, dL/dgamma
   // and dL/dbeta (all sized here; no allocation when sizes are unchanged).
-  void Backward(const Eigen::MatrixXf& dy, const Eigen::ArrayXf& gamma, Eigen::MatrixXf& dz,
-                Eigen::ArrayXf& dgamma, Eigen::ArrayXf& dbeta);
+  void Backward(const Eigen::MatrixXf& dy, const Eigen::ArrayXf& gamma, Eigen::MatrixXf& dz, Eigen::ArrayXf& dgamma,
+                Eigen::ArrayXf& dbeta);
 
   // Evaluation forward: normalises with the moving statistics; touches no state.
-  void ForwardEval(const Eigen::MatrixXf& z, const Eigen::ArrayXf& gamma,
-                   const Eigen::ArrayXf& beta, const Eigen::ArrayXf& moving_mean,
-                   const Eigen::ArrayXf& moving_variance, Eigen::MatrixXf& y) const;
+  void ForwardEval(const Eigen::MatrixXf& z, const Eigen::ArrayXf& gamma, const Eigen::ArrayXf& beta,
+                   const Eigen::ArrayXf& moving_mean, const Eigen::ArrayXf& moving_variance, Eigen::MatrixXf& y) const;
 
   // §5.1 PostTrainingStepUpdate: if counts > 0.5, moves moving_mean/variance a
   // fraction (1 - decay) toward the step's mean/variance; then resets the
@@ -69,7 +68,7 @@ class BatchNorm {
   Eigen::ArrayXf scale_;    // [channels] 1 + gamma
   Eigen::ArrayXf mean_dy_;  // [channels] Backward scratch
   Eigen::ArrayXf mean_dy_x_hat_;
-  Eigen::MatrixXf x_hat_;   // [examples, channels] normalised z
+  Eigen::MatrixXf x_hat_;  // [examples, channels] normalised z
 };
 
 }  // namespace tpusim::model

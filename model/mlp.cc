@@ -17,21 +17,17 @@ using ConstWeights = Eigen::Map<const RowMajorMatrixXf>;
 using Weights = Eigen::Map<RowMajorMatrixXf>;
 
 // A [in, out] C-order weight variable viewed as a matrix.
-ConstWeights WeightsOf(const Variable& w) {
-  return ConstWeights(w.value.data(), w.spec.shape[0], w.spec.shape[1]);
-}
+ConstWeights WeightsOf(const Variable& w) { return ConstWeights(w.value.data(), w.spec.shape[0], w.spec.shape[1]); }
 
 // out = in · W + b, one row per example.
-void Affine(const Eigen::Ref<const Eigen::MatrixXf>& in, const Variable& w, const Variable& b,
-            Eigen::MatrixXf& out) {
+void Affine(const Eigen::Ref<const Eigen::MatrixXf>& in, const Variable& w, const Variable& b, Eigen::MatrixXf& out) {
   out.resize(in.rows(), w.spec.shape[1]);
   out.noalias() = in * WeightsOf(w);
   out.rowwise() += b.value.matrix().transpose();
 }
 
 // Gradients of an affine layer's variables given dL/dout.
-void AffineGrad(const Eigen::Ref<const Eigen::MatrixXf>& in, const Eigen::MatrixXf& d_out,
-                Variable& w, Variable& b) {
+void AffineGrad(const Eigen::Ref<const Eigen::MatrixXf>& in, const Eigen::MatrixXf& d_out, Variable& w, Variable& b) {
   Weights dw(w.grad.data(), w.spec.shape[0], w.spec.shape[1]);
   dw.noalias() = in.transpose() * d_out;
   b.grad = d_out.colwise().sum().transpose().array();
@@ -74,8 +70,7 @@ float MeanLoss(bool logistic, const Eigen::Ref<const Eigen::VectorXf>& pred,
 }
 
 // d(scale · mean loss)/d(pred) into dpred [B, 1].
-void LossGrad(bool logistic, const Eigen::MatrixXf& pred,
-              const Eigen::Ref<const Eigen::VectorXf>& labels, float scale,
+void LossGrad(bool logistic, const Eigen::MatrixXf& pred, const Eigen::Ref<const Eigen::VectorXf>& labels, float scale,
               Eigen::MatrixXf& dpred) {
   dpred.resize(pred.rows(), 1);
   const float factor = scale / static_cast<float>(pred.rows());
@@ -136,8 +131,7 @@ Mlp::Mlp(const ModelConfig& config, int input_width)
 
 int Mlp::AddTrainable(const std::string& name, std::vector<int64_t> shape) {
   const int64_t n = optim::NumElements(shape);
-  trainable_.push_back(
-      {{name, std::move(shape)}, Eigen::ArrayXf::Zero(n), Eigen::ArrayXf::Zero(n)});
+  trainable_.push_back({{name, std::move(shape)}, Eigen::ArrayXf::Zero(n), Eigen::ArrayXf::Zero(n)});
   return static_cast<int>(trainable_.size()) - 1;
 }
 
@@ -189,8 +183,7 @@ float Mlp::ForwardBackward(const Eigen::Ref<const Eigen::MatrixXf>& inputs,
   return MeanLoss(logistic, pred_.col(0), labels);
 }
 
-Eigen::Ref<const Eigen::MatrixXf> Mlp::LayerInput(const Eigen::Ref<const Eigen::MatrixXf>& inputs,
-                                                  size_t layer) const {
+Eigen::Ref<const Eigen::MatrixXf> Mlp::LayerInput(const Eigen::Ref<const Eigen::MatrixXf>& inputs, size_t layer) const {
   if (layer == 0) return inputs;
   return hidden_[layer - 1].a;
 }
@@ -220,8 +213,7 @@ void Mlp::Backward(const Eigen::Ref<const Eigen::MatrixXf>& inputs) {
   }
 }
 
-void Mlp::BackwardHidden(const Eigen::Ref<const Eigen::MatrixXf>& prev, Hidden& h,
-                         Eigen::MatrixXf& d_prev) {
+void Mlp::BackwardHidden(const Eigen::Ref<const Eigen::MatrixXf>& prev, Hidden& h, Eigen::MatrixXf& d_prev) {
   // ReLU: the gradient passes where the ReLU input was positive.
   h.da.array() *= (h.y.array() > 0.0f).cast<float>();
   if (h.bn) {
@@ -247,8 +239,7 @@ Eigen::VectorXf Mlp::Predict(const Eigen::Ref<const Eigen::MatrixXf>& inputs) co
   for (const Hidden& h : hidden_) {
     Affine(act, trainable_[h.w], trainable_[h.b], z);
     if (h.bn) {
-      h.bn->ForwardEval(z, trainable_[h.gamma].value, trainable_[h.beta].value,
-                        non_trainable_[h.moving_mean].value,
+      h.bn->ForwardEval(z, trainable_[h.gamma].value, trainable_[h.beta].value, non_trainable_[h.moving_mean].value,
                         non_trainable_[h.moving_variance].value, act);
       act = act.cwiseMax(0.0f);
     } else {
@@ -268,15 +259,14 @@ float Mlp::EvalLoss(const Eigen::Ref<const Eigen::MatrixXf>& inputs,
 void Mlp::PostTrainingStepUpdate() {
   for (Hidden& h : hidden_) {
     if (!h.bn) continue;
-    h.bn->PostTrainingStepUpdate(non_trainable_[h.moving_mean].value,
-                                 non_trainable_[h.moving_variance].value);
+    h.bn->PostTrainingStepUpdate(non_trainable_[h.moving_mean].value, non_trainable_[h.moving_variance].value);
   }
 }
 
 const BatchNormAccumulators& Mlp::bn_accumulators(int layer) const {
   if (layer < 0 || layer >= static_cast<int>(hidden_.size()) || !hidden_[layer].bn) {
-    Fail("model: hidden layer {} has no batch norm ({} hidden layers, batch_norm {})", layer,
-         hidden_.size(), config_.batch_norm);
+    Fail("model: hidden layer {} has no batch norm ({} hidden layers, batch_norm {})", layer, hidden_.size(),
+         config_.batch_norm);
   }
   return hidden_[layer].bn->accumulators();
 }

@@ -28,8 +28,8 @@
 
 #include <Eigen/Core>
 
-#include "optim/optimizer.h"
 #include "model/batch_norm.h"
+#include "optim/optimizer.h"
 
 namespace tpusim::model {
 
@@ -147,13 +147,11 @@ class Mlp {
   void ForwardTrain(const Eigen::Ref<const Eigen::MatrixXf>& inputs);
   void ForwardHidden(const Eigen::Ref<const Eigen::MatrixXf>& prev, Hidden& h);
   void Backward(const Eigen::Ref<const Eigen::MatrixXf>& inputs);
-  void BackwardHidden(const Eigen::Ref<const Eigen::MatrixXf>& prev, Hidden& h,
-                      Eigen::MatrixXf& d_prev);
+  void BackwardHidden(const Eigen::Ref<const Eigen::MatrixXf>& prev, Hidden& h, Eigen::MatrixXf& d_prev);
   void ZeroGradients(Eigen::Index input_rows);
   // The input of hidden layer `layer` (the inputs for 0); `hidden_.size()` gives
   // the input of the output layer.
-  Eigen::Ref<const Eigen::MatrixXf> LayerInput(const Eigen::Ref<const Eigen::MatrixXf>& inputs,
-                                               size_t layer) const;
+  Eigen::Ref<const Eigen::MatrixXf> LayerInput(const Eigen::Ref<const Eigen::MatrixXf>& inputs, size_t layer) const;
 
   ModelConfig config_;
   int input_width_;

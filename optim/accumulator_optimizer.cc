@@ -6,13 +6,11 @@
 
 namespace tpusim::optim {
 
-AccumulatorOptimizer::AccumulatorOptimizer(std::unique_ptr<Optimizer> inner,
-                                           const AccumulatorParams& params)
+AccumulatorOptimizer::AccumulatorOptimizer(std::unique_ptr<Optimizer> inner, const AccumulatorParams& params)
     : inner_(std::move(inner)), params_(params) {
   if (!inner_) Fail("accumulator: inner optimizer is missing");
   if (inner_->num_variables() != 0) {
-    Fail("accumulator: inner optimizer must have no variables yet (has {})",
-         inner_->num_variables());
+    Fail("accumulator: inner optimizer must have no variables yet (has {})", inner_->num_variables());
   }
   if (params_.accum_steps < 1) Fail("accum_steps: {} must be >= 1", params_.accum_steps);
 }
@@ -25,8 +23,7 @@ void AccumulatorOptimizer::AddState(int var_index, const VariableSpec& spec) {
 }
 
 void AccumulatorOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                      const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                      const StepContext& ctx) {
+                                      const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   Eigen::ArrayXf& accum = accum_[var_index];
   accum += grad;
   if (!is_apply_step(ctx.global_step)) return;

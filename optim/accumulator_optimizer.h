@@ -30,9 +30,7 @@ class AccumulatorOptimizer final : public Optimizer {
   AccumulatorOptimizer(std::unique_ptr<Optimizer> inner, const AccumulatorParams& params);
 
   // Whether an Apply at global step s runs the inner optimizer.
-  bool is_apply_step(int64_t global_step) const {
-    return global_step % params_.accum_steps == params_.accum_steps - 1;
-  }
+  bool is_apply_step(int64_t global_step) const { return global_step % params_.accum_steps == params_.accum_steps - 1; }
   Optimizer& inner() { return *inner_; }
   // Finishes the inner optimizer's step when this step applied it.
   void FinishStep() override;
@@ -42,8 +40,7 @@ class AccumulatorOptimizer final : public Optimizer {
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                   const StepContext& ctx) override;
   // The inner optimizer's slots plus "grad_accumulator".
   std::vector<SlotView> StateSlots(int var_index) override;

@@ -33,14 +33,12 @@ bool AllFinite(const Eigen::ArrayXf& x) { return x.isFinite().all(); }
 
 }  // namespace
 
-std::optional<FactoredDims> AdafactorFactoredDims(const std::vector<int64_t>& shape,
-                                                  bool factored,
+std::optional<FactoredDims> AdafactorFactoredDims(const std::vector<int64_t>& shape, bool factored,
                                                   int64_t min_dim_size_to_factor) {
   if (!factored || shape.size() < 2) return std::nullopt;
   std::vector<int> order(shape.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&shape](int x, int y) { return shape[x] > shape[y]; });
+  std::stable_sort(order.begin(), order.end(), [&shape](int x, int y) { return shape[x] > shape[y]; });
   if (shape[order[1]] < min_dim_size_to_factor) return std::nullopt;
   return FactoredDims{order[0], order[1]};
 }
@@ -55,8 +53,7 @@ float AdafactorDecayRate(const AdafactorParams& params, int64_t global_step) {
   return beta2 * (1.0f - std::pow(beta2, t - 1.0f)) / (1.0f - std::pow(beta2, t));
 }
 
-AdafactorOptimizer::AdafactorOptimizer(const AdafactorParams& params)
-    : params_(params), x_block_(kBlockElements) {}
+AdafactorOptimizer::AdafactorOptimizer(const AdafactorParams& params) : params_(params), x_block_(kBlockElements) {}
 
 std::optional<FactoredDims> AdafactorOptimizer::factored_dims(int var_index) const {
   variable(var_index);  // validates the index
@@ -110,8 +107,7 @@ std::vector<SlotView> AdafactorOptimizer::StateSlots(int var_index) {
 }
 
 void AdafactorOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                    const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                    const StepContext& ctx) {
+                                    const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   State& st = states_[var_index];
   if (value.size() == 0) return;  // RMS of nothing is undefined; nothing to update
   StepScalars k;
@@ -133,8 +129,7 @@ float AdafactorOptimizer::UpdateScale(double value_sum_squares, int64_t n, float
 
 // Pass 1: sums of q = g^2 + epsilon1 over d0 and over d1, plus sum(W^2) for the
 // parameter scale, in one read of g and W.
-double AdafactorOptimizer::AccumulateFactored(State& st,
-                                              const Eigen::Ref<const Eigen::ArrayXf>& value,
+double AdafactorOptimizer::AccumulateFactored(State& st, const Eigen::Ref<const Eigen::ArrayXf>& value,
                                               const Eigen::Ref<const Eigen::ArrayXf>& grad) {
   st.row_scratch.setZero();
   st.col_scratch.setZero();
@@ -169,8 +164,7 @@ bool AdafactorOptimizer::UpdateFactoredStats(State& st, const StepScalars& k) {
   const float d1 = static_cast<float>(st.d1_size);
   st.new_vr = st.vr * k.decay + (st.row_scratch / d0) * k.mix;
   st.new_vc = st.vc * k.decay + (st.col_scratch / d1) * k.mix;
-  const bool finite =
-      !params_.cond_is_finite || (AllFinite(st.new_vr) && AllFinite(st.new_vc));
+  const bool finite = !params_.cond_is_finite || (AllFinite(st.new_vr) && AllFinite(st.new_vc));
   if (finite) {
     st.vr = st.new_vr;
     st.vc = st.new_vc;
@@ -196,8 +190,7 @@ void AdafactorOptimizer::ComputeFactors(State& st) {
 // Pass 2 (only with clipping): max(1, RMS(x) / threshold), recomputing x block by
 // block instead of storing it.
 template <typename ComputeX>
-float AdafactorOptimizer::ClipDenominator(const internal::FactoredLayout& layout,
-                                          ComputeX&& compute_x) {
+float AdafactorOptimizer::ClipDenominator(const internal::FactoredLayout& layout, ComputeX&& compute_x) {
   if (!params_.clipping_threshold.has_value()) return 1.0f;
   double sum_squares = 0.0;
   internal::ForEachBlock(layout, kBlockElements, [&](const internal::Block& b) {
@@ -214,9 +207,8 @@ float AdafactorOptimizer::ClipDenominator(const internal::FactoredLayout& layout
 // the subtrahend is staged in st.update and committed (to m and W) only if it and
 // the statistics were finite.
 template <typename ComputeX>
-void AdafactorOptimizer::WriteUpdate(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                                     bool stats_finite, float clip_denominator, float scale,
-                                     ComputeX&& compute_x) {
+void AdafactorOptimizer::WriteUpdate(State& st, Eigen::Ref<Eigen::ArrayXf> value, bool stats_finite,
+                                     float clip_denominator, float scale, ComputeX&& compute_x) {
   const bool clip = params_.clipping_threshold.has_value();
   const bool staged = params_.cond_is_finite;
   const bool momentum = params_.beta1 != 0.0f;
@@ -244,8 +236,7 @@ void AdafactorOptimizer::WriteUpdate(State& st, Eigen::Ref<Eigen::ArrayXf> value
 }
 
 void AdafactorOptimizer::ApplyFactored(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                                       const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                       StepScalars k) {
+                                       const Eigen::Ref<const Eigen::ArrayXf>& grad, StepScalars k) {
   const double value_sum_squares = AccumulateFactored(st, value, grad);
   k.scale = UpdateScale(value_sum_squares, value.size(), k.scale);
   const bool stats_finite = UpdateFactoredStats(st, k);
@@ -257,14 +248,13 @@ void AdafactorOptimizer::ApplyFactored(State& st, Eigen::Ref<Eigen::ArrayXf> val
   auto compute_x = [&](const internal::Block& b, float* x) {
     if (inner == 1) {
       const int64_t len = b.cols;
-      ArrayMap(x, len) = ConstArrayMap(grad.data() + b.offset, len) *
-                         ConstArrayMap(drop_a + b.drop_a_offset, len) * drop_b[b.drop_b_offset];
+      ArrayMap(x, len) = ConstArrayMap(grad.data() + b.offset, len) * ConstArrayMap(drop_a + b.drop_a_offset, len) *
+                         drop_b[b.drop_b_offset];
     } else {
-      Array2Map(x, inner, b.cols) =
-          (ConstArray2Map(grad.data() + b.offset, inner, b.cols) *
-           ConstArray2Map(drop_a + b.drop_a_offset, inner, b.cols))
-              .colwise() *
-          ConstArrayMap(drop_b + b.drop_b_offset, inner);
+      Array2Map(x, inner, b.cols) = (ConstArray2Map(grad.data() + b.offset, inner, b.cols) *
+                                     ConstArray2Map(drop_a + b.drop_a_offset, inner, b.cols))
+                                        .colwise() *
+                                    ConstArrayMap(drop_b + b.drop_b_offset, inner);
     }
   };
   const float clip_denominator = ClipDenominator(st.layout, compute_x);
@@ -272,10 +262,8 @@ void AdafactorOptimizer::ApplyFactored(State& st, Eigen::Ref<Eigen::ArrayXf> val
 }
 
 void AdafactorOptimizer::ApplyUnfactored(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                                         const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                         StepScalars k) {
-  const double value_sum_squares =
-      params_.multiply_by_parameter_scale ? SumSquares(value) : 0.0;
+                                         const Eigen::Ref<const Eigen::ArrayXf>& grad, StepScalars k) {
+  const double value_sum_squares = params_.multiply_by_parameter_scale ? SumSquares(value) : 0.0;
   k.scale = UpdateScale(value_sum_squares, value.size(), k.scale);
   Eigen::ArrayXf& new_v = params_.cond_is_finite ? st.new_v : st.v;
   new_v = st.v * k.decay + (grad.square() + params_.epsilon1) * k.mix;

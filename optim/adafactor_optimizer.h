@@ -39,8 +39,8 @@ namespace tpusim::optim {
 
 // Field names and defaults follow Lingvo's XLAShardingAdafactor layer params.
 struct AdafactorParams {
-  float beta1 = 0.0f;   // first-moment decay; 0 = no momentum and no "m" slot
-  float beta2 = 0.999f;  // second-moment decay target (Adam-style schedule)
+  float beta1 = 0.0f;                       // first-moment decay; 0 = no momentum and no "m" slot
+  float beta2 = 0.999f;                     // second-moment decay target (Adam-style schedule)
   bool multiply_by_parameter_scale = true;  // scale updates by max(RMS(W), epsilon2)
   // Update clipping threshold d; nullopt (Lingvo's None, the default) = no clipping.
   std::optional<float> clipping_threshold;
@@ -51,9 +51,9 @@ struct AdafactorParams {
   std::optional<float> decay_exponent_pow;
   int64_t decay_exponent_offset = 0;
   int64_t min_dim_size_to_factor = 128;  // second-largest dim must reach this
-  bool cond_is_finite = false;  // skip slot/variable writes whose inputs are not finite
-  float epsilon1 = 1e-30f;  // fixed by Lingvo's layer; added to g^2
-  float epsilon2 = 1e-3f;   // fixed by Lingvo's layer; floor of the parameter scale
+  bool cond_is_finite = false;           // skip slot/variable writes whose inputs are not finite
+  float epsilon1 = 1e-30f;               // fixed by Lingvo's layer; added to g^2
+  float epsilon2 = 1e-3f;                // fixed by Lingvo's layer; floor of the parameter scale
 };
 
 // The two axes of a factored variable: vr is reduced over d0 (the largest
@@ -67,8 +67,7 @@ struct FactoredDims {
 // sorted by size descending with a stable sort (ties: lower index first), d0 and
 // d1 are the first two, and the variable is factored iff shape[d1] >=
 // min_dim_size_to_factor.
-std::optional<FactoredDims> AdafactorFactoredDims(const std::vector<int64_t>& shape,
-                                                  bool factored,
+std::optional<FactoredDims> AdafactorFactoredDims(const std::vector<int64_t>& shape, bool factored,
                                                   int64_t min_dim_size_to_factor);
 
 // The second-moment decay b for global step s (see AdafactorParams): Adam-style
@@ -87,8 +86,7 @@ class AdafactorOptimizer final : public Optimizer {
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                   const StepContext& ctx) override;
   std::vector<SlotView> StateSlots(int var_index) override;
 
@@ -99,7 +97,7 @@ class AdafactorOptimizer final : public Optimizer {
     bool vr_drops_a = false;          // d0 < d1: vr is the layout's drop_a statistic
     int64_t d0_size = 1;
     int64_t d1_size = 1;
-    int64_t vr_last_axis = 1;  // length of vr's last axis (normaliser of the QUIRK)
+    int64_t vr_last_axis = 1;     // length of vr's last axis (normaliser of the QUIRK)
     Eigen::ArrayXf vr, vc, v, m;  // slots; unused ones stay empty
     // Factored scratch: sums of q over d0 / d1, later overwritten by the row and
     // column factors; and the candidate new statistics.
@@ -118,16 +116,16 @@ class AdafactorOptimizer final : public Optimizer {
                             const Eigen::Ref<const Eigen::ArrayXf>& grad);
   bool UpdateFactoredStats(State& st, const StepScalars& k);
   void ComputeFactors(State& st);
-  void ApplyFactored(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                     const Eigen::Ref<const Eigen::ArrayXf>& grad, StepScalars k);
-  void ApplyUnfactored(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                       const Eigen::Ref<const Eigen::ArrayXf>& grad, StepScalars k);
+  void ApplyFactored(State& st, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                     StepScalars k);
+  void ApplyUnfactored(State& st, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                       StepScalars k);
   float UpdateScale(double value_sum_squares, int64_t n, float lr) const;
   template <typename ComputeX>
   float ClipDenominator(const internal::FactoredLayout& layout, ComputeX&& compute_x);
   template <typename ComputeX>
-  void WriteUpdate(State& st, Eigen::Ref<Eigen::ArrayXf> value, bool stats_finite,
-                   float clip_denominator, float scale, ComputeX&& compute_x);
+  void WriteUpdate(State& st, Eigen::Ref<Eigen::ArrayXf> value, bool stats_finite, float clip_denominator, float scale,
+                   ComputeX&& compute_x);
 
   AdafactorParams params_;
   std::deque<State> states_;

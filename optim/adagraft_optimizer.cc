@@ -13,8 +13,7 @@ constexpr float kTiny = 1e-30f;
 void CheckChild(const std::unique_ptr<Optimizer>& child, const char* name) {
   if (!child) Fail("adagraft: {} optimizer is missing", name);
   if (child->num_variables() != 0) {
-    Fail("adagraft: {} optimizer must have no variables yet (has {})", name,
-         child->num_variables());
+    Fail("adagraft: {} optimizer must have no variables yet (has {})", name, child->num_variables());
   }
 }
 
@@ -25,8 +24,7 @@ std::vector<SlotView> Prefixed(std::vector<SlotView> slots, const char* prefix) 
 
 }  // namespace
 
-AdaGraftOptimizer::AdaGraftOptimizer(std::unique_ptr<Optimizer> magnitude,
-                                     std::unique_ptr<Optimizer> direction,
+AdaGraftOptimizer::AdaGraftOptimizer(std::unique_ptr<Optimizer> magnitude, std::unique_ptr<Optimizer> direction,
                                      const AdaGraftParams& params)
     : magnitude_(std::move(magnitude)), direction_(std::move(direction)), params_(params) {
   CheckChild(magnitude_, "magnitude");
@@ -43,15 +41,13 @@ void AdaGraftOptimizer::AddState(int var_index, const VariableSpec& spec) {
 }
 
 void AdaGraftOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                   const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                   const StepContext& ctx) {
+                                   const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   State& st = states_[var_index];
   st.w0 = value;
   magnitude_->Apply(var_index, value, grad, ctx);
   st.m_step = value - st.w0;
   value = st.w0;
-  const StepContext direction_ctx{
-      ctx.global_step, params_.direction_optimizer_lr.value_or(ctx.learning_rate)};
+  const StepContext direction_ctx{ctx.global_step, params_.direction_optimizer_lr.value_or(ctx.learning_rate)};
   direction_->Apply(var_index, value, grad, direction_ctx);
   st.d_step = value - st.w0;
   value = st.w0;

@@ -40,8 +40,8 @@ class AdaGraftOptimizer final : public Optimizer {
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) override;
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                  const StepContext& ctx) override;
   // The children's slots, named "magnitude/<slot>" and "direction/<slot>".
   std::vector<SlotView> StateSlots(int var_index) override;
 

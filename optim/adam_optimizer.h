@@ -29,8 +29,7 @@ class AdamOptimizer final : public Optimizer {
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                   const StepContext& ctx) override;
   std::vector<SlotView> StateSlots(int var_index) override;
 

@@ -50,8 +50,8 @@ int64_t RepeatBound(std::string_view text) {
 
 void CheckPatternSize(const std::string& key, const std::string& pattern) {
   if (pattern.size() > kMaxPatternLength) {
-    Fail("{}: pattern '{}...' is {} characters; at most {}", key, pattern.substr(0, 32),
-         pattern.size(), kMaxPatternLength);
+    Fail("{}: pattern '{}...' is {} characters; at most {}", key, pattern.substr(0, 32), pattern.size(),
+         kMaxPatternLength);
   }
   int64_t repeats = 1;
   bool in_class = false;
@@ -69,18 +69,15 @@ void CheckPatternSize(const std::string& key, const std::string& pattern) {
     }
   }
   if (repeats * static_cast<int64_t>(pattern.size()) > kMaxPatternStates) {
-    Fail("{}: pattern '{}': its {{n,m}} repetitions multiply to more than {} states; repeat less",
-         key, pattern, kMaxPatternStates);
+    Fail("{}: pattern '{}': its {{n,m}} repetitions multiply to more than {} states; repeat less", key, pattern,
+         kMaxPatternStates);
   }
 }
 
 }  // namespace
 
-CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children,
-                                       std::string key)
-    : children_(std::move(children)),
-      key_(std::move(key)),
-      matchers_(std::make_unique<Matchers>()) {
+CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children, std::string key)
+    : children_(std::move(children)), key_(std::move(key)), matchers_(std::make_unique<Matchers>()) {
   for (int i = 0; i < num_children(); ++i) {
     const CompositeChild& c = children_[i];
     if (!c.optimizer) Fail("{}['{}']: child optimizer is missing", key_, c.pattern);
@@ -92,8 +89,7 @@ CompositeOptimizer::CompositeOptimizer(std::vector<CompositeChild> children,
     if (c.pattern == kDefaultKey) default_child_ = i;
     CheckPatternSize(key_, c.pattern);
     try {
-      matchers_->regexes.emplace_back(c.pattern,
-                                      std::regex::ECMAScript | std::regex_constants::__polynomial);
+      matchers_->regexes.emplace_back(c.pattern, std::regex::ECMAScript | std::regex_constants::__polynomial);
     } catch (const std::regex_error& e) {
       Fail("{}: pattern '{}' is not a valid regex ({})", key_, c.pattern, e.what());
     }
@@ -123,8 +119,8 @@ int CompositeOptimizer::RouteName(const std::string& name) const {
   if (matches.size() > 1) {
     std::vector<std::string> patterns;
     for (int i : matches) patterns.push_back("'" + children_[i].pattern + "'");
-    Fail("{}: variable '{}' matches {} patterns ({}); at most one may match", key_, name,
-         matches.size(), fmt::join(patterns, ", "));
+    Fail("{}: variable '{}' matches {} patterns ({}); at most one may match", key_, name, matches.size(),
+         fmt::join(patterns, ", "));
   }
   return matches.front();
 }
@@ -136,8 +132,7 @@ void CompositeOptimizer::AddState(int /*var_index*/, const VariableSpec& spec) {
 }
 
 void CompositeOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                    const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                    const StepContext& ctx) {
+                                    const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   const Route& r = routes_[var_index];
   const StepContext child_ctx{ctx.global_step, children_[r.child].learning_rate};
   children_[r.child].optimizer->Apply(r.child_var, value, grad, child_ctx);

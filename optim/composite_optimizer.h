@@ -35,8 +35,7 @@ class CompositeOptimizer final : public Optimizer {
   // (e.g. "train.optimizer.optimizer_map"). Throws tpusim::Error if no child has
   // the pattern "default_optimizer", a pattern appears twice, a pattern is not a
   // valid regex, or a child optimizer is null.
-  explicit CompositeOptimizer(std::vector<CompositeChild> children,
-                              std::string key = "optimizer_map");
+  explicit CompositeOptimizer(std::vector<CompositeChild> children, std::string key = "optimizer_map");
   ~CompositeOptimizer() override;
 
   int num_children() const { return static_cast<int>(children_.size()); }
@@ -53,8 +52,7 @@ class CompositeOptimizer final : public Optimizer {
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                   const StepContext& ctx) override;
   std::vector<SlotView> StateSlots(int var_index) override;
 

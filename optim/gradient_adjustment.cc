@@ -26,30 +26,25 @@ void CheckField(std::string_view prefix, std::string_view field, float value) {
 
 }  // namespace
 
-void ValidateGradientAdjustmentParams(const GradientAdjustmentParams& params,
-                                      std::string_view key_prefix) {
+void ValidateGradientAdjustmentParams(const GradientAdjustmentParams& params, std::string_view key_prefix) {
   CheckField(key_prefix, "l2_regularizer_weight", params.l2_regularizer_weight);
   CheckField(key_prefix, "l1_regularizer_weight", params.l1_regularizer_weight);
   CheckField(key_prefix, "clip_gradient_norm_to_value", params.clip_gradient_norm_to_value);
-  CheckField(key_prefix, "clip_gradient_single_norm_to_value",
-             params.clip_gradient_single_norm_to_value);
+  CheckField(key_prefix, "clip_gradient_single_norm_to_value", params.clip_gradient_single_norm_to_value);
   CheckField(key_prefix, "grad_norm_to_clip_to_zero", params.grad_norm_to_clip_to_zero);
-  if (params.clip_gradient_norm_to_value > 0.0f &&
-      params.clip_gradient_single_norm_to_value > 0.0f) {
-    Fail("{}.clip_gradient_single_norm_to_value: {} cannot be combined with "
-         "clip_gradient_norm_to_value {}; set one of them to 0",
-         key_prefix, params.clip_gradient_single_norm_to_value,
-         params.clip_gradient_norm_to_value);
+  if (params.clip_gradient_norm_to_value > 0.0f && params.clip_gradient_single_norm_to_value > 0.0f) {
+    Fail(
+        "{}.clip_gradient_single_norm_to_value: {} cannot be combined with "
+        "clip_gradient_norm_to_value {}; set one of them to 0",
+        key_prefix, params.clip_gradient_single_norm_to_value, params.clip_gradient_norm_to_value);
   }
 }
 
-void AddL2Regularization(Eigen::Ref<Eigen::ArrayXf> grad,
-                         const Eigen::Ref<const Eigen::ArrayXf>& value, float weight) {
+void AddL2Regularization(Eigen::Ref<Eigen::ArrayXf> grad, const Eigen::Ref<const Eigen::ArrayXf>& value, float weight) {
   grad += weight * value;
 }
 
-void AddL1Regularization(Eigen::Ref<Eigen::ArrayXf> grad,
-                         const Eigen::Ref<const Eigen::ArrayXf>& value, float weight) {
+void AddL1Regularization(Eigen::Ref<Eigen::ArrayXf> grad, const Eigen::Ref<const Eigen::ArrayXf>& value, float weight) {
   grad += weight * value.sign();
 }
 
@@ -87,16 +82,14 @@ GradientAdjustmentResult ClipByGlobalNorm(std::span<Eigen::ArrayXf> grads, float
   return result;
 }
 
-GradientAdjustmentResult AdjustGradients(std::span<Eigen::ArrayXf> grads,
-                                         std::span<const Eigen::ArrayXf> values,
+GradientAdjustmentResult AdjustGradients(std::span<Eigen::ArrayXf> grads, std::span<const Eigen::ArrayXf> values,
                                          const GradientAdjustmentParams& params) {
   if (grads.size() != values.size()) {
     Fail("gradient adjustment: {} gradients for {} variables", grads.size(), values.size());
   }
   for (size_t i = 0; i < grads.size(); ++i) {
     if (grads[i].size() != values[i].size()) {
-      Fail("gradient adjustment: gradient {} has {} elements, its variable {}", i,
-           grads[i].size(), values[i].size());
+      Fail("gradient adjustment: gradient {} has {} elements, its variable {}", i, grads[i].size(), values[i].size());
     }
     if (params.l2_regularizer_weight > 0.0f) {
       AddL2Regularization(grads[i], values[i], params.l2_regularizer_weight);
@@ -112,8 +105,7 @@ GradientAdjustmentResult AdjustGradients(std::span<Eigen::ArrayXf> grads,
     for (Eigen::ArrayXf& g : grads) ClipBySingleNorm(g, params.clip_gradient_single_norm_to_value);
     return result;
   }
-  return ClipByGlobalNorm(grads, params.clip_gradient_norm_to_value,
-                          params.grad_norm_to_clip_to_zero);
+  return ClipByGlobalNorm(grads, params.clip_gradient_norm_to_value, params.grad_norm_to_clip_to_zero);
 }
 
 }  // namespace tpusim::optim

@@ -22,7 +22,7 @@ namespace tpusim::optim {
 struct GradientAdjustmentParams {
   float l2_regularizer_weight = 0.0f;
   float l1_regularizer_weight = 0.0f;
-  bool scale_gradients = true;  // enables the clipping/NaN handling of step 2
+  bool scale_gradients = true;                      // enables the clipping/NaN handling of step 2
   float clip_gradient_norm_to_value = 0.0f;         // c of global-norm clipping
   float clip_gradient_single_norm_to_value = 0.0f;  // c of per-tensor clipping
   float grad_norm_to_clip_to_zero = 0.0f;           // z: zero everything if N >= z
@@ -30,8 +30,7 @@ struct GradientAdjustmentParams {
 
 // Throws tpusim::Error naming `<key_prefix>.<field>` for a negative or non-finite
 // value, or when both clipping modes are enabled (they are mutually exclusive).
-void ValidateGradientAdjustmentParams(const GradientAdjustmentParams& params,
-                                      std::string_view key_prefix);
+void ValidateGradientAdjustmentParams(const GradientAdjustmentParams& params, std::string_view key_prefix);
 
 // What step 2 did, for metrics.
 struct GradientAdjustmentResult {
@@ -41,11 +40,9 @@ struct GradientAdjustmentResult {
 };
 
 // g += weight * value.
-void AddL2Regularization(Eigen::Ref<Eigen::ArrayXf> grad,
-                         const Eigen::Ref<const Eigen::ArrayXf>& value, float weight);
+void AddL2Regularization(Eigen::Ref<Eigen::ArrayXf> grad, const Eigen::Ref<const Eigen::ArrayXf>& value, float weight);
 // g += weight * sign(value).
-void AddL1Regularization(Eigen::Ref<Eigen::ArrayXf> grad,
-                         const Eigen::Ref<const Eigen::ArrayXf>& value, float weight);
+void AddL1Regularization(Eigen::Ref<Eigen::ArrayXf> grad, const Eigen::Ref<const Eigen::ArrayXf>& value, float weight);
 
 // sqrt(sum over all tensors of sum g^2); NaN/Inf if any element is.
 float GlobalNorm(std::span<const Eigen::ArrayXf> grads);
@@ -55,13 +52,11 @@ void ClipBySingleNorm(Eigen::Ref<Eigen::ArrayXf> grad, float clip_norm);
 
 // Global clipping and NaN/Inf zeroing (step 2 without per-tensor clipping).
 // clip_norm <= 0 disables clipping, norm_to_clip_to_zero <= 0 disables that test.
-GradientAdjustmentResult ClipByGlobalNorm(std::span<Eigen::ArrayXf> grads, float clip_norm,
-                                          float norm_to_clip_to_zero);
+GradientAdjustmentResult ClipByGlobalNorm(std::span<Eigen::ArrayXf> grads, float clip_norm, float norm_to_clip_to_zero);
 
 // Steps 1 and 2 in Lingvo's order; grads[i] belongs to values[i]. Throws
 // tpusim::Error if the spans differ in length or a pair differs in size.
-GradientAdjustmentResult AdjustGradients(std::span<Eigen::ArrayXf> grads,
-                                         std::span<const Eigen::ArrayXf> values,
+GradientAdjustmentResult AdjustGradients(std::span<Eigen::ArrayXf> grads, std::span<const Eigen::ArrayXf> values,
                                          const GradientAdjustmentParams& params);
 
 }  // namespace tpusim::optim

@@ -6,24 +6,20 @@
 
 namespace tpusim::optim {
 
-GradientAggregation::GradientAggregation(std::unique_ptr<Optimizer> inner,
-                                         const GradientAggregationParams& params,
+GradientAggregation::GradientAggregation(std::unique_ptr<Optimizer> inner, const GradientAggregationParams& params,
                                          CrossReplicaSum crs)
     : inner_(std::move(inner)), params_(params), crs_(std::move(crs)) {
   if (!inner_) Fail("gradient aggregation: inner optimizer is missing");
   if (inner_->num_variables() != 0) {
-    Fail("gradient aggregation: inner optimizer must have no variables yet (has {})",
-         inner_->num_variables());
+    Fail("gradient aggregation: inner optimizer must have no variables yet (has {})", inner_->num_variables());
   }
   if (params_.num_micro_batches < 1) {
     Fail("train.num_micro_batches: {} must be >= 1", params_.num_micro_batches);
   }
-  placement_ = params_.apply_crs_to_grad && params_.num_micro_batches > 1
-                   ? CrsPlacement::kAtApply
-                   : CrsPlacement::kPerMicroBatch;
+  placement_ = params_.apply_crs_to_grad && params_.num_micro_batches > 1 ? CrsPlacement::kAtApply
+                                                                          : CrsPlacement::kPerMicroBatch;
   if (placement_ == CrsPlacement::kAtApply && !crs_) {
-    Fail("apply_crs_to_grad: true with num_micro_batches {} needs a cross-replica reducer",
-         params_.num_micro_batches);
+    Fail("apply_crs_to_grad: true with num_micro_batches {} needs a cross-replica reducer", params_.num_micro_batches);
   }
 }
 
@@ -37,11 +33,9 @@ int GradientAggregation::AddVariable(const VariableSpec& spec) {
 }
 
 bool GradientAggregation::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                const StepContext& ctx) {
+                                const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   if (var_index < 0 || var_index >= static_cast<int>(last_fed_step_.size())) {
-    Fail("gradient aggregation: variable index {} out of range [0, {})", var_index,
-         last_fed_step_.size());
+    Fail("gradient aggregation: variable index {} out of range [0, {})", var_index, last_fed_step_.size());
   }
   if (last_fed_step_[var_index] == update_count_) {
     Fail("gradient aggregation: variable '{}' fed twice in micro-step {} (missing EndStep?)",
@@ -54,9 +48,10 @@ bool GradientAggregation::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
   }
   Eigen::ArrayXf& accum = accum_[var_index];
   if (grad.size() != accum.size() || value.size() != accum.size()) {
-    Fail("gradient aggregation: variable '{}': value has {} and gradient {} elements, "
-         "expected {}",
-         inner_->variable(var_index).name, value.size(), grad.size(), accum.size());
+    Fail(
+        "gradient aggregation: variable '{}': value has {} and gradient {} elements, "
+        "expected {}",
+        inner_->variable(var_index).name, value.size(), grad.size(), accum.size());
   }
   last_fed_step_[var_index] = update_count_;
   accum += grad / static_cast<float>(params_.num_micro_batches);

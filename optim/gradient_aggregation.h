@@ -51,7 +51,7 @@ enum class CrsPlacement {
 
 // Field names follow Lingvo (XLAShardingAdafactorAccuGrad / the wrapper's args).
 struct GradientAggregationParams {
-  int64_t num_micro_batches = 1;  // k >= 1
+  int64_t num_micro_batches = 1;   // k >= 1
   bool apply_crs_to_grad = false;  // reduce the accumulated gradient at apply time
 };
 
@@ -72,8 +72,8 @@ class GradientAggregation {
   // Accumulates `grad` (and on an apply step updates `value`). Returns whether
   // `value` was updated. Throws tpusim::Error on a bad index or size, or when a
   // variable is fed twice in one step.
-  bool Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-             const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx);
+  bool Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+             const StepContext& ctx);
 
   // Ends the current micro-step: on an apply step the inner optimizer finishes its
   // step (Optimizer::FinishStep). Returns whether it was an apply step (advance
@@ -99,8 +99,8 @@ class GradientAggregation {
   CrossReplicaSum crs_;
   CrsPlacement placement_;
   int64_t update_count_ = 0;
-  std::deque<Eigen::ArrayXf> accum_;      // per variable; empty when k == 1
-  std::vector<int64_t> last_fed_step_;   // catches a variable fed twice per step
+  std::deque<Eigen::ArrayXf> accum_;    // per variable; empty when k == 1
+  std::vector<int64_t> last_fed_step_;  // catches a variable fed twice per step
 };
 
 }  // namespace tpusim::optim

@@ -57,8 +57,7 @@ struct NewtonState {
 bool KeepIterating(const NewtonState& st, int iteration, NewtonStop stop) {
   if (iteration >= kNewtonIterations) return false;
   const bool above_tolerance = st.error > kNewtonTolerance;
-  return stop == NewtonStop::kLingvoOr ? (above_tolerance || st.improving)
-                                       : (above_tolerance && st.improving);
+  return stop == NewtonStop::kLingvoOr ? (above_tolerance || st.improving) : (above_tolerance && st.improving);
 }
 
 // One step: T = (1 - a) I + a M; M <- T^p M; H <- H T.
@@ -74,8 +73,7 @@ void NewtonStep(NewtonState& st, double alpha, int p) {
   st.error = new_error;
 }
 
-InverseRootResult NewtonRoot(const Eigen::MatrixXd& stats, double exponent, int p, double eps,
-                             NewtonStop stop) {
+InverseRootResult NewtonRoot(const Eigen::MatrixXd& stats, double exponent, int p, double eps, NewtonStop stop) {
   const int64_t n = stats.rows();
   InverseRootResult result;
   if (n == 1) {
@@ -99,8 +97,7 @@ InverseRootResult NewtonRoot(const Eigen::MatrixXd& stats, double exponent, int 
 
 void CheckArguments(const Eigen::MatrixXd& stats, double exponent) {
   if (stats.rows() < 1 || stats.rows() != stats.cols()) {
-    Fail("inverse root: statistics are {}x{}, must be square and non-empty", stats.rows(),
-         stats.cols());
+    Fail("inverse root: statistics are {}x{}, must be square and non-empty", stats.rows(), stats.cols());
   }
   if (!std::isfinite(exponent) || exponent >= 0.0) {
     Fail("inverse root: exponent {} must be finite and < 0", exponent);
@@ -111,16 +108,20 @@ void CheckArguments(const Eigen::MatrixXd& stats, double exponent) {
 
 const char* InverseRootMethodName(InverseRootMethod method) {
   switch (method) {
-    case InverseRootMethod::kAuto: return "auto";
-    case InverseRootMethod::kSvd: return "svd";
-    case InverseRootMethod::kEigen: return "eigen";
-    case InverseRootMethod::kNewton: return "newton";
+    case InverseRootMethod::kAuto:
+      return "auto";
+    case InverseRootMethod::kSvd:
+      return "svd";
+    case InverseRootMethod::kEigen:
+      return "eigen";
+    case InverseRootMethod::kNewton:
+      return "newton";
   }
   return "?";
 }
 
-InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double exponent,
-                                     double matrix_epsilon, const InverseRootOptions& options) {
+InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double exponent, double matrix_epsilon,
+                                     const InverseRootOptions& options) {
   CheckArguments(stats, exponent);
   const int p = IntegerRoot(exponent);
   InverseRootResult result;

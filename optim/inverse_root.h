@@ -46,9 +46,9 @@ struct InverseRootOptions {
 };
 
 struct InverseRootResult {
-  Eigen::MatrixXd out;    // (stats + eps I)^exponent, same shape as stats
-  double diff = 0.0;      // SVD: max|U - V|; Newton: max|M - I| of the last M
-  bool accepted = false;  // diff < max_diff: the host service stores `out` only then
+  Eigen::MatrixXd out;                                 // (stats + eps I)^exponent, same shape as stats
+  double diff = 0.0;                                   // SVD: max|U - V|; Newton: max|M - I| of the last M
+  bool accepted = false;                               // diff < max_diff: the host service stores `out` only then
   InverseRootMethod method = InverseRootMethod::kSvd;  // the branch that ran
 };
 
@@ -56,8 +56,7 @@ struct InverseRootResult {
 // passes -1/(2r), r >= 1, times exponent_multiplier 1). Returns the root by value.
 // Throws tpusim::Error if stats is not square or empty, the exponent is not
 // negative and finite, or kNewton is forced with a non-integer p.
-InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double exponent,
-                                     double matrix_epsilon = 1e-6,
+InverseRootResult ComputeInverseRoot(const Eigen::MatrixXd& stats, double exponent, double matrix_epsilon = 1e-6,
                                      const InverseRootOptions& options = {});
 
 }  // namespace tpusim::optim

@@ -13,8 +13,7 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
 int Optimizer::AddVariable(const VariableSpec& spec) {
   for (size_t i = 0; i < spec.shape.size(); ++i) {
     if (spec.shape[i] < 0) {
-      Fail("optimizer variable '{}': dimension {} is {}, must be >= 0", spec.name, i,
-           spec.shape[i]);
+      Fail("optimizer variable '{}': dimension {} is {}, must be >= 0", spec.name, i, spec.shape[i]);
     }
   }
   const int index = num_variables();
@@ -30,13 +29,13 @@ int Optimizer::AddVariable(const VariableSpec& spec) {
   return index;
 }
 
-void Optimizer::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                      const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
+void Optimizer::Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                      const StepContext& ctx) {
   CheckIndex(var_index);
   const int64_t n = sizes_[var_index];
   if (value.size() != n || grad.size() != n) {
-    Fail("optimizer variable '{}': value has {} and gradient {} elements, expected {}",
-         specs_[var_index].name, value.size(), grad.size(), n);
+    Fail("optimizer variable '{}': value has {} and gradient {} elements, expected {}", specs_[var_index].name,
+         value.size(), grad.size(), n);
   }
   if (ctx.global_step < 0) {
     Fail("optimizer step context: global_step {} must be >= 0", ctx.global_step);

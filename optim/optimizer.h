@@ -69,8 +69,8 @@ class Optimizer {
   // Updates `value` in place using `grad` (both num_elements long). Allocation-free.
   // Throws tpusim::Error for an unknown var_index, a size mismatch or a negative
   // global step; the variable is then untouched.
-  void Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-             const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx);
+  void Apply(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+             const StepContext& ctx);
 
   // Ends one update step after Apply ran for every variable that takes part in
   // it. Optimizers whose update needs all variables at once (AdaGraft with
@@ -95,8 +95,7 @@ class Optimizer {
   // the registration is rolled back.
   virtual void AddState(int var_index, const VariableSpec& spec) = 0;
   // The update itself; arguments are validated.
-  virtual void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                          const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  virtual void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                           const StepContext& ctx) = 0;
   virtual std::vector<SlotView> StateSlots(int var_index);
 

@@ -14,13 +14,11 @@ namespace tpusim::optim {
 namespace {
 
 // Checks lo <= value (or lo < value if !lo_inclusive) and value < hi, finite.
-void CheckRange(std::string_view prefix, std::string_view field, float value, float lo,
-                bool lo_inclusive, float hi) {
+void CheckRange(std::string_view prefix, std::string_view field, float value, float lo, bool lo_inclusive, float hi) {
   const bool above = lo_inclusive ? value >= lo : value > lo;
   if (std::isfinite(value) && above && value < hi) return;
   const std::string upper = std::isinf(hi) ? "" : fmt::format(" and < {}", hi);
-  Fail("{}.{}: {} must be finite, {} {}{}", prefix, field, value, lo_inclusive ? ">=" : ">", lo,
-       upper);
+  Fail("{}.{}: {} must be finite, {} {}{}", prefix, field, value, lo_inclusive ? ">=" : ">", lo, upper);
 }
 
 constexpr float kInf = INFINITY;
@@ -62,8 +60,7 @@ void ValidateShampoo(const OptimizerConfig& config, std::string_view prefix) {
   CheckRange(key, "second_moment_averaging", p.second_moment_averaging, 0.0f, false, 1.0f + 1e-7f);
   CheckAtLeast(key, "fallback_to_diagonal_dim", p.fallback_to_diagonal_dim, 1);
   CheckAtLeast(key, "statistics_computation_frequency", p.statistics_computation_frequency, 1);
-  CheckRange(key, "inverse_failure_threshold", static_cast<float>(p.inverse_failure_threshold),
-             0.0f, false, kInf);
+  CheckRange(key, "inverse_failure_threshold", static_cast<float>(p.inverse_failure_threshold), 0.0f, false, kInf);
   ValidatePreconditionerServiceConfig(config.shampoo_preconditioner, key + ".preconditioner");
 }
 
@@ -71,8 +68,7 @@ void ValidateAdaGraft(const OptimizerConfig& config, std::string_view prefix) {
   const AdaGraftConfig& a = config.adagraft;
   const std::string key = fmt::format("{}.adagraft", prefix);
   const std::pair<const char*, const OptimizerConfig*> children[] = {
-      {"magnitude_optimizer", a.magnitude_optimizer.get()},
-      {"direction_optimizer", a.direction_optimizer.get()}};
+      {"magnitude_optimizer", a.magnitude_optimizer.get()}, {"direction_optimizer", a.direction_optimizer.get()}};
   for (const auto& [field, child] : children) {
     if (!child) Fail("{}.{}: is required (an optimizer config such as {{name: adagrad}})", key, field);
     if (child->name == "adagraft") Fail("{}.{}: adagraft inside adagraft is not supported", key, field);
@@ -101,15 +97,13 @@ void ValidateComposite(const OptimizerConfig& config, std::string_view prefix) {
   }
 }
 
-std::unique_ptr<Optimizer> MakeComposite(const OptimizerConfig& config,
-                                         std::string_view prefix) {
+std::unique_ptr<Optimizer> MakeComposite(const OptimizerConfig& config, std::string_view prefix) {
   const std::string key = fmt::format("{}.optimizer_map", prefix);
   std::vector<CompositeChild> children;
   for (const CompositeEntry& entry : config.optimizer_map) {
-    children.push_back(CompositeChild{
-        entry.pattern,
-        MakeOptimizer(entry.optimizer, fmt::format("{}['{}']", key, entry.pattern)),
-        entry.optimizer.learning_rate});
+    children.push_back(CompositeChild{entry.pattern,
+                                      MakeOptimizer(entry.optimizer, fmt::format("{}['{}']", key, entry.pattern)),
+                                      entry.optimizer.learning_rate});
   }
   return std::make_unique<CompositeOptimizer>(std::move(children), key);
 }
@@ -117,9 +111,8 @@ std::unique_ptr<Optimizer> MakeComposite(const OptimizerConfig& config,
 }  // namespace
 
 const std::vector<std::string>& OptimizerNames() {
-  static const std::vector<std::string> names = {"sgd",       "momentum", "adagrad",
-                                                 "adam",      "adafactor", "shampoo",
-                                                 "adagraft",  "composite"};
+  static const std::vector<std::string> names = {"sgd",       "momentum", "adagrad",  "adam",
+                                                 "adafactor", "shampoo",  "adagraft", "composite"};
   return names;
 }
 
@@ -137,8 +130,8 @@ void ValidateOptimizerConfig(const OptimizerConfig& config, std::string_view key
   if (config.name == "momentum") {
     CheckRange(p + ".momentum", "alpha", config.momentum.alpha, 0.0f, true, kInf);
   } else if (config.name == "adagrad") {
-    CheckRange(p + ".adagrad", "initial_accumulator_value",
-               config.adagrad.initial_accumulator_value, 0.0f, false, kInf);
+    CheckRange(p + ".adagrad", "initial_accumulator_value", config.adagrad.initial_accumulator_value, 0.0f, false,
+               kInf);
   } else if (config.name == "adam") {
     CheckRange(p + ".adam", "beta1", config.adam.beta1, 0.0f, true, 1.0f);
     CheckRange(p + ".adam", "beta2", config.adam.beta2, 0.0f, true, 1.0f);
@@ -150,8 +143,7 @@ void ValidateOptimizerConfig(const OptimizerConfig& config, std::string_view key
   }
 }
 
-std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
-                                         std::string_view key_prefix) {
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config, std::string_view key_prefix) {
   ValidateOptimizerConfig(config, key_prefix);
   if (config.name == "momentum") return std::make_unique<MomentumOptimizer>(config.momentum);
   if (config.name == "adagrad") return std::make_unique<AdagradOptimizer>(config.adagrad);
@@ -162,10 +154,9 @@ std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerConfig& config,
   if (config.name == "adagraft") {
     const AdaGraftConfig& a = config.adagraft;
     const std::string key = fmt::format("{}.adagraft", key_prefix);
-    return std::make_unique<AdaGraftOptimizer>(
-        MakeOptimizer(*a.magnitude_optimizer, key + ".magnitude_optimizer"),
-        MakeOptimizer(*a.direction_optimizer, key + ".direction_optimizer"),
-        AdaGraftParams{a.direction_optimizer_lr, a.use_global_norm});
+    return std::make_unique<AdaGraftOptimizer>(MakeOptimizer(*a.magnitude_optimizer, key + ".magnitude_optimizer"),
+                                               MakeOptimizer(*a.direction_optimizer, key + ".direction_optimizer"),
+                                               AdaGraftParams{a.direction_optimizer_lr, a.use_global_norm});
   }
   return std::make_unique<SgdOptimizer>();
 }
@@ -187,8 +178,7 @@ void CollectShampoo(const OptimizerConfig& config, const std::string& key,
   }
   if (config.name == "composite") {
     for (const CompositeEntry& e : config.optimizer_map) {
-      CollectShampoo(e.optimizer, fmt::format("{}.optimizer_map['{}'].optimizer", key, e.pattern),
-                     out);
+      CollectShampoo(e.optimizer, fmt::format("{}.optimizer_map['{}'].optimizer", key, e.pattern), out);
     }
   }
 }
@@ -196,14 +186,16 @@ void CollectShampoo(const OptimizerConfig& config, const std::string& key,
 }  // namespace
 
 std::optional<PreconditionerServiceConfig> ShampooServiceConfig(const OptimizerConfig& config,
-                                                                 std::string_view key_prefix) {
+                                                                std::string_view key_prefix) {
   std::vector<std::pair<std::string, const OptimizerConfig*>> all;
   CollectShampoo(config, std::string(key_prefix), all);
   if (all.empty()) return std::nullopt;
   for (const auto& [key, shampoo] : all) {
     if (!(shampoo->shampoo_preconditioner == all.front().second->shampoo_preconditioner)) {
-      Fail("{}.shampoo.preconditioner: differs from {}.shampoo.preconditioner; every Shampoo of a "
-           "run shares one host preconditioner service", key, all.front().first);
+      Fail(
+          "{}.shampoo.preconditioner: differs from {}.shampoo.preconditioner; every Shampoo of a "
+          "run shares one host preconditioner service",
+          key, all.front().first);
     }
   }
   return all.front().second->shampoo_preconditioner;

@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "optim/adafactor_optimizer.h"
-#include "optim/adagraft_optimizer.h"
 #include "optim/adagrad_optimizer.h"
+#include "optim/adagraft_optimizer.h"
 #include "optim/adam_optimizer.h"
 #include "optim/momentum_optimizer.h"
 #include "optim/optimizer.h"
@@ -79,14 +79,13 @@ const std::vector<std::string>& OptimizerNames();
 // Checks every field the selected optimizer reads (recursively for composite).
 // Throws tpusim::Error whose message names `<key_prefix>.<field>`, the value and
 // what is allowed, e.g. "train.optimizer.name: 'adamw' is not one of sgd, ...".
-void ValidateOptimizerConfig(const OptimizerConfig& config,
-                             std::string_view key_prefix = "train.optimizer");
+void ValidateOptimizerConfig(const OptimizerConfig& config, std::string_view key_prefix = "train.optimizer");
 
 // The host-service settings of every Shampoo in `config` (itself, composite
 // children, adagraft children): empty without Shampoo. Throws tpusim::Error
 // naming both keys when two Shampoo optimizers disagree.
-std::optional<PreconditionerServiceConfig> ShampooServiceConfig(
-    const OptimizerConfig& config, std::string_view key_prefix = "train.optimizer");
+std::optional<PreconditionerServiceConfig> ShampooServiceConfig(const OptimizerConfig& config,
+                                                                std::string_view key_prefix = "train.optimizer");
 
 // Validates `config` and builds the optimizer, owned by the caller. Throws
 // tpusim::Error as ValidateOptimizerConfig does (and for composite patterns that

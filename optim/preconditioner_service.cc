@@ -5,9 +5,9 @@
 #include <thread>
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "base/spellings.h"
@@ -23,17 +23,15 @@ double ThreadCpuSeconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-constexpr Spellings<PreconditionerMode, 3> kModes{
-    {{"sync", PreconditionerMode::kSync},
-     {"delay", PreconditionerMode::kDelay},
-     {"async", PreconditionerMode::kAsync}}};
+constexpr Spellings<PreconditionerMode, 3> kModes{{{"sync", PreconditionerMode::kSync},
+                                                   {"delay", PreconditionerMode::kDelay},
+                                                   {"async", PreconditionerMode::kAsync}}};
 constexpr Spellings<PreconditionerPlacement, 2> kPlacements{
     {{"host0", PreconditionerPlacement::kHost0}, {"spread", PreconditionerPlacement::kSpread}}};
-constexpr Spellings<InverseRootMethod, 4> kMethods{
-    {{"auto", InverseRootMethod::kAuto},
-     {"svd", InverseRootMethod::kSvd},
-     {"eigen", InverseRootMethod::kEigen},
-     {"newton", InverseRootMethod::kNewton}}};
+constexpr Spellings<InverseRootMethod, 4> kMethods{{{"auto", InverseRootMethod::kAuto},
+                                                    {"svd", InverseRootMethod::kSvd},
+                                                    {"eigen", InverseRootMethod::kEigen},
+                                                    {"newton", InverseRootMethod::kNewton}}};
 
 }  // namespace
 
@@ -55,14 +53,12 @@ std::string_view PreconditionerPlacementName(PreconditionerPlacement placement) 
   return SpellingOf(kPlacements, placement);
 }
 
-void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config,
-                                         std::string_view key_prefix) {
+void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config, std::string_view key_prefix) {
   if (config.delay_loops < 0) {
     Fail("{}.delay_loops: {} must be >= 0", key_prefix, config.delay_loops);
   }
   if (config.threads < 0) {
-    Fail("{}.threads: {} must be >= 0 (0 = what the infeed workers leave free)", key_prefix,
-         config.threads);
+    Fail("{}.threads: {} must be >= 0 (0 = what the infeed workers leave free)", key_prefix, config.threads);
   }
 }
 
@@ -80,7 +76,9 @@ struct PreconditionerService::Pool {
 };
 
 PreconditionerService::PreconditionerService(const Options& options)
-    : threads_(options.threads), method_(options.method), extra_delay_us_(options.extra_delay_us),
+    : threads_(options.threads),
+      method_(options.method),
+      extra_delay_us_(options.extra_delay_us),
       supersede_(options.supersede) {
   if (options.threads < 1) Fail("preconditioner service: threads {} must be >= 1", options.threads);
   if (options.clock) {
@@ -171,8 +169,7 @@ RootResult PreconditionerService::Compute(const RootRequest& request, int worker
     InverseRootOptions options;
     options.method = method_;
     options.max_diff = request.inverse_failure_threshold;
-    InverseRootResult root =
-        ComputeInverseRoot(request.statistics, request.exponent, request.matrix_epsilon, options);
+    InverseRootResult root = ComputeInverseRoot(request.statistics, request.exponent, request.matrix_epsilon, options);
     result.method = root.method;
     result.diff = root.diff;
     result.accepted = root.accepted && root.out.allFinite();
@@ -187,8 +184,7 @@ RootResult PreconditionerService::Compute(const RootRequest& request, int worker
 
 std::vector<RootResult> PreconditionerService::TakeFinished() {
   std::lock_guard lock(mu_);
-  std::vector<RootResult> out(std::make_move_iterator(finished_.begin()),
-                              std::make_move_iterator(finished_.end()));
+  std::vector<RootResult> out(std::make_move_iterator(finished_.begin()), std::make_move_iterator(finished_.end()));
   finished_.clear();
   outstanding_ -= static_cast<int>(out.size());
   return out;

@@ -47,7 +47,7 @@ struct PreconditionerServiceConfig {
   PreconditionerMode mode = PreconditionerMode::kAsync;
   int64_t delay_loops = 1;  // kDelay only, >= 0
   PreconditionerPlacement placement = PreconditionerPlacement::kHost0;
-  int threads = 0;          // root workers per host; 0 = what the infeed leaves free
+  int threads = 0;  // root workers per host; 0 = what the infeed leaves free
   InverseRootMethod method = InverseRootMethod::kAuto;
   bool operator==(const PreconditionerServiceConfig&) const = default;
 };
@@ -60,15 +60,14 @@ InverseRootMethod ParseInverseRootMethod(std::string_view text, std::string_view
 std::string_view PreconditionerModeName(PreconditionerMode mode);
 std::string_view PreconditionerPlacementName(PreconditionerPlacement placement);
 // Throws tpusim::Error naming `<key_prefix>.<field>` for a negative delay or threads.
-void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config,
-                                         std::string_view key_prefix);
+void ValidatePreconditionerServiceConfig(const PreconditionerServiceConfig& config, std::string_view key_prefix);
 
 // One statistics matrix to invert.
 struct RootRequest {
   std::string key;
-  int64_t step = 0;                 // global step the statistics were gathered at
-  Eigen::MatrixXd statistics;       // [n, n]
-  double exponent = -0.25;          // -1/(2r)
+  int64_t step = 0;            // global step the statistics were gathered at
+  Eigen::MatrixXd statistics;  // [n, n]
+  double exponent = -0.25;     // -1/(2r)
   double matrix_epsilon = 1e-6;
   double inverse_failure_threshold = 0.05;
 };
@@ -80,25 +79,25 @@ struct RootResult {
   std::string key;
   int64_t step = 0;
   bool accepted = false;
-  bool finite = true;               // the statistics were all finite
+  bool finite = true;  // the statistics were all finite
   InverseRootMethod method = InverseRootMethod::kSvd;
   double diff = 0.0;
-  double start_s = 0.0;             // clock seconds (Clock::NowUs * 1e-6)
+  double start_s = 0.0;  // clock seconds (Clock::NowUs * 1e-6)
   double end_s = 0.0;
-  double cpu_s = 0.0;               // the worker's thread CPU computing it (the modeled
-                                    // extra_delay_us waits, so it is not in it)
-  int worker = 0;                   // index of the pool thread that ran it
-  Eigen::MatrixXd value;            // the root when accepted, else empty
-  std::string error;                // why the computation itself failed, if it did
+  double cpu_s = 0.0;     // the worker's thread CPU computing it (the modeled
+                          // extra_delay_us waits, so it is not in it)
+  int worker = 0;         // index of the pool thread that ran it
+  Eigen::MatrixXd value;  // the root when accepted, else empty
+  std::string error;      // why the computation itself failed, if it did
 };
 
 class PreconditionerService {
  public:
   struct Options {
-    int threads = 1;                   // >= 1
+    int threads = 1;  // >= 1
     InverseRootMethod method = InverseRootMethod::kAuto;
-    int64_t extra_delay_us = 0;        // tests only: each root also sleeps this long
-    Clock* clock = nullptr;            // stamps start/end; null = a SteadyClock
+    int64_t extra_delay_us = 0;  // tests only: each root also sleeps this long
+    Clock* clock = nullptr;      // stamps start/end; null = a SteadyClock
     // A request replaces a queued (not yet started) one of the same key instead
     // of queueing behind it. Right for async assignment, which only ever wants
     // the newest root; with few workers it keeps a backlog of stale statistics
@@ -142,7 +141,7 @@ class PreconditionerService {
   std::unique_ptr<SteadyClock> own_clock_;
   Clock* clock_;
   mutable std::mutex mu_;
-  std::map<std::string, int64_t> last_step_;  // the captain's dedupe table
+  std::map<std::string, int64_t> last_step_;               // the captain's dedupe table
   std::map<std::string, std::deque<RootRequest>> queued_;  // not started, by key
   std::deque<RootResult> finished_;
   int outstanding_ = 0;

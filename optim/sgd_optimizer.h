@@ -8,8 +8,7 @@ namespace tpusim::optim {
 class SgdOptimizer final : public Optimizer {
  protected:
   void AddState(int /*var_index*/, const VariableSpec& /*spec*/) override {}
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
                   const StepContext& ctx) override;
 };
 

@@ -66,8 +66,7 @@ std::string HostKey(size_t pt, int dim, const std::string& var_name) {
 // shape `full_shape`. `index` (>= rank entries) is the caller's preallocated
 // odometer over axes 0..rank-2, so no allocation happens here.
 template <typename Fn>
-void ForEachRun(const std::vector<int64_t>& full_shape, const ShampooBlock& b,
-                std::vector<int64_t>& index, Fn&& fn) {
+void ForEachRun(const std::vector<int64_t>& full_shape, const ShampooBlock& b, std::vector<int64_t>& index, Fn&& fn) {
   const size_t rank = b.shape.size();
   const int64_t run = b.shape[rank - 1];
   const int64_t runs = run == 0 ? 0 : Product(b.shape, 0, rank) / run;
@@ -97,8 +96,7 @@ bool ShampooDiagOnly(const std::vector<int64_t>& shape, const ShampooParams& par
   return all_ones;
 }
 
-std::vector<ShampooBlock> ShampooBlocks(const std::vector<int64_t>& shape,
-                                        const ShampooParams& params) {
+std::vector<ShampooBlock> ShampooBlocks(const std::vector<int64_t>& shape, const ShampooParams& params) {
   const size_t rank = shape.size();
   std::vector<std::vector<int64_t>> splits;
   for (int64_t d : shape) splits.push_back(SplitDim(d, params));
@@ -165,8 +163,7 @@ void ShampooOptimizer::AddBlocks(State& st, const std::string& var_name) {
     b.exponent = r > 0 ? -1.0 / (2.0 * r) : 0.0;
     for (int i : b.block.preconditioned_dims) {
       const int64_t size = b.block.shape[i];
-      b.dims.push_back(
-          {i, size, Eigen::ArrayXf::Zero(size * size), Eigen::ArrayXf::Zero(size * size)});
+      b.dims.push_back({i, size, Eigen::ArrayXf::Zero(size * size), Eigen::ArrayXf::Zero(size * size)});
     }
     st.blocks.push_back(std::move(b));
   }
@@ -218,10 +215,8 @@ std::vector<SlotView> ShampooOptimizer::StateSlots(int var_index) {
   for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
     for (DimState& d : st.blocks[pt].dims) {
       const std::vector<int64_t> square{d.size, d.size};
-      slots.push_back(
-          {SlotName("mat_statistics", d.dim, pt, st.blocks.size()), &d.statistics, square});
-      slots.push_back({SlotName("mat_preconditioner", d.dim, pt, st.blocks.size()),
-                       &d.preconditioner, square});
+      slots.push_back({SlotName("mat_statistics", d.dim, pt, st.blocks.size()), &d.statistics, square});
+      slots.push_back({SlotName("mat_preconditioner", d.dim, pt, st.blocks.size()), &d.preconditioner, square});
     }
   }
   return slots;
@@ -249,9 +244,8 @@ std::vector<PreconditionerKeySpec> ShampooOptimizer::PreconditionerKeys() const 
     const State& st = states_[v];
     for (size_t pt = 0; pt < st.blocks.size(); ++pt) {
       for (const DimState& d : st.blocks[pt].dims) {
-        keys.push_back({HostKey(pt, d.dim, variable(static_cast<int>(v)).name), d.size,
-                        st.blocks[pt].exponent, params_.matrix_epsilon,
-                        params_.inverse_failure_threshold});
+        keys.push_back({HostKey(pt, d.dim, variable(static_cast<int>(v)).name), d.size, st.blocks[pt].exponent,
+                        params_.matrix_epsilon, params_.inverse_failure_threshold});
       }
     }
   }
@@ -272,8 +266,7 @@ std::span<const float> ShampooOptimizer::Statistics(const std::string& key) cons
 void ShampooOptimizer::AssignPreconditioner(const std::string& key, const Eigen::MatrixXd& value) {
   const DimState& d = DimOf(key);
   if (value.rows() != d.size || value.cols() != d.size) {
-    Fail("shampoo: preconditioner '{}' is {}x{}, expected {}x{}", key, value.rows(), value.cols(),
-         d.size, d.size);
+    Fail("shampoo: preconditioner '{}' is {}x{}, expected {}x{}", key, value.rows(), value.cols(), d.size, d.size);
   }
   const RowMajorMatrixXf single = value.cast<float>();
   AssignPreconditioner(key, std::span<const float>(single.data(), single.size()));
@@ -282,8 +275,7 @@ void ShampooOptimizer::AssignPreconditioner(const std::string& key, const Eigen:
 void ShampooOptimizer::AssignPreconditioner(const std::string& key, std::span<const float> value) {
   DimState& d = DimOf(key);
   if (static_cast<int64_t>(value.size()) != d.size * d.size) {
-    Fail("shampoo: preconditioner '{}' has {} values, expected {}x{}", key, value.size(), d.size,
-         d.size);
+    Fail("shampoo: preconditioner '{}' has {} values, expected {}x{}", key, value.size(), d.size, d.size);
   }
   // Lingvo assigns (1 - ok) P + ok value with ok = 1; the 0 * P term keeps its NaN
   // for a non-finite old P.
@@ -305,8 +297,7 @@ ShampooOptimizer::StepScalars ShampooOptimizer::Scalars(const StepContext& ctx) 
 }
 
 void ShampooOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                  const StepContext& ctx) {
+                                  const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   State& st = states_[var_index];
   const int64_t n = value.size();
   if (n == 0) return;
@@ -348,8 +339,7 @@ void ShampooOptimizer::UpdateStatistics(State& st, const Eigen::Ref<const Eigen:
 // N = tensordot(G_B, G_B) over all axes but i, i.e. the sum over the outer index o
 // of M_o^T M_o, where M_o is the [inner, B_i] column-major view of one C-order slab
 // of the block; then S += N or S = b S + (1 - b) N.
-void ShampooOptimizer::AddGradToStatistics(const BlockState& b, DimState& d,
-                                           const float* block_grad) {
+void ShampooOptimizer::AddGradToStatistics(const BlockState& b, DimState& d, const float* block_grad) {
   const std::vector<int64_t>& shape = b.block.shape;
   const int64_t outer = Product(shape, 0, d.dim);
   const int64_t inner = Product(shape, d.dim + 1, shape.size());
@@ -368,8 +358,7 @@ void ShampooOptimizer::AddGradToStatistics(const BlockState& b, DimState& d,
   }
 }
 
-void ShampooOptimizer::PreconditionedDirection(State& st,
-                                               const Eigen::Ref<const Eigen::ArrayXf>& grad) {
+void ShampooOptimizer::PreconditionedDirection(State& st, const Eigen::Ref<const Eigen::ArrayXf>& grad) {
   const bool single = st.blocks.size() == 1;
   for (const BlockState& b : st.blocks) {
     const float* g = grad.data();
@@ -418,8 +407,7 @@ const float* ShampooOptimizer::PreconditionBlock(const BlockState& b, const floa
 
 // pbar = mu pbar + (1 - mu) Pg; layer-wise grafting of pbar onto |gbar|; the
 // blend of Shampoo and diagonal directions by w and run_precond.
-void ShampooOptimizer::ApplyPreconditioned(State& st, Eigen::Ref<Eigen::ArrayXf> value,
-                                           const StepScalars& k) {
+void ShampooOptimizer::ApplyPreconditioned(State& st, Eigen::Ref<Eigen::ArrayXf> value, const StepScalars& k) {
   const int64_t n = value.size();
   const float mu = params_.momentum;
   ArrayMap pg(pg_.data(), n);
@@ -428,26 +416,22 @@ void ShampooOptimizer::ApplyPreconditioned(State& st, Eigen::Ref<Eigen::ArrayXf>
   const Eigen::ArrayXf& gbar = mu > 0.0f ? st.momentum : gbar_;
   const float gbar_norm = gbar.head(n).matrix().norm();
   const float pbar_norm = pbar.head(n).matrix().norm();
-  const float mult =
-      pbar_norm > 0.0f ? std::max(gbar_norm, 1e-30f) / std::max(pbar_norm, 1e-30f) : 1.0f;
+  const float mult = pbar_norm > 0.0f ? std::max(gbar_norm, 1e-30f) / std::max(pbar_norm, 1e-30f) : 1.0f;
   const float precond_lr = k.run_precond * k.lr;
   const float diag_lr = (1.0f - k.run_precond) * k.lr;
-  value -= precond_lr * (k.w * (mult * pbar.head(n)) + (1.0f - k.w) * gbar.head(n)) +
-           diag_lr * gbar.head(n);
+  value -= precond_lr * (k.w * (mult * pbar.head(n)) + (1.0f - k.w) * gbar.head(n)) + diag_lr * gbar.head(n);
 }
 
 // Copies block `b` of the C-order variable `full` into `out` (C order, block
 // shape).
-void ShampooOptimizer::Gather(const State& st, const ShampooBlock& b, const float* full,
-                              float* out) {
+void ShampooOptimizer::Gather(const State& st, const ShampooBlock& b, const float* full, float* out) {
   ForEachRun(st.shape, b, index_, [&](int64_t full_offset, int64_t block_offset, int64_t run) {
     std::copy(full + full_offset, full + full_offset + run, out + block_offset);
   });
 }
 
 // Inverse of Gather: writes the C-order block `in` into its place in `full`.
-void ShampooOptimizer::Scatter(const State& st, const ShampooBlock& b, const float* in,
-                               float* full) {
+void ShampooOptimizer::Scatter(const State& st, const ShampooBlock& b, const float* in, float* full) {
   ForEachRun(st.shape, b, index_, [&](int64_t full_offset, int64_t block_offset, int64_t run) {
     std::copy(in + block_offset, in + block_offset + run, full + full_offset);
   });

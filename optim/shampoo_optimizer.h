@@ -51,10 +51,10 @@ struct ShampooParams {
   float initial_accumulator_value = 0.0f;
   int64_t block_size = 4096;
   int64_t block_partition_threshold_size = 1000000;  // dims above this are split
-  int64_t max_any_dim = 8192;               // a larger dim makes the whole variable diagonal
-  double matrix_epsilon = 1e-6;             // ridge of the host's inverse root
-  float second_moment_averaging = 1.0f;     // 1 = plain sum of statistics
-  int64_t fallback_to_diagonal_dim = 4096;  // block dims above this get no preconditioner
+  int64_t max_any_dim = 8192;                        // a larger dim makes the whole variable diagonal
+  double matrix_epsilon = 1e-6;                      // ridge of the host's inverse root
+  float second_moment_averaging = 1.0f;              // 1 = plain sum of statistics
+  int64_t fallback_to_diagonal_dim = 4096;           // block dims above this get no preconditioner
   int64_t statistics_computation_frequency = 1;
   // The host keeps a root only if its error measure `diff` is below this
   // (Lingvo's preconditioner op: 0.05).
@@ -65,9 +65,9 @@ struct ShampooParams {
 // exist: its name, the matrix size and the root's exponent, and the ridge and
 // acceptance threshold of the Shampoo instance that owns it.
 struct PreconditionerKeySpec {
-  std::string key;                  // "P_<pt>_D_<i>_<variable name>"
-  int64_t size = 0;                 // statistics and preconditioner are [size, size]
-  double exponent = 0.0;            // -1/(2 r_B)
+  std::string key;        // "P_<pt>_D_<i>_<variable name>"
+  int64_t size = 0;       // statistics and preconditioner are [size, size]
+  double exponent = 0.0;  // -1/(2 r_B)
   double matrix_epsilon = 1e-6;
   double inverse_failure_threshold = 0.05;
 };
@@ -93,8 +93,7 @@ bool ShampooDiagOnly(const std::vector<int64_t>& shape, const ShampooParams& par
 // TensorPartitioner blocks of a preconditioned shape, in partition order (block
 // index of axis 0 varies fastest). Dims above the threshold are cut into
 // block_size pieces plus a remainder.
-std::vector<ShampooBlock> ShampooBlocks(const std::vector<int64_t>& shape,
-                                        const ShampooParams& params);
+std::vector<ShampooBlock> ShampooBlocks(const std::vector<int64_t>& shape, const ShampooParams& params);
 
 // Slots per variable: "accumulator", "momentum" (if momentum > 0); preconditioned
 // variables also "precond_grad_momentum" (if momentum > 0) and per block pt and
@@ -133,14 +132,12 @@ class ShampooOptimizer final : public Optimizer {
   // host's delivery carries it.
   void AssignPreconditioner(const std::string& key, std::span<const float> value);
 
-  void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) override {
-    out.push_back(this);
-  }
+  void CollectPostLoopOptimizers(std::vector<ShampooOptimizer*>& out) override { out.push_back(this); }
 
  protected:
   void AddState(int var_index, const VariableSpec& spec) override;
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) override;
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                  const StepContext& ctx) override;
   std::vector<SlotView> StateSlots(int var_index) override;
 
  private:

@@ -11,8 +11,7 @@
 namespace tpusim::optim {
 
 void SgdOptimizer::ApplyDense(int /*var_index*/, Eigen::Ref<Eigen::ArrayXf> value,
-                              const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                              const StepContext& ctx) {
+                              const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   value -= grad * ctx.learning_rate;
 }
 
@@ -21,8 +20,7 @@ void MomentumOptimizer::AddState(int var_index, const VariableSpec& /*spec*/) {
 }
 
 void MomentumOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                   const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                   const StepContext& ctx) {
+                                   const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   Eigen::ArrayXf& accum = accum_[var_index];
   const float lr = ctx.learning_rate;
   accum = accum * params_.alpha + grad;
@@ -33,37 +31,29 @@ void MomentumOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> val
   }
 }
 
-std::vector<SlotView> MomentumOptimizer::StateSlots(int var_index) {
-  return {{"momentum", &accum_[var_index]}};
-}
+std::vector<SlotView> MomentumOptimizer::StateSlots(int var_index) { return {{"momentum", &accum_[var_index]}}; }
 
 void AdagradOptimizer::AddState(int var_index, const VariableSpec& /*spec*/) {
-  accum_.push_back(
-      Eigen::ArrayXf::Constant(num_elements(var_index), params_.initial_accumulator_value));
+  accum_.push_back(Eigen::ArrayXf::Constant(num_elements(var_index), params_.initial_accumulator_value));
 }
 
 void AdagradOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                                  const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                                  const StepContext& ctx) {
+                                  const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   Eigen::ArrayXf& accum = accum_[var_index];
   accum += grad.square();
   value -= grad * ctx.learning_rate * accum.rsqrt();
 }
 
-std::vector<SlotView> AdagradOptimizer::StateSlots(int var_index) {
-  return {{"accumulator", &accum_[var_index]}};
-}
+std::vector<SlotView> AdagradOptimizer::StateSlots(int var_index) { return {{"accumulator", &accum_[var_index]}}; }
 
 void AdamOptimizer::AddState(int var_index, const VariableSpec& /*spec*/) {
   const int64_t n = num_elements(var_index);
-  states_.push_back(State{Eigen::ArrayXf::Zero(n), Eigen::ArrayXf::Zero(n),
-                          Eigen::ArrayXf::Constant(1, params_.beta1),
+  states_.push_back(State{Eigen::ArrayXf::Zero(n), Eigen::ArrayXf::Zero(n), Eigen::ArrayXf::Constant(1, params_.beta1),
                           Eigen::ArrayXf::Constant(1, params_.beta2)});
 }
 
 void AdamOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                               const Eigen::Ref<const Eigen::ArrayXf>& grad,
-                               const StepContext& ctx) {
+                               const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) {
   State& s = states_[var_index];
   const float beta1_power = s.beta1_power[0];
   const float beta2_power = s.beta2_power[0];
@@ -78,8 +68,7 @@ void AdamOptimizer::ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
 
 std::vector<SlotView> AdamOptimizer::StateSlots(int var_index) {
   State& s = states_[var_index];
-  return {{"m", &s.m}, {"v", &s.v}, {"beta1_power", &s.beta1_power},
-          {"beta2_power", &s.beta2_power}};
+  return {{"m", &s.m}, {"v", &s.v}, {"beta1_power", &s.beta1_power}, {"beta2_power", &s.beta2_power}};
 }
 
 }  // namespace tpusim::optim

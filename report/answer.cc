@@ -31,12 +31,9 @@ int64_t MostExamplesPerHostStep(const std::vector<HostProjection>& hosts) {
   return most;
 }
 
-std::string FigureWithSource(const run::TargetFigure& f) {
-  return fmt::format("{:g} ({})", f.value, f.source);
-}
+std::string FigureWithSource(const run::TargetFigure& f) { return fmt::format("{:g} ({})", f.value, f.source); }
 
-std::vector<std::string> AnswerAssumptions(const PodProjectionSection& pod,
-                                           const AnswerSection& a) {
+std::vector<std::string> AnswerAssumptions(const PodProjectionSection& pod, const AnswerSection& a) {
   const run::TargetHost& t = pod.target_host;
   return {
       fmt::format("the target host: {} vCPUs, {} for input, {} input workers, cpu speed {}, {} "
@@ -63,20 +60,20 @@ std::string DeviceStepSource(const run::DeviceConfig& device) {
                                ? std::string(" (where from: not said; device.step_time_source)")
                                : ": " + device.step_time_source;
   if (device.flops_per_example > 0) {
-    return fmt::format("device.flops_per_example {:g} x examples per core step / the core's peak "
-                       "FLOPS{}",
-                       device.flops_per_example, said);
+    return fmt::format(
+        "device.flops_per_example {:g} x examples per core step / the core's peak "
+        "FLOPS{}",
+        device.flops_per_example, said);
   }
   if (device.mean_us > 0) {
     const bool constant = device.distribution == run::StepTimeDistribution::kConstant;
-    return fmt::format("{} {:g} us{}", constant ? "device.step_time_us" : "device.step_time.mean_us",
-                       device.mean_us, said);
+    return fmt::format("{} {:g} us{}", constant ? "device.step_time_us" : "device.step_time.mean_us", device.mean_us,
+                       said);
   }
   return "none: no modeled device time (device.step_time_us and device.flops_per_example are 0)";
 }
 
-AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSection& pod,
-                          const SliceFacts& slice) {
+AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSection& pod, const SliceFacts& slice) {
   AnswerSection a;
   a.basis = pod.device_step_s > 0 ? "pod" : "unknown";
   a.verdict = pod.verdict;

@@ -21,8 +21,7 @@ struct SliceFacts {
 };
 
 // The answer for `pod`, the projection of `in`, on `slice`. Never throws.
-AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSection& pod,
-                          const SliceFacts& slice);
+AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSection& pod, const SliceFacts& slice);
 
 // Where the device step comes from, in the config's keys (and its
 // device.step_time_source when given), for the answer to quote.

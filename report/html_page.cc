@@ -48,11 +48,20 @@ std::string EscapeHtml(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -86,15 +95,15 @@ void CheckIsReport(const json& j, const std::string& label) {
 
 std::string ReportPage(const json& report, const std::string& label) {
   CheckIsReport(report, label);
-  json data = {{"kind", "report"},          {"report", report},
-               {"answer_lines", json::array()}, {"lacks", json::array()},
-               {"read_note", ""},           {"echarts_version", internal::kEchartsVersion}};
+  json data = {{"kind", "report"},       {"report", report}, {"answer_lines", json::array()},
+               {"lacks", json::array()}, {"read_note", ""},  {"echarts_version", internal::kEchartsVersion}};
   try {
     data["answer_lines"] = AnswerLines(report.get<Report>());
   } catch (const std::exception& e) {
-    data["read_note"] = fmt::format("this tpusim reads report version {} strictly and this one does not read "
-                                    "({}); the page shows what it has",
-                                    kReportVersion, e.what());
+    data["read_note"] = fmt::format(
+        "this tpusim reads report version {} strictly and this one does not read "
+        "({}); the page shows what it has",
+        kReportVersion, e.what());
   }
   for (const PageSection& s : kPageSections) {
     if (!report.contains(s.key) || report[s.key].is_null()) {
@@ -110,14 +119,23 @@ std::string SweepIndexPage(const SweepIndex& index) {
   const auto or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   json points = json::array();
   for (const SweepPoint& p : index.points) {
-    points.push_back({{"run", p.run}, {"values", p.values}, {"measured_au", or_null(p.measured_au)},
-                      {"projected_au", or_null(p.projected_au)}, {"verdict", p.verdict},
-                      {"projected_verdict", p.projected_verdict}, {"exit_code", p.exit_code}, {"page", p.page}});
+    points.push_back({{"run", p.run},
+                      {"values", p.values},
+                      {"measured_au", or_null(p.measured_au)},
+                      {"projected_au", or_null(p.projected_au)},
+                      {"verdict", p.verdict},
+                      {"projected_verdict", p.projected_verdict},
+                      {"exit_code", p.exit_code},
+                      {"page", p.page}});
   }
-  const json data = {{"kind", "sweep"},        {"title", index.title},
-                     {"keys", index.keys},     {"target_au", index.target_au},
-                     {"au_source", index.au_source}, {"chosen", index.chosen ? json(*index.chosen) : json(nullptr)},
-                     {"points", std::move(points)},  {"echarts_version", internal::kEchartsVersion}};
+  const json data = {{"kind", "sweep"},
+                     {"title", index.title},
+                     {"keys", index.keys},
+                     {"target_au", index.target_au},
+                     {"au_source", index.au_source},
+                     {"chosen", index.chosen ? json(*index.chosen) : json(nullptr)},
+                     {"points", std::move(points)},
+                     {"echarts_version", internal::kEchartsVersion}};
   return Fill(internal::kSweepTemplate, index.title, data);
 }
 

@@ -22,14 +22,14 @@ std::string ReportPage(const nlohmann::json& report, const std::string& label);
 
 // One point of a sweep's index page.
 struct SweepPoint {
-  std::string run;                      // "run-001"
-  std::vector<std::string> values;      // of the varied keys, in key order
-  std::optional<double> measured_au;    // null: the run reported none
+  std::string run;                    // "run-001"
+  std::vector<std::string> values;    // of the varied keys, in key order
+  std::optional<double> measured_au;  // null: the run reported none
   std::optional<double> projected_au;
-  std::string verdict;                  // measured, up to its ':'
+  std::string verdict;  // measured, up to its ':'
   std::string projected_verdict;
   int exit_code = 0;
-  std::string page;                     // its own page, relative to the index ("run-001/report.html")
+  std::string page;  // its own page, relative to the index ("run-001/report.html")
 };
 
 // What an index page shows: AU (measured and projected) against the varied keys,
@@ -38,8 +38,8 @@ struct SweepIndex {
   std::string title;  // "tpusim sweep: configs/runs/x.yaml"
   std::vector<std::string> keys;
   double target_au = 0;
-  std::string au_source;                // "measured" | "projected": the AU the command judged
-  std::optional<std::string> chosen;    // capacity's answer, a value of keys[0]
+  std::string au_source;              // "measured" | "projected": the AU the command judged
+  std::optional<std::string> chosen;  // capacity's answer, a value of keys[0]
   std::vector<SweepPoint> points;
 };
 

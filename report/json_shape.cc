@@ -30,9 +30,7 @@ const char* Kind(const json& v) {
   }
 }
 
-std::string Child(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
+std::string Child(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
 class ShapeWalk {
  public:
@@ -41,8 +39,7 @@ class ShapeWalk {
   void Walk(const std::string& path, const json& expected, const json& actual) {
     const std::string kind = Kind(expected);
     if (kind != Kind(actual)) {
-      out.push_back(fmt::format("{}: {}, expected {}", path.empty() ? "the document" : path,
-                                Kind(actual), kind));
+      out.push_back(fmt::format("{}: {}, expected {}", path.empty() ? "the document" : path, Kind(actual), kind));
     } else if (expected.is_object()) {
       Objects(path, expected, actual);
     } else if (expected.is_array()) {
@@ -64,15 +61,13 @@ class ShapeWalk {
       }
     }
     for (const auto& [key, value] : actual.items()) {
-      if (!expected.contains(key))
-        out.push_back(fmt::format("unknown field '{}'", Child(path, key)));
+      if (!expected.contains(key)) out.push_back(fmt::format("unknown field '{}'", Child(path, key)));
     }
   }
 
   void Arrays(const std::string& path, const json& expected, const json& actual) {
     if (expected.size() != actual.size()) {
-      out.push_back(
-          fmt::format("{}: {} elements, expected {}", path, actual.size(), expected.size()));
+      out.push_back(fmt::format("{}: {} elements, expected {}", path, actual.size(), expected.size()));
       return;
     }
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -85,8 +80,7 @@ class ShapeWalk {
 
 }  // namespace
 
-std::vector<std::string> ShapeDifferences(const json& expected, const json& actual,
-                                          const LeafPairVisitor& on_leaf) {
+std::vector<std::string> ShapeDifferences(const json& expected, const json& actual, const LeafPairVisitor& on_leaf) {
   ShapeWalk walk(on_leaf);
   walk.Walk("", expected, actual);
   return walk.out;

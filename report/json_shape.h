@@ -14,16 +14,15 @@
 namespace tpusim::report {
 
 // A pair of leaves of the same type at `path` ("hosts[0].stages.file_read_s").
-using LeafPairVisitor = std::function<void(const std::string& path, const nlohmann::json& expected,
-                                           const nlohmann::json& actual)>;
+using LeafPairVisitor =
+    std::function<void(const std::string& path, const nlohmann::json& expected, const nlohmann::json& actual)>;
 
 // Every place where `actual` differs in shape from `expected`, in document order:
 // "unknown field 'P'" (in `actual` only), "missing field 'P'" (in `expected`
 // only), "P: N elements, expected M", "P: a float, expected an integer". A
 // non-finite float counts as null (JSON writes it as null). Leaves of the same
 // type go to `on_leaf` (may be empty). Empty when the shapes are the same.
-std::vector<std::string> ShapeDifferences(const nlohmann::json& expected,
-                                          const nlohmann::json& actual,
+std::vector<std::string> ShapeDifferences(const nlohmann::json& expected, const nlohmann::json& actual,
                                           const LeafPairVisitor& on_leaf = {});
 
 }  // namespace tpusim::report

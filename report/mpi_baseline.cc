@@ -61,8 +61,7 @@ int64_t TimedRounds(const std::vector<size_t>& sizes) {
 // first, as the benchmark's baseline receives (a large message moves only while
 // its receiver is in MPI, so receives posted ahead would move nothing sooner and
 // would only spread the copies over more memory than the caches hold).
-void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes, int64_t rounds,
-                   bool sleeps) {
+void ReceiveRounds(const cluster::Transport& world, int host_rank, size_t bytes, int64_t rounds, bool sleeps) {
   HugePageVector<std::byte> buffer(bytes, std::byte{1});
   for (int64_t i = 0; i < rounds; ++i) {
     cluster::Request posted = world.Irecv(buffer, host_rank, kTagBaseline, "MPI_Irecv (baseline)");
@@ -97,8 +96,7 @@ void SendRounds(const cluster::Transport& world, const std::vector<HugePageVecto
 }  // namespace
 
 MpiBaseline MeasureMpiBaseline(const cluster::Transport& world, const cluster::RankLayout& layout,
-                               const cluster::RankRole& role, const infeed::InfeedPlan& plan,
-                               bool cores_sleep) {
+                               const cluster::RankRole& role, const infeed::InfeedPlan& plan, bool cores_sleep) {
   world.Barrier();
   MpiBaseline result;
   if (role.host != kMeasuredHost) return result;

@@ -21,9 +21,7 @@ constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
 // median is named as an outlier (the median, not its figure, projects it).
 constexpr double kOutlierRatio = 3;
 
-double PerExample(double total, int64_t examples) {
-  return examples > 0 ? total / static_cast<double>(examples) : 0.0;
-}
+double PerExample(double total, int64_t examples) { return examples > 0 ? total / static_cast<double>(examples) : 0.0; }
 
 // Examples/s of `lanes` working at once, each taking `s_per_example`; none
 // (unlimited) when the work costs nothing.
@@ -46,8 +44,8 @@ std::optional<double> LanesRate(double lanes, double s_per_example) {
 // - Enqueue: one sender thread per host sends every shard (HostSender::Run, Send),
 //   so 1; the packing is the workers' (in the step build).
 struct StageLanes {
-  double workers = 1;   // a worker's whole step
-  double build = 1;     // file read, preprocessing, emulated preprocessing
+  double workers = 1;  // a worker's whole step
+  double build = 1;    // file read, preprocessing, emulated preprocessing
 };
 
 StageLanes LanesOf(const run::RunConfig& config, const run::TargetHost& target) {
@@ -58,16 +56,13 @@ StageLanes LanesOf(const run::RunConfig& config, const run::TargetHost& target) 
 // A stage of real work on the target: its `workers` each take the CPU seconds per
 // example (this machine's, over cpu_speed) plus any modeled seconds it waits out
 // in turn. None (unlimited) when it costs nothing.
-std::optional<double> CpuCapacity(const ProjectedStage& s, double cpu_s_per_example,
-                                  double cpu_speed) {
-  return LanesRate(s.workers.value_or(1),
-                   cpu_s_per_example / cpu_speed + s.modeled_s_per_example.value_or(0.0));
+std::optional<double> CpuCapacity(const ProjectedStage& s, double cpu_s_per_example, double cpu_speed) {
+  return LanesRate(s.workers.value_or(1), cpu_s_per_example / cpu_speed + s.modeled_s_per_example.value_or(0.0));
 }
 
 // Real work: CPU seconds per example on this machine, done by `lanes` target vCPUs
 // each `cpu_speed` times one core of this machine.
-ProjectedStage CpuStage(const char* name, double cpu_s, int64_t examples, double lanes,
-                        double cpu_speed) {
+ProjectedStage CpuStage(const char* name, double cpu_s, int64_t examples, double lanes, double cpu_speed) {
   ProjectedStage s;
   s.stage = name;
   s.cpu_s_per_example = PerExample(cpu_s, examples);
@@ -80,8 +75,7 @@ ProjectedStage CpuStage(const char* name, double cpu_s, int64_t examples, double
 // `requests` each: its bandwidth over the bytes, and the requests it keeps in
 // flight over their latency. A term whose figure is 0 (unlimited), or that the
 // examples do not use, is left out.
-std::optional<double> StorageRate(const infeed::StorageConfig& storage, double bytes,
-                                  double requests) {
+std::optional<double> StorageRate(const infeed::StorageConfig& storage, double bytes, double requests) {
   std::optional<double> rate;
   auto keep_least = [&rate](double r) { rate = std::min(rate.value_or(r), r); };
   if (storage.bandwidth_mb_s > 0 && bytes > 0) keep_least(storage.bandwidth_mb_s * 1e6 / bytes);
@@ -141,8 +135,7 @@ ProjectedStage FileStreamStage(const infeed::StageCosts& c, double cpu_speed) {
 // Drawing tpusim's synthetic embedding ids (`id_generation_s`) is the
 // simulator's own work, not the pod's: a pod's hosts read their ids, so it is
 // taken out of the step.
-ProjectedStage StepBuildStage(const infeed::StageCosts& c, double id_generation_s, double workers,
-                              double cpu_speed) {
+ProjectedStage StepBuildStage(const infeed::StageCosts& c, double id_generation_s, double workers, double cpu_speed) {
   ProjectedStage s;
   s.stage = "step build";
   s.cpu_s_per_example = PerExample(std::max(0.0, c.build_cpu_s - id_generation_s), c.examples);
@@ -155,8 +148,7 @@ ProjectedStage StepBuildStage(const infeed::StageCosts& c, double id_generation_
 // The ids -> per-core COO of the embedding features (and their trailer bytes),
 // on the workers, in CPU per example of the host's own ids; a part of the step
 // build, like file read and preprocessing. None without ids.
-std::optional<ProjectedStage> SparseEnqueueStage(const sim::SparseEnqueueCosts& c, double workers,
-                                                 double cpu_speed) {
+std::optional<ProjectedStage> SparseEnqueueStage(const sim::SparseEnqueueCosts& c, double workers, double cpu_speed) {
   if (c.ids <= 0 || c.examples <= 0) return std::nullopt;
   ProjectedStage s = CpuStage("sparse enqueue", c.coo_cpu_s, c.examples, workers, cpu_speed);
   return s;
@@ -197,8 +189,7 @@ std::vector<ProjectedStage> StagesOf(const PodProjectionInputs& in, const HostCo
   // Burnt modeled work is spun inside the builds, so their CPU holds it (a share
   // of it, on cores the workers share): the step cannot be told from its modeled
   // part and is left out.
-  const bool burnt = in.config.input.cost_mode == run::InputConfig::CostMode::kBurn &&
-                     c.modeled_preprocessing_s > 0;
+  const bool burnt = in.config.input.cost_mode == run::InputConfig::CostMode::kBurn && c.modeled_preprocessing_s > 0;
   if (auto sparse = SparseEnqueueStage(h.sparse, lanes.workers, speed)) stages.push_back(*sparse);
   if (!burnt) stages.push_back(StepBuildStage(c, h.sparse.id_generation_cpu_s, lanes.workers, speed));
   // The sender's own CPU: enqueue_cpu_s holds the workers' packing too.
@@ -226,8 +217,7 @@ void SetBound(HostProjection& p) {
 void SetThisMachine(const infeed::StageCosts& c, const MachineShare& machine, HostProjection& p) {
   p.simulator_cpu_s_per_example = infeed::SimulatorCpuSecondsPerExample(c);
   if (machine.cpus > 0 && machine.tpu_hosts > 0 && p.simulator_cpu_s_per_example > 0) {
-    p.this_machine_examples_per_s =
-        machine.cpus / (machine.tpu_hosts * p.simulator_cpu_s_per_example);
+    p.this_machine_examples_per_s = machine.cpus / (machine.tpu_hosts * p.simulator_cpu_s_per_example);
   }
 }
 
@@ -239,9 +229,8 @@ HostProjection ProjectHost(const PodProjectionInputs& in, const HostCosts& h) {
   p.examples_per_step = h.examples_per_step;
   p.stages = StagesOf(in, h);
   p.prefetch_steps = PrefetchSteps(in.config);
-  p.prefetch_memory_gib = static_cast<double>(p.prefetch_steps * h.examples_per_step *
-                                              RunExampleBytes(in.config)) /
-                          kBytesPerGib;
+  p.prefetch_memory_gib =
+      static_cast<double>(p.prefetch_steps * h.examples_per_step * RunExampleBytes(in.config)) / kBytesPerGib;
   p.fits_memory = p.prefetch_memory_gib <= in.target.memory_gib.value;
   SetThisMachine(h.costs, in.machine, p);
   return p;
@@ -260,9 +249,8 @@ ProjectedStage* FindStage(HostProjection& h, const std::string& name) {
 // the median — and a host measuring kOutlierRatio x the median is named. Its own
 // modeled costs (storage, emulated work, a slow host's factor) stay its own:
 // those are inputs, not noise.
-void ShareStage(const std::vector<HostProjection*>& group, const std::string& stage,
-                std::optional<double> calibrated, double cpu_speed,
-                std::vector<ProjectionOutlier>& outliers) {
+void ShareStage(const std::vector<HostProjection*>& group, const std::string& stage, std::optional<double> calibrated,
+                double cpu_speed, std::vector<ProjectionOutlier>& outliers) {
   std::vector<double> own;
   for (HostProjection* h : group) {
     const ProjectedStage* s = FindStage(*h, stage);
@@ -287,8 +275,7 @@ void ShareStage(const std::vector<HostProjection*>& group, const std::string& st
 using ClassKey = std::pair<int64_t, int>;  // examples per step, fed cores
 
 // The calibration of a class that measured something, or null.
-const HostCalibration* CalibrationOf(const std::vector<HostCalibration>& calibrations,
-                                     const ClassKey& key) {
+const HostCalibration* CalibrationOf(const std::vector<HostCalibration>& calibrations, const ClassKey& key) {
   for (const HostCalibration& c : calibrations) {
     if (c.examples_per_step == key.first && c.fed_cores == key.second && c.costs.examples > 0) {
       return &c;
@@ -311,8 +298,7 @@ double MedianPackingPerExample(const std::vector<const HostCosts*>& hosts) {
 
 // A stage's CPU per example in a class's calibration; none for the stages it
 // does not run (enqueue: the sends need the cores, which the run measured).
-std::optional<double> CalibratedCpu(const std::string& stage, const HostCalibration& c,
-                                    double packing_per_example) {
+std::optional<double> CalibratedCpu(const std::string& stage, const HostCalibration& c, double packing_per_example) {
   const infeed::StageCosts& k = c.costs;
   if (stage == "file read") return PerExample(k.file_read_cpu_s, k.examples);
   if (stage == "preprocessing") return PerExample(k.preprocessing_cpu_s, k.examples);
@@ -330,8 +316,7 @@ std::vector<std::string> MeasuredStages(const std::vector<HostProjection*>& grou
   std::vector<std::string> measured;
   for (const HostProjection* h : group) {
     for (const ProjectedStage& s : h->stages) {
-      if (s.cpu_s_per_example &&
-          std::find(measured.begin(), measured.end(), s.stage) == measured.end()) {
+      if (s.cpu_s_per_example && std::find(measured.begin(), measured.end(), s.stage) == measured.end()) {
         measured.push_back(s.stage);
       }
     }
@@ -345,8 +330,7 @@ std::vector<std::string> MeasuredStages(const std::vector<HostProjection*>& grou
 // So the answer does not follow the noise of one host on a machine that plays
 // many (one host of 64 packed on 2 cores once measured 105 us/example of enqueue
 // where the others took 0.4-4), nor how many hosts this machine plays.
-std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts,
-                                              const PodProjectionInputs& in) {
+std::vector<ProjectionOutlier> ShareEstimates(std::vector<HostProjection>& hosts, const PodProjectionInputs& in) {
   std::map<ClassKey, std::vector<HostProjection*>> groups;
   std::map<ClassKey, std::vector<const HostCosts*>> costs;
   for (size_t i = 0; i < hosts.size(); ++i) {
@@ -384,9 +368,8 @@ CostSource CostSourceOf(const PodProjectionInputs& in) {
   CostSource out;
   out.source = "run";
   for (const HostCalibration& c : in.calibrations) {
-    out.calibrations.push_back({c.host, c.examples_per_step, c.fed_cores, c.workers, c.steps,
-                                c.costs.examples, c.seconds,
-                                PerExample(c.costs.build_cpu_s, c.costs.examples), c.note});
+    out.calibrations.push_back({c.host, c.examples_per_step, c.fed_cores, c.workers, c.steps, c.costs.examples,
+                                c.seconds, PerExample(c.costs.build_cpu_s, c.costs.examples), c.note});
     if (CalibratesAHost(in, c)) out.source = "calibration";
     if (!c.note.empty() && out.note.empty()) out.note = c.note;
   }
@@ -409,7 +392,9 @@ std::string CostSourceAssumption(const CostSource& source) {
            "each stage's run_median_cpu_s_per_example is the figure measured in the run";
   }
   return "CPU per example measured in the run (cost_source: run, the median over like hosts; "
-         "no calibration: " + source.note + "): on a machine that plays many hosts at once, "
+         "no calibration: " +
+         source.note +
+         "): on a machine that plays many hosts at once, "
          "their contention inflates it";
 }
 
@@ -433,8 +418,7 @@ double InputSecondsPerStep(const std::vector<HostProjection>& hosts) {
   double seconds = 0;
   for (const HostProjection& h : hosts) {
     if (!h.projected_examples_per_s) continue;
-    seconds = std::max(seconds,
-                       static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s);
+    seconds = std::max(seconds, static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s);
   }
   return seconds;
 }
@@ -483,8 +467,8 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
                   "(its fill and packing, one after the other) on {:g}, file read, "
                   "preprocessing and emulated preprocessing on {:g}{}, shuffle and enqueue (one "
                   "sender thread per host) on 1",
-                  t.input_workers.value, t.input_workers.source, in.config.infeed.parallelism,
-                  lanes.workers, lanes.build,
+                  t.input_workers.value, t.input_workers.source, in.config.infeed.parallelism, lanes.workers,
+                  lanes.build,
                   in.config.input.source == run::InputSource::kFiles
                       ? " (the files source builds its one stream a step at a time, as its "
                         "pipeline is built: more workers do not speed it)"
@@ -510,8 +494,8 @@ void AddWorkloads(const PodProjectionInputs& in, PodProjectionSection& p) {
   const double step_s = p.device_step_s > 0 ? p.target_step_s : 0.0;
   std::vector<SparseHostInput> sparse;
   for (const HostCosts& h : in.hosts) sparse.push_back({h.host, h.examples_per_step, h.sparse});
-  p.sparse_enqueue = ProjectSparseEnqueue(sparse, LanesOf(in.config, in.target).workers,
-                                          in.target.cpu_speed.value, step_s);
+  p.sparse_enqueue =
+      ProjectSparseEnqueue(sparse, LanesOf(in.config, in.target).workers, in.target.cpu_speed.value, step_s);
   p.shampoo = ProjectShampoo(in.shampoo, in.target.cpu_speed.value, step_s);
 }
 

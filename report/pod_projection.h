@@ -14,8 +14,8 @@
 // it is named in `outliers`. When the run calibrated its pipeline classes (one host
 // each re-ran its pipeline alone after the run), the calibration's CPU per example
 // is the estimate instead — the in-run figures are inflated by the other hosts this
-// machine plays at once — and the median stays beside it (`cost_source`). ProjectPod is pure arithmetic over the figures it is given and
-// unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
+// machine plays at once — and the median stays beside it (`cost_source`). ProjectPod is pure arithmetic over the
+// figures it is given and unit-tested with hand-built costs (tests/report/pod_projection_test.cc).
 //
 // The stages, in the order data flows: "storage" (the storage model), "file
 // read", "preprocessing", "emulated preprocessing" (input.cpu_us_per_example),
@@ -51,7 +51,7 @@ struct HostCosts {
   int host = 0;
   int64_t examples_per_step = 0;
   int fed_cores = 0;
-  infeed::StageCosts costs;  // over the report's window (PipelineStages::window_costs)
+  infeed::StageCosts costs;             // over the report's window (PipelineStages::window_costs)
   sim::SparseEnqueueCosts sparse = {};  // over the same window; zeros: no embedding ids
 };
 
@@ -78,11 +78,11 @@ struct PodProjectionInputs {
   double device_step_s = 0;        // the device model's time per step (not as slept here)
   double ici_crs_s_per_step = 0;   // the cross-replica sum on ICI (0: none)
   MachineShare machine;
-  std::vector<HostCalibration> calibrations;  // one per pipeline class; empty: none ran
+  std::vector<HostCalibration> calibrations;            // one per pipeline class; empty: none ran
   std::vector<EmbeddingCoreLoad> embedding_cores = {};  // cores with an embedding load
-  double ici_link_gbps = 0;      // the topology's ICI link
-  double hbm_gbps_per_core = 0;  // the topology's HBM bandwidth (0: not given)
-  ShampooInputs shampoo = {};    // keys null: no Shampoo
+  double ici_link_gbps = 0;                             // the topology's ICI link
+  double hbm_gbps_per_core = 0;                         // the topology's HBM bandwidth (0: not given)
+  ShampooInputs shampoo = {};                           // keys null: no Shampoo
 };
 
 // Why a run without a modeled device step has no pod verdict, and the key to set.

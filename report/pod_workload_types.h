@@ -20,8 +20,8 @@ namespace tpusim::report {
 // One host's sparse enqueue over the window, as measured here.
 struct SparseEnqueueHost {
   int host = 0;
-  int64_t ids = 0;       // non-padding ids it turned into COO
-  int64_t examples = 0;  // rows whose ids it encoded
+  int64_t ids = 0;                        // non-padding ids it turned into COO
+  int64_t examples = 0;                   // rows whose ids it encoded
   double cpu_s_per_id = 0;                // ids -> per-core COO and trailer bytes
   double id_generation_cpu_s_per_id = 0;  // tpusim's synthetic ids: the simulator's own
 };
@@ -37,9 +37,9 @@ struct SparseEnqueueProjection {
   double cpu_s_per_id = 0;           // the estimate: the median over the hosts
   double host_min_cpu_s_per_id = 0;  // over the hosts, each its own
   double host_max_cpu_s_per_id = 0;
-  double host_spread = 0;            // max / min (1: one host)
-  double workers = 0;                // target_host.input_workers
-  double cpu_speed = 1;              // target_host.cpu_speed
+  double host_spread = 0;                  // max / min (1: one host)
+  double workers = 0;                      // target_host.input_workers
+  double cpu_speed = 1;                    // target_host.cpu_speed
   double capacity_ids_per_s_per_host = 0;  // workers x cpu_speed / cpu_s_per_id
   std::optional<double> share_of_workers;  // demand / capacity; null: no modeled step
   double id_generation_cpu_s_per_id = 0;   // the median; this machine's, never projected
@@ -49,29 +49,29 @@ struct SparseEnqueueProjection {
 
 // pod_projection.embedding: what the embedding adds to the target step.
 struct EmbeddingStepProjection {
-  double all_to_all_bytes_per_step = 0;  // every core's payload sent, summed
+  double all_to_all_bytes_per_step = 0;           // every core's payload sent, summed
   double hot_core_all_to_all_bytes_per_step = 0;  // the core that sends the most
   double mean_core_all_to_all_bytes_per_step = 0;
   double ici_link_gbps = 0;
-  double all_to_all_s = 0;  // the hot core's bytes over one ICI link
+  double all_to_all_s = 0;                 // the hot core's bytes over one ICI link
   double hot_core_hbm_bytes_per_step = 0;  // table rows and slots the hot core moves
   double mean_core_hbm_bytes_per_step = 0;
-  double hot_core_ratio = 0;  // hot / mean HBM bytes (1: balanced)
+  double hot_core_ratio = 0;                       // hot / mean HBM bytes (1: balanced)
   std::optional<double> hbm_gbps_per_core;         // null: the topology gives none
   std::optional<double> lookup_update_s;           // the hot core's; null: no HBM figure
   std::optional<double> balanced_lookup_update_s;  // the mean core's; null: no HBM figure
-  double step_s = 0;  // all_to_all_s + lookup_update_s: what target_step_s adds
+  double step_s = 0;                               // all_to_all_s + lookup_update_s: what target_step_s adds
   std::vector<std::string> assumes;
 };
 
 // The root-cost model at one block size.
 struct RootSizeCost {
-  int64_t size = 0;          // n of the n x n statistics
-  int64_t keys = 0;          // keys of that size on the busiest owner host
-  int64_t roots_timed = 0;   // here, over every host
+  int64_t size = 0;                      // n of the n x n statistics
+  int64_t keys = 0;                      // keys of that size on the busiest owner host
+  int64_t roots_timed = 0;               // here, over every host
   std::optional<double> measured_cpu_s;  // mean thread CPU per root here; null: none timed
-  double model_cpu_s = 0;    // cpu_s_per_n3 x n^3
-  double target_s = 0;       // one root on one target thread: (measured or model) / cpu_speed
+  double model_cpu_s = 0;                // cpu_s_per_n3 x n^3
+  double target_s = 0;                   // one root on one target thread: (measured or model) / cpu_speed
 };
 
 // pod_projection.shampoo: the preconditioner service on the target host.
@@ -80,7 +80,7 @@ struct ShampooPodProjection {
   double cpu_speed = 1;
   double cpu_s_per_n3 = 0;  // fitted: the roots' thread CPU over their n^3, summed
   std::vector<RootSizeCost> sizes;
-  int busiest_host = 0;     // the owner host with the most root work per loop
+  int busiest_host = 0;  // the owner host with the most root work per loop
   int64_t keys_on_busiest_host = 0;
   double root_s_per_loop = 0;  // its roots of one loop on one target thread
   double makespan_s = 0;       // on its threads: max(root_s_per_loop / threads, longest root)
@@ -88,15 +88,15 @@ struct ShampooPodProjection {
   int64_t delay_loops = 0;
   int64_t iterations_per_loop = 0;
   double target_step_s = 0;
-  std::optional<double> loop_s;  // iterations_per_loop x target step; null: no modeled step
+  std::optional<double> loop_s;                      // iterations_per_loop x target step; null: no modeled step
   std::optional<int64_t> projected_staleness_loops;  // null: no modeled step
   std::optional<int64_t> projected_staleness_steps;
-  std::optional<double> stall_s_per_loop;  // sync and delay: the cores' wait per loop
-  std::optional<bool> keeps_up;            // null: no modeled step
-  double statistics_bytes_per_loop = 0;    // to the busiest host (float32 n x n per key)
-  double statistics_link_s_per_loop = 0;   // over its host link to one core
-  double statistics_memory_gib = 0;        // it holds: float64 statistics and root per key
-  int64_t measured_max_staleness_steps = 0;  // here, over the keys refreshed
+  std::optional<double> stall_s_per_loop;         // sync and delay: the cores' wait per loop
+  std::optional<bool> keeps_up;                   // null: no modeled step
+  double statistics_bytes_per_loop = 0;           // to the busiest host (float32 n x n per key)
+  double statistics_link_s_per_loop = 0;          // over its host link to one core
+  double statistics_memory_gib = 0;               // it holds: float64 statistics and root per key
+  int64_t measured_max_staleness_steps = 0;       // here, over the keys refreshed
   std::vector<std::string> keys_never_refreshed;  // here: no delivery assigned a root
   int64_t roots_rejected = 0;                     // here
   std::vector<std::string> keys_with_rejected_roots;

@@ -184,9 +184,8 @@ std::vector<std::string> ShampooAssumptions(const ShampooPodProjection& p) {
 
 }  // namespace
 
-std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<SparseHostInput>& hosts,
-                                                            double workers, double cpu_speed,
-                                                            double target_step_s) {
+std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<SparseHostInput>& hosts, double workers,
+                                                            double cpu_speed, double target_step_s) {
   std::vector<SparseHostInput> enqueuing;
   for (const SparseHostInput& h : hosts) {
     if (h.costs.ids > 0) enqueuing.push_back(h);
@@ -201,8 +200,7 @@ std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<Sp
   p.cpu_speed = cpu_speed;
   p.capacity_ids_per_s_per_host = Ratio(p.workers * cpu_speed, p.cpu_s_per_id);
   if (target_step_s > 0) {
-    p.demand_ids_per_s_per_host =
-        p.ids_per_example * static_cast<double>(p.examples_per_host_per_step) / target_step_s;
+    p.demand_ids_per_s_per_host = p.ids_per_example * static_cast<double>(p.examples_per_host_per_step) / target_step_s;
     if (p.capacity_ids_per_s_per_host > 0) {
       p.share_of_workers = *p.demand_ids_per_s_per_host / p.capacity_ids_per_s_per_host;
     }
@@ -212,8 +210,7 @@ std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<Sp
 }
 
 std::optional<EmbeddingStepProjection> ProjectEmbeddingStep(const std::vector<EmbeddingCoreLoad>& cores,
-                                                            double ici_link_gbps,
-                                                            double hbm_gbps_per_core) {
+                                                            double ici_link_gbps, double hbm_gbps_per_core) {
   if (cores.empty()) return std::nullopt;
   EmbeddingStepProjection p;
   for (const EmbeddingCoreLoad& c : cores) {
@@ -225,9 +222,8 @@ std::optional<EmbeddingStepProjection> ProjectEmbeddingStep(const std::vector<Em
   const double n = static_cast<double>(cores.size());
   p.mean_core_all_to_all_bytes_per_step = p.all_to_all_bytes_per_step / n;
   p.mean_core_hbm_bytes_per_step /= n;
-  p.hot_core_ratio = p.mean_core_hbm_bytes_per_step > 0
-                         ? p.hot_core_hbm_bytes_per_step / p.mean_core_hbm_bytes_per_step
-                         : 1.0;
+  p.hot_core_ratio =
+      p.mean_core_hbm_bytes_per_step > 0 ? p.hot_core_hbm_bytes_per_step / p.mean_core_hbm_bytes_per_step : 1.0;
   p.ici_link_gbps = ici_link_gbps;
   p.all_to_all_s = Ratio(p.hot_core_all_to_all_bytes_per_step, ici_link_gbps * 1e9 / 8);
   p.step_s = p.all_to_all_s;
@@ -253,8 +249,7 @@ std::optional<EmbeddingStepProjection> ProjectEmbeddingStep(const std::vector<Em
   return p;
 }
 
-std::optional<ShampooPodProjection> ProjectShampoo(const ShampooInputs& in, double cpu_speed,
-                                                   double target_step_s) {
+std::optional<ShampooPodProjection> ProjectShampoo(const ShampooInputs& in, double cpu_speed, double target_step_s) {
   if (!in.keys || in.keys->empty()) return std::nullopt;
   ShampooPodProjection p;
   p.preconditioner_threads = in.threads;
@@ -289,38 +284,39 @@ WorkloadAnswer SparseEnqueueAnswer(const SparseEnqueueProjection& p) {
   WorkloadAnswer a;
   const std::string capacity = Millions(p.capacity_ids_per_s_per_host);
   if (!p.demand_ids_per_s_per_host) {
-    a.text = fmt::format("sparse enqueue needs an unknown number of ids/s per host (no modeled "
-                         "device step), the target's workers give {} ids/s",
-                         capacity);
+    a.text = fmt::format(
+        "sparse enqueue needs an unknown number of ids/s per host (no modeled "
+        "device step), the target's workers give {} ids/s",
+        capacity);
     return a;
   }
   a.keeps_up = *p.demand_ids_per_s_per_host <= p.capacity_ids_per_s_per_host;
-  a.text = fmt::format("sparse enqueue needs {} ids/s per host, the target's workers give {} "
-                       "({:.1f}% of their {:g} workers at {:.1f} ns per id)",
-                       Millions(*p.demand_ids_per_s_per_host), capacity,
-                       p.share_of_workers.value_or(0.0) * 100, p.workers, p.cpu_s_per_id * 1e9);
+  a.text = fmt::format(
+      "sparse enqueue needs {} ids/s per host, the target's workers give {} "
+      "({:.1f}% of their {:g} workers at {:.1f} ns per id)",
+      Millions(*p.demand_ids_per_s_per_host), capacity, p.share_of_workers.value_or(0.0) * 100, p.workers,
+      p.cpu_s_per_id * 1e9);
   return a;
 }
 
 WorkloadAnswer PreconditionerAnswer(const ShampooPodProjection& p) {
   WorkloadAnswer a;
   a.keeps_up = p.keeps_up;
-  const std::string work = fmt::format("a loop's roots take {:.3f} s on host {}'s {:g} threads",
-                                       p.makespan_s, p.busiest_host, p.preconditioner_threads.value);
+  const std::string work = fmt::format("a loop's roots take {:.3f} s on host {}'s {:g} threads", p.makespan_s,
+                                       p.busiest_host, p.preconditioner_threads.value);
   if (!p.keeps_up) {
     a.text = "preconditioners: unknown on the pod (" +
              std::string(p.loop_s ? "no root was timed here" : "no modeled device step") + "); " + work;
   } else if (*p.keeps_up) {
-    a.text = fmt::format("preconditioners keep up on the pod: {}, a pod loop is {:.3f} s "
-                         "(staleness {} pod steps)",
-                         work, *p.loop_s, *p.projected_staleness_steps);
+    a.text = fmt::format(
+        "preconditioners keep up on the pod: {}, a pod loop is {:.3f} s "
+        "(staleness {} pod steps)",
+        work, *p.loop_s, *p.projected_staleness_steps);
   } else {
-    a.text = fmt::format("preconditioners are {} steps stale on the pod{}: {}, a pod loop is {:.3f} s",
-                         *p.projected_staleness_steps,
-                         p.stall_s_per_loop ? fmt::format(" and stall the cores {:.3f} s per loop",
-                                                          *p.stall_s_per_loop)
-                                            : std::string(),
-                         work, *p.loop_s);
+    a.text = fmt::format(
+        "preconditioners are {} steps stale on the pod{}: {}, a pod loop is {:.3f} s", *p.projected_staleness_steps,
+        p.stall_s_per_loop ? fmt::format(" and stall the cores {:.3f} s per loop", *p.stall_s_per_loop) : std::string(),
+        work, *p.loop_s);
   }
   return a;
 }

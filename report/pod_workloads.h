@@ -44,7 +44,7 @@ struct EmbeddingCoreLoad {
 struct ShampooInputs {
   const run::KeyTable* keys = nullptr;
   std::vector<sim::shampoo::ServiceMetrics> hosts;
-  run::TargetFigure threads;      // target_host.preconditioner_threads, resolved
+  run::TargetFigure threads;  // target_host.preconditioner_threads, resolved
   int64_t iterations_per_loop = 0;
   double host_to_device_gbps = 0;  // the host's link to one core
 };
@@ -52,21 +52,18 @@ struct ShampooInputs {
 // The sparse enqueue on the target's `workers` at `cpu_speed`, demanded by a
 // step of `target_step_s` (0: unknown, so no demand). None when no host
 // enqueued ids in the window.
-std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<SparseHostInput>& hosts,
-                                                            double workers, double cpu_speed,
-                                                            double target_step_s);
+std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<SparseHostInput>& hosts, double workers,
+                                                            double cpu_speed, double target_step_s);
 
 // The embedding's terms of the target step on ICI links of `ici_link_gbps` and
 // HBM of `hbm_gbps_per_core` (0: no figure, so no HBM term). None without cores
 // that carry an embedding load.
 std::optional<EmbeddingStepProjection> ProjectEmbeddingStep(const std::vector<EmbeddingCoreLoad>& cores,
-                                                            double ici_link_gbps,
-                                                            double hbm_gbps_per_core);
+                                                            double ici_link_gbps, double hbm_gbps_per_core);
 
 // Shampoo's service on the target host, its loop iterations_per_loop x
 // `target_step_s` (0: unknown). None without keys.
-std::optional<ShampooPodProjection> ProjectShampoo(const ShampooInputs& in, double cpu_speed,
-                                                   double target_step_s);
+std::optional<ShampooPodProjection> ProjectShampoo(const ShampooInputs& in, double cpu_speed, double target_step_s);
 
 // The answer block's lines: "sparse enqueue needs N M ids/s per host, the
 // target's workers give M" and "preconditioners keep up / are K steps stale on

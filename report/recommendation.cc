@@ -35,8 +35,8 @@ struct Candidate {
 };
 
 PodProjectionSection Project(const PodProjectionInputs& in, const Candidate& c) {
-  return ProjectPod({c.config, c.target, in.host_to_device_gbps, in.hosts, in.device_step_s,
-                     in.ici_crs_s_per_step, in.machine, in.calibrations});
+  return ProjectPod({c.config, c.target, in.host_to_device_gbps, in.hosts, in.device_step_s, in.ici_crs_s_per_step,
+                     in.machine, in.calibrations});
 }
 
 // `key` = `value` on the candidate, as `--set key=value` would set it. More
@@ -77,9 +77,7 @@ const ProjectedStage* StageOf(const HostProjection& h, const std::string& name) 
 // in flight over their latency (pod_projection.cc StorageRate).
 std::optional<Knob> StorageKnob(const ProjectedStage& s, const infeed::StorageConfig& storage) {
   const double bytes = s.bytes_per_example.value_or(0);
-  const double by_bandwidth = storage.bandwidth_mb_s > 0 && bytes > 0
-                                  ? storage.bandwidth_mb_s * 1e6 / bytes
-                                  : HUGE_VAL;
+  const double by_bandwidth = storage.bandwidth_mb_s > 0 && bytes > 0 ? storage.bandwidth_mb_s * 1e6 / bytes : HUGE_VAL;
   if (s.capacity_examples_per_s && by_bandwidth <= *s.capacity_examples_per_s) {
     return Knob{kBandwidth, std::ceil(storage.bandwidth_mb_s), 1e7};
   }
@@ -90,10 +88,9 @@ std::optional<Knob> StorageKnob(const ProjectedStage& s, const infeed::StorageCo
 // sender or shuffle thread, the files source's one stream, the host's link.
 std::optional<Knob> KnobFor(const ProjectedStage& stage, const Candidate& c) {
   const std::string& name = stage.stage;
-  const bool on_workers = name == "step build" ||
-                          (c.config.input.source != run::InputSource::kFiles &&
-                           (name == "file read" || name == "preprocessing" ||
-                            name == "emulated preprocessing"));
+  const bool on_workers =
+      name == "step build" || (c.config.input.source != run::InputSource::kFiles &&
+                               (name == "file read" || name == "preprocessing" || name == "emulated preprocessing"));
   if (on_workers) {
     return Knob{kWorkers, c.target.input_workers.value, std::floor(c.target.vcpus.value)};
   }
@@ -123,22 +120,21 @@ std::string SetLine(const std::vector<SetChange>& changes) {
   return out.empty() ? out : out.substr(1);
 }
 
-double LeastRate(const PodProjectionSection& p) {
-  return p.projected_examples_per_s_per_host.value_or(HUGE_VAL);
-}
+double LeastRate(const PodProjectionSection& p) { return p.projected_examples_per_s_per_host.value_or(HUGE_VAL); }
 
 Recommendation Headroom(const PodProjectionSection& p, double target_au) {
   Recommendation r;
   r.kind = "headroom";
   r.projected_au = p.projected_au;
   if (p.projected_examples_per_s_per_host) r.headroom = LeastRate(p) / *p.demand_examples_per_s_per_host;
-  r.text = r.headroom ? fmt::format("meets the target AU {:.0f}%: headroom {:.2f}x (the least host's "
-                                    "capacity {:.0f} examples/s over the demand {:.0f})",
-                                    target_au * 100, *r.headroom, LeastRate(p),
-                                    *p.demand_examples_per_s_per_host)
-                      : fmt::format("meets the target AU {:.0f}%: no stage of the input pipeline "
-                                    "limits it (headroom unlimited)",
-                                    target_au * 100);
+  r.text = r.headroom ? fmt::format(
+                            "meets the target AU {:.0f}%: headroom {:.2f}x (the least host's "
+                            "capacity {:.0f} examples/s over the demand {:.0f})",
+                            target_au * 100, *r.headroom, LeastRate(p), *p.demand_examples_per_s_per_host)
+                      : fmt::format(
+                            "meets the target AU {:.0f}%: no stage of the input pipeline "
+                            "limits it (headroom unlimited)",
+                            target_au * 100);
   return r;
 }
 
@@ -146,32 +142,36 @@ Recommendation Headroom(const PodProjectionSection& p, double target_au) {
 std::string WhyNotReachable(const ProjectedStage& s, const Candidate& c, double demand) {
   const double cap = s.capacity_examples_per_s.value_or(HUGE_VAL);
   if (s.stage == "host-to-device") {
-    return fmt::format("not reachable by the host: the host-to-device link carries at most {:.0f} "
-                       "examples/s per host ({:.0f} bytes per example) against a demand of {:.0f}; "
-                       "fewer bytes per example or fewer examples per host (more hosts)",
-                       cap, s.bytes_per_example.value_or(0), demand);
+    return fmt::format(
+        "not reachable by the host: the host-to-device link carries at most {:.0f} "
+        "examples/s per host ({:.0f} bytes per example) against a demand of {:.0f}; "
+        "fewer bytes per example or fewer examples per host (more hosts)",
+        cap, s.bytes_per_example.value_or(0), demand);
   }
   if (s.stage == "step build" || s.stage == "preprocessing" || s.stage == "file read" ||
       s.stage == "emulated preprocessing") {
     if (c.config.input.source != run::InputSource::kFiles) {
-      return fmt::format("not reachable on this host: {} needs more input workers than the host's "
-                         "{:g} vCPUs ({:.0f} examples/s per host with all of them, demand {:.0f}); "
-                         "more hosts (fewer examples per host) or cheaper preprocessing",
-                         s.stage, c.target.vcpus.value, cap, demand);
+      return fmt::format(
+          "not reachable on this host: {} needs more input workers than the host's "
+          "{:g} vCPUs ({:.0f} examples/s per host with all of them, demand {:.0f}); "
+          "more hosts (fewer examples per host) or cheaper preprocessing",
+          s.stage, c.target.vcpus.value, cap, demand);
     }
   }
   if (s.stage == "file stream" || c.config.input.source == run::InputSource::kFiles) {
-    return fmt::format("not reachable by input workers: the files source builds its one stream a "
-                       "step at a time, at most {:.0f} examples/s per host ({}) against a demand "
-                       "of {:.0f}; fewer examples per host (more hosts) or a parallel source "
-                       "(input.source: tfrecord)",
-                       cap, s.stage, demand);
+    return fmt::format(
+        "not reachable by input workers: the files source builds its one stream a "
+        "step at a time, at most {:.0f} examples/s per host ({}) against a demand "
+        "of {:.0f}; fewer examples per host (more hosts) or a parallel source "
+        "(input.source: tfrecord)",
+        cap, s.stage, demand);
   }
-  return fmt::format("not reachable by input workers: {} runs on one thread per host, at most "
-                     "{:.0f} examples/s at target_host.cpu_speed {:g}, against a demand of "
-                     "{:.0f}; it needs a host CPU {:.2f}x as fast or fewer examples per host "
-                     "(more hosts)",
-                     s.stage, cap, c.target.cpu_speed.value, demand, demand / cap);
+  return fmt::format(
+      "not reachable by input workers: {} runs on one thread per host, at most "
+      "{:.0f} examples/s at target_host.cpu_speed {:g}, against a demand of "
+      "{:.0f}; it needs a host CPU {:.2f}x as fast or fewer examples per host "
+      "(more hosts)",
+      s.stage, cap, c.target.cpu_speed.value, demand, demand / cap);
 }
 
 Recommendation NotReachable(const PodProjectionSection& p, const Candidate& c) {
@@ -182,8 +182,8 @@ Recommendation NotReachable(const PodProjectionSection& p, const Candidate& c) {
   const double demand = p.demand_examples_per_s_per_host.value_or(0);
   r.text = s ? WhyNotReachable(*s, c, demand) : "not reachable: no stage to change";
   if (!c.changes.empty()) {
-    r.text += fmt::format(" (after {}, which lifts the stages before it; projected AU {:.1f}%)",
-                          SetLine(c.changes), p.projected_au.value_or(0) * 100);
+    r.text += fmt::format(" (after {}, which lifts the stages before it; projected AU {:.1f}%)", SetLine(c.changes),
+                          p.projected_au.value_or(0) * 100);
   }
   return r;
 }
@@ -196,15 +196,16 @@ Recommendation Reached(const PodProjectionSection& p, const Candidate& c, const 
   r.key = c.changes.front().key;
   r.value = c.changes.front().value;
   r.projected_au = p.projected_au;
-  r.text = fmt::format("{}: projected {:.0f} examples/s per host against a demand of {:.0f}, AU "
-                       "{:.1f}% (target {:.0f}%, reached with the measured CPU costs {:.0f}% higher)",
-                       SetLine(c.changes), LeastRate(p), p.demand_examples_per_s_per_host.value_or(0),
-                       p.projected_au.value_or(0) * 100, target_au * 100,
-                       (kRecommendationMargin - 1) * 100);
+  r.text = fmt::format(
+      "{}: projected {:.0f} examples/s per host against a demand of {:.0f}, AU "
+      "{:.1f}% (target {:.0f}%, reached with the measured CPU costs {:.0f}% higher)",
+      SetLine(c.changes), LeastRate(p), p.demand_examples_per_s_per_host.value_or(0), p.projected_au.value_or(0) * 100,
+      target_au * 100, (kRecommendationMargin - 1) * 100);
   if (c.target.input_vcpus.value > was.input_vcpus.value) {
-    r.text += fmt::format("; it needs more workers than the {:g} input vCPUs ({}): only if the "
-                          "framework can spare them, otherwise more hosts",
-                          was.input_vcpus.value, was.input_vcpus.source);
+    r.text += fmt::format(
+        "; it needs more workers than the {:g} input vCPUs ({}): only if the "
+        "framework can spare them, otherwise more hosts",
+        was.input_vcpus.value, was.input_vcpus.source);
   }
   return r;
 }
@@ -221,8 +222,7 @@ bool MeetsTarget(const PodProjectionSection& p, double target_au, double margin)
   return true;
 }
 
-Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod,
-                         double target_au) {
+Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod, double target_au) {
   if (pod.device_step_s <= 0) return {"unknown", {}, {}, {}, {}, {}, kUnknownStepReason};
   if (MeetsTarget(pod, target_au, 1.0)) return Headroom(pod, target_au);
   Candidate c{in.config, in.target, {}};

@@ -22,8 +22,7 @@ inline constexpr double kRecommendationMargin = 1.15;
 // The recommendation for `pod`, the projection of `in`, against `target_au` (in
 // (0, 1]). Never throws. With every change of `changes` applied to `in`,
 // ProjectPod's projected AU is `projected_au` >= target_au.
-Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod,
-                         double target_au);
+Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod, double target_au);
 
 // Whether every building host of `p` carries its examples per step within the
 // target's step divided by `target_au`, its measured CPU costs `margin` times as

@@ -43,9 +43,7 @@ json YamlToJson(const YAML::Node& node) {
   return node.Scalar();
 }
 
-double PerStep(double total, int64_t steps) {
-  return steps > 0 ? total / static_cast<double>(steps) : 0.0;
-}
+double PerStep(double total, int64_t steps) { return steps > 0 ? total / static_cast<double>(steps) : 0.0; }
 
 double Rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0.0; }
 
@@ -56,9 +54,7 @@ Percentiles PercentilesOf(const DurationHistogram& h) {
 std::string CoreName(const sim::CoreMetrics& c) { return fmt::format("{}/{}", c.host, c.ordinal); }
 
 // A core's wall time over the window (never zero).
-double WindowWall(const sim::CoreMetrics& c) {
-  return std::max(c.window_end_s - c.window_begin_s, 1e-9);
-}
+double WindowWall(const sim::CoreMetrics& c) { return std::max(c.window_end_s - c.window_begin_s, 1e-9); }
 
 // The cores that take part in steps: fed, or training in a replica.
 std::vector<const sim::CoreMetrics*> StepCores(const std::vector<sim::RankMetrics>& ranks) {
@@ -104,23 +100,20 @@ WindowFigures MeasureWindow(const std::vector<const sim::CoreMetrics*>& cores, i
     w.total_wait_s += c->window.infeed_wait_s;
     w.max_wait_s = std::max(w.max_wait_s, c->window.infeed_wait_s);
     w.infeed_percent = std::max(w.infeed_percent, 100.0 * c->window.infeed_wait_s / WindowWall(*c));
-    w.bytes += PerStep(static_cast<double>(c->bytes_received), c->steps) *
-               static_cast<double>(window_steps);
+    w.bytes += PerStep(static_cast<double>(c->bytes_received), c->steps) * static_cast<double>(window_steps);
   }
   return w;
 }
 
 CeilingRates HostCeiling(const sim::SimulatorCeilingPart& part) {
-  return {Rate(static_cast<double>(part.bytes), part.seconds),
-          Rate(static_cast<double>(part.examples), part.seconds)};
+  return {Rate(static_cast<double>(part.bytes), part.seconds), Rate(static_cast<double>(part.examples), part.seconds)};
 }
 
 // The run's ceiling from every rank's part, timed as the run's window is: the
 // hosts' bytes and examples of the measured steps, over the span from the first
 // fed core's begin to the last one's end. Without core windows (no fed core
 // reported one), over the slowest host's whole time. None when no host measured.
-std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<sim::RankMetrics>& ranks,
-                                                 int64_t steps) {
+std::optional<CeilingSection> SimulatorCeilingOf(const std::vector<sim::RankMetrics>& ranks, int64_t steps) {
   double bytes = 0, examples = 0, host_s = 0;
   std::optional<double> begin_s, end_s;
   int64_t measured = steps;
@@ -158,8 +151,7 @@ HostWindowRates HostRates(const sim::HostMetrics& h, int64_t window_steps) {
   out.build_s_per_step = PerStep(h.build_s, window_steps);
   out.enqueue_s_per_step = PerStep(h.enqueue_s, window_steps);
   if (h.embedding_ids_enqueued > 0) {
-    out.embedding_ids_per_s =
-        Rate(PerStep(static_cast<double>(h.embedding_ids_enqueued), h.steps) * window, seconds);
+    out.embedding_ids_per_s = Rate(PerStep(static_cast<double>(h.embedding_ids_enqueued), h.steps) * window, seconds);
   }
   return out;
 }
@@ -192,10 +184,8 @@ CoreRow CoreRowOf(const sim::CoreMetrics& c) {
     out.infeed = CoreInfeed{100.0 * c.window.infeed_wait_s / WindowWall(c), c.window.infeed_wait_s,
                             PerStep(c.occupancy_sum, c.steps)};
   }
-  out.work = CoreWork{c.au(), PerStep(c.window.device_s, c.window_steps),
-                      PerStep(c.window.busy_s(), c.window_steps),
-                      PerStep(c.window.crs_sync_s, c.window_steps),
-                      PerStep(c.window.step_s, c.window_steps)};
+  out.work = CoreWork{c.au(), PerStep(c.window.device_s, c.window_steps), PerStep(c.window.busy_s(), c.window_steps),
+                      PerStep(c.window.crs_sync_s, c.window_steps), PerStep(c.window.step_s, c.window_steps)};
   return out;
 }
 
@@ -207,39 +197,37 @@ void AddRows(const std::vector<sim::RankMetrics>& ranks, int64_t window_steps, R
 }
 
 TopologySection TopologyOf(const run::Slice& slice) {
-  return {slice.topology.name(), slice.assignment.num_replicas(),
-          slice.assignment.num_cores_per_replica(), slice.assignment.path(), slice.idle_cores()};
+  return {slice.topology.name(), slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
+          slice.assignment.path(), slice.idle_cores()};
 }
 
 LoopsSection LoopsOf(const run::TrainConfig& train, const run::LoopPlan& loops) {
-  return {train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps,
-          loops.infeed_steps};
+  return {train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps, loops.infeed_steps};
 }
 
 // Why the window's rate is not a steady figure, or "" when it is (WindowSection).
 std::string UnsteadyWindow(int64_t window_steps, int queue_depth, const WindowFigures& w) {
   std::vector<std::string> why;
   if (window_steps < 4 * int64_t{queue_depth}) {  // WindowSection::too_short
-    why.push_back(fmt::format(
-        "the window is {} steps against infeed queues {} deep: up to {} of its steps may have "
-        "been queued before it began (a window of {} or more steps is steady)",
-        window_steps, queue_depth, queue_depth, 4 * queue_depth));
+    why.push_back(
+        fmt::format("the window is {} steps against infeed queues {} deep: up to {} of its steps may have "
+                    "been queued before it began (a window of {} or more steps is steady)",
+                    window_steps, queue_depth, queue_depth, 4 * queue_depth));
   }
   const double skew_s = w.last_begin_s - w.begin_s;
   if (skew_s > 0.1 * w.seconds()) {
-    why.push_back(fmt::format(
-        "the cores began the window up to {:.1f} ms apart over its {:.1f} ms (this machine ran "
-        "the ranks in turns); the rate counts the whole span",
-        skew_s * 1e3, w.seconds() * 1e3));
+    why.push_back(
+        fmt::format("the cores began the window up to {:.1f} ms apart over its {:.1f} ms (this machine ran "
+                    "the ranks in turns); the rate counts the whole span",
+                    skew_s * 1e3, w.seconds() * 1e3));
   }
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
-WindowSection WindowOf(int64_t first_step, int64_t window_steps, int queue_depth,
-                       const WindowFigures& w) {
-  WindowSection s{first_step, window_steps, w.seconds(), first_step > 0,
-                  first_step > 0 ? "measured after the first loop (warm-up)"
-                                 : "single loop: the whole run is measured"};
+WindowSection WindowOf(int64_t first_step, int64_t window_steps, int queue_depth, const WindowFigures& w) {
+  WindowSection s{
+      first_step, window_steps, w.seconds(), first_step > 0,
+      first_step > 0 ? "measured after the first loop (warm-up)" : "single loop: the whole run is measured"};
   s.begin_skew_s = w.last_begin_s - w.begin_s;
   s.steady_note = UnsteadyWindow(window_steps, queue_depth, w);
   s.steady = s.steady_note.empty();
@@ -251,13 +239,11 @@ StepSection StepOf(const WindowFigures& w, double step_s, double max_wait_per_st
   return {step_s,
           w.infeed_percent,
           max_wait_per_step,
-          {PercentilesOf(w.step_time), PercentilesOf(w.infeed_wait),
-           "over every step of every core in the window"}};
+          {PercentilesOf(w.step_time), PercentilesOf(w.infeed_wait), "over every step of every core in the window"}};
 }
 
 // Mean over the step cores and the window's steps of each part of a step.
-StepBreakdown BreakdownOf(const std::vector<const sim::CoreMetrics*>& cores, double step_s,
-                          double infeed_s) {
+StepBreakdown BreakdownOf(const std::vector<const sim::CoreMetrics*>& cores, double step_s, double infeed_s) {
   sim::StepParts sum;
   int64_t steps = 0;
   for (const sim::CoreMetrics* c : cores) {
@@ -276,9 +262,8 @@ StepBreakdown BreakdownOf(const std::vector<const sim::CoreMetrics*>& cores, dou
                   mean(sum.post_loop_s),
                   mean(sum.embedding_lookup_s),
                   mean(sum.embedding_exchange_s)};
-  const double busy =
-      infeed_s + mean(sum.compute_s + sum.crs_s + sum.apply_s + sum.device_s + sum.outfeed_s +
-                      sum.post_loop_s + sum.embedding_lookup_s + sum.embedding_exchange_s);
+  const double busy = infeed_s + mean(sum.compute_s + sum.crs_s + sum.apply_s + sum.device_s + sum.outfeed_s +
+                                      sum.post_loop_s + sum.embedding_lookup_s + sum.embedding_exchange_s);
   b.idle_s = std::max(step_s - busy, 0.0);
   return b;
 }
@@ -294,13 +279,12 @@ std::optional<UtilizationSection> UtilizationOf(const std::vector<const sim::Cor
     sum += c->au();
     if (c->au() < worst->au()) worst = c;
   }
-  return UtilizationSection{
-      sum / static_cast<double>(cores.size()),
-      worst->au(),
-      {worst->host, worst->ordinal, worst->replica, worst->au()},
-      "per core: (compute + embedding + cross-replica sum minus its wait for the slowest member "
-      "+ optimizer apply + modeled device time) / wall time of the measured window; infeed "
-      "wait, outfeed, post-loop waits and idle gaps do not count"};
+  return UtilizationSection{sum / static_cast<double>(cores.size()),
+                            worst->au(),
+                            {worst->host, worst->ordinal, worst->replica, worst->au()},
+                            "per core: (compute + embedding + cross-replica sum minus its wait for the slowest member "
+                            "+ optimizer apply + modeled device time) / wall time of the measured window; infeed "
+                            "wait, outfeed, post-loop waits and idle gaps do not count"};
 }
 
 // A core's own work per window step: what the others wait for in every sum.
@@ -335,9 +319,9 @@ std::optional<StragglersSection> StragglersOf(const std::vector<const sim::CoreM
   for (const sim::CoreMetrics* c : trained) work.push_back(OwnWork(c));
   std::nth_element(work.begin(), work.begin() + static_cast<long>(work.size() / 2), work.end());
   const double median = work[work.size() / 2];
-  const sim::CoreMetrics* slowest = *std::max_element(
-      trained.begin(), trained.end(),
-      [](const sim::CoreMetrics* a, const sim::CoreMetrics* b) { return OwnWork(a) < OwnWork(b); });
+  const sim::CoreMetrics* slowest =
+      *std::max_element(trained.begin(), trained.end(),
+                        [](const sim::CoreMetrics* a, const sim::CoreMetrics* b) { return OwnWork(a) < OwnWork(b); });
   double others_sync = 0;
   for (const sim::CoreMetrics* c : trained) {
     if (c != slowest) others_sync += PerStep(c->window.crs_sync_s, c->window_steps);
@@ -372,8 +356,7 @@ std::optional<EmbeddingLoad> EmbeddingOf(const std::vector<sim::RankMetrics>& ra
     const double served = PerStep(static_cast<double>(c->rows_served), c->window_steps);
     e.max_rows_served_per_step = std::max(e.max_rows_served_per_step, served);
     e.mean_rows_served_per_step += served / static_cast<double>(cores.size());
-    e.all_to_all_bytes_per_step +=
-        PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
+    e.all_to_all_bytes_per_step += PerStep(static_cast<double>(c->all_to_all_bytes), c->window_steps);
     e.ids_looked_up_per_step += PerStep(static_cast<double>(c->ids_looked_up), c->window_steps);
   }
   if (examples_per_step > 0) e.ids_per_example = ids_per_step / examples_per_step;
@@ -401,19 +384,25 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   }
   if (n == 0 || sum.calls == 0) return std::nullopt;
   const double per_call_bytes = static_cast<double>(sum.bytes) / static_cast<double>(sum.calls);
-  const double modeled = cluster::ModeledRingAllReduceSeconds(
-      static_cast<size_t>(per_call_bytes), sum.group_size, in.slice.topology.hardware());
+  const double modeled = cluster::ModeledRingAllReduceSeconds(static_cast<size_t>(per_call_bytes), sum.group_size,
+                                                              in.slice.topology.hardware());
   const double per = 1.0 / (n * static_cast<double>(sum.calls));
-  return CrsSection{
-      std::string(run::SpellingOf(in.config.train.crs)), sum.group_size,   sum.calls,     per_call_bytes, sum.total_s * per,
-      sum.compute_s * per, sum.sync_s * per, sum.algbw / n, sum.busbw / n,  modeled};
+  return CrsSection{std::string(run::SpellingOf(in.config.train.crs)),
+                    sum.group_size,
+                    sum.calls,
+                    per_call_bytes,
+                    sum.total_s * per,
+                    sum.compute_s * per,
+                    sum.sync_s * per,
+                    sum.algbw / n,
+                    sum.busbw / n,
+                    modeled};
 }
 
 // The same step on the topology's own hardware figures: shards over the host link,
 // gradients over ICI, next to what this machine measured.
 ProjectionSection ProjectionOf(const ReportInputs& in, const StepBreakdown& breakdown,
-                               const std::optional<CrsSection>& crs,
-                               double shard_bytes_per_core_step) {
+                               const std::optional<CrsSection>& crs, double shard_bytes_per_core_step) {
   const cluster::HardwareFigures& hw = in.slice.topology.hardware();
   ProjectionSection p;
   p.hardware = {hw.host_to_device_gbps, hw.ici_link_gbps, hw.core_peak_tflops};
@@ -481,13 +470,10 @@ MemorySection MemoryOf(const std::vector<sim::RankMetrics>& ranks) {
     max_peak = std::max(max_peak, r.peak_rss_kib);
     double growth = 0;
     if (r.peak_rss_after_first_loop_kib > 0) {
-      growth = static_cast<double>(r.peak_rss_kib) /
-                   static_cast<double>(r.peak_rss_after_first_loop_kib) -
-               1;
+      growth = static_cast<double>(r.peak_rss_kib) / static_cast<double>(r.peak_rss_after_first_loop_kib) - 1;
       out.max_growth_after_first_loop = std::max(out.max_growth_after_first_loop, growth);
     }
-    out.ranks.push_back(
-        {r.rank, Mib(r.peak_rss_kib), Mib(r.peak_rss_after_first_loop_kib), growth});
+    out.ranks.push_back({r.rank, Mib(r.peak_rss_kib), Mib(r.peak_rss_after_first_loop_kib), growth});
   }
   out.max_peak_rss_mib = Mib(max_peak);
   return out;
@@ -500,8 +486,7 @@ std::optional<NonFiniteSection> NonFiniteOf(const ReportInputs& in) {
   for (const sim::RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->trains) continue;
     const sim::CoreMetrics& c = *r.core;
-    return NonFiniteSection{in.config.train.stop_on_nan, c.stopped_on_non_finite,
-                            c.non_finite_steps, c.non_finite};
+    return NonFiniteSection{in.config.train.stop_on_nan, c.stopped_on_non_finite, c.non_finite_steps, c.non_finite};
   }
   return std::nullopt;
 }
@@ -525,8 +510,7 @@ MpiBaselineSection BaselineOf(const MpiBaseline& baseline) {
           "measured after the run on the same ranks"};
 }
 
-report::ShampooSection ShampooOf(const run::KeyTable& keys,
-                                  const std::vector<sim::RankMetrics>& ranks) {
+report::ShampooSection ShampooOf(const run::KeyTable& keys, const std::vector<sim::RankMetrics>& ranks) {
   std::vector<sim::shampoo::ServiceMetrics> hosts;
   std::vector<sim::shampoo::ClientMetrics> cores;
   for (const sim::RankMetrics& r : ranks) {

@@ -28,16 +28,16 @@ namespace tpusim::report {
 struct ReportInputs {
   const run::RunConfig& config;
   const run::Slice& slice;
-  const run::KeyTable& keys;   // empty without Shampoo
+  const run::KeyTable& keys;  // empty without Shampoo
   int64_t global_batch = 0;
   run::LoopPlan loops;
   std::vector<sim::RankMetrics> ranks;  // in rank order
   double run_s = 0;
   MpiBaseline baseline;
-  int64_t ceiling_steps = 0;       // steps the simulator ceiling sent
+  int64_t ceiling_steps = 0;  // steps the simulator ceiling sent
   ReportEnvironment environment;
   ReportProvenance provenance;
-  MachineShare machine;            // rank 0's machine, for pod_projection's this-machine figures
+  MachineShare machine;  // rank 0's machine, for pod_projection's this-machine figures
 };
 
 // The report of `inputs`; pure, never throws on well-formed metrics. Its

@@ -123,7 +123,7 @@ struct HostRow {
   int64_t shards_forwarded = 0;
   double credit_wait_s = 0;
   double build_wait_s = 0;
-  std::optional<sim::PipelineStages> pipeline;         // flattened: hosts that build batches
+  std::optional<sim::PipelineStages> pipeline;    // flattened: hosts that build batches
   std::optional<CeilingRates> simulator_ceiling;  // absent: not measured here
   std::optional<HostWindowRates> window;          // flattened: hosts that sent steps
   std::optional<HostShare> share;                 // absent: sent no steps (or an older report)
@@ -281,18 +281,18 @@ struct ProjectionSection {
 // One stage of a host's input pipeline on the target host (pod_projection): what
 // it costs per example and how many examples per second it can carry there.
 struct ProjectedStage {
-  std::string stage;  // report/pod_projection.h lists the stages
-  std::optional<double> cpu_s_per_example;      // absent: no real work (CPU seconds, this host's)
+  std::string stage;                        // report/pod_projection.h lists the stages
+  std::optional<double> cpu_s_per_example;  // absent: no real work (CPU seconds, this host's)
   // The estimate the capacity uses: the median of cpu_s_per_example over the hosts
   // that run the same pipeline on the same shapes (absent: no real work).
   // (with cost_source "calibration": the calibration's CPU per example instead,
   // and that median is run_median_cpu_s_per_example, measured in the run)
   std::optional<double> shared_cpu_s_per_example;
   std::optional<double> run_median_cpu_s_per_example;  // absent: not calibrated
-  std::optional<double> modeled_s_per_example;  // absent: not modeled
-  std::optional<double> bytes_per_example;      // absent: moves no bytes
-  std::optional<double> workers;                // absent: not run by the host's workers
-  std::optional<double> capacity_examples_per_s;  // null: costs nothing, so unlimited
+  std::optional<double> modeled_s_per_example;         // absent: not modeled
+  std::optional<double> bytes_per_example;             // absent: moves no bytes
+  std::optional<double> workers;                       // absent: not run by the host's workers
+  std::optional<double> capacity_examples_per_s;       // null: costs nothing, so unlimited
 };
 
 // A host that builds batches, projected on the target host.
@@ -304,8 +304,8 @@ struct HostProjection {
   std::string bound_by;                            // the least stage; "none" when unlimited
   int64_t prefetch_steps = 0;
   double prefetch_memory_gib = 0;
-  bool fits_memory = true;                          // prefetch_memory_gib <= memory_gib
-  double simulator_cpu_s_per_example = 0;           // this machine: the real stages' CPU
+  bool fits_memory = true;                            // prefetch_memory_gib <= memory_gib
+  double simulator_cpu_s_per_example = 0;             // this machine: the real stages' CPU
   std::optional<double> this_machine_examples_per_s;  // null: no CPU measured
 };
 
@@ -361,18 +361,18 @@ struct PodProjectionSection {
   double device_step_s = 0;
   // device_step_s + the cross-replica sum on ICI + the embedding's step_s
   double target_step_s = 0;
-  std::optional<double> demand_examples_per_s_per_host;    // null: target step is 0
+  std::optional<double> demand_examples_per_s_per_host;     // null: target step is 0
   std::optional<double> projected_examples_per_s_per_host;  // least over hosts; null: unlimited
-  std::optional<int> bound_host;                           // null: unlimited
-  std::string bound_by;                                    // "none" when unlimited
+  std::optional<int> bound_host;                            // null: unlimited
+  std::string bound_by;                                     // "none" when unlimited
   double projected_infeed_wait_s_per_step = 0;
   std::optional<double> projected_infeed_fraction;  // null: target step is 0
   std::optional<double> projected_au;               // null: target step is 0
   std::string verdict;
   ThisMachineSection this_machine;
   std::vector<std::string> assumes;
-  std::vector<ProjectionOutlier> outliers;  // most extreme first; empty: none
-  std::optional<CostSource> cost_source;    // absent in reports before it
+  std::vector<ProjectionOutlier> outliers;                // most extreme first; empty: none
+  std::optional<CostSource> cost_source;                  // absent in reports before it
   std::optional<SparseEnqueueProjection> sparse_enqueue;  // absent: no embedding ids
   std::optional<EmbeddingStepProjection> embedding;       // absent: no embedding load
   std::optional<ShampooPodProjection> shampoo;            // absent: no Shampoo
@@ -397,32 +397,32 @@ struct Recommendation {
   // "not reachable" (no change a user can set reaches it; text says why),
   // "unknown" (no pod step to judge by).
   std::string kind;
-  std::optional<std::string> key;     // the first change's key; null: none
-  std::optional<double> value;        // its value
+  std::optional<std::string> key;      // the first change's key; null: none
+  std::optional<double> value;         // its value
   std::optional<double> projected_au;  // with every change applied; null: not projected
-  std::vector<SetChange> changes;     // every --set it takes, in order
-  std::optional<double> headroom;     // fed: least capacity / demand
+  std::vector<SetChange> changes;      // every --set it takes, in order
+  std::optional<double> headroom;      // fed: least capacity / demand
   std::string text;
 };
 
 struct AnswerSection {
-  std::string basis;    // "pod" | "unknown"
-  std::string verdict;  // pod_projection.verdict
-  std::optional<double> projected_au;  // null: unknown
-  double target_au = 0.9;              // report.target_au
+  std::string basis;                                     // "pod" | "unknown"
+  std::string verdict;                                   // pod_projection.verdict
+  std::optional<double> projected_au;                    // null: unknown
+  double target_au = 0.9;                                // report.target_au
   std::optional<double> demand_examples_per_s_per_host;  // null: unknown
   CapacitySpread capacity_examples_per_s_per_host;
-  std::string bound_by;                // the stage of the least host; "none": unlimited
-  std::optional<int> bound_host;       // null: unlimited
+  std::string bound_by;           // the stage of the least host; "none": unlimited
+  std::optional<int> bound_host;  // null: unlimited
   Recommendation recommendation;
-  std::string slice;                   // the topology's name
-  int hosts = 0;                       // TPU hosts of the slice
-  int building_hosts = 0;              // of them, the hosts that build batches
+  std::string slice;       // the topology's name
+  int hosts = 0;           // TPU hosts of the slice
+  int building_hosts = 0;  // of them, the hosts that build batches
   int64_t global_batch = 0;
   int64_t examples_per_host_per_step = 0;  // the most any building host builds
   std::optional<double> device_step_s;     // null: no modeled device time
   std::string device_step_source;
-  double target_step_s = 0;                // device step + the cross-replica sum on ICI
+  double target_step_s = 0;  // device step + the cross-replica sum on ICI
   std::vector<std::string> assumes;
   std::optional<WorkloadAnswer> sparse_enqueue;   // absent: no embedding ids
   std::optional<WorkloadAnswer> preconditioners;  // absent: no Shampoo
@@ -464,14 +464,14 @@ struct ReplicasSection {
 // checkpoint: one save, over the training cores: modeled seconds (the config's
 // figures over the bytes), the slowest core's; wait_previous_s measured.
 struct CheckpointSave {
-  int64_t step = 0;             // the global step saved
-  int64_t bytes_per_host = 0;   // the largest host share
-  double copy_s = 0;            // device-to-host copy, blocking
-  double write_s = 0;           // the host's write through checkpoint.storage
-  double wait_previous_s = 0;   // for the previous save's writes
-  double blocked_s = 0;         // the cores' time blocked by this save
+  int64_t step = 0;              // the global step saved
+  int64_t bytes_per_host = 0;    // the largest host share
+  double copy_s = 0;             // device-to-host copy, blocking
+  double write_s = 0;            // the host's write through checkpoint.storage
+  double wait_previous_s = 0;    // for the previous save's writes
+  double blocked_s = 0;          // the cores' time blocked by this save
   double gb_per_s_per_host = 0;  // bytes_per_host / write_s / 1e9 (0: no modeled write time)
-  bool committed = false;       // its manifest was written
+  bool committed = false;        // its manifest was written
   // The input pipeline beside the save, measured at the hosts: the seconds its
   // writes ran while the host sent steps (the longest host's; 0: none did, and
   // the rate during is 0), and the slice's examples/s then and outside every
@@ -482,12 +482,12 @@ struct CheckpointSave {
 };
 
 struct CheckpointSection {
-  std::string mode;             // sync | async
+  std::string mode;  // sync | async
   int64_t saves = 0;
-  double blocked_s = 0;         // summed over the saves, the slowest core's
-  double write_s = 0;           // summed over the saves
-  int64_t bytes_per_host = 0;   // summed over the saves, the largest host share
-  double final_wait_s = 0;      // after the last loop, for the last save's writes (slowest core)
+  double blocked_s = 0;        // summed over the saves, the slowest core's
+  double write_s = 0;          // summed over the saves
+  int64_t bytes_per_host = 0;  // summed over the saves, the largest host share
+  double final_wait_s = 0;     // after the last loop, for the last save's writes (slowest core)
   std::vector<CheckpointSave> per_save;
 };
 
@@ -513,7 +513,7 @@ struct MpiBaselineSection {
 struct CeilingSection {
   double bytes_per_s = 0;
   double examples_per_s = 0;
-  int64_t steps = 0;           // sent in all
+  int64_t steps = 0;  // sent in all
   std::string note;
   int64_t measured_steps = 0;  // timed (after the warm-up)
 };
@@ -555,74 +555,63 @@ struct Report {
   MemorySection memory;
   MpiBaselineSection mpi_baseline;
   std::optional<CeilingSection> simulator_ceiling;  // null: not measured
-  std::optional<report::ShampooSection> shampoo;   // absent: no Shampoo
+  std::optional<report::ShampooSection> shampoo;    // absent: no Shampoo
   std::optional<CheckpointSection> checkpoint;      // absent: no saves
   std::optional<ResumedFrom> resumed_from;          // absent: a fresh run
   std::optional<TimelineSection> timeline;          // absent: no core stepped (or an older report)
   std::optional<PlacementSection> placement;        // absent: an older report
 };
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks,
-                                   tpu_hosts_per_mpi_rank, mpi_version, git_commit, build_type)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks, tpu_hosts_per_mpi_rank,
+                                   mpi_version, git_commit, build_type)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportProvenance, created_utc, config_file, git_commit)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_per_replica, order,
-                                   idle_cores)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops,
-                                   global_steps, infeed_steps)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds,
-                                   excludes_first_loop, note, begin_skew_s, steady, steady_note,
-                                   too_short)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_per_replica, order, idle_cores)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops, global_steps, infeed_steps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds, excludes_first_loop, note,
+                                   begin_skew_s, steady, steady_note, too_short)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingRates, bytes_per_s, examples_per_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostShare, examples_per_s, bytes_per_s, ceiling_examples_per_s,
-                                   ceiling_bytes_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HostShare, examples_per_s, bytes_per_s, ceiling_examples_per_s, ceiling_bytes_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreInfeed, infeed_percent, infeed_wait_s, mean_queue_occupancy)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreWork, au, device_s_per_step, busy_s_per_step,
-                                   crs_sync_s_per_step, step_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreWork, au, device_s_per_step, busy_s_per_step, crs_sync_s_per_step,
+                                   step_s_per_step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TotalsSection, examples_per_s, bytes_per_s, infeed_wait_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Percentiles, p50, p90, p99, max)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepPercentiles, step_time_s, infeed_wait_s, note)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepSection, mean_step_s, infeed_percent,
-                                   infeed_wait_max_over_cores_s, percentiles)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepBreakdown, step_s, infeed_s, compute_s, crs_s, crs_sync_s,
-                                   apply_s, device_s, outfeed_s, post_loop_s, embedding_forward_s,
-                                   embedding_backward_s, idle_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepSection, mean_step_s, infeed_percent, infeed_wait_max_over_cores_s, percentiles)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepBreakdown, step_s, infeed_s, compute_s, crs_s, crs_sync_s, apply_s, device_s,
+                                   outfeed_s, post_loop_s, embedding_forward_s, embedding_backward_s, idle_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreUtilization, host, ordinal, replica, au)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(UtilizationSection, mean, min, worst_core, definition)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SlowestCore, host, ordinal, replica, busy_s_per_step,
-                                   device_s_per_step, crs_sync_s_per_step)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StragglersSection, slowest_core, median_busy_s_per_step,
-                                   others_crs_sync_s_per_step, ratio_to_median, cause)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsSection, algorithm, group_size, calls, bytes_per_call,
-                                   mean_s_per_call, compute_s_per_call, sync_s_per_call,
-                                   algbw_bytes_per_s, busbw_bytes_per_s, ici_projected_s_per_call)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_step,
-                                   mean_rows_served_per_step, all_to_all_bytes_per_step,
-                                   ids_looked_up_per_step, ids_enqueued_per_s, ids_per_example)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps,
-                                   core_peak_tflops)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SlowestCore, host, ordinal, replica, busy_s_per_step, device_s_per_step,
+                                   crs_sync_s_per_step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StragglersSection, slowest_core, median_busy_s_per_step, others_crs_sync_s_per_step,
+                                   ratio_to_median, cause)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsSection, algorithm, group_size, calls, bytes_per_call, mean_s_per_call,
+                                   compute_s_per_call, sync_s_per_call, algbw_bytes_per_s, busbw_bytes_per_s,
+                                   ici_projected_s_per_call)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_step, mean_rows_served_per_step,
+                                   all_to_all_bytes_per_step, ids_looked_up_per_step, ids_enqueued_per_s,
+                                   ids_per_example)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionHardware, host_to_device_gbps, ici_link_gbps, core_peak_tflops)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_crs_s_per_step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionOutlier, host, stage, cpu_s_per_example,
-                                   shared_cpu_s_per_example, ratio)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CalibrationFigures, host, examples_per_step, fed_cores, workers,
-                                   steps, examples, seconds, build_cpu_s_per_example, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionOutlier, host, stage, cpu_s_per_example, shared_cpu_s_per_example, ratio)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CalibrationFigures, host, examples_per_step, fed_cores, workers, steps, examples,
+                                   seconds, build_cpu_s_per_example, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CostSource, source, calibrations, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SetChange, key, value)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaDifference, variable, a, b)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_after_first_loop_mib,
-                                   growth)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib,
-                                   max_growth_after_first_loop)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankMemory, rank, peak_rss_mib, peak_rss_after_first_loop_mib, growth)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySection, ranks, max_peak_rss_mib, max_growth_after_first_loop)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MpiBaselineSection, bytes_per_s, note)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSave, step, bytes_per_host, copy_s, write_s, wait_previous_s,
-                                   blocked_s, gb_per_s_per_host, committed, input_writing_s,
-                                   input_examples_per_s_during_write, input_examples_per_s_outside_writes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSection, mode, saves, blocked_s, write_s, bytes_per_host,
-                                   final_wait_s, per_save)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSave, step, bytes_per_host, copy_s, write_s, wait_previous_s, blocked_s,
+                                   gb_per_s_per_host, committed, input_writing_s, input_examples_per_s_during_write,
+                                   input_examples_per_s_outside_writes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CheckpointSection, mode, saves, blocked_s, write_s, bytes_per_host, final_wait_s,
+                                   per_save)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ResumedFrom, step, dir)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note,
-                                   measured_steps)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CeilingSection, bytes_per_s, examples_per_s, steps, note, measured_steps)
 
 // The sections with optional parts, written by hand (see the kinds above).
 void to_json(nlohmann::json& j, const HostWindowRates& r);

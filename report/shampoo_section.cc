@@ -37,9 +37,8 @@ CoreStalls StallsOf(const std::vector<sim::shampoo::ClientMetrics>& cores) {
 
 void PrintHostRow(const HostSection& h) {
   const sim::shampoo::ServiceMetrics& s = h.service;
-  fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10.3f} {:>10.3f} {:>16.0f} {:>16.0f}\n", s.host,
-             s.keys_owned, s.roots_done, s.roots_rejected, s.root_s_total, s.busy_s,
-             h.examples_per_s_while_busy, h.examples_per_s_while_idle);
+  fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10.3f} {:>10.3f} {:>16.0f} {:>16.0f}\n", s.host, s.keys_owned, s.roots_done,
+             s.roots_rejected, s.root_s_total, s.busy_s, h.examples_per_s_while_busy, h.examples_per_s_while_idle);
 }
 
 // Mean and max staleness over the keys that had a delivery.
@@ -106,10 +105,9 @@ ShampooSection ReportSection(const run::KeyTable& table, const std::vector<sim::
 
 void PrintReportSection(const ShampooSection& section) {
   fmt::print("shampoo ({} {}{}, {} keys, placement {}):\n", section.mode, section.method,
-             section.mode == "delay" ? fmt::format(" d={}", section.delay_loops) : "", section.keys,
-             section.placement);
-  fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10} {:>10} {:>16} {:>16}\n", "host", "keys", "roots",
-             "rejected", "root s", "busy s", "ex/s while busy", "ex/s while idle");
+             section.mode == "delay" ? fmt::format(" d={}", section.delay_loops) : "", section.keys, section.placement);
+  fmt::print("{:>6} {:>5} {:>8} {:>9} {:>10} {:>10} {:>16} {:>16}\n", "host", "keys", "roots", "rejected", "root s",
+             "busy s", "ex/s while busy", "ex/s while idle");
   for (const HostSection& h : section.hosts) PrintHostRow(h);
   PrintStaleness(section);
 }

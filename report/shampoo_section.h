@@ -56,10 +56,8 @@ void to_json(nlohmann::json& j, const HostSection& h);
 void from_json(const nlohmann::json& j, HostSection& h);
 void to_json(nlohmann::json& j, const KeySection& k);
 void from_json(const nlohmann::json& j, KeySection& k);
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreStalls, count, stall_s_max, stall_s_mean,
-                                   longest_post_loop_wait_s, note)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShampooSection, mode, delay_loops, placement, method, keys,
-                                   hosts, per_key, cores)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreStalls, count, stall_s_max, stall_s_mean, longest_post_loop_wait_s, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShampooSection, mode, delay_loops, placement, method, keys, hosts, per_key, cores)
 
 // The section of a run with Shampoo's key table `table`, from every owner host's
 // service metrics and every training core's client metrics.

@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "base/file_read.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/file_read.h"
 #include "sim/metrics.h"
 #include "sim/rank_stream.h"
 
@@ -77,7 +77,8 @@ int64_t LeadingStep(const std::string& line, char separator, const std::string& 
 size_t TailStart(const std::string& line, size_t columns) {
   size_t at = line.size();
   for (size_t i = 0; i < columns && at != std::string::npos && at > 0; ++i) at = line.rfind(',', at - 1);
-  if (at == std::string::npos) Fail("--steps-csv: a core row without its last {} columns: '{}'", columns, line.substr(0, 40));
+  if (at == std::string::npos)
+    Fail("--steps-csv: a core row without its last {} columns: '{}'", columns, line.substr(0, 40));
   return at;
 }
 
@@ -104,8 +105,8 @@ void MergePlacementLog(const std::string& path, const std::vector<int>& ranks) {
   for (auto& part : parts) part->Remove();
 }
 
-void MergeStepsCsv(const std::string& path, const std::string& header,
-                   const std::vector<int>& core_ranks, const std::vector<int>& host_ranks) {
+void MergeStepsCsv(const std::string& path, const std::string& header, const std::vector<int>& core_ranks,
+                   const std::vector<int>& host_ranks) {
   std::vector<std::unique_ptr<PartReader>> cores, hosts(host_ranks.size());
   for (int rank : core_ranks) cores.push_back(std::make_unique<PartReader>(path, rank));
   for (size_t h = 0; h < host_ranks.size(); ++h) {

@@ -18,8 +18,8 @@ void MergePlacementLog(const std::string& path, const std::vector<int>& ranks);
 // "STEP," then the kHostStepsCsvColumns (sim/metrics.h); writes `header` then,
 // step-major and in core-rank order, each core row followed by the host columns
 // of the step on the host that built its shard (empty when none did).
-void MergeStepsCsv(const std::string& path, const std::string& header,
-                   const std::vector<int>& core_ranks, const std::vector<int>& host_ranks);
+void MergeStepsCsv(const std::string& path, const std::string& header, const std::vector<int>& core_ranks,
+                   const std::vector<int>& host_ranks);
 
 // Rank 0, trace: `prefix` (the metadata events, as JSON objects separated by
 // commas) then every rank's part lines (one trace event object each), as one

@@ -1,8 +1,8 @@
 #include "report/summary.h"
 
 #include <algorithm>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,25 +18,24 @@ namespace {
 
 // The step, its parts and percentiles, utilization and the straggler.
 void PrintStep(const Report& r) {
-  fmt::print("\nstep: {:.3f} ms mean, infeed {:.1f}% (max over cores)  ->  {}\n",
-             r.step.mean_step_s * 1e3, r.step.infeed_percent, r.verdict);
+  fmt::print("\nstep: {:.3f} ms mean, infeed {:.1f}% (max over cores)  ->  {}\n", r.step.mean_step_s * 1e3,
+             r.step.infeed_percent, r.verdict);
   const StepBreakdown& b = r.step_breakdown;
   fmt::print(
       "step parts (ms): infeed {:.3f}  compute {:.3f}  crs {:.3f} (sync {:.3f})  apply "
       "{:.3f}  device {:.3f}  outfeed {:.3f}  post-loop {:.3f}  idle {:.3f}\n",
-      b.infeed_s * 1e3, b.compute_s * 1e3, b.crs_s * 1e3, b.crs_sync_s * 1e3, b.apply_s * 1e3,
-      b.device_s * 1e3, b.outfeed_s * 1e3, b.post_loop_s * 1e3, b.idle_s * 1e3);
+      b.infeed_s * 1e3, b.compute_s * 1e3, b.crs_s * 1e3, b.crs_sync_s * 1e3, b.apply_s * 1e3, b.device_s * 1e3,
+      b.outfeed_s * 1e3, b.post_loop_s * 1e3, b.idle_s * 1e3);
   const Percentiles& step = r.step.percentiles.step_time_s;
   const Percentiles& wait = r.step.percentiles.infeed_wait_s;
   fmt::print(
       "step time p50/p90/p99 {:.3f}/{:.3f}/{:.3f} ms; infeed wait p50/p90/p99 "
       "{:.3f}/{:.3f}/{:.3f} ms\n",
-      step.p50 * 1e3, step.p90 * 1e3, step.p99 * 1e3, wait.p50 * 1e3, wait.p90 * 1e3,
-      wait.p99 * 1e3);
+      step.p50 * 1e3, step.p90 * 1e3, step.p99 * 1e3, wait.p50 * 1e3, wait.p90 * 1e3, wait.p99 * 1e3);
   if (r.accelerator_utilization) {
     const UtilizationSection& au = *r.accelerator_utilization;
-    fmt::print("accelerator utilization: mean {:.1f}%, min {:.1f}% (core {}/{})\n", au.mean * 100,
-               au.min * 100, au.worst_core.host, au.worst_core.ordinal);
+    fmt::print("accelerator utilization: mean {:.1f}%, min {:.1f}% (core {}/{})\n", au.mean * 100, au.min * 100,
+               au.worst_core.host, au.worst_core.ordinal);
   }
   if (r.stragglers && r.stragglers->ratio_to_median >= 1.5) {
     fmt::print("straggler: {}\n", r.stragglers->cause);
@@ -52,8 +51,8 @@ void PrintEmbedding(const EmbeddingLoad& e, const StepBreakdown& b, const Window
       "embedding: {} enqueued, {:.1f} ids per example; lookups {:.3f} ms, gradient exchange {:.3f} ms "
       "per step; rows served per core max {:.1f} / mean {:.1f}; all-to-all {:.1f} KiB per "
       "step\n",
-      rate, e.ids_per_example, b.embedding_forward_s * 1e3, b.embedding_backward_s * 1e3,
-      e.max_rows_served_per_step, e.mean_rows_served_per_step, e.all_to_all_bytes_per_step / 1024);
+      rate, e.ids_per_example, b.embedding_forward_s * 1e3, b.embedding_backward_s * 1e3, e.max_rows_served_per_step,
+      e.mean_rows_served_per_step, e.all_to_all_bytes_per_step / 1024);
 }
 
 // A sum that moves less than this per call is timed as latency, not bandwidth:
@@ -71,8 +70,8 @@ std::string CrsBandwidth(const CrsSection& c) {
 
 void PrintCrs(const CrsSection& c) {
   fmt::print("crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; {}; on ICI {:.3f} ms\n",
-             c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3,
-             c.compute_s_per_call * 1e3, c.sync_s_per_call * 1e3, CrsBandwidth(c), c.ici_projected_s_per_call * 1e3);
+             c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3, c.compute_s_per_call * 1e3,
+             c.sync_s_per_call * 1e3, CrsBandwidth(c), c.ici_projected_s_per_call * 1e3);
 }
 
 void PrintReplicas(const ReplicasSection& r) {
@@ -93,8 +92,7 @@ void PrintBaselines(const Report& r) {
   fmt::print(
       "simulator ceiling (cached source, same shapes, same ranks): {:.0f} examples/s, "
       "{:.1f} MB/s; this run reached {:.0f}% of it\n",
-      c.examples_per_s, c.bytes_per_s / 1e6,
-      100.0 * r.totals.bytes_per_s / std::max(c.bytes_per_s, 1e-9));
+      c.examples_per_s, c.bytes_per_s / 1e6, 100.0 * r.totals.bytes_per_s / std::max(c.bytes_per_s, 1e-9));
 }
 
 // "12345" examples/s, or "unlimited" for a figure that is null (nothing to bound it).
@@ -115,13 +113,12 @@ void PrintHostProjection(const HostProjection& h, double memory_gib) {
       limits.push_back(fmt::format("{} {:.0f}", s.stage, *s.capacity_examples_per_s));
     }
   }
-  fmt::print("  host {}: {} examples/s, bound by {} ({}); prefetch {:.3f} GiB of {:g} GiB ({})\n",
-             h.host, RateText(h.projected_examples_per_s), h.bound_by,
+  fmt::print("  host {}: {} examples/s, bound by {} ({}); prefetch {:.3f} GiB of {:g} GiB ({})\n", h.host,
+             RateText(h.projected_examples_per_s), h.bound_by,
              limits.empty() ? std::string("no stage costs anything")
                             : fmt::format("{}; others unlimited", fmt::join(limits, ", ")),
              h.prefetch_memory_gib, memory_gib,
-             h.fits_memory ? "fits"
-                           : "DOES NOT FIT: lower input.prefetch or check target_host.memory_gib");
+             h.fits_memory ? "fits" : "DOES NOT FIT: lower input.prefetch or check target_host.memory_gib");
 }
 
 // Hosts listed one line each; a larger slice shows the hosts of its least,
@@ -136,9 +133,8 @@ std::vector<const HostProjection*> ShownHosts(const std::vector<HostProjection>&
   const auto rate = [](const HostProjection* h) {
     return h->projected_examples_per_s.value_or(std::numeric_limits<double>::infinity());
   };
-  std::stable_sort(shown.begin(), shown.end(), [&rate](const HostProjection* a, const HostProjection* b) {
-    return rate(a) < rate(b);
-  });
+  std::stable_sort(shown.begin(), shown.end(),
+                   [&rate](const HostProjection* a, const HostProjection* b) { return rate(a) < rate(b); });
   return {shown.front(), shown[(shown.size() - 1) / 2], shown.back()};
 }
 
@@ -149,12 +145,10 @@ void PrintOutliers(const std::vector<ProjectionOutlier>& outliers) {
   std::vector<std::string> named;
   for (size_t i = 0; i < std::min<size_t>(outliers.size(), 5); ++i) {
     const ProjectionOutlier& o = outliers[i];
-    named.push_back(fmt::format("host {} {} {:.1f} us/example ({:.0f}x the median {:.1f})", o.host,
-                                o.stage, o.cpu_s_per_example * 1e6, o.ratio,
-                                o.shared_cpu_s_per_example * 1e6));
+    named.push_back(fmt::format("host {} {} {:.1f} us/example ({:.0f}x the median {:.1f})", o.host, o.stage,
+                                o.cpu_s_per_example * 1e6, o.ratio, o.shared_cpu_s_per_example * 1e6));
   }
-  fmt::print("  outliers (measured here, projected with their like hosts' median): {}{}\n",
-             fmt::join(named, "; "),
+  fmt::print("  outliers (measured here, projected with their like hosts' median): {}{}\n", fmt::join(named, "; "),
              outliers.size() > named.size()
                  ? fmt::format("; {} more in pod_projection.outliers", outliers.size() - named.size())
                  : std::string());
@@ -163,9 +157,10 @@ void PrintOutliers(const std::vector<ProjectionOutlier>& outliers) {
 void PrintHostsProjection(const PodProjectionSection& p) {
   const std::vector<const HostProjection*> shown = ShownHosts(p.hosts);
   if (shown.size() < p.hosts.size()) {
-    fmt::print("  {} building hosts; those at the min, median and max projected rate (all in "
-               "pod_projection.hosts):\n",
-               p.hosts.size());
+    fmt::print(
+        "  {} building hosts; those at the min, median and max projected rate (all in "
+        "pod_projection.hosts):\n",
+        p.hosts.size());
   }
   for (const HostProjection* h : shown) PrintHostProjection(*h, p.target_host.memory_gib.value);
   PrintOutliers(p.outliers);
@@ -177,11 +172,10 @@ void PrintThisMachine(const PodProjectionSection& p) {
   for (const HostProjection* shown : ShownHosts(p.hosts)) {
     const HostProjection& h = *shown;
     const std::string most = h.this_machine_examples_per_s
-                                 ? fmt::format("at most {:.0f} examples/s",
-                                               *h.this_machine_examples_per_s)
+                                 ? fmt::format("at most {:.0f} examples/s", *h.this_machine_examples_per_s)
                                  : std::string("no CPU measured");
-    hosts.push_back(fmt::format("host {} {:.1f} us CPU/example, {}", h.host,
-                                h.simulator_cpu_s_per_example * 1e6, most));
+    hosts.push_back(
+        fmt::format("host {} {:.1f} us CPU/example, {}", h.host, h.simulator_cpu_s_per_example * 1e6, most));
   }
   fmt::print("  this machine, not the pod: {} cores for {} TPU hosts; {}\n", p.this_machine.cpus,
              p.this_machine.tpu_hosts, fmt::join(hosts, "; "));
@@ -201,23 +195,21 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
       "{}\n",
       p.target_step_s * 1e3, p.device_step_s * 1e3,
       (p.target_step_s - p.device_step_s - (p.embedding ? p.embedding->step_s : 0.0)) * 1e3,
-      RateText(p.demand_examples_per_s_per_host),
-      RateText(p.projected_examples_per_s_per_host),
+      RateText(p.demand_examples_per_s_per_host), RateText(p.projected_examples_per_s_per_host),
       p.bound_host ? fmt::format("{}", *p.bound_host) : std::string("-"), p.bound_by,
-      percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au),
-      measured_au, p.verdict);
+      percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au), measured_au, p.verdict);
 }
 
 // The embedding's terms of the target step (pod_projection.embedding).
 void PrintEmbeddingStep(const EmbeddingStepProjection& e) {
-  fmt::print("  + embedding {:.3f} ms: all-to-all {:.3f} ms (hot core {:.2f} MB of {:.2f} MB per "
-             "step, one {:g} Gb/s ICI link), lookups and updates {} (hot core {:.2f} MB, {:.2f}x "
-             "the mean core)\n",
-             e.step_s * 1e3, e.all_to_all_s * 1e3, e.hot_core_all_to_all_bytes_per_step / 1e6,
-             e.all_to_all_bytes_per_step / 1e6, e.ici_link_gbps,
-             e.lookup_update_s ? fmt::format("{:.3f} ms", *e.lookup_update_s * 1e3)
-                               : std::string("- (no hbm_gbps_per_core)"),
-             e.hot_core_hbm_bytes_per_step / 1e6, e.hot_core_ratio);
+  fmt::print(
+      "  + embedding {:.3f} ms: all-to-all {:.3f} ms (hot core {:.2f} MB of {:.2f} MB per "
+      "step, one {:g} Gb/s ICI link), lookups and updates {} (hot core {:.2f} MB, {:.2f}x "
+      "the mean core)\n",
+      e.step_s * 1e3, e.all_to_all_s * 1e3, e.hot_core_all_to_all_bytes_per_step / 1e6,
+      e.all_to_all_bytes_per_step / 1e6, e.ici_link_gbps,
+      e.lookup_update_s ? fmt::format("{:.3f} ms", *e.lookup_update_s * 1e3) : std::string("- (no hbm_gbps_per_core)"),
+      e.hot_core_hbm_bytes_per_step / 1e6, e.hot_core_ratio);
 }
 
 // pod_projection: the target host, each building host on it, the projected step
@@ -226,10 +218,9 @@ void PrintPodProjection(const Report& r) {
   const PodProjectionSection& p = r.pod_projection.value();
   const run::TargetHost& t = p.target_host;
   fmt::print("pod projection on {}'s hosts: {}, {}, cpu speed {}, {}, {}\n", r.topology.name,
-             FigureText(t.vcpus, " vCPUs"), FigureText(t.input_vcpus, " for input"),
-             FigureText(t.cpu_speed, "x"), FigureText(t.memory_gib, " GiB"),
-             t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes)
-                              : std::string("NUMA nodes not given"));
+             FigureText(t.vcpus, " vCPUs"), FigureText(t.input_vcpus, " for input"), FigureText(t.cpu_speed, "x"),
+             FigureText(t.memory_gib, " GiB"),
+             t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes) : std::string("NUMA nodes not given"));
   PrintHostsProjection(p);
   PrintProjectedStep(p, r);
   if (p.embedding) PrintEmbeddingStep(*p.embedding);

@@ -91,9 +91,10 @@ std::optional<TimelineSection> BuildTimeline(const std::vector<sim::RankMetrics>
   t.cores = static_cast<int64_t>(timelines.size());
   t.note = t.steps_per_point == 1
                ? "every infeed step, the mean over the step cores"
-               : fmt::format("{} consecutive infeed steps per point (at most {} points), the mean over the step "
-                             "cores and the point's steps",
-                             t.steps_per_point, sim::StepTimeline::kMaxPoints);
+               : fmt::format(
+                     "{} consecutive infeed steps per point (at most {} points), the mean over the step "
+                     "cores and the point's steps",
+                     t.steps_per_point, sim::StepTimeline::kMaxPoints);
   const std::vector<sim::TimelinePoint> sums = SumPoints(timelines);
   for (const sim::TimelinePoint& sum : sums) {
     t.points.push_back(PointRow(sum, t.cores, window_first_step, infeed_steps_per_loop));
@@ -164,8 +165,9 @@ PlacementSection BuildPlacement(const std::vector<sim::RankMetrics>& ranks, cons
 }
 
 void to_json(json& j, const PlacedCore& c) {
-  j = {{"host", c.host}, {"ordinal", c.ordinal}, {"replica", c.replica}, {"logical_core", c.logical_core},
-       {"fed_by", c.fed_by}, {"mesh_position", c.mesh_position ? json(*c.mesh_position) : json(nullptr)}};
+  j = {{"host", c.host},       {"ordinal", c.ordinal},
+       {"replica", c.replica}, {"logical_core", c.logical_core},
+       {"fed_by", c.fed_by},   {"mesh_position", c.mesh_position ? json(*c.mesh_position) : json(nullptr)}};
 }
 
 void from_json(const json& j, PlacedCore& c) {
@@ -189,7 +191,8 @@ void to_json(json& j, const PlacementSection& p) {
 
 void from_json(const json& j, PlacementSection& p) {
   p.mesh.clear();
-  for (const json& axis : j.at("mesh")) p.mesh.push_back({axis.at("name").get<std::string>(), axis.at("size").get<int>()});
+  for (const json& axis : j.at("mesh"))
+    p.mesh.push_back({axis.at("name").get<std::string>(), axis.at("size").get<int>()});
   j.at("cores").get_to(p.cores);
   j.at("audit").get_to(p.audit);
 }

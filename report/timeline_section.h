@@ -68,7 +68,7 @@ struct PlacedCore {
   int ordinal = 0;
   int replica = -1;
   int logical_core = -1;
-  std::vector<int> fed_by;  // hosts that built its shards (empty: not fed)
+  std::vector<int> fed_by;                        // hosts that built its shards (empty: not fed)
   std::optional<std::vector<int>> mesh_position;  // null: no cluster.mesh
 };
 
@@ -90,8 +90,8 @@ PlacementSection BuildPlacement(const std::vector<sim::RankMetrics>& ranks, cons
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimelinePointRow, first_step, steps, loop, in_window, au, mean, idle_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopUtilization, loop, first_step, steps, au, warm_up)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreQueueRow, host, ordinal, occupancy)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimelineSection, steps_per_point, infeed_steps_per_loop, cores, note, points,
-                                   loops, queues)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimelineSection, steps_per_point, infeed_steps_per_loop, cores, note, points, loops,
+                                   queues)
 void to_json(nlohmann::json& j, const PlacedCore& c);
 void from_json(const nlohmann::json& j, PlacedCore& c);
 void to_json(nlohmann::json& j, const PlacementSection& p);

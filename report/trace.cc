@@ -19,9 +19,7 @@ json Metadata(const char* what, int pid, int tid, const json& args) {
 
 void WriteTrace(const std::string& path, const std::vector<sim::RankMetrics>& ranks) {
   std::string prefix;
-  auto add = [&prefix](const json& event) {
-    prefix += (prefix.empty() ? "" : ",") + event.dump();
-  };
+  auto add = [&prefix](const json& event) { prefix += (prefix.empty() ? "" : ",") + event.dump(); };
   for (const sim::RankMetrics& r : ranks) {
     add(Metadata("process_name", r.rank, 0, {{"name", fmt::format("rank {}: {}", r.rank, r.role)}}));
     add(Metadata("process_sort_index", r.rank, 0, {{"sort_index", r.rank}}));

@@ -8,8 +8,6 @@ std::string Verdict(double infeed_percent) {
   return "not input-bound: infeed waits < 5% of step time";
 }
 
-std::string VerdictHeadline(const std::string& verdict) {
-  return verdict.substr(0, verdict.find(':'));
-}
+std::string VerdictHeadline(const std::string& verdict) { return verdict.substr(0, verdict.find(':')); }
 
 }  // namespace tpusim::report

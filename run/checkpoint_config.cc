@@ -12,8 +12,8 @@ namespace {
 
 // The keys of the resolved config a resume may change: they shape no state.
 const std::set<std::string>& FreeKeys() {
-  static const std::set<std::string> kFree{"train.steps", "train.check_replicas", "train.stop_on_nan",
-                                           "cluster.layout", "cluster.hosts_per_rank"};
+  static const std::set<std::string> kFree{"train.steps", "train.check_replicas", "train.stop_on_nan", "cluster.layout",
+                                           "cluster.hosts_per_rank"};
   return kFree;
 }
 
@@ -79,8 +79,10 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice) {
          SpellingOf(config.input.source));
   }
   if (config.embedding.enabled() && slice.idle_cores() > 0) {
-    Fail("{}: checkpoint: {} cores outside every replica hold embedding shards, which checkpoints do not "
-         "save; use every core (cluster.replicas) or no embedding", config.source, slice.idle_cores());
+    Fail(
+        "{}: checkpoint: {} cores outside every replica hold embedding shards, which checkpoints do not "
+        "save; use every core (cluster.replicas) or no embedding",
+        config.source, slice.idle_cores());
   }
 }
 

@@ -26,13 +26,13 @@ struct CheckpointConfig {
   int64_t every_steps = 0;  // save at the end of the loop reaching each multiple; 0 = never
   std::string dir;          // the checkpoint root (ROOT/step-N/...)
   CheckpointMode mode = CheckpointMode::kSync;
-  int keep = 0;             // complete saves kept, newest first; 0 = all
+  int keep = 0;  // complete saves kept, newest first; 0 = all
   // The storage the writes go through, per host (bandwidth 0 = unlimited).
   infeed::StorageConfig storage;
   // The writes take input.storage's figures and draw from the same modeled
   // bandwidth as the host's input reads, instead of checkpoint.storage.
   bool shares_input_storage = false;
-  std::string resume;       // "latest": resume from dir's latest complete save
+  std::string resume;  // "latest": resume from dir's latest complete save
   bool resumes_latest() const { return resume == "latest"; }
   // A run that neither resumes nor has resume: latest may save into a dir that
   // already holds complete saves (keep then prunes them); false: it refuses.

@@ -27,21 +27,20 @@ enum class FlipMode { kNone, kRandom };
 // train.accumulator: Lingvo's GradientAggregationOptimizer or its Accumulator.
 enum class Accumulator { kGradientAggregation, kLingvo };
 
-inline constexpr Spellings<cluster::DeviceOrderMode, 3> kOrderSpellings{
-    {{"auto", cluster::DeviceOrderMode::kAuto},
-     {"mesh", cluster::DeviceOrderMode::kMesh},
-     {"ring", cluster::DeviceOrderMode::kRing}}};
+inline constexpr Spellings<cluster::DeviceOrderMode, 3> kOrderSpellings{{{"auto", cluster::DeviceOrderMode::kAuto},
+                                                                         {"mesh", cluster::DeviceOrderMode::kMesh},
+                                                                         {"ring", cluster::DeviceOrderMode::kRing}}};
 inline constexpr Spellings<cluster::RingRule, 2> kRingRuleSpellings{
     {{"current", cluster::RingRule::kCurrent}, {"legacy_two_core", cluster::RingRule::kLegacyTwoCore}}};
 inline constexpr Spellings<ClusterLayout, 3> kLayoutSpellings{
     {{"packed", ClusterLayout::kPacked}, {"ranks", ClusterLayout::kRanks}, {"threads", ClusterLayout::kThreads}}};
-inline constexpr Spellings<InputSource, 4> kSourceSpellings{
-    {{"cached", InputSource::kCached},
-     {"files", InputSource::kFiles},
-     {"synthetic", InputSource::kSynthetic},
-     {"tfrecord", InputSource::kTfRecord}}};
-inline constexpr Spellings<infeed::FeatureKind, 3> kKindSpellings{
-    {{"bytes", infeed::FeatureKind::kBytes}, {"float", infeed::FeatureKind::kFloat}, {"int64", infeed::FeatureKind::kInt64}}};
+inline constexpr Spellings<InputSource, 4> kSourceSpellings{{{"cached", InputSource::kCached},
+                                                             {"files", InputSource::kFiles},
+                                                             {"synthetic", InputSource::kSynthetic},
+                                                             {"tfrecord", InputSource::kTfRecord}}};
+inline constexpr Spellings<infeed::FeatureKind, 3> kKindSpellings{{{"bytes", infeed::FeatureKind::kBytes},
+                                                                   {"float", infeed::FeatureKind::kFloat},
+                                                                   {"int64", infeed::FeatureKind::kInt64}}};
 inline constexpr Spellings<infeed::CropMode, 3> kCropSpellings{
     {{"center", infeed::CropMode::kCenter}, {"none", infeed::CropMode::kNone}, {"random", infeed::CropMode::kRandom}}};
 inline constexpr Spellings<FlipMode, 2> kFlipSpellings{{{"none", FlipMode::kNone}, {"random", FlipMode::kRandom}}};
@@ -54,13 +53,12 @@ inline constexpr Spellings<Accumulator, 2> kAccumulatorSpellings{
 inline constexpr Spellings<cluster::CrsAlgorithm, 2> kCrsSpellings{
     {{"mpi", cluster::CrsAlgorithm::kMpi}, {"ring", cluster::CrsAlgorithm::kRing}}};
 // Every dtype a feature may have, and the ones each tfrecord feature kind may give.
-inline constexpr Spellings<infeed::DType, 6> kDTypeSpellings{
-    {{"bfloat16", infeed::DType::kBFloat16},
-     {"float32", infeed::DType::kFloat32},
-     {"int32", infeed::DType::kInt32},
-     {"int64", infeed::DType::kInt64},
-     {"int8", infeed::DType::kInt8},
-     {"uint8", infeed::DType::kUInt8}}};
+inline constexpr Spellings<infeed::DType, 6> kDTypeSpellings{{{"bfloat16", infeed::DType::kBFloat16},
+                                                              {"float32", infeed::DType::kFloat32},
+                                                              {"int32", infeed::DType::kInt32},
+                                                              {"int64", infeed::DType::kInt64},
+                                                              {"int8", infeed::DType::kInt8},
+                                                              {"uint8", infeed::DType::kUInt8}}};
 inline constexpr Spellings<infeed::DType, 3> kImageDTypeSpellings{
     {{"bfloat16", infeed::DType::kBFloat16}, {"float32", infeed::DType::kFloat32}, {"uint8", infeed::DType::kUInt8}}};
 inline constexpr Spellings<infeed::DType, 3> kInt64DTypeSpellings{

@@ -23,9 +23,7 @@ bool ConfigNode::Has(const std::string& key) const {
   return it != index_.end() && !it->second.IsNull();
 }
 
-std::string ConfigNode::KeyPath(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string ConfigNode::KeyPath(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 void ConfigNode::FailAt(const std::string& key, const std::string& message) const {
   Fail("{}: {}: {}", source_, KeyPath(key), message);
@@ -68,8 +66,7 @@ void ApplyOverride(YAML::Node& root, const std::string& assignment) {
     size_t dot = key.find('.', start);
     parts.push_back(key.substr(start, dot - start));
     if (parts.back().empty()) {
-      Fail("--set {}: '{}' has an empty key part; expected key=value, e.g. --set train.steps=20",
-           assignment, key);
+      Fail("--set {}: '{}' has an empty key part; expected key=value, e.g. --set train.steps=20", assignment, key);
     }
     if (dot == std::string::npos) break;
     start = dot + 1;

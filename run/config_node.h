@@ -63,7 +63,7 @@ class ConfigNode {
   YAML::Node node_;
   std::string path_;
   std::string source_;
-  std::vector<std::string> keys_;                     // file order
+  std::vector<std::string> keys_;                      // file order
   std::unordered_map<std::string, YAML::Node> index_;  // key -> value
   std::set<std::string> used_;
 };

@@ -26,9 +26,10 @@ void CheckBatchAxesAgree(const RunConfig& config, const std::string& key) {
   const auto& first = *config.input.sharding.begin();
   for (const auto& [name, spec] : config.input.sharding) {
     if (spec.dims[0] != first.second.dims[0]) {
-      Fail("{}.{}: {} splits the batch dim unlike input.sharding.{} ({}); every feature's rows are "
-           "rows of one batch, so dim 0 must name the same axes in every spec",
-           key, name, cluster::SpecText(spec), first.first, cluster::SpecText(first.second));
+      Fail(
+          "{}.{}: {} splits the batch dim unlike input.sharding.{} ({}); every feature's rows are "
+          "rows of one batch, so dim 0 must name the same axes in every spec",
+          key, name, cluster::SpecText(spec), first.first, cluster::SpecText(first.second));
     }
   }
 }
@@ -38,8 +39,7 @@ void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
   const InfeedConfig& in = config.infeed;
   const ClusterConfig& c = config.cluster;
   auto refuse = [&](const std::string& other) {
-    Fail("{}: {} places batches another way; input.sharding places them by cluster.mesh (remove one)",
-         key, other);
+    Fail("{}: {} places batches another way; input.sharding places them by cluster.mesh (remove one)", key, other);
   };
   if (!in.per_host) refuse("infeed.per_host: false");
   if (in.partitioned) refuse("infeed.partitioned: true");
@@ -52,8 +52,8 @@ void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
 
 void CheckSourceAndModel(const RunConfig& config, const std::string& key) {
   if (config.input.source != InputSource::kSynthetic && config.input.source != InputSource::kCached) {
-    Fail("{}: input.source: {} is not supported with input.sharding yet (synthetic and cached are)",
-         key, SpellingOf(config.input.source));
+    Fail("{}: input.source: {} is not supported with input.sharding yet (synthetic and cached are)", key,
+         SpellingOf(config.input.source));
   }
   if (config.embedding.enabled()) {
     Fail("{}: embedding.features are not supported with input.sharding yet", key);
@@ -62,8 +62,10 @@ void CheckSourceAndModel(const RunConfig& config, const std::string& key) {
   for (const auto& [name, spec] : config.input.sharding) {
     for (size_t d = 1; d < spec.dims.size(); ++d) {
       if (!spec.dims[d].empty()) {
-        Fail("{}.{}: dim {} is split over [{}]; training splits examples across devices, so only the "
-             "batch dim may be split (or set model.enabled: false)", key, name, d, fmt::join(spec.dims[d], ", "));
+        Fail(
+            "{}.{}: dim {} is split over [{}]; training splits examples across devices, so only the "
+            "batch dim may be split (or set model.enabled: false)",
+            key, name, d, fmt::join(spec.dims[d], ", "));
       }
     }
   }
@@ -75,8 +77,7 @@ void CheckListedSpecs(const RunConfig& config, const cluster::DeviceMesh& mesh) 
   for (const infeed::FeatureSpec& spec : RunFeatureSpecs(config)) {
     auto listed = config.input.sharding.find(spec.name);
     if (listed == config.input.sharding.end()) continue;
-    cluster::CheckPartitionSpec(mesh.spec(), listed->second,
-                                infeed::BatchShape(spec, config.input.global_batch),
+    cluster::CheckPartitionSpec(mesh.spec(), listed->second, infeed::BatchShape(spec, config.input.global_batch),
                                 config.source + ": input.sharding." + spec.name);
   }
 }
@@ -95,9 +96,7 @@ void CheckShardingConfig(const RunConfig& config) {
   CheckSourceAndModel(config, key);
 }
 
-cluster::SpecDim BatchAxes(const RunConfig& config) {
-  return config.input.sharding.begin()->second.dims[0];
-}
+cluster::SpecDim BatchAxes(const RunConfig& config) { return config.input.sharding.begin()->second.dims[0]; }
 
 infeed::MeshShardingOptions ShardingOptions(const RunConfig& config, const cluster::DeviceMesh& mesh) {
   infeed::MeshShardingOptions options;
@@ -105,9 +104,8 @@ infeed::MeshShardingOptions ShardingOptions(const RunConfig& config, const clust
   options.batch_axes = BatchAxes(config);
   for (const infeed::FeatureSpec& spec : RunFeatureSpecs(config)) {
     auto listed = config.input.sharding.find(spec.name);
-    options.specs[spec.name] = listed != config.input.sharding.end()
-                                   ? listed->second
-                                   : cluster::PartitionSpec{{options.batch_axes}};
+    options.specs[spec.name] =
+        listed != config.input.sharding.end() ? listed->second : cluster::PartitionSpec{{options.batch_axes}};
   }
   return options;
 }
@@ -115,8 +113,7 @@ infeed::MeshShardingOptions ShardingOptions(const RunConfig& config, const clust
 void PlaceByMesh(const RunConfig& config, Slice& slice) {
   if (!ShardedByMesh(config)) return;
   CheckShardingConfig(config);
-  const cluster::DeviceMesh mesh =
-      RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
+  const cluster::DeviceMesh mesh = RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
   CheckListedSpecs(config, mesh);
   slice.assignment = cluster::BatchAssignment(slice.topology, mesh, BatchAxes(config));
 }

@@ -13,9 +13,9 @@ namespace tpusim::run {
 struct LoopPlan {
   int64_t steps_per_loop = 0;
   int64_t num_loops = 0;
-  int64_t global_steps = 0;   // num_loops * steps_per_loop (>= train.steps)
+  int64_t global_steps = 0;  // num_loops * steps_per_loop (>= train.steps)
   int64_t micro_batches = 1;
-  int64_t infeed_steps = 0;   // global_steps * micro_batches
+  int64_t infeed_steps = 0;  // global_steps * micro_batches
   int64_t infeed_steps_per_loop() const { return steps_per_loop * micro_batches; }
   bool overshoots(const TrainConfig& train) const { return global_steps != train.steps; }
   // The report's window: the infeed steps after the first loop (its warm-up), or

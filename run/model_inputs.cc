@@ -26,14 +26,18 @@ bool IsModelInput(const InputConfig& input, const infeed::FeatureSpec& spec) {
   return spec.name != kLabel && (infeed::IsFloating(spec.dtype) || IsTfRecordImage(input, spec));
 }
 
-float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, const std::byte* bytes,
-                 int64_t index) {
+float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, const std::byte* bytes, int64_t index) {
   switch (spec.dtype) {
-    case infeed::DType::kFloat32: return Load<float>(bytes, index);
-    case infeed::DType::kBFloat16: return infeed::BFloat16ToFloat(Load<uint16_t>(bytes, index));
-    case infeed::DType::kInt32: return static_cast<float>(Load<int32_t>(bytes, index));
-    case infeed::DType::kInt64: return static_cast<float>(Load<int64_t>(bytes, index));
-    case infeed::DType::kInt8: return static_cast<float>(Load<int8_t>(bytes, index));
+    case infeed::DType::kFloat32:
+      return Load<float>(bytes, index);
+    case infeed::DType::kBFloat16:
+      return infeed::BFloat16ToFloat(Load<uint16_t>(bytes, index));
+    case infeed::DType::kInt32:
+      return static_cast<float>(Load<int32_t>(bytes, index));
+    case infeed::DType::kInt64:
+      return static_cast<float>(Load<int64_t>(bytes, index));
+    case infeed::DType::kInt8:
+      return static_cast<float>(Load<int8_t>(bytes, index));
     case infeed::DType::kUInt8: {
       const float value = static_cast<float>(Load<uint8_t>(bytes, index));
       return IsTfRecordImage(input, spec) ? value / 255.0f : value;
@@ -71,8 +75,10 @@ void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan) {
       infeed::ShardCodec codec(features, r);
       for (size_t f = 0; f < r.slices.size(); ++f) {
         if (!codec.IsContiguous(f)) {
-          Fail("infeed.partition_dims.{}: training splits examples across cores, so only the batch "
-               "dim may be partitioned", features[f].name);
+          Fail(
+              "infeed.partition_dims.{}: training splits examples across cores, so only the batch "
+              "dim may be partitioned",
+              features[f].name);
         }
       }
     }

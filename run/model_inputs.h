@@ -24,8 +24,7 @@ bool IsModelInput(const InputConfig& input, const infeed::FeatureSpec& spec);
 
 // Element `index` of a feature's bytes as the model reads it: floats as they are,
 // integers as their value, and a tfrecord run's uint8 input scaled by 1/255.
-float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, const std::byte* bytes,
-                 int64_t index);
+float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, const std::byte* bytes, int64_t index);
 
 // Throws Error when `plan` cannot train a model: no label, a label of more than one
 // value per example, neither an input feature nor an embedding feature, or a

@@ -38,11 +38,9 @@ cluster::MeshSpec ParseMesh(ConfigNode node) {
   const std::string key = node.source() + ": " + node.KeyPath("axes");
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i].size() != 2) {
-      node.FailAt("axes", fmt::format("entry {}: expected [NAME, SIZE], got [{}]", i,
-                                      fmt::join(axes[i], ", ")));
+      node.FailAt("axes", fmt::format("entry {}: expected [NAME, SIZE], got [{}]", i, fmt::join(axes[i], ", ")));
     }
-    mesh.axes.push_back(
-        cluster::ParseMeshAxis(axes[i][0], axes[i][1], fmt::format("{} entry {}", key, i)));
+    mesh.axes.push_back(cluster::ParseMeshAxis(axes[i][0], axes[i][1], fmt::format("{} entry {}", key, i)));
   }
   cluster::CheckDistinctAxes(mesh.axes, key);
   node.Finish();
@@ -73,7 +71,8 @@ ClusterConfig ParseCluster(ConfigNode node) {
   node.Get("hosts_per_rank", c.hosts_per_rank);
   c.layout = ParseChoice(node, "layout", layout, kLayoutSpellings);
   if (c.layout == ClusterLayout::kPacked) {
-    if (!node.Has("hosts_per_rank")) node.FailAt("layout", "packed needs cluster.hosts_per_rank (TPU hosts per MPI rank, >= 2)");
+    if (!node.Has("hosts_per_rank"))
+      node.FailAt("layout", "packed needs cluster.hosts_per_rank (TPU hosts per MPI rank, >= 2)");
     RequireRange(node, "hosts_per_rank", c.hosts_per_rank, 2, kMaxClusterExtent);
   } else if (node.Has("hosts_per_rank")) {
     node.FailAt("hosts_per_rank", fmt::format("applies to cluster.layout: packed only (the layout is {})", layout));
@@ -82,7 +81,6 @@ ClusterConfig ParseCluster(ConfigNode node) {
   node.Finish();
   return c;
 }
-
 
 InfeedConfig ParseInfeed(ConfigNode node) {
   InfeedConfig c;
@@ -114,8 +112,7 @@ void ParseAdafactor(ConfigNode node, optim::AdafactorParams& a) {
   node.Finish();
 }
 
-void ParseShampoo(ConfigNode node, optim::ShampooParams& p,
-                  optim::PreconditionerServiceConfig& service) {
+void ParseShampoo(ConfigNode node, optim::ShampooParams& p, optim::PreconditionerServiceConfig& service) {
   node.Get("momentum", p.momentum);
   node.Get("start_preconditioning_steps", p.start_preconditioning_steps);
   node.Get("initial_accumulator_value", p.initial_accumulator_value);
@@ -146,8 +143,7 @@ void ParseAdaGraft(ConfigNode node, optim::AdaGraftConfig& a) {
   for (const char* child : {"magnitude_optimizer", "direction_optimizer"}) {
     if (!node.Has(child)) continue;
     auto parsed = std::make_shared<optim::OptimizerConfig>(ParseOptimizer(node.Child(child)));
-    (std::string(child) == "magnitude_optimizer" ? a.magnitude_optimizer : a.direction_optimizer) =
-        std::move(parsed);
+    (std::string(child) == "magnitude_optimizer" ? a.magnitude_optimizer : a.direction_optimizer) = std::move(parsed);
   }
   node.GetOptional("direction_optimizer_lr", a.direction_optimizer_lr);
   node.Get("use_global_norm", a.use_global_norm);
@@ -302,8 +298,8 @@ TargetHostConfig ParseTargetHost(ConfigNode node) {
   read("memory_gib", t.memory_gib, 1e8);
   node.GetOptional("input_workers", t.input_workers);
   if (t.input_workers && *t.input_workers < 1) {
-    node.FailAt("input_workers", fmt::format("must be >= 1 (and <= target_host.input_vcpus), got {}",
-                                             *t.input_workers));
+    node.FailAt("input_workers",
+                fmt::format("must be >= 1 (and <= target_host.input_vcpus), got {}", *t.input_workers));
   }
   node.GetOptional("preconditioner_threads", t.preconditioner_threads);
   if (t.preconditioner_threads && *t.preconditioner_threads < 1) {
@@ -342,12 +338,11 @@ void RequireFiniteAtLeast(ConfigNode& node, const std::string& key, double value
 }
 
 DeviceConfig ParseDevice(ConfigNode node) {
-  static constexpr Spellings<StepTimeDistribution, 5> kDistributions{
-      {{"constant", StepTimeDistribution::kConstant},
-       {"normal", StepTimeDistribution::kNormal},
-       {"uniform", StepTimeDistribution::kUniform},
-       {"lognormal", StepTimeDistribution::kLognormal},
-       {"gamma", StepTimeDistribution::kGamma}}};
+  static constexpr Spellings<StepTimeDistribution, 5> kDistributions{{{"constant", StepTimeDistribution::kConstant},
+                                                                      {"normal", StepTimeDistribution::kNormal},
+                                                                      {"uniform", StepTimeDistribution::kUniform},
+                                                                      {"lognormal", StepTimeDistribution::kLognormal},
+                                                                      {"gamma", StepTimeDistribution::kGamma}}};
   DeviceConfig d;
   node.Get("step_time_us", d.step_time_us);
   RequireRealRange(node, "step_time_us", d.step_time_us, 0.0, kMaxMicros);
@@ -356,8 +351,8 @@ DeviceConfig ParseDevice(ConfigNode node) {
   std::string distribution;
   step_time.Get("distribution", distribution);
   if (step_time.Has("distribution")) {
-    d.distribution = ParseSpelling(kDistributions, distribution,
-                                   node.source() + ": " + step_time.KeyPath("distribution"));
+    d.distribution =
+        ParseSpelling(kDistributions, distribution, node.source() + ": " + step_time.KeyPath("distribution"));
   }
   step_time.Get("mean_us", d.mean_us);
   step_time.Get("stddev_us", d.stddev_us);
@@ -376,8 +371,8 @@ DeviceConfig ParseDevice(ConfigNode node) {
   node.Get("core_jitter", d.core_jitter);
   RequireFiniteAtLeast(node, "core_jitter", d.core_jitter, 0);
   const bool spread = d.distribution != StepTimeDistribution::kConstant;
-  if ((d.distribution == StepTimeDistribution::kLognormal ||
-       d.distribution == StepTimeDistribution::kGamma) && d.mean_us <= 0 && d.flops_per_example <= 0) {
+  if ((d.distribution == StepTimeDistribution::kLognormal || d.distribution == StepTimeDistribution::kGamma) &&
+      d.mean_us <= 0 && d.flops_per_example <= 0) {
     node.FailAt("step_time.mean_us", "must be > 0 for a lognormal or gamma step time");
   }
   if (!spread && d.stddev_us > 0) {
@@ -389,8 +384,7 @@ DeviceConfig ParseDevice(ConfigNode node) {
 
 // Reads an enum spelled as a string: `parse` is one of embedding::Parse*.
 template <typename Enum>
-void GetEnum(ConfigNode& node, const std::string& key, Enum& out,
-             Enum (*parse)(std::string_view, std::string_view)) {
+void GetEnum(ConfigNode& node, const std::string& key, Enum& out, Enum (*parse)(std::string_view, std::string_view)) {
   std::string text;
   node.Get(key, text);
   if (!node.Has(key)) return;
@@ -406,8 +400,7 @@ void ParseAdamTable(ConfigNode node, embedding::AdamConfig& adam) {
   node.Finish();
 }
 
-embedding::TableConfig ParseTable(ConfigNode node, const std::string& name,
-                                  embedding::Sharding default_sharding) {
+embedding::TableConfig ParseTable(ConfigNode node, const std::string& name, embedding::Sharding default_sharding) {
   embedding::TableConfig t;
   t.name = name;
   t.sharding = default_sharding;
@@ -494,11 +487,12 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   return ParseRunConfig(LoadStrictYamlFile(path), path, overrides);
 }
 
-RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
-                         const std::vector<std::string>& overrides) {
+RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides) {
   if (!root || root.IsNull() || (root.IsMap() && root.size() == 0)) {
-    Fail("{}: the run file is empty; name at least the topology (e.g. 'topology: v3-8'), every "
-         "other key has a default", path);
+    Fail(
+        "{}: the run file is empty; name at least the topology (e.g. 'topology: v3-8'), every "
+        "other key has a default",
+        path);
   }
   if (!root.IsMap()) Fail("{}: expected a map of keys at the top level", path);
   for (const std::string& assignment : overrides) ApplyOverride(root, assignment);
@@ -522,8 +516,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
   config.checkpoint = ParseCheckpoint(top.Child("checkpoint"));
   top.Finish();
   CheckEmbeddingNames(config);
-  config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path),
-                                             config.topology_generation);
+  config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path), config.topology_generation);
   return config;
 }
 
@@ -538,8 +531,8 @@ void CheckComputationShape(const std::vector<int>& shape, const std::string& key
     }
   }
   if (ShapeProduct(shape) > kMaxClusterExtent) {
-    Fail("{}: [{}] has {} cores per replica, more than {}", key, fmt::join(shape, ", "),
-         ShapeProduct(shape), kMaxClusterExtent);
+    Fail("{}: [{}] has {} cores per replica, more than {}", key, fmt::join(shape, ", "), ShapeProduct(shape),
+         kMaxClusterExtent);
   }
 }
 
@@ -558,8 +551,7 @@ cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology
 // footprint fits the mesh and up to the replicas that fit; cores outside every
 // replica stay idle. Without cluster.replicas a run asks for num_cores / K, as
 // Lingvo does, and TF's check refuses it when those do not fit.
-cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
-                                                   const cluster::Topology& topology,
+cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config, const cluster::Topology& topology,
                                                    const std::string& source) {
   cluster::DeviceAssignmentOptions options;
   options.order = config.order;
@@ -574,11 +566,9 @@ cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
       Fail("{}: cluster.computation_shape: product {} must equal cluster.split ({})", source,
            ShapeProduct(config.computation_shape), config.split);
     }
-    std::copy(config.computation_shape.begin(), config.computation_shape.end(),
-              options.computation_shape.begin());
+    std::copy(config.computation_shape.begin(), config.computation_shape.end(), options.computation_shape.begin());
   }
-  options.num_replicas = config.replicas > 0 ? config.replicas
-                                             : cluster::DefaultReplicas(topology, options);
+  options.num_replicas = config.replicas > 0 ? config.replicas : cluster::DefaultReplicas(topology, options);
   return options;
 }
 

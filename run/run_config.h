@@ -17,9 +17,9 @@
 #include "cluster/topology_source.h"
 #include "embedding/config.h"
 #include "infeed/storage_model.h"
+#include "model/mlp.h"
 #include "optim/gradient_adjustment.h"
 #include "optim/optimizer_config.h"
-#include "model/mlp.h"
 #include "run/checkpoint_config.h"
 #include "run/config_choices.h"
 #include "run/config_node.h"
@@ -31,14 +31,14 @@ namespace tpusim::run {
 inline constexpr const char* kLabelFeature = "label";
 
 struct ClusterConfig {
-  int split = 1;                    // cores per replica (Lingvo num_devices_per_split);
-                                    // without it, the product of computation_shape
+  int split = 1;  // cores per replica (Lingvo num_devices_per_split);
+                  // without it, the product of computation_shape
   cluster::DeviceOrderMode order = cluster::DeviceOrderMode::kAuto;  // auto | ring | mesh (train.tpu_device_order_mode)
-  cluster::RingRule ring_rule = cluster::RingRule::kCurrent;  // current | legacy_two_core (older TF, §2.3.3)
-  std::vector<int> computation_shape;  // explicit [x,y,z,c]; empty = Lingvo's rule
-  int replicas = 0;                 // 0 = num_cores / K (Lingvo), checked by TF's rule
-  ClusterLayout layout = ClusterLayout::kRanks;  // ranks | threads | packed (docs/design.md §2)
-  int hosts_per_rank = 0;           // packed: TPU hosts per MPI rank (>= 2); 0 = unset
+  cluster::RingRule ring_rule = cluster::RingRule::kCurrent;         // current | legacy_two_core (older TF, §2.3.3)
+  std::vector<int> computation_shape;                                // explicit [x,y,z,c]; empty = Lingvo's rule
+  int replicas = 0;                                                  // 0 = num_cores / K (Lingvo), checked by TF's rule
+  ClusterLayout layout = ClusterLayout::kRanks;                      // ranks | threads | packed (docs/design.md §2)
+  int hosts_per_rank = 0;                                            // packed: TPU hosts per MPI rank (>= 2); 0 = unset
   // A JAX device mesh (cluster/device_mesh.h), axes by increasing network
   // intensity; no axes = none. Checked against the slice by validation; it places
   // a run's batches when input.sharding is given (printed by `tpusim topology`).
@@ -47,9 +47,12 @@ struct ClusterConfig {
   // RankLayout's hosts_per_process: 0 (ranks), 1 (threads) or hosts_per_rank.
   int hosts_per_process() const {
     switch (layout) {
-      case ClusterLayout::kRanks: return 0;
-      case ClusterLayout::kThreads: return 1;
-      case ClusterLayout::kPacked: return hosts_per_rank;
+      case ClusterLayout::kRanks:
+        return 0;
+      case ClusterLayout::kThreads:
+        return 1;
+      case ClusterLayout::kPacked:
+        return hosts_per_rank;
     }
     return 0;
   }
@@ -62,35 +65,35 @@ struct InputFeatureConfig {
   // as tf.io.parse_single_example's spec: its key and list kind; a bytes feature
   // is a JPEG decoded (decode: jpeg) to [resize[0], resize[1], 3], cropped and
   // flipped before the resize.
-  std::string key = "";             // "" = not a tfrecord run
+  std::string key = "";                                    // "" = not a tfrecord run
   infeed::FeatureKind kind = infeed::FeatureKind::kFloat;  // float | int64 | bytes (with a key)
-  std::string decode = "";          // "" | jpeg
-  std::vector<int64_t> resize = {};  // [height, width]
-  infeed::CropMode crop = infeed::CropMode::kNone;  // none | center | random
-  FlipMode flip = FlipMode::kNone;  // none | random
+  std::string decode = "";                                 // "" | jpeg
+  std::vector<int64_t> resize = {};                        // [height, width]
+  infeed::CropMode crop = infeed::CropMode::kNone;         // none | center | random
+  FlipMode flip = FlipMode::kNone;                         // none | random
 };
 
 // input.tfrecord: how the TFRecord files are stored and checked.
 struct TfRecordInputConfig {
   infeed::TfRecordCompression compression = infeed::TfRecordCompression::kNone;  // none | zlib | gzip
   bool verify_crc = true;
-  bool skip_corrupt = false;         // skip (and count) records whose CRC fails
+  bool skip_corrupt = false;  // skip (and count) records whose CRC fails
 };
 
 struct InputConfig {
   InputSource source = InputSource::kSynthetic;  // synthetic | files | cached | tfrecord
-  std::string data_dir;              // files: dataset directory (tpusim gen-data)
-  std::vector<std::string> files;    // tfrecord: glob patterns of the TFRecord files
-  TfRecordInputConfig tfrecord;      // tfrecord: compression and CRC checks
-  int64_t cache_steps = 2;           // cached: pre-built host batches, cycled over the steps
-  int64_t shuffle_buffer = 0;        // files: examples in the shuffle buffer; 0 = none
-  int prefetch = 0;                  // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
-  infeed::StorageConfig storage;     // files: the storage model charged for every read
+  std::string data_dir;                          // files: dataset directory (tpusim gen-data)
+  std::vector<std::string> files;                // tfrecord: glob patterns of the TFRecord files
+  TfRecordInputConfig tfrecord;                  // tfrecord: compression and CRC checks
+  int64_t cache_steps = 2;                       // cached: pre-built host batches, cycled over the steps
+  int64_t shuffle_buffer = 0;                    // files: examples in the shuffle buffer; 0 = none
+  int prefetch = 0;                              // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
+  infeed::StorageConfig storage;                 // files: the storage model charged for every read
   uint64_t seed = 1;
   int64_t global_batch = 128;
   std::map<std::string, InputFeatureConfig> features{{"x", {infeed::DType::kFloat32, {64}}}};
-  double max_examples_per_sec = 0;   // per host; 0 = unlimited
-  double cpu_us_per_example = 0;     // modeled host work per example
+  double max_examples_per_sec = 0;  // per host; 0 = unlimited
+  double cpu_us_per_example = 0;    // modeled host work per example
   // How modeled host work (cpu_us_per_example, faults.slow_hosts, the storage
   // model) is paid: kEmulate charges it to a modeled pool of min(parallelism,
   // target_host.input_vcpus) workers by timed waits (this machine's cores stay
@@ -134,13 +137,13 @@ struct ReportConfig {
 };
 
 struct InfeedConfig {
-  bool per_host = true;              // use_per_host_infeed
-  bool partitioned = false;          // use_partitioned_infeed_queue
-  bool per_core = false;             // use_per_core_infeed (every core of a host fed)
+  bool per_host = true;                                        // use_per_host_infeed
+  bool partitioned = false;                                    // use_partitioned_infeed_queue
+  bool per_core = false;                                       // use_per_core_infeed (every core of a host fed)
   std::map<std::string, std::vector<int64_t>> partition_dims;  // default: dim 0 over the replica
-  int parallelism = 1;               // tpu_infeed_parallelism (enqueue workers)
-  int queue_depth = 4;               // slots per core
-  bool verify = false;               // cores check every shard against the synthetic function
+  int parallelism = 1;                                         // tpu_infeed_parallelism (enqueue workers)
+  int queue_depth = 4;                                         // slots per core
+  bool verify = false;                                         // cores check every shard against the synthetic function
 };
 
 struct TrainConfig {
@@ -151,7 +154,7 @@ struct TrainConfig {
   // optimizer updates); lingvo: Lingvo's Accumulator (global step = micro-steps,
   // so train.steps counts micro-steps and the infeed delivers train.steps batches).
   Accumulator accumulator = Accumulator::kGradientAggregation;
-  bool apply_crs_to_grad = false;    // reduce the accumulated gradient once per update
+  bool apply_crs_to_grad = false;                            // reduce the accumulated gradient once per update
   cluster::CrsAlgorithm crs = cluster::CrsAlgorithm::kRing;  // ring | mpi
   optim::OptimizerConfig optimizer;
   optim::GradientAdjustmentParams adjust;  // l2, clipping (Lingvo Learner names)
@@ -166,7 +169,7 @@ struct TrainConfig {
 };
 
 struct ModelSection {
-  bool enabled = true;               // false: infeed only (cores dequeue, audit, release)
+  bool enabled = true;  // false: infeed only (cores dequeue, audit, release)
   model::ModelConfig config;
   // Opaque state per replica, saved and restored like the rest (checkpoint:):
   // replicated (every replica holds it, the hosts split its save) or sharded
@@ -180,12 +183,12 @@ struct ModelSection {
 enum class StepTimeDistribution { kConstant, kNormal, kUniform, kLognormal, kGamma };
 
 struct DeviceConfig {
-  double step_time_us = 0;           // shorthand for a constant step_time.mean_us
+  double step_time_us = 0;  // shorthand for a constant step_time.mean_us
   StepTimeDistribution distribution = StepTimeDistribution::kConstant;
-  double mean_us = 0;                // step_time.mean_us (set from step_time_us when given)
-  double stddev_us = 0;              // step_time.stddev_us, >= 0; truncated at 0
-  double flops_per_example = 0;      // > 0: the mean is rows x FLOPs / core_peak_tflops
-  double core_jitter = 0;            // stddev of a fixed per-core speed factor around 1
+  double mean_us = 0;            // step_time.mean_us (set from step_time_us when given)
+  double stddev_us = 0;          // step_time.stddev_us, >= 0; truncated at 0
+  double flops_per_example = 0;  // > 0: the mean is rows x FLOPs / core_peak_tflops
+  double core_jitter = 0;        // stddev of a fixed per-core speed factor around 1
   // Where the step time comes from (a published figure, a profile), quoted by the
   // report's answer; "" = not said.
   std::string step_time_source;
@@ -202,18 +205,18 @@ struct EmbeddingSection {
 
 // Faults injected on purpose, for tests of what a run does when things go wrong.
 struct FaultsConfig {
-  double preconditioner_delay_ms = 0;       // every Shampoo root also sleeps this long
-  int64_t nonfinite_statistics_loop = -1;   // the Shampoo statistics sent after this loop are NaN
+  double preconditioner_delay_ms = 0;      // every Shampoo root also sleeps this long
+  int64_t nonfinite_statistics_loop = -1;  // the Shampoo statistics sent after this loop are NaN
   enum class Phase { kStep, kOutfeed };
   struct Stall {
-    int rank = -1;       // this world rank stops responding ...
-    int64_t step = 0;    // ... when it reaches this infeed step ...
-    double seconds = 0;  // ... for this long (busy, not waiting) ...
+    int rank = -1;               // this world rank stops responding ...
+    int64_t step = 0;            // ... when it reaches this infeed step ...
+    double seconds = 0;          // ... for this long (busy, not waiting) ...
     Phase phase = Phase::kStep;  // ... at its start, or (a core) right before its outfeed
   } stall;
   struct Kill {
-    int rank = -1;       // this world rank kills itself (SIGKILL) ...
-    int64_t step = 0;    // ... when it reaches this infeed step
+    int rank = -1;     // this world rank kills itself (SIGKILL) ...
+    int64_t step = 0;  // ... when it reaches this infeed step
     // ... or, when true, halfway through writing its state file of the first
     // checkpoint save at or after that infeed step (checkpoint:)
     bool during_checkpoint = false;
@@ -243,7 +246,7 @@ struct RunSection {
 };
 
 struct RunConfig {
-  std::string source;                // the run file
+  std::string source;  // the run file
   std::string topology_ref = "v3-8";
   std::string topology_generation;   // figures for an imported device list / TopologyProto
   cluster::TopologySource topology;  // resolved from topology_ref
@@ -259,7 +262,7 @@ struct RunConfig {
   TargetHostConfig target_host;
   ReportConfig report;
   CheckpointConfig checkpoint;
-  YAML::Node resolved;               // the config as resolved, for the report
+  YAML::Node resolved;  // the config as resolved, for the report
 };
 
 // Loads `path` (a run file), applies `overrides` ("a.b=value") and validates every
@@ -268,8 +271,7 @@ struct RunConfig {
 // needs the topology (sharding, memory, files) is checked by run/run_validation.h.
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides);
 // The same from a parsed document; `path` names it in messages.
-RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
-                         const std::vector<std::string>& overrides);
+RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides);
 
 // The device assignment options a run config asks for on `topology`: Lingvo's
 // computation shape for the split (or the explicit one, whose product must equal
@@ -281,8 +283,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path,
 cluster::DeviceMesh RunMesh(const ClusterConfig& config, const cluster::Topology& topology,
                             const std::string& generation, const std::string& source);
 
-cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config,
-                                                   const cluster::Topology& topology,
+cluster::DeviceAssignmentOptions AssignmentOptions(const ClusterConfig& config, const cluster::Topology& topology,
                                                    const std::string& source);
 
 // Reads an `input.storage`-shaped map (also checkpoint.storage). Throws Error

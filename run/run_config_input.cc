@@ -33,8 +33,7 @@ void CheckShape(ConfigNode& node, const std::vector<int64_t>& shape) {
       node.FailAt("shape", fmt::format("every dimension must be in [1, {}], got {}", kMaxCount, d));
     }
     if (__builtin_mul_overflow(elements, d, &elements) || elements > kMaxCount) {
-      node.FailAt("shape", fmt::format("{} has more than {} elements per example",
-                                       fmt::join(shape, "x"), kMaxCount));
+      node.FailAt("shape", fmt::format("{} has more than {} elements per example", fmt::join(shape, "x"), kMaxCount));
     }
   }
 }
@@ -55,7 +54,8 @@ void ParseExampleFeature(ConfigNode& node, InputFeatureConfig& f, const std::str
   f.crop = ParseChoice(node, "crop", crop, kCropSpellings);
   f.flip = ParseChoice(node, "flip", flip, kFlipSpellings);
   if (f.kind == infeed::FeatureKind::kBytes) {
-    if (f.decode != "jpeg") node.FailAt("decode", "a bytes feature needs decode: jpeg (a variable-length byte string is no tensor)");
+    if (f.decode != "jpeg")
+      node.FailAt("decode", "a bytes feature needs decode: jpeg (a variable-length byte string is no tensor)");
     if (f.resize.size() != 2 || f.resize[0] < 1 || f.resize[1] < 1 || f.resize[0] > 16384 || f.resize[1] > 16384) {
       node.FailAt("resize", "decode: jpeg needs resize: [height, width], each in [1, 16384]");
     }
@@ -136,14 +136,16 @@ namespace {
 // silently ignores what the user asked for.
 void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
   if (in.source != InputSource::kFiles && in.source != InputSource::kTfRecord && node.Has("shuffle_buffer")) {
-    node.FailAt("shuffle_buffer", fmt::format("only input.source: files and tfrecord read it (source is {})", SpellingOf(in.source)));
+    node.FailAt("shuffle_buffer",
+                fmt::format("only input.source: files and tfrecord read it (source is {})", SpellingOf(in.source)));
   }
   if (in.source != InputSource::kFiles && node.Has("storage")) {
     node.FailAt("storage", fmt::format("only input.source: files reads it (source is {})", SpellingOf(in.source)));
   }
   if (in.source != InputSource::kTfRecord) {
     for (const char* key : {"files", "tfrecord"}) {
-      if (node.Has(key)) node.FailAt(key, fmt::format("only input.source: tfrecord reads it (source is {})", SpellingOf(in.source)));
+      if (node.Has(key))
+        node.FailAt(key, fmt::format("only input.source: tfrecord reads it (source is {})", SpellingOf(in.source)));
     }
   }
   if (in.source != InputSource::kCached && node.Has("cache_steps")) {
@@ -179,8 +181,7 @@ cluster::SpecDim ParseSpecDim(const YAML::Node& entry, const std::string& where)
     if (ok) axes.push_back(entry[i].Scalar());
   }
   if (!ok) {
-    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where,
-         YAML::Dump(entry));
+    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where, YAML::Dump(entry));
   }
   return axes;
 }
@@ -193,8 +194,8 @@ std::map<std::string, cluster::PartitionSpec> ParseSharding(ConfigNode node) {
     node.Get(name, raw);
     const std::string key = node.source() + ": " + node.KeyPath(name);
     if (!raw.IsSequence() || raw.size() == 0) {
-      Fail("{}: expected a partition spec, one entry per dimension (e.g. [[data, fsdp], null]), got '{}'",
-           key, YAML::Dump(raw));
+      Fail("{}: expected a partition spec, one entry per dimension (e.g. [[data, fsdp], null]), got '{}'", key,
+           YAML::Dump(raw));
     }
     cluster::PartitionSpec& spec = specs[name];
     for (size_t d = 0; d < raw.size(); ++d) {
@@ -227,10 +228,12 @@ InputConfig internal::ParseInput(ConfigNode node) {
   in.source = ParseChoice(node, "source", source, kSourceSpellings);
   CheckSourceKeys(node, in);
   RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
-  if (in.shuffle_buffer < 0) node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
+  if (in.shuffle_buffer < 0)
+    node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
   RequireRange(node, "shuffle_buffer", in.shuffle_buffer, 0, kMaxCount);
   if (in.prefetch < 0) {
-    node.FailAt("prefetch", fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
+    node.FailAt("prefetch",
+                fmt::format("must be >= 0 (0 = 2 x infeed.parallelism + infeed.queue_depth), got {}", in.prefetch));
   }
   RequireRange(node, "prefetch", in.prefetch, 0, kMaxQueueDepth);
   RequirePositive(node, "global_batch", in.global_batch);

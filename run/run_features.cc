@@ -41,8 +41,7 @@ infeed::LabelConfig RunLabel(const RunConfig& config) {
   infeed::LabelConfig label;
   // A tfrecord dataset carries its own label feature: no teacher's is added.
   if (config.model.enabled && config.input.source != InputSource::kTfRecord) {
-    label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic
-                                                        : infeed::LabelKind::kRegression;
+    label.kind = config.model.config.loss == "logistic" ? infeed::LabelKind::kLogistic : infeed::LabelKind::kRegression;
   }
   return label;
 }

@@ -14,9 +14,7 @@ namespace tpusim::run {
 enum class AuSource { kMeasured, kProjected };
 
 // "measured" or "projected", as --au spells it.
-inline const char* AuSourceName(AuSource source) {
-  return source == AuSource::kProjected ? "projected" : "measured";
-}
+inline const char* AuSourceName(AuSource source) { return source == AuSource::kProjected ? "projected" : "measured"; }
 
 struct RunOptions {
   std::string config;
@@ -26,9 +24,9 @@ struct RunOptions {
   std::string placement_log_path;
   std::string params_out_dir;
   std::string steps_csv_path;
-  std::string html_path;  // --html: the report as one self-contained page
-  std::string resume_dir;  // --resume: a checkpoint root (its latest complete save) or one step folder
-  double expect_au = 0;   // > 0: exit with kExitBelowExpectedAu when AU falls short
+  std::string html_path;              // --html: the report as one self-contained page
+  std::string resume_dir;             // --resume: a checkpoint root (its latest complete save) or one step folder
+  double expect_au = 0;               // > 0: exit with kExitBelowExpectedAu when AU falls short
   AuSource au = AuSource::kMeasured;  // --au: the AU --expect-au checks
   bool quiet = false;
   bool all_rows = false;  // --all-rows: every host and core row, not min/median/max, for more than 8 hosts

@@ -28,11 +28,10 @@ void CheckRunOutputs(const RunOptions& options) {
   std::map<std::string, const char*> seen;
   // An output over the run file would replace the config it was read from.
   if (!options.config.empty()) seen.emplace(Canonical(options.config), "the run file");
-  for (const OutputFile& out : {OutputFile{"--report", options.report_path},
-                                OutputFile{"--placement-log", options.placement_log_path},
-                                OutputFile{"--trace", options.trace_path},
-                                OutputFile{"--steps-csv", options.steps_csv_path},
-                                OutputFile{"--html", options.html_path}}) {
+  for (const OutputFile& out :
+       {OutputFile{"--report", options.report_path}, OutputFile{"--placement-log", options.placement_log_path},
+        OutputFile{"--trace", options.trace_path}, OutputFile{"--steps-csv", options.steps_csv_path},
+        OutputFile{"--html", options.html_path}}) {
     if (out.path.empty()) continue;
     auto [it, inserted] = seen.emplace(Canonical(out.path), out.flag);
     if (!inserted) Fail("{} {}: the same file as {}; give each output its own path", out.flag, out.path, it->second);

@@ -9,15 +9,15 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "embedding/coo_bytes.h"
 #include "infeed/file_source.h"
 #include "infeed/shard_message.h"
 #include "infeed/tfrecord_source.h"
+#include "model/mlp.h"
 #include "optim/optimizer_config.h"
-#include "embedding/coo_bytes.h"
 #include "run/input_sharding.h"
 #include "run/model_inputs.h"
 #include "run/run_features.h"
-#include "model/mlp.h"
 #include "run/shampoo_keys.h"
 
 namespace tpusim::run {
@@ -30,10 +30,11 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 void CheckExampleIdsFit(const RunConfig& config, const LoopPlan& loops) {
   __int128 examples = static_cast<__int128>(loops.infeed_steps) * config.input.global_batch;
   if (examples > INT64_MAX) {
-    Fail("{}: train.steps: {} steps ({} infeed steps of input.global_batch {}) overflow the 64-bit "
-         "example ids; at most {} infeed steps fit",
-         config.source, config.train.steps, loops.infeed_steps, config.input.global_batch,
-         INT64_MAX / config.input.global_batch);
+    Fail(
+        "{}: train.steps: {} steps ({} infeed steps of input.global_batch {}) overflow the 64-bit "
+        "example ids; at most {} infeed steps fit",
+        config.source, config.train.steps, loops.infeed_steps, config.input.global_batch,
+        INT64_MAX / config.input.global_batch);
   }
 }
 
@@ -57,16 +58,16 @@ void CheckBatchTime(const RunConfig& config, const infeed::InfeedPlan& plan) {
   const double rows = static_cast<double>(MaxRowsPerStep(plan));
   const InputConfig& in = config.input;
   if (in.max_examples_per_sec > 0 && rows / in.max_examples_per_sec > kMaxBatchSeconds) {
-    Fail("{}: input.max_examples_per_sec: {} makes one host batch of {} rows take {:.0f} s; at "
-         "least {:.4g} keeps a batch under an hour",
-         config.source, in.max_examples_per_sec, rows, rows / in.max_examples_per_sec,
-         rows / kMaxBatchSeconds);
+    Fail(
+        "{}: input.max_examples_per_sec: {} makes one host batch of {} rows take {:.0f} s; at "
+        "least {:.4g} keeps a batch under an hour",
+        config.source, in.max_examples_per_sec, rows, rows / in.max_examples_per_sec, rows / kMaxBatchSeconds);
   }
   if (in.cpu_us_per_example * rows > kMaxBatchSeconds * 1e6) {
-    Fail("{}: input.cpu_us_per_example: {} us x {} rows per host batch take {:.0f} s; at most {:.4g} "
-         "keeps a batch under an hour",
-         config.source, in.cpu_us_per_example, rows, in.cpu_us_per_example * rows * 1e-6,
-         kMaxBatchSeconds * 1e6 / rows);
+    Fail(
+        "{}: input.cpu_us_per_example: {} us x {} rows per host batch take {:.0f} s; at most {:.4g} "
+        "keeps a batch under an hour",
+        config.source, in.cpu_us_per_example, rows, in.cpu_us_per_example * rows * 1e-6, kMaxBatchSeconds * 1e6 / rows);
   }
 }
 
@@ -81,11 +82,11 @@ double HostBatchesHeld(const RunConfig& config) {
 // Which keys set HostBatchesHeld, for the memory error.
 std::string HeldWhy(const RunConfig& config) {
   const InputConfig& in = config.input;
-  std::string why = in.prefetch > 0
-                        ? fmt::format("input.prefetch {}", in.prefetch)
-                        : fmt::format("input.prefetch 0 = 2 x infeed.parallelism {} + "
-                                      "infeed.queue_depth {}",
-                                      config.infeed.parallelism, config.infeed.queue_depth);
+  std::string why = in.prefetch > 0 ? fmt::format("input.prefetch {}", in.prefetch)
+                                    : fmt::format(
+                                          "input.prefetch 0 = 2 x infeed.parallelism {} + "
+                                          "infeed.queue_depth {}",
+                                          config.infeed.parallelism, config.infeed.queue_depth);
   if (in.source == InputSource::kCached) why += fmt::format(" + input.cache_steps {}", in.cache_steps);
   return why;
 }
@@ -144,20 +145,22 @@ std::string Gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); 
 
 void CheckMemory(const RunConfig& config, const MemoryEstimate& m, const Machine& machine) {
   if (m.total() <= machine.memory_bytes) return;
-  Fail("{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}: "
-       "{:g} per host, {}; model {}, embedding tables {}) but it has {}; lower input.prefetch, "
-       "infeed.parallelism (this machine's threads; the pod's workers are "
-       "target_host.input_workers), input.global_batch, infeed.queue_depth, the feature shapes or "
-       "the model",
-       config.source, Gib(m.total()), Gib(m.queues_bytes), Gib(m.host_batches_bytes),
-       HostBatchesHeld(config), HeldWhy(config), Gib(m.model_bytes), Gib(m.embedding_bytes),
-       Gib(machine.memory_bytes));
+  Fail(
+      "{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}: "
+      "{:g} per host, {}; model {}, embedding tables {}) but it has {}; lower input.prefetch, "
+      "infeed.parallelism (this machine's threads; the pod's workers are "
+      "target_host.input_workers), input.global_batch, infeed.queue_depth, the feature shapes or "
+      "the model",
+      config.source, Gib(m.total()), Gib(m.queues_bytes), Gib(m.host_batches_bytes), HostBatchesHeld(config),
+      HeldWhy(config), Gib(m.model_bytes), Gib(m.embedding_bytes), Gib(machine.memory_bytes));
 }
 
 void CheckModelWidth(const RunConfig& config, double width) {
   if (width > INT32_MAX) {
-    Fail("{}: model: {:.0f} input columns (float features and embedding activations) exceed the "
-         "model's limit of {}", config.source, width, INT32_MAX);
+    Fail(
+        "{}: model: {:.0f} input columns (float features and embedding activations) exceed the "
+        "model's limit of {}",
+        config.source, width, INT32_MAX);
   }
 }
 
@@ -200,8 +203,7 @@ void CheckDataset(const RunConfig& config, const infeed::InfeedPlan& plan) {
 // Whether `rank` (a role) runs on the machine: its MPI process is one of the machine's.
 bool OnMachine(const Machine& machine, const cluster::RankLayout& layout, int rank) {
   const int process = layout.process_of(rank);
-  return machine.ranks.empty() ||
-         std::find(machine.ranks.begin(), machine.ranks.end(), process) != machine.ranks.end();
+  return machine.ranks.empty() || std::find(machine.ranks.begin(), machine.ranks.end(), process) != machine.ranks.end();
 }
 
 // input.sharding (run/input_sharding.h): the plan of a batch placed by the mesh.
@@ -209,11 +211,9 @@ infeed::InfeedPlan BuildShardedPlan(const RunConfig& config, const Slice& slice)
   infeed::InfeedPlanOptions options;
   options.global_batch = config.input.global_batch;
   options.features = RunFeatureSpecs(config);
-  const cluster::DeviceMesh mesh =
-      RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
-  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.topology.num_hosts(),
-                                          slice.topology.cores_per_host(), options,
-                                          ShardingOptions(config, mesh));
+  const cluster::DeviceMesh mesh = RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
+  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.topology.num_hosts(), slice.topology.cores_per_host(),
+                                          options, ShardingOptions(config, mesh));
 }
 
 }  // namespace
@@ -241,12 +241,12 @@ infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice) 
   options.partition_dims = config.infeed.partition_dims;
   options.global_batch = config.input.global_batch;
   options.features = RunFeatureSpecs(config);
-  return infeed::InfeedPlan::Build(slice.assignment, slice.topology.num_hosts(),
-                                   slice.topology.cores_per_host(), options);
+  return infeed::InfeedPlan::Build(slice.assignment, slice.topology.num_hosts(), slice.topology.cores_per_host(),
+                                   options);
 }
 
-MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
-                              const infeed::InfeedPlan& plan, const Machine& machine) {
+MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+                              const Machine& machine) {
   MemoryEstimate m;
   const InfeedConfig& in = config.infeed;
   const cluster::RankLayout& layout = slice.layout;
@@ -260,10 +260,11 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
     for (const infeed::ShardRoute& r : h.shards) {
       double message = static_cast<double>(infeed::ShardCodec(plan.features(), r).message_bytes());
       if (config.embedding.enabled()) {
-        message += static_cast<double>(
-            embedding::CooBytesCapacity(config.embedding.config, infeed::TrainedRows(r).count));
+        message +=
+            static_cast<double>(embedding::CooBytesCapacity(config.embedding.config, infeed::TrainedRows(r).count));
       }
-      if (OnMachine(machine, layout, layout.core_rank(r.dst_host, r.dst_ordinal))) m.queues_bytes += in.queue_depth * message;
+      if (OnMachine(machine, layout, layout.core_rank(r.dst_host, r.dst_ordinal)))
+        m.queues_bytes += in.queue_depth * message;
       if (r.dst_host != h.host && OnMachine(machine, layout, layout.host_rank(r.dst_host))) {
         m.host_batches_bytes += in.queue_depth * message;  // relayed in single-host mode
       }
@@ -289,9 +290,8 @@ ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   CheckPartitionDimsNameFeatures(config);
   cluster::Topology topology = cluster::LoadTopology(config.topology);
   cluster::DeviceAssignmentOptions options = AssignmentOptions(config.cluster, topology, config.source);
-  Slice slice = InContext(config.source + ": cluster", [&] {
-    return BuildSlice(topology, options, config.cluster.hosts_per_process());
-  });
+  Slice slice = InContext(config.source + ": cluster",
+                          [&] { return BuildSlice(topology, options, config.cluster.hosts_per_process()); });
   CheckAgainstSlice(config, slice);
   if (!config.cluster.mesh.axes.empty()) {
     RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);

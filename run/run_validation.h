@@ -45,8 +45,8 @@ struct ValidatedRun {
   Slice slice;
   infeed::InfeedPlan plan;
   LoopPlan loops;
-  MemoryEstimate memory;  // of the ranks on the machine ValidateRun was given
-  TargetHost target_host; // the TPU host the answer is for (run/target_host.h)
+  MemoryEstimate memory;   // of the ranks on the machine ValidateRun was given
+  TargetHost target_host;  // the TPU host the answer is for (run/target_host.h)
 };
 
 // Checks `config` as described at the top of this file and returns what the run is
@@ -61,7 +61,7 @@ infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice);
 double ExampleBytes(const std::vector<infeed::FeatureSpec>& specs);
 
 // The memory the run needs on the ranks of `machine`.
-MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice,
-                              const infeed::InfeedPlan& plan, const Machine& machine);
+MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
+                              const Machine& machine);
 
 }  // namespace tpusim::run

@@ -22,9 +22,8 @@ double RootCost(int64_t size) {
 void Spread(std::vector<KeyEntry>& keys, const std::vector<int>& hosts) {
   std::vector<size_t> order(keys.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&keys](size_t a, size_t b) {
-    return keys[a].spec.size > keys[b].spec.size;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&keys](size_t a, size_t b) { return keys[a].spec.size > keys[b].spec.size; });
   std::vector<double> load(hosts.size(), 0.0);
   for (size_t i : order) {
     const size_t h = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
@@ -35,8 +34,7 @@ void Spread(std::vector<KeyEntry>& keys, const std::vector<int>& hosts) {
 
 }  // namespace
 
-KeyTable KeyTable::Build(optim::Optimizer& optimizer,
-                         const optim::PreconditionerServiceConfig& service,
+KeyTable KeyTable::Build(optim::Optimizer& optimizer, const optim::PreconditionerServiceConfig& service,
                          const std::vector<int>& eligible_hosts) {
   KeyTable table;
   table.service_ = service;
@@ -46,8 +44,10 @@ KeyTable KeyTable::Build(optim::Optimizer& optimizer,
   for (optim::ShampooOptimizer* s : shampoos) {
     for (optim::PreconditionerKeySpec& spec : s->PreconditionerKeys()) {
       if (!seen.emplace(spec.key, table.size()).second) {
-        Fail("shampoo: two Shampoo optimizers precondition the same key '{}' (the host service "
-             "keys roots by name, as Lingvo's does)", spec.key);
+        Fail(
+            "shampoo: two Shampoo optimizers precondition the same key '{}' (the host service "
+            "keys roots by name, as Lingvo's does)",
+            spec.key);
       }
       table.keys_.push_back({std::move(spec), 0});
     }
@@ -62,8 +62,7 @@ KeyTable KeyTable::Build(optim::Optimizer& optimizer,
   return table;
 }
 
-KeyTable KeyTable::FromEntries(std::vector<KeyEntry> keys,
-                               const optim::PreconditionerServiceConfig& service) {
+KeyTable KeyTable::FromEntries(std::vector<KeyEntry> keys, const optim::PreconditionerServiceConfig& service) {
   KeyTable table;
   table.keys_ = std::move(keys);
   table.service_ = service;
@@ -108,8 +107,7 @@ int StatisticsSenderOrdinal(const Slice& slice, int host) {
   return -1;
 }
 
-KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& plan,
-                          const Slice& slice) {
+KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& plan, const Slice& slice) {
   std::optional<optim::PreconditionerServiceConfig> service =
       optim::ShampooServiceConfig(config.train.optimizer, config.source + ": train.optimizer");
   if (!service || !config.model.enabled) return {};

@@ -38,13 +38,11 @@ class KeyTable {
   // The keys `optimizer` (with its variables registered) holds, placed on
   // `eligible_hosts` (ascending, non-empty when there are keys) by `service`.
   // Throws tpusim::Error when two Shampoo optimizers precondition the same key.
-  static KeyTable Build(optim::Optimizer& optimizer,
-                        const optim::PreconditionerServiceConfig& service,
+  static KeyTable Build(optim::Optimizer& optimizer, const optim::PreconditionerServiceConfig& service,
                         const std::vector<int>& eligible_hosts);
   // A table of `keys` as given (their owners already placed), for what reads one
   // without an optimizer (the report's tests).
-  static KeyTable FromEntries(std::vector<KeyEntry> keys,
-                              const optim::PreconditionerServiceConfig& service);
+  static KeyTable FromEntries(std::vector<KeyEntry> keys, const optim::PreconditionerServiceConfig& service);
 
   bool empty() const { return keys_.empty(); }
   int size() const { return static_cast<int>(keys_.size()); }
@@ -73,7 +71,6 @@ int StatisticsSenderOrdinal(const Slice& slice, int host);
 
 // The run's table: the model's trainable variables registered with an optimizer
 // built from train.optimizer. Empty when the run has no Shampoo or no model.
-KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& plan,
-                          const Slice& slice);
+KeyTable BuildRunKeyTable(const RunConfig& config, const infeed::InfeedPlan& plan, const Slice& slice);
 
 }  // namespace tpusim::run

@@ -33,14 +33,12 @@ void CheckAgainstSlice(const RunConfig& config, const Slice& slice) {
   const int world = slice.layout.world_size();
   for (const auto& [key, rank] : {std::pair{"faults.stall.rank", f.stall.rank}, {"faults.kill.rank", f.kill.rank}}) {
     if (rank < -1 || rank >= world) {
-      Fail("{}: {}: {} is not a rank of this run (ranks 0..{}, or -1 for none)", config.source, key, rank,
-           world - 1);
+      Fail("{}: {}: {} is not a rank of this run (ranks 0..{}, or -1 for none)", config.source, key, rank, world - 1);
     }
   }
 }
 
-ConfigTarget ResolveConfigTarget(const std::string& config,
-                                 const std::vector<std::string>& overrides,
+ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides,
                                  const std::string& generation) {
   ConfigTarget target;
   RefuseSpecialFile(config);
@@ -58,9 +56,9 @@ ConfigTarget ResolveConfigTarget(const std::string& config,
 
 Slice SliceOf(const ConfigTarget& target) {
   cluster::Topology topology = cluster::LoadTopology(target.topology);
-  cluster::DeviceAssignmentOptions options =
-      target.is_run ? AssignmentOptions(target.run.cluster, topology, target.run.source)
-                    : AssignmentOptions(ClusterConfig{}, topology, topology.name());
+  cluster::DeviceAssignmentOptions options = target.is_run
+                                                 ? AssignmentOptions(target.run.cluster, topology, target.run.source)
+                                                 : AssignmentOptions(ClusterConfig{}, topology, topology.name());
   return BuildSlice(topology, options, target.is_run ? target.run.cluster.hosts_per_process() : 0);
 }
 

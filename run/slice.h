@@ -40,7 +40,7 @@ void CheckAgainstSlice(const RunConfig& config, const Slice& slice);
 // (--generation) overrides the run file's topology_generation.
 struct ConfigTarget {
   bool is_run = false;
-  RunConfig run;               // valid when is_run
+  RunConfig run;  // valid when is_run
   cluster::TopologySource topology;
 };
 ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<std::string>& overrides,

@@ -11,13 +11,14 @@ namespace tpusim::run {
 namespace {
 
 // `override` if set, else the topology's figure, which must then be given.
-TargetFigure FromTopology(const std::optional<double>& override, double topology,
-                          const char* key, const std::string& source) {
+TargetFigure FromTopology(const std::optional<double>& override, double topology, const char* key,
+                          const std::string& source) {
   if (override) return {*override, "override"};
   if (topology <= 0) {
-    Fail("{}: target_host.{}: the topology gives no host figure (hardware.host_{}); set "
-         "target_host.{} or add the figure to the topology file",
-         source, key, key, key);
+    Fail(
+        "{}: target_host.{}: the topology gives no host figure (hardware.host_{}); set "
+        "target_host.{} or add the figure to the topology file",
+        source, key, key, key);
   }
   return {topology, "topology"};
 }
@@ -25,16 +26,16 @@ TargetFigure FromTopology(const std::optional<double>& override, double topology
 // target_host.input_workers, or every input vCPU (tf.data's AUTOTUNE sizes its
 // parallel maps by the CPUs it may use); at most input_vcpus, since a worker
 // beyond them would only share a vCPU.
-TargetFigure InputWorkers(const TargetHostConfig& config, const TargetFigure& input_vcpus,
-                          const std::string& source) {
+TargetFigure InputWorkers(const TargetHostConfig& config, const TargetFigure& input_vcpus, const std::string& source) {
   if (!config.input_workers) {
     return {std::max(1.0, std::floor(input_vcpus.value)),
             "default: every input vCPU (target_host.input_vcpus), as tf.data's AUTOTUNE would use"};
   }
   if (*config.input_workers > input_vcpus.value) {
-    Fail("{}: target_host.input_workers: {} is more than target_host.input_vcpus ({:g}, {}); "
-         "raise target_host.input_vcpus or lower the workers",
-         source, *config.input_workers, input_vcpus.value, input_vcpus.source);
+    Fail(
+        "{}: target_host.input_workers: {} is more than target_host.input_vcpus ({:g}, {}); "
+        "raise target_host.input_vcpus or lower the workers",
+        source, *config.input_workers, input_vcpus.value, input_vcpus.source);
   }
   return {static_cast<double>(*config.input_workers), "override"};
 }
@@ -51,23 +52,21 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
     host.input_vcpus = {*config.input_vcpus, "override"};
   } else {
     const double reserve = kReservedVcpusPerChip * chips_per_host;
-    host.input_vcpus = {std::max(1.0, host.vcpus.value - reserve),
-                        fmt::format("default: vcpus - {:g} ({:g} per chip for the framework)",
-                                    reserve, kReservedVcpusPerChip)};
+    host.input_vcpus = {
+        std::max(1.0, host.vcpus.value - reserve),
+        fmt::format("default: vcpus - {:g} ({:g} per chip for the framework)", reserve, kReservedVcpusPerChip)};
   }
   if (host.input_vcpus.value > host.vcpus.value) {
-    Fail("{}: target_host.input_vcpus: {:g} is more than the host's {:g} vCPUs", source,
-         host.input_vcpus.value, host.vcpus.value);
+    Fail("{}: target_host.input_vcpus: {:g} is more than the host's {:g} vCPUs", source, host.input_vcpus.value,
+         host.vcpus.value);
   }
   host.input_workers = InputWorkers(config, host.input_vcpus, source);
-  host.cpu_speed = config.cpu_speed
-                       ? TargetFigure{*config.cpu_speed, "override"}
-                       : TargetFigure{1, "default: one target vCPU = one core of this machine"};
+  host.cpu_speed = config.cpu_speed ? TargetFigure{*config.cpu_speed, "override"}
+                                    : TargetFigure{1, "default: one target vCPU = one core of this machine"};
   return host;
 }
 
-TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host,
-                                   const std::string& source) {
+TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host, const std::string& source) {
   if (config.preconditioner_threads) {
     if (*config.preconditioner_threads > host.vcpus.value) {
       Fail("{}: target_host.preconditioner_threads: {} is more than the host's {:g} vCPUs", source,

@@ -33,8 +33,7 @@ struct TargetHost {
 
 // The report's target_host section writes and reads these as they are.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetFigure, value, source)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib, numa_nodes,
-                                   input_workers)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TargetHost, vcpus, input_vcpus, cpu_speed, memory_gib, numa_nodes, input_workers)
 
 // vCPUs a host keeps for the framework unless target_host.input_vcpus says
 // otherwise: two per chip (one physical core per chip for the TPU runtime's and
@@ -51,8 +50,7 @@ TargetHost ResolveTargetHost(const TargetHostConfig& config, const cluster::Hard
 // The pod host's preconditioner threads: target_host.preconditioner_threads, or
 // the vCPUs the input pipeline leaves to the framework (vcpus - input_vcpus, at
 // least 1). Throws Error naming `source` when the override exceeds the vCPUs.
-TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host,
-                                   const std::string& source);
+TargetFigure PreconditionerThreads(const TargetHostConfig& config, const TargetHost& host, const std::string& source);
 
 // The same for a run: `config`'s target_host on `topology`'s hosts (chips per
 // host = cores per host / mesh_shape[3]). Throws Error as above.

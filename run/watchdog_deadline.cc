@@ -22,8 +22,8 @@ double SlowestFactor(const std::vector<Slow>& slow) {
 
 double ModeledStepSeconds(const RunConfig& config) {
   const DeviceConfig& d = config.device;
-  const double device_us = (std::max(d.mean_us, d.step_time_us) + 4.0 * d.stddev_us) *
-                           SlowestFactor(config.faults.slow_cores);
+  const double device_us =
+      (std::max(d.mean_us, d.step_time_us) + 4.0 * d.stddev_us) * SlowestFactor(config.faults.slow_cores);
   const double host_us = config.input.cpu_us_per_example * static_cast<double>(config.input.global_batch) *
                          SlowestFactor(config.faults.slow_hosts);
   return (device_us + host_us) * 1e-6;
@@ -36,8 +36,8 @@ WatchdogDeadline WatchdogDeadlineOf(const RunConfig& config, int num_ranks) {
   const double base = kBaseS + kPerRankS * num_ranks;
   const double step_s = ModeledStepSeconds(config);
   if (step_s <= 0) {
-    return {base, fmt::format("default: {:g} s + {:g} s x {} ranks; run.watchdog_s sets it", kBaseS, kPerRankS,
-                              num_ranks)};
+    return {base,
+            fmt::format("default: {:g} s + {:g} s x {} ranks; run.watchdog_s sets it", kBaseS, kPerRankS, num_ranks)};
   }
   const auto steps = static_cast<double>(config.train.iterations_per_loop);
   return {base + kModeledLoops * steps * step_s,

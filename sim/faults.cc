@@ -23,9 +23,7 @@ void FaultInjector::MidCheckpointWrite(int64_t infeed_step) const {
   if (dies_ && kill_.during_checkpoint && infeed_step >= kill_.step) ::raise(SIGKILL);
 }
 
-void FaultInjector::BeforeOutfeed(int64_t step) const {
-  MaybeStall(step, run::FaultsConfig::Phase::kOutfeed);
-}
+void FaultInjector::BeforeOutfeed(int64_t step) const { MaybeStall(step, run::FaultsConfig::Phase::kOutfeed); }
 
 void FaultInjector::MaybeStall(int64_t step, run::FaultsConfig::Phase phase) const {
   if (stalls_ && stall_.step == step && stall_.phase == phase) {

@@ -34,27 +34,21 @@ using internal::JsonFields;
 constexpr JsonFields kCoreFields(
     "CoreMetrics", Field("host", &CoreMetrics::host), Field("ordinal", &CoreMetrics::ordinal),
     Field("replica", &CoreMetrics::replica), Field("logical_core", &CoreMetrics::logical_core),
-    Field("fed", &CoreMetrics::fed), Field("trains", &CoreMetrics::trains),
-    Field("steps", &CoreMetrics::steps), Field("window_steps", &CoreMetrics::window_steps),
-    Field("window_begin_s", &CoreMetrics::window_begin_s),
+    Field("fed", &CoreMetrics::fed), Field("trains", &CoreMetrics::trains), Field("steps", &CoreMetrics::steps),
+    Field("window_steps", &CoreMetrics::window_steps), Field("window_begin_s", &CoreMetrics::window_begin_s),
     Field("window_end_s", &CoreMetrics::window_end_s), Field("window", &CoreMetrics::window),
     Field("step_time", &CoreMetrics::step_time), Field("infeed_wait", &CoreMetrics::infeed_wait),
-    Field("occupancy_sum", &CoreMetrics::occupancy_sum),
-    Field("bytes_received", &CoreMetrics::bytes_received),
-    Field("rows_served", &CoreMetrics::rows_served),
-    Field("ids_looked_up", &CoreMetrics::ids_looked_up),
+    Field("occupancy_sum", &CoreMetrics::occupancy_sum), Field("bytes_received", &CoreMetrics::bytes_received),
+    Field("rows_served", &CoreMetrics::rows_served), Field("ids_looked_up", &CoreMetrics::ids_looked_up),
     Field("all_to_all_bytes", &CoreMetrics::all_to_all_bytes),
     Field("embedding_hbm_bytes", &CoreMetrics::embedding_hbm_bytes),
     Field("modeled_device_s", &CoreMetrics::modeled_device_s), Field("crs", &CoreMetrics::crs),
-    Field("global_step", &CoreMetrics::global_step),
-    Field("param_checksums", &CoreMetrics::param_checksums),
-    Field("shampoo", &CoreMetrics::shampoo),
-    Field("non_finite_steps", &CoreMetrics::non_finite_steps),
-    Field("non_finite", &CoreMetrics::non_finite),
-    Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite),
+    Field("global_step", &CoreMetrics::global_step), Field("param_checksums", &CoreMetrics::param_checksums),
+    Field("shampoo", &CoreMetrics::shampoo), Field("non_finite_steps", &CoreMetrics::non_finite_steps),
+    Field("non_finite", &CoreMetrics::non_finite), Field("stopped_on_non_finite", &CoreMetrics::stopped_on_non_finite),
     Field("checkpoint_saves", &CoreMetrics::checkpoint_saves),
-    Field("checkpoint_final_wait_s", &CoreMetrics::checkpoint_final_wait_s),
-    Field("timeline", &CoreMetrics::timeline), Field("fed_by", &CoreMetrics::fed_by));
+    Field("checkpoint_final_wait_s", &CoreMetrics::checkpoint_final_wait_s), Field("timeline", &CoreMetrics::timeline),
+    Field("fed_by", &CoreMetrics::fed_by));
 
 constexpr JsonFields kSaveFields(
     "CoreSaveRecord", Field("global_step", &CoreSaveRecord::global_step),
@@ -66,25 +60,22 @@ constexpr JsonFields kSaveFields(
 
 // HostMetrics' fields, once.
 constexpr JsonFields kHostFields(
-    "HostMetrics", Field("host", &HostMetrics::host),
-    Field("rows_per_step", &HostMetrics::rows_per_step),
+    "HostMetrics", Field("host", &HostMetrics::host), Field("rows_per_step", &HostMetrics::rows_per_step),
     Field("shards_sent", &HostMetrics::shards_sent), Field("bytes_sent", &HostMetrics::bytes_sent),
-    Field("shards_forwarded", &HostMetrics::shards_forwarded),
-    Field("credit_wait_s", &HostMetrics::credit_wait_s),
+    Field("shards_forwarded", &HostMetrics::shards_forwarded), Field("credit_wait_s", &HostMetrics::credit_wait_s),
     Field("build_wait_s", &HostMetrics::build_wait_s), Field("steps", &HostMetrics::steps),
-    Field("window_begin_s", &HostMetrics::window_begin_s),
-    Field("window_end_s", &HostMetrics::window_end_s),
+    Field("window_begin_s", &HostMetrics::window_begin_s), Field("window_end_s", &HostMetrics::window_end_s),
     Field("embedding_ids_enqueued", &HostMetrics::embedding_ids_enqueued),
-    Field("sparse_enqueue", &HostMetrics::sparse_enqueue),
-    Field("build_s", &HostMetrics::build_s), Field("enqueue_s", &HostMetrics::enqueue_s),
-    Field("loops", &HostMetrics::loops), Field("pipeline", &HostMetrics::pipeline),
-    Field("shampoo", &HostMetrics::shampoo), Field("input_during_saves", &HostMetrics::input_during_saves),
+    Field("sparse_enqueue", &HostMetrics::sparse_enqueue), Field("build_s", &HostMetrics::build_s),
+    Field("enqueue_s", &HostMetrics::enqueue_s), Field("loops", &HostMetrics::loops),
+    Field("pipeline", &HostMetrics::pipeline), Field("shampoo", &HostMetrics::shampoo),
+    Field("input_during_saves", &HostMetrics::input_during_saves),
     Field("input_outside_saves_s", &HostMetrics::input_outside_saves_s),
     Field("examples_outside_saves", &HostMetrics::examples_outside_saves));
 
-constexpr JsonFields kSaveInputFields(
-    "SaveInputRecord", Field("global_step", &SaveInputRecord::global_step),
-    Field("writing_s", &SaveInputRecord::writing_s), Field("examples", &SaveInputRecord::examples));
+constexpr JsonFields kSaveInputFields("SaveInputRecord", Field("global_step", &SaveInputRecord::global_step),
+                                      Field("writing_s", &SaveInputRecord::writing_s),
+                                      Field("examples", &SaveInputRecord::examples));
 
 template <typename T>
 void PutOptional(json& j, const char* key, const std::optional<T>& value) {
@@ -100,9 +91,8 @@ void GetOptional(const json& j, const char* key, std::optional<T>& value) {
 }  // namespace
 
 double StepParts::idle_s() const {
-  return std::max(0.0, step_s - (infeed_wait_s + compute_s + embedding_lookup_s +
-                                 embedding_exchange_s + crs_s + apply_s + device_s + outfeed_s +
-                                 post_loop_s));
+  return std::max(0.0, step_s - (infeed_wait_s + compute_s + embedding_lookup_s + embedding_exchange_s + crs_s +
+                                 apply_s + device_s + outfeed_s + post_loop_s));
 }
 
 StepParts& StepParts::operator+=(const StepParts& other) {
@@ -112,9 +102,7 @@ StepParts& StepParts::operator+=(const StepParts& other) {
 
 std::string StepsCsvHeader() {
   std::string header = "step,src_host,host,ordinal,replica,logical_core,start_s";
-  ForEachCsvPart(StepParts{}, [&header](std::string_view column, double) {
-    header.append(",").append(column);
-  });
+  ForEachCsvPart(StepParts{}, [&header](std::string_view column, double) { header.append(",").append(column); });
   for (const char* column : kHostStepsCsvColumns) header.append(",").append(column);
   for (const char* column : kCoreTailCsvColumns) header.append(",").append(column);
   return header;
@@ -180,8 +168,7 @@ void to_json(json& j, const StepParts& p) {
 void from_json(const json& j, StepParts& p) {
   ForEachPart(p, [&j](std::string_view name, double& value) { j.at(name).get_to(value); });
   internal::RejectUnknownKeys(j, kStepParts.size(), "StepParts", [](std::string_view key) {
-    return std::ranges::any_of(kStepParts,
-                               [key](const StepPart& part) { return part.name == key; });
+    return std::ranges::any_of(kStepParts, [key](const StepPart& part) { return part.name == key; });
   });
 }
 
@@ -214,9 +201,12 @@ void to_json(json& j, const HostMetrics& m) { j = kHostFields.Write(m); }
 void from_json(const json& j, HostMetrics& m) { kHostFields.Read(j, m); }
 
 void to_json(json& j, const RankMetrics& m) {
-  j = {{"rank", m.rank}, {"role", m.role}, {"trace_lanes", m.trace_lanes},
+  j = {{"rank", m.rank},
+       {"role", m.role},
+       {"trace_lanes", m.trace_lanes},
        {"peak_rss_after_first_loop_kib", m.peak_rss_after_first_loop_kib},
-       {"peak_rss_kib", m.peak_rss_kib}, {"stream_failures", m.stream_failures}};
+       {"peak_rss_kib", m.peak_rss_kib},
+       {"stream_failures", m.stream_failures}};
   PutOptional(j, "host", m.host);
   PutOptional(j, "core", m.core);
   PutOptional(j, "simulator_ceiling", m.simulator_ceiling);

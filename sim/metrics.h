@@ -19,12 +19,12 @@
 
 #include "base/histogram.h"
 #include "cluster/rank_layout.h"
+#include "sim/pipeline_calibration_part.h"
 #include "sim/pipeline_stages.h"
+#include "sim/shampoo/metrics.h"
+#include "sim/simulator_ceiling_part.h"
 #include "sim/step_parts.h"
 #include "sim/step_timeline.h"
-#include "sim/shampoo/metrics.h"
-#include "sim/pipeline_calibration_part.h"
-#include "sim/simulator_ceiling_part.h"
 
 namespace tpusim::sim {
 
@@ -54,16 +54,16 @@ inline const std::string kStepsCsvHeader = StepsCsvHeader();
 // One core step: a row of --steps-csv.
 struct CoreStepRecord {
   int64_t step = 0;
-  double start_s = 0;         // since the run's start
+  double start_s = 0;  // since the run's start
   StepParts parts;
-  int occupancy = 0;          // queue slots already full when the dequeue began
-  int64_t bytes = 0;          // shard bytes received
-  int src_host = -1;          // the host that built the shard (-1: none)
-  int64_t rows_served = 0;    // embedding rows this core served as table owner
+  int occupancy = 0;        // queue slots already full when the dequeue began
+  int64_t bytes = 0;        // shard bytes received
+  int src_host = -1;        // the host that built the shard (-1: none)
+  int64_t rows_served = 0;  // embedding rows this core served as table owner
   int64_t ids_looked_up = 0;
   int64_t all_to_all_bytes = 0;
   int64_t embedding_hbm_bytes = 0;  // table rows and slots read and written as owner
-  double modeled_device_s = 0;  // the device model's seconds (parts.device_s: as slept here)
+  double modeled_device_s = 0;      // the device model's seconds (parts.device_s: as slept here)
   // After the loop's last step: the core's time in checkpoint work (a save's
   // blocking part, committing the previous one), measured; and the modeled
   // blocked seconds of a save taken there (CoreSaveRecord::blocked_s).
@@ -74,9 +74,9 @@ struct CoreStepRecord {
 // One host step: what the host spent building and enqueueing it.
 struct HostStepRecord {
   int64_t step = 0;
-  double build_s = 0;         // a worker's wall time filling and encoding it
-  double enqueue_s = 0;       // the sender's time on it, credit waits included
-  double sent_s = 0;          // when its last shard left, since the run's start
+  double build_s = 0;    // a worker's wall time filling and encoding it
+  double enqueue_s = 0;  // the sender's time on it, credit waits included
+  double sent_s = 0;     // when its last shard left, since the run's start
 };
 
 // The figures of a core's cross-replica sums (cluster::CrsTimingSummary).
@@ -105,18 +105,18 @@ struct NonFiniteValue {
 // Modeled seconds come from the config's figures and the bytes, not this machine.
 struct CoreSaveRecord {
   int64_t global_step = 0;
-  int64_t infeed_step = 0;      // the infeed position saved
-  int64_t bytes = 0;            // this core's state file
-  int64_t bytes_per_host = 0;   // its host's share (every training core of the host)
-  double copy_s = 0;            // modeled device-to-host copy of the host's share
-  double write_s = 0;           // modeled write of the host's share through the storage
-                                // (shares_input_storage: this core's writer's time through
-                                // the bandwidth it shares with the input's reads, measured)
-  double wait_previous_s = 0;   // measured: waiting for the previous save's writes
-  double blocked_s = 0;         // copy_s (+ write_s in sync mode) + wait_previous_s
-  double write_begin_s = 0;     // measured, since the run's start: this core's writer
+  int64_t infeed_step = 0;     // the infeed position saved
+  int64_t bytes = 0;           // this core's state file
+  int64_t bytes_per_host = 0;  // its host's share (every training core of the host)
+  double copy_s = 0;           // modeled device-to-host copy of the host's share
+  double write_s = 0;          // modeled write of the host's share through the storage
+                               // (shares_input_storage: this core's writer's time through
+                               // the bandwidth it shares with the input's reads, measured)
+  double wait_previous_s = 0;  // measured: waiting for the previous save's writes
+  double blocked_s = 0;        // copy_s (+ write_s in sync mode) + wait_previous_s
+  double write_begin_s = 0;    // measured, since the run's start: this core's writer
   double write_end_s = 0;
-  bool committed = false;       // its manifest was written
+  bool committed = false;  // its manifest was written
 };
 void to_json(nlohmann::json& j, const CoreSaveRecord& r);
 void from_json(const nlohmann::json& j, CoreSaveRecord& r);
@@ -130,29 +130,29 @@ struct CoreMetrics {
   bool trains = false;
   int64_t steps = 0;
   int64_t window_steps = 0;
-  double window_begin_s = 0;  // done time of the step before the window (0: the run's start)
-  double window_end_s = 0;    // done time of the last step
-  StepParts window;           // sums over the window
-  DurationHistogram step_time;    // over the window
-  DurationHistogram infeed_wait;  // over the window
-  double occupancy_sum = 0;       // whole run
-  int64_t bytes_received = 0;     // whole run
-  int64_t rows_served = 0;        // window
-  int64_t ids_looked_up = 0;      // window
-  int64_t all_to_all_bytes = 0;   // window
+  double window_begin_s = 0;        // done time of the step before the window (0: the run's start)
+  double window_end_s = 0;          // done time of the last step
+  StepParts window;                 // sums over the window
+  DurationHistogram step_time;      // over the window
+  DurationHistogram infeed_wait;    // over the window
+  double occupancy_sum = 0;         // whole run
+  int64_t bytes_received = 0;       // whole run
+  int64_t rows_served = 0;          // window
+  int64_t ids_looked_up = 0;        // window
+  int64_t all_to_all_bytes = 0;     // window
   int64_t embedding_hbm_bytes = 0;  // window: table rows and slots read and written as owner
-  double modeled_device_s = 0;    // window: the device model's seconds (no sleep overshoot)
+  double modeled_device_s = 0;      // window: the device model's seconds (no sleep overshoot)
   std::optional<CoreCrs> crs;
   int64_t global_step = 0;
   std::vector<std::vector<std::string>> param_checksums;  // [variable, hex digest]
   std::optional<shampoo::ClientMetrics> shampoo;
-  int64_t non_finite_steps = 0;              // micro-steps with a non-finite loss or gradient
-  std::optional<NonFiniteValue> non_finite;  // the first one
-  bool stopped_on_non_finite = false;        // train.stop_on_nan stopped training there
+  int64_t non_finite_steps = 0;                  // micro-steps with a non-finite loss or gradient
+  std::optional<NonFiniteValue> non_finite;      // the first one
+  bool stopped_on_non_finite = false;            // train.stop_on_nan stopped training there
   std::vector<CoreSaveRecord> checkpoint_saves;  // checkpoint: every save, in order
-  double checkpoint_final_wait_s = 0;  // after the last loop: waiting for the last save's writes
-  StepTimeline timeline;      // whole run, bounded (the report's timeline)
-  std::vector<int> fed_by;    // the hosts that built its shards, sorted (none: not fed)
+  double checkpoint_final_wait_s = 0;            // after the last loop: waiting for the last save's writes
+  StepTimeline timeline;                         // whole run, bounded (the report's timeline)
+  std::vector<int> fed_by;                       // the hosts that built its shards, sorted (none: not fed)
 
   // Folds one step in (the window's sums only when `in_window`).
   void Add(const CoreStepRecord& record, bool in_window);
@@ -206,13 +206,13 @@ struct HostMetrics {
   double credit_wait_s = 0;
   double build_wait_s = 0;
   int64_t steps = 0;
-  double window_begin_s = 0;   // when the step before the window left (0: the run's start)
-  double window_end_s = 0;     // when the last step left
+  double window_begin_s = 0;  // when the step before the window left (0: the run's start)
+  double window_end_s = 0;    // when the last step left
   int64_t embedding_ids_enqueued = 0;
-  SparseEnqueueCosts sparse_enqueue;  // zeros: no embedding ids
-  double build_s = 0;          // window: workers' wall time building steps
-  double enqueue_s = 0;        // window: the sender's time on steps
-  std::vector<LoopRecord> loops;   // rank 0 only
+  SparseEnqueueCosts sparse_enqueue;       // zeros: no embedding ids
+  double build_s = 0;                      // window: workers' wall time building steps
+  double enqueue_s = 0;                    // window: the sender's time on steps
+  std::vector<LoopRecord> loops;           // rank 0 only
   std::optional<PipelineStages> pipeline;  // input pipeline stages (none: builds no batches)
   std::optional<shampoo::ServiceMetrics> shampoo;
   // With checkpoint saves: the input beside them, from the host's second step
@@ -231,8 +231,7 @@ void to_json(nlohmann::json& j, const CoreMetrics& m);
 void from_json(const nlohmann::json& j, CoreMetrics& m);
 void to_json(nlohmann::json& j, const HostMetrics& m);
 void from_json(const nlohmann::json& j, HostMetrics& m);
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw,
-                                   group_size)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw, group_size)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NonFiniteValue, global_step, replica, variable)
 // A non-finite loss travels as null (JSON has no NaN) and comes back as NaN.
 void to_json(nlohmann::json& j, const LoopRecord& r);
@@ -248,8 +247,8 @@ struct RankMetrics {
   // The host that calibrated its pipeline class after the run (none elsewhere).
   std::optional<PipelineCalibration> calibration;
   nlohmann::json trace_lanes = nlohmann::json::object();  // lane -> name, for --trace
-  int64_t peak_rss_after_first_loop_kib = 0;  // VmHWM when the first loop ended (0: none)
-  int64_t peak_rss_kib = 0;                   // VmHWM at the end of the run
+  int64_t peak_rss_after_first_loop_kib = 0;              // VmHWM when the first loop ended (0: none)
+  int64_t peak_rss_kib = 0;                               // VmHWM at the end of the run
   // Streamed outputs this rank gave up mid-run, by output ("placement_log",
   // "steps_csv", "trace"), with the errno (RankStream::failure): rank 0 names
   // them and writes none of them.

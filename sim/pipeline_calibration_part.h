@@ -19,17 +19,16 @@ namespace tpusim::sim {
 
 struct PipelineCalibration {
   int host = 0;
-  int workers = 0;        // threads that built steps at once (1: sim/simulation.cc)
-  int64_t steps = 0;      // measured steps (after the warm-up)
-  int64_t examples = 0;   // their examples
-  double seconds = 0;     // wall seconds of the measured steps
+  int workers = 0;       // threads that built steps at once (1: sim/simulation.cc)
+  int64_t steps = 0;     // measured steps (after the warm-up)
+  int64_t examples = 0;  // their examples
+  double seconds = 0;    // wall seconds of the measured steps
   // The measured steps' costs: the sources' stage CPU (file read, preprocessing,
   // shuffle, the files stream), build_cpu_s the workers' thread CPU over their
   // fills, examples; no packing, no sends (package_cpu_s, enqueue_cpu_s 0).
   infeed::StageCosts costs;
-  std::string note;       // why there is no measurement ("" when there is one)
+  std::string note;  // why there is no measurement ("" when there is one)
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PipelineCalibration, host, workers, steps, examples, seconds,
-                                   costs, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PipelineCalibration, host, workers, steps, examples, seconds, costs, note)
 
 }  // namespace tpusim::sim

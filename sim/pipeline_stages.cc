@@ -30,8 +30,7 @@ void to_json(nlohmann::json& j, const PipelineStages& p) {
 
 void from_json(const nlohmann::json& j, PipelineStages& p) {
   const nlohmann::json& stages = j.at("stages");
-  ForEachStage(p.stages,
-               [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
+  ForEachStage(p.stages, [&stages](const char* name, double& value) { stages.at(name).get_to(value); });
   j.at("costs").get_to(p.costs);
   j.at("window_costs").get_to(p.window_costs);
   j.at("bound_by").get_to(p.bound_by);

@@ -18,10 +18,9 @@
 
 namespace tpusim::infeed {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StageCosts, file_read_cpu_s, preprocessing_cpu_s, shuffle_cpu_s,
-                                   enqueue_cpu_s, build_cpu_s, package_cpu_s, stream_cpu_s,
-                                   modeled_preprocessing_s, modeled_storage_s, examples, file_bytes,
-                                   storage_requests, device_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StageCosts, file_read_cpu_s, preprocessing_cpu_s, shuffle_cpu_s, enqueue_cpu_s,
+                                   build_cpu_s, package_cpu_s, stream_cpu_s, modeled_preprocessing_s, modeled_storage_s,
+                                   examples, file_bytes, storage_requests, device_bytes)
 
 }  // namespace tpusim::infeed
 
@@ -44,13 +43,13 @@ struct TfRecordStages {
     double wall_s = 0;
     double cpu_s = 0;
   };
-  int64_t files_total = 0;     // files matched by input.files, all hosts
+  int64_t files_total = 0;  // files matched by input.files, all hosts
   // Those files, sorted: a placement log's `records` file_index indexes this list.
   std::vector<std::string> files;
   int64_t records_read = 0;
   int64_t skipped_records = 0;
-  int64_t examples = 0;        // decoded into batches
-  std::string sharding_note;   // "" when the files divide over the hosts
+  int64_t examples = 0;       // decoded into batches
+  std::string sharding_note;  // "" when the files divide over the hosts
   PerExample read, crc, parse, decode, resize, batch;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TfRecordStages::PerExample, wall_s, cpu_s)
@@ -64,7 +63,7 @@ struct PipelineStages {
   // first loop left out as a warm-up): what per-example figures (the pod
   // projection, simulator_cpu_s_per_example) are taken from.
   infeed::StageCosts window_costs;
-  std::string bound_by;                     // infeed::BoundBy
+  std::string bound_by;  // infeed::BoundBy
   // How the modeled host work was paid (input.cost_mode): "emulate", waited out
   // on `modeled_workers` modeled workers (W = min(infeed.parallelism, the target
   // host's input vCPUs)), or "burn", spun on this machine's CPU (modeled_workers 0).

@@ -39,9 +39,9 @@ struct RankSinks {
   // "trace").
   std::map<std::string, int> Failures() const {
     std::map<std::string, int> failures;
-    for (const auto& [name, error] : {std::pair{"placement_log", placement_log.failure()},
-                                      std::pair{"steps_csv", steps_csv.failure()},
-                                      std::pair{"trace", trace.failure()}}) {
+    for (const auto& [name, error] :
+         {std::pair{"placement_log", placement_log.failure()}, std::pair{"steps_csv", steps_csv.failure()},
+          std::pair{"trace", trace.failure()}}) {
       if (error != 0) failures[name] = error;
     }
     return failures;

@@ -9,9 +9,7 @@
 
 namespace tpusim::sim {
 
-std::string PartPath(const std::string& path, int rank) {
-  return fmt::format("{}.part-{:05}", path, rank);
-}
+std::string PartPath(const std::string& path, int rank) { return fmt::format("{}.part-{:05}", path, rank); }
 
 RankStream::RankStream(const std::string& path, int rank) : path_(PartPath(path, rank)) {
   file_ = std::fopen(path_.c_str(), "w");

@@ -79,9 +79,8 @@ uint64_t RunToken(const cluster::Transport& world) {
 }
 
 // The deadline of run.watchdog_s or its default (run/watchdog_deadline.h).
-Watchdog::Options WatchdogOptions(const run::RunConfig& config, const run::Slice& slice,
-                                  const cluster::RankRole& role, const cluster::Transport& world,
-                                  Watchdog::AlarmHandler on_alarm) {
+Watchdog::Options WatchdogOptions(const run::RunConfig& config, const run::Slice& slice, const cluster::RankRole& role,
+                                  const cluster::Transport& world, Watchdog::AlarmHandler on_alarm) {
   Watchdog::Options o;
   const run::WatchdogDeadline deadline = run::WatchdogDeadlineOf(config, world.size());
   o.deadline_s = deadline.seconds;
@@ -89,9 +88,7 @@ Watchdog::Options WatchdogOptions(const run::RunConfig& config, const run::Slice
   o.rank = world.rank();
   o.world_size = world.size();
   o.self = fmt::format("rank {}, {}", o.rank, role.Describe());
-  o.describe = [&slice](int rank) {
-    return slice.layout.RoleOf(rank, slice.assignment).Describe();
-  };
+  o.describe = [&slice](int rank) { return slice.layout.RoleOf(rank, slice.assignment).Describe(); };
   o.board = JobBoardName();
   o.on_alarm = std::move(on_alarm);
   return o;
@@ -137,15 +134,14 @@ int ServiceThreads(const run::KeyTable& keys, int host_ranks_on_node, int parall
 // W of a host's modeled workers (input.cost_mode: emulate): min(infeed.parallelism,
 // floor(the target host's input vCPUs)).
 int ModeledInputWorkers(const run::RunConfig& config, const run::Slice& slice) {
-  return infeed::ModeledWorkers(config.infeed.parallelism,
-                                TargetHostOf(config, slice.topology).input_vcpus.value);
+  return infeed::ModeledWorkers(config.infeed.parallelism, TargetHostOf(config, slice.topology).input_vcpus.value);
 }
 
 }  // namespace
 
 RankRun::RankRun(const run::RunConfig& config, const run::Slice& slice, const infeed::InfeedPlan& plan,
-                 const cluster::RankRole& role, cluster::Communicators& comms,
-                 const RankRunOptions& options, RunObserver* observer)
+                 const cluster::RankRole& role, cluster::Communicators& comms, const RankRunOptions& options,
+                 RunObserver* observer)
     : config_(config),
       slice_(slice),
       role_(role),
@@ -172,8 +168,8 @@ uint64_t RankRun::CreateSharedStorage() {
     // segment only tells when the cores write.
     const infeed::StorageConfig bandwidth =
         config_.checkpoint.shares_input_storage ? config_.input.storage : infeed::StorageConfig{};
-    storage_.emplace(infeed::SharedStorage::Create(infeed::SharedStorage::Name(token, role_.host), bandwidth,
-                                                   storage_clock_));
+    storage_.emplace(
+        infeed::SharedStorage::Create(infeed::SharedStorage::Name(token, role_.host), bandwidth, storage_clock_));
   }
   return token;
 }
@@ -188,11 +184,12 @@ void RankRun::OpenSharedStorage(uint64_t run_token) {
     if (opened.valid()) {
       storage_.emplace(std::move(opened));
     } else if (config_.checkpoint.shares_input_storage) {
-      Fail("checkpoint.shares_input_storage: world rank {} (host {} core {}) runs on another machine than its "
-           "host's rank {}, and a host's storage is shared in that machine's memory; keep a host's ranks on "
-           "one machine (mpirun --map-by ppr:{}:node)",
-           comms_.world->rank(), role_.host, role_.ordinal, slice_.layout.host_rank(role_.host),
-           1 + slice_.topology.cores_per_host());
+      Fail(
+          "checkpoint.shares_input_storage: world rank {} (host {} core {}) runs on another machine than its "
+          "host's rank {}, and a host's storage is shared in that machine's memory; keep a host's ranks on "
+          "one machine (mpirun --map-by ppr:{}:node)",
+          comms_.world->rank(), role_.host, role_.ordinal, slice_.layout.host_rank(role_.host),
+          1 + slice_.topology.cores_per_host());
     }
   }
   comms_.world->Barrier();
@@ -224,10 +221,10 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
   host::InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
-                      ModeledInputWorkers(config_, slice_), InputStorage());
+                            ModeledInputWorkers(config_, slice_), InputStorage());
   input.StartAt(first_infeed_step());
-  const host::HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout,   *comms_.world,
-                            input, sinks.trace, sinks.steps_csv, observer_, storage_ ? &*storage_ : nullptr};
+  const host::HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
+                                  input, sinks.trace, sinks.steps_csv, observer_,     storage_ ? &*storage_ : nullptr};
   return RunHostLoop(HostOptions(), parts);
 }
 
@@ -273,35 +270,28 @@ RankMetrics RankRun::RunCore(RankSinks& sinks) {
                        sinks.trace);
     if (options_.resume) checkpoint->Restore(options_.resume->step_dir, options_.resume->manifest);
   }
-  const core::DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host,
-                               role_.ordinal, route ? RowsOf(*route) : 0,
-                               slice_.topology.hardware().core_peak_tflops);
+  const core::DeviceTimeModel device(config_.device, config_.faults, config_.input.seed, role_.host, role_.ordinal,
+                                     route ? RowsOf(*route) : 0, slice_.topology.hardware().core_peak_tflops);
   // The run's features as stages, in the order they act at a loop's end: the
   // preconditioners are assigned before a save, which holds every state the next
   // loop starts from; the gradient sums' sync split comes last.
   std::vector<std::unique_ptr<core::CoreStage>> stages;
   if (shampoo) stages.push_back(std::make_unique<core::ShampooStage>(*shampoo, sinks.trace, origin_s_));
   if (checkpoint) {
-    stages.push_back(std::make_unique<core::CheckpointStage>(
-        *checkpoint, first_infeed_step(), loops_.infeed_steps_per_loop()));
+    stages.push_back(
+        std::make_unique<core::CheckpointStage>(*checkpoint, first_infeed_step(), loops_.infeed_steps_per_loop()));
   }
   if (trainer) {
     const core::TrainerStage::Options o{role_, origin_s_, options_.params_out};
-    stages.push_back(std::make_unique<core::TrainerStage>(*trainer, o, *comms_.world, *comms_.cores,
-                                                          watchdog_, sinks.trace));
+    stages.push_back(
+        std::make_unique<core::TrainerStage>(*trainer, o, *comms_.world, *comms_.cores, watchdog_, sinks.trace));
   }
   std::vector<core::CoreStage*> borrowed;
   for (const auto& stage : stages) borrowed.push_back(stage.get());
-  const core::CoreLoopParts parts{plan_,
-                                  loops_,
-                                  *comms_.world,
-                                  queue ? core::CoreInfeed(*queue) : core::CoreInfeed(),
-                                  device,
-                                  watchdog_,
-                                  sinks.placement_log,
-                                  sinks.steps_csv,
-                                  sinks.trace,
-                                  borrowed};
+  const core::CoreLoopParts parts{
+      plan_,       loops_,    *comms_.world,       queue ? core::CoreInfeed(*queue) : core::CoreInfeed(),
+      device,      watchdog_, sinks.placement_log, sinks.steps_csv,
+      sinks.trace, borrowed};
   return RunCoreLoop(CoreOptions(route), parts);
 }
 
@@ -328,9 +318,7 @@ core::CoreLoopOptions RankRun::CoreOptions(const infeed::ShardRoute* route) {
   return o;
 }
 
-int64_t RankRun::first_infeed_step() const {
-  return options_.resume ? options_.resume->manifest.infeed_step : 0;
-}
+int64_t RankRun::first_infeed_step() const { return options_.resume ? options_.resume->manifest.infeed_step : 0; }
 
 // This core's share of a save: where it stands among the training cores, taken
 // in world-rank order (host by host).
@@ -415,14 +403,12 @@ infeed::TransportOptions RankRun::Transport() {
 
 bool RankRun::cores_sleep_when_idle() { return Transport().core_sleeps_when_idle; }
 
-FaultInjector RankRun::Faults() {
-  return {config_.faults, comms_.world->rank(), &watchdog_};
-}
+FaultInjector RankRun::Faults() { return {config_.faults, comms_.world->rank(), &watchdog_}; }
 
 Watchdog::Scope RankRun::EndOfRunDeadline() {
   const bool idle = role_.is_core() && !role_.in_replica() && !config_.embedding.enabled();
-  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)", -1,
-                        -1, "every rank", 2.0);
+  return Watchdog::Wait(idle ? nullptr : &watchdog_, "the end of the run (baseline and gather)", -1, -1, "every rank",
+                        2.0);
 }
 
 void RankRun::MeasureCeiling(RankMetrics& mine) {
@@ -431,8 +417,9 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
     pool_values.emplace(MakeSyntheticData(config_));
   }
   const infeed::TransportOptions run = Transport();  // the run's waits
-  const host::CeilingOptions options{role_, config_.infeed.queue_depth, run.sleep_when_idle,
-                               run.core_sleeps_when_idle, origin_s_, loops_.window_steps()};
+  const host::CeilingOptions options{
+      role_,     config_.infeed.queue_depth, run.sleep_when_idle, run.core_sleeps_when_idle,
+      origin_s_, loops_.window_steps()};
   host::SimulatorCeiling ceiling(options, plan_, slice_.layout, *comms_.world);
   mine.simulator_ceiling = ceiling.Measure(pool_values ? &*pool_values : nullptr);
 }
@@ -461,8 +448,8 @@ void RankRun::CalibrateHere(RankMetrics& mine) {
                               ModeledInputWorkers(config_, slice_));
     mine.calibration = host::CalibratePipeline(input, plan_, role_.host, workers);
   } catch (const Error& e) {
-    mine.calibration = PipelineCalibration{role_.host, workers, 0, 0, 0, {},
-                                           std::string("the pipeline could not be opened again: ") + e.what()};
+    mine.calibration = PipelineCalibration{
+        role_.host, workers, 0, 0, 0, {}, std::string("the pipeline could not be opened again: ") + e.what()};
   }
   const std::byte done{1};
   for (int r = 0; r < comms_.world->size(); ++r) {

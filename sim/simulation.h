@@ -58,10 +58,10 @@ struct ResumePoint {
 };
 
 struct RankRunOptions {
-  int node = 0;  // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
+  int node = 0;             // this rank's machine: the lowest MPI world rank on it (MPI_COMM_TYPE_SHARED)
   bool params_out = false;  // --params-out: replica 0's core sends its params to rank 0
   Watchdog::AlarmHandler on_watchdog_alarm;  // the app's: print the line, end the process
-  const ResumePoint* resume = nullptr;  // borrowed; null: a fresh run
+  const ResumePoint* resume = nullptr;       // borrowed; null: a fresh run
 };
 
 // One rank's run. Every method is collective over the world, called in this
@@ -75,8 +75,8 @@ class RankRun {
   // per rank made start-up quadratic in the slice), `comms` and `observer` (rank
   // 0's progress; may be null), which must outlive it. Throws Error on failure.
   RankRun(const run::RunConfig& config, const run::Slice& slice, const infeed::InfeedPlan& plan,
-          const cluster::RankRole& role, cluster::Communicators& comms,
-          const RankRunOptions& options, RunObserver* observer);
+          const cluster::RankRole& role, cluster::Communicators& comms, const RankRunOptions& options,
+          RunObserver* observer);
   RankRun(const RankRun&) = delete;
   RankRun& operator=(const RankRun&) = delete;
 
@@ -152,7 +152,7 @@ class RankRun {
   // The embedding's trailer capacity (with an embedding), which Transport() lends.
   std::unique_ptr<wire::EmbeddingTrailer> trailer_;
   NodeShare node_share_;  // the ranks sharing this machine (thread counts, how cores wait)
-  double origin_s_ = 0;         // rank 0's exit from the start barrier, on this rank's steady clock
+  double origin_s_ = 0;   // rank 0's exit from the start barrier, on this rank's steady clock
   SteadyClock storage_clock_;
   std::optional<infeed::SharedStorage> storage_;  // with checkpoint saves: the host's (infeed/shared_storage.h)
 };

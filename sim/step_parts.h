@@ -15,23 +15,22 @@ namespace tpusim::sim {
 // CSV all walk that list (ForEachPart).
 struct StepParts {
   double infeed_wait_s = 0;
-  double compute_s = 0;       // forward and backward
+  double compute_s = 0;             // forward and backward
   double embedding_lookup_s = 0;    // embedding lookups (forward)
   double embedding_exchange_s = 0;  // embedding gradient exchange and table update
-  double crs_s = 0;           // gradient reduction (within the replica, then across)
-  double crs_sync_s = 0;      // of crs_s: waiting for the slowest member of the sum
-  double apply_s = 0;         // adjustment, accumulation, optimizer
-  double device_s = 0;        // modeled accelerator time
+  double crs_s = 0;                 // gradient reduction (within the replica, then across)
+  double crs_sync_s = 0;            // of crs_s: waiting for the slowest member of the sum
+  double apply_s = 0;               // adjustment, accumulation, optimizer
+  double device_s = 0;              // modeled accelerator time
   double outfeed_s = 0;
-  double post_loop_s = 0;     // waiting for Shampoo's preconditioners after the loop
-  double step_s = 0;          // the whole step
+  double post_loop_s = 0;  // waiting for Shampoo's preconditioners after the loop
+  double step_s = 0;       // the whole step
 
   // Accelerator work: everything a TPU core would be busy with (compute,
   // embedding, the reduction's own work, apply, device time); waiting for
   // input, for a slower peer, for the host and idle gaps are not.
   double busy_s() const {
-    return compute_s + embedding_lookup_s + embedding_exchange_s + (crs_s - crs_sync_s) + apply_s +
-           device_s;
+    return compute_s + embedding_lookup_s + embedding_exchange_s + (crs_s - crs_sync_s) + apply_s + device_s;
   }
   double idle_s() const;
   // Adds every part of `other` to this one's.
@@ -65,7 +64,7 @@ static_assert(sizeof(StepParts) == kStepParts.size() * sizeof(double),
 // Calls `f(name, part)` for every part of `parts` in kStepParts' order, `part` a
 // reference to the field (const when `parts` is).
 template <class Parts, class F>
-  requires std::same_as<std::remove_const_t<Parts>, StepParts>
+requires std::same_as<std::remove_const_t<Parts>, StepParts>
 void ForEachPart(Parts& parts, F&& f) {
   for (const StepPart& part : kStepParts) f(std::string_view(part.name), parts.*part.field);
 }

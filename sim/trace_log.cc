@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace tpusim::sim {
 
 using json = nlohmann::json;
@@ -13,9 +12,9 @@ TraceLog::TraceLog(const std::string& path, int rank) : rank_(rank) {
 
 void TraceLog::Add(std::string_view name, double start_s, double duration_s, int lane) {
   if (!enabled()) return;
-  stream_.WriteLine(json{{"ph", "X"}, {"name", name}, {"pid", rank_}, {"tid", lane},
-                         {"ts", start_s * 1e6}, {"dur", duration_s * 1e6}}
-                        .dump());
+  stream_.WriteLine(
+      json{{"ph", "X"}, {"name", name}, {"pid", rank_}, {"tid", lane}, {"ts", start_s * 1e6}, {"dur", duration_s * 1e6}}
+          .dump());
 }
 
 void TraceLog::NameLane(int lane, std::string name) { lanes_[lane] = std::move(name); }

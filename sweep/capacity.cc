@@ -28,9 +28,7 @@ double ParseBound(const std::string& flag, const std::string& text) {
     used = 0;
   }
   if (used != text.size() || !std::isfinite(value)) {
-    Fail(
-        "capacity: {}: '{}' is not a number; for a key with non-numeric values give --values a,b,c",
-        flag, text);
+    Fail("capacity: {}: '{}' is not a number; for a key with non-numeric values give --values a,b,c", flag, text);
   }
   return value;
 }
@@ -57,8 +55,7 @@ std::string ConfiguredValue(const CapacityOptions& o) {
   }
   if (!node || !node.IsScalar()) {
     CheckKeyIsKnown(o);
-    Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key,
-         o.config);
+    Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key, o.config);
   }
   return node.Scalar();
 }
@@ -120,13 +117,11 @@ std::string AuLabel(run::AuSource au) { return au == run::AuSource::kProjected ?
 // which topology's hosts (each value's, when the key is the topology).
 void PrintSearch(const CapacityOptions& o, const PointShape& first) {
   if (o.au == run::AuSource::kMeasured) {
-    fmt::print(
-        "capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n",
-        o.key, o.config, o.target_au, o.max_runs, o.out);
+    fmt::print("capacity: {} of {} for AU (worst core) >= {}, at most {} runs; each in {}/run-NNN\n", o.key, o.config,
+               o.target_au, o.max_runs, o.out);
     return;
   }
-  const std::string hosts =
-      o.key == "topology" ? "each tried topology's hosts" : first.topology + "'s hosts";
+  const std::string hosts = o.key == "topology" ? "each tried topology's hosts" : first.topology + "'s hosts";
   fmt::print(
       "capacity: answering with the projected AU on {}: {} of {} for projected AU >= {} (the "
       "reports' pod_projection; --au measured answers for this machine), at most {} runs; each "
@@ -137,54 +132,48 @@ void PrintSearch(const CapacityOptions& o, const PointShape& first) {
 // The AU a finished run gives the search; throws Error when it failed or has none.
 double TrialAu(const CapacityOptions& o, const std::string& value, const RunRow& row) {
   if (row.exit_code != 0) {
-    Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key, value,
-         row.exit_code, row.error, o.out, row.run);
+    Fail("capacity: the run with {}={} failed (exit {}): {}; see {}/{}/output.log", o.key, value, row.exit_code,
+         row.error, o.out, row.run);
   }
   const std::optional<double> au = AuOf(row.metrics, o.au);
   if (!au && o.au == run::AuSource::kProjected) {
-    Fail("capacity: the run with {}={} reports no projected AU ({}); see {}/{}/report.json",
-         o.key, value, row.metrics.projected_verdict, o.out, row.run);
+    Fail("capacity: the run with {}={} reports no projected AU ({}); see {}/{}/report.json", o.key, value,
+         row.metrics.projected_verdict, o.out, row.run);
   }
   if (!au) Fail("capacity: the run with {}={} reports no accelerator utilization", o.key, value);
   return *au;
 }
 
-void PrintTrials(const CapacityOptions& o, const CapacityResult& result,
-                 const std::vector<RunRow>& rows) {
+void PrintTrials(const CapacityOptions& o, const CapacityResult& result, const std::vector<RunRow>& rows) {
   std::vector<size_t> order(result.trials.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return result.trials[a].position < result.trials[b].position;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return result.trials[a].position < result.trials[b].position; });
   fmt::print("tried, by value ({} runs):\n", order.size());
   for (size_t i : order) {
     const CapacityTrial& t = result.trials[i];
-    fmt::print("  {}={:<12} {} {:.3f}  {}  {}  {}\n", o.key, t.value, AuLabel(o.au), t.au,
-               t.passes ? "pass" : "FAIL", VerdictOf(rows[i].metrics, o.au), rows[i].run);
+    fmt::print("  {}={:<12} {} {:.3f}  {}  {}  {}\n", o.key, t.value, AuLabel(o.au), t.au, t.passes ? "pass" : "FAIL",
+               VerdictOf(rows[i].metrics, o.au), rows[i].run);
   }
 }
 
 std::string AnswerLine(const CapacityOptions& o, const CapacityResult& r) {
   const std::string au = AuLabel(o.au);
-  std::string line =
-      fmt::format("answer: {} = {} ({} {:.3f} >= {}); {} gives {} {:.3f}", o.key, r.pass->value,
-                  au, r.pass->au, o.target_au, r.fail->value, au, r.fail->au);
+  std::string line = fmt::format("answer: {} = {} ({} {:.3f} >= {}); {} gives {} {:.3f}", o.key, r.pass->value, au,
+                                 r.pass->au, o.target_au, r.fail->value, au, r.fail->au);
   if (r.converged) return line + fmt::format("; {} runs", r.trials.size());
-  return line +
-         fmt::format("; stopped by --max-runs {} before the bracket met --tolerance", o.max_runs);
+  return line + fmt::format("; stopped by --max-runs {} before the bracket met --tolerance", o.max_runs);
 }
 
-[[noreturn]] void FailNoAnswer(const CapacityOptions& o, const CapacityRange& range,
-                               const CapacityResult& r) {
+[[noreturn]] void FailNoAnswer(const CapacityOptions& o, const CapacityRange& range, const CapacityResult& r) {
   const CapacityTrial& a = r.trials[0];
   const CapacityTrial& b = r.trials[1];
   const std::string span =
-      fmt::format("{} from {} to {}", o.key, ValueAt(range, LowPosition(range)),
-                  ValueAt(range, HighPosition(range)));
+      fmt::format("{} from {} to {}", o.key, ValueAt(range, LowPosition(range)), ValueAt(range, HighPosition(range)));
   const std::string au = AuLabel(o.au);
   if (r.outcome == CapacityOutcome::kNonePass) {
-    Fail("capacity: no value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {})", span, au,
-         o.target_au, au, a.au, a.value, b.au, b.value);
+    Fail("capacity: no value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {})", span, au, o.target_au, au, a.au,
+         a.value, b.au, b.value);
   }
   Fail(
       "capacity: every value of {} keeps {} >= {} ({} {:.3f} at {}, {:.3f} at {}): widen the "
@@ -211,8 +200,7 @@ std::optional<double> NextPosition(const CapacityRange& range, double pass, doub
   return discrete ? std::floor(mid) : mid;
 }
 
-CapacityResult FindCapacity(const CapacityRange& range, double target_au, int max_runs,
-                            const CapacityProbe& probe) {
+CapacityResult FindCapacity(const CapacityRange& range, double target_au, int max_runs, const CapacityProbe& probe) {
   CapacityResult r;
   auto trial_at = [&](double position) {
     const std::string value = ValueAt(range, position);
@@ -228,8 +216,8 @@ CapacityResult FindCapacity(const CapacityRange& range, double target_au, int ma
     r.outcome = pass.passes ? CapacityOutcome::kAllPass : CapacityOutcome::kNonePass;
     return r;
   }
-  for (std::optional<double> next; static_cast<int>(r.trials.size()) < max_runs &&
-                                   (next = NextPosition(range, pass.position, fail.position));) {
+  for (std::optional<double> next;
+       static_cast<int>(r.trials.size()) < max_runs && (next = NextPosition(range, pass.position, fail.position));) {
     const CapacityTrial t = trial_at(*next);
     (t.passes ? pass : fail) = t;
   }
@@ -243,16 +231,14 @@ int RunCapacityCommand(const CapacityOptions& o) {
   const CapacityRange range = MakeRange(o);
   RunRecorder recorder({o.config, o.sets, {o.key}, o.out, "capacity.csv", o.timeout_s});
   PrintSearch(o, ValidateRange(recorder, range));
-  const CapacityResult result =
-      FindCapacity(range, o.target_au, o.max_runs, [&](const std::string& value) {
-        return TrialAu(o, value, recorder.Run({value}));
-      });
+  const CapacityResult result = FindCapacity(range, o.target_au, o.max_runs, [&](const std::string& value) {
+    return TrialAu(o, value, recorder.Run({value}));
+  });
   fmt::print("{} {} as {} grows: the {} value with {} >= {} is the answer\n", AuLabel(o.au),
-             result.au_falls ? "falls" : "rises", o.key, result.au_falls ? "largest" : "smallest",
-             AuLabel(o.au), o.target_au);
+             result.au_falls ? "falls" : "rises", o.key, result.au_falls ? "largest" : "smallest", AuLabel(o.au),
+             o.target_au);
   PrintTrials(o, result, recorder.rows());
-  std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au), "--au",
-                                     AuSourceName(o.au)};
+  std::vector<std::string> plot_args{"--target-au", CsvNumber(o.target_au), "--au", AuSourceName(o.au)};
   if (result.pass) plot_args.insert(plot_args.end(), {"--answer", result.pass->value});
   if (!range.values.empty()) {
     plot_args.insert(plot_args.end(), {"--order", fmt::format("{}", fmt::join(range.values, ","))});

@@ -59,16 +59,15 @@ using CapacityProbe = std::function<double(const std::string& value)>;
 
 // Probes both ends, then bisects the bracket until NextPosition says stop or
 // `max_runs` runs (both ends included) were made. Errors from the probe propagate.
-CapacityResult FindCapacity(const CapacityRange& range, double target_au, int max_runs,
-                            const CapacityProbe& probe);
+CapacityResult FindCapacity(const CapacityRange& range, double target_au, int max_runs, const CapacityProbe& probe);
 
 struct CapacityOptions {
   std::string config;
   std::string key;
   double target_au = 0.9;
   run::AuSource au = run::AuSource::kProjected;  // --au: the AU the answer is about
-  std::string low, high;  // numeric bounds; low defaults to the key's value in CONFIG
-  std::string values;     // "a,b,c" instead of a numeric range
+  std::string low, high;                         // numeric bounds; low defaults to the key's value in CONFIG
+  std::string values;                            // "a,b,c" instead of a numeric range
   double tolerance = 0.05;
   int max_runs = 10;
   std::vector<std::string> sets;

@@ -119,8 +119,8 @@ void Terminate(pid_t pid) {
 }
 
 int WaitFor(pid_t pid, double timeout_s) {
-  const auto deadline = MonotonicNow() + std::chrono::duration_cast<MonotonicTime::duration>(
-                                           std::chrono::duration<double>(timeout_s));
+  const auto deadline =
+      MonotonicNow() + std::chrono::duration_cast<MonotonicTime::duration>(std::chrono::duration<double>(timeout_s));
   if (std::optional<int> code = WaitUntil(pid, deadline)) return *code;
   Terminate(pid);
   return kExitTimedOut;
@@ -149,8 +149,7 @@ constexpr double kPlotTimeoutS = 300;
 }  // namespace
 
 Interrupted::Interrupted(int stop_signal)
-    : signal_(stop_signal),
-      what_(fmt::format("stopped by signal {} ({})", stop_signal, strsignal(stop_signal))) {}
+    : signal_(stop_signal), what_(fmt::format("stopped by signal {} ({})", stop_signal, strsignal(stop_signal))) {}
 
 void StopOnSignals() {
   AdoptOrphans();
@@ -162,8 +161,8 @@ int StopSignal() { return g_stop_signal; }
 PointShape ValidatePoint(const std::string& config, const std::vector<std::string>& overrides) {
   run::RunConfig run = run::LoadRunConfig(config, overrides);
   cluster::Topology topology = cluster::LoadTopology(run.topology);
-  run::Slice slice = run::BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source),
-                           run.cluster.hosts_per_process());
+  run::Slice slice =
+      run::BuildSlice(topology, AssignmentOptions(run.cluster, topology, run.source), run.cluster.hosts_per_process());
   return {topology.num_hosts(), slice.layout.num_processes(), topology.name()};
 }
 
@@ -241,9 +240,7 @@ std::string FirstErrorLine(const std::string& log) {
   return last;
 }
 
-int RunChild(const std::vector<std::string>& argv, double timeout_s) {
-  return WaitFor(Spawn(argv, -1), timeout_s);
-}
+int RunChild(const std::vector<std::string>& argv, double timeout_s) { return WaitFor(Spawn(argv, -1), timeout_s); }
 
 PlotOutcome RunPlotScript(const std::string& dir, const std::vector<std::string>& args) {
   const std::string script = PlotScript(), python = "/usr/bin/python3";

@@ -82,10 +82,10 @@ struct PointReport {
 PointReport ReadPointReport(const std::string& path);
 
 struct PointOutcome {
-  int exit_code = 0;             // launch's, kExitTimedOut, 128 + signal, or kExitUnreadableReport
-  std::string error;             // empty when exit_code is 0: why the point failed
+  int exit_code = 0;                     // launch's, kExitTimedOut, 128 + signal, or kExitUnreadableReport
+  std::string error;                     // empty when exit_code is 0: why the point failed
   std::optional<report::Report> report;  // empty when the run left no report that reads
-  double seconds = 0;            // wall time of the child
+  double seconds = 0;                    // wall time of the child
 };
 
 // How a point ended: its child's `exit_code` and `error` (the timeout, or the

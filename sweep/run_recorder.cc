@@ -20,8 +20,7 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 
 std::string RunId(size_t index) { return fmt::format("run-{:03}", index + 1); }
 
-std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& values) {
+std::vector<std::string> PointOverrides(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   std::vector<std::string> out;
   for (size_t i = 0; i < keys.size() && i < values.size(); ++i) {
     out.push_back(keys[i] + "=" + values[i]);
@@ -29,8 +28,8 @@ std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
   return out;
 }
 
-RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
-               const PointShape& shape, const PointOutcome& outcome) {
+RunRow MakeRow(const std::string& run, const std::vector<std::string>& values, const PointShape& shape,
+               const PointOutcome& outcome) {
   RunRow row{run, values, outcome.exit_code, outcome.error, shape.hosts, {}};
   if (outcome.report) row.metrics = SummarizeReport(*outcome.report);
   return row;
@@ -44,8 +43,8 @@ std::string DescribeOutcome(const RunRow& row, double seconds) {
   if (m.au_mean && m.au_min) text += fmt::format(", AU {:.3f} (min {:.3f})", *m.au_mean, *m.au_min);
   text += fmt::format(", infeed {:.1f}%, {}", m.infeed_percent.value(), m.verdict);
   if (!m.projected_au) return text;
-  return text + fmt::format("; projected AU {:.3f} ({}, bound by {})", *m.projected_au,
-                            m.projected_verdict, m.projected_bound_by);
+  return text + fmt::format("; projected AU {:.3f} ({}, bound by {})", *m.projected_au, m.projected_verdict,
+                            m.projected_bound_by);
 }
 
 RunRecorder::RunRecorder(RecorderSetup setup) : setup_(std::move(setup)) {

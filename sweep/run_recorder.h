@@ -17,13 +17,12 @@ namespace tpusim::sweep {
 std::string RunId(size_t index);
 
 // "key=value" for each varied key and the point's value of it.
-std::vector<std::string> PointOverrides(const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& values);
+std::vector<std::string> PointOverrides(const std::vector<std::string>& keys, const std::vector<std::string>& values);
 
 // The row of a finished point (sweep/point_runner.h's JudgePoint): its metrics are
 // its report's, empty when it left none that reads.
-RunRow MakeRow(const std::string& run, const std::vector<std::string>& values,
-               const PointShape& shape, const PointOutcome& outcome);
+RunRow MakeRow(const std::string& run, const std::vector<std::string>& values, const PointShape& shape,
+               const PointOutcome& outcome);
 
 // "6.2 s: 1234 examples/s, AU 0.981 (min 0.975), infeed 1.2%, not input-bound;
 // projected AU 0.950 (input-bound (moderate), bound by preprocessing)" (the

@@ -113,9 +113,7 @@ std::string CsvField(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string OptionalNumber(const std::optional<double>& value) {
-  return value ? CsvNumber(*value) : std::string();
-}
+std::string OptionalNumber(const std::optional<double>& value) { return value ? CsvNumber(*value) : std::string(); }
 
 }  // namespace
 
@@ -163,13 +161,11 @@ std::string RunCsvLine(const RunRow& row) {
   line += "," + CsvField(row.metrics.verdict);
   for (const Column& c : kTrailing) line += "," + OptionalNumber(row.metrics.*c.field);
   const RunMetrics& m = row.metrics;
-  return line + "," + OptionalNumber(m.projected_examples_per_s_per_host) + "," +
-         CsvField(m.projected_bound_by) + "," + OptionalNumber(m.projected_au) + "," +
-         CsvField(m.projected_verdict);
+  return line + "," + OptionalNumber(m.projected_examples_per_s_per_host) + "," + CsvField(m.projected_bound_by) + "," +
+         OptionalNumber(m.projected_au) + "," + CsvField(m.projected_verdict);
 }
 
-void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
-                 const std::vector<RunRow>& rows) {
+void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys, const std::vector<RunRow>& rows) {
   // Rewritten after every run: atomically, so a sweep stopped mid-write leaves the
   // previous CSV whole rather than a partial one under its name.
   std::string text = RunCsvHeader(keys) + "\n";

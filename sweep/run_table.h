@@ -33,8 +33,8 @@ struct RunMetrics {
   std::optional<double> infeed_wait_p50_ms, infeed_wait_p90_ms, infeed_wait_p99_ms;
   // step_breakdown, each part's mean per step; the parts other than crs_sync
   // (which is inside crs) add up to step_ms.
-  std::optional<double> infeed_ms, compute_ms, crs_ms, crs_sync_ms, apply_ms, device_ms, outfeed_ms,
-      post_loop_ms, embedding_forward_ms, embedding_backward_ms, idle_ms;
+  std::optional<double> infeed_ms, compute_ms, crs_ms, crs_sync_ms, apply_ms, device_ms, outfeed_ms, post_loop_ms,
+      embedding_forward_ms, embedding_backward_ms, idle_ms;
   // pod_projection: the least projected examples/s over the hosts and its stage,
   // the projected AU and the projected verdict up to its ':'. Empty for a report
   // without the section; the rate also when every stage is unlimited, the AU when
@@ -70,8 +70,7 @@ std::string RunCsvHeader(const std::vector<std::string>& keys);
 // One CSV line (no newline); fields with a comma, quote or newline are quoted.
 std::string RunCsvLine(const RunRow& row);
 // Writes header and rows to `path`; throws Error naming the path on failure.
-void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys,
-                 const std::vector<RunRow>& rows);
+void WriteRunCsv(const std::string& path, const std::vector<std::string>& keys, const std::vector<RunRow>& rows);
 
 // A double as the CSV writes it: shortest text that reads back to the same value.
 std::string CsvNumber(double value);

@@ -18,8 +18,7 @@ std::vector<std::string> Keys(const std::vector<VaryAxis>& axes) {
 }
 
 // Checks every point in-process before any run starts; the shape of each.
-std::vector<PointShape> ValidateGrid(const RunRecorder& recorder,
-                                     const std::vector<std::vector<std::string>>& grid) {
+std::vector<PointShape> ValidateGrid(const RunRecorder& recorder, const std::vector<std::vector<std::string>>& grid) {
   std::vector<PointShape> shapes;
   for (size_t i = 0; i < grid.size(); ++i) {
     try {
@@ -101,18 +100,15 @@ int RunSweepCommand(const SweepOptions& options) {
   std::vector<VaryAxis> axes;
   for (const std::string& flag : options.vary) axes.push_back(ParseVary(flag));
   const std::vector<std::vector<std::string>> grid = ExpandGrid(axes);
-  RunRecorder recorder(
-      {options.config, options.sets, Keys(axes), options.out, "runs.csv", options.timeout_s});
+  RunRecorder recorder({options.config, options.sets, Keys(axes), options.out, "runs.csv", options.timeout_s});
   const std::vector<PointShape> shapes = ValidateGrid(recorder, grid);
-  fmt::print(
-      "sweep: {} runs of {} ({}), {} ranks in all, one after the other; each in {}/run-NNN\n",
-      grid.size(), options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
+  fmt::print("sweep: {} runs of {} ({}), {} ranks in all, one after the other; each in {}/run-NNN\n", grid.size(),
+             options.config, fmt::join(Keys(axes), " x "), TotalRanks(shapes), options.out);
   for (const std::vector<std::string>& point : grid) recorder.Run(point);
   fmt::print("wrote {} ({} rows)\n", recorder.csv_path(), recorder.rows().size());
   recorder.WriteIndex("tpusim sweep: " + options.config, options.target_au, options.au, std::nullopt);
   const PlotOutcome plots =
-      RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au), "--au",
-                                  AuSourceName(options.au)});
+      RunPlotScript(options.out, {"--target-au", CsvNumber(options.target_au), "--au", AuSourceName(options.au)});
   const std::string failed = recorder.FailedRuns();
   if (!failed.empty()) fmt::print("sweep: some runs failed: {}; see their output.log\n", failed);
   return failed.empty() && plots != PlotOutcome::kFailed ? 0 : 1;

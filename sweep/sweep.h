@@ -36,8 +36,8 @@ struct SweepOptions {
   std::vector<std::string> vary;  // "KEY=V1,V2", in the order given
   std::vector<std::string> sets;  // applied before each point's values
   std::string out;
-  double timeout_s = 600;  // per run
-  double target_au = 0.9;  // the line on the AU plot
+  double timeout_s = 600;                       // per run
+  double target_au = 0.9;                       // the line on the AU plot
   run::AuSource au = run::AuSource::kMeasured;  // --au: the AU the plot shows against the target
 };
 

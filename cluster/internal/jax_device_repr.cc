@@ -136,9 +136,10 @@ class ReprReader {
 
   [[noreturn]] void Stop(const std::string& expected) const {
     const std::string found = at_ < text_.size() ? std::string(text_.substr(at_, 12)) : "the end";
-    Fail("{}: not a device list as print(jax.devices()) prints it: at character {}, expected {}, "
-         "found '{}'",
-         source_, at_ + 1, expected, found);
+    Fail(
+        "{}: not a device list as print(jax.devices()) prints it: at character {}, expected {}, "
+        "found '{}'",
+        source_, at_ + 1, expected, found);
   }
 
   std::string_view text_;
@@ -155,9 +156,10 @@ void DropSliceIndex(json& devices, const std::string& source) {
     d.erase("slice_index");
   }
   if (slices.size() > 1) {
-    Fail("{}: the devices belong to {} slices (slice_index {}): multislice jobs are not supported "
-         "yet; import one slice's devices",
-         source, slices.size(), fmt::join(slices, ", "));
+    Fail(
+        "{}: the devices belong to {} slices (slice_index {}): multislice jobs are not supported "
+        "yet; import one slice's devices",
+        source, slices.size(), fmt::join(slices, ", "));
   }
 }
 

@@ -13,12 +13,18 @@ namespace {
 
 const char* FieldName(uint32_t field) {
   switch (field) {
-    case 1: return "mesh_shape";
-    case 2: return "num_tasks";
-    case 3: return "num_tpu_devices_per_task";
-    case 4: return "device_coordinates";
-    case 5: return "tpu_hardware_feature";
-    default: return "an unknown field";
+    case 1:
+      return "mesh_shape";
+    case 2:
+      return "num_tasks";
+    case 3:
+      return "num_tpu_devices_per_task";
+    case 4:
+      return "device_coordinates";
+    case 5:
+      return "tpu_hardware_feature";
+    default:
+      return "an unknown field";
   }
 }
 
@@ -39,23 +45,32 @@ class TopologyProtoParser {
     const uint32_t wire = tag.wire_type;
     const size_t at = tag.at;
     switch (field) {
-      case 1: Repeated(fields_.mesh_shape, field, wire, at); break;
-      case 2: Scalar(fields_.num_tasks, seen_num_tasks_, field, wire, at); break;
-      case 3: Scalar(fields_.num_tpu_devices_per_task, seen_per_task_, field, wire, at); break;
-      case 4: Repeated(fields_.device_coordinates, field, wire, at); break;
+      case 1:
+        Repeated(fields_.mesh_shape, field, wire, at);
+        break;
+      case 2:
+        Scalar(fields_.num_tasks, seen_num_tasks_, field, wire, at);
+        break;
+      case 3:
+        Scalar(fields_.num_tpu_devices_per_task, seen_per_task_, field, wire, at);
+        break;
+      case 4:
+        Repeated(fields_.device_coordinates, field, wire, at);
+        break;
       case 5: {
         Expect(wire, kProtoLengthDelimited, field, at);
         reader_.Skip(wire, at);
         break;
       }
-      default: reader_.Skip(wire, at);
+      default:
+        reader_.Skip(wire, at);
     }
   }
 
   void Expect(uint32_t wire, uint32_t wanted, uint32_t field, size_t at) const {
     if (wire != wanted) {
-      reader_.Reject(at, fmt::format("field {} ({}) has wire type {}, expected {}", field,
-                                    FieldName(field), wire, wanted));
+      reader_.Reject(at,
+                     fmt::format("field {} ({}) has wire type {}, expected {}", field, FieldName(field), wire, wanted));
     }
   }
 
@@ -75,8 +90,8 @@ class TopologyProtoParser {
     Expect(wire, kProtoVarint, field, at);
     const int value = Int32(reader_, field);
     if (seen && value != out) {
-      reader_.Reject(at, fmt::format("{} given twice with different values ({}, then {})",
-                                    FieldName(field), out, value));
+      reader_.Reject(at,
+                     fmt::format("{} given twice with different values ({}, then {})", FieldName(field), out, value));
     }
     out = value;
     seen = true;
@@ -93,8 +108,7 @@ class TopologyProtoParser {
 
   void Append(std::vector<int>& out, int value, uint32_t field, size_t at) {
     if (static_cast<int64_t>(out.size()) >= 4 * kMaxProtoDevices) {
-      reader_.Reject(at, fmt::format("more than {} {} values", 4 * kMaxProtoDevices,
-                                    FieldName(field)));
+      reader_.Reject(at, fmt::format("more than {} {} values", 4 * kMaxProtoDevices, FieldName(field)));
     }
     out.push_back(value);
   }

@@ -103,8 +103,8 @@ int64_t WritePortable(const int64_t* ids, const float* weights, int64_t rows, in
 std::atomic<bool> portable_only{false};
 
 bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq");
+  static const bool has =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   return has && !portable_only.load(std::memory_order_relaxed);
 }
 
@@ -140,8 +140,9 @@ class Avx512Rows {
   TPUSIM_AVX512_TARGET bool out_of_range() const { return _mm512_cmpgt_epu64_mask(largest_, vocab_) != 0; }
 
  private:
-  TPUSIM_AVX512_TARGET inline __attribute__((always_inline)) void Run(const int64_t* ids, const float* weights, int64_t p,
-                                                                   __m512i row_vector, __m512i positions, __mmask8 in) {
+  TPUSIM_AVX512_TARGET inline __attribute__((always_inline)) void Run(const int64_t* ids, const float* weights,
+                                                                      int64_t p, __m512i row_vector, __m512i positions,
+                                                                      __mmask8 in) {
     const __m512i id = _mm512_maskz_loadu_epi64(in, ids);
     const __m512i shifted = _mm512_add_epi64(id, _mm512_set1_epi64(1));
     // Lanes not loaded are 1: in range. The masked form (every lane) is the plain
@@ -166,8 +167,9 @@ class Avx512Rows {
 
   // (r, p0) .. (r, p7) from the row and 8 positions.
   TPUSIM_AVX512_TARGET static inline __attribute__((always_inline)) void StorePairs(int64_t* sample, __m512i row_vector,
-                                                                                 __m512i positions) {
-    _mm512_storeu_si512(sample, _mm512_permutex2var_epi64(row_vector, _mm512_set_epi64(11, 0, 10, 0, 9, 0, 8, 0), positions));
+                                                                                    __m512i positions) {
+    _mm512_storeu_si512(sample,
+                        _mm512_permutex2var_epi64(row_vector, _mm512_set_epi64(11, 0, 10, 0, 9, 0, 8, 0), positions));
     _mm512_storeu_si512(sample + 8,
                         _mm512_permutex2var_epi64(row_vector, _mm512_set_epi64(15, 0, 14, 0, 13, 0, 12, 0), positions));
   }
@@ -181,8 +183,8 @@ class Avx512Rows {
 };
 
 TPUSIM_AVX512_TARGET
-int64_t WriteAvx512(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, uint64_t limit,
-                    CooOut out, uint64_t& out_of_range) {
+int64_t WriteAvx512(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, uint64_t limit, CooOut out,
+                    uint64_t& out_of_range) {
   Avx512Rows writer(weights, max_ids, limit, out);
   const int64_t nnz = writer.Write(ids, rows);
   out_of_range |= writer.out_of_range() ? 1 : 0;
@@ -201,8 +203,8 @@ bool UsePortableCooRows(bool portable) {
 #endif
 }
 
-int64_t WriteCooRows(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, int64_t vocab,
-                     CooOut out, bool* out_of_range) {
+int64_t WriteCooRows(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, int64_t vocab, CooOut out,
+                     bool* out_of_range) {
   const auto limit = static_cast<uint64_t>(vocab);
   uint64_t bad = 0;
 #ifdef TPUSIM_COO_AVX512

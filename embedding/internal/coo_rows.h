@@ -27,8 +27,8 @@ inline int64_t CooBound(int64_t rows, int64_t max_ids) { return rows * max_ids +
 // Writes the piece's real entries to `out` and returns their number. Sets
 // *out_of_range when an id lies outside [-1, vocab) (the entries are then
 // unspecified: the caller fails the step). `weights` is null for all-1 weights.
-int64_t WriteCooRows(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, int64_t vocab,
-                     CooOut out, bool* out_of_range);
+int64_t WriteCooRows(const int64_t* ids, const float* weights, int64_t rows, int64_t max_ids, int64_t vocab, CooOut out,
+                     bool* out_of_range);
 
 // Tests: the portable kernel even where the CPU has AVX-512 (true), or back to
 // AVX-512 where there is one (false). Returns whether the request can be met

@@ -24,10 +24,14 @@ using cluster::kTagShardPiece;
 // to its own cores and the cores' credits back.
 class HostRelay {
  public:
-  HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
-            const cluster::Transport& world, int host, const TransportOptions& options)
-      : layout_(layout), world_(world), host_(host), depth_(options.queue_depth),
-        observer_(options.observer), watchdog_(options.watchdog),
+  HostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world, int host,
+            const TransportOptions& options)
+      : layout_(layout),
+        world_(world),
+        host_(host),
+        depth_(options.queue_depth),
+        observer_(options.observer),
+        watchdog_(options.watchdog),
         sleep_when_idle_(options.sleep_when_idle) {
     for (int o = 0; o < layout.cores_per_host(); ++o) {
       const ShardRoute* route = plan.route_to(host, o);
@@ -55,8 +59,7 @@ class HostRelay {
     Backoff backoff(sleep_when_idle_);
     ArrivalOf anything{world_, cluster::kAnySource, cluster::kAnyTag};
     while (forwarded < expected_messages_ || credits < expected_credits_) {
-      std::optional<cluster::Pending> pending =
-          world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
+      std::optional<cluster::Pending> pending = world_.TryProbe(cluster::kAnySource, cluster::kAnyTag);
       if (!pending) {
         if (!idle) idle.emplace(watchdog_, "shards and credits to relay", -1, source);
         if (observer_) observer_->Poll();
@@ -72,8 +75,7 @@ class HostRelay {
         Forward(*pending);
         ++forwarded;
       } else if (!observer_ || !observer_->ForeignMessage(*pending)) {
-        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, pending->tag,
-             pending->source);
+        Fail("infeed relay on host {}: unexpected message tag {} from rank {}", host_, pending->tag, pending->source);
       }
     }
     for (auto& core_requests : requests_) {
@@ -127,7 +129,7 @@ class HostRelay {
   int64_t expected_messages_ = 0;  // to forward, over all local cores and steps
   int64_t expected_credits_ = 0;
   std::vector<int> local_cores_;
-  std::vector<int> messages_per_shard_;  // per local core
+  std::vector<int> messages_per_shard_;                        // per local core
   std::vector<std::vector<HugePageVector<std::byte>>> slots_;  // sent from, as packages are
   std::vector<std::vector<cluster::Request>> requests_;
   std::vector<int64_t> counts_;
@@ -135,8 +137,8 @@ class HostRelay {
 
 }  // namespace
 
-HostFeedStats RunHostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                           const cluster::Transport& world, int host, const TransportOptions& options) {
+HostFeedStats RunHostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                           int host, const TransportOptions& options) {
   return HostRelay(plan, layout, world, host, options).Run();
 }
 

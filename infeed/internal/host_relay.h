@@ -11,7 +11,7 @@ namespace tpusim::infeed::internal {
 
 // Relays for host `host` until every shard and credit of the run has passed.
 // Throws tpusim::Error on a message it cannot place.
-HostFeedStats RunHostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                           const cluster::Transport& world, int host, const TransportOptions& options);
+HostFeedStats RunHostRelay(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                           int host, const TransportOptions& options);
 
 }  // namespace tpusim::infeed::internal

@@ -1,7 +1,7 @@
 #include "infeed/internal/host_sender.h"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -33,11 +33,16 @@ using cluster::kTagShardPiece;
 // The enqueue loop of one infeed host.
 class HostSender {
  public:
-  HostSender(const InfeedPlan& plan, const cluster::RankLayout& layout,
-             const cluster::Transport& world, const HostPlan& host,
-             const TransportOptions& options, const BatchFiller& fill)
-      : plan_(plan), layout_(layout), world_(world), host_(host), options_(options), fill_(fill),
-        credits_(host.shards.size(), options.queue_depth), released_(host.shards.size(), 0) {
+  HostSender(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+             const HostPlan& host, const TransportOptions& options, const BatchFiller& fill)
+      : plan_(plan),
+        layout_(layout),
+        world_(world),
+        host_(host),
+        options_(options),
+        fill_(fill),
+        credits_(host.shards.size(), options.queue_depth),
+        released_(host.shards.size(), 0) {
     for (const ShardRoute& route : host.shards) {
       codecs_.emplace_back(plan.features(), route);
       hand_over_.push_back(route.dst_host == host.host &&
@@ -47,8 +52,7 @@ class HostSender {
     }
     route_of_core_.assign(static_cast<size_t>(layout.num_hosts() * layout.cores_per_host()), -1);
     for (size_t i = 0; i < host.shards.size(); ++i) {
-      route_of_core_[CoreKey(host.shards[i].dst_host, host.shards[i].dst_ordinal)] =
-          static_cast<int>(i);
+      route_of_core_[CoreKey(host.shards[i].dst_host, host.shards[i].dst_ordinal)] = static_cast<int>(i);
     }
   }
 
@@ -73,10 +77,9 @@ class HostSender {
       // worker is free again: woken once per run of steps. While every worker
       // sleeps the sender builds cheap steps itself (internal/step_claims.h).
       const int64_t run = window / (2 * options_.parallelism);
-      EnqueueWorkers workers(options_.parallelism, options_.num_steps, run,
-                             [&](int64_t step, ThreadCpuEstimate& cpu) {
-                               return BuildInto(step, slots[static_cast<size_t>(step % window)], cpu);
-                             });
+      EnqueueWorkers workers(options_.parallelism, options_.num_steps, run, [&](int64_t step, ThreadCpuEstimate& cpu) {
+        return BuildInto(step, slots[static_cast<size_t>(step % window)], cpu);
+      });
       for (int64_t step = 0; step < options_.num_steps; ++step) {
         workers.Allow(std::min(options_.num_steps, step + window));
         SendStep(step, slots[static_cast<size_t>(step % window)]);
@@ -93,7 +96,6 @@ class HostSender {
     warmup_build_cpu_.AddTo(stats_.warmup_costs);
     return stats_;
   }
-
 
   // Whether the sender may build a step its sleeping workers would be woken for
   // (EnqueueWorkers::BuildIfAllAsleep): when the last step took at most
@@ -127,9 +129,7 @@ class HostSender {
     }
   }
 
-  size_t CoreKey(int host, int ordinal) const {
-    return static_cast<size_t>(host * layout_.cores_per_host() + ordinal);
-  }
+  size_t CoreKey(int host, int ordinal) const { return static_cast<size_t>(host * layout_.cores_per_host() + ordinal); }
 
   // Runs on a worker: builds `step` and hands its package over through `slot` the
   // moment it is built, or hands over the error that failed it (false then).
@@ -150,8 +150,8 @@ class HostSender {
   // fragments only while this rank is inside MPI, so blocking on the slot alone
   // would stall every transfer in flight until the next MPI call.
   std::unique_ptr<Package> Await(PackageSlot& slot) {
-    Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_,
-                         -1, "its own worker threads");
+    Watchdog::Scope wait(options_.watchdog, "its enqueue workers to build step", next_to_send_, -1,
+                         "its own worker threads");
     Backoff backoff(options_.sleep_when_idle);
     while (!slot.ready()) {
       send_cpu_ns_ = -1;  // a wait is not enqueue work: the next send reads the clock
@@ -272,8 +272,8 @@ class HostSender {
     options_.trailer->Encode(step, p.ids, route, p.trailer[i]);
     const size_t capacity = options_.trailer->Capacity(route);
     if (p.trailer[i].size() > capacity) {
-      Fail("infeed: step {} trailer for core {}/{} has {} bytes, capacity {}", step, route.dst_host,
-           route.dst_ordinal, p.trailer[i].size(), capacity);
+      Fail("infeed: step {} trailer for core {}/{} has {} bytes, capacity {}", step, route.dst_host, route.dst_ordinal,
+           p.trailer[i].size(), capacity);
     }
   }
 
@@ -329,7 +329,7 @@ class HostSender {
     if (InWarmup(p.step)) stats_.warmup_costs += costs;
     if (options_.observer) {
       options_.observer->StepSent({p.step, p.build_s, SecondsSince(start), MonotonicSeconds() - options_.origin_s,
-                             p.build_cpu_s, static_cast<double>(cpu_ns - cpu_start_ns) * 1e-9});
+                                   p.build_cpu_s, static_cast<double>(cpu_ns - cpu_start_ns) * 1e-9});
     }
   }
 
@@ -354,8 +354,7 @@ class HostSender {
     cpu_ns = sent_ns;
     ++stats_.shards_sent;
     stats_.bytes_sent += static_cast<int64_t>(codecs_[i].wire_bytes() + p.trailer[i].size());
-    costs.device_bytes +=
-        static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
+    costs.device_bytes += static_cast<int64_t>(codecs_[i].wire_bytes() - codecs_[i].meta_bytes() + p.trailer[i].size());
   }
 
   // The wire bytes of route i, straight from the host batch (or a piece's packed
@@ -418,13 +417,13 @@ class HostSender {
   void ReceiveCredit(int source) {
     int32_t credit[2];
     world_.Recv(std::as_writable_bytes(std::span<int32_t>(credit)), source, kTagCredit);
-    int route = credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 &&
-                        credit[1] < layout_.cores_per_host()
-                    ? route_of_core_[CoreKey(credit[0], credit[1])]
-                    : -1;
+    int route =
+        credit[0] >= 0 && credit[0] < layout_.num_hosts() && credit[1] >= 0 && credit[1] < layout_.cores_per_host()
+            ? route_of_core_[CoreKey(credit[0], credit[1])]
+            : -1;
     if (route < 0) {
-      Fail("infeed: host {} got a credit for core {}/{} from rank {}, which it does not feed",
-           host_.host, credit[0], credit[1], source);
+      Fail("infeed: host {} got a credit for core {}/{} from rank {}, which it does not feed", host_.host, credit[0],
+           credit[1], source);
     }
     ++credits_[static_cast<size_t>(route)];
     ++released_[static_cast<size_t>(route)];
@@ -434,14 +433,12 @@ class HostSender {
   // Who returns the credits of route r: its core, or in single-host mode the
   // host rank that relays for it.
   int CreditPeer(const ShardRoute& r) const {
-    return r.dst_host == host_.host ? layout_.core_rank(r.dst_host, r.dst_ordinal)
-                                    : layout_.host_rank(r.dst_host);
+    return r.dst_host == host_.host ? layout_.core_rank(r.dst_host, r.dst_ordinal) : layout_.host_rank(r.dst_host);
   }
 
   void DrainCredits() {
     int64_t expected = options_.num_steps * static_cast<int64_t>(host_.shards.size());
-    Watchdog::Scope wait(options_.watchdog, "the last credits from its cores", -1, -1,
-                         "the cores it feeds");
+    Watchdog::Scope wait(options_.watchdog, "the last credits from its cores", -1, -1, "the cores it feeds");
     while (credits_received_ < expected) AwaitCredit();
   }
 
@@ -451,8 +448,7 @@ class HostSender {
       std::vector<cluster::Request>& requests = in_flight_.front()->requests;
       if (wait_all) {
         for (cluster::Request& r : requests) r.Wait();
-      } else if (!std::all_of(requests.begin(), requests.end(),
-                              [](cluster::Request& r) { return r.Test(); })) {
+      } else if (!std::all_of(requests.begin(), requests.end(), [](cluster::Request& r) { return r.Test(); })) {
         return;
       }
       if (Lent(*in_flight_.front())) return;  // wait_all comes after the last credits
@@ -473,7 +469,7 @@ class HostSender {
   std::vector<int64_t> released_;  // per route: steps its core has released (credits received)
   std::vector<bool> hand_over_;    // per route: handed over in this process, not copied
   std::vector<int> route_of_core_;
-  int messages_per_step_ = 0;  // messages of one step's shards, all routes
+  int messages_per_step_ = 0;          // messages of one step's shards, all routes
   std::vector<size_t> first_request_;  // per route: its first message's index in Package::requests
   int64_t credits_received_ = 0;
   int64_t next_to_send_ = 0;
@@ -516,9 +512,8 @@ class HostSender {
 
 }  // namespace
 
-HostFeedStats RunHostSender(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Transport& world, const HostPlan& host,
-                            const TransportOptions& options, const BatchFiller& fill) {
+HostFeedStats RunHostSender(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                            const HostPlan& host, const TransportOptions& options, const BatchFiller& fill) {
   return HostSender(plan, layout, world, host, options, fill).Run();
 }
 

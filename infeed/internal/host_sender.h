@@ -10,8 +10,7 @@ namespace tpusim::infeed::internal {
 
 // Runs the enqueue loop of infeed host `host` (one that builds batches) until
 // every step is sent and every credit is back. Throws tpusim::Error when a step fails.
-HostFeedStats RunHostSender(const InfeedPlan& plan, const cluster::RankLayout& layout,
-                            const cluster::Transport& world, const HostPlan& host,
-                            const TransportOptions& options, const BatchFiller& fill);
+HostFeedStats RunHostSender(const InfeedPlan& plan, const cluster::RankLayout& layout, const cluster::Transport& world,
+                            const HostPlan& host, const TransportOptions& options, const BatchFiller& fill);
 
 }  // namespace tpusim::infeed::internal

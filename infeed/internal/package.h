@@ -21,12 +21,12 @@ namespace tpusim::infeed::internal {
 // One step's shards, ready to send; recycled once every send has completed.
 struct Package {
   int64_t step = 0;
-  double build_s = 0;                            // the worker's time building it
-  double build_cpu_s = 0;                        // its thread CPU meanwhile
-  Batch batch;                                   // filled by the BatchFiller (unused when borrowing)
-  const Batch* send = nullptr;                   // what the shards are cut from: batch or a borrowed one
-  std::vector<int64_t> ids;                      // example id per host batch row
-  std::vector<std::vector<std::byte>> meta;      // per route: header, slices, ids
+  double build_s = 0;                        // the worker's time building it
+  double build_cpu_s = 0;                    // its thread CPU meanwhile
+  Batch batch;                               // filled by the BatchFiller (unused when borrowing)
+  const Batch* send = nullptr;               // what the shards are cut from: batch or a borrowed one
+  std::vector<int64_t> ids;                  // example id per host batch row
+  std::vector<std::vector<std::byte>> meta;  // per route: header, slices, ids
   // Per route and feature: a packed copy of a piece that is not contiguous in the
   // batch (empty for contiguous pieces, which are sent from the batch itself).
   std::vector<std::vector<HugePageVector<std::byte>>> staging;

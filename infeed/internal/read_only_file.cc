@@ -28,8 +28,8 @@ ReadOnlyFile::ReadOnlyFile(std::string path, bool direct_io) : path_(std::move(p
     fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
     direct_ = fd_ >= 0;
     if (!direct_) {
-      refusal_ = fmt::format("{}: the filesystem refuses O_DIRECT ({}); reading through the page cache",
-                             path_, std::strerror(errno));
+      refusal_ = fmt::format("{}: the filesystem refuses O_DIRECT ({}); reading through the page cache", path_,
+                             std::strerror(errno));
     }
   }
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -52,12 +52,12 @@ void ReadOnlyFile::ReadDirect(int64_t offset, std::span<std::byte> out) const {
   const int64_t begin = offset / kDirectAlign * kDirectAlign;
   const int64_t end = (offset + static_cast<int64_t>(out.size()) + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
   const auto length = static_cast<size_t>(end - begin);
-  std::unique_ptr<std::byte, FreeDeleter> buffer(
-      static_cast<std::byte*>(std::aligned_alloc(kDirectAlign, length)));
+  std::unique_ptr<std::byte, FreeDeleter> buffer(static_cast<std::byte*>(std::aligned_alloc(kDirectAlign, length)));
   if (!buffer) Fail("{}: cannot allocate {} aligned bytes for an O_DIRECT read", path_, length);
   size_t done = 0;
   while (done < length) {
-    ssize_t n = ::pread(fd_, buffer.get() + done, length - done, static_cast<off_t>(begin + static_cast<int64_t>(done)));
+    ssize_t n =
+        ::pread(fd_, buffer.get() + done, length - done, static_cast<off_t>(begin + static_cast<int64_t>(done)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail("{}: O_DIRECT read of {} bytes at {} failed: {}", path_, length, begin, std::strerror(errno));
     if (n == 0) break;
@@ -73,7 +73,8 @@ void ReadOnlyFile::ReadDirect(int64_t offset, std::span<std::byte> out) const {
 void ReadOnlyFile::ReadFully(int64_t offset, std::span<std::byte> out) const {
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    ssize_t n =
+        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail("{}: read of {} bytes at offset {} failed: {}", path_, out.size(), offset, std::strerror(errno));
     if (n == 0) Fail("{}: short read: {} bytes at offset {} requested, the file ends first", path_, out.size(), offset);

@@ -35,10 +35,14 @@ bool CpuHas(ByteKernels kernels) {
   static const bool aes = __builtin_cpu_supports("aes");
   static const bool vaes = aes && __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2");
   switch (kernels) {
-    case ByteKernels::kPortable: return true;
-    case ByteKernels::kAesNi: return aes;
-    case ByteKernels::kVaes: return vaes;
-    case ByteKernels::kWidest: return true;
+    case ByteKernels::kPortable:
+      return true;
+    case ByteKernels::kAesNi:
+      return aes;
+    case ByteKernels::kVaes:
+      return vaes;
+    case ByteKernels::kWidest:
+      return true;
   }
   return false;
 }

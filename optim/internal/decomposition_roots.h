@@ -12,9 +12,7 @@
 namespace tpusim::optim::internal {
 
 // Largest |a - b| over the elements of two matrices of the same shape.
-inline double MaxAbsDiff(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
-  return (a - b).cwiseAbs().maxCoeff();
-}
+inline double MaxAbsDiff(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) { return (a - b).cwiseAbs().maxCoeff(); }
 
 // A = stats + eps I = U S V^T; out = U diag(max(s, eps)^e) V^T; diff = max|U - V|
 // (U and V agree for a well-behaved symmetric PSD matrix, so a large diff flags a

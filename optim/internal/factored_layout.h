@@ -26,8 +26,7 @@ struct FactoredLayout {
 };
 
 // Layout of `shape` with distinguished axes axis_a < axis_b.
-inline FactoredLayout MakeFactoredLayout(const std::vector<int64_t>& shape, int axis_a,
-                                         int axis_b) {
+inline FactoredLayout MakeFactoredLayout(const std::vector<int64_t>& shape, int axis_a, int axis_b) {
   FactoredLayout layout;
   for (int k = 0; k < static_cast<int>(shape.size()); ++k) {
     if (k < axis_a) layout.outer *= shape[k];
@@ -71,8 +70,7 @@ void ForEachBlock(const FactoredLayout& l, int64_t max_block_elements, Visit&& v
         const int64_t drop_a_row = (p * l.middle + q) * row_len;
         for (int64_t j = 0; j < l.size_b; j += cols_per_block) {
           const int64_t cols = std::min(cols_per_block, l.size_b - j);
-          visit(Block{row * row_len + j * l.inner, drop_a_row + j * l.inner,
-                      row * l.inner, cols});
+          visit(Block{row * row_len + j * l.inner, drop_a_row + j * l.inner, row * l.inner, cols});
         }
       }
     }

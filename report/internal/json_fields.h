@@ -30,9 +30,7 @@ namespace tpusim::report::internal {
 class FieldError : public Error {
  public:
   FieldError(std::string path, std::string detail)
-      : Error(path.empty() ? detail : path + ": " + detail),
-        path_(std::move(path)),
-        detail_(std::move(detail)) {}
+      : Error(path.empty() ? detail : path + ": " + detail), path_(std::move(path)), detail_(std::move(detail)) {}
   const std::string& path() const { return path_; }
   const std::string& detail() const { return detail_; }
 
@@ -145,13 +143,12 @@ class FieldReader {
 // Both directions of a struct's JSON from its one fields function, as the
 // struct's namespace's to_json and from_json (nlohmann finds them by ADL):
 //   TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
-#define TPUSIM_REPORT_JSON_FROM_FIELDS(Type, FieldsFn)     \
-  void to_json(nlohmann::json& j, const Type& value) {     \
-    ::tpusim::report::internal::FieldWriter writer(j);     \
-    FieldsFn(writer, value);                               \
-  }                                                        \
-  void from_json(const nlohmann::json& j, Type& value) {   \
-    ::tpusim::report::internal::FieldReader reader(j);     \
-    FieldsFn(reader, value);                               \
+#define TPUSIM_REPORT_JSON_FROM_FIELDS(Type, FieldsFn)   \
+  void to_json(nlohmann::json& j, const Type& value) {   \
+    ::tpusim::report::internal::FieldWriter writer(j);   \
+    FieldsFn(writer, value);                             \
+  }                                                      \
+  void from_json(const nlohmann::json& j, Type& value) { \
+    ::tpusim::report::internal::FieldReader reader(j);   \
+    FieldsFn(reader, value);                             \
   }
-

@@ -20,8 +20,7 @@ std::vector<HostCosts> HostCostsOf(const std::vector<sim::RankMetrics>& ranks) {
     const int fed = h.steps > 0 ? static_cast<int>(h.shards_sent / h.steps) : 0;
     out.push_back({h.host, h.rows_per_step, fed, h.pipeline->window_costs, h.sparse_enqueue});
   }
-  std::sort(out.begin(), out.end(),
-            [](const HostCosts& a, const HostCosts& b) { return a.host < b.host; });
+  std::sort(out.begin(), out.end(), [](const HostCosts& a, const HostCosts& b) { return a.host < b.host; });
   return out;
 }
 
@@ -35,8 +34,7 @@ std::vector<HostCalibration> CalibrationsOf(const std::vector<sim::RankMetrics>&
     const sim::PipelineCalibration& c = *r.calibration;
     for (const HostCosts& h : hosts) {
       if (h.host != c.host) continue;
-      out.push_back({c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds,
-                     c.costs, c.note});
+      out.push_back({c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds, c.costs, c.note});
     }
   }
   return out;

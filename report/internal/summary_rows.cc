@@ -30,16 +30,16 @@ HostFigures FiguresOf(const HostRow& h) {
 }
 
 void PrintHostFigures(const std::string& label, const HostFigures& f, const std::string& bound_by) {
-  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}{}\n", label, f[0], f[1],
-             f[2], f[3], f[4], f[5], f[6], bound_by.empty() ? "" : "  " + bound_by);
+  fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}{}\n", label, f[0], f[1], f[2],
+             f[3], f[4], f[5], f[6], bound_by.empty() ? "" : "  " + bound_by);
 }
 
 // input.source: tfrecord: each real stage's cost per example, microseconds of
 // wall and of thread CPU, and the records skipped as corrupt.
 void PrintTfRecordStages(const sim::TfRecordStages& t) {
   const std::pair<const char*, const sim::TfRecordStages::PerExample*> stages[] = {
-      {"read", &t.read}, {"crc", &t.crc}, {"parse", &t.parse}, {"decode", &t.decode}, {"crop/resize", &t.resize},
-      {"batch", &t.batch}};
+      {"read", &t.read},          {"crc", &t.crc},    {"parse", &t.parse}, {"decode", &t.decode},
+      {"crop/resize", &t.resize}, {"batch", &t.batch}};
   std::string line;
   for (const auto& [name, s] : stages) line += fmt::format(" {} {:.1f}/{:.1f}", name, s->wall_s * 1e6, s->cpu_s * 1e6);
   fmt::print("       tfrecord us/example wall/cpu:{}; {} records read, {} skipped as corrupt\n", line, t.records_read,
@@ -94,8 +94,8 @@ double BindingSeconds(const HostRow& h) {
 std::string CommonBound(const std::vector<const HostRow*>& rows) {
   std::map<std::string, size_t> count;
   for (const HostRow* h : rows) ++count[h->pipeline ? h->pipeline->bound_by : std::string("-")];
-  const auto most = std::max_element(count.begin(), count.end(),
-                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto most =
+      std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   return fmt::format("{} ({} of {} hosts)", most->first, most->second, rows.size());
 }
 
@@ -111,19 +111,20 @@ void PrintHostSummaryRows(const std::vector<const HostRow*>& rows) {
     return BindingSeconds(*a) < BindingSeconds(*b);
   });
   PrintHostRow(*worst, "  <- worst host");
-  fmt::print("  {} hosts: min / median / max of each column, then the worst host (host {}: the most seconds "
-             "in its binding stage); --all-rows prints every host\n",
-             rows.size(), worst->host);
+  fmt::print(
+      "  {} hosts: min / median / max of each column, then the worst host (host {}: the most seconds "
+      "in its binding stage); --all-rows prints every host\n",
+      rows.size(), worst->host);
 }
 
 // Why the run's rate went past the simulator ceiling measured after it, or "".
 std::string AboveCeiling(const Report& r) {
   if (!r.simulator_ceiling || r.totals.bytes_per_s <= r.simulator_ceiling->bytes_per_s) return "";
   const double percent = 100.0 * r.totals.bytes_per_s / std::max(r.simulator_ceiling->bytes_per_s, 1e-9);
-  const std::string why =
-      r.window.steady ? "this machine's load differed between the run and the ceiling's passes after it (both "
-                        "ran on the same CPUs), so either figure is this machine's noise"
-                      : "the window is not steady (below): steps queued before it began count in its rate";
+  const std::string why = r.window.steady
+                              ? "this machine's load differed between the run and the ceiling's passes after it (both "
+                                "ran on the same CPUs), so either figure is this machine's noise"
+                              : "the window is not steady (below): steps queued before it began count in its rate";
   return fmt::format("  above the simulator ceiling ({:.0f}% of it): {}\n", percent, why);
 }
 
@@ -151,9 +152,10 @@ void PrintCoreSummaryRows(const std::vector<const CoreRow*>& rows) {
     return a->infeed->infeed_wait_s < b->infeed->infeed_wait_s;
   });
   PrintCoreFull(*worst, "  <- worst core");
-  fmt::print("  {} fed cores: min / median / max of each column, then the worst core (core {}/{}: the longest "
-             "infeed wait); --all-rows prints every core\n",
-             rows.size(), worst->host, worst->ordinal);
+  fmt::print(
+      "  {} fed cores: min / median / max of each column, then the worst core (core {}/{}: the longest "
+      "infeed wait); --all-rows prints every core\n",
+      rows.size(), worst->host, worst->ordinal);
 }
 
 }  // namespace
@@ -162,8 +164,8 @@ void PrintHostTable(const Report& r, bool all_rows) {
   fmt::print("\n== tpusim report (v{}) — {} on {}: {} loops x {} steps, window {} steps ({})\n", r.version,
              r.topology.name, r.topology.order, r.loops.num_loops, r.loops.steps_per_loop, r.window.infeed_steps,
              r.window.note);
-  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s", "MB/s",
-             "ceiling MB/s", "read s", "prep s", "shuffle s", "enqueue s", "bound by");
+  fmt::print("{:>6} {:>14} {:>12} {:>13} {:>9} {:>9} {:>9} {:>9}  {}\n", "host", "examples/s", "MB/s", "ceiling MB/s",
+             "read s", "prep s", "shuffle s", "enqueue s", "bound by");
   std::vector<const HostRow*> rows;
   for (const HostRow& h : r.hosts) {
     if (h.window) rows.push_back(&h);
@@ -175,9 +177,10 @@ void PrintHostTable(const Report& r, bool all_rows) {
   }
   const double ceiling = r.simulator_ceiling ? r.simulator_ceiling->bytes_per_s : 0.0;
   if (r.window.too_short) {
-    fmt::print("{:>6} {:>14} {:>12} {:>13.1f}   (cores' dequeue rate: none, the window is too short to be "
-               "steady)\n",
-               "total", "-", "-", ceiling / 1e6);
+    fmt::print(
+        "{:>6} {:>14} {:>12} {:>13.1f}   (cores' dequeue rate: none, the window is too short to be "
+        "steady)\n",
+        "total", "-", "-", ceiling / 1e6);
   } else {
     fmt::print("{:>6} {:>14.0f} {:>12.1f} {:>13.1f}   (cores' dequeue rate)\n", "total", r.totals.examples_per_s,
                r.totals.bytes_per_s / 1e6, ceiling / 1e6);

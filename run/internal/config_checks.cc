@@ -30,7 +30,8 @@ void RequireName(ConfigNode& node, const std::string& name) {
             });
   if (!ok) {
     node.FailAt(name, fmt::format("is not a valid name: use 1 to {} of A-Z a-z 0-9 _ - . "
-                                  "(not starting with '.')", kMaxNameLength));
+                                  "(not starting with '.')",
+                                  kMaxNameLength));
   }
 }
 

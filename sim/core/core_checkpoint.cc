@@ -19,9 +19,7 @@ namespace tpusim::sim::core {
 namespace {
 
 // Part `i` of `n` split into `parts` nearly equal pieces: its first element.
-int64_t SplitPoint(int64_t n, int parts, int i) {
-  return n / parts * i + std::min<int64_t>(i, n % parts);
-}
+int64_t SplitPoint(int64_t n, int parts, int i) { return n / parts * i + std::min<int64_t>(i, n % parts); }
 
 // The opaque extra state's byte at `offset`: a cheap pure function, so a
 // restore can check what it read.
@@ -64,20 +62,26 @@ class ReplicatedState {
 
   // Bytes [begin, begin + out.size()) of the state into `out`.
   void CopyOut(int64_t begin, std::span<std::byte> out) const {
-    Walk(begin, static_cast<int64_t>(out.size()), [&](std::span<std::byte> array, int64_t at, int64_t n) {
-      std::memcpy(out.data() + at, array.data(), static_cast<size_t>(n));
-    }, [&](int64_t extra_first, int64_t at, int64_t n) {
-      FillExtra(extra_first, out.subspan(static_cast<size_t>(at), static_cast<size_t>(n)));
-    });
+    Walk(
+        begin, static_cast<int64_t>(out.size()),
+        [&](std::span<std::byte> array, int64_t at, int64_t n) {
+          std::memcpy(out.data() + at, array.data(), static_cast<size_t>(n));
+        },
+        [&](int64_t extra_first, int64_t at, int64_t n) {
+          FillExtra(extra_first, out.subspan(static_cast<size_t>(at), static_cast<size_t>(n)));
+        });
   }
 
   // The inverse: `in` holds bytes [begin, begin + in.size()).
   void CopyIn(int64_t begin, std::span<const std::byte> in, const std::string& what) {
-    Walk(begin, static_cast<int64_t>(in.size()), [&](std::span<std::byte> array, int64_t at, int64_t n) {
-      std::memcpy(array.data(), in.data() + at, static_cast<size_t>(n));
-    }, [&](int64_t extra_first, int64_t at, int64_t n) {
-      CheckExtra(extra_first, in.subspan(static_cast<size_t>(at), static_cast<size_t>(n)), what);
-    });
+    Walk(
+        begin, static_cast<int64_t>(in.size()),
+        [&](std::span<std::byte> array, int64_t at, int64_t n) {
+          std::memcpy(array.data(), in.data() + at, static_cast<size_t>(n));
+        },
+        [&](int64_t extra_first, int64_t at, int64_t n) {
+          CheckExtra(extra_first, in.subspan(static_cast<size_t>(at), static_cast<size_t>(n)), what);
+        });
   }
 
  private:
@@ -95,7 +99,8 @@ class ReplicatedState {
     int64_t offset = 0;
     for (std::span<std::byte> a : arrays_) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + static_cast<int64_t>(a.size()));
-      if (lo < hi) on_array(a.subspan(static_cast<size_t>(lo - offset), static_cast<size_t>(hi - lo)), lo - begin, hi - lo);
+      if (lo < hi)
+        on_array(a.subspan(static_cast<size_t>(lo - offset), static_cast<size_t>(hi - lo)), lo - begin, hi - lo);
       offset += static_cast<int64_t>(a.size());
     }
     const int64_t lo = std::max(begin, arrays_bytes_), hi = std::min(end, arrays_bytes_ + extra_);
@@ -121,8 +126,7 @@ void ForEachTablePart(EmbeddingLayer& layer, Visit visit) {
   for (size_t t = 0; t < layer.config().tables.size(); ++t) {
     std::array<embedding::RowMatrix*, 3> parts = layer.engine().mutable_shard(t).state();
     for (size_t i = 0; i < parts.size(); ++i) {
-      visit(fmt::format("embedding/{}/{}", layer.config().tables[t].name, kTableParts[i]),
-            MatrixBytes(*parts[i]));
+      visit(fmt::format("embedding/{}/{}", layer.config().tables[t].name, kTableParts[i]), MatrixBytes(*parts[i]));
     }
   }
 }
@@ -158,8 +162,8 @@ struct CoreCheckpointer::Pending {
   double begin_s = 0, end_s = 0;  // the writer's, since the run's start
 };
 
-CoreCheckpointer::CoreCheckpointer(CoreCheckpointOptions options, CoreTrainer& trainer,
-                                   CheckpointGroups groups, TraceLog& trace)
+CoreCheckpointer::CoreCheckpointer(CoreCheckpointOptions options, CoreTrainer& trainer, CheckpointGroups groups,
+                                   TraceLog& trace)
     : options_(std::move(options)), trainer_(trainer), groups_(groups), trace_(trace) {
   last_global_step_ = trainer_.global_step();
   if (options_.config.shares_input_storage && options_.storage) {
@@ -249,9 +253,8 @@ std::vector<std::byte> CoreCheckpointer::TakeShare(int64_t next_infeed_step) {
 
 void CoreCheckpointer::AddTables(checkpoint::StateWriter& writer) {
   if (!trainer_.embedding()) return;
-  ForEachTablePart(*trainer_.embedding(), [&writer](const std::string& name, std::span<std::byte> bytes) {
-    writer.Add(name, bytes);
-  });
+  ForEachTablePart(*trainer_.embedding(),
+                   [&writer](const std::string& name, std::span<std::byte> bytes) { writer.Add(name, bytes); });
 }
 
 CoreCheckpointer::ExtraShard CoreCheckpointer::ShardedExtra() const {
@@ -317,8 +320,9 @@ void CoreCheckpointer::Write(Pending& p) {
     std::error_code ec;  // the folder was checked at set-up; it can still vanish or fill up
     std::filesystem::create_directories(p.dir, ec);
     if (ec) Fail("checkpoint {}: cannot create the folder: {}", p.dir, ec.message());
-    const std::string path = (std::filesystem::path(p.dir) / checkpoint::StateFileName(options_.share.host,
-                                                                                         options_.share.ordinal)).string();
+    const std::string path =
+        (std::filesystem::path(p.dir) / checkpoint::StateFileName(options_.share.host, options_.share.ordinal))
+            .string();
     AtomicFile file(path, "checkpoint " + path);
     WritePieces(file, p);
     file.Commit();
@@ -340,8 +344,8 @@ void CoreCheckpointer::WritePieces(AtomicFile& file, const Pending& p) {
   const size_t half = bytes.size() / 2;
   const infeed::StorageConfig& s = options_.config.storage;
   const int64_t in_flight = std::max(1, s.concurrency / options_.share.cores_on_host);
-  const size_t piece = shared_writes_ ? static_cast<size_t>(s.request_kib * 1024 * in_flight)
-                                      : std::max<size_t>(half, 1);
+  const size_t piece =
+      shared_writes_ ? static_cast<size_t>(s.request_kib * 1024 * in_flight) : std::max<size_t>(half, 1);
   bool past_half = false;
   for (size_t at = 0; at < bytes.size(); at += piece) {
     if (!past_half && at >= half) {
@@ -402,8 +406,10 @@ void CoreCheckpointer::Restore(const std::string& step_dir, const checkpoint::Ma
     std::array<int64_t, 2> range{};
     reader.CopyTo("replicated_range", std::as_writable_bytes(std::span(range)));
     if (range[0] != offset || range[1] != state.size()) {
-      Fail("{}: holds replicated state from byte {} of {}, this run expects byte {} of {} (a checkpoint "
-           "of another model or optimizer)", path, range[0], range[1], offset, state.size());
+      Fail(
+          "{}: holds replicated state from byte {} of {}, this run expects byte {} of {} (a checkpoint "
+          "of another model or optimizer)",
+          path, range[0], range[1], offset, state.size());
     }
     const std::span<const std::byte> share = reader.Section("replicated");
     state.CopyIn(offset, share, path);
@@ -414,7 +420,8 @@ void CoreCheckpointer::Restore(const std::string& step_dir, const checkpoint::Ma
     }
   }
   const std::string manifest_path = (std::filesystem::path(step_dir) / "manifest.json").string();
-  if (offset != state.size()) Fail("{}: its files hold {} of {} replicated state bytes", manifest_path, offset, state.size());
+  if (offset != state.size())
+    Fail("{}: its files hold {} of {} replicated state bytes", manifest_path, offset, state.size());
   if (!own) Fail("{}: lists no file of host {} core {}", manifest_path, options_.share.host, options_.share.ordinal);
 }
 
@@ -424,9 +431,8 @@ void CoreCheckpointer::RestoreOwn(const checkpoint::StateReader& reader, const s
   trainer_.RestoreGlobalStep(global_step);
   last_global_step_ = global_step;
   if (trainer_.embedding()) {
-    ForEachTablePart(*trainer_.embedding(), [&reader](const std::string& name, std::span<std::byte> bytes) {
-      reader.CopyTo(name, bytes);
-    });
+    ForEachTablePart(*trainer_.embedding(),
+                     [&reader](const std::string& name, std::span<std::byte> bytes) { reader.CopyTo(name, bytes); });
   }
   const ExtraShard shard = ShardedExtra();
   if (shard.bytes > 0) CheckExtra(shard.first, reader.Section("extra_sharded", static_cast<size_t>(shard.bytes)), path);

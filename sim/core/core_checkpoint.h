@@ -45,9 +45,9 @@ struct CheckpointShare {
   int num_hosts = 1;          // hosts with training cores
   int core_on_host = 0;       // this core among its host's training cores
   int cores_on_host = 1;
-  int core_index = 0;         // among every training core (manifest order)
+  int core_index = 0;  // among every training core (manifest order)
   int num_cores = 1;
-  int logical_core = 0;       // for the sharded extra state
+  int logical_core = 0;  // for the sharded extra state
   int cores_per_replica = 1;
 };
 
@@ -58,8 +58,8 @@ struct CoreCheckpointOptions {
   double link_bytes_per_s = 0;  // host_to_device_gbps in bytes/s (0: the copy takes no time)
   int64_t extra_state_bytes = 0;
   bool extra_state_sharded = false;
-  int64_t micro_batches = 1;    // infeed steps per global step
-  uint64_t seed = 0;            // input.seed, recorded in the manifest
+  int64_t micro_batches = 1;  // infeed steps per global step
+  uint64_t seed = 0;          // input.seed, recorded in the manifest
   std::map<std::string, std::string> fingerprint;
   double origin_s = 0;
   FaultInjector faults;
@@ -80,8 +80,7 @@ struct CheckpointGroups {
 class CoreCheckpointer {
  public:
   // Borrows `trainer`, the groups and `trace`, which must outlive it.
-  CoreCheckpointer(CoreCheckpointOptions options, CoreTrainer& trainer, CheckpointGroups groups,
-                   TraceLog& trace);
+  CoreCheckpointer(CoreCheckpointOptions options, CoreTrainer& trainer, CheckpointGroups groups, TraceLog& trace);
   ~CoreCheckpointer();
   CoreCheckpointer(const CoreCheckpointer&) = delete;
   CoreCheckpointer& operator=(const CoreCheckpointer&) = delete;

@@ -22,8 +22,7 @@ namespace {
 // piece fails loudly), or zero-row pieces for a core without infeed.
 class CoreEmbeddingIds {
  public:
-  CoreEmbeddingIds(const embedding::EmbeddingConfig& config, bool verify, uint64_t seed)
-      : config_(config) {
+  CoreEmbeddingIds(const embedding::EmbeddingConfig& config, bool verify, uint64_t seed) : config_(config) {
     if (verify) expected_ = std::make_unique<wire::EmbeddingEnqueue>(config_, seed);
   }
 
@@ -35,8 +34,8 @@ class CoreEmbeddingIds {
     sim::wire::DecodeCoo(shard->trailer, config_, pieces_);
     if (expected_) {
       const infeed::PieceSlice& rows = shard->slices[0];
-      std::span<const int64_t> ids = shard->example_ids.subspan(
-          static_cast<size_t>(rows.begin[0]), static_cast<size_t>(rows.end[0] - rows.begin[0]));
+      std::span<const int64_t> ids = shard->example_ids.subspan(static_cast<size_t>(rows.begin[0]),
+                                                                static_cast<size_t>(rows.end[0] - rows.begin[0]));
       sim::wire::CheckSamePieces(config_, step, pieces_, expected_->Pieces(step, ids));
     }
     return pieces_;
@@ -49,9 +48,7 @@ class CoreEmbeddingIds {
 };
 
 // One column a number of the steps CSV, with a fixed precision.
-void AppendColumn(std::string& row, double value) {
-  fmt::format_to(std::back_inserter(row), ",{:.9f}", value);
-}
+void AppendColumn(std::string& row, double value) { fmt::format_to(std::back_inserter(row), ",{:.9f}", value); }
 
 // The core loop of one training (or infeed-only) core of a replica.
 class CoreLoop {
@@ -150,8 +147,7 @@ class CoreLoop {
       for (CoreStage* stage : parts_.stages) stage->AddLoopOutfeed(step / per_loop, payload);
     }
     {
-      Watchdog::Scope wait(&parts_.watchdog, "the host to take the outfeed of step", step,
-                           options_.host_rank);
+      Watchdog::Scope wait(&parts_.watchdog, "the host to take the outfeed of step", step, options_.host_rank);
       SendOutfeed(parts_.world, options_.host_rank, record, payload);
     }
     const double seconds = Now() - start;
@@ -175,11 +171,10 @@ class CoreLoop {
   // A core's columns of the steps CSV (kStepsCsvHeader): who, when, the parts.
   std::string CsvRow(const CoreStepRecord& r) const {
     const cluster::RankRole& role = options_.role;
-    std::string row = fmt::format("{},{},{},{},{},{}", r.step, r.src_host, role.host, role.ordinal,
-                                  role.replica, role.logical_core);
+    std::string row =
+        fmt::format("{},{},{},{},{},{}", r.step, r.src_host, role.host, role.ordinal, role.replica, role.logical_core);
     AppendColumn(row, r.start_s);
-    ForEachCsvPart(r.parts,
-                   [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
+    ForEachCsvPart(r.parts, [&row](std::string_view, double seconds) { AppendColumn(row, seconds); });
     AppendColumn(row, r.checkpoint_s);  // kCoreTailCsvColumns: the merge moves them last
     AppendColumn(row, r.checkpoint_blocked_s);
     return row;

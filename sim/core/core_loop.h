@@ -87,10 +87,10 @@ struct CoreLoopParts {
   const cluster::Transport& world;  // the outfeed
   CoreInfeed infeed;
   const DeviceTimeModel& device;
-  Watchdog& watchdog;         // deadline on the outfeed waits
-  RankStream& placement_log;  // a line per shard dequeued (off when not asked for)
-  RankStream& steps_csv;      // a line per step (off when not asked for)
-  TraceLog& trace;            // --trace (off when not asked for)
+  Watchdog& watchdog;                  // deadline on the outfeed waits
+  RankStream& placement_log;           // a line per shard dequeued (off when not asked for)
+  RankStream& steps_csv;               // a line per step (off when not asked for)
+  TraceLog& trace;                     // --trace (off when not asked for)
   std::span<CoreStage* const> stages;  // the run's features, in the order they act
 };
 

@@ -25,12 +25,15 @@ cluster::CrossReplicaSumOptions CrsOptions(const run::RunConfig& config) {
 
 }  // namespace
 
-CoreTrainer::CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan,
-                         const cluster::RankRole& role, cluster::Communicators& comms,
-                         Watchdog* watchdog)
-    : config_(config), plan_(plan), comms_(comms), watchdog_(watchdog),
+CoreTrainer::CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan, const cluster::RankRole& role,
+                         cluster::Communicators& comms, Watchdog* watchdog)
+    : config_(config),
+      plan_(plan),
+      comms_(comms),
+      watchdog_(watchdog),
       model_(config.model.config, std::max(TrainerInputWidth(config, plan), 1)),
-      dense_width_(ModelInputWidth(config.input, plan.features())), replica_(role.replica) {
+      dense_width_(ModelInputWidth(config.input, plan.features())),
+      replica_(role.replica) {
   CheckTrainable(config, plan);
   for (size_t f = 0; f < plan.features().size(); ++f) {
     const infeed::FeatureSpec& spec = plan.features()[f];
@@ -60,8 +63,7 @@ CoreTrainer::CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan&
     };
     aggregation_ = std::make_unique<optim::GradientAggregation>(
         std::move(inner),
-        optim::GradientAggregationParams{config.train.num_micro_batches, config.train.apply_crs_to_grad},
-        reduce);
+        optim::GradientAggregationParams{config.train.num_micro_batches, config.train.apply_crs_to_grad}, reduce);
   }
   size_t total = 0;
   for (model::Variable& v : model_.trainable()) {
@@ -265,8 +267,10 @@ void CoreTrainer::RecordNonFinite() {
   {
     Watchdog::Scope wait(watchdog_, "the agreement on a non-finite value at step", global_step_, -1,
                          "every training core");
-    if (comms_.replica->size() > 1) comms_.replica->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
-    if (comms_.logical_core->valid()) comms_.logical_core->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
+    if (comms_.replica->size() > 1)
+      comms_.replica->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
+    if (comms_.logical_core->valid())
+      comms_.logical_core->AllreduceInPlace(std::span<double>(&key, 1), cluster::ReduceOp::kMin);
   }
   NonFiniteValue first{global_step_, -1, ""};
   if (key == kNone) {
@@ -286,9 +290,10 @@ void CoreTrainer::RecordNonFinite() {
 void CoreTrainer::CheckTablesFollowDenseParams(bool tables_updated, bool dense_applied) const {
   if (config_.embedding.config.update != embedding::UpdateMode::kGlobalStep) return;
   if (tables_updated != dense_applied) {
-    Fail("embedding.update: global_step: at global step {} the tables {} but the dense "
-         "params {} (internal error)", global_step_, tables_updated ? "updated" : "did not update",
-         dense_applied ? "did" : "did not");
+    Fail(
+        "embedding.update: global_step: at global step {} the tables {} but the dense "
+        "params {} (internal error)",
+        global_step_, tables_updated ? "updated" : "did not update", dense_applied ? "did" : "did not");
   }
 }
 

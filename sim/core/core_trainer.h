@@ -29,29 +29,29 @@
 #include "cluster/communicators.h"
 #include "cluster/cross_replica_sum.h"
 #include "cluster/rank_layout.h"
-#include "infeed/infeed_plan.h"
 #include "embedding/sparse_enqueue.h"
+#include "infeed/infeed_plan.h"
 #include "infeed/shard_message.h"
+#include "model/mlp.h"
 #include "optim/accumulator_optimizer.h"
 #include "optim/gradient_aggregation.h"
-#include "sim/core/embedding_layer.h"
-#include "sim/metrics.h"
-#include "model/mlp.h"
 #include "run/model_inputs.h"
 #include "run/run_config.h"
+#include "sim/core/embedding_layer.h"
+#include "sim/metrics.h"
 
 namespace tpusim::sim::core {
 
 struct MicroStepResult {
-  double loss_sum = 0;   // local mean loss x rows (so sums over cores give the total)
+  double loss_sum = 0;  // local mean loss x rows (so sums over cores give the total)
   int64_t rows = 0;
   bool applied = false;  // the optimizer updated the parameters this micro-step
   // A loss or gradient of some training core was not finite this micro-step (the
   // same answer on every training core: see CoreTrainer::MicroStep).
   bool non_finite = false;
-  double compute_s = 0;  // forward + backward
-  double crs_s = 0;      // gradient reduction (replica + cross-replica)
-  double apply_s = 0;    // adjustment + accumulation + optimizer
+  double compute_s = 0;             // forward + backward
+  double crs_s = 0;                 // gradient reduction (replica + cross-replica)
+  double apply_s = 0;               // adjustment + accumulation + optimizer
   double embedding_forward_s = 0;   // lookups (0 without embedding)
   double embedding_backward_s = 0;  // gradient exchange and table update
 };
@@ -61,9 +61,8 @@ class CoreTrainer {
   // Collective over the core's replica and logical-core communicators. Throws
   // Error when the infeed layout cannot train (features partitioned along a
   // non-batch dim, no float feature, no label).
-  CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan,
-              const cluster::RankRole& role, cluster::Communicators& comms,
-              Watchdog* watchdog = nullptr);
+  CoreTrainer(const run::RunConfig& config, const infeed::InfeedPlan& plan, const cluster::RankRole& role,
+              cluster::Communicators& comms, Watchdog* watchdog = nullptr);
 
   // One micro-step on `shard` (nullptr for a core of the replica that gets no infeed).
   // `embedding_ids[f]` holds the ids of embedding feature f for the shard's rows
@@ -120,7 +119,7 @@ class CoreTrainer {
   cluster::Communicators& comms_;
   Watchdog* watchdog_;  // borrowed; null: no deadline
   model::Mlp model_;
-  std::unique_ptr<optim::GradientAggregation> aggregation_;  // accumulator: gradient_aggregation
+  std::unique_ptr<optim::GradientAggregation> aggregation_;   // accumulator: gradient_aggregation
   std::unique_ptr<optim::AccumulatorOptimizer> accumulator_;  // accumulator: lingvo
   std::optional<cluster::CrossReplicaSum> crs_;
   std::optional<cluster::CrossReplicaSum> replica_sum_;  // within the replica, when it has > 1 core
@@ -139,9 +138,9 @@ class CoreTrainer {
   bool stopped_ = false;
   Eigen::MatrixXf inputs_;
   Eigen::VectorXf labels_;
-  Eigen::ArrayXf fused_;                 // every gradient back to back, reduced at once
-  std::vector<Eigen::ArrayXf> grads_;    // adjusted gradients, per variable
-  std::vector<Eigen::ArrayXf> values_;   // scratch view for the adjustment's L2 term
+  Eigen::ArrayXf fused_;                // every gradient back to back, reduced at once
+  std::vector<Eigen::ArrayXf> grads_;   // adjusted gradients, per variable
+  std::vector<Eigen::ArrayXf> values_;  // scratch view for the adjustment's L2 term
 };
 
 }  // namespace tpusim::sim::core

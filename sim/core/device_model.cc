@@ -16,8 +16,7 @@ double Uniform(uint64_t key, uint64_t i) {
 
 // A standard normal from the stream (Box-Muller); consumes uniforms i, i + 1.
 double Normal(uint64_t key, uint64_t i) {
-  return std::sqrt(-2.0 * std::log(Uniform(key, i))) *
-         std::cos(2.0 * std::numbers::pi * Uniform(key, i + 1));
+  return std::sqrt(-2.0 * std::log(Uniform(key, i))) * std::cos(2.0 * std::numbers::pi * Uniform(key, i + 1));
 }
 
 // Gamma(shape k, scale theta) by Marsaglia and Tsang, with the boost for k < 1.
@@ -44,8 +43,8 @@ double Gamma(uint64_t key, double k, double theta) {
 DeviceTimeModel::DeviceTimeModel(const run::DeviceConfig& device, const run::FaultsConfig& faults, uint64_t seed,
                                  int host, int ordinal, int64_t rows_per_step, double core_peak_tflops)
     : device_(device),
-      key_(Mix64(seed ^ Mix64(0x64657669636500ULL ^ (static_cast<uint64_t>(host) << 20) ^
-                              static_cast<uint64_t>(ordinal)))) {
+      key_(Mix64(seed ^
+                 Mix64(0x64657669636500ULL ^ (static_cast<uint64_t>(host) << 20) ^ static_cast<uint64_t>(ordinal)))) {
   mean_s_ = device.mean_us * 1e-6;
   if (device.flops_per_example > 0 && core_peak_tflops > 0) {
     mean_s_ = device.flops_per_example * static_cast<double>(rows_per_step) / (core_peak_tflops * 1e12);

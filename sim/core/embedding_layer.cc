@@ -12,28 +12,24 @@ using embedding::RowMatrix;
 
 // A feature's activations [rows * L, dim] seen as one model row per example
 // [rows, L * dim]: row-major storage makes that a reshape, not a copy.
-Eigen::Map<const RowMatrix> PerExample(const RowMatrix& rows_by_dim, int64_t examples,
-                                       int64_t width) {
+Eigen::Map<const RowMatrix> PerExample(const RowMatrix& rows_by_dim, int64_t examples, int64_t width) {
   return Eigen::Map<const RowMatrix>(rows_by_dim.data(), examples, width);
 }
 
 }  // namespace
 
-EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config,
-                               const cluster::Transport& cores)
+EmbeddingLayer::EmbeddingLayer(const embedding::EmbeddingConfig& config, const cluster::Transport& cores)
     : config_(config),
       engine_(config_, cores),
       width_(embedding::EmbeddingWidth(config_)),
       grads_(config_.features.size()) {}
 
-void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
-                             int64_t first_col) {
+void EmbeddingLayer::Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs, int64_t first_col) {
   MonotonicTime start = MonotonicNow();
   const int64_t rows = inputs.rows();
   for (size_t f = 0; f < pieces.size(); ++f) {
     if (pieces[f].rows != rows) {
-      Fail("embedding.features.{}: {} rows of ids for {} dense rows", config_.features[f].name,
-           pieces[f].rows, rows);
+      Fail("embedding.features.{}: {} rows of ids for {} dense rows", config_.features[f].name, pieces[f].rows, rows);
     }
   }
   const std::vector<RowMatrix>& acts = engine_.Forward(pieces);

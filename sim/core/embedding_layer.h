@@ -40,8 +40,7 @@ class EmbeddingLayer {
   // (rows 0 for a core without infeed). Writes the activations into
   // inputs.middleCols(first_col, width()). Throws Error when a piece's rows differ
   // from inputs.rows() (ids that do not belong to the dense rows).
-  void Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs,
-               int64_t first_col);
+  void Forward(std::span<const embedding::CooPiece> pieces, Eigen::MatrixXf& inputs, int64_t first_col);
 
   // Collective. Hands input_grad.middleCols(first_col, width()) to the engine as the
   // gradients of the last Forward's activations (same rows). Returns whether the
@@ -51,9 +50,7 @@ class EmbeddingLayer {
 
   // Collective. The full [vocab, dim] table on core `root` (cores rank), empty
   // elsewhere.
-  embedding::RowMatrix GatherTable(size_t table, int root) {
-    return engine_.GatherTable(table, root);
-  }
+  embedding::RowMatrix GatherTable(size_t table, int root) { return engine_.GatherTable(table, root); }
 
   int64_t width() const { return width_; }
   const embedding::EmbeddingConfig& config() const { return config_; }

@@ -1,7 +1,5 @@
 #include "sim/core/params_out.h"
 
-
-
 namespace tpusim::sim::core {
 
 std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool root, EmbeddingLayer& layer) {
@@ -15,23 +13,23 @@ std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool ro
   return tables;
 }
 
-std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model,
-                                      const std::vector<GatheredTable>& tables,
-                                      const std::vector<std::vector<optim::SlotView>>& slots) {
+std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model, const std::vector<GatheredTable>& tables,
+                                            const std::vector<std::vector<optim::SlotView>>& slots) {
   std::vector<wire::NamedArray> arrays;
   for (const auto* list : {&model.trainable(), &model.non_trainable()}) {
     for (const model::Variable& v : *list) {
-      arrays.push_back({v.spec.name, v.spec.shape,
-                        {v.value.data(), static_cast<size_t>(v.value.size())}});
+      arrays.push_back({v.spec.name, v.spec.shape, {v.value.data(), static_cast<size_t>(v.value.size())}});
     }
   }
   for (const GatheredTable& t : tables) {
-    arrays.push_back({"embedding." + t.name, {t.values.rows(), t.values.cols()},
+    arrays.push_back({"embedding." + t.name,
+                      {t.values.rows(), t.values.cols()},
                       {t.values.data(), static_cast<size_t>(t.values.size())}});
   }
   for (size_t v = 0; v < slots.size(); ++v) {
     for (const optim::SlotView& slot : slots[v]) {
-      arrays.push_back({"slots/" + model.trainable()[v].spec.name + "/" + slot.name, slot.shape,
+      arrays.push_back({"slots/" + model.trainable()[v].spec.name + "/" + slot.name,
+                        slot.shape,
                         {slot.values->data(), static_cast<size_t>(slot.values->size())}});
     }
   }

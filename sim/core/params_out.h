@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "cluster/transport.h"
 #include "embedding/row_matrix.h"
+#include "model/mlp.h"
 #include "optim/optimizer.h"
 #include "sim/core/embedding_layer.h"
-#include "model/mlp.h"
-#include "cluster/transport.h"
 #include "sim/wire/params.h"
 
 namespace tpusim::sim::core {
@@ -30,8 +30,7 @@ std::vector<GatheredTable> GatherTables(const cluster::Transport& cores, bool ro
 // What replica 0's core writes: every model variable (trainable, then
 // non-trainable), each table as "embedding.<table>", and each optimizer slot of
 // trainable variable v as "slots/<v>/<slot>" from `slots(v index)`.
-std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model,
-                                      const std::vector<GatheredTable>& tables,
-                                      const std::vector<std::vector<optim::SlotView>>& slots);
+std::vector<wire::NamedArray> ParamsToWrite(const model::Mlp& model, const std::vector<GatheredTable>& tables,
+                                            const std::vector<std::vector<optim::SlotView>>& slots);
 
 }  // namespace tpusim::sim::core

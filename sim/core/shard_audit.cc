@@ -62,9 +62,12 @@ json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& pl
     }
     tensors[plan.features()[f].name] = t;
   }
-  json record = {{"step", shard.header.step},     {"host", core.host},
-                 {"ordinal", core.ordinal},       {"replica", core.replica},
-                 {"logical_core", core.logical_core}, {"src_host", shard.header.src_host},
+  json record = {{"step", shard.header.step},
+                 {"host", core.host},
+                 {"ordinal", core.ordinal},
+                 {"replica", core.replica},
+                 {"logical_core", core.logical_core},
+                 {"src_host", shard.header.src_host},
                  {"tensors", tensors}};
   if (!plan.mesh_axes().empty()) AddMeshPlacement(core, plan, shard, record);
   return record;
@@ -73,13 +76,13 @@ json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& pl
 // Fails loudly when what arrived is not what this core is: a mis-routed shard, or
 // (with infeed.verify) bytes that differ from the synthetic function of their ids
 // (for the cached source: of the ids whose values the pool holds, ValueExampleId).
-void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
-                const ShardValues* values, const infeed::ShardCodec::View& shard) {
+void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan, const ShardValues* values,
+                const infeed::ShardCodec::View& shard) {
   const infeed::ShardHeader& h = shard.header;
   if (h.dst_host != core.host || h.dst_ordinal != core.ordinal || h.replica != core.replica ||
       h.logical_core != core.logical_core) {
-    Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step,
-         h.dst_host, h.dst_ordinal, h.replica, h.logical_core, core.Describe());
+    Fail("infeed: step {} shard for core {}/{} (replica {}, logical core {}) arrived at {}", h.step, h.dst_host,
+         h.dst_ordinal, h.replica, h.logical_core, core.Describe());
   }
   if (!values) return;
   infeed::Batch pieces = shard.ToBatch(plan.features());
@@ -88,8 +91,8 @@ void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
     std::vector<int64_t> ids(shard.example_ids.begin() + s.begin[0], shard.example_ids.begin() + s.end[0]);
     for (int64_t& id : ids) id = values->value_example_id(id);
     std::vector<int64_t> inner(s.begin.begin() + 1, s.begin.end());
-    infeed::VerifyResult r = values->data.VerifyRows(
-        plan.features()[f].name, pieces.at(plan.features()[f].name), ids, inner);
+    infeed::VerifyResult r =
+        values->data.VerifyRows(plan.features()[f].name, pieces.at(plan.features()[f].name), ids, inner);
     if (!r.ok) Fail("infeed.verify: step {}: {}", h.step, r.message);
   }
 }

@@ -34,7 +34,7 @@ nlohmann::json PlacementRecord(const cluster::RankRole& core, const infeed::Infe
 // Throws Error when the shard's header names a core other than `core`, or when
 // `values` is given and a value differs from the synthetic function of its
 // example id.
-void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
-                const ShardValues* values, const infeed::ShardCodec::View& shard);
+void CheckShard(const cluster::RankRole& core, const infeed::InfeedPlan& plan, const ShardValues* values,
+                const infeed::ShardCodec::View& shard);
 
 }  // namespace tpusim::sim::core

@@ -18,11 +18,10 @@ namespace {
 void TraceMicroStep(TraceLog& trace, double start_s, const MicroStepResult& r) {
   if (!trace.enabled()) return;
   double t = start_s;
-  for (auto [name, seconds] :
-       {std::pair<const char*, double>{"forward+backward", r.compute_s + r.embedding_forward_s},
-        {"embedding backward", r.embedding_backward_s},
-        {"cross-replica sum", r.crs_s},
-        {"optimizer apply", r.apply_s}}) {
+  for (auto [name, seconds] : {std::pair<const char*, double>{"forward+backward", r.compute_s + r.embedding_forward_s},
+                               {"embedding backward", r.embedding_backward_s},
+                               {"cross-replica sum", r.crs_s},
+                               {"optimizer apply", r.apply_s}}) {
     if (seconds > 0) trace.Add(name, t, seconds);
     t += seconds;
   }
@@ -39,8 +38,7 @@ void AddEngineStats(CoreStepRecord& record, const EmbeddingStepLog& log) {
 std::vector<std::vector<std::string>> ParamChecksums(const model::Mlp& model) {
   std::vector<std::vector<std::string>> out;
   for (const model::Variable& v : model.trainable()) {
-    const auto bytes =
-        std::as_bytes(std::span(v.value.data(), static_cast<size_t>(v.value.size())));
+    const auto bytes = std::as_bytes(std::span(v.value.data(), static_cast<size_t>(v.value.size())));
     out.push_back({v.spec.name, HexDigest(Fnv1a64(bytes))});
   }
   return out;

@@ -25,10 +25,9 @@ class TrainerStage final : public CoreStage {
     bool params_out = false;  // --params-out: replica 0's logical core 0 sends the params
   };
   // `world`: to rank 0 (the params); `cores`: every core (the tables gathered).
-  TrainerStage(CoreTrainer& trainer, Options options, const cluster::Transport& world,
-               const cluster::Transport& cores, Watchdog& watchdog, TraceLog& trace)
-      : trainer_(trainer), options_(options), world_(world), cores_(cores), watchdog_(watchdog),
-        trace_(trace) {}
+  TrainerStage(CoreTrainer& trainer, Options options, const cluster::Transport& world, const cluster::Transport& cores,
+               Watchdog& watchdog, TraceLog& trace)
+      : trainer_(trainer), options_(options), world_(world), cores_(cores), watchdog_(watchdog), trace_(trace) {}
 
   void OnStep(CoreStep& step) override;
   bool DeviceIdle() const override { return trainer_.stopped(); }

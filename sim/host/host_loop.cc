@@ -21,8 +21,7 @@ SparseEnqueueCosts SparseEnqueueOf(const wire::EnqueueCosts& c) {
 std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
   std::vector<LoopRecord> out;
   for (const auto& [loop, s] : summaries) {
-    out.push_back({loop, s.global_step, s.end_s,
-                   s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0});
+    out.push_back({loop, s.global_step, s.end_s, s.rows > 0 ? s.loss_sum / static_cast<double>(s.rows) : 0.0});
   }
   return out;
 }
@@ -41,13 +40,11 @@ class HostLoop : public infeed::HostObserver {
   HostLoop(HostLoopOptions options, const HostLoopParts& parts)
       : options_(std::move(options)),
         parts_(parts),
-        outfeed_(parts.world, parts.loops, options_.outfeed_cores, options_.num_hosts,
-                 options_.transport.origin_s, options_.transport.sleep_when_idle),
+        outfeed_(parts.world, parts.loops, options_.outfeed_cores, options_.num_hosts, options_.transport.origin_s,
+                 options_.transport.sleep_when_idle),
         window_start_(parts.loops.window_first_step()) {
     if (parts_.observer) {
-      outfeed_.on_loop_done = [observer = parts_.observer](const LoopSummary& s) {
-        observer->LoopDone(s);
-      };
+      outfeed_.on_loop_done = [observer = parts_.observer](const LoopSummary& s) { observer->LoopDone(s); };
     }
     metrics_.host = options_.host;
     const infeed::HostPlan* hp = parts_.plan.host_plan(options_.host);
@@ -56,9 +53,8 @@ class HostLoop : public infeed::HostObserver {
   }
 
   RankMetrics Run() {
-    const infeed::HostFeedStats stats =
-        infeed::RunHostInfeed(parts_.plan, parts_.layout, parts_.world, options_.host, Transport(),
-                              parts_.input.Filler());
+    const infeed::HostFeedStats stats = infeed::RunHostInfeed(parts_.plan, parts_.layout, parts_.world, options_.host,
+                                                              Transport(), parts_.input.Filler());
     outfeed_.Finish(options_.transport.watchdog);
     if (shampoo_) shampoo_->Drain();
     return Finish(stats);
@@ -69,8 +65,8 @@ class HostLoop : public infeed::HostObserver {
   void StartShampoo() {
     shampoo::HostServiceOptions options = *options_.shampoo;
     options.on_root = [this](const shampoo::RootTiming& r) {
-      parts_.trace.Add(fmt::format("root {} ({}, step {}{})", parts_.keys.key(r.key).spec.key,
-                                   r.method, r.step, r.accepted ? "" : ", rejected"),
+      parts_.trace.Add(fmt::format("root {} ({}, step {}{})", parts_.keys.key(r.key).spec.key, r.method, r.step,
+                                   r.accepted ? "" : ", rejected"),
                        r.start_s, r.end_s - r.start_s, 1 + r.worker);
     };
     shampoo_ = std::make_unique<shampoo::HostService>(parts_.keys, parts_.world, options);
@@ -93,8 +89,7 @@ class HostLoop : public infeed::HostObserver {
   // here, unlike Lingvo (docs/reference/infeed.md §5.3): workers build steps concurrently but the
   // sender sends them in step order, so dense rows and ids of a core always match.
   void AddEmbeddingIds(infeed::TransportOptions& options) {
-    enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed,
-                                                       window_start_);
+    enqueue_ = std::make_unique<wire::EmbeddingEnqueue>(*options_.embedding, options_.seed, window_start_);
     trailer_ = std::make_unique<wire::EmbeddingTrailer>(*options_.embedding, enqueue_.get());
     options.trailer = trailer_.get();
   }
@@ -116,9 +111,10 @@ class HostLoop : public infeed::HostObserver {
     metrics_.Add({s.step, s.build_s, s.enqueue_s, s.sent_s}, in_window);
     const infeed::TfRecordStageCosts stages = parts_.input.TakeStepCosts(s.step);
     if (parts_.steps_csv.enabled()) {
-      std::string line = fmt::format("{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s,
-                                     s.sent_s, s.build_cpu_s, s.enqueue_cpu_s);
-      for (const auto* stage : {&stages.read, &stages.crc, &stages.parse, &stages.decode, &stages.resize, &stages.batch}) {
+      std::string line = fmt::format("{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f}", s.step, s.build_s, s.enqueue_s, s.sent_s,
+                                     s.build_cpu_s, s.enqueue_cpu_s);
+      for (const auto* stage :
+           {&stages.read, &stages.crc, &stages.parse, &stages.decode, &stages.resize, &stages.batch}) {
         line += fmt::format(",{:.9f},{:.9f}", stage->wall_s, stage->cpu_s);
       }
       parts_.steps_csv.WriteLine(line);

@@ -57,9 +57,9 @@ struct HostLoopParts {
   const run::KeyTable& keys;  // Shampoo's preconditioner keys (empty without)
   const cluster::RankLayout& layout;
   const cluster::Transport& world;
-  InputPipeline& input;   // fills this host's batches
-  TraceLog& trace;        // --trace (off when not asked for)
-  RankStream& steps_csv;  // --steps-csv: a line per step built (off: not asked for, builds none)
+  InputPipeline& input;             // fills this host's batches
+  TraceLog& trace;                  // --trace (off when not asked for)
+  RankStream& steps_csv;            // --steps-csv: a line per step built (off: not asked for, builds none)
   RunObserver* observer = nullptr;  // rank 0's progress (may be null)
   // With checkpoint saves, the host's shared storage: its cores' writers say
   // when they write, and the loop counts the input's examples beside them.

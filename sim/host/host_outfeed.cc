@@ -11,15 +11,18 @@
 
 namespace tpusim::sim::host {
 
-OutfeedHost::OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops,
-                         int records_per_step, int num_hosts, double origin_s, bool sleep_when_idle)
-    : world_(world), loops_(loops), records_per_step_(records_per_step), num_hosts_(num_hosts),
-      origin_s_(origin_s), sleep_when_idle_(sleep_when_idle) {}
+OutfeedHost::OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops, int records_per_step,
+                         int num_hosts, double origin_s, bool sleep_when_idle)
+    : world_(world),
+      loops_(loops),
+      records_per_step_(records_per_step),
+      num_hosts_(num_hosts),
+      origin_s_(origin_s),
+      sleep_when_idle_(sleep_when_idle) {}
 
 // Receives one pending outfeed record or (rank 0) loop summary; false if none.
 bool OutfeedHost::ReceiveOne() {
-  std::optional<cluster::Pending> pending =
-      world_.TryProbe(cluster::kAnySource, cluster::kTagOutfeed);
+  std::optional<cluster::Pending> pending = world_.TryProbe(cluster::kAnySource, cluster::kTagOutfeed);
   if (!pending && world_.rank() == 0) {
     pending = world_.TryProbe(cluster::kAnySource, cluster::kTagLoopSummary);
   }
@@ -41,17 +44,16 @@ void OutfeedHost::Receive(const cluster::Pending& pending) {
     return;
   }
   if (pending.tag != cluster::kTagOutfeed || pending.bytes < sizeof(wire::OutfeedRecord)) {
-    Fail("host rank {}: unexpected message (tag {}, {} bytes) from rank {}", world_.rank(),
-         pending.tag, pending.bytes, pending.source);
+    Fail("host rank {}: unexpected message (tag {}, {} bytes) from rank {}", world_.rank(), pending.tag, pending.bytes,
+         pending.source);
   }
   std::vector<std::byte> bytes(pending.bytes);
   world_.Recv(bytes, pending.source, cluster::kTagOutfeed);
   wire::OutfeedMessage m = sim::wire::DecodeOutfeed(bytes);
   const int64_t loop = m.record.step / loops_.infeed_steps_per_loop();
   pending_[loop].push_back(std::move(m));
-  while (loops_completed_ < loops_.num_loops &&
-         static_cast<int64_t>(pending_[loops_completed_].size()) ==
-             loops_.infeed_steps_per_loop() * records_per_step_) {
+  while (loops_completed_ < loops_.num_loops && static_cast<int64_t>(pending_[loops_completed_].size()) ==
+                                                    loops_.infeed_steps_per_loop() * records_per_step_) {
     CompleteLoop(loops_completed_);
   }
 }
@@ -60,11 +62,10 @@ void OutfeedHost::CompleteLoop(int64_t loop) {
   wire::LoopOutfeed out{loop, std::move(pending_[loop])};
   pending_.erase(loop);
   // Dequeue order of §7.2: step-major, then replica id, then logical core.
-  std::sort(out.records.begin(), out.records.end(),
-            [](const wire::OutfeedMessage& a, const wire::OutfeedMessage& b) {
-              return std::tie(a.record.step, a.record.replica, a.record.logical_core) <
-                     std::tie(b.record.step, b.record.replica, b.record.logical_core);
-            });
+  std::sort(out.records.begin(), out.records.end(), [](const wire::OutfeedMessage& a, const wire::OutfeedMessage& b) {
+    return std::tie(a.record.step, a.record.replica, a.record.logical_core) <
+           std::tie(b.record.step, b.record.replica, b.record.logical_core);
+  });
   for (wire::PostLoopHook* hook : hooks_) hook->AfterLoop(out);
   LoopSummary s;
   s.loop = loop;
@@ -116,8 +117,8 @@ void OutfeedHost::Finish(Watchdog* watchdog) {
   if (records_per_step_ == 0) {
     while (loops_completed_ < loops_.num_loops) CompleteLoop(loops_completed_);
   }
-  Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop",
-                       loops_completed_, -1, "its cores, the other hosts or its root workers");
+  Watchdog::Scope wait(watchdog, "the outfeed, loop summaries and post-loop work of loop", loops_completed_, -1,
+                       "its cores, the other hosts or its root workers");
   Backoff backoff(sleep_when_idle_);
   while (!Done()) {
     Poll();

@@ -28,7 +28,7 @@ struct LoopSummary {
   double loss_sum = 0;
   int64_t rows = 0;
   int64_t global_step = 0;
-  double end_s = 0;   // latest time (since the run's start) a host completed the loop
+  double end_s = 0;  // latest time (since the run's start) a host completed the loop
   int hosts = 0;
   // The earliest and the latest time a core finished the loop's last step (its
   // outfeed record's done_s; 0 on a host without cores in a replica): a host
@@ -44,8 +44,8 @@ class OutfeedHost {
   // the loop summaries of `num_hosts` hosts. `origin_s` is MonotonicSeconds() at
   // the run's start.
   // `sleep_when_idle`: how Finish waits (infeed::TransportOptions::sleep_when_idle).
-  OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops, int records_per_step,
-              int num_hosts, double origin_s, bool sleep_when_idle = false);
+  OutfeedHost(const cluster::Transport& world, const run::LoopPlan& loops, int records_per_step, int num_hosts,
+              double origin_s, bool sleep_when_idle = false);
   // Borrows `hook`, which must outlive this; hooks run in the order added.
   void AddHook(wire::PostLoopHook* hook) { hooks_.push_back(hook); }
   // Receives whatever outfeed (and at rank 0 loop summaries) has arrived and lets

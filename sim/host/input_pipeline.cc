@@ -54,8 +54,7 @@ class StepSequencer {
 namespace {
 
 // faults.slow_hosts of `host`: how much longer its workers take from a step on.
-double SlowHostFactor(const std::vector<run::FaultsConfig::SlowHost>& slow_hosts, int host,
-                      int64_t step) {
+double SlowHostFactor(const std::vector<run::FaultsConfig::SlowHost>& slow_hosts, int host, int64_t step) {
   double factor = 1;
   for (const run::FaultsConfig::SlowHost& h : slow_hosts) {
     if (h.host == host && step >= h.from_step) factor *= h.factor;
@@ -102,7 +101,9 @@ TfRecordStages TfRecordReport(const infeed::TfRecordSource& source, const infeed
   out.examples = c.examples;
   out.sharding_note = source.sharding_note();
   const double n = c.examples > 0 ? static_cast<double>(c.examples) : 1.0;
-  auto per = [n](const infeed::TfRecordStageCosts::Stage& s) { return TfRecordStages::PerExample{s.wall_s / n, s.cpu_s / n}; };
+  auto per = [n](const infeed::TfRecordStageCosts::Stage& s) {
+    return TfRecordStages::PerExample{s.wall_s / n, s.cpu_s / n};
+  };
   out.read = per(c.read);
   out.crc = per(c.crc);
   out.parse = per(c.parse);
@@ -120,7 +121,7 @@ struct InputPipeline::Impl {
   const infeed::InfeedPlan& plan;
   const int host;
   const infeed::HostPlan* host_plan = nullptr;
-  int64_t first_step = 0;  // --resume: the infeed position this run starts at
+  int64_t first_step = 0;                         // --resume: the infeed position this run starts at
   std::optional<infeed::ModeledWorkerPool> pool;  // cost_mode emulate
   std::optional<infeed::SyntheticSource> synthetic;
   std::optional<infeed::FileSource> files;
@@ -128,7 +129,7 @@ struct InputPipeline::Impl {
   std::optional<infeed::CachedSource> cached;
   std::optional<infeed::TfRecordSource> tfrecord;
   mutable std::mutex decode_mu_;
-  infeed::TfRecordStageCosts decode_costs;  // the workers' parse, decode, resize, batch
+  infeed::TfRecordStageCosts decode_costs;                    // the workers' parse, decode, resize, batch
   std::map<int64_t, infeed::TfRecordStageCosts> step_costs_;  // built, not yet sent
   internal::StepSequencer sequencer;
   infeed::StageCostsSum worker_costs;  // of synthetic fills and slow-host work
@@ -252,7 +253,8 @@ struct InputPipeline::Impl {
       });
       return;
     }
-    if (!synthetic) Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run::SpellingOf(run.input.source));
+    if (!synthetic)
+      Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run::SpellingOf(run.input.source));
     int64_t first = plan.example_id(first_step + step, *host_plan, 0);
     infeed::StageCosts costs;
     synthetic->ReadInto(first, batch, CostFactor(step), &costs);
@@ -335,8 +337,8 @@ struct InputPipeline::Impl {
   }
 };
 
-InputPipeline::InputPipeline(const run::RunConfig& config, const infeed::InfeedPlan& plan, int host,
-                             int num_hosts, int modeled_workers, infeed::SharedStorage* shared_storage)
+InputPipeline::InputPipeline(const run::RunConfig& config, const infeed::InfeedPlan& plan, int host, int num_hosts,
+                             int modeled_workers, infeed::SharedStorage* shared_storage)
     : impl_(std::make_unique<Impl>(config, plan, host, num_hosts, modeled_workers, shared_storage)) {}
 
 InputPipeline::~InputPipeline() = default;

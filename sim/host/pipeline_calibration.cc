@@ -34,8 +34,13 @@ class Calibration {
  public:
   Calibration(InputPipeline& pipeline, const infeed::InfeedPlan& plan, int64_t rows, int workers,
               const CalibrationLimits& limits)
-      : pipeline_(pipeline), fill_(pipeline.Filler()), plan_(plan), rows_(rows), workers_(workers),
-        limits_(limits), warmed_(workers, OnWarmed{this}) {}
+      : pipeline_(pipeline),
+        fill_(pipeline.Filler()),
+        plan_(plan),
+        rows_(rows),
+        workers_(workers),
+        limits_(limits),
+        warmed_(workers, OnWarmed{this}) {}
 
   PipelineCalibration Run(int host) {
     std::vector<std::thread> threads;
@@ -101,8 +106,8 @@ class Calibration {
   }
 
   bool Wanted(int64_t step) const {
-    if (step < workers_) return true;                     // a warm-up step
-    if (first_measured_ < 0) return false;                // warm-up done; wait at the barrier
+    if (step < workers_) return true;                    // a warm-up step
+    if (first_measured_ < 0) return false;               // warm-up done; wait at the barrier
     if (step < first_measured_ + workers_) return true;  // one measured step per worker
     const double wall = MonotonicSeconds() - start_s_;
     if (wall >= limits_.max_wall_s) return false;
@@ -159,8 +164,8 @@ std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts)
   return hosts;
 }
 
-PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan,
-                                      int host, int workers, const CalibrationLimits& limits) {
+PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan, int host, int workers,
+                                      const CalibrationLimits& limits) {
   const int64_t rows = plan.host_plan(host)->rows_per_step;
   return Calibration(pipeline, plan, rows, std::max(workers, 1), limits).Run(host);
 }

@@ -36,7 +36,7 @@ std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts)
 // one warm-up step each (the shuffle buffer's fill, cold caches), then, on the
 // same threads, measured steps within `limits`. Returns their costs; on a failure of the source (a
 // file gone since the run), no costs and the note naming it. Never throws Error.
-PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan,
-                                      int host, int workers, const CalibrationLimits& limits = {});
+PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan, int host, int workers,
+                                      const CalibrationLimits& limits = {});
 
 }  // namespace tpusim::sim::host

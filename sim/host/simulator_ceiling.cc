@@ -28,27 +28,22 @@ int64_t CeilingWarmupSteps(int queue_depth) { return queue_depth; }
 int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth, int64_t run_window_steps) {
   double step_bytes = 0;
   for (const infeed::FeatureSpec& spec : plan.features()) {
-    step_bytes +=
-        static_cast<double>(ExampleBytes(spec)) * static_cast<double>(plan.global_batch());
+    step_bytes += static_cast<double>(ExampleBytes(spec)) * static_cast<double>(plan.global_batch());
   }
   const auto wanted = static_cast<int64_t>(kTargetBytes / std::max(step_bytes, 1.0)) + 1;
   const int64_t least = std::max(4 * int64_t{queue_depth}, run_window_steps);
-  return CeilingWarmupSteps(queue_depth) +
-         std::clamp<int64_t>(wanted, least, std::max(kMaxSteps, least));
+  return CeilingWarmupSteps(queue_depth) + std::clamp<int64_t>(wanted, least, std::max(kMaxSteps, least));
 }
 
 SimulatorCeiling::SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan,
-                                   const cluster::RankLayout& layout,
-                                   const cluster::Transport& world)
+                                   const cluster::RankLayout& layout, const cluster::Transport& world)
     : options_(options), plan_(plan), layout_(layout), world_(world) {}
 
-std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(
-    const infeed::SyntheticData* pool_values) {
+std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(const infeed::SyntheticData* pool_values) {
   const infeed::HostPlan* hp = options_.role.is_host() ? plan_.host_plan(options_.role.host) : nullptr;
   std::optional<infeed::CachedSource> pool;
   if (hp) {
-    if (!pool_values)
-      Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
+    if (!pool_values) Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
     const int64_t first = plan_.example_id(0, *hp, 0);
     pool.emplace(*pool_values, std::span(&first, 1), hp->rows_per_step);
   }
@@ -103,8 +98,7 @@ infeed::TransportOptions SimulatorCeiling::Transport() const {
 // time of the step before them to that of the last, on the run's clock.
 SimulatorCeilingPart SimulatorCeiling::DrainCore(const infeed::ShardRoute& route) {
   const infeed::TransportOptions options = Transport();
-  infeed::CoreInfeedQueue queue(plan_, route, world_, layout_.host_rank(options_.role.host),
-                                options);
+  infeed::CoreInfeedQueue queue(plan_, route, world_, layout_.host_rank(options_.role.host), options);
   const int64_t warmup = CeilingWarmupSteps(options_.queue_depth);
   SimulatorCeilingPart part;
   world_.Barrier();
@@ -129,12 +123,10 @@ std::optional<SimulatorCeilingPart> SimulatorCeiling::FeedFromPool(const infeed:
   }
   world_.Barrier();
   const double start = MonotonicSeconds();
-  infeed::HostFeedStats stats =
-      infeed::RunHostInfeed(plan_, layout_, world_, options_.role.host, options,
-                            [](int64_t, infeed::Batch&, std::span<int64_t>) {});
+  infeed::HostFeedStats stats = infeed::RunHostInfeed(plan_, layout_, world_, options_.role.host, options,
+                                                      [](int64_t, infeed::Batch&, std::span<int64_t>) {});
   if (!hp) return std::nullopt;
-  return SimulatorCeilingPart{stats.bytes_sent, hp->rows_per_step * options.num_steps,
-                              MonotonicSeconds() - start};
+  return SimulatorCeilingPart{stats.bytes_sent, hp->rows_per_step * options.num_steps, MonotonicSeconds() - start};
 }
 
 }  // namespace tpusim::sim::host

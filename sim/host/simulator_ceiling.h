@@ -30,9 +30,9 @@ int64_t CeilingSteps(const infeed::InfeedPlan& plan, int queue_depth, int64_t ru
 int64_t CeilingWarmupSteps(int queue_depth);
 
 struct CeilingOptions {
-  cluster::RankRole role;        // this rank
-  int queue_depth = 4;           // infeed.queue_depth
-  bool sleep_when_idle = false;  // how a waiting rank waits (infeed::TransportOptions)
+  cluster::RankRole role;              // this rank
+  int queue_depth = 4;                 // infeed.queue_depth
+  bool sleep_when_idle = false;        // how a waiting rank waits (infeed::TransportOptions)
   bool core_sleeps_when_idle = false;  // and a waiting core (the same)
   double origin_s = 0;                 // the run's origin (MonotonicSeconds at its start)
   int64_t run_window_steps = 0;        // the run's measured window (CeilingSteps)
@@ -41,8 +41,8 @@ struct CeilingOptions {
 // The measurement on one rank; `plan`, `layout` and `world` are borrowed.
 class SimulatorCeiling {
  public:
-  SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan,
-                   const cluster::RankLayout& layout, const cluster::Transport& world);
+  SimulatorCeiling(const CeilingOptions& options, const infeed::InfeedPlan& plan, const cluster::RankLayout& layout,
+                   const cluster::Transport& world);
 
   // Collective over the world. Returns this rank's part for the report on a host
   // that builds batches, sent from a pool of `pool_values`' batches (it must be

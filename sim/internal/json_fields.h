@@ -72,8 +72,7 @@ constexpr JsonField<S, T> Field(std::string_view key, T S::*member) {
 template <class S, class... T>
 class JsonFields {
  public:
-  constexpr explicit JsonFields(std::string_view what, JsonField<S, T>... fields)
-      : what_(what), fields_(fields...) {}
+  constexpr explicit JsonFields(std::string_view what, JsonField<S, T>... fields) : what_(what), fields_(fields...) {}
 
   // The object of every field of `s`.
   nlohmann::json Write(const S& s) const {

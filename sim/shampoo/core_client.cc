@@ -10,8 +10,8 @@
 
 namespace tpusim::sim::shampoo {
 
-CoreClient::CoreClient(const run::KeyTable& table, optim::Optimizer& optimizer,
-                       const cluster::Transport& world, const CoreClientOptions& options)
+CoreClient::CoreClient(const run::KeyTable& table, optim::Optimizer& optimizer, const cluster::Transport& world,
+                       const CoreClientOptions& options)
     : table_(table), world_(world), options_(options) {
   std::vector<optim::ShampooOptimizer*> shampoos;
   optimizer.CollectPostLoopOptimizers(shampoos);
@@ -39,8 +39,8 @@ CoreClient::CoreClient(const run::KeyTable& table, optim::Optimizer& optimizer,
 }
 
 void CoreClient::Post(Owner& owner) {
-  owner.receive = world_.Irecv(owner.buffer, owner.rank, cluster::kTagPreconditioners,
-                               "MPI_Irecv (shampoo preconditioners)");
+  owner.receive =
+      world_.Irecv(owner.buffer, owner.rank, cluster::kTagPreconditioners, "MPI_Irecv (shampoo preconditioners)");
 }
 
 std::vector<std::byte> CoreClient::StatisticsPayload(int64_t loop) const {
@@ -67,11 +67,10 @@ double CoreClient::AwaitDeliveries(int64_t loop) {
   }
   const double waited = MonotonicSeconds() - start;
   for (Owner& owner : owners_) {
-    const Delivery d = DecodeDelivery(
-        std::span<const std::byte>(owner.buffer).first(owner.receive.received_bytes()), table_);
+    const Delivery d =
+        DecodeDelivery(std::span<const std::byte>(owner.buffer).first(owner.receive.received_bytes()), table_);
     if (d.loop != loop) {
-      Fail("shampoo: expected the delivery of loop {} from rank {}, got loop {}", loop, owner.rank,
-           d.loop);
+      Fail("shampoo: expected the delivery of loop {} from rank {}, got loop {}", loop, owner.rank, d.loop);
     }
     Assign(d);
     if (loop + 1 < options_.num_loops) Post(owner);

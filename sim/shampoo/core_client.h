@@ -23,11 +23,11 @@ namespace tpusim::sim::shampoo {
 
 struct CoreClientOptions {
   int host = 0;
-  bool sends_statistics = false;     // this core is its host's statistics sender
+  bool sends_statistics = false;           // this core is its host's statistics sender
   int64_t nonfinite_statistics_loop = -1;  // faults: the sent statistics of this loop are NaN
-  std::vector<int> owner_ranks;      // world rank of each owner host, in table.owners() order
-  int64_t num_loops = 0;             // no receives are posted past the last loop
-  Watchdog* watchdog = nullptr;      // deadline on the wait for deliveries; borrowed
+  std::vector<int> owner_ranks;            // world rank of each owner host, in table.owners() order
+  int64_t num_loops = 0;                   // no receives are posted past the last loop
+  Watchdog* watchdog = nullptr;            // deadline on the wait for deliveries; borrowed
 };
 
 class CoreClient {
@@ -58,8 +58,8 @@ class CoreClient {
   const run::KeyTable& table_;
   const cluster::Transport& world_;
   CoreClientOptions options_;
-  std::vector<int> sent_keys_;                         // keys whose statistics this core sends
-  std::map<int, optim::ShampooOptimizer*> holder_;     // key index -> its Shampoo
+  std::vector<int> sent_keys_;                      // keys whose statistics this core sends
+  std::map<int, optim::ShampooOptimizer*> holder_;  // key index -> its Shampoo
   std::vector<Owner> owners_;
   ClientMetrics metrics_;
 };

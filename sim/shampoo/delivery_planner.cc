@@ -20,8 +20,7 @@ std::vector<float> ToFloat(const Eigen::MatrixXd& value) {
 
 }  // namespace
 
-DeliveryPlanner::DeliveryPlanner(const run::KeyTable& table, int host)
-    : table_(table), owned_(table.OwnedBy(host)) {
+DeliveryPlanner::DeliveryPlanner(const run::KeyTable& table, int host) : table_(table), owned_(table.OwnedBy(host)) {
   for (int key : owned_) state_[key];
 }
 
@@ -67,8 +66,7 @@ int64_t DeliveryPlanner::TargetStep(const Boundary& b) const {
 bool DeliveryPlanner::Decided(const Boundary& b) const {
   const int64_t target = TargetStep(b);
   if (target < 0) return true;
-  return std::all_of(owned_.begin(), owned_.end(),
-                     [&](int key) { return state_.at(key).outcomes.count(target) > 0; });
+  return std::all_of(owned_.begin(), owned_.end(), [&](int key) { return state_.at(key).outcomes.count(target) > 0; });
 }
 
 // One key's part of a delivery: the root decided for this boundary, or ok = 0

@@ -43,7 +43,7 @@ class DeliveryPlanner {
  private:
   struct KeyState {
     std::map<int64_t, std::optional<std::vector<float>>> outcomes;  // step -> root if accepted
-    int64_t latest_step = -1;     // of the newest accepted root
+    int64_t latest_step = -1;                                       // of the newest accepted root
     std::vector<float> latest;
     int64_t delivered_step = -1;  // statistics step last assigned
     StalenessSummary staleness;

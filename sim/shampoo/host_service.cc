@@ -22,8 +22,7 @@ Eigen::MatrixXd ToDouble(std::span<const float> values, int64_t n) {
 
 }  // namespace
 
-HostService::HostService(const run::KeyTable& table, const cluster::Transport& world,
-                         const HostServiceOptions& options)
+HostService::HostService(const run::KeyTable& table, const cluster::Transport& world, const HostServiceOptions& options)
     : table_(table), world_(world), options_(options), planner_(table, options.host) {
   metrics_.host = options.host;
   metrics_.threads = options.threads;
@@ -54,11 +53,14 @@ void HostService::SubmitStatistics(const wire::LoopOutfeed& outfeed, int64_t ste
     for (const KeyMatrix& k : DecodeStatistics(m.payload, table_)) {
       const run::KeyEntry& entry = table_.key(k.key);
       if (entry.owner != options_.host) {
-        Fail("shampoo: host {} got the statistics of '{}', which host {} owns", options_.host,
-             entry.spec.key, entry.owner);
+        Fail("shampoo: host {} got the statistics of '{}', which host {} owns", options_.host, entry.spec.key,
+             entry.owner);
       }
-      optim::RootRequest request{entry.spec.key, step, ToDouble(k.values, entry.spec.size),
-                                 entry.spec.exponent, entry.spec.matrix_epsilon,
+      optim::RootRequest request{entry.spec.key,
+                                 step,
+                                 ToDouble(k.values, entry.spec.size),
+                                 entry.spec.exponent,
+                                 entry.spec.matrix_epsilon,
                                  entry.spec.inverse_failure_threshold};
       if (!service_->Submit(std::move(request))) ++metrics_.roots_deduplicated;
       seen.insert(k.key);
@@ -66,17 +68,21 @@ void HostService::SubmitStatistics(const wire::LoopOutfeed& outfeed, int64_t ste
   }
   for (int key : planner_.owned()) {
     if (!seen.count(key)) {
-      Fail("shampoo: loop {}'s outfeed on host {} carries no statistics for '{}'", outfeed.loop,
-           options_.host, table_.key(key).spec.key);
+      Fail("shampoo: loop {}'s outfeed on host {} carries no statistics for '{}'", outfeed.loop, options_.host,
+           table_.key(key).spec.key);
     }
   }
 }
 
 void HostService::Record(const optim::RootResult& result) {
-  const RootTiming timing{table_.Find(result.key), result.step,
+  const RootTiming timing{table_.Find(result.key),
+                          result.step,
                           result.finite ? optim::InverseRootMethodName(result.method) : "-",
-                          result.start_s - options_.origin_s, result.end_s - options_.origin_s,
-                          result.worker, result.accepted, result.finite};
+                          result.start_s - options_.origin_s,
+                          result.end_s - options_.origin_s,
+                          result.worker,
+                          result.accepted,
+                          result.finite};
   if (options_.on_root) options_.on_root(timing);
   methods_.Add(timing.method, result.end_s - result.start_s);
   KeyCounts& counts = key_counts_[timing.key];
@@ -107,8 +113,8 @@ void HostService::Send(std::vector<std::byte> bytes) {
   InFlight& out = in_flight_.emplace_back();
   out.bytes = std::move(bytes);
   for (int rank : options_.core_ranks) {
-    out.sends.push_back(world_.Isend(out.bytes, rank, cluster::kTagPreconditioners,
-                                     "MPI_Isend (shampoo preconditioners)"));
+    out.sends.push_back(
+        world_.Isend(out.bytes, rank, cluster::kTagPreconditioners, "MPI_Isend (shampoo preconditioners)"));
   }
   ++delivered_;
 }
@@ -130,16 +136,13 @@ void HostService::Progress() {
   }
   while (!in_flight_.empty()) {
     std::vector<cluster::Request>& sends = in_flight_.front().sends;
-    const bool all = std::all_of(sends.begin(), sends.end(),
-                                 [](cluster::Request& r) { return r.Test(); });
+    const bool all = std::all_of(sends.begin(), sends.end(), [](cluster::Request& r) { return r.Test(); });
     if (!all) return;
     in_flight_.pop_front();
   }
 }
 
-bool HostService::Done() const {
-  return delivered_ == options_.num_loops && in_flight_.empty();
-}
+bool HostService::Done() const { return delivered_ == options_.num_loops && in_flight_.empty(); }
 
 void HostService::Drain() {
   // Every delivery is out: roots that have not started would never be assigned.
@@ -160,8 +163,7 @@ ServiceMetrics HostService::Metrics() const {
     const run::KeyEntry& entry = table_.key(key);
     const auto counts = key_counts_.find(key);
     const KeyCounts c = counts == key_counts_.end() ? KeyCounts{} : counts->second;
-    m.keys.push_back({key, entry.spec.key, entry.owner, entry.spec.size, c.roots, c.rejected,
-                      planner_.staleness(key)});
+    m.keys.push_back({key, entry.spec.key, entry.owner, entry.spec.size, c.roots, c.rejected, planner_.staleness(key)});
   }
   return m;
 }

@@ -18,20 +18,20 @@
 
 #include "cluster/transport.h"
 #include "optim/preconditioner_service.h"
-#include "sim/wire/outfeed.h"
-#include "sim/shampoo/delivery_planner.h"
 #include "run/shampoo_keys.h"
+#include "sim/shampoo/delivery_planner.h"
 #include "sim/shampoo/metrics.h"
+#include "sim/wire/outfeed.h"
 
 namespace tpusim::sim::shampoo {
 
 struct HostServiceOptions {
   int host = 0;
-  int threads = 1;                 // root workers (resolved, >= 1)
-  int64_t extra_delay_us = 0;      // faults.preconditioner_delay_ms, tests only
-  double origin_s = 0;             // MonotonicSeconds() at the run's start
-  int64_t num_loops = 0;           // deliveries to send before Done()
-  std::vector<int> core_ranks;     // world ranks of every training core, ascending
+  int threads = 1;              // root workers (resolved, >= 1)
+  int64_t extra_delay_us = 0;   // faults.preconditioner_delay_ms, tests only
+  double origin_s = 0;          // MonotonicSeconds() at the run's start
+  int64_t num_loops = 0;        // deliveries to send before Done()
+  std::vector<int> core_ranks;  // world ranks of every training core, ascending
   // Called for every root as it finishes (the trace's root events).
   std::function<void(const RootTiming&)> on_root;
 };
@@ -39,8 +39,7 @@ struct HostServiceOptions {
 class HostService final : public wire::PostLoopHook {
  public:
   // Borrows `table` and `world`, which must outlive this.
-  HostService(const run::KeyTable& table, const cluster::Transport& world,
-              const HostServiceOptions& options);
+  HostService(const run::KeyTable& table, const cluster::Transport& world, const HostServiceOptions& options);
   ~HostService() override;
 
   // Submits the statistics of this host's keys found in the loop's outfeed and

@@ -30,7 +30,7 @@ struct StalenessSummary {
 struct RootTiming {
   int key = 0;
   int64_t step = 0;
-  std::string method;     // svd | eigen | newton | "-" (not computed: non-finite input)
+  std::string method;  // svd | eigen | newton | "-" (not computed: non-finite input)
   double start_s = 0;
   double end_s = 0;
   int worker = 0;
@@ -73,15 +73,15 @@ struct ServiceMetrics {
   int threads = 0;
   int64_t keys_owned = 0;
   int64_t roots_done = 0;
-  int64_t roots_rejected = 0;     // diff at or above the threshold, or non-finite input
-  int64_t roots_nonfinite = 0;    // of those, statistics that were not finite
-  int64_t roots_deduplicated = 0; // submissions dropped: same key and step already held
-  int64_t roots_superseded = 0;   // async: a queued root replaced by newer statistics
-  int64_t roots_cancelled = 0;    // queued at the end of the run, never started
+  int64_t roots_rejected = 0;      // diff at or above the threshold, or non-finite input
+  int64_t roots_nonfinite = 0;     // of those, statistics that were not finite
+  int64_t roots_deduplicated = 0;  // submissions dropped: same key and step already held
+  int64_t roots_superseded = 0;    // async: a queued root replaced by newer statistics
+  int64_t roots_cancelled = 0;     // queued at the end of the run, never started
   double root_s_total = 0;
   std::vector<MethodTimes> methods;
-  double held_s_total = 0;        // deliveries waiting for roots after the loop ended
-  double busy_s = 0;              // wall time with at least one root running
+  double held_s_total = 0;           // deliveries waiting for roots after the loop ended
+  double busy_s = 0;                 // wall time with at least one root running
   std::vector<RootCost> root_costs;  // computed roots (finite statistics), by size
   std::vector<KeyMetrics> keys;
   // The input pipeline's cost: over the report's window, the infeed steps this
@@ -95,22 +95,20 @@ struct ServiceMetrics {
 // What the Shampoo client of one training core (CoreClient) waited over the whole
 // run.
 struct ClientMetrics {
-  int64_t deliveries = 0;         // post-loops completed
-  int64_t assigned = 0;           // preconditioners assigned (ok = 1)
-  double wait_s_total = 0;        // blocked at post-loops waiting for deliveries
-  double wait_s_max = 0;          // longest single post-loop wait
+  int64_t deliveries = 0;   // post-loops completed
+  int64_t assigned = 0;     // preconditioners assigned (ok = 1)
+  double wait_s_total = 0;  // blocked at post-loops waiting for deliveries
+  double wait_s_max = 0;    // longest single post-loop wait
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StalenessSummary, deliveries, min_steps, max_steps, total_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KeyMetrics, key, name, owner, size, roots, rejected, staleness)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RootCost, size, count, cpu_s_total, wall_s_total)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MethodTimes, method, count, total_s, p50_s, p99_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ServiceMetrics, host, threads, keys_owned, roots_done,
-                                   roots_rejected, roots_nonfinite, roots_deduplicated,
-                                   roots_superseded, roots_cancelled,
-                                   root_s_total, methods, held_s_total, busy_s, keys,
-                                   infeed_busy_s, infeed_idle_s, examples_busy, examples_idle,
-                                   root_costs)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ServiceMetrics, host, threads, keys_owned, roots_done, roots_rejected,
+                                   roots_nonfinite, roots_deduplicated, roots_superseded, roots_cancelled, root_s_total,
+                                   methods, held_s_total, busy_s, keys, infeed_busy_s, infeed_idle_s, examples_busy,
+                                   examples_idle, root_costs)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClientMetrics, deliveries, assigned, wait_s_total, wait_s_max)
 
 // Durations of roots by method, in bounded memory: count, total, p50 and p99.

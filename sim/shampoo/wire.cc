@@ -1,7 +1,7 @@
 #include "sim/shampoo/wire.h"
 
-#include "base/error.h"
 #include "base/byte_io.h"
+#include "base/error.h"
 
 namespace tpusim::sim::shampoo {
 namespace {
@@ -9,9 +9,7 @@ namespace {
 // Every field is 8 bytes wide (indices and flags widened), so the float payload
 // that follows a key's fields starts 8-byte aligned in the message and decodes
 // as a view, without copying.
-void AppendKey(std::vector<std::byte>& out, int32_t key) {
-  Append<int64_t>(out, key);
-}
+void AppendKey(std::vector<std::byte>& out, int32_t key) { Append<int64_t>(out, key); }
 
 int32_t ReadKey(ByteReader& in, const run::KeyTable& table) {
   const int64_t key = in.Read<int64_t>();

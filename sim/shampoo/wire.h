@@ -27,14 +27,13 @@ struct KeyMatrix {
 std::vector<std::byte> EncodeStatistics(std::span<const KeyMatrix> keys);
 // Views into `bytes` (which must outlive them). Throws on a malformed message,
 // an unknown key index or a size that does not match the table.
-std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes,
-                                        const run::KeyTable& table);
+std::vector<KeyMatrix> DecodeStatistics(std::span<const std::byte> bytes, const run::KeyTable& table);
 
 struct DeliveryEntry {
   int32_t key = 0;
-  bool ok = false;                 // assign `values` (Lingvo's ok flag)
-  int64_t statistics_step = -1;    // global step of the statistics it was computed from
-  std::span<const float> values;   // [size, size] when ok, else empty
+  bool ok = false;                // assign `values` (Lingvo's ok flag)
+  int64_t statistics_step = -1;   // global step of the statistics it was computed from
+  std::span<const float> values;  // [size, size] when ok, else empty
 };
 
 struct Delivery {

@@ -32,8 +32,7 @@ void DecodeCoo(std::span<const std::byte> trailer, const embedding::EmbeddingCon
   embedding::DecodeCooPieces(trailer, config, pieces);
 }
 
-EmbeddingEnqueue::EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
-                                   int64_t window_first_step)
+EmbeddingEnqueue::EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed, int64_t window_first_step)
     : config_(config), window_first_step_(window_first_step) {
   embedding::Validate(config_);
   for (const embedding::FeatureConfig& f : config_.features) {
@@ -43,8 +42,7 @@ EmbeddingEnqueue::EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uin
   }
 }
 
-std::vector<CooPiece> EmbeddingEnqueue::Pieces(int64_t step,
-                                               std::span<const int64_t> example_ids) const {
+std::vector<CooPiece> EmbeddingEnqueue::Pieces(int64_t step, std::span<const int64_t> example_ids) const {
   return Coo(step, example_ids, Draw(example_ids));
 }
 
@@ -58,23 +56,21 @@ EmbeddingEnqueue::Drawn EmbeddingEnqueue::Draw(std::span<const int64_t> example_
   return drawn;
 }
 
-void EmbeddingEnqueue::Generate(size_t f, std::span<const int64_t> example_ids,
-                                std::vector<int64_t>& dense, std::vector<float>& weights) const {
+void EmbeddingEnqueue::Generate(size_t f, std::span<const int64_t> example_ids, std::vector<int64_t>& dense,
+                                std::vector<float>& weights) const {
   const int64_t rows = static_cast<int64_t>(example_ids.size());
   const int64_t width = config_.features[f].max_ids;
   dense.resize(static_cast<size_t>(rows * width));
   for (int64_t r = 0; r < rows; ++r) {
-    generators_[f].Fill(
-        example_ids[static_cast<size_t>(r)], 1,
-        std::span(dense).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
+    generators_[f].Fill(example_ids[static_cast<size_t>(r)], 1,
+                        std::span(dense).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
   }
   weights.clear();
   if (config_.features[f].weights.empty()) return;
   weights.resize(dense.size());
   for (int64_t r = 0; r < rows; ++r) {
-    generators_[f].FillWeights(
-        example_ids[static_cast<size_t>(r)], 1,
-        std::span(weights).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
+    generators_[f].FillWeights(example_ids[static_cast<size_t>(r)], 1,
+                               std::span(weights).subspan(static_cast<size_t>(r * width), static_cast<size_t>(width)));
   }
 }
 
@@ -86,15 +82,15 @@ std::vector<CooPiece> EmbeddingEnqueue::Coo(int64_t step, std::span<const int64_
   std::vector<CooPiece> out;
   for (size_t f = 0; f < config_.features.size(); ++f) {
     embedding::EnqueueFeature(config_.features[f], vocab_[f],
-                              {drawn.dense[f], rows, config_.features[f].max_ids, drawn.weights[f]},
-                              kOnePiece, origin, out);
+                              {drawn.dense[f], rows, config_.features[f].max_ids, drawn.weights[f]}, kOnePiece, origin,
+                              out);
     pieces[f] = std::move(out[0]);
   }
   return pieces;
 }
 
-void EmbeddingEnqueue::Encode(int64_t step, std::span<const int64_t> host_ids,
-                              const infeed::ShardRoute& route, std::vector<std::byte>& out) {
+void EmbeddingEnqueue::Encode(int64_t step, std::span<const int64_t> host_ids, const infeed::ShardRoute& route,
+                              std::vector<std::byte>& out) {
   const infeed::RowRange rows = infeed::TrainedRows(route);
   const std::span<const int64_t> examples =
       host_ids.subspan(static_cast<size_t>(rows.begin), static_cast<size_t>(rows.count));
@@ -119,8 +115,7 @@ void EmbeddingEnqueue::Encode(int64_t step, std::span<const int64_t> host_ids,
 
 EnqueueCosts EmbeddingEnqueue::costs() const {
   return {window_ids_.load(std::memory_order_relaxed), window_examples_.load(std::memory_order_relaxed),
-          window_generation_ns_.load(std::memory_order_relaxed),
-          window_coo_ns_.load(std::memory_order_relaxed)};
+          window_generation_ns_.load(std::memory_order_relaxed), window_coo_ns_.load(std::memory_order_relaxed)};
 }
 
 void EmptyPieces(const embedding::EmbeddingConfig& config, std::vector<CooPiece>& pieces) {
@@ -133,13 +128,12 @@ void EmptyPieces(const embedding::EmbeddingConfig& config, std::vector<CooPiece>
   }
 }
 
-void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step,
-                     std::span<const CooPiece> received, std::span<const CooPiece> expected) {
+void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step, std::span<const CooPiece> received,
+                     std::span<const CooPiece> expected) {
   for (size_t f = 0; f < config.features.size(); ++f) {
     const CooPiece& a = received[f];
     const CooPiece& b = expected[f];
-    if (a.rows != b.rows || a.sample_indices != b.sample_indices ||
-        a.embedding_indices != b.embedding_indices ||
+    if (a.rows != b.rows || a.sample_indices != b.sample_indices || a.embedding_indices != b.embedding_indices ||
         a.aggregation_weights != b.aggregation_weights) {
       Fail(
           "infeed.verify: step {}: embedding.features.{}: received {} ids in {} rows, the examples "

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "embedding/config.h"
+#include "embedding/coo_bytes.h"
 #include "embedding/sparse_enqueue.h"
 #include "embedding/synthetic_ids.h"
-#include "embedding/coo_bytes.h"
 #include "infeed/infeed_plan.h"
 #include "infeed/infeed_transport.h"
 
@@ -34,7 +34,7 @@ size_t TrailerCapacity(const embedding::EmbeddingConfig& config, const infeed::S
 // simulator's own work: a pod's hosts read real ids) and turning them into COO
 // and trailer bytes (the pod hosts' own work, Lingvo's enqueue ops).
 struct EnqueueCosts {
-  int64_t ids = 0;       // non-padding
+  int64_t ids = 0;  // non-padding
   int64_t examples = 0;
   int64_t id_generation_cpu_ns = 0;
   int64_t coo_cpu_ns = 0;
@@ -44,8 +44,7 @@ class EmbeddingEnqueue {
  public:
   // Ids are drawn with `seed` (input.seed); steps from `window_first_step` on are
   // counted in costs(). Throws Error on an invalid config.
-  EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
-                   int64_t window_first_step = 0);
+  EmbeddingEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed, int64_t window_first_step = 0);
   EmbeddingEnqueue(const EmbeddingEnqueue&) = delete;
   EmbeddingEnqueue& operator=(const EmbeddingEnqueue&) = delete;
 
@@ -81,8 +80,7 @@ class EmbeddingEnqueue {
   void Generate(size_t f, std::span<const int64_t> example_ids, std::vector<int64_t>& dense,
                 std::vector<float>& weights) const;
   // The COO pieces (one per feature) of `drawn`, the ids of `example_ids`.
-  std::vector<embedding::CooPiece> Coo(int64_t step, std::span<const int64_t> example_ids,
-                                       const Drawn& drawn) const;
+  std::vector<embedding::CooPiece> Coo(int64_t step, std::span<const int64_t> example_ids, const Drawn& drawn) const;
 
   int64_t window_first_step_ = 0;
   std::atomic<int64_t> ids_enqueued_{0};
@@ -116,13 +114,11 @@ void DecodeCoo(std::span<const std::byte> trailer, const embedding::EmbeddingCon
                std::vector<embedding::CooPiece>& pieces);
 
 // The pieces of a core that gets no infeed: zero rows for every feature.
-void EmptyPieces(const embedding::EmbeddingConfig& config,
-                 std::vector<embedding::CooPiece>& pieces);
+void EmptyPieces(const embedding::EmbeddingConfig& config, std::vector<embedding::CooPiece>& pieces);
 
 // Throws Error naming feature, step and the first difference unless `received`
 // equals `expected` entry for entry.
 void CheckSamePieces(const embedding::EmbeddingConfig& config, int64_t step,
-                     std::span<const embedding::CooPiece> received,
-                     std::span<const embedding::CooPiece> expected);
+                     std::span<const embedding::CooPiece> received, std::span<const embedding::CooPiece> expected);
 
 }  // namespace tpusim::sim::wire

@@ -16,13 +16,13 @@ namespace tpusim::sim::wire {
 
 // One core's outfeed for one micro-step (plain data, sent as bytes).
 struct OutfeedRecord {
-  int64_t step = 0;        // infeed step (micro-step)
+  int64_t step = 0;  // infeed step (micro-step)
   int32_t replica = 0;
   int32_t logical_core = 0;
-  double loss_sum = 0;     // mean loss x rows on this core
+  double loss_sum = 0;  // mean loss x rows on this core
   int64_t rows = 0;
-  int64_t global_step = 0; // after this micro-step
-  double done_s = 0;       // when the core finished the step (seconds since the run's origin)
+  int64_t global_step = 0;  // after this micro-step
+  double done_s = 0;        // when the core finished the step (seconds since the run's origin)
 };
 
 // A record and the payload that travelled with it (empty for most records).

@@ -46,8 +46,8 @@ void ReceiveParams(const cluster::Transport& world, int source, const std::strin
     array.data.assign(begin, begin + bytes);
     // A character device or FIFO (--params-out /dev/null) takes every array in place.
     const bool in_place = WritesInPlace(dir);
-    std::filesystem::path path = in_place ? std::filesystem::path(dir)
-                                          : std::filesystem::path(dir) / (v["name"].get<std::string>() + ".npy");
+    std::filesystem::path path =
+        in_place ? std::filesystem::path(dir) : std::filesystem::path(dir) / (v["name"].get<std::string>() + ".npy");
     std::error_code ec;
     if (!in_place) std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) Fail("--params-out {}: cannot create {}: {}", dir, path.parent_path().string(), ec.message());

@@ -20,12 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(MpirunSupervisorTest, ALostDaemonBannerBecomesOneLineNamingTheTpuHost) {
-  app::MpirunSupervisor supervisor({10, [](const std::string& node) {
-                                 return node == "tpusim2" ? std::string("TPU host 2 (ranks 10-14)") : "";
-                               }});
-  const std::optional<std::string> line = supervisor.Translate(
-      {"ORTE has lost communication with a remote daemon.", "", "  HNP daemon   : [[1,0],0] on node vm",
-       "  Remote daemon: [[1,0],3] on node tpusim2", ""});
+  app::MpirunSupervisor supervisor(
+      {10, [](const std::string& node) { return node == "tpusim2" ? std::string("TPU host 2 (ranks 10-14)") : ""; }});
+  const std::optional<std::string> line =
+      supervisor.Translate({"ORTE has lost communication with a remote daemon.", "",
+                            "  HNP daemon   : [[1,0],0] on node vm", "  Remote daemon: [[1,0],3] on node tpusim2", ""});
   ASSERT_TRUE(line.has_value());
   EXPECT_THAT(*line, HasSubstr("tpusim: error: lost TPU host 2 (ranks 10-14) on node tpusim2: "));
   EXPECT_FALSE(supervisor.Translate({"some other banner"}).has_value());

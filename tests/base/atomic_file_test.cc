@@ -25,9 +25,9 @@ namespace tpusim {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ErrorOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using testing::ErrorOf;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
@@ -60,16 +60,21 @@ TEST_F(AtomicFileTest, AFailedWriteKeepsThePreviousFile) {
   auto previous = std::signal(SIGXFSZ, SIG_IGN);
   rlimit small{1000, saved.rlim_max};
   setrlimit(RLIMIT_FSIZE, &small);
-  std::string message = ErrorOf([&] { WriteFileAtomically(Path("r.json"), "--report r.json", std::string(5000, 'x')); });
+  std::string message =
+      ErrorOf([&] { WriteFileAtomically(Path("r.json"), "--report r.json", std::string(5000, 'x')); });
   setrlimit(RLIMIT_FSIZE, &saved);
   std::signal(SIGXFSZ, previous);
-  EXPECT_EQ(message, "--report r.json: write failed: File too large (EFBIG; nothing written to " + Path("r.json") + ")");
+  EXPECT_EQ(message,
+            "--report r.json: write failed: File too large (EFBIG; nothing written to " + Path("r.json") + ")");
   EXPECT_EQ(Read(Path("r.json")), "old\n");
   EXPECT_EQ(FileCount(), 1u);
 }
 
 TEST_F(AtomicFileTest, DestroyingAnUncommittedFileRemovesIt) {
-  { AtomicFile file(Path("p.jsonl"), "--placement-log p.jsonl"); file.Write("partial"); }
+  {
+    AtomicFile file(Path("p.jsonl"), "--placement-log p.jsonl");
+    file.Write("partial");
+  }
   EXPECT_FALSE(fs::exists(Path("p.jsonl")));
   EXPECT_EQ(FileCount(), 0u);
 }

@@ -95,10 +95,9 @@ TEST(NpyTest, CraftedHeadersAreErrorsNotAllocations) {
 }
 
 TEST(NpyTest, ScalarAndOneTupleShapes) {
-  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }") +
-                         std::string(8, '\0')), "");
-  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (2, ), }") +
-                         std::string(16, '\0')), "");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (), }") + std::string(8, '\0')), "");
+  EXPECT_EQ(ErrorOfBytes(Header("{'descr': '<i8', 'fortran_order': False, 'shape': (2, ), }") + std::string(16, '\0')),
+            "");
 }
 
 TEST(NpyTest, SizeMismatchOnWriteIsAnError) {

@@ -62,19 +62,39 @@ TEST(ProtoReaderTest, NestedReadersKeepAbsoluteOffsets) {
 }
 
 TEST(ProtoReaderTest, MalformedBytesNameTheirByte) {
-  EXPECT_EQ(ErrorReading("\x08\x80", [](ProtoReader& r) { r.NextTag(); r.Varint("x"); }),
+  EXPECT_EQ(ErrorReading("\x08\x80",
+                         [](ProtoReader& r) {
+                           r.NextTag();
+                           r.Varint("x");
+                         }),
             "m.pb: byte 1: truncated varint (x)");
   EXPECT_THAT(ErrorReading(std::string(10, '\xff') + "\x02", [](ProtoReader& r) { r.Varint("x"); }),
               HasSubstr("byte 0: varint overflows 64 bits (x)"));
   EXPECT_EQ(ErrorReading(std::string("\x00", 1), [](ProtoReader& r) { r.NextTag(); }),
             "m.pb: byte 0: invalid field tag 0");
-  EXPECT_EQ(ErrorReading("\x0a\x58\x01", [](ProtoReader& r) { r.NextTag(); r.Delimited(); }),
+  EXPECT_EQ(ErrorReading("\x0a\x58\x01",
+                         [](ProtoReader& r) {
+                           r.NextTag();
+                           r.Delimited();
+                         }),
             "m.pb: byte 1: length 88 runs past the end of its message (1 bytes remain)");
-  EXPECT_EQ(ErrorReading("\x0a\x05\x01", [](ProtoReader& r) { r.NextTag(); r.Window(r.Varint("n"), "packed field"); }),
+  EXPECT_EQ(ErrorReading("\x0a\x05\x01",
+                         [](ProtoReader& r) {
+                           r.NextTag();
+                           r.Window(r.Varint("n"), "packed field");
+                         }),
             "m.pb: byte 2: packed field needs 5 bytes but only 1 remain");
-  EXPECT_EQ(ErrorReading("\x0b", [](ProtoReader& r) { auto t = r.NextTag(); r.Skip(t.wire_type, t.at); }),
+  EXPECT_EQ(ErrorReading("\x0b",
+                         [](ProtoReader& r) {
+                           auto t = r.NextTag();
+                           r.Skip(t.wire_type, t.at);
+                         }),
             "m.pb: byte 0: wire type 3 (groups or invalid) is not supported");
-  EXPECT_EQ(ErrorReading("\x0d\x01", [](ProtoReader& r) { r.NextTag(); r.Fixed32("f"); }),
+  EXPECT_EQ(ErrorReading("\x0d\x01",
+                         [](ProtoReader& r) {
+                           r.NextTag();
+                           r.Fixed32("f");
+                         }),
             "m.pb: byte 1: f needs 4 bytes but only 1 remain");
 }
 

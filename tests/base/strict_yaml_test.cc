@@ -40,9 +40,8 @@ TEST(StrictYamlTest, AliasesThatExpandWithoutBoundAreRefused) {
   std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
   for (char level = 'b'; level <= 'h'; ++level) {
     std::string prev(1, static_cast<char>(level - 1));
-    bomb += std::string(1, level) + ": &" + level + " [*" + prev + ", *" + prev + ", *" + prev +
-            ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev +
-            ", *" + prev + "]\n";
+    bomb += std::string(1, level) + ": &" + level + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" +
+            prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n";
   }
   EXPECT_EQ(ErrorOf([&] { LoadStrictYaml(bomb, "bomb.yaml"); }),
             "bomb.yaml: the document expands to more than 1000000 nodes (aliases counted at every use)");

@@ -88,10 +88,9 @@ TEST(WatchdogTest, ARankWhoseProcessIsGoneGoesToTheHandler) {
   Watchdog dog(std::move(options));
   const Watchdog::Alarm alarm = catcher.Wait();
   EXPECT_EQ(alarm.kind, Watchdog::AlarmKind::kPeerDied);
-  EXPECT_EQ(alarm.line,
-            fmt::format("tpusim: [rank 0, the test] error: rank 1, peer 1 died: its "
-                        "process (pid {}) is gone (last seen at step 7); stopping the job",
-                        child));
+  EXPECT_EQ(alarm.line, fmt::format("tpusim: [rank 0, the test] error: rank 1, peer 1 died: its "
+                                    "process (pid {}) is gone (last seen at step 7); stopping the job",
+                                    child));
 }
 
 // Once every rank has the board open its name can go: nothing is left in

@@ -56,11 +56,7 @@ void BM_AdafactorApplyBaseline(benchmark::State& state) {
 }
 
 BENCHMARK(BM_AdafactorApply)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AdafactorApplyBaseline)
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2048)
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AdafactorApplyBaseline)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

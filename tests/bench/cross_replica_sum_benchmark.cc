@@ -43,8 +43,7 @@ void SetCounters(benchmark::State& state, size_t bytes, int n) {
   using benchmark::Counter;
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
   state.counters["algbw"] = Counter(static_cast<double>(bytes), Counter::kIsIterationInvariantRate);
-  state.counters["busbw"] = Counter(static_cast<double>(bytes) * 2 * (n - 1) / n,
-                                    Counter::kIsIterationInvariantRate);
+  state.counters["busbw"] = Counter(static_cast<double>(bytes) * 2 * (n - 1) / n, Counter::kIsIterationInvariantRate);
 }
 
 // The timed loop refills the input outside the timer so each call sums the same
@@ -75,10 +74,11 @@ void BM_Sum(benchmark::State& state, CrossReplicaSum* crs) {
 void RegisterPairs(CrossReplicaSum* ring, CrossReplicaSum* baseline) {
   for (int64_t bytes = 64 << 10; bytes <= 16 << 20; bytes *= 4) {
     const int64_t iterations = std::clamp<int64_t>((int64_t{64} << 20) / bytes, 10, 200);
-    benchmark::RegisterBenchmark("BM_CrossReplicaSum", BM_Sum, ring)
-        ->Arg(bytes)->Iterations(iterations)->UseRealTime();
+    benchmark::RegisterBenchmark("BM_CrossReplicaSum", BM_Sum, ring)->Arg(bytes)->Iterations(iterations)->UseRealTime();
     benchmark::RegisterBenchmark("BM_CrossReplicaSumBaseline", BM_Sum, baseline)
-        ->Arg(bytes)->Iterations(iterations)->UseRealTime();
+        ->Arg(bytes)
+        ->Iterations(iterations)
+        ->UseRealTime();
   }
 }
 

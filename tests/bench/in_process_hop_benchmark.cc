@@ -58,9 +58,9 @@ void BM_InProcessHop(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * TimedSteps(state.range(0)) * state.range(0));
   // Per-message cost: the steady-state time of one step's hop (encode, send, credit,
   // dequeue, release); at small shards it is the protocol's overhead alone.
-  state.counters["us_per_message"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * TimedSteps(state.range(0))) * 1e-6,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["us_per_message"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * TimedSteps(state.range(0))) * 1e-6,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_InProcessHopBaseline(benchmark::State& state) {
@@ -72,9 +72,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 
 // Shards of 1 KiB: us_per_message is the hop's overhead per message (goal < 5 us).
-void SmallSizes(benchmark::internal::Benchmark* b) {
-  b->Arg(1024);
-}
+void SmallSizes(benchmark::internal::Benchmark* b) { b->Arg(1024); }
 
 BENCHMARK(BM_InProcessHop)->Apply(Sizes)->Iterations(3)->UseManualTime();
 BENCHMARK(BM_InProcessHop)->Apply(SmallSizes)->Iterations(3)->UseManualTime();

@@ -69,8 +69,8 @@ void SetBytes(benchmark::State& state) {
 
 // Where the host's steps come from.
 enum class Source {
-  kCachedBatch,   // one batch borrowed every step: the baseline's bytes
-  kFilledSteps,   // a package from the pool filled for each step
+  kCachedBatch,  // one batch borrowed every step: the baseline's bytes
+  kFilledSteps,  // a package from the pool filled for each step
 };
 
 constexpr float kCachedFirst = 7;
@@ -137,8 +137,7 @@ void BM_InfeedTransferBaseline(benchmark::State& state) {
         if (message[0] != static_cast<std::byte>(s)) state.SkipWithError("wrong message");
       }
     }
-    ReportCoreTime(state, world,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ReportCoreTime(state, world, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   SetBytes(state);
 }
@@ -178,7 +177,8 @@ class PlainMpiQueue {
     std::chrono::steady_clock::time_point start;
     for (int64_t s = 0; s < steps; ++s) {
       if (s == kWarmupSteps) start = std::chrono::steady_clock::now();
-      for (; credits == 0; ++credits) world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
+      for (; credits == 0; ++credits)
+        world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
       --credits;
       Buffer& b = buffers_[static_cast<size_t>(s) % buffers_.size()];
       b.meta_request.Wait();
@@ -191,7 +191,8 @@ class PlainMpiQueue {
       b.meta_request.Wait();
       b.payload_request.Wait();
     }
-    for (; credits < kDepth; ++credits) world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
+    for (; credits < kDepth; ++credits)
+      world_.Recv(std::as_writable_bytes(std::span<int>(&credit_, 1)), 1, kTagQueueCredit);
     return 0;
   }
 

@@ -42,8 +42,9 @@ struct OneHostOneCore {
 // example id against its step and its first float against `first_of(step)` (the
 // host writes both), and returns the seconds from the end of step kWarmupSteps to
 // the last step.
-inline double DrainTimed(infeed::CoreInfeedQueue& queue, int64_t steps, benchmark::State& state,
-                         float (*first_of)(int64_t step) = [](int64_t step) { return static_cast<float>(step); }) {
+inline double DrainTimed(
+    infeed::CoreInfeedQueue& queue, int64_t steps, benchmark::State& state,
+    float (*first_of)(int64_t step) = [](int64_t step) { return static_cast<float>(step); }) {
   std::chrono::steady_clock::time_point start;
   for (int64_t s = 0; s < steps; ++s) {
     if (s == kWarmupSteps) start = std::chrono::steady_clock::now();

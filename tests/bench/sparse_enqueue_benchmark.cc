@@ -40,8 +40,7 @@ int64_t CountValid(const std::vector<int64_t>& ids) {
 void SetThroughput(benchmark::State& state, const std::vector<int64_t>& ids) {
   const auto bytes = static_cast<int64_t>(ids.size() * sizeof(int64_t));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(ids.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(ids.size()));
 }
 
 void BM_SparseEnqueue(benchmark::State& state) {

@@ -74,7 +74,8 @@ TEST(StateFile, AnotherModelsSectionIsNamed) {
   StateWriter writer;
   writer.Add("w", Bytes("1234"));
   const StateReader reader(writer.Take(), "f.state");
-  EXPECT_THAT(ErrorOf([&] { reader.Section("w", 8); }), HasSubstr("f.state: section 'w' holds 4 bytes, this run's state needs 8"));
+  EXPECT_THAT(ErrorOf([&] { reader.Section("w", 8); }),
+              HasSubstr("f.state: section 'w' holds 4 bytes, this run's state needs 8"));
   EXPECT_THAT(ErrorOf([&] { reader.Section("v"); }), HasSubstr("f.state: no section 'v'"));
 }
 
@@ -160,13 +161,15 @@ TEST(Manifest, StepsAreWholeNumbersInRangeAndAgree) {
   EXPECT_EQ(ManifestError("string", [](auto& j) { j["infeed_step"] = "8"; }),
             file + "string/step-00000004/manifest.json: infeed_step: \"8\" is not a whole number");
   EXPECT_EQ(ManifestError("huge", [](auto& j) { j["infeed_step"] = 18446744073709551615ull; }),
-            file + "huge/step-00000004/manifest.json: infeed_step: 18446744073709551615 is too large (at most "
-                   "9223372036854775807)");
+            file +
+                "huge/step-00000004/manifest.json: infeed_step: 18446744073709551615 is too large (at most "
+                "9223372036854775807)");
   EXPECT_EQ(ManifestError("missing", [](auto& j) { j.erase("infeed_step"); }),
             file + "missing/step-00000004/manifest.json: infeed_step: missing");
   EXPECT_EQ(ManifestError("before", [](auto& j) { j["infeed_step"] = 3; }),
-            file + "before/step-00000004/manifest.json: infeed_step: 3 is before global_step 4 (every global "
-                   "step takes at least one infeed step)");
+            file +
+                "before/step-00000004/manifest.json: infeed_step: 3 is before global_step 4 (every global "
+                "step takes at least one infeed step)");
   EXPECT_EQ(ManifestError("folder", [](auto& j) { j["global_step"] = 2; }),
             file + "folder/step-00000004/manifest.json: global_step: 2 is not the step of its folder step-00000004");
   EXPECT_EQ(ManifestError("crc", [](auto& j) { j["files"][0]["crc32c"] = 4294967296ll; }),
@@ -176,8 +179,9 @@ TEST(Manifest, StepsAreWholeNumbersInRangeAndAgree) {
 TEST(Manifest, FileNamesStayInTheStepFolder) {
   const std::string file = fs::temp_directory_path().string() + "/tpusim-checkpoint-test-bad-";
   EXPECT_EQ(ManifestError("escape", [](auto& j) { j["files"][0]["name"] = "../../../../etc/hostname"; }),
-            file + "escape/step-00000004/manifest.json: files[0].name: '../../../../etc/hostname' is not "
-                   "host-0-core-1.state, host 0 core 1's state file in the step folder");
+            file +
+                "escape/step-00000004/manifest.json: files[0].name: '../../../../etc/hostname' is not "
+                "host-0-core-1.state, host 0 core 1's state file in the step folder");
   EXPECT_EQ(ManifestError("twice", [](auto& j) { j["files"].push_back(j["files"][0]); }),
             file + "twice/step-00000004/manifest.json: files[1].name: host-0-core-1.state is listed twice");
   EXPECT_EQ(ManifestError("none", [](auto& j) { j["files"] = nlohmann::json::array(); }),
@@ -226,9 +230,13 @@ TEST(Manifest, WhatIsNotAFileIsNamedAtOnce) {
 }
 
 TEST(Manifest, AFingerprintDifferenceNamesTheKey) {
-  EXPECT_THAT(ErrorOf([] { CheckFingerprint("m.json", {{"a", "1"}, {"b", "2"}}, {{"a", "1"}, {"b", "3"}}); }),
+  EXPECT_THAT(ErrorOf([] {
+                CheckFingerprint("m.json", {{"a", "1"}, {"b", "2"}}, {{"a", "1"}, {"b", "3"}});
+              }),
               HasSubstr("m.json: saved by a different config: b is 2 there and 3 here"));
-  EXPECT_THAT(ErrorOf([] { CheckFingerprint("m.json", {{"a", "1"}}, {{"a", "1"}, {"c", "x"}}); }),
+  EXPECT_THAT(ErrorOf([] {
+                CheckFingerprint("m.json", {{"a", "1"}}, {{"a", "1"}, {"c", "x"}});
+              }),
               HasSubstr("c is not set there and x here"));
   EXPECT_EQ(ErrorOf([] { CheckFingerprint("m.json", {{"a", "1"}}, {{"a", "1"}}); }), "");
 }
@@ -273,7 +281,8 @@ TEST(DirLock, ASecondWriterIsRefusedNamingTheHolder) {
     EXPECT_FALSE(first.stale());
     EXPECT_EQ(ErrorOf([&] { DirLock::Take(dir, "checkpoint.dir d"); }),
               fmt::format("checkpoint.dir d: in use by the run of pid {} on host {}, which holds {}/LOCK; wait for it "
-                          "to end or give this run another checkpoint.dir", ::getpid(), ThisHostName(), dir));
+                          "to end or give this run another checkpoint.dir",
+                          ::getpid(), ThisHostName(), dir));
   }
   EXPECT_FALSE(fs::exists(dir + "/LOCK")) << "a clean release removes the file";
   EXPECT_NO_THROW(DirLock::Take(dir, "checkpoint.dir d"));
@@ -296,7 +305,8 @@ TEST(DirLock, ALockFileOfALiveOrForeignProcessIsNotTakenOver) {
   WriteLock(dir, 1, ThisHostName());  // init: alive, but holds no flock
   EXPECT_EQ(ErrorOf([&] { DirLock::Take(dir, "checkpoint.dir n"); }),
             fmt::format("checkpoint.dir n: {0}/LOCK names the run of pid 1 on host {1}, which is still running; if "
-                        "no run of it writes there, remove {0}/LOCK", dir, ThisHostName()));
+                        "no run of it writes there, remove {0}/LOCK",
+                        dir, ThisHostName()));
   WriteLock(dir, DeadPid(), "another-host");
   EXPECT_THAT(ErrorOf([&] { DirLock::Take(dir, "checkpoint.dir n"); }),
               HasSubstr("on host another-host, which this host cannot check"));

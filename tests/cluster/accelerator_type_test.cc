@@ -14,9 +14,9 @@
 
 #include "cluster/device_assignment.h"
 #include "cluster/topology_source.h"
+#include "source_dir.h"
 #include "tests/common/error_of.h"
 #include "tests/common/shipped_topologies.h"
-#include "source_dir.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -147,7 +147,7 @@ TEST(AcceleratorTypeTest, Tpu7xHostsOwnFourChipsOfTwoDevices) {
   EXPECT_EQ(t.num_hosts(), 8);
   EXPECT_EQ(t.cores_per_host(), 8);
   ExpectTwoByTwoHosts(t, 1, 2, 2);
-  EXPECT_EQ(t.host_at({1, 3, 2, 1}), 5);  // z = 2, second y block
+  EXPECT_EQ(t.host_at({1, 3, 2, 1}), 5);     // z = 2, second y block
   EXPECT_EQ(t.ordinal_at({1, 3, 2, 1}), 7);  // 4 (y % 2) + 2 (x % 2) + core
   const Topology one = GenerateAcceleratorType("tpu7x-8");
   EXPECT_EQ(one.mesh_shape(), (Coord{2, 2, 1, 2}));
@@ -167,11 +167,10 @@ TEST(AcceleratorTypeTest, Tpu7xHostsOwnFourChipsOfTwoDevices) {
 TEST(AcceleratorTypeTest, WholeCubesTakeTheMostCubeLikeShape) {
   // Google's own map (maxtext accelerator_to_spec_map.py) for these sizes.
   const std::vector<std::pair<std::string, ChipShape>> cases = {
-      {"v4-8", {2, 2, 1}},        {"v4-16", {2, 2, 2}},          {"v4-64", {2, 4, 4}},
-      {"v4-128", {4, 4, 4}},      {"v4-384", {4, 4, 12}},        {"v4-1536", {8, 8, 12}},
-      {"v4-4096", {8, 16, 16}},   {"v5p-32", {2, 2, 4}},         {"v5p-640", {4, 4, 20}},
-      {"v5p-1152", {4, 12, 12}},  {"v5p-2560", {8, 8, 20}},      {"v5p-5632", {8, 8, 44}},
-      {"v5p-7808", {4, 4, 244}},  {"v5p-9216", {12, 16, 24}},    {"v5p-12288", {16, 16, 24}}};
+      {"v4-8", {2, 2, 1}},       {"v4-16", {2, 2, 2}},       {"v4-64", {2, 4, 4}},       {"v4-128", {4, 4, 4}},
+      {"v4-384", {4, 4, 12}},    {"v4-1536", {8, 8, 12}},    {"v4-4096", {8, 16, 16}},   {"v5p-32", {2, 2, 4}},
+      {"v5p-640", {4, 4, 20}},   {"v5p-1152", {4, 12, 12}},  {"v5p-2560", {8, 8, 20}},   {"v5p-5632", {8, 8, 44}},
+      {"v5p-7808", {4, 4, 244}}, {"v5p-9216", {12, 16, 24}}, {"v5p-12288", {16, 16, 24}}};
   for (const auto& [name, shape] : cases) {
     EXPECT_EQ(AcceleratorTypeShape(name), shape) << name;
   }
@@ -212,13 +211,23 @@ TEST(AcceleratorTypeTest, OtherNamesAreNotAcceleratorTypes) {
 // Hardware figures
 
 TEST(AcceleratorTypeTest, FiguresArePerTfDeviceAndNetworkPerHost) {
-  HardwareFigures v5p{.host_to_device_gbps = 128, .ici_link_gbps = 800, .dcn_gbps_per_host = 200,
-                      .core_peak_tflops = 459, .hbm_gib_per_core = 95, .host_vcpus = 208,
-                      .host_memory_gib = 448, .host_numa_nodes = 2};
+  HardwareFigures v5p{.host_to_device_gbps = 128,
+                      .ici_link_gbps = 800,
+                      .dcn_gbps_per_host = 200,
+                      .core_peak_tflops = 459,
+                      .hbm_gib_per_core = 95,
+                      .host_vcpus = 208,
+                      .host_memory_gib = 448,
+                      .host_numa_nodes = 2};
   ExpectSameFigures(GenerateAcceleratorType("v5p-128").hardware(), v5p);
-  HardwareFigures v3{.host_to_device_gbps = 64, .ici_link_gbps = 656, .dcn_gbps_per_host = 100,
-                     .core_peak_tflops = 61.5, .hbm_gib_per_core = 16, .host_vcpus = 96,
-                     .host_memory_gib = 340, .host_numa_nodes = 2};
+  HardwareFigures v3{.host_to_device_gbps = 64,
+                     .ici_link_gbps = 656,
+                     .dcn_gbps_per_host = 100,
+                     .core_peak_tflops = 61.5,
+                     .hbm_gib_per_core = 16,
+                     .host_vcpus = 96,
+                     .host_memory_gib = 340,
+                     .host_numa_nodes = 2};
   ExpectSameFigures(GenerateAcceleratorType("v3-2048").hardware(), v3);
   // v6e machines hold 8 chips behind 4 x 200 Gbit/s; a 4-chip VM gets half.
   EXPECT_EQ(GenerateAcceleratorType("v6e-8").hardware().dcn_gbps_per_host, 800);
@@ -237,9 +246,8 @@ TEST(AcceleratorTypeTest, TheHostIsTheVmOfTheSlicesHostSize) {
     int numa_nodes;
   };
   for (const Want& w : {Want{"v5litepod-1", 24, 48, 1}, Want{"v5litepod-8", 224, 384, 2},
-                        Want{"v5litepod-256", 112, 192, 1}, Want{"v6e-1", 44, 176, 1},
-                        Want{"v6e-8", 180, 1440, 2}, Want{"v6e-64", 180, 720, 1},
-                        Want{"v4-4096", 240, 407, 2}, Want{"v2-512", 96, 340, 2}}) {
+                        Want{"v5litepod-256", 112, 192, 1}, Want{"v6e-1", 44, 176, 1}, Want{"v6e-8", 180, 1440, 2},
+                        Want{"v6e-64", 180, 720, 1}, Want{"v4-4096", 240, 407, 2}, Want{"v2-512", 96, 340, 2}}) {
     const HardwareFigures hw = GenerateAcceleratorType(w.type).hardware();
     EXPECT_EQ(hw.host_vcpus, w.vcpus) << w.type;
     EXPECT_EQ(hw.host_memory_gib, w.memory_gib) << w.type;
@@ -299,8 +307,7 @@ TEST(GeneratedDocumentTest, GenerationAndShapeDeriveEverythingElse) {
   const Topology twisted = ParseText("name: t\ngeneration: v4\nshape: 4x8x4\n");
   EXPECT_EQ(twisted.mesh_shape(), (Coord{4, 8, 4, 1}));
   EXPECT_EQ(twisted.num_hosts(), 32);
-  ExpectSameTopology(ParseText("name: e\ngeneration: v5e\nshape: 2x4\n"),
-                     GenerateAcceleratorType("v5litepod-8"));
+  ExpectSameTopology(ParseText("name: e\ngeneration: v5e\nshape: 2x4\n"), GenerateAcceleratorType("v5litepod-8"));
 }
 
 TEST(GeneratedDocumentTest, BadShapesAndGenerationsAreOneLineErrors) {

@@ -14,8 +14,8 @@
 
 #include "base/error.h"
 #include "cluster/topology_source.h"
-#include "tests/common/error_of.h"
 #include "source_dir.h"
+#include "tests/common/error_of.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -36,13 +36,12 @@ const Topology& Shipped(const std::string& name) {
 
 // A topology laid out by host_bounds, for shapes no shipped file has.
 Topology Synthetic(const Coord& mesh, const std::array<int, 3>& bounds) {
-  return Topology::Create("synthetic", "synthetic", mesh,
-                          Topology::HostBoundsLayout("synthetic", mesh, bounds), {});
+  return Topology::Create("synthetic", "synthetic", mesh, Topology::HostBoundsLayout("synthetic", mesh, bounds), {});
 }
 
 DeviceAssignment Assign(const Topology& topology, const Coord& shape, int replicas,
-                        DeviceOrderMode order = DeviceOrderMode::kAuto,
-                        RingRule rule = RingRule::kCurrent, const Coord& stride = {1, 1, 1, 1}) {
+                        DeviceOrderMode order = DeviceOrderMode::kAuto, RingRule rule = RingRule::kCurrent,
+                        const Coord& stride = {1, 1, 1, 1}) {
   DeviceAssignmentOptions options;
   options.computation_shape = shape;
   options.computation_stride = stride;
@@ -68,8 +67,7 @@ std::vector<int> Ordinals(const DeviceAssignment& da, int k = 0) {
 }
 
 // Ordinals of logical core k of the replicas in `replicas`, in list order.
-std::vector<int> OrdinalsOf(const DeviceAssignment& da, const std::vector<int>& replicas,
-                            int k = 0) {
+std::vector<int> OrdinalsOf(const DeviceAssignment& da, const std::vector<int>& replicas, int k = 0) {
   std::vector<int> out;
   for (int r : replicas) out.push_back(da.tpu_ordinal(r, k));
   return out;
@@ -184,9 +182,8 @@ TEST(DeviceAssignmentTest, D3_V3_32TwoCoresPerReplicaRing) {
   const DeviceAssignment da = Assign(topology, {1, 1, 1, 2}, 16);
   EXPECT_EQ(da.replica_shape(), (Coord{4, 4, 1, 1}));
   EXPECT_EQ(da.path(), "ring");
-  const std::vector<std::array<int, 2>> chips{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {3, 1}, {2, 1},
-                                              {1, 1}, {1, 2}, {2, 2}, {3, 2}, {3, 3}, {2, 3},
-                                              {1, 3}, {0, 3}, {0, 2}, {0, 1}};
+  const std::vector<std::array<int, 2>> chips{{0, 0}, {1, 0}, {2, 0}, {3, 0}, {3, 1}, {2, 1}, {1, 1}, {1, 2},
+                                              {2, 2}, {3, 2}, {3, 3}, {2, 3}, {1, 3}, {0, 3}, {0, 2}, {0, 1}};
   for (int r = 0; r < 16; ++r) {
     for (int k = 0; k < 2; ++k) {
       EXPECT_EQ(da.coordinates(r, k), (Coord{chips[r][0], chips[r][1], 0, k})) << r;
@@ -219,8 +216,7 @@ TEST(DeviceAssignmentTest, Q2_ShardsFollowTheD3Assignment) {
 }
 
 TEST(DeviceAssignmentTest, D3_V3_32TwoCoresPerReplicaMesh) {
-  const DeviceAssignment da =
-      Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kMesh);
+  const DeviceAssignment da = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kMesh);
   EXPECT_EQ(da.path(), "mesh");
   for (int r = 0; r < 16; ++r) {
     for (int k = 0; k < 2; ++k) EXPECT_EQ(da.coordinates(r, k), (Coord{r % 4, r / 4, 0, k}));
@@ -234,8 +230,7 @@ TEST(DeviceAssignmentTest, D3_V3_32TwoCoresPerReplicaMesh) {
 }
 
 TEST(DeviceAssignmentTest, D3_ExplicitRingEqualsAuto) {
-  const DeviceAssignment ring =
-      Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kRing);
+  const DeviceAssignment ring = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kRing);
   const DeviceAssignment automatic = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16);
   EXPECT_EQ(ring.path(), "ring");
   for (int r = 0; r < 16; ++r) EXPECT_EQ(ring.coordinates(r, 1), automatic.coordinates(r, 1));
@@ -294,9 +289,8 @@ TEST(DeviceAssignmentTest, D5_V4_32OneCorePerReplicaRing) {
   const DeviceAssignment da = Assign(Shipped("v4-32"), {1, 1, 1, 1}, 16);
   EXPECT_EQ(da.replica_shape(), (Coord{2, 2, 4, 1}));
   EXPECT_EQ(da.path(), "ring");
-  const std::vector<Coord> outer{{0, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 0},
-                                 {0, 1, 1, 0}, {1, 1, 1, 0}, {1, 0, 1, 0}, {1, 0, 2, 0},
-                                 {1, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 3, 0}, {1, 1, 3, 0},
+  const std::vector<Coord> outer{{0, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 1, 0}, {1, 1, 1, 0},
+                                 {1, 0, 1, 0}, {1, 0, 2, 0}, {1, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 3, 0}, {1, 1, 3, 0},
                                  {1, 0, 3, 0}, {0, 0, 3, 0}, {0, 0, 2, 0}, {0, 0, 1, 0}};
   for (int r = 0; r < 16; ++r) EXPECT_EQ(da.coordinates(r), outer[r]) << r;
   EXPECT_EQ(Hosts(da), (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 2, 1}));
@@ -326,18 +320,16 @@ TEST(DeviceAssignmentTest, D5_V4_32MeshMode) {
 }
 
 TEST(DeviceAssignmentTest, D5_LegacyRingRuleGivesMeshOnMegacore) {
-  ExpectD5MeshLayout(Assign(Shipped("v4-32"), {1, 1, 1, 1}, 16, DeviceOrderMode::kAuto,
-                            RingRule::kLegacyTwoCore));
+  ExpectD5MeshLayout(Assign(Shipped("v4-32"), {1, 1, 1, 1}, 16, DeviceOrderMode::kAuto, RingRule::kLegacyTwoCore));
   EXPECT_THAT(ErrorOf([] {
-                Assign(Shipped("v4-32"), {1, 1, 1, 1}, 16, DeviceOrderMode::kRing,
-                       RingRule::kLegacyTwoCore);
+                Assign(Shipped("v4-32"), {1, 1, 1, 1}, 16, DeviceOrderMode::kRing, RingRule::kLegacyTwoCore);
               }),
               HasSubstr("incompatible"));
 }
 
 TEST(DeviceAssignmentTest, LegacyRingRuleMatchesCurrentOnTwoCoreChips) {
-  const DeviceAssignment legacy = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16,
-                                         DeviceOrderMode::kAuto, RingRule::kLegacyTwoCore);
+  const DeviceAssignment legacy =
+      Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kAuto, RingRule::kLegacyTwoCore);
   const DeviceAssignment current = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16);
   EXPECT_EQ(legacy.path(), "ring");
   for (int r = 0; r < 16; ++r) EXPECT_EQ(legacy.coordinates(r, 0), current.coordinates(r, 0));
@@ -395,8 +387,7 @@ TEST(DeviceAssignmentTest, RingOverXZWhenYIsOne) {
   const Topology topology = Synthetic({2, 1, 4, 1}, {2, 1, 1});  // host = z, ordinal = x
   const DeviceAssignment da = Assign(topology, {1, 1, 1, 1}, 8);
   EXPECT_EQ(da.path(), "ring");
-  const std::vector<std::array<int, 2>> xz{{0, 0}, {1, 0}, {1, 1}, {1, 2},
-                                           {1, 3}, {0, 3}, {0, 2}, {0, 1}};
+  const std::vector<std::array<int, 2>> xz{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {0, 3}, {0, 2}, {0, 1}};
   for (int r = 0; r < 8; ++r) {
     EXPECT_EQ(da.coordinates(r), (Coord{xz[r][0], 0, xz[r][1], 0})) << r;
   }
@@ -405,8 +396,8 @@ TEST(DeviceAssignmentTest, RingOverXZWhenYIsOne) {
 TEST(DeviceAssignmentTest, StrideInterleavesReplicaCores) {
   // Two cores per replica spaced 2 chips apart along x: footprint [4,1,1,1],
   // replica_counts [2,4,1,2] -> replica_shape [2,4,1,2].
-  const DeviceAssignment da = Assign(Shipped("v3-32"), {2, 1, 1, 1}, 16, DeviceOrderMode::kAuto,
-                                     RingRule::kCurrent, {2, 1, 1, 1});
+  const DeviceAssignment da =
+      Assign(Shipped("v3-32"), {2, 1, 1, 1}, 16, DeviceOrderMode::kAuto, RingRule::kCurrent, {2, 1, 1, 1});
   EXPECT_EQ(da.path(), "mesh");
   EXPECT_EQ(da.replica_shape(), (Coord{2, 4, 1, 2}));
   for (int r = 0; r < 16; ++r) {
@@ -457,11 +448,12 @@ TEST(DeviceAssignmentTest, DegradedSliceIsTaskMajor) {
 TEST(DeviceAssignmentTest, DegradedSliceRejectsStrideAndTooManyCores) {
   const Topology& topology = Shipped("v3-8-degraded");
   EXPECT_THAT(ErrorOf([&] {
-                Assign(topology, {1, 1, 1, 1}, 4, DeviceOrderMode::kAuto, RingRule::kCurrent,
-                       {2, 1, 1, 1});
+                Assign(topology, {1, 1, 1, 1}, 4, DeviceOrderMode::kAuto, RingRule::kCurrent, {2, 1, 1, 1});
               }),
               AllOf(HasSubstr("2 missing devices"), HasSubstr("computation_stride")));
-  EXPECT_THAT(ErrorOf([&] { Assign(topology, {1, 1, 1, 2}, 4); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Assign(topology, {1, 1, 1, 2}, 4);
+              }),
               HasSubstr("4 replicas x 2 cores = 8 cores, but degraded topology 'v3-8-degraded' "
                         "has only 6 devices"));
 }
@@ -470,22 +462,26 @@ TEST(DeviceAssignmentTest, DegradedSliceRejectsStrideAndTooManyCores) {
 // Errors
 
 TEST(DeviceAssignmentErrorTest, FootprintTooBig) {
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {4, 1, 1, 1}, 1); }),
-              AllOf(HasSubstr("does not fit in the topology shape [2, 2, 1, 2]"),
-                    HasSubstr("axis x needs 4 > 2"),
+  EXPECT_THAT(ErrorOf([] {
+                Assign(Shipped("v3-8"), {4, 1, 1, 1}, 1);
+              }),
+              AllOf(HasSubstr("does not fit in the topology shape [2, 2, 1, 2]"), HasSubstr("axis x needs 4 > 2"),
                     HasSubstr("footprint [4, 1, 1, 1]")));
   EXPECT_THAT(ErrorOf([] {
-                Assign(Shipped("v3-8"), {1, 2, 1, 1}, 1, DeviceOrderMode::kAuto,
-                       RingRule::kCurrent, {1, 2, 1, 1});
+                Assign(Shipped("v3-8"), {1, 2, 1, 1}, 1, DeviceOrderMode::kAuto, RingRule::kCurrent, {1, 2, 1, 1});
               }),
               HasSubstr("does not fit"));
 }
 
 TEST(DeviceAssignmentErrorTest, TooManyReplicas) {
-  EXPECT_EQ(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 9); }),
+  EXPECT_EQ(ErrorOf([] {
+              Assign(Shipped("v3-8"), {1, 1, 1, 1}, 9);
+            }),
             "requested 9 replicas but only 8 replicas with shape [1 1 1 1] and computation_stride "
             "[1 1 1 1] fit in a TPU mesh of shape [2 2 1 2]");
-  EXPECT_EQ(ErrorOf([] { Assign(Shipped("v3-32"), {1, 1, 1, 2}, 17); }),
+  EXPECT_EQ(ErrorOf([] {
+              Assign(Shipped("v3-32"), {1, 1, 1, 2}, 17);
+            }),
             "requested 17 replicas but only 16 replicas with shape [1 1 1 2] and computation_stride "
             "[1 1 1 1] fit in a TPU mesh of shape [4 4 1 2]");
 }
@@ -520,29 +516,32 @@ TEST(DeviceAssignmentErrorTest, DefaultReplicasOnADegradedSliceCountThePresentCo
 
 TEST(DeviceAssignmentErrorTest, RingIncompatible) {
   // Not whole chips.
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 8, DeviceOrderMode::kRing); }),
+  EXPECT_THAT(ErrorOf([] {
+                Assign(Shipped("v3-8"), {1, 1, 1, 1}, 8, DeviceOrderMode::kRing);
+              }),
               AllOf(HasSubstr("'ring' is incompatible"), HasSubstr("use 'auto' or 'mesh'")));
   // Not a full slice.
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-32"), {1, 1, 1, 2}, 8, DeviceOrderMode::kRing); }),
+  EXPECT_THAT(ErrorOf([] {
+                Assign(Shipped("v3-32"), {1, 1, 1, 2}, 8, DeviceOrderMode::kRing);
+              }),
               HasSubstr("a full slice (16 replicas)"));
   // Strided.
   EXPECT_THAT(ErrorOf([] {
-                Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kRing,
-                       RingRule::kCurrent, {2, 1, 1, 1});
+                Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16, DeviceOrderMode::kRing, RingRule::kCurrent, {2, 1, 1, 1});
               }),
               HasSubstr("incompatible"));
 }
 
 TEST(DeviceAssignmentErrorTest, NonPositiveInputs) {
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {1, 0, 1, 1}, 1); }),
+  EXPECT_THAT(ErrorOf([] {
+                Assign(Shipped("v3-8"), {1, 0, 1, 1}, 1);
+              }),
               HasSubstr("computation_shape [1, 0, 1, 1]: entry 1 (y) is 0"));
   EXPECT_THAT(ErrorOf([] {
-                Assign(Shipped("v3-8"), {1, 1, 1, 1}, 1, DeviceOrderMode::kAuto,
-                       RingRule::kCurrent, {1, 1, -1, 1});
+                Assign(Shipped("v3-8"), {1, 1, 1, 1}, 1, DeviceOrderMode::kAuto, RingRule::kCurrent, {1, 1, -1, 1});
               }),
               HasSubstr("computation_stride [1, 1, -1, 1]"));
-  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 0); }),
-              HasSubstr("num_replicas = 0"));
+  EXPECT_THAT(ErrorOf([] { Assign(Shipped("v3-8"), {1, 1, 1, 1}, 0); }), HasSubstr("num_replicas = 0"));
 }
 
 TEST(DeviceAssignmentErrorTest, OutOfRangeQueries) {
@@ -552,8 +551,7 @@ TEST(DeviceAssignmentErrorTest, OutOfRangeQueries) {
   EXPECT_EQ(ErrorOf([&] { da.lookup_replicas(1, 0); }),
             "cannot find any replica in host 1 that contains logical core 0");
   EXPECT_THAT(ErrorOf([&] { da.replicas_on_host(0, 2); }), HasSubstr("out of range"));
-  EXPECT_THAT(ErrorOf([&] { da.replica_core_at(0, 8); }),
-              HasSubstr("(host 0, ordinal 8) is not a device"));
+  EXPECT_THAT(ErrorOf([&] { da.replica_core_at(0, 8); }), HasSubstr("(host 0, ordinal 8) is not a device"));
 }
 
 // ---------------------------------------------------------------------------
@@ -603,10 +601,9 @@ TEST(ComputationShapeTest, V4_32MegacoreRule) {
 TEST(ComputationShapeTest, LookupTable) {
   const Topology t = Synthetic({128, 32, 1, 2}, {128, 32, 1});
   const std::vector<std::pair<int, Coord>> cases{
-      {24, {1, 1, 12, 2}},    {48, {1, 2, 12, 2}},    {128, {8, 8, 1, 2}},
-      {256, {8, 16, 1, 2}},   {512, {16, 16, 1, 2}},  {1024, {16, 32, 1, 2}},
-      {2048, {32, 32, 1, 2}}, {4096, {64, 32, 1, 2}}, {8192, {128, 32, 1, 2}},
-      {64, {1, 32, 1, 2}}};  // 32 chips and mesh_shape[1] == 32
+      {24, {1, 1, 12, 2}},     {48, {1, 2, 12, 2}},    {128, {8, 8, 1, 2}},    {256, {8, 16, 1, 2}},
+      {512, {16, 16, 1, 2}},   {1024, {16, 32, 1, 2}}, {2048, {32, 32, 1, 2}}, {4096, {64, 32, 1, 2}},
+      {8192, {128, 32, 1, 2}}, {64, {1, 32, 1, 2}}};  // 32 chips and mesh_shape[1] == 32
   for (const auto& [split, shape] : cases) EXPECT_EQ(ComputationShape(split, t), shape) << split;
   // 32 chips elsewhere: [4, 8, 1].
   EXPECT_EQ(ComputationShape(64, Shipped("jf-8x8")), (Coord{4, 8, 1, 2}));
@@ -617,8 +614,7 @@ TEST(ComputationShapeTest, UnsupportedSizes) {
               HasSubstr("split size 3 is not a multiple of the 2 cores per chip"));
   EXPECT_THAT(ErrorOf([] { ComputationShape(6, Shipped("v3-32")); }),
               HasSubstr("model parallelism with 6 devices (3 chips) is not supported"));
-  EXPECT_THAT(ErrorOf([] { ComputationShape(0, Shipped("v3-8")); }),
-              HasSubstr("split size 0"));
+  EXPECT_THAT(ErrorOf([] { ComputationShape(0, Shipped("v3-8")); }), HasSubstr("split size 0"));
 }
 
 }  // namespace

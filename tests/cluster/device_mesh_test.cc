@@ -50,9 +50,8 @@ std::string MeshError(const std::string& slice, const std::string& axes, bool sp
 // ids core + 2 * (x + 4y): process 0 holds chips x, y < 2.
 TEST(JaxDeviceListTest, TwoCoreSliceIsProcessTiled) {
   const auto devices = JaxDeviceList(GenerateAcceleratorType("v3-32"));
-  EXPECT_THAT(ListIds(devices),
-              ElementsAre(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19,
-                          24, 25, 26, 27, 20, 21, 22, 23, 28, 29, 30, 31));
+  EXPECT_THAT(ListIds(devices), ElementsAre(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19, 24,
+                                            25, 26, 27, 20, 21, 22, 23, 28, 29, 30, 31));
   EXPECT_EQ(devices[4].process_index, 0);
   EXPECT_EQ(devices[4].coord, (Coord{0, 1, 0, 0}));
   EXPECT_EQ(devices[9].process_index, 1);
@@ -88,16 +87,12 @@ TEST(DeviceMeshTest, V4_8) {
 // v4-32 (2x2x4, ids x + 2y + 4z). fsdp=4 takes the 2x2 plane (x major), data the
 // z axis; one axis of 16 reads the physical mesh x-major.
 TEST(DeviceMeshTest, V4_32) {
-  EXPECT_THAT(Ids(Mesh("v4-32", "data=4,fsdp=4")),
-              ElementsAre(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
-  EXPECT_THAT(Ids(Mesh("v4-32", "data=16")),
-              ElementsAre(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15));
+  EXPECT_THAT(Ids(Mesh("v4-32", "data=4,fsdp=4")), ElementsAre(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+  EXPECT_THAT(Ids(Mesh("v4-32", "data=16")), ElementsAre(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15));
   // 8 = x * z (the first pair that fits), 2 = y.
-  EXPECT_THAT(Ids(Mesh("v4-32", "data=2,fsdp=8")),
-              ElementsAre(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  EXPECT_THAT(Ids(Mesh("v4-32", "data=2,fsdp=8")), ElementsAre(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
   // 2 = x (the first single axis), 8 = y * z.
-  EXPECT_THAT(Ids(Mesh("v4-32", "data=8,fsdp=2")),
-              ElementsAre(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  EXPECT_THAT(Ids(Mesh("v4-32", "data=8,fsdp=2")), ElementsAre(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
 }
 
 // [2, 2, 4] on 2x2x4: 4 takes x*y, then nothing whole is left for a 2.
@@ -124,14 +119,12 @@ TEST(DeviceMeshTest, CountMismatchRefused) {
 }
 
 // v5p-8 (2x2x1) has no special order: [4] reads x-major, ids 0, 2, 1, 3.
-TEST(DeviceMeshTest, V5p8Generic) {
-  EXPECT_THAT(Ids(Mesh("v5p-8", "data=4")), ElementsAre(0, 2, 1, 3));
-}
+TEST(DeviceMeshTest, V5p8Generic) { EXPECT_THAT(Ids(Mesh("v5p-8", "data=4")), ElementsAre(0, 2, 1, 3)); }
 
 // A v4 2x2x1 missing its chip (1, 1): the generic rule needs the whole box.
 TEST(DeviceMeshTest, SliceWithAHoleRefused) {
-  const Topology degraded = Topology::Create(
-      "t", "v4-8-degraded", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}}}, {});
+  const Topology degraded =
+      Topology::Create("t", "v4-8-degraded", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}}}, {});
   const MeshSpec spec{ParseMeshAxes("data=3", "--mesh"), false};
   EXPECT_THAT(ErrorOf([&] { DeviceMesh::Create(degraded, RequireGeneration("v4", ""), spec); }),
               HasSubstr("AssertionError: 3 devices do not fill the 2x2x1 box"));
@@ -150,18 +143,16 @@ TEST(DeviceMeshTest, V3_8TrayRing) {
 // jax.devices() reshaped (process-tiled, so not id order), never refused.
 TEST(DeviceMeshTest, V2_32) {
   EXPECT_THAT(Ids(Mesh("v2-32", "data=4,model=8")),
-              ElementsAre(0, 1, 2, 3, 10, 11, 8, 9, 4, 5, 6, 7, 14, 15, 12, 13, 16, 17, 18, 19,
-                          26, 27, 24, 25, 20, 21, 22, 23, 30, 31, 28, 29));
+              ElementsAre(0, 1, 2, 3, 10, 11, 8, 9, 4, 5, 6, 7, 14, 15, 12, 13, 16, 17, 18, 19, 26, 27, 24, 25, 20, 21,
+                          22, 23, 30, 31, 28, 29));
   EXPECT_THAT(Ids(Mesh("v2-32", "data=2,model=16")),
-              ElementsAre(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19,
-                          24, 25, 26, 27, 20, 21, 22, 23, 28, 29, 30, 31));
+              ElementsAre(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19, 24, 25, 26, 27, 20, 21,
+                          22, 23, 28, 29, 30, 31));
   EXPECT_NO_THROW(Mesh("v2-32", "a=2,b=2,c=2,d=4"));
 }
 
 // v5litepod-4: the 2x2 ring 0 1 3 2.
-TEST(DeviceMeshTest, V5e4Ring) {
-  EXPECT_THAT(Ids(Mesh("v5litepod-4", "data=4")), ElementsAre(0, 1, 3, 2));
-}
+TEST(DeviceMeshTest, V5e4Ring) { EXPECT_THAT(Ids(Mesh("v5litepod-4", "data=4")), ElementsAre(0, 1, 3, 2)); }
 
 // v5litepod-8 and v6e-8 (2x4, ids x + 2y): the tray ring order 0 1 2 3 7 6 5 4.
 TEST(DeviceMeshTest, LitePod8Ring) {
@@ -174,8 +165,7 @@ TEST(DeviceMeshTest, LitePod8Ring) {
 // v5litepod-16 (4x4): the 4x4 ring only when one axis holds every device; [4, 4]
 // falls to the torus rule (model x, data y); [2, 8] splits y or is refused.
 TEST(DeviceMeshTest, V5e16) {
-  EXPECT_THAT(Ids(Mesh("v5litepod-16", "data=16")),
-              ElementsAre(0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4));
+  EXPECT_THAT(Ids(Mesh("v5litepod-16", "data=16")), ElementsAre(0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4));
   EXPECT_THAT(Ids(Mesh("v5litepod-16", "data=1,model=16")),
               ElementsAre(0, 1, 2, 3, 7, 6, 5, 9, 10, 11, 15, 14, 13, 12, 8, 4));
   EXPECT_THAT(Ids(Mesh("v5litepod-16", "data=4,model=4")),
@@ -230,24 +220,20 @@ TEST(ParseMeshAxesTest, ReadsNamesAndSizes) {
 
 TEST(ParseMeshAxesTest, RefusesMalformed) {
   for (const char* bad : {"", "data", "data=4,", "data=4,fsdp"}) {
-    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("is not NAME=SIZE"))
-        << bad;
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("is not NAME=SIZE")) << bad;
   }
   for (const char* bad : {"=4", "da ta=4", "data-1=4"}) {
-    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }),
-                HasSubstr("must be 1 to 64 of A-Z a-z 0-9 _")) << bad;
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("must be 1 to 64 of A-Z a-z 0-9 _")) << bad;
   }
   for (const char* bad : {"data=", "data=0", "data=4x", "data=-2"}) {
-    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }),
-                HasSubstr("must be a whole number >= 1")) << bad;
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("must be a whole number >= 1")) << bad;
   }
   EXPECT_THAT(ErrorOf([&] { ParseMeshAxes("a=2,a=2", "--mesh"); }), HasSubstr("given twice"));
 }
 
 TEST(MeshGenerationTest, NeedsAGeneration) {
-  const Topology t = Topology::Create("t", "jf-2x2", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0},
-                                                                   {0, 1, 0, 0}, {1, 1, 0, 0}}},
-                                      {});
+  const Topology t =
+      Topology::Create("t", "jf-2x2", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}, {0, 1, 0, 0}, {1, 1, 0, 0}}}, {});
   EXPECT_THAT(ErrorOf([&] { MeshGeneration(t, "", "--mesh"); }),
               HasSubstr("cannot tell the TPU generation of topology 'jf-2x2'"));
   EXPECT_EQ(GenerationName(MeshGeneration(t, "v4", "--mesh")), "v4");

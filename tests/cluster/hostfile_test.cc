@@ -38,8 +38,7 @@ TEST(Hostfile, BadLinesNameTheLine) {
 TEST(Hostfile, PlacesWholeTpuHostsInOrder) {
   // v4-32: 4 TPU hosts of 5 ranks. a holds two (10 of 12 slots), b one, c none
   // (4 slots), d the last.
-  std::vector<NodePlacement> p =
-      PlaceTpuHosts({{"a", 12}, {"b", 5}, {"c", 4}, {"d", 9}}, 4, 5, "hostfile h");
+  std::vector<NodePlacement> p = PlaceTpuHosts({{"a", 12}, {"b", 5}, {"c", 4}, {"d", 9}}, 4, 5, "hostfile h");
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[0].node, "a");
   EXPECT_EQ(p[0].first_tpu_host, 0);

@@ -36,8 +36,8 @@ int FlatOf(const DeviceMesh& mesh, int id) {
 }
 
 // [begin, end) on each dim of the box device `id` holds.
-std::vector<std::vector<int64_t>> Box(const Fixture& f, const PartitionSpec& spec,
-                                      const std::vector<int64_t>& shape, int id) {
+std::vector<std::vector<int64_t>> Box(const Fixture& f, const PartitionSpec& spec, const std::vector<int64_t>& shape,
+                                      int id) {
   const ShardBox box = ShardIndices(f.mesh.spec(), spec, shape, FlatOf(f.mesh, id));
   std::vector<std::vector<int64_t>> out;
   for (size_t d = 0; d < shape.size(); ++d) out.push_back({box.begin[d], box.end[d]});
@@ -56,7 +56,7 @@ TEST(MeshShardingTest, TwoAxesSplitTheBatchMajorToMinor) {
   const Fixture f;
   const PartitionSpec spec{{{"data", "fsdp"}, {}}};
   // id -> block: 4d + position of the id in its mesh row.
-  const std::map<int, int64_t> block{{0, 0}, {2, 1}, {1, 2}, {3, 3}, {4, 4},  {6, 5},  {5, 6},  {7, 7},
+  const std::map<int, int64_t> block{{0, 0}, {2, 1},  {1, 2},  {3, 3},   {4, 4},   {6, 5},   {5, 6},   {7, 7},
                                      {8, 8}, {10, 9}, {9, 10}, {11, 11}, {12, 12}, {14, 13}, {13, 14}, {15, 15}};
   for (const auto& [id, b] : block) {
     EXPECT_EQ(Box(f, spec, {64, 8}, id), (std::vector<std::vector<int64_t>>{{4 * b, 4 * b + 4}, {0, 8}}))
@@ -100,13 +100,21 @@ TEST(MeshShardingTest, TwoDimensionsSplitIndependently) {
 TEST(MeshShardingTest, RefusesWhatJaxRefuses) {
   const Fixture f;
   const MeshSpec& mesh = f.mesh.spec();
-  EXPECT_EQ(ErrorOf([&] { CheckPartitionSpec(mesh, {{{"data", "fsdp"}, {}}}, {100, 8}, "input.sharding.x"); }),
+  EXPECT_EQ(ErrorOf([&] {
+              CheckPartitionSpec(mesh, {{{"data", "fsdp"}, {}}}, {100, 8}, "input.sharding.x");
+            }),
             "input.sharding.x: dim 0 of size 100 does not divide into 16 blocks (data=4 x fsdp=4)");
-  EXPECT_EQ(ErrorOf([&] { CheckPartitionSpec(mesh, {{{"data"}, {"model"}}}, {64, 8}, "input.sharding.x"); }),
+  EXPECT_EQ(ErrorOf([&] {
+              CheckPartitionSpec(mesh, {{{"data"}, {"model"}}}, {64, 8}, "input.sharding.x");
+            }),
             "input.sharding.x: dim 1 names axis 'model', which cluster.mesh (data=4,fsdp=4) does not have");
-  EXPECT_THAT(ErrorOf([&] { CheckPartitionSpec(mesh, {{{"data"}, {"data"}}}, {64, 8}, "s"); }),
+  EXPECT_THAT(ErrorOf([&] {
+                CheckPartitionSpec(mesh, {{{"data"}, {"data"}}}, {64, 8}, "s");
+              }),
               HasSubstr("axis 'data' appears twice in the spec"));
-  EXPECT_THAT(ErrorOf([&] { CheckPartitionSpec(mesh, {{{"data"}, {}, {}}}, {64, 8}, "s"); }),
+  EXPECT_THAT(ErrorOf([&] {
+                CheckPartitionSpec(mesh, {{{"data"}, {}, {}}}, {64, 8}, "s");
+              }),
               HasSubstr("has 3 entries but the array has 2 dimensions [64, 8]"));
   CheckPartitionSpec(mesh, {{{"data", "fsdp"}, {}}}, {64, 8}, "s");  // accepted
 }

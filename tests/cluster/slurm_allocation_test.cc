@@ -43,8 +43,7 @@ TEST(SlurmHostlist, RefusesWhatItCannotReadInOneLine) {
   EXPECT_THAT(ErrorOf([] { ExpandHostlist("node1-2]", "L"); }), HasSubstr("']' without '['"));
   EXPECT_THAT(ErrorOf([] { ExpandHostlist("a,,b", "L"); }), HasSubstr("an empty host name"));
   EXPECT_THAT(ErrorOf([] { ExpandHostlist("n[x]", "L"); }), HasSubstr("'x' in [x]"));
-  EXPECT_THAT(ErrorOf([] { ExpandHostlist("n[1-99999999]", "L"); }),
-              HasSubstr("more than 1000000 hosts"));
+  EXPECT_THAT(ErrorOf([] { ExpandHostlist("n[1-99999999]", "L"); }), HasSubstr("more than 1000000 hosts"));
   EXPECT_THAT(ErrorOf([] { ExpandHostlist("a[1-1000]b[1-1000]c[1-1000]", "L"); }),
               HasSubstr("more than 1000000 hosts"));
 }
@@ -52,20 +51,17 @@ TEST(SlurmHostlist, RefusesWhatItCannotReadInOneLine) {
 TEST(SlurmTasksPerNode, ReadsTheCompressedCounts) {
   EXPECT_THAT(ParseTasksPerNode("12(x3),4", "T"), ElementsAre(12, 12, 12, 4));
   EXPECT_THAT(ParseTasksPerNode("9", "T"), ElementsAre(9));
-  EXPECT_EQ(ErrorOf([] { ParseTasksPerNode("12(x0)", "T"); }),
-            "T '12(x0)': '12(x0)' is not N or N(xM) with N, M >= 1");
+  EXPECT_EQ(ErrorOf([] { ParseTasksPerNode("12(x0)", "T"); }), "T '12(x0)': '12(x0)' is not N or N(xM) with N, M >= 1");
   EXPECT_THAT(ErrorOf([] { ParseTasksPerNode("4,", "T"); }), HasSubstr("'' is not N or N(xM)"));
   EXPECT_THAT(ErrorOf([] { ParseTasksPerNode("4(x2", "T"); }), HasSubstr("'4(x2' is not"));
 }
 
 TEST(SlurmAllocation, NodesWithTheirTasks) {
-  EXPECT_FALSE(ReadSlurmAllocation(Env({{"SLURM_JOB_NODELIST", "a"}})).has_value())
-      << "no SLURM_JOB_ID";
-  const std::optional<SlurmAllocation> a =
-      ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "7"},
-                               {"SLURM_JOB_NODELIST", "node[1-3]"},
-                               {"SLURM_TASKS_PER_NODE", "12(x2),4"},
-                               {"SLURM_NTASKS", "28"}}));
+  EXPECT_FALSE(ReadSlurmAllocation(Env({{"SLURM_JOB_NODELIST", "a"}})).has_value()) << "no SLURM_JOB_ID";
+  const std::optional<SlurmAllocation> a = ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "7"},
+                                                                    {"SLURM_JOB_NODELIST", "node[1-3]"},
+                                                                    {"SLURM_TASKS_PER_NODE", "12(x2),4"},
+                                                                    {"SLURM_NTASKS", "28"}}));
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->job_id, "7");
   ASSERT_EQ(a->nodes.size(), 3u);
@@ -73,8 +69,8 @@ TEST(SlurmAllocation, NodesWithTheirTasks) {
   EXPECT_EQ(a->nodes[2].slots, 4);
   EXPECT_EQ(a->num_tasks(), 28);
   // Without SLURM_TASKS_PER_NODE, SLURM_NTASKS in blocks: 10 over 3 nodes is 4, 3, 3.
-  const std::optional<SlurmAllocation> b = ReadSlurmAllocation(
-      Env({{"SLURM_JOB_ID", "8"}, {"SLURM_NODELIST", "n[1-3]"}, {"SLURM_NTASKS", "10"}}));
+  const std::optional<SlurmAllocation> b =
+      ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "8"}, {"SLURM_NODELIST", "n[1-3]"}, {"SLURM_NTASKS", "10"}}));
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->nodes[0].slots, 4);
   EXPECT_EQ(b->nodes[1].slots, 3);
@@ -89,9 +85,8 @@ TEST(SlurmAllocation, AnIncompleteEnvironmentIsOneLine) {
             "cannot tell the allocation's nodes; run it inside salloc or sbatch, or unset "
             "SLURM_JOB_ID");
   EXPECT_EQ(ErrorOf([] {
-              ReadSlurmAllocation(Env({{"SLURM_JOB_ID", "1"},
-                                       {"SLURM_JOB_NODELIST", "n[1-3]"},
-                                       {"SLURM_TASKS_PER_NODE", "4(x2)"}}));
+              ReadSlurmAllocation(
+                  Env({{"SLURM_JOB_ID", "1"}, {"SLURM_JOB_NODELIST", "n[1-3]"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}}));
             }),
             "SLURM_TASKS_PER_NODE '4(x2)' counts tasks on 2 nodes but SLURM_JOB_NODELIST names 3");
   EXPECT_THAT(ErrorOf([] {

@@ -47,8 +47,12 @@ Topology Jax(const std::string& text, const std::string& generation = "") {
   return ImportJaxDevices(text, "d.json", "d", generation);
 }
 
-std::string ProtoError(const std::string& bytes) { return ErrorOf([&] { Proto(bytes); }); }
-std::string JaxError(const std::string& text) { return ErrorOf([&] { Jax(text, "v4"); }); }
+std::string ProtoError(const std::string& bytes) {
+  return ErrorOf([&] { Proto(bytes); });
+}
+std::string JaxError(const std::string& text) {
+  return ErrorOf([&] { Jax(text, "v4"); });
+}
 
 // ---------------------------------------------------------------------------
 // The same slice through both formats
@@ -129,8 +133,7 @@ TEST(TopologyImportTest, ImportedTopologyRoundTripsThroughYaml) {
 TEST(TopologyImportTest, FormatIsToldByContent) {
   EXPECT_EQ(DetectTopologyFormat(" \n[{}]", "f"), TopologyFileFormat::kJaxDevices);
   EXPECT_EQ(DetectTopologyFormat("name: x\n", "f"), TopologyFileFormat::kYaml);
-  EXPECT_EQ(DetectTopologyFormat(EncodeTopologyProto(V4_32Proto()), "f"),
-            TopologyFileFormat::kTopologyProto);
+  EXPECT_EQ(DetectTopologyFormat(EncodeTopologyProto(V4_32Proto()), "f"), TopologyFileFormat::kTopologyProto);
   EXPECT_THAT(ErrorOf([] { DetectTopologyFormat(" \n\t", "f"); }),
               HasSubstr("f: empty file; expected a topology YAML, a JAX device list"));
 }
@@ -176,16 +179,13 @@ TEST(TopologyImportTest, BadDeviceListsAreOneLineErrors) {
   EXPECT_THAT(JaxError(R"([{"id": 0, "process_index": 0, "coords": [0,0], "core_on_chip": 0}])"),
               HasSubstr("device [0].coords: expected [x, y, z], got [0,0]"));
   EXPECT_THAT(JaxError("[" + ok + "," + ok + "]"), HasSubstr("device id 0 is listed twice"));
-  EXPECT_THAT(
-      JaxError("[" + ok + R"(, {"id": 1, "process_index": 0, "coords": [0,0,0], "core_on_chip": 0}])"),
-      HasSubstr("d.json: devices 0 and 1 both sit at coords [0, 0, 0] core 0"));
-  EXPECT_THAT(
-      JaxError("[" + ok + R"(, {"id": 1, "process_index": 2, "coords": [1,0,0], "core_on_chip": 0}])"),
-      HasSubstr("process_index 2 is listed but 1 is not; processes must be numbered 0..H-1"));
-  EXPECT_THAT(
-      JaxError("[" + ok + R"(, {"id": 1, "process_index": 0, "coords": [1,0,0], "core_on_chip": 0},
+  EXPECT_THAT(JaxError("[" + ok + R"(, {"id": 1, "process_index": 0, "coords": [0,0,0], "core_on_chip": 0}])"),
+              HasSubstr("d.json: devices 0 and 1 both sit at coords [0, 0, 0] core 0"));
+  EXPECT_THAT(JaxError("[" + ok + R"(, {"id": 1, "process_index": 2, "coords": [1,0,0], "core_on_chip": 0}])"),
+              HasSubstr("process_index 2 is listed but 1 is not; processes must be numbered 0..H-1"));
+  EXPECT_THAT(JaxError("[" + ok + R"(, {"id": 1, "process_index": 0, "coords": [1,0,0], "core_on_chip": 0},
                 {"id": 2, "process_index": 1, "coords": [0,1,0], "core_on_chip": 0}])"),
-      HasSubstr("process 1 has 1 devices but process 0 has 2; every host must own the same number"));
+              HasSubstr("process 1 has 1 devices but process 0 has 2; every host must own the same number"));
 }
 
 // ---------------------------------------------------------------------------
@@ -198,12 +198,10 @@ TEST(TopologyProtoReaderTest, MalformedBytesNameTheByteAndTheProblem) {
               HasSubstr("byte 2: packed field needs 5 bytes but only 1 remain"));
   EXPECT_THAT(ProtoError(std::string("\x12\x01\x00", 3)),
               HasSubstr("byte 0: field 2 (num_tasks) has wire type 2, expected 0"));
-  EXPECT_THAT(ProtoError("\x0d\x01\x00\x00\x00"),
-              HasSubstr("field 1 (mesh_shape) has wire type 5, expected 2"));
+  EXPECT_THAT(ProtoError("\x0d\x01\x00\x00\x00"), HasSubstr("field 1 (mesh_shape) has wire type 5, expected 2"));
   EXPECT_THAT(ProtoError("\x10" + std::string(9, '\xff') + "\x02"),
               HasSubstr("byte 1: varint overflows 64 bits (num_tasks)"));
-  EXPECT_THAT(ProtoError("\x10" + std::string(10, '\xff') + "\x01"),
-              HasSubstr("varint overflows 64 bits"));
+  EXPECT_THAT(ProtoError("\x10" + std::string(10, '\xff') + "\x01"), HasSubstr("varint overflows 64 bits"));
   EXPECT_THAT(ProtoError("\x10" + Varint(-3)), HasSubstr("byte 1: num_tasks value -3 is negative"));
   EXPECT_THAT(ProtoError("\x10" + Varint(int64_t{1} << 31)),
               HasSubstr("num_tasks value 2147483648 does not fit in int32"));
@@ -216,8 +214,8 @@ TEST(TopologyProtoReaderTest, MalformedBytesNameTheByteAndTheProblem) {
 }
 
 TEST(TopologyProtoReaderTest, UnknownFieldsAreSkipped) {
-  const std::string extra = Tag(9, 0) + Varint(300) + Tag(10, 1) + std::string(8, '\x07') +
-                            Tag(11, 5) + std::string(4, '\x01') + Tag(12, 2) + Varint(2) + "ab";
+  const std::string extra = Tag(9, 0) + Varint(300) + Tag(10, 1) + std::string(8, '\x07') + Tag(11, 5) +
+                            std::string(4, '\x01') + Tag(12, 2) + Varint(2) + "ab";
   ExpectV4_32(Proto(extra + EncodeTopologyProto(V4_32Proto()) + extra));
 }
 
@@ -240,14 +238,12 @@ TEST(TopologyProtoReaderTest, ContradictoryFieldsAreOneLineErrors) {
   // Rank 3 with rank-4 coordinates: the count is checked as rank 3.
   t = V4_32Proto();
   t.mesh_shape = {2, 2, 4};
-  EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
-              HasSubstr("device_coordinates has 64 values but num_tasks 4 x "
-                        "num_tpu_devices_per_task 4 x 3 = 48"));
+  EXPECT_THAT(ProtoError(EncodeTopologyProto(t)), HasSubstr("device_coordinates has 64 values but num_tasks 4 x "
+                                                            "num_tpu_devices_per_task 4 x 3 = 48"));
   t = V4_32Proto();
   t.num_tasks = 5;
-  EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
-              HasSubstr("device_coordinates has 64 values but num_tasks 5 x "
-                        "num_tpu_devices_per_task 4 x 4 = 80"));
+  EXPECT_THAT(ProtoError(EncodeTopologyProto(t)), HasSubstr("device_coordinates has 64 values but num_tasks 5 x "
+                                                            "num_tpu_devices_per_task 4 x 4 = 80"));
   t = V4_32Proto();
   t.num_tasks = 0;
   EXPECT_THAT(ProtoError(EncodeTopologyProto(t)),
@@ -272,12 +268,26 @@ std::string Mutate(std::string s, std::mt19937& rng) {
   std::uniform_int_distribution<int> op(0, 5), byte(0, 255);
   auto at = [&] { return s.empty() ? 0 : std::uniform_int_distribution<size_t>(0, s.size() - 1)(rng); };
   switch (op(rng)) {
-    case 0: if (!s.empty()) s[at()] = static_cast<char>(byte(rng)); break;
-    case 1: s.resize(at()); break;
-    case 2: s.insert(at(), 1, static_cast<char>(byte(rng))); break;
-    case 3: if (!s.empty()) s.erase(at(), 1 + at() % 4); break;
-    case 4: { const size_t from = at(); s.insert(at(), s.substr(from, 1 + at() % 8)); break; }
-    default: if (!s.empty()) s[at()] = static_cast<char>(0x80 | byte(rng)); break;
+    case 0:
+      if (!s.empty()) s[at()] = static_cast<char>(byte(rng));
+      break;
+    case 1:
+      s.resize(at());
+      break;
+    case 2:
+      s.insert(at(), 1, static_cast<char>(byte(rng)));
+      break;
+    case 3:
+      if (!s.empty()) s.erase(at(), 1 + at() % 4);
+      break;
+    case 4: {
+      const size_t from = at();
+      s.insert(at(), s.substr(from, 1 + at() % 8));
+      break;
+    }
+    default:
+      if (!s.empty()) s[at()] = static_cast<char>(0x80 | byte(rng));
+      break;
   }
   return s;
 }

@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "source_dir.h"
 #include "tests/common/error_of.h"
 #include "tests/common/shipped_topologies.h"
-#include "source_dir.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -24,9 +24,7 @@ using ::testing::HasSubstr;
 
 using tpusim::testing::kTopologyDir;
 
-Topology LoadShipped(const std::string& name) {
-  return LoadTopologyFile(kTopologyDir + "/" + name + ".yaml");
-}
+Topology LoadShipped(const std::string& name) { return LoadTopologyFile(kTopologyDir + "/" + name + ".yaml"); }
 
 using tpusim::testing::ErrorOf;
 
@@ -35,8 +33,8 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("tpusim_topology_") + info->test_suite_name() + "_" + info->name());
+    path_ =
+        fs::temp_directory_path() / (std::string("tpusim_topology_") + info->test_suite_name() + "_" + info->name());
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -235,40 +233,39 @@ TEST(TopologyTest, HostBoundsLayoutNumbersHostsXFirstAndOrdinalsCoreFirst) {
 }
 
 TEST(TopologyTest, HostBoundsThatDoNotTileAreRejected) {
-  EXPECT_THAT(ErrorOf([] { Topology::HostBoundsLayout("f.yaml", {4, 4, 1, 2}, {3, 2, 1}); }),
-              AllOf(HasSubstr("f.yaml"), HasSubstr("do not tile"), HasSubstr("[3, 2, 1]"),
-                    HasSubstr("axis x extent 4")));
-  EXPECT_THAT(ErrorOf([] { Topology::HostBoundsLayout("f.yaml", {4, 4, 1, 2}, {2, 0, 1}); }),
-              HasSubstr("do not tile"));
+  EXPECT_THAT(
+      ErrorOf([] {
+        Topology::HostBoundsLayout("f.yaml", {4, 4, 1, 2}, {3, 2, 1});
+      }),
+      AllOf(HasSubstr("f.yaml"), HasSubstr("do not tile"), HasSubstr("[3, 2, 1]"), HasSubstr("axis x extent 4")));
+  EXPECT_THAT(ErrorOf([] { Topology::HostBoundsLayout("f.yaml", {4, 4, 1, 2}, {2, 0, 1}); }), HasSubstr("do not tile"));
 }
 
 TEST(TopologyTest, CreateRejectsBadTables) {
   const HardwareFigures hw;
-  EXPECT_THAT(ErrorOf([&] { Topology::Create("s", "n", {2, 0, 1, 2}, {{{0, 0, 0, 0}}}, hw); }),
-              AllOf(HasSubstr("s: mesh_shape[1] = 0"), HasSubstr(">= 1")));
-  EXPECT_THAT(ErrorOf([&] { Topology::Create("s", "n", {2, 2, 1, 2}, {}, hw); }),
-              HasSubstr("no hosts"));
   EXPECT_THAT(ErrorOf([&] {
-                Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}},
-                                                           {{0, 1, 0, 0}}},
-                                 hw);
+                Topology::Create("s", "n", {2, 0, 1, 2}, {{{0, 0, 0, 0}}}, hw);
+              }),
+              AllOf(HasSubstr("s: mesh_shape[1] = 0"), HasSubstr(">= 1")));
+  EXPECT_THAT(ErrorOf([&] { Topology::Create("s", "n", {2, 2, 1, 2}, {}, hw); }), HasSubstr("no hosts"));
+  EXPECT_THAT(ErrorOf([&] {
+                Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}}, {{0, 1, 0, 0}}}, hw);
               }),
               AllOf(HasSubstr("host 1 has 1 cores but host 0 has 2")));
-  EXPECT_THAT(ErrorOf([&] {
-                Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {2, 0, 0, 0}}}, hw);
-              }),
-              AllOf(HasSubstr("device_coordinates[0][1] = [2, 0, 0, 0]"),
-                    HasSubstr("outside mesh_shape [2, 2, 1, 1]")));
+  EXPECT_THAT(
+      ErrorOf([&] {
+        Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {2, 0, 0, 0}}}, hw);
+      }),
+      AllOf(HasSubstr("device_coordinates[0][1] = [2, 0, 0, 0]"), HasSubstr("outside mesh_shape [2, 2, 1, 1]")));
   EXPECT_THAT(ErrorOf([&] {
                 Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {0, 0, 0, -1}}}, hw);
               }),
               HasSubstr("outside mesh_shape"));
-  EXPECT_THAT(ErrorOf([&] {
-                Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}},
-                                                           {{1, 1, 0, 0}, {1, 0, 0, 0}}},
-                                 hw);
-              }),
-              HasSubstr("device_coordinates[1][1] = [1, 0, 0, 0] duplicates host 0 ordinal 1"));
+  EXPECT_THAT(
+      ErrorOf([&] {
+        Topology::Create("s", "n", {2, 2, 1, 1}, {{{0, 0, 0, 0}, {1, 0, 0, 0}}, {{1, 1, 0, 0}, {1, 0, 0, 0}}}, hw);
+      }),
+      HasSubstr("device_coordinates[1][1] = [1, 0, 0, 0] duplicates host 0 ordinal 1"));
 }
 
 TEST(TopologyTest, LookupsOutsideTheMeshAreMinusOneAndBadDevicesThrow) {
@@ -285,9 +282,8 @@ TEST(TopologyTest, LookupsOutsideTheMeshAreMinusOneAndBadDevicesThrow) {
 
 TEST(TopologyParseTest, ExplicitDeviceCoordinatesAreKeptInOrder) {
   TempDir dir;
-  const std::string path = dir.Write(
-      "t.yaml", Doc("mesh_shape: [2, 1, 1, 1]\n"
-                    "device_coordinates: [[[1, 0, 0, 0]], [[0, 0, 0, 0]]]\n"));
+  const std::string path = dir.Write("t.yaml", Doc("mesh_shape: [2, 1, 1, 1]\n"
+                                                   "device_coordinates: [[[1, 0, 0, 0]], [[0, 0, 0, 0]]]\n"));
   const Topology t = LoadTopologyFile(path);
   EXPECT_EQ(t.name(), "test");
   EXPECT_EQ(t.num_hosts(), 2);
@@ -305,17 +301,15 @@ TEST(TopologyParseTest, MalformedYamlNamesFileAndLine) {
 
 TEST(TopologyParseTest, UnknownKeysAreErrors) {
   EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\nmesh: 3\n")),
-              AllOf(HasSubstr("t.yaml:4"), HasSubstr("unknown key 'mesh'"),
-                    HasSubstr("allowed: name, mesh_shape")));
-  EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n") +
-                         "  pcie_gbps: 3\n"),
+              AllOf(HasSubstr("t.yaml:4"), HasSubstr("unknown key 'mesh'"), HasSubstr("allowed: name, mesh_shape")));
+  EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n") + "  pcie_gbps: 3\n"),
               HasSubstr("unknown key 'hardware.pcie_gbps'"));
 }
 
 TEST(TopologyParseTest, WrongListLengthsAndValues) {
-  EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 2]\nhost_bounds: [2, 2, 1]\n")),
-              AllOf(HasSubstr("t.yaml:2"), HasSubstr("mesh_shape: expected a list of 4 integers"),
-                    HasSubstr("got 3 entries")));
+  EXPECT_THAT(
+      ParseError(Doc("mesh_shape: [2, 2, 2]\nhost_bounds: [2, 2, 1]\n")),
+      AllOf(HasSubstr("t.yaml:2"), HasSubstr("mesh_shape: expected a list of 4 integers"), HasSubstr("got 3 entries")));
   EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2]\n")),
               HasSubstr("host_bounds: expected a list of 3 integers"));
   EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 1]\n"
@@ -343,8 +337,7 @@ TEST(TopologyParseTest, NonTilingBlocksAreRejected) {
 TEST(TopologyParseTest, CoordinatesOutsideTheMeshOrDuplicatedAreRejected) {
   EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 1, 1, 1]\n"
                              "device_coordinates: [[[0, 0, 0, 0], [0, 1, 0, 0]]]\n")),
-              AllOf(HasSubstr("t.yaml: device_coordinates[0][1] = [0, 1, 0, 0]"),
-                    HasSubstr("outside mesh_shape")));
+              AllOf(HasSubstr("t.yaml: device_coordinates[0][1] = [0, 1, 0, 0]"), HasSubstr("outside mesh_shape")));
   EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 1, 1, 1]\n"
                              "device_coordinates: [[[1, 0, 0, 0]], [[1, 0, 0, 0]]]\n")),
               HasSubstr("duplicates host 0 ordinal 0"));
@@ -366,13 +359,11 @@ TEST(TopologyParseTest, HardwareFiguresAreRequiredAndPositive) {
   EXPECT_THAT(ParseError(missing_one), HasSubstr("missing required key 'ici_link_gbps'"));
   std::string zero = Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n");
   zero.replace(zero.find("61.5"), 4, "0");
-  EXPECT_THAT(ParseError(zero),
-              HasSubstr("hardware.core_peak_tflops = 0: must be a finite number > 0"));
+  EXPECT_THAT(ParseError(zero), HasSubstr("hardware.core_peak_tflops = 0: must be a finite number > 0"));
   std::string text = Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n");
   text.replace(text.find("61.5"), 4, "fast");
   EXPECT_THAT(ParseError(text), HasSubstr("'fast' is not a number"));
-  EXPECT_THAT(ParseError("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n" +
-                         std::string(kHardware)),
+  EXPECT_THAT(ParseError("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n" + std::string(kHardware)),
               HasSubstr("missing required key 'name'"));
 }
 
@@ -416,9 +407,9 @@ TEST(ResolveTopologyTest, ConfigDirFromEnvironmentComesBeforeTheSourceTree) {
 
 TEST(ResolveTopologyTest, UnknownNameListsAvailableNamesAndAcceleratorTypes) {
   EXPECT_THAT(ErrorOf([] { ResolveTopology("v9-1024"); }),
-              AllOf(HasSubstr("topology 'v9-1024'"), HasSubstr("configs/topologies"),
-                    HasSubstr("available: "), HasSubstr("jf-8x8, v1-1, v2-8, v3-32, v3-8, v3-8-degraded, "
-                                                        "v4-32, v4-8, v5e-16"),
+              AllOf(HasSubstr("topology 'v9-1024'"), HasSubstr("configs/topologies"), HasSubstr("available: "),
+                    HasSubstr("jf-8x8, v1-1, v2-8, v3-32, v3-8, v3-8-degraded, "
+                              "v4-32, v4-8, v5e-16"),
                     HasSubstr("accelerator types: v2-N, v3-N, v4-N, v5litepod-N (alias v5e-N), "
                               "v5p-N, v6e-N, tpu7x-N")));
 }
@@ -446,7 +437,8 @@ TEST(TopologyFileTest, RunConfigsAreNotTopologyFiles) {
 
 TEST(TopologyFileTest, MeshSizeIsCheckedWithoutOverflow) {
   EXPECT_THAT(ParseError("name: t\nmesh_shape: [2147483647, 2147483647, 2147483647, 2147483647]\n"
-                         "host_bounds: [1, 1, 1]\n" + std::string(kHardware)),
+                         "host_bounds: [1, 1, 1]\n" +
+                         std::string(kHardware)),
               HasSubstr("more than the supported 4194304 core positions"));
 }
 

@@ -21,8 +21,7 @@ using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
 
 // Runs `body` once per member of a new group of `n`, each on its own thread.
-void RunOnGroup(int n, const std::function<void(const Transport&)>& body,
-                InProcessOptions options = {}) {
+void RunOnGroup(int n, const std::function<void(const Transport&)>& body, InProcessOptions options = {}) {
   std::vector<std::unique_ptr<InProcessTransport>> members = InProcessTransport::CreateGroup(n, options);
   std::vector<std::thread> threads;
   for (const auto& member : members) {
@@ -37,9 +36,7 @@ void RunOnGroup(int n, const std::function<void(const Transport&)>& body,
   for (std::thread& thread : threads) thread.join();
 }
 
-TEST(InProcessTransportTest, TagMatchingAndOrder) {
-  RunOnGroup(3, testing_cases::TagMatchingAndOrder);
-}
+TEST(InProcessTransportTest, TagMatchingAndOrder) { RunOnGroup(3, testing_cases::TagMatchingAndOrder); }
 
 TEST(InProcessTransportTest, Collectives) {
   for (int n : {1, 2, 5}) RunOnGroup(n, testing_cases::Collectives);
@@ -80,9 +77,8 @@ TEST(InProcessTransportTest, InfeedAllocatesNoBufferPerStep) {
   if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc belongs to the sanitizer";
   auto large_mallocs = [](int64_t steps) {
     const long before = tpusim::testing::LargeMallocCalls();
-    RunOnGroup(testing_cases::kV4_8Members, [steps](const Transport& t) {
-      testing_cases::InfeedCredits(t, "v4-8", true, 16384, steps);
-    });
+    RunOnGroup(testing_cases::kV4_8Members,
+               [steps](const Transport& t) { testing_cases::InfeedCredits(t, "v4-8", true, 16384, steps); });
     return tpusim::testing::LargeMallocCalls() - before;
   };
   const long short_run = large_mallocs(24);
@@ -136,8 +132,8 @@ TEST(InProcessTransportTest, ATooSmallReceiveFailsNamingTheCall) {
 TEST(InProcessTransportTest, CancelledRequestsLeaveTheQueues) {
   std::vector<std::unique_ptr<InProcessTransport>> m = InProcessTransport::CreateGroup(2);
   std::vector<std::byte> in(8), out(1 << 20, std::byte{5});
-  { Request r = m[1]->Irecv(in, 0, 1); }            // cancelled: not matched later
-  { Request s = m[0]->Isend(out, 1, 2); }           // a pending rendezvous, withdrawn
+  { Request r = m[1]->Irecv(in, 0, 1); }   // cancelled: not matched later
+  { Request s = m[0]->Isend(out, 1, 2); }  // a pending rendezvous, withdrawn
   EXPECT_FALSE(m[1]->TryProbe(kAnySource, kAnyTag).has_value());
   std::vector<std::byte> one{std::byte{7}};
   m[0]->Send(one, 1, 1);

@@ -50,13 +50,10 @@ struct ProtoTopology {
 // repeated fields packed (proto3), plus a tpu_hardware_feature message (field 5)
 // that readers must skip. `packed` = false writes the repeated fields unpacked.
 inline std::string EncodeTopologyProto(const ProtoTopology& t, bool packed = true) {
-  auto repeated = [&](int field, const std::vector<int>& v) {
-    return packed ? Packed(field, v) : Unpacked(field, v);
-  };
+  auto repeated = [&](int field, const std::vector<int>& v) { return packed ? Packed(field, v) : Unpacked(field, v); };
   const std::string feature = Tag(1, 0) + Varint(2);  // embedding_feature = V2
-  return repeated(1, t.mesh_shape) + Tag(2, 0) + Varint(t.num_tasks) + Tag(3, 0) +
-         Varint(t.num_tpu_devices_per_task) + repeated(4, t.device_coordinates) + Tag(5, 2) +
-         Varint(static_cast<int64_t>(feature.size())) + feature;
+  return repeated(1, t.mesh_shape) + Tag(2, 0) + Varint(t.num_tasks) + Tag(3, 0) + Varint(t.num_tpu_devices_per_task) +
+         repeated(4, t.device_coordinates) + Tag(5, 2) + Varint(static_cast<int64_t>(feature.size())) + feature;
 }
 
 // v4-32 (docs/reference/infeed.md §1.2): 4 tasks, ordinal o of task t at (o % 2, o / 2, t, 0).
@@ -79,9 +76,8 @@ inline std::string V4_32JaxDevices(bool with_kind) {
     for (int o = 0; o < 4; ++o) {
       const int id = 100 * task + 10 * o + 7;  // increasing with o inside a task
       const std::string kind = with_kind ? R"(, "device_kind": "TPU v4")" : "";
-      entries.push_back(fmt::format(
-          R"({{"id": {}, "process_index": {}, "coords": [{}, {}, {}], "core_on_chip": 0{}}})",
-          id, task, o % 2, o / 2, task, kind));
+      entries.push_back(fmt::format(R"({{"id": {}, "process_index": {}, "coords": [{}, {}, {}], "core_on_chip": 0{}}})",
+                                    id, task, o % 2, o / 2, task, kind));
     }
   }
   std::string out = "[";
@@ -98,8 +94,8 @@ inline std::string V4_32JaxRepr(int slices = 0) {
     for (int o = 0; o < 4; ++o) {
       const int id = 100 * task + 10 * o + 7;
       const std::string slice = slices > 0 ? fmt::format(", slice_index={}", task % slices) : "";
-      entries.push_back(fmt::format("TpuDevice(id={}, process_index={}, coords=({},{},{}), core_on_chip=0{})",
-                                    id, task, o % 2, o / 2, task, slice));
+      entries.push_back(fmt::format("TpuDevice(id={}, process_index={}, coords=({},{},{}), core_on_chip=0{})", id, task,
+                                    o % 2, o / 2, task, slice));
     }
   }
   std::string out = "[";

@@ -38,8 +38,8 @@ void TagMatchingAndOrder(const Transport& t) {
   ASSERT_GE(t.size(), 2);
   const size_t kBig = size_t{200} << 10;  // beyond any eager limit: a rendezvous
   if (t.rank() == 0) {
-    std::vector<std::vector<std::byte>> out = {Pattern(10, 1), Pattern(20, 2), Pattern(30, 3),
-                                               Pattern(kBig, 4), Pattern(40, 5)};
+    std::vector<std::vector<std::byte>> out = {Pattern(10, 1), Pattern(20, 2), Pattern(30, 3), Pattern(kBig, 4),
+                                               Pattern(40, 5)};
     const int tags[] = {5, 6, 5, 6, 5};
     std::vector<Request> sends;
     for (size_t i = 0; i < out.size(); ++i) sends.push_back(t.Isend(out[i], 1, tags[i]));
@@ -210,8 +210,7 @@ InfeedSetup MakeInfeedSetup(const std::string& name, bool per_host, int64_t feat
   o.per_host = per_host;
   o.global_batch = 2 * topology.num_cores();
   o.features = {{"x", infeed::DType::kFloat32, {feature_floats}}};
-  infeed::InfeedPlan plan =
-      infeed::InfeedPlan::Build(assignment, topology.num_hosts(), topology.cores_per_host(), o);
+  infeed::InfeedPlan plan = infeed::InfeedPlan::Build(assignment, topology.num_hosts(), topology.cores_per_host(), o);
   return {std::move(topology), std::move(assignment), layout, std::move(plan)};
 }
 
@@ -264,8 +263,8 @@ void RunCore(const Transport& t, const InfeedSetup& s, const cluster::RankRole& 
 
 }  // namespace
 
-void InfeedCredits(const Transport& t, const std::string& topology, bool per_host,
-                   int64_t feature_floats, int64_t num_steps) {
+void InfeedCredits(const Transport& t, const std::string& topology, bool per_host, int64_t feature_floats,
+                   int64_t num_steps) {
   const InfeedSetup s = MakeInfeedSetup(topology, per_host, feature_floats);
   ASSERT_EQ(t.size(), s.layout.world_size());
   const cluster::RankRole role = s.layout.RoleOf(t.rank(), s.assignment);
@@ -336,7 +335,8 @@ void InfeedWorkerFailure(const cluster::Transport& t) {
     if (!route) return;
     options.num_steps = kFailingStep;
     infeed::CoreInfeedQueue queue(s.plan, *route, t, s.layout.host_rank(role.host), options);
-    for (int64_t step = 0; step < kFailingStep; ++step) EXPECT_EQ(queue.Dequeue(step, nullptr, nullptr).header.step, step);
+    for (int64_t step = 0; step < kFailingStep; ++step)
+      EXPECT_EQ(queue.Dequeue(step, nullptr, nullptr).header.step, step);
   } else if (s.plan.host_plan(role.host)) {
     auto fill = [](int64_t step, infeed::Batch&, std::span<int64_t>) {
       if (step == kFailingStep) Fail("the input pipeline failed at step {}", step);

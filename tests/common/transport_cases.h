@@ -35,8 +35,8 @@ void AllToAll(const cluster::Transport& t);
 // hosts); `feature_floats` >= 16384 makes a piece travel as its own message. Every
 // host that builds batches allocates its packages once, before the first step: as
 // many as it can hold at once (prefetch + queue depth + 1), or one per step if fewer.
-void InfeedCredits(const cluster::Transport& t, const std::string& topology, bool per_host,
-                   int64_t feature_floats, int64_t num_steps = 12);
+void InfeedCredits(const cluster::Transport& t, const std::string& topology, bool per_host, int64_t feature_floats,
+                   int64_t num_steps = 12);
 
 // The three infeed cases every transport runs, and how many members each plays:
 // v4-8 per host with small shards, v4-8 with pieces that travel alone, and v4-32 in

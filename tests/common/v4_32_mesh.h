@@ -10,9 +10,9 @@ namespace tpusim::testing {
 
 struct V4_32Mesh {
   cluster::Topology topology = cluster::GenerateAcceleratorType("v4-32");
-  cluster::DeviceMesh mesh = cluster::DeviceMesh::Create(
-      topology, cluster::MeshGeneration(topology, "", "v4-32"),
-      cluster::MeshSpec{cluster::ParseMeshAxes("data=4,fsdp=4", "test"), false});
+  cluster::DeviceMesh mesh =
+      cluster::DeviceMesh::Create(topology, cluster::MeshGeneration(topology, "", "v4-32"),
+                                  cluster::MeshSpec{cluster::ParseMeshAxes("data=4,fsdp=4", "test"), false});
 };
 
 }  // namespace tpusim::testing

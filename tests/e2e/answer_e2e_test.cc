@@ -51,16 +51,15 @@ TEST(AnswerE2eTest, TheDefaultRunOpensWithThePodsAnswer) {
   // Without --quiet the summary is printed: the answer block comes first.
   const std::string report = ReportPath("default");
   const std::string np = Shell(Tpusim() + " ranks " + Source(kDefaultRun)).output;
-  const Result r = Shell("timeout -k 5 300 mpirun -np " + std::to_string(std::stoi(np)) +
-                         " --oversubscribe --bind-to none " + Tpusim() + " run " +
-                         Source(kDefaultRun) + " " + steps + " --report " + report);
+  const Result r =
+      Shell("timeout -k 5 300 mpirun -np " + std::to_string(std::stoi(np)) + " --oversubscribe --bind-to none " +
+            Tpusim() + " run " + Source(kDefaultRun) + " " + steps + " --report " + report);
   ASSERT_EQ(r.rc, 0) << r.output;
   const size_t answer = r.output.find("== the answer for the pod: v3-8");
   ASSERT_NE(answer, std::string::npos) << r.output;
   EXPECT_LT(answer, r.output.find("== measured on this machine"));
   EXPECT_LT(r.output.find("== measured on this machine"), r.output.find("== tpusim report"));
-  EXPECT_NE(r.output.find("device step 160.900 ms from device.step_time_us 160900 us: ResNet-50"),
-            std::string::npos)
+  EXPECT_NE(r.output.find("device step 160.900 ms from device.step_time_us 160900 us: ResNet-50"), std::string::npos)
       << r.output;
   const json j = ReadJson(report);
   EXPECT_EQ(j["answer"]["basis"], "pod");
@@ -68,8 +67,7 @@ TEST(AnswerE2eTest, TheDefaultRunOpensWithThePodsAnswer) {
   EXPECT_EQ(j["answer"]["verdict"], j["pod_projection"]["verdict"]);
   EXPECT_EQ(j["answer"]["recommendation"]["kind"], "headroom");
   // No device model: unknown, and the one line names the key to set.
-  const json unknown =
-      RunAndRead(Source(kDefaultRun), "unknown", steps + " --set device.step_time_us=0", &out);
+  const json unknown = RunAndRead(Source(kDefaultRun), "unknown", steps + " --set device.step_time_us=0", &out);
   EXPECT_EQ(unknown["answer"]["basis"], "unknown");
   EXPECT_TRUE(unknown["answer"]["projected_au"].is_null());
   EXPECT_EQ(unknown["answer"]["verdict"].get<std::string>().rfind("unknown: no modeled device time", 0), 0u);
@@ -81,9 +79,10 @@ TEST(AnswerE2eTest, TheDefaultRunOpensWithThePodsAnswer) {
 // the pod is projected at the target.
 TEST(AnswerE2eTest, AModeledInputBoundRunsRecommendationReachesTheTarget) {
   const std::string run = Source("configs/runs/v3-8-per-host.yaml");
-  const std::string base = "--set model.enabled=false --set input.cpu_us_per_example=2000 "
-                           "--set device.step_time_us=20000 --set train.steps=10 "
-                           "--set train.iterations_per_loop=5 --set target_host.input_workers=2";
+  const std::string base =
+      "--set model.enabled=false --set input.cpu_us_per_example=2000 "
+      "--set device.step_time_us=20000 --set train.steps=10 "
+      "--set train.iterations_per_loop=5 --set target_host.input_workers=2";
   const json before = RunAndRead(run, "modeled-before", base);
   const json& rec = before["answer"]["recommendation"];
   ASSERT_EQ(rec["kind"], "set") << rec.dump();
@@ -104,20 +103,21 @@ TEST(AnswerE2eTest, JpegTfRecordsOnV5eAreFedAndEightWorkersAreFixedByTheRecommen
   const std::string data = TempDir() + "/answer-jpeg";
   std::filesystem::remove_all(data);
   const std::string run = Source("configs/runs/v4-8-tfrecord.yaml");
-  const Result gen = Shell(Tpusim() + " gen-data " + run +
-                           " --format tfrecord --examples 256 --shards 4 --out " + data);
+  const Result gen =
+      Shell(Tpusim() + " gen-data " + run + " --format tfrecord --examples 256 --shards 4 --out " + data);
   ASSERT_EQ(gen.rc, 0) << gen.output;
-  const std::string base = "--set topology=v5litepod-4 --set input.global_batch=16 "
-                           "--set train.steps=40 "
-                           "--set 'input.files=[" + data + "/*-train.tfrecord-*]'";
+  const std::string base =
+      "--set topology=v5litepod-4 --set input.global_batch=16 "
+      "--set train.steps=40 "
+      "--set 'input.files=[" +
+      data + "/*-train.tfrecord-*]'";
   const std::string eight = " --set target_host.input_workers=8";
   const json probe = RunAndRead(run, "jpeg-probe", base + eight + " --set device.step_time_us=1333");
   const double c8 = probe["answer"]["capacity_examples_per_s_per_host"]["min"].get<double>();
   ASSERT_GT(c8, 0);
   const std::string step = " --set device.step_time_us=" + std::to_string(std::llround(16 / (2 * c8) * 1e6));
   const json fed = RunAndRead(run, "jpeg-fed", base + step);
-  EXPECT_EQ(fed["answer"]["verdict"], "not input-bound: infeed waits < 5% of step time")
-      << fed["answer"].dump();
+  EXPECT_EQ(fed["answer"]["verdict"], "not input-bound: infeed waits < 5% of step time") << fed["answer"].dump();
   EXPECT_EQ(fed["pod_projection"]["target_host"]["input_workers"]["value"], 104);
   const json bound = RunAndRead(run, "jpeg-eight", base + step + eight);
   const json& rec = bound["answer"]["recommendation"];
@@ -145,9 +145,9 @@ TEST(AnswerE2eTest, TheEmbeddingLengthensThePodStepAndDivUnderZipfMoreThanMod) {
   const std::string run = Source("configs/runs/v3-8-embedding.yaml");
   const std::string base = "--set train.steps=40 --set device.step_time_us=20000";
   const auto sharded = [&](const std::string& how) {
-    return RunAndRead(run, "embedding-" + how,
-                      base + " --set embedding.tables.users.sharding=" + how +
-                          " --set embedding.tables.items.sharding=" + how);
+    return RunAndRead(
+        run, "embedding-" + how,
+        base + " --set embedding.tables.users.sharding=" + how + " --set embedding.tables.items.sharding=" + how);
   };
   const json mod = sharded("mod");
   const json div = sharded("div");

@@ -50,14 +50,22 @@ const std::string kSource = TPUSIM_SOURCE_DIR;
 const std::string kCorpus = kSource + "/tests/e2e/bad_inputs";
 
 void AddField(Case& c, const std::string& key, const std::string& value) {
-  if (key == "case") c.name = value;
-  else if (key == "setup") c.setup.push_back(value);
-  else if (key == "run") c.run = value;
-  else if (key == "expect") c.expect = value;
-  else if (key == "exit") c.exit = std::stoi(value);
-  else if (key == "timeout") c.timeout_s = std::stod(value);
-  else if (key == "launch") c.launch = value != "no";
-  else throw std::runtime_error("cases.txt: unknown field '" + key + "'");
+  if (key == "case")
+    c.name = value;
+  else if (key == "setup")
+    c.setup.push_back(value);
+  else if (key == "run")
+    c.run = value;
+  else if (key == "expect")
+    c.expect = value;
+  else if (key == "exit")
+    c.exit = std::stoi(value);
+  else if (key == "timeout")
+    c.timeout_s = std::stod(value);
+  else if (key == "launch")
+    c.launch = value != "no";
+  else
+    throw std::runtime_error("cases.txt: unknown field '" + key + "'");
 }
 
 std::vector<Case> LoadCases() {
@@ -82,7 +90,9 @@ std::vector<Case> LoadCases() {
 std::string Substitute(std::string text, const std::string& tmp) {
   const std::map<std::string, std::string> vars = {
       {"$TPUSIM", fs::absolute(std::getenv("TPUSIM_BIN") ? std::getenv("TPUSIM_BIN") : "tpusim").string()},
-      {"$SRC", kSource}, {"$DIR", kCorpus}, {"$RUN", kSource + "/configs/runs/v3-8-per-host.yaml"},
+      {"$SRC", kSource},
+      {"$DIR", kCorpus},
+      {"$RUN", kSource + "/configs/runs/v3-8-per-host.yaml"},
       {"$TMP", tmp}};
   for (const auto& [var, value] : vars) {
     for (size_t at = text.find(var); at != std::string::npos; at = text.find(var, at + value.size())) {
@@ -109,8 +119,8 @@ double ChildrenCpuSeconds() {
 Result RunShell(const std::string& command, const std::string& dir, double timeout_s) {
   std::string script = dir + "/.command.sh";
   std::ofstream(script) << command << "\n";
-  std::string line = "cd '" + dir + "' && timeout -k 2 " + std::to_string(3 * timeout_s + 30) + " sh '" +
-                     script + "' 2>&1";
+  std::string line =
+      "cd '" + dir + "' && timeout -k 2 " + std::to_string(3 * timeout_s + 30) + " sh '" + script + "' 2>&1";
   double start = ChildrenCpuSeconds();
   Result r;
   FILE* pipe = popen(line.c_str(), "r");

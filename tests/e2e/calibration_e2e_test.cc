@@ -47,8 +47,9 @@ json RunAndRead(const std::string& name, const std::string& args, int np = 0) {
 }
 
 const std::string kOneHost = "--set topology=v5litepod-4 --set input.global_batch=16";
-const std::string kPacked = "--set topology=v5litepod-64 --set input.global_batch=256 "
-                            "--set cluster.layout=packed --set cluster.hosts_per_rank=8";
+const std::string kPacked =
+    "--set topology=v5litepod-64 --set input.global_batch=256 "
+    "--set cluster.layout=packed --set cluster.hosts_per_rank=8";
 
 constexpr int kRuns = 3;
 
@@ -80,8 +81,7 @@ std::pair<double, double> MedianCapacities(const Config& a, const Config& b) {
 }
 
 void ExpectWithin(double a, double b, const std::string& what) {
-  std::printf("%s: %.0f vs %.0f examples/s per host (%+.1f %%)\n", what.c_str(), a, b,
-              100 * (a / b - 1));
+  std::printf("%s: %.0f vs %.0f examples/s per host (%+.1f %%)\n", what.c_str(), a, b, 100 * (a / b - 1));
   EXPECT_NEAR(a / b, 1.0, kTolerance) << what;
 }
 

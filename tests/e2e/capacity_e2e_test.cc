@@ -41,8 +41,7 @@ const char* kDeviceBound =
 TEST(Capacity, AConstantDeviceTimeWithUnlimitedInputIsFullyUtilized) {
   const std::string dir = Dir("au-ok");
   Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) +
-                                         "--set device.step_time_us=50000 --expect-au 0.9 --report " + dir +
-                                         "/r.json");
+                                         "--set device.step_time_us=50000 --expect-au 0.9 --report " + dir + "/r.json");
   ASSERT_EQ(r.rc, 0) << r.output;
   const json report = ReadJson(dir + "/r.json");
   EXPECT_GE(report["accelerator_utilization"]["min"].get<double>(), 0.95);
@@ -67,8 +66,8 @@ class CapacityShortfall : public ::testing::TestWithParam<Shortfall> {};
 TEST_P(CapacityShortfall, FailsTheExpectationNamingWhereItFallsShort) {
   const Shortfall& c = GetParam();
   const std::string dir = Dir(std::string("au-") + c.name);
-  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) + c.args +
-                                         " --expect-au 0.9 --report " + dir + "/r.json");
+  Result r =
+      RunTpusim(Source(kRun), std::string(kDeviceBound) + c.args + " --expect-au 0.9 --report " + dir + "/r.json");
   EXPECT_EQ(r.rc, 3) << r.output;
   for (const std::string& line : c.lines) EXPECT_THAT(r.output, HasSubstr(line));
   const double au = ReadJson(dir + "/r.json").at(json::json_pointer(c.au)).get<double>();
@@ -76,38 +75,38 @@ TEST_P(CapacityShortfall, FailsTheExpectationNamingWhereItFallsShort) {
   EXPECT_LT(au, c.au_high);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Au, CapacityShortfall,
-    ::testing::Values(
-        // 128 examples x 2 ms of host CPU per step on two workers: ~128 ms per step
-        // against 20 ms of device time; the worst core, on the one host, is named.
-        Shortfall{"measured",
-                  "--set input.cpu_us_per_example=2000",
-                  {"is below --expect-au 90.0%: worst core 0/", "on host 0"},
-                  "/accelerator_utilization/min",
-                  0,
-                  0.9},
-        // --au projected judges the step on the target pod's hosts: capped at 3200
-        // examples/s, the host's 128 examples take 40 ms against the 20 ms device
-        // step, so the projected AU is 20 / 40 = 0.5 — arithmetic on the config
-        // (the device model's step, not as slept), whatever the machine's load.
-        Shortfall{"projected",
-                  "--set input.max_examples_per_sec=3200 --au projected",
-                  {"tpusim: projected accelerator utilization 50.0% on v3-8's hosts is below "
-                   "--expect-au 90.0%: host 0 bound by rate cap (3200 examples/s against a "
-                   "demand of 6400 per host)"},
-                  "/pod_projection/projected_au",
-                  0.5 - 1e-9,
-                  0.5 + 1e-9}),
-    [](const auto& param) { return std::string(param.param.name); });
+INSTANTIATE_TEST_SUITE_P(Au, CapacityShortfall,
+                         ::testing::Values(
+                             // 128 examples x 2 ms of host CPU per step on two workers: ~128 ms per step
+                             // against 20 ms of device time; the worst core, on the one host, is named.
+                             Shortfall{"measured",
+                                       "--set input.cpu_us_per_example=2000",
+                                       {"is below --expect-au 90.0%: worst core 0/", "on host 0"},
+                                       "/accelerator_utilization/min",
+                                       0,
+                                       0.9},
+                             // --au projected judges the step on the target pod's hosts: capped at 3200
+                             // examples/s, the host's 128 examples take 40 ms against the 20 ms device
+                             // step, so the projected AU is 20 / 40 = 0.5 — arithmetic on the config
+                             // (the device model's step, not as slept), whatever the machine's load.
+                             Shortfall{"projected",
+                                       "--set input.max_examples_per_sec=3200 --au projected",
+                                       {"tpusim: projected accelerator utilization 50.0% on v3-8's hosts is below "
+                                        "--expect-au 90.0%: host 0 bound by rate cap (3200 examples/s against a "
+                                        "demand of 6400 per host)"},
+                                       "/pod_projection/projected_au",
+                                       0.5 - 1e-9,
+                                       0.5 + 1e-9}),
+                         [](const auto& param) { return std::string(param.param.name); });
 
 TEST(Capacity, AStorageCapFailsTheExpectationToo) {
   const std::string dir = Dir("au-storage");
   Result gen = Shell(Tpusim() + " gen-data " + Source(kRun) + " --out " + dir + "/data --examples 1024");
   ASSERT_EQ(gen.rc, 0) << gen.output;
   // 128 examples x 260 bytes per step at 1 MB/s: ~33 ms per step of reading.
-  Result r = RunTpusim(Source(kRun), std::string(kDeviceBound) + "--set input.source=files --set input.data_dir=" +
-                                         dir + "/data --set input.storage.bandwidth_mb_s=0.5 --expect-au 0.9");
+  Result r =
+      RunTpusim(Source(kRun), std::string(kDeviceBound) + "--set input.source=files --set input.data_dir=" + dir +
+                                  "/data --set input.storage.bandwidth_mb_s=0.5 --expect-au 0.9");
   EXPECT_EQ(r.rc, 3) << r.output;
   EXPECT_THAT(r.output, HasSubstr("worst core 0/"));
 }
@@ -119,7 +118,8 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
   Result r = RunTpusim(Source(kRun),
                        "--set device.step_time_us=5000 --set train.steps=20 --set train.iterations_per_loop=10 "
                        "--set 'faults.slow_cores=[{host: 0, ordinal: 3, factor: 3, from_step: 10}]' "
-                       "--report " + dir + "/r.json --steps-csv " + dir + "/steps.csv");
+                       "--report " +
+                           dir + "/r.json --steps-csv " + dir + "/steps.csv");
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("straggler: core 0/3 (replica 3)"));
   const json report = ReadJson(dir + "/r.json");
@@ -161,14 +161,15 @@ TEST(Capacity, ASlowCoreIsShownAsTheCause) {
 
 TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
   const std::string dir = Dir("steps");
-  Result r = RunTpusim(Source(kRun), "--set device.step_time_us=2000 --set train.steps=30 "
-                                     "--set train.iterations_per_loop=10 --report " + dir +
-                                         "/r.json --steps-csv " + dir + "/steps.csv");
+  Result r = RunTpusim(Source(kRun),
+                       "--set device.step_time_us=2000 --set train.steps=30 "
+                       "--set train.iterations_per_loop=10 --report " +
+                           dir + "/r.json --steps-csv " + dir + "/steps.csv");
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(dir + "/steps.csv");
   ASSERT_EQ(rows.size(), 30u * 8);
-  const std::vector<std::string> parts = {"infeed_wait_s", "compute_s", "crs_s", "apply_s",
-                                          "device_s", "outfeed_s", "idle_s", "step_s"};
+  const std::vector<std::string> parts = {"infeed_wait_s", "compute_s", "crs_s",  "apply_s",
+                                          "device_s",      "outfeed_s", "idle_s", "step_s"};
   std::map<std::string, double> sums;
   int window_rows = 0;
   for (const auto& row : rows) {
@@ -182,9 +183,9 @@ TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
     for (const std::string& p : parts) sums[p] += std::stod(row.at(p));
   }
   const json b = ReadJson(dir + "/r.json")["step_breakdown"];
-  const std::map<std::string, std::string> report_name = {
-      {"infeed_wait_s", ""}, {"compute_s", "compute_s"}, {"crs_s", "crs_s"}, {"apply_s", "apply_s"},
-      {"device_s", "device_s"}, {"outfeed_s", "outfeed_s"}};
+  const std::map<std::string, std::string> report_name = {{"infeed_wait_s", ""},    {"compute_s", "compute_s"},
+                                                          {"crs_s", "crs_s"},       {"apply_s", "apply_s"},
+                                                          {"device_s", "device_s"}, {"outfeed_s", "outfeed_s"}};
   for (const auto& [column, field] : report_name) {
     if (field.empty()) continue;
     const double csv = sums[column] / window_rows, reported = b[field].get<double>();

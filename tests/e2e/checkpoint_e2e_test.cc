@@ -42,7 +42,8 @@ struct Training {
 
 const Training kTrainings[] = {
     {"Sgd", "configs/runs/v3-8-per-host.yaml", ""},
-    {"Adam", "configs/runs/v3-8-per-host.yaml", "--set train.optimizer.name=adam --set train.optimizer.learning_rate=0.001"},
+    {"Adam", "configs/runs/v3-8-per-host.yaml",
+     "--set train.optimizer.name=adam --set train.optimizer.learning_rate=0.001"},
     {"Shampoo", "configs/runs/v3-8-per-host.yaml", ShampooArgs("mode: sync", "matrix_epsilon: 0.001, ")},
     // Two tables (adagrad and adam slots, in the checkpoint) beside a dense model
     // trained by Adam (its slots in --params-out).
@@ -87,10 +88,11 @@ std::map<std::string, std::string> FileBytes(const std::string& dir) {
 std::string Train(const std::string& name, const Case& c, int steps, const std::string& extra) {
   const std::string params = TempDir() + "/ckpt-params-" + name;
   fs::remove_all(params);
-  const Result r = RunTpusim(Source(c.training.config),
-                             kBase + c.training.args + " --set cluster.layout=" + c.layout.name +
-                                 " --set train.steps=" + std::to_string(steps) + " " + extra + " --params-out " + params,
-                             c.layout.np);
+  const Result r =
+      RunTpusim(Source(c.training.config),
+                kBase + c.training.args + " --set cluster.layout=" + c.layout.name +
+                    " --set train.steps=" + std::to_string(steps) + " " + extra + " --params-out " + params,
+                c.layout.np);
   EXPECT_EQ(r.rc, 0) << r.output;
   return params;
 }
@@ -137,15 +139,16 @@ TEST(CrossLayout, SavedInRanksResumesInThreads) {
 // One save of 4 MiB of extra state (replicated: the one host writes it all) at
 // 40 MB/s: the modeled write is 0.1 s and more.
 const std::string kSaveArgs =
-    kBase + "--set train.steps=2 --set model.extra_state_bytes=4194304 --set checkpoint.every_steps=2 "
-            "--set checkpoint.storage.bandwidth_mb_s=40 ";
+    kBase +
+    "--set train.steps=2 --set model.extra_state_bytes=4194304 --set checkpoint.every_steps=2 "
+    "--set checkpoint.storage.bandwidth_mb_s=40 ";
 
 nlohmann::json SaveReport(const std::string& mode) {
   const std::string dir = TempDir() + "/ckpt-mode-" + mode, report = dir + ".json";
   fs::remove_all(dir);
-  const Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                             kSaveArgs + "--set checkpoint.mode=" + mode + " --set checkpoint.dir=" + dir +
-                                 " --report " + report, 5);
+  const Result r = RunTpusim(
+      Source("configs/runs/v3-8-per-host.yaml"),
+      kSaveArgs + "--set checkpoint.mode=" + mode + " --set checkpoint.dir=" + dir + " --report " + report, 5);
   EXPECT_EQ(r.rc, 0) << r.output;
   return ReadJson(report).at("checkpoint");
 }
@@ -187,10 +190,11 @@ nlohmann::json SharedStorageSave(bool shares) {
   }
   fs::remove_all(dir);
   const std::string report = dir + ".json";
-  const Result r = RunTpusim(Source(kSharedRun), kSharedArgs + "--set input.data_dir=" + data +
-                                                     " --set checkpoint.dir=" + dir +
-                                                     " --set checkpoint.shares_input_storage=" +
-                                                     (shares ? "true" : "false") + " --report " + report, 5);
+  const Result r =
+      RunTpusim(Source(kSharedRun),
+                kSharedArgs + "--set input.data_dir=" + data + " --set checkpoint.dir=" + dir +
+                    " --set checkpoint.shares_input_storage=" + (shares ? "true" : "false") + " --report " + report,
+                5);
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("input ex/s writing"), std::string::npos) << r.output;
   return r.rc == 0 ? ReadJson(report).at("checkpoint").at("per_save").at(0) : nlohmann::json();
@@ -206,7 +210,9 @@ TEST(CheckpointTiming, WritesOnTheInputsStorageSlowTheInput) {
     EXPECT_GT(save->at("input_examples_per_s_outside_writes").get<double>(), 0) << *save;
   }
   const auto during = [](const nlohmann::json& s) { return s.at("input_examples_per_s_during_write").get<double>(); };
-  const auto outside = [](const nlohmann::json& s) { return s.at("input_examples_per_s_outside_writes").get<double>(); };
+  const auto outside = [](const nlohmann::json& s) {
+    return s.at("input_examples_per_s_outside_writes").get<double>();
+  };
   // Sharing the storage, the reads get what the writes leave while the save writes;
   // on storage of their own the input goes on as before.
   EXPECT_LT(during(shared), 0.75 * outside(shared)) << shared;
@@ -225,8 +231,9 @@ TEST(CheckpointTiming, WritesOnTheInputsStorageSlowTheInput) {
 std::string SavedCheckpoint(const std::string& name) {
   const std::string dir = TempDir() + "/ckpt-bad-" + name;
   fs::remove_all(dir);
-  const Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                             kBase + "--set train.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=" + dir, 5);
+  const Result r =
+      RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                kBase + "--set train.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=" + dir, 5);
   EXPECT_EQ(r.rc, 0) << r.output;
   return dir;
 }
@@ -245,9 +252,10 @@ void ExpectRefused(const std::string& dir, const std::string& resume, const std:
   const auto before = Snapshot(dir);
   const Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
                              kBase + "--set train.steps=4 --set checkpoint.every_steps=2 --set checkpoint.dir=" + dir +
-                                 " --resume " + resume + " " + extra, 5);
+                                 " --resume " + resume + " " + extra,
+                             5);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_NE(r.output.find(file + ": " ), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(file + ": "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(why), std::string::npos) << r.output;
   EXPECT_TRUE(Snapshot(dir) == before) << "the checkpoint's files changed";
 }
@@ -290,7 +298,8 @@ TEST(KilledSave, LeavesThePreviousCheckpointResumable) {
   const Result killed = RunTpusim(Source(c.training.config),
                                   kBase + c.training.args + " --set train.steps=8 " + save +
                                       " --set faults.kill.rank=1 --set faults.kill.step=4 "
-                                      "--set faults.kill.during_checkpoint=true", 5, 60);
+                                      "--set faults.kill.during_checkpoint=true",
+                                  5, 60);
   EXPECT_NE(killed.rc, 0) << killed.output;
   EXPECT_TRUE(fs::exists(dir + "/step-00000002/manifest.json"));
   EXPECT_FALSE(fs::exists(dir + "/step-00000004/manifest.json"));
@@ -309,9 +318,9 @@ struct TimedResult {
 TimedResult RunQuiet(const std::string& args, int seconds) {
   const auto start = std::chrono::steady_clock::now();
   TimedResult out;
-  out.result = Shell("timeout -k 2 " + std::to_string(seconds) +
-                     " mpirun --quiet -np 5 --oversubscribe --bind-to none " + Tpusim() + " run " +
-                     Source("configs/runs/v3-8-per-host.yaml") + " --quiet " + args);
+  out.result =
+      Shell("timeout -k 2 " + std::to_string(seconds) + " mpirun --quiet -np 5 --oversubscribe --bind-to none " +
+            Tpusim() + " run " + Source("configs/runs/v3-8-per-host.yaml") + " --quiet " + args);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
@@ -353,8 +362,10 @@ int64_t LockPid(const std::string& lock) {
 TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
   const std::string dir = TempDir() + "/ckpt-locked";
   fs::remove_all(dir);
-  const std::string args = kBase + "--set train.steps=40 --set device.step_time_us=300000 "
-                                   "--set checkpoint.every_steps=8 --set checkpoint.dir=" + dir;
+  const std::string args = kBase +
+                           "--set train.steps=40 --set device.step_time_us=300000 "
+                           "--set checkpoint.every_steps=8 --set checkpoint.dir=" +
+                           dir;
   Result first;
   std::thread runner([&] { first = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), args, 5); });
   int64_t pid = 0;
@@ -370,10 +381,11 @@ TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
   std::string host = Shell("uname -n").output;
   host.pop_back();
   EXPECT_EQ(second.result.rc, 2) << second.result.output;
-  EXPECT_EQ(second.result.output,
-            fmt::format("tpusim: [rank 0 (host 0)] error: checkpoint.dir {0}: in use by the run of pid {1} on host {2}, "
-                        "which holds {0}/LOCK; wait for it to end or give this run another checkpoint.dir\n",
-                        dir, pid, host));
+  EXPECT_EQ(
+      second.result.output,
+      fmt::format("tpusim: [rank 0 (host 0)] error: checkpoint.dir {0}: in use by the run of pid {1} on host {2}, "
+                  "which holds {0}/LOCK; wait for it to end or give this run another checkpoint.dir\n",
+                  dir, pid, host));
   EXPECT_EQ(first.rc, 0) << first.output;
   EXPECT_FALSE(fs::exists(dir + "/LOCK")) << "the first run's clean exit removes its lock";
   for (int step = 8; step <= 40; step += 8) {

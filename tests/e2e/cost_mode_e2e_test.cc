@@ -59,8 +59,7 @@ RunOutput RunCase(const std::string& name, const std::string& args) {
   const std::string dir = TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  Result r = RunTpusim(Source(kRun), args + " --report " + dir + "/r.json --steps-csv " + dir + "/steps.csv",
-                       0, 240);
+  Result r = RunTpusim(Source(kRun), args + " --report " + dir + "/r.json --steps-csv " + dir + "/steps.csv", 0, 240);
   EXPECT_EQ(r.rc, 0) << r.output;
   if (r.rc != 0) return {};
   return {ReadJson(dir + "/r.json"), StepsByHost(dir + "/steps.csv")};
@@ -103,8 +102,7 @@ TEST(CostModeEndToEnd, EmulatedHostsBuildAtTheModeledRate) {
 TEST(CostModeEndToEnd, FewerInputVcpusThanWorkersCapThePool) {
   // input_workers may not exceed input_vcpus (the target's pipeline); the emulated
   // pool here is min(infeed.parallelism, input_vcpus) whatever the target's workers.
-  const RunOutput run =
-      RunCase("eight-vcpus", "--set target_host.input_vcpus=8 --set target_host.input_workers=8");
+  const RunOutput run = RunCase("eight-vcpus", "--set target_host.input_vcpus=8 --set target_host.input_workers=8");
   ASSERT_EQ(run.report["hosts"].size(), static_cast<size_t>(kHosts));
   for (const json& host : run.report["hosts"]) {
     EXPECT_EQ(host["modeled_workers"], 8);

@@ -6,8 +6,8 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -41,8 +41,8 @@ std::vector<int64_t> Range(int64_t first, int64_t count) {
 
 // Runs tpusim with a placement log and returns its lines; none (and a test failure
 // naming the output) when the run failed.
-std::vector<json> RunWithPlacementLog(const std::string& name, const std::string& config,
-                                      const std::string& args, int np = 0) {
+std::vector<json> RunWithPlacementLog(const std::string& name, const std::string& config, const std::string& args,
+                                      int np = 0) {
   std::string log = TempDir() + "/" + name + ".jsonl";
   std::filesystem::remove(log);
   Result r = RunTpusim(Source(config), args + " --placement-log " + log, np);
@@ -65,8 +65,9 @@ void ExpectEachExampleOnce(const std::vector<json>& lines, const std::string& te
 TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
   std::string log = TempDir() + "/l1.jsonl", report = TempDir() + "/l1.json";
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                 "--set train.steps=4 --set train.iterations_per_loop=2 --set infeed.verify=true "
-                 "--placement-log " + log + " --report " + report);
+                       "--set train.steps=4 --set train.iterations_per_loop=2 --set infeed.verify=true "
+                       "--placement-log " +
+                           log + " --report " + report);
   ASSERT_EQ(r.rc, 0) << r.output;
   std::vector<json> lines = ReadLines(log);
   ASSERT_EQ(lines.size(), 32u);
@@ -89,13 +90,13 @@ TEST(EndToEnd, PerHostV38FollowsL1AndVerifiesContent) {
 TEST(EndToEnd, SingleHostV432RelaysThroughOtherHosts) {
   // v4-32 split 1 (D5 ring): host 0 builds all 64 rows; piece r (rows 4r..4r+3) goes
   // to replica r wherever it lives, through that host's rank.
-  std::vector<json> lines = RunWithPlacementLog(
-      "single", "configs/runs/v3-8-single-host.yaml",
-      "--set topology=v4-32 --set input.global_batch=64 --set train.steps=3 "
-      "--set train.iterations_per_loop=3 --set infeed.verify=true", 20);
+  std::vector<json> lines = RunWithPlacementLog("single", "configs/runs/v3-8-single-host.yaml",
+                                                "--set topology=v4-32 --set input.global_batch=64 --set train.steps=3 "
+                                                "--set train.iterations_per_loop=3 --set infeed.verify=true",
+                                                20);
   ASSERT_EQ(lines.size(), 3u * 16);
-  const std::map<int, std::pair<int, int>> d5 = {{0, {0, 0}}, {3, {0, 2}}, {6, {1, 1}}, {13, {3, 0}},
-                                                  {14, {2, 0}}, {15, {1, 0}}};
+  const std::map<int, std::pair<int, int>> d5 = {{0, {0, 0}},  {3, {0, 2}},  {6, {1, 1}},
+                                                 {13, {3, 0}}, {14, {2, 0}}, {15, {1, 0}}};
   for (const json& l : lines) {
     int replica = l["replica"];
     int64_t step = l["step"];
@@ -110,10 +111,10 @@ TEST(EndToEnd, SingleHostV432RelaysThroughOtherHosts) {
 }
 
 TEST(EndToEnd, PerHostV432FollowsL5) {
-  std::vector<json> lines = RunWithPlacementLog(
-      "l5", "configs/runs/v3-8-per-host.yaml",
-      "--set topology=v4-32 --set input.global_batch=256 --set train.steps=2 "
-      "--set train.iterations_per_loop=1", 20);
+  std::vector<json> lines = RunWithPlacementLog("l5", "configs/runs/v3-8-per-host.yaml",
+                                                "--set topology=v4-32 --set input.global_batch=256 --set train.steps=2 "
+                                                "--set train.iterations_per_loop=1",
+                                                20);
   ASSERT_EQ(lines.size(), 2u * 16);
   // L5: host 1's shards 0..3 -> replicas [4,5,6,15] -> ordinals [2,3,1,0].
   const int ordinal_of_shard[4] = {2, 3, 1, 0};
@@ -130,10 +131,10 @@ TEST(EndToEnd, PerHostV432FollowsL5) {
 }
 
 TEST(EndToEnd, PartitionedV38FollowsL6WithZeroRowPieces) {
-  std::vector<json> lines = RunWithPlacementLog(
-      "l6", "configs/runs/v3-8-partitioned.yaml",
-      "--set input.global_batch=10 --set train.steps=2 --set train.iterations_per_loop=1 "
-      "--set infeed.verify=true");
+  std::vector<json> lines =
+      RunWithPlacementLog("l6", "configs/runs/v3-8-partitioned.yaml",
+                          "--set input.global_batch=10 --set train.steps=2 --set train.iterations_per_loop=1 "
+                          "--set infeed.verify=true");
   ASSERT_EQ(lines.size(), 16u);
   const int ordinal_of_core[8] = {0, 1, 2, 3, 6, 7, 4, 5};
   const int64_t rows[8] = {2, 2, 2, 2, 2, 0, 0, 0};
@@ -142,7 +143,8 @@ TEST(EndToEnd, PartitionedV38FollowsL6WithZeroRowPieces) {
     int64_t step = l["step"];
     EXPECT_EQ(l["ordinal"], ordinal_of_core[k]);
     EXPECT_EQ(l["tensors"]["x"]["shape"], json({rows[k], 128}));
-    EXPECT_EQ(l["tensors"]["x"]["slice"], json({{std::min<int64_t>(2 * k, 10), std::min<int64_t>(2 * k, 10) + rows[k]}, {0, 128}}));
+    EXPECT_EQ(l["tensors"]["x"]["slice"],
+              json({{std::min<int64_t>(2 * k, 10), std::min<int64_t>(2 * k, 10) + rows[k]}, {0, 128}}));
     EXPECT_EQ(l["tensors"]["x"]["example_ids"].get<std::vector<int64_t>>(), Range(step * 10 + 2 * k, rows[k]));
   }
 }
@@ -154,8 +156,9 @@ TEST(EndToEnd, FileSourceFromGenDataMatchesSynthetic) {
   Result gen = Shell(tpusim + " gen-data " + config + " --out " + data + " --examples 512 --shards 3");
   ASSERT_EQ(gen.rc, 0) << gen.output;
   Result r = RunTpusim(config, "--set input.source=files --set input.data_dir=" + data +
-                             " --set train.steps=2 --set train.iterations_per_loop=1 --set infeed.verify=true "
-                             "--placement-log " + log);
+                                   " --set train.steps=2 --set train.iterations_per_loop=1 --set infeed.verify=true "
+                                   "--placement-log " +
+                                   log);
   ASSERT_EQ(r.rc, 0) << r.output;
   std::vector<json> lines = ReadLines(log);
   ASSERT_EQ(lines.size(), 16u);
@@ -191,8 +194,9 @@ TEST(TrainingInvariants, LossFallsAndTheReportShowsIt) {
 // non-finite value with one line naming it, exit code 4 and the report written;
 // with stop_on_nan: false it runs every step and the report counts them.
 TEST(TrainingInvariants, ADivergingRunStopsAtTheFirstNonFiniteValue) {
-  const std::string diverge = "--set train.steps=40 --set train.iterations_per_loop=10 "
-                              "--set train.optimizer.learning_rate=1e30 --report ";
+  const std::string diverge =
+      "--set train.steps=40 --set train.iterations_per_loop=10 "
+      "--set train.optimizer.learning_rate=1e30 --report ";
   const std::string report = TempDir() + "/nan-stop.json";
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), diverge + report);
   EXPECT_EQ(r.rc, 4) << r.output;
@@ -218,8 +222,8 @@ TEST(TrainingInvariants, ADivergingRunStopsAtTheFirstNonFiniteValue) {
   EXPECT_LT(nf["first"]["global_step"].get<int64_t>(), 40) << nf;
 
   const std::string counted = TempDir() + "/nan-count.json";
-  Result go_on = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                           "--set train.stop_on_nan=false " + diverge + counted);
+  Result go_on =
+      RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), "--set train.stop_on_nan=false " + diverge + counted);
   EXPECT_EQ(go_on.rc, 0) << go_on.output;
   EXPECT_EQ(go_on.output.find("error"), std::string::npos) << go_on.output;
   json rep2 = json::parse(std::ifstream(counted));
@@ -255,17 +259,16 @@ TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
     std::string key = std::string(" --set embedding.tables.") + table + ".";
     args += key + "optimizer=" + c.table_optimizer + key + "learning_rate=" + c.table_learning_rate;
   }
-  const std::string micro =
-      " --set input.global_batch=32 --set train.num_micro_batches=4 " + std::string(c.micro_args);
+  const std::string micro = " --set input.global_batch=32 --set train.num_micro_batches=4 " + std::string(c.micro_args);
   std::string a = TrainParams(std::string("emb-micro4-") + c.name, kEmbeddingRun, args + micro);
-  std::string b = TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun,
-                              args + " --set input.global_batch=128");
+  std::string b =
+      TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun, args + " --set input.global_batch=128");
   auto params = ReadParams(a);
   ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
   ASSERT_EQ(params["embedding.items.npy"].size(), 5000u * 4);
   EXPECT_LT(MaxDifference(a, b), 1e-5);
-  std::string lingvo = TrainParams(std::string("emb-micro4-per-micro-step-") + c.name,
-                                   kEmbeddingRun, args + micro + " --set embedding.update=micro_step");
+  std::string lingvo = TrainParams(std::string("emb-micro4-per-micro-step-") + c.name, kEmbeddingRun,
+                                   args + micro + " --set embedding.update=micro_step");
   EXPECT_GT(MaxDifference(lingvo, b), 1e-4);
 }
 
@@ -314,13 +317,14 @@ std::string EmbeddingArgs(const EmbeddingCase& c) {
   std::string args = std::string("--set embedding.sharding=") + c.sharding;
   for (const char* table : {"users", "items"}) {
     std::string key = std::string(" --set embedding.tables.") + table + ".";
-    args += key + "sharding=" + c.sharding + key + "combiner=" + c.combiner + key + "optimizer=" +
-            c.optimizer + key + "learning_rate=" + c.learning_rate;
+    args += key + "sharding=" + c.sharding + key + "combiner=" + c.combiner + key + "optimizer=" + c.optimizer + key +
+            "learning_rate=" + c.learning_rate;
   }
   // mean and sqrtn also run with per-id weights, where they differ most from sum.
   if (std::string(c.combiner) != "sum") {
-    args += " --set embedding.features.user.weights=user_weights"
-            " --set embedding.features.history.weights=history_weights";
+    args +=
+        " --set embedding.features.user.weights=user_weights"
+        " --set embedding.features.history.weights=history_weights";
   }
   return args;
 }
@@ -337,30 +341,28 @@ TEST_P(EmbeddingSharding, ShardedTablesEqualOneCoreHoldingWholeTables) {
   const EmbeddingCase& c = GetParam();
   std::string args = EmbeddingArgs(c) + " --set infeed.verify=true";
   std::string sharded = TrainParams(std::string("emb8-") + c.name, kEmbeddingRun, args);
-  std::string single = TrainParams(std::string("emb1-") + c.name, kEmbeddingRun,
-                                   args + " --set topology=v1-1", 2);
+  std::string single = TrainParams(std::string("emb1-") + c.name, kEmbeddingRun, args + " --set topology=v1-1", 2);
   auto params = ReadParams(sharded);
   ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
   ASSERT_EQ(params["embedding.items.npy"].size(), 5000u * 4);
   EXPECT_LT(MaxDifference(sharded, single), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Embedding, EmbeddingSharding,
-    ::testing::Values(EmbeddingCase{"DivSumSgd", "div", "sum", "sgd", "0.1"},
-                      EmbeddingCase{"DivMeanAdagrad", "div", "mean", "adagrad", "0.1"},
-                      EmbeddingCase{"DivSqrtnAdam", "div", "sqrtn", "adam", "0.0001"},
-                      EmbeddingCase{"ModSumAdam", "mod", "sum", "adam", "0.0001"},
-                      EmbeddingCase{"ModMeanSgd", "mod", "mean", "sgd", "0.1"},
-                      EmbeddingCase{"ModSqrtnAdagrad", "mod", "sqrtn", "adagrad", "0.1"}),
-    [](const ::testing::TestParamInfo<EmbeddingCase>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(Embedding, EmbeddingSharding,
+                         ::testing::Values(EmbeddingCase{"DivSumSgd", "div", "sum", "sgd", "0.1"},
+                                           EmbeddingCase{"DivMeanAdagrad", "div", "mean", "adagrad", "0.1"},
+                                           EmbeddingCase{"DivSqrtnAdam", "div", "sqrtn", "adam", "0.0001"},
+                                           EmbeddingCase{"ModSumAdam", "mod", "sum", "adam", "0.0001"},
+                                           EmbeddingCase{"ModMeanSgd", "mod", "mean", "sgd", "0.1"},
+                                           EmbeddingCase{"ModSqrtnAdagrad", "mod", "sqrtn", "adagrad", "0.1"}),
+                         [](const ::testing::TestParamInfo<EmbeddingCase>& p) { return std::string(p.param.name); });
 
 // v4-8 with one replica: one core trains, the other three own table shards and
 // only serve lookups and updates; still equal to the unsharded single core.
 TEST(EmbeddingInvariants, CoresOutsideEveryReplicaServeTheirShards) {
   std::string args = "--set infeed.per_host=false --set input.global_batch=64";
-  std::string served = TrainParams("emb-serve", kEmbeddingRun,
-                                   args + " --set topology=v4-8 --set cluster.replicas=1", 5);
+  std::string served =
+      TrainParams("emb-serve", kEmbeddingRun, args + " --set topology=v4-8 --set cluster.replicas=1", 5);
   std::string single = TrainParams("emb-serve1", kEmbeddingRun, args + " --set topology=v1-1", 2);
   EXPECT_LT(MaxDifference(served, single), 1e-6);
 }
@@ -441,10 +443,10 @@ TEST(EndToEnd, LaunchBuildsTheFittingMpirunLine) {
   // in the environment wins.
   const std::string launch = tpusim + " launch " + Source("configs/runs/v3-32-per-host.yaml") + " --dry-run";
   const std::string unset = "env -u OMPI_MCA_btl_vader_single_copy_mechanism ";
-  const std::string images = " --set model.enabled=false --set 'input.features={x: {dtype: uint8, shape: [224, 224, 3]}}'";
+  const std::string images =
+      " --set model.enabled=false --set 'input.features={x: {dtype: uint8, shape: [224, 224, 3]}}'";
   EXPECT_THAT(Shell(unset + launch).output, HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun"));
-  EXPECT_THAT(Shell(unset + launch + images).output,
-              HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=cma mpirun"));
+  EXPECT_THAT(Shell(unset + launch + images).output, HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=cma mpirun"));
   EXPECT_THAT(Shell("OMPI_MCA_btl_vader_single_copy_mechanism=none " + launch + images).output,
               HasSubstr("OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun"));
   Result ranks = Shell(tpusim + " ranks v5e-16");
@@ -471,9 +473,9 @@ namespace {
 // of 2 run 3 loops = 6 steps (and the infeed delivers exactly those 6 batches).
 TEST(EndToEnd, TrainingOvershootsToALoopBoundaryAndSaysSo) {
   std::string report = TempDir() + "/overshoot.json", log = TempDir() + "/overshoot.jsonl";
-  Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
-                       "--set train.steps=5 --set train.iterations_per_loop=2 --report " + report +
-                           " --placement-log " + log);
+  Result r =
+      RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
+                "--set train.steps=5 --set train.iterations_per_loop=2 --report " + report + " --placement-log " + log);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("train.steps 5 is not a multiple of steps_per_loop 2: running 3 loops = 6 steps"));
   json rep = json::parse(std::ifstream(report));

@@ -58,7 +58,8 @@ TEST(Watchdog, ARunLongerThanTheDeadlineIsNoStall) {
   const auto start = std::chrono::steady_clock::now();
   Result r = RunTpusim(Source("configs/runs/v4-32-single-host.yaml"),
                        "--set run.watchdog_s=1 --set cluster.layout=threads --set train.steps=20 "
-                       "--set input.cpu_us_per_example=2000", 4, 60);
+                       "--set input.cpu_us_per_example=2000",
+                       4, 60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_GT(seconds, 2.0) << "the run must outlast the deadline to test anything";
@@ -71,22 +72,24 @@ TEST(Watchdog, ARunLongerThanTheDeadlineIsNoStall) {
 TEST(Watchdog, LaunchNamesALostNodeAndStopsAnMpirunStuckOnIt) {
   const std::string dir = TempDir() + "/stuck-mpirun";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/mpirun") << "#!/bin/sh\ntrap '' TERM\ncat >&2 <<'EOF'\n" << std::string(74, '-')
-      << "\nORTE has lost communication with a remote daemon.\n\n"
-         "  HNP daemon   : [[50917,0],0] on node head\n"
-         "  Remote daemon: [[50917,0],1] on node nodeA\n\n"
-         "This is usually due to either a failure of the TCP network\n" << std::string(74, '-')
-      << "\nEOF\nexec sleep 60\n";
+  std::ofstream(dir + "/mpirun") << "#!/bin/sh\ntrap '' TERM\ncat >&2 <<'EOF'\n"
+                                 << std::string(74, '-')
+                                 << "\nORTE has lost communication with a remote daemon.\n\n"
+                                    "  HNP daemon   : [[50917,0],0] on node head\n"
+                                    "  Remote daemon: [[50917,0],1] on node nodeA\n\n"
+                                    "This is usually due to either a failure of the TCP network\n"
+                                 << std::string(74, '-') << "\nEOF\nexec sleep 60\n";
   std::filesystem::permissions(dir + "/mpirun", std::filesystem::perms::owner_all);
   std::ofstream(dir + "/hosts") << "nodeA slots=9\n";
   const auto start = std::chrono::steady_clock::now();
-  Result r = Shell("PATH=" + dir + ":$PATH timeout 60 " + Tpusim() + " launch " + Source(kRun) +
-                   " --hostfile " + dir + "/hosts --set run.watchdog_s=2 --quiet");
+  Result r = Shell("PATH=" + dir + ":$PATH timeout 60 " + Tpusim() + " launch " + Source(kRun) + " --hostfile " + dir +
+                   "/hosts --set run.watchdog_s=2 --quiet");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(CountOf(r.output, "error"), 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("tpusim: error: lost TPU host 0 (ranks 0-8) on node nodeA: Open MPI "
-                                  "lost its connection to that node's daemon")) << r.output;
+                                  "lost its connection to that node's daemon"))
+      << r.output;
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("ORTE has lost"))) << r.output;
   EXPECT_GT(seconds, 5.0) << r.output;   // the grace period
   EXPECT_LT(seconds, 20.0) << r.output;  // + 3 s to SIGKILL, and room for a loaded machine
@@ -148,9 +151,8 @@ TEST(Watchdog, AKilledRankIsNamedByTheSurvivors) {
 TEST(Watchdog, ARankKilledFromOutsideByItsPidIsNamed) {
   const std::string log = TempDir() + "/killed.log";
   std::filesystem::remove(log);
-  const std::string command = "timeout -k 5 60 mpirun -np 9 --oversubscribe --bind-to none " +
-                              Tpusim() + " run " + Source(kRun) +
-                              " --set train.steps=2000 --set device.step_time_us=10000 > " + log +
+  const std::string command = "timeout -k 5 60 mpirun -np 9 --oversubscribe --bind-to none " + Tpusim() + " run " +
+                              Source(kRun) + " --set train.steps=2000 --set device.step_time_us=10000 > " + log +
                               " 2>&1; echo rc=$? >> " + log;
   std::thread run([&] { Shell(command); });
   const std::regex rank5(R"(rank +5: core 0/4 \(replica 4, logical core 0\), node \d+ \([^)]*\), pid (\d+))");
@@ -273,8 +275,8 @@ TEST_F(FullDisk, PartsThatStopFittingMidRunAreNamedAndRemoved) {
   const std::string filler = WriteEarlierFile(16 * 1024);
   const std::map<std::string, std::string> streamed = {
       {"--placement-log", "p.jsonl"}, {"--trace", "t.json"}, {"--steps-csv", "s.csv"}};
-  const Result r = RunTpusim(Source(kRun),
-                             "--set train.steps=100 --report " + Path("r.json") + EarlierOutputs(streamed), 0, 120);
+  const Result r =
+      RunTpusim(Source(kRun), "--set train.steps=100 --report " + Path("r.json") + EarlierOutputs(streamed), 0, 120);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(CountOf(r.output, "error:"), 1) << r.output;
   EXPECT_EQ(CountOf(r.output, "watchdog"), 0) << r.output;

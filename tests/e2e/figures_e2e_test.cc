@@ -59,7 +59,8 @@ TEST(FiguresEndToEnd, HostRowsSumToTheTotalAndAnInfeedOnlyRunPrintsNoLoss) {
   const std::string report = TempDir() + "/v3-32.json";
   Result r = RunWithProgress(Source("configs/runs/v3-32-per-host.yaml"),
                              "--set cluster.layout=packed --set cluster.hosts_per_rank=2 --set model.enabled=false "
-                             "--set train.steps=25 --report " + report,
+                             "--set train.steps=25 --report " +
+                                 report,
                              2);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(r.output, Not(HasSubstr("loss"))) << r.output;
@@ -81,7 +82,8 @@ TEST(FiguresEndToEnd, HostRowsSumToTheTotalAndAnInfeedOnlyRunPrintsNoLoss) {
     EXPECT_LE(h["share"]["bytes_per_s"].get<double>(),
               h["share"]["ceiling_bytes_per_s"].get<double>() *
                   std::max(1.0, j["totals"]["bytes_per_s"].get<double>() /
-                                    j["simulator_ceiling"]["bytes_per_s"].get<double>()) * (1 + 1e-9));
+                                    j["simulator_ceiling"]["bytes_per_s"].get<double>()) *
+                  (1 + 1e-9));
   }
   EXPECT_NEAR(shares, j["totals"]["examples_per_s"].get<double>(), 1e-6 * shares);
   EXPECT_FALSE(j.contains("training"));

@@ -52,29 +52,41 @@ struct Path {
 // the path is the infeed's own.
 const std::vector<Path>& Paths() {
   static const std::vector<Path> paths = {
-      {"infeed", "configs/runs/v3-8-per-host.yaml",
-       "--set model.enabled=false --set train.steps=100000 --set device.step_time_us=1000", {0}},
-      {"credit", "configs/runs/v3-8-per-host.yaml",
+      {"infeed",
+       "configs/runs/v3-8-per-host.yaml",
+       "--set model.enabled=false --set train.steps=100000 --set device.step_time_us=1000",
+       {0}},
+      {"credit",
+       "configs/runs/v3-8-per-host.yaml",
        "--set model.enabled=false --set train.steps=100000 --set device.step_time_us=1000",
        {1, 2, 3, 4, 5, 6, 7, 8}},
-      {"cross-replica sum", "configs/runs/v3-8-per-host.yaml",
-       "--set train.steps=100000 --set device.step_time_us=1000", {1, 2, 3, 4, 5, 6, 7, 8}},
-      {"all-to-all", "configs/runs/v3-8-embedding.yaml",
-       "--set train.steps=100000 --set device.step_time_us=1000", {1, 2, 3, 4, 5, 6, 7, 8}},
-      {"outfeed", "configs/runs/v3-8-per-host.yaml",
+      {"cross-replica sum",
+       "configs/runs/v3-8-per-host.yaml",
+       "--set train.steps=100000 --set device.step_time_us=1000",
+       {1, 2, 3, 4, 5, 6, 7, 8}},
+      {"all-to-all",
+       "configs/runs/v3-8-embedding.yaml",
+       "--set train.steps=100000 --set device.step_time_us=1000",
+       {1, 2, 3, 4, 5, 6, 7, 8}},
+      {"outfeed",
+       "configs/runs/v3-8-per-host.yaml",
        "--set model.enabled=false --set train.steps=100000 --set train.iterations_per_loop=2 "
        "--set device.step_time_us=1000",
        {1, 2, 3, 4, 5, 6, 7, 8}},
       // v4-32 single-host: host 0 feeds every core, hosts 1-3 (ranks 5, 10, 15) relay.
-      {"relay", "configs/runs/v4-32-single-host.yaml",
-       "--set train.steps=100000 --set device.step_time_us=1000", {5, 10, 15}},
+      {"relay",
+       "configs/runs/v4-32-single-host.yaml",
+       "--set train.steps=100000 --set device.step_time_us=1000",
+       {5, 10, 15}},
       // v4-32 Shampoo: every host serves preconditioners (ranks 0, 5, 10, 15); a
       // small model (the config's 512 x 512 takes 5 s a step here, sanitized) that
       // preconditions from step 2, frozen once the preconditioners are served.
-      {"preconditioner", "configs/runs/v4-32-shampoo.yaml",
+      {"preconditioner",
+       "configs/runs/v4-32-shampoo.yaml",
        "--set train.steps=100000 --set train.iterations_per_loop=2 --set model.hidden=[32,16] "
        "--set train.optimizer.shampoo.start_preconditioning_steps=2 --set device.step_time_us=1000",
-       {0, 5, 10, 15}, "loop 3/"},
+       {0, 5, 10, 15},
+       "loop 3/"},
   };
   return paths;
 }
@@ -107,10 +119,9 @@ class FrozenTry {
       : log_(TempDir() + "/frozen-" + std::to_string(index) + ".log"), after_(path.after) {
     std::filesystem::remove(log_);
     const int np = std::stoi(Shell(Tpusim() + " ranks " + Source(path.config)).output);
-    command_ = "timeout -k 5 90 mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none " +
-               Tpusim() + " run " + Source(path.config) + " --set run.watchdog_s=" +
-               std::to_string(static_cast<int>(kDeadlineS)) + " " + path.args + " > " + log_ +
-               " 2>&1; echo rc=$? >> " + log_;
+    command_ = "timeout -k 5 90 mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none " + Tpusim() +
+               " run " + Source(path.config) + " --set run.watchdog_s=" + std::to_string(static_cast<int>(kDeadlineS)) +
+               " " + path.args + " > " + log_ + " 2>&1; echo rc=$? >> " + log_;
     ranks_ = static_cast<size_t>(np);
     rank_ = rank;
   }
@@ -174,7 +185,9 @@ struct Try {
   int rank;
 };
 
-void PrintTo(const Try& t, std::ostream* os) { *os << "try " << t.index << ": " << t.path->name << ", rank " << t.rank; }
+void PrintTo(const Try& t, std::ostream* os) {
+  *os << "try " << t.index << ": " << t.path->name << ", rank " << t.rank;
+}
 
 // Ten tries: the paths in turn, then at random; the rank at random among the
 // path's (a fixed seed, so every run draws the same tries).
@@ -182,8 +195,8 @@ std::vector<Try> Tries() {
   std::mt19937 random(20);
   std::vector<Try> tries;
   for (int i = 0; i < 10; ++i) {
-    const Path& path = i < static_cast<int>(Paths().size()) ? Paths()[static_cast<size_t>(i)]
-                                                            : Paths()[random() % Paths().size()];
+    const Path& path =
+        i < static_cast<int>(Paths().size()) ? Paths()[static_cast<size_t>(i)] : Paths()[random() % Paths().size()];
     tries.push_back({i, &path, path.ranks[random() % path.ranks.size()]});
   }
   return tries;
@@ -197,8 +210,8 @@ TEST_P(Frozen, TheStoppedRankIsNamedWithItsRole) {
   FrozenTry run(*t.path, t.rank, t.index);
   run.StartAndFreeze();
   if (HasFatalFailure()) return;
-  const std::string named = "rank " + std::to_string(t.rank) + ", " + run.frozen().role +
-                            ": its process (pid " + std::to_string(run.frozen().pid) + ") has not run for";
+  const std::string named = "rank " + std::to_string(t.rank) + ", " + run.frozen().role + ": its process (pid " +
+                            std::to_string(run.frozen().pid) + ") has not run for";
   const double seconds = run.SecondsUntil(named);
   const std::string log = run.Finish();
   std::printf("try %d: %s path, rank %d (%s) stopped: named after %.1f s\n", t.index, t.path->name, t.rank,
@@ -210,7 +223,8 @@ TEST_P(Frozen, TheStoppedRankIsNamedWithItsRole) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPath, Frozen, ::testing::ValuesIn(Tries()), [](const ::testing::TestParamInfo<Try>& p) {
-  std::string name = "try" + std::to_string(p.param.index) + "_" + p.param.path->name + "_rank" + std::to_string(p.param.rank);
+  std::string name =
+      "try" + std::to_string(p.param.index) + "_" + p.param.path->name + "_rank" + std::to_string(p.param.rank);
   for (char& c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }

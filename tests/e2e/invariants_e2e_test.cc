@@ -28,7 +28,7 @@ struct Invariant {
   const char* name;
   const char* a;
   const char* b;
-  int np;  // MPI ranks of both runs (0: what the config needs)
+  int np;                             // MPI ranks of both runs (0: what the config needs)
   bool a_reproduces_bitwise = false;  // a second run of `a` gives the same bytes
 };
 
@@ -49,12 +49,10 @@ const Training kTrainings[] = {
     // the ridge gets a root near 1e-6^(-1/4) = 31.6 that float32 rounding of the
     // statistics (~1e-9) moves by ~1e-4 relative, so summation order alone moves
     // parameters by ~5e-5 (measured: 6e-5 at 1e-6, 1.4e-7 at 1e-3, same pair of runs).
-    {"Shampoo", "configs/runs/v3-8-per-host.yaml",
-     ShampooArgs("mode: sync", "matrix_epsilon: 0.001, ")},
+    {"Shampoo", "configs/runs/v3-8-per-host.yaml", ShampooArgs("mode: sync", "matrix_epsilon: 0.001, ")},
     // users: adagrad, items: adam (whose normalised first steps amplify the
     // rounding of a nearly cancelled row sum, so its rate is kept small).
-    {"Embedding", "configs/runs/v3-8-embedding.yaml",
-     "--set embedding.tables.items.learning_rate=0.001"},
+    {"Embedding", "configs/runs/v3-8-embedding.yaml", "--set embedding.tables.items.learning_rate=0.001"},
 };
 
 const Invariant kInvariants[] = {
@@ -62,8 +60,7 @@ const Invariant kInvariants[] = {
     {"MicroBatchesOfGEqualOneBatchOfKG", "--set input.global_batch=32 --set train.num_micro_batches=4",
      "--set input.global_batch=128", 0},
     {"ReplicasOfGOverREqualOneReplicaOfG", "--set topology=v4-8 --set input.global_batch=64",
-     "--set topology=v4-8 --set input.global_batch=64 --set cluster.replicas=1 --set infeed.per_host=false",
-     5},
+     "--set topology=v4-8 --set input.global_batch=64 --set cluster.replicas=1 --set infeed.per_host=false", 5},
     // The same shards reach the same cores, relayed through the other hosts' ranks.
     {"PerHostEqualsSingleHost", "--set topology=v4-32 --set input.global_batch=64",
      "--set topology=v4-32 --set input.global_batch=64 --set infeed.per_host=false", 20},
@@ -100,11 +97,10 @@ TEST_P(TrainingInvariant, Holds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TrainingInvariants, TrainingInvariant, ::testing::ValuesIn(AllCases()),
-    [](const ::testing::TestParamInfo<Case>& p) {
-      return std::string(p.param.invariant.name) + "_" + p.param.training.name;
-    });
+INSTANTIATE_TEST_SUITE_P(TrainingInvariants, TrainingInvariant, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return std::string(p.param.invariant.name) + "_" + p.param.training.name;
+                         });
 
 }  // namespace
 }  // namespace tpusim::e2e

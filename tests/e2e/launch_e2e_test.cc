@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -47,8 +47,8 @@ const std::string kBase =
     "--set train.optimizer.learning_rate=0.05 --set input.global_batch=32 ";
 
 Result Launch(const std::string& args, const std::string& cwd = ".", int seconds = 180) {
-  return Shell("cd " + cwd + " && timeout -k 5 " + std::to_string(seconds) + " " + Tpusim() + " launch " + kRun +
-               " " + kBase + args);
+  return Shell("cd " + cwd + " && timeout -k 5 " + std::to_string(seconds) + " " + Tpusim() + " launch " + kRun + " " +
+               kBase + args);
 }
 
 // A checkpoint.dir holding one save, of global step 2.
@@ -87,7 +87,8 @@ TEST(NoOptionDropped, EveryRunOptionReachesTheMpirunLine) {
   const std::string dir = TempDir() + "/walk";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const Result saved = Launch("--quiet --set train.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=checkpoints", dir);
+  const Result saved =
+      Launch("--quiet --set train.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=checkpoints", dir);
   ASSERT_EQ(saved.rc, 0) << saved.output;
   ASSERT_FALSE(app::RunFlags().empty());
   for (const app::RunFlag& flag : app::RunFlags()) {
@@ -122,8 +123,10 @@ TEST(LaunchResume, ContinuesAtTheSavedStepAndSaysSo) {
 TEST(LaunchResume, AFreshRunRefusesADirHoldingSavesAndDeletesNothing) {
   const std::string dir = SavedCheckpoint("fresh");
   const auto before = Snapshot(dir);
-  const std::string save = "--quiet --set train.steps=4 --set checkpoint.every_steps=2 --set checkpoint.keep=1 "
-                           "--set checkpoint.dir=" + dir;
+  const std::string save =
+      "--quiet --set train.steps=4 --set checkpoint.every_steps=2 --set checkpoint.keep=1 "
+      "--set checkpoint.dir=" +
+      dir;
   const Result r = Launch(save);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(Lines(r.output), 1u) << r.output;
@@ -227,7 +230,8 @@ Ending SignalJob(pid_t job, int signal) {
   const bool ended = WaitFor([&] { return waitpid(job, &status, WNOHANG) == job; }, 10);
   if (ended) ending.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   auto left = [&] {
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {}  // orphans that were reparented here
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }  // orphans that were reparented here
     ending.survivors = SessionProcesses(job);
     const std::vector<pid_t> below = Descendants();
     ending.survivors.insert(ending.survivors.end(), below.begin(), below.end());
@@ -306,7 +310,8 @@ TEST(Signals, SigtermToLaunchMidRunEndsEveryRank) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string log = dir + "/log", report = dir + "/report.json", steps = dir + "/steps.csv";
-  std::vector<std::string> args{"launch", kRun, "--set", "train.steps=200000", "--report", report, "--steps-csv", steps};
+  std::vector<std::string> args{"launch",   kRun,   "--set",       "train.steps=200000",
+                                "--report", report, "--steps-csv", steps};
   std::istringstream sets(kBase);
   for (std::string word; sets >> word;) args.push_back(word);
   const pid_t job = StartJob(args, log);
@@ -329,26 +334,22 @@ TEST(Signals, SigtermToLaunchMidRunEndsEveryRank) {
 TEST(SlurmAllocation, DryRunPlacesOnTheAllocationsNodes) {
   const std::string v3_32 = Source("configs/runs/v3-32-per-host.yaml");
   const std::string env = "SLURM_JOB_ID=12 SLURM_NTASKS=36 ";
-  const Result whole = Shell(env + "SLURM_JOB_NODELIST='node[1-4]' SLURM_TASKS_PER_NODE='9(x4)' " +
-                             Tpusim() + " launch " + v3_32 + " --dry-run");
+  const Result whole = Shell(env + "SLURM_JOB_NODELIST='node[1-4]' SLURM_TASKS_PER_NODE='9(x4)' " + Tpusim() +
+                             " launch " + v3_32 + " --dry-run");
   ASSERT_EQ(whole.rc, 0) << whole.output;
-  EXPECT_THAT(whole.output,
-              StartsWith("tpusim: 4 TPU hosts of 9 ranks on 4 nodes of Slurm job 12:\n"
-                         "  node node1: TPU host 0 (ranks 0-8)\n"
-                         "  node node2: TPU host 1 (ranks 9-17)\n"));
-  EXPECT_THAT(whole.output,
-              HasSubstr(" mpirun -np 36 --bind-to none --host node1:9,node2:9,node3:9,node4:9 "
-                        "--map-by slot " +
-                        Tpusim() + " run " + v3_32 + "\n"));
+  EXPECT_THAT(whole.output, StartsWith("tpusim: 4 TPU hosts of 9 ranks on 4 nodes of Slurm job 12:\n"
+                                       "  node node1: TPU host 0 (ranks 0-8)\n"
+                                       "  node node2: TPU host 1 (ranks 9-17)\n"));
+  EXPECT_THAT(whole.output, HasSubstr(" mpirun -np 36 --bind-to none --host node1:9,node2:9,node3:9,node4:9 "
+                                      "--map-by slot " +
+                                      Tpusim() + " run " + v3_32 + "\n"));
   EXPECT_THAT(whole.output, Not(HasSubstr("split")));
-  const Result split = Shell(env + "SLURM_JOB_NODELIST='node[1-3]' SLURM_TASKS_PER_NODE='12(x3)' " +
-                             Tpusim() + " launch " + v3_32 + " --dry-run");
+  const Result split = Shell(env + "SLURM_JOB_NODELIST='node[1-3]' SLURM_TASKS_PER_NODE='12(x3)' " + Tpusim() +
+                             " launch " + v3_32 + " --dry-run");
   ASSERT_EQ(split.rc, 0) << split.output;
   EXPECT_THAT(split.output, HasSubstr("  node node2: TPU hosts 1-2 (ranks 12-23)\n"));
-  EXPECT_THAT(split.output,
-              HasSubstr("  TPU host 1 (ranks 9-17) is split over nodes node1, node2\n"));
-  EXPECT_THAT(split.output,
-              HasSubstr(" mpirun -np 36 --bind-to none --host node1:12,node2:12,node3:12 "));
+  EXPECT_THAT(split.output, HasSubstr("  TPU host 1 (ranks 9-17) is split over nodes node1, node2\n"));
+  EXPECT_THAT(split.output, HasSubstr(" mpirun -np 36 --bind-to none --host node1:12,node2:12,node3:12 "));
 }
 
 }  // namespace

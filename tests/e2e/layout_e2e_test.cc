@@ -84,8 +84,7 @@ TEST(LayoutErrorTest, AnInRunErrorPrintsOneLine) {
   const std::string missing = TempDir() + "/missing/r.json";
   Result r = RunTpusim(config, "--set cluster.layout=threads --report " + missing, 1, 60);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_NE(r.output.find("error: --report " + missing + ": folder"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("error: --report " + missing + ": folder"), std::string::npos) << r.output;
   size_t errors = 0;
   for (size_t at = r.output.find("error:"); at != std::string::npos; at = r.output.find("error:", at + 1)) ++errors;
   EXPECT_EQ(errors, 1u) << r.output;

@@ -51,9 +51,10 @@ std::map<int64_t, std::vector<int64_t>> IdsByStep(const std::string& log) {
 TEST(PipelineEndToEnd, StorageCapMakesFileReadTheBoundingStage) {
   const std::string data = GenData("plain", "");
   // 2 MB/s for 4 KiB examples: at most 488 examples/s, whatever the machine does.
-  json report = RunReport("storage", "--set input.source=files --set input.data_dir=" + data +
-                                   " --set input.storage.bandwidth_mb_s=2 --set input.storage.latency_us=500"
-                                   " --set train.steps=4 --set train.iterations_per_loop=2 --set infeed.verify=true");
+  json report =
+      RunReport("storage", "--set input.source=files --set input.data_dir=" + data +
+                               " --set input.storage.bandwidth_mb_s=2 --set input.storage.latency_us=500"
+                               " --set train.steps=4 --set train.iterations_per_loop=2 --set infeed.verify=true");
   ASSERT_FALSE(report.is_null());
   const json& host = report["hosts"][0];
   EXPECT_EQ(host["bound_by"], "file read");
@@ -69,9 +70,11 @@ TEST(PipelineEndToEnd, CompressedShuffledShardsVerifyAndDecodeIsPreprocessing) {
   const std::string data = GenData("zlib", "--compress");
   ASSERT_TRUE(std::filesystem::exists(data + "/shard-00000/x.npy.zlib"));
   const std::string log = TempDir() + "/zlib.jsonl";
-  json report = RunReport("zlib", "--set input.source=files --set input.data_dir=" + data +
-                                " --set input.shuffle_buffer=300 --set train.steps=6 --set train.iterations_per_loop=3"
-                                " --set infeed.verify=true --placement-log " + log);
+  json report =
+      RunReport("zlib", "--set input.source=files --set input.data_dir=" + data +
+                            " --set input.shuffle_buffer=300 --set train.steps=6 --set train.iterations_per_loop=3"
+                            " --set infeed.verify=true --placement-log " +
+                            log);
   ASSERT_FALSE(report.is_null());
   EXPECT_GT(report["hosts"][0]["stages"]["preprocessing_s"].get<double>(), 0);
   EXPECT_GT(report["hosts"][0]["stages"]["shuffle_s"].get<double>(), 0);
@@ -89,8 +92,10 @@ TEST(PipelineEndToEnd, CompressedShuffledShardsVerifyAndDecodeIsPreprocessing) {
 // the values of id mod (cache_steps * G), which infeed.verify checks.
 TEST(PipelineEndToEnd, CachedSourceKeepsDistinctIdsAndVerifies) {
   const std::string log = TempDir() + "/cached.jsonl";
-  json report = RunReport("cached", "--set input.source=cached --set input.cache_steps=2 --set train.steps=6"
-                              " --set train.iterations_per_loop=3 --set infeed.verify=true --placement-log " + log);
+  json report = RunReport("cached",
+                          "--set input.source=cached --set input.cache_steps=2 --set train.steps=6"
+                          " --set train.iterations_per_loop=3 --set infeed.verify=true --placement-log " +
+                              log);
   ASSERT_FALSE(report.is_null());
   for (const auto& [step, ids] : IdsByStep(log)) {
     std::vector<int64_t> expected(256);
@@ -108,17 +113,21 @@ TEST(PipelineEndToEnd, CachedSourceKeepsDistinctIdsAndVerifies) {
 // tests/infeed/file_source_test.cc: no filesystem here refuses O_DIRECT for a dataset.
 TEST(PipelineEndToEnd, DirectIoReadsVerifyAndAreReported) {
   const std::string disk = GenData("direct", "");
-  json report = RunReport("direct", "--set input.source=files --set input.storage.direct_io=true --set train.steps=2"
-                              " --set train.iterations_per_loop=1 --set infeed.verify=true --set input.data_dir=" + disk);
+  json report = RunReport("direct",
+                          "--set input.source=files --set input.storage.direct_io=true --set train.steps=2"
+                          " --set train.iterations_per_loop=1 --set infeed.verify=true --set input.data_dir=" +
+                              disk);
   ASSERT_FALSE(report.is_null());
   EXPECT_EQ(report["hosts"][0]["direct_io"], json({{"active", true}, {"note", ""}}));
 }
 
 TEST(PipelineEndToEnd, ByteImagesVerify) {
   const std::string log = TempDir() + "/uint8.jsonl";
-  json report = RunReport("uint8", "--set input.features.x.dtype=uint8 --set input.features.x.shape=[32,32,3]"
-                                   " --set train.steps=2 --set train.iterations_per_loop=2 --set infeed.verify=true"
-                                   " --placement-log " + log);
+  json report = RunReport("uint8",
+                          "--set input.features.x.dtype=uint8 --set input.features.x.shape=[32,32,3]"
+                          " --set train.steps=2 --set train.iterations_per_loop=2 --set infeed.verify=true"
+                          " --placement-log " +
+                              log);
   ASSERT_FALSE(report.is_null());
   // The generator's time is preprocessing; nothing is read or shuffled.
   EXPECT_GT(report["hosts"][0]["stages"]["preprocessing_s"].get<double>(), 0);

@@ -1,19 +1,14 @@
 // The pod projection validated on this machine (issue 16): with the target host
 // set to the machine running tpusim (target_host.vcpus = input_vcpus = its CPUs,
-// cpu_speed 1, input_workers = the run's infeed.parallelism), the projection of a real-work pipeline must predict the rate the
-// same run measures. configs/runs/v4-8-real-work.yaml: one v4-8 host reads zlib
-// shards written by `gen-data --compress`, inflates, shuffles and enqueues them,
-// infeed only. The projection is built from the CPU seconds each stage spent, so
-// it holds only if the stages' CPU is timed whole (the stream's and each worker's
-// step, not only their parts), the work one thread does in turn is summed and the
-// simulator's own waits leave the CPUs to the pipeline. Medians of 3 runs per
-// parallelism, as the issue states it.
-// The costs are the run's own (report.calibrate=false): the rate and the costs
-// then come from the same steps, while a calibration after the run meets this
-// VM's vCPU at another speed (calibration_e2e_test.cc, docs/numbers.md). For the
-// same reason each run's projection is set against that run's rate, and the
-// median is taken of those ratios.
-// The projection assumes the machine's CPUs are the pipeline's. Time the
+// cpu_speed 1, input_workers = the run's infeed.parallelism), the projection of a real-work pipeline must predict the
+// rate the same run measures. configs/runs/v4-8-real-work.yaml: one v4-8 host reads zlib shards written by `gen-data
+// --compress`, inflates, shuffles and enqueues them, infeed only. The projection is built from the CPU seconds each
+// stage spent, so it holds only if the stages' CPU is timed whole (the stream's and each worker's step, not only their
+// parts), the work one thread does in turn is summed and the simulator's own waits leave the CPUs to the pipeline.
+// Medians of 3 runs per parallelism, as the issue states it. The costs are the run's own (report.calibrate=false): the
+// rate and the costs then come from the same steps, while a calibration after the run meets this VM's vCPU at another
+// speed (calibration_e2e_test.cc, docs/numbers.md). For the same reason each run's projection is set against that run's
+// rate, and the median is taken of those ratios. The projection assumes the machine's CPUs are the pipeline's. Time the
 // hypervisor gives to other guests (steal, /proc/stat) lowers the measured rate
 // and not the CPU seconds the projection is built from: a CI run once measured
 // 7,684-9,649 examples/s against a steady 9,913-10,408 projected. A run during
@@ -56,8 +51,7 @@ class RealWorkProjection : public testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
     std::filesystem::remove_all(DataDir());
-    Result gen = Shell(Tpusim() + " gen-data " + Source(kRun) + " --compress --examples 4096 --out " +
-                       DataDir());
+    Result gen = Shell(Tpusim() + " gen-data " + Source(kRun) + " --compress --examples 4096 --out " + DataDir());
     ASSERT_EQ(gen.rc, 0) << gen.output;
   }
 };
@@ -96,14 +90,12 @@ HostRates RunOnce(int parallelism, int run) {
   const std::string report = dir + "/r" + std::to_string(run) + ".json";
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // The target is this machine running this pipeline: its workers are the run's.
-  const std::string target = "{vcpus: " + std::to_string(cpus) + ", input_vcpus: " +
-                             std::to_string(cpus) + ", cpu_speed: 1, input_workers: " +
-                             std::to_string(std::min(parallelism, cpus)) + "}";
+  const std::string target = "{vcpus: " + std::to_string(cpus) + ", input_vcpus: " + std::to_string(cpus) +
+                             ", cpu_speed: 1, input_workers: " + std::to_string(std::min(parallelism, cpus)) + "}";
   const CpuTicks before = ReadCpuTicks();
   Result r = RunTpusim(Source(kRun),
                        "--set input.data_dir=" + DataDir() + " --set report.calibrate=false --set infeed.parallelism=" +
-                           std::to_string(parallelism) + " --set 'target_host=" + target +
-                           "' --report " + report,
+                           std::to_string(parallelism) + " --set 'target_host=" + target + "' --report " + report,
                        0, 240);
   const CpuTicks after = ReadCpuTicks();
   EXPECT_EQ(r.rc, 0) << r.output;
@@ -112,10 +104,8 @@ HostRates RunOnce(int parallelism, int run) {
   const json& projected = j["pod_projection"]["hosts"].at(0);
   EXPECT_EQ(j["pod_projection"]["target_host"]["input_vcpus"]["value"].get<double>(), cpus);
   const double ticks = after.total - before.total;
-  return {j["hosts"].at(0)["examples_per_s"].get<double>(),
-          projected["projected_examples_per_s"].get<double>(),
-          projected["bound_by"].get<std::string>(),
-          ticks > 0 ? (after.steal - before.steal) / ticks : 0};
+  return {j["hosts"].at(0)["examples_per_s"].get<double>(), projected["projected_examples_per_s"].get<double>(),
+          projected["bound_by"].get<std::string>(), ticks > 0 ? (after.steal - before.steal) / ticks : 0};
 }
 
 TEST_P(RealWorkProjection, PredictsTheMeasuredRateWithinFifteenPercent) {
@@ -126,17 +116,15 @@ TEST_P(RealWorkProjection, PredictsTheMeasuredRateWithinFifteenPercent) {
     ASSERT_GT(rates.measured, 0);
     EXPECT_EQ(rates.bound_by, GetParam().bound_by);
     const bool stolen = rates.steal > kMaxSteal;
-    runs += "\n  projected " + std::to_string(rates.projected) + ", measured " +
-            std::to_string(rates.measured) + " examples/s, steal " +
-            std::to_string(100 * rates.steal) + " %" + (stolen ? " (run again)" : "");
+    runs += "\n  projected " + std::to_string(rates.projected) + ", measured " + std::to_string(rates.measured) +
+            " examples/s, steal " + std::to_string(100 * rates.steal) + " %" + (stolen ? " (run again)" : "");
     if (!stolen) ratios.push_back(rates.projected / rates.measured);
   }
   ASSERT_EQ(static_cast<int>(ratios.size()), kRuns)
-      << "the hypervisor took more than " << 100 * kMaxSteal << " % of the CPUs in too many runs:"
-      << runs;
+      << "the hypervisor took more than " << 100 * kMaxSteal << " % of the CPUs in too many runs:" << runs;
   const double ratio = Median(ratios);
-  std::printf("parallelism %d: projected / measured, median of %d runs: %+.1f %%%s\n",
-              GetParam().parallelism, kRuns, 100 * (ratio - 1), runs.c_str());
+  std::printf("parallelism %d: projected / measured, median of %d runs: %+.1f %%%s\n", GetParam().parallelism, kRuns,
+              100 * (ratio - 1), runs.c_str());
   EXPECT_NEAR(ratio, 1.0, kTolerance) << runs;
 }
 

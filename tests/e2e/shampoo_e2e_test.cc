@@ -10,8 +10,8 @@
 #include <regex>
 #include <set>
 
-#include <Eigen/Eigenvalues>
 #include <gtest/gtest.h>
+#include <Eigen/Eigenvalues>
 
 #include "tests/e2e/tpusim_runs.h"
 
@@ -25,15 +25,13 @@ constexpr double kEpsilon = 1e-6;
 
 // Runs `args` for `loops` loops of 3 steps into a fresh directory NAME with
 // params/ and report.json (and trace.json with `trace`).
-std::string Train(const std::string& name, int loops, const std::string& args, int np = 0,
-                  bool trace = false) {
+std::string Train(const std::string& name, int loops, const std::string& args, int np = 0, bool trace = false) {
   const std::string dir = TempDir() + "/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   Result r = RunTpusim(Source(kRun),
-                       "--set train.steps=" + std::to_string(3 * loops) +
-                           " --set train.iterations_per_loop=3 " + args + " --params-out " + dir +
-                           "/params --report " + dir + "/report.json" +
+                       "--set train.steps=" + std::to_string(3 * loops) + " --set train.iterations_per_loop=3 " + args +
+                           " --params-out " + dir + "/params --report " + dir + "/report.json" +
                            (trace ? " --trace " + dir + "/trace.json" : ""),
                        np, 240);
   EXPECT_EQ(r.rc, 0) << r.output;
@@ -45,8 +43,7 @@ using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 RowMajor ReadMatrix(const std::string& path) {
   std::vector<float> v = ReadFloats(path);
   const auto n = static_cast<Eigen::Index>(std::llround(std::sqrt(double(v.size()))));
-  return Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-             v.data(), n, n)
+  return Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(v.data(), n, n)
       .cast<double>();
 }
 
@@ -184,40 +181,38 @@ void ExpectAsyncRunIsConsistent(const std::string& run, int hosts_with_roots) {
 // (injected) and device steps of 50 ms (a loop of 3 is 150 ms, so even the 5 roots
 // of v3-32's one owner are in by the next post-loop) make the premise hold
 // whatever the load.
-const char* kRootsOutlastThePostLoop =
-    " --set faults.preconditioner_delay_ms=20 --set device.step_time_us=50000";
+const char* kRootsOutlastThePostLoop = " --set faults.preconditioner_delay_ms=20 --set device.step_time_us=50000";
 
 TEST(ShampooEndToEnd, AsyncOnV432AndV332KeepsEveryReplicaEqual) {
   const std::string v4 = Train("async-v4-32", 4,
                                "--set topology=v4-32 --set input.global_batch=64 " +
-                                   ShampooArgs("mode: async, placement: spread") +
-                                   kRootsOutlastThePostLoop,
+                                   ShampooArgs("mode: async, placement: spread") + kRootsOutlastThePostLoop,
                                20, true);
   ExpectAsyncRunIsConsistent(v4, 4);
-  const std::string v3 = Train("async-v3-32", 3,
-                               "--set topology=v3-32 --set input.global_batch=128 " +
-                                   ShampooArgs("mode: async") + kRootsOutlastThePostLoop,
-                               36, true);
+  const std::string v3 = Train(
+      "async-v3-32", 3,
+      "--set topology=v3-32 --set input.global_batch=128 " + ShampooArgs("mode: async") + kRootsOutlastThePostLoop, 36,
+      true);
   ExpectAsyncRunIsConsistent(v3, 1);
 }
 
 TEST(ShampooEndToEnd, CompositeWithAShampooChildAndAdaGraftWithAShampooDirectionTrain) {
-  const std::string composite = Train(
-      "composite", 2,
-      "--set model.hidden=[16,8] --set 'train.optimizer={name: composite, optimizer_map: ["
-      "{pattern: dense_0/.*, optimizer: {name: shampoo, learning_rate: 0.05, shampoo: "
-      "{start_preconditioning_steps: 2, preconditioner: {mode: sync}}}}, "
-      "{pattern: default_optimizer, optimizer: {name: adam, learning_rate: 0.001}}]}'");
+  const std::string composite =
+      Train("composite", 2,
+            "--set model.hidden=[16,8] --set 'train.optimizer={name: composite, optimizer_map: ["
+            "{pattern: dense_0/.*, optimizer: {name: shampoo, learning_rate: 0.05, shampoo: "
+            "{start_preconditioning_steps: 2, preconditioner: {mode: sync}}}}, "
+            "{pattern: default_optimizer, optimizer: {name: adam, learning_rate: 0.001}}]}'");
   json report = ReadJson(composite + "/report.json");
   EXPECT_EQ(report["shampoo"]["keys"], 2) << "dense_0/w only";
   EXPECT_EQ(HostSum(report, "roots_done"), 2 * 2);
   EXPECT_EQ(ExpectPreconditionersAreRoots(composite, composite), 2);
-  const std::string adagraft = Train(
-      "adagraft", 2,
-      "--set model.hidden=[16,8] --set 'train.optimizer={name: adagraft, learning_rate: 0.05, "
-      "adagraft: {use_global_norm: true, magnitude_optimizer: {name: adagrad}, "
-      "direction_optimizer: {name: shampoo, shampoo: {start_preconditioning_steps: 2, "
-      "preconditioner: {mode: sync}}}}}'");
+  const std::string adagraft =
+      Train("adagraft", 2,
+            "--set model.hidden=[16,8] --set 'train.optimizer={name: adagraft, learning_rate: 0.05, "
+            "adagraft: {use_global_norm: true, magnitude_optimizer: {name: adagrad}, "
+            "direction_optimizer: {name: shampoo, shampoo: {start_preconditioning_steps: 2, "
+            "preconditioner: {mode: sync}}}}}'");
   report = ReadJson(adagraft + "/report.json");
   EXPECT_EQ(report["shampoo"]["keys"], 5);
   EXPECT_TRUE(report["replicas"]["identical"].get<bool>());
@@ -229,11 +224,10 @@ TEST(ShampooEndToEnd, CompositeWithAShampooChildAndAdaGraftWithAShampooDirection
 // busy for most of the run, and the host keeps enqueueing all the while; in
 // async mode the cores never wait for a root.
 TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
-  const std::string run =
-      Train("slow", 5,
-            ShampooArgs("mode: async, threads: 1") +
-                " --set faults.preconditioner_delay_ms=150 --set device.step_time_us=20000",
-            0, true);
+  const std::string run = Train("slow", 5,
+                                ShampooArgs("mode: async, threads: 1") +
+                                    " --set faults.preconditioner_delay_ms=150 --set device.step_time_us=20000",
+                                0, true);
   const json report = ReadJson(run + "/report.json");
   const json& host = report["shampoo"]["hosts"][0];
   // One worker and 5 keys of 150 ms per loop: it cannot keep up, so async mode
@@ -269,8 +263,7 @@ TEST(ShampooEndToEnd, SlowRootsNeverStallTheInfeed) {
 // Statistics that arrive non-finite: every root of that loop is rejected and
 // counted, the cores keep the preconditioners they had, and the run goes on.
 TEST(ShampooEndToEnd, NonFiniteStatisticsAreRejectedAndTheOldPreconditionersStay) {
-  const std::string poisoned =
-      Train("nan", 2, ShampooArgs("mode: sync") + " --set faults.nonfinite_statistics_loop=1");
+  const std::string poisoned = Train("nan", 2, ShampooArgs("mode: sync") + " --set faults.nonfinite_statistics_loop=1");
   const json report = ReadJson(poisoned + "/report.json");
   EXPECT_EQ(HostSum(report, "roots_nonfinite"), 5);
   EXPECT_EQ(HostSum(report, "roots_rejected"), 5);

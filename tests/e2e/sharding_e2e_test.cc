@@ -51,7 +51,8 @@ std::vector<json> PlacementOf(const std::string& name, const std::string& layout
   const std::string log = TempDir() + "/sharding-" + name + ".jsonl";
   const Result r = RunTpusim(Source(kConfig),
                              "--set train.steps=2 --set train.iterations_per_loop=2 "
-                             "--set cluster.layout=" + layout + " " + args + " --placement-log " + log,
+                             "--set cluster.layout=" +
+                                 layout + " " + args + " --placement-log " + log,
                              layout == "threads" ? 4 : 20);
   EXPECT_EQ(r.rc, 0) << r.output;
   return ReadLines(log);
@@ -108,10 +109,11 @@ TEST(ShardingE2E, FsdpLeftOutGivesCopies) {
 // The acceptance run against one replica fed the same 64 examples by one host.
 void ExpectTrainsLikeOneReplica(const std::string& name, const std::string& spec) {
   const std::string sharded = TrainParams("sharded-" + name, kConfig, spec);
-  const std::string one = TrainParams(
-      "one-replica-" + name, kConfig,
-      "--set topology=v4-8 --set 'cluster.mesh.axes=[[data, 4]]' --set 'input.sharding={}' "
-      "--set cluster.replicas=1 --set infeed.per_host=false", 5);
+  const std::string one =
+      TrainParams("one-replica-" + name, kConfig,
+                  "--set topology=v4-8 --set 'cluster.mesh.axes=[[data, 4]]' --set 'input.sharding={}' "
+                  "--set cluster.replicas=1 --set infeed.per_host=false",
+                  5);
   const double difference = MaxDifference(sharded, one);
   std::cout << name << ": largest |sharded - one replica| over every parameter: " << difference << "\n";
   EXPECT_LT(difference, kBound);

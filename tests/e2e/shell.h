@@ -20,15 +20,11 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-inline std::string Source(const std::string& rel) {
-  return std::string(TPUSIM_SOURCE_DIR) + "/" + rel;
-}
+inline std::string Source(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
 
 inline std::string TempDir() {
   static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() /
-                     ("tpusim_e2e_" + std::to_string(getpid())))
-                        .string();
+    std::string d = (std::filesystem::temp_directory_path() / ("tpusim_e2e_" + std::to_string(getpid()))).string();
     std::filesystem::create_directories(d);
     return d;
   }();

@@ -60,8 +60,8 @@ TEST_F(Soak, TenThousandInfeedStepsWithEveryOutputKeepMemoryFlat) {
   const std::string dir = Dir("soak-infeed");
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
                        "--set model.enabled=false --set train.steps=10000 "
-                       "--set train.iterations_per_loop=100 --placement-log " + dir +
-                           "/placement.jsonl --trace " + dir + "/trace.json --steps-csv " + dir +
+                       "--set train.iterations_per_loop=100 --placement-log " +
+                           dir + "/placement.jsonl --trace " + dir + "/trace.json --steps-csv " + dir +
                            "/steps.csv --report " + dir + "/report.json",
                        0, 300);
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -85,8 +85,8 @@ json ShampooRun(const std::string& name, int steps) {
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
                        "--set model.hidden=[16,8] --set 'train.optimizer={name: shampoo, "
                        "learning_rate: 0.05, shampoo: {start_preconditioning_steps: 20, "
-                       "preconditioner: {mode: async}}}' --set train.steps=" + std::to_string(steps) +
-                           " --set train.iterations_per_loop=20 --trace " + dir +
+                       "preconditioner: {mode: async}}}' --set train.steps=" +
+                           std::to_string(steps) + " --set train.iterations_per_loop=20 --trace " + dir +
                            "/trace.json --report " + dir + "/report.json",
                        0, 300);
   EXPECT_EQ(r.rc, 0) << r.output;

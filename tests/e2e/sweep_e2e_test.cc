@@ -101,8 +101,10 @@ std::pair<int, int> PngSize(const std::string& path) {
 
 // Distinct RGBA colors of a PNG as matplotlib reads it back (not the plot script).
 int PngColors(const std::string& path) {
-  Result r = Shell("/usr/bin/python3 -c \"import sys, numpy as np, matplotlib.image as m; a = m.imread(sys.argv[1]); "
-                   "print(len(np.unique(a.reshape(-1, a.shape[2]), axis=0)))\" " + path);
+  Result r = Shell(
+      "/usr/bin/python3 -c \"import sys, numpy as np, matplotlib.image as m; a = m.imread(sys.argv[1]); "
+      "print(len(np.unique(a.reshape(-1, a.shape[2]), axis=0)))\" " +
+      path);
   return r.rc == 0 ? std::stoi(r.output) : 0;
 }
 
@@ -138,8 +140,7 @@ struct CapacityAnswer {
 // ("answer: KEY = 1700 (AU ...); 1800 gives AU ...").
 CapacityAnswer RunCapacity(const std::string& args, const std::string& name) {
   const std::string out = TempDir() + "/" + name;
-  const Result cap =
-      RunTool("capacity", args + " --target-au 0.9 --tolerance 0.1 --max-runs 8", out);
+  const Result cap = RunTool("capacity", args + " --target-au 0.9 --tolerance 0.1 --max-runs 8", out);
   CapacityAnswer a{false, 0, 0, cap.output};
   EXPECT_EQ(cap.rc, 0) << cap.output;
   const size_t at = cap.output.find(" = ", cap.output.find("answer: "));
@@ -312,8 +313,8 @@ TEST(SweepErrors, MissingMatplotlibSkipsThePlotsOnly) {
 TEST(SweepErrors, AFailedPointIsARowAndTheSweepGoesOn) {
   const std::string out = TempDir() + "/killed";
   // Rank 1 (a core) kills itself at step 2 in the first point only.
-  Result r = RunTool("sweep", "--set input.cpu_us_per_example=0 --vary faults.kill.rank=1,-1 --set faults.kill.step=2",
-                     out);
+  Result r =
+      RunTool("sweep", "--set input.cpu_us_per_example=0 --vary faults.kill.rank=1,-1 --set faults.kill.step=2", out);
   EXPECT_EQ(r.rc, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sweep: some runs failed: run-001 (exit "));
   Csv csv = ReadCsv(out + "/runs.csv");

@@ -55,8 +55,7 @@ TEST(TopologyEndToEnd, AcceleratorTypesFollowThePublishedHostLayout) {
     int hosts, blocks_x, blocks_y;
   };
   for (const Case& c : {Case{"v5p-128", {4, 4, 4, 1}, 16, 2, 2}, Case{"v4-256", {4, 4, 8, 1}, 32, 2, 2},
-                        Case{"v5litepod-64", {8, 8, 1, 1}, 16, 4, 4},
-                        Case{"v6e-32", {4, 8, 1, 1}, 8, 2, 4}}) {
+                        Case{"v5litepod-64", {8, 8, 1, 1}, 16, 4, 4}, Case{"v6e-32", {4, 8, 1, 1}, 8, 2, 4}}) {
     SCOPED_TRACE(c.name);
     const json j = TopologyJson(c.name);
     EXPECT_EQ(j["topology"], c.name);
@@ -78,8 +77,7 @@ TEST(TopologyEndToEnd, RanksOfV5p128AreHostsTimesOnePlusCores) {
 TEST(TopologyEndToEnd, ImportedDeviceListAndTopologyProtoAssignLikeTheNamedSlice) {
   const std::string devices = Write("v4-32-devices.json", testing::V4_32JaxDevices(false));
   const std::string kinds = Write("v4-32-kinds.json", testing::V4_32JaxDevices(true));
-  const std::string proto =
-      Write("v4-32.pb", testing::EncodeTopologyProto(testing::V4_32Proto()));
+  const std::string proto = Write("v4-32.pb", testing::EncodeTopologyProto(testing::V4_32Proto()));
   const std::string from_json = TempDir() + "/from-json.yaml";
   const std::string from_proto = TempDir() + "/from-proto.yaml";
   Result r = Shell(Tpusim() + " topology import " + devices + " --generation v4 --out " + from_json);
@@ -110,8 +108,7 @@ TEST(TopologyEndToEnd, RunConfigNamesATopologyProtoAndItsGeneration) {
 }
 
 TEST(TopologyEndToEnd, BadFilesAreOneLineErrorsWithExitCode2) {
-  const std::string truncated =
-      testing::EncodeTopologyProto(testing::V4_32Proto()).substr(0, 20);
+  const std::string truncated = testing::EncodeTopologyProto(testing::V4_32Proto()).substr(0, 20);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {Write("empty.pb", ""), "empty file"},
       {Write("truncated.pb", truncated), "not a valid TopologyProto: byte"},
@@ -122,9 +119,9 @@ TEST(TopologyEndToEnd, BadFilesAreOneLineErrorsWithExitCode2) {
        "both sit at coords [0, 0, 0] core 0"},
   };
   for (const auto& [file, message] : cases) {
-    for (const std::string& command : {" topology " + file + " --generation v4",
-                                       " topology import " + file + " --generation v4 --out " +
-                                           TempDir() + "/never.yaml"}) {
+    for (const std::string& command :
+         {" topology " + file + " --generation v4",
+          " topology import " + file + " --generation v4 --out " + TempDir() + "/never.yaml"}) {
       const Result r = Shell(Tpusim() + command);
       EXPECT_EQ(r.rc, 2) << command << ": " << r.output;
       EXPECT_THAT(r.output, StartsWith("tpusim: error: " + file)) << command;
@@ -146,8 +143,7 @@ TEST(TopologyEndToEnd, MeshOfV4_32AsJaxBuildsIt) {
   EXPECT_EQ(j["mesh_axes"], json::parse(R"([["data", 4], ["fsdp", 4]])"));
   EXPECT_EQ(j["mesh"], json::parse("[[0,2,1,3],[4,6,5,7],[8,10,9,11],[12,14,13,15]]"));
   ASSERT_EQ(j["devices"].size(), 16u);
-  EXPECT_EQ(j["devices"][6], json::parse(
-      R"({"id": 6, "process_index": 1, "coords": [0, 1, 1], "core_on_chip": 0})"));
+  EXPECT_EQ(j["devices"][6], json::parse(R"({"id": 6, "process_index": 1, "coords": [0, 1, 1], "core_on_chip": 0})"));
 }
 
 // A mesh that needs a split physical axis is refused with jax's reason, and
@@ -169,19 +165,17 @@ TEST(TopologyEndToEnd, MeshSplitRefusedThenAllowed) {
 // cluster.mesh in a run file: `topology` prints it, `validate` refuses what jax
 // refuses, naming the key.
 TEST(TopologyEndToEnd, RunConfigMesh) {
-  const std::string run = Write(
-      "mesh-run.yaml", "topology: v3-8\ncluster:\n  mesh: {axes: [[data, 2], [model, 4]]}\n");
+  const std::string run = Write("mesh-run.yaml", "topology: v3-8\ncluster:\n  mesh: {axes: [[data, 2], [model, 4]]}\n");
   EXPECT_EQ(TopologyJson(run)["mesh"], json::parse("[[0,1,2,3],[6,7,4,5]]"));
-  const std::string bad = Write(
-      "mesh-bad.yaml", "topology: v4-32\ncluster:\n  mesh: {axes: [[a, 2], [b, 2], [c, 4]]}\n");
+  const std::string bad =
+      Write("mesh-bad.yaml", "topology: v4-32\ncluster:\n  mesh: {axes: [[a, 2], [b, 2], [c, 4]]}\n");
   Result r = Shell(Tpusim() + " validate " + bad);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr(bad + ": cluster.mesh: create_device_mesh refuses a=2,b=2,c=4 on "
-                                  "v4-32 (TPU v4): NotImplementedError"));
+                                        "v4-32 (TPU v4): NotImplementedError"));
   r = Shell(Tpusim() + " validate " + bad + " --set cluster.mesh.allow_split_physical_axes=true");
   EXPECT_EQ(r.rc, 0) << r.output;
-  const std::string typo = Write(
-      "mesh-typo.yaml", "topology: v4-8\ncluster:\n  mesh: {axes: [[data, 4]], split: 1}\n");
+  const std::string typo = Write("mesh-typo.yaml", "topology: v4-8\ncluster:\n  mesh: {axes: [[data, 4]], split: 1}\n");
   r = Shell(Tpusim() + " validate " + typo);
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.output, HasSubstr("cluster.mesh.split"));

@@ -21,8 +21,7 @@
 namespace tpusim::e2e {
 
 // tpusim run under mpirun with `np` ranks (0 = what the config needs).
-inline Result RunTpusim(const std::string& config, const std::string& args, int np = 0,
-                        int seconds = 120) {
+inline Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
   if (np == 0) np = std::stoi(Shell(Tpusim() + " ranks " + config).output);
   return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
                " --oversubscribe --bind-to none " + Tpusim() + " run " + config + " --quiet " + args);
@@ -31,13 +30,14 @@ inline Result RunTpusim(const std::string& config, const std::string& args, int 
 // Trains a small MLP (hidden [16, 8], learning rate 0.05) on `config` for 2 loops
 // of 3 steps with `args` on top, writes its parameters into TempDir()/params-NAME
 // and returns that folder; a failed run is a test failure showing its output.
-inline std::string TrainParams(const std::string& name, const std::string& config,
-                               const std::string& args, int np = 0) {
+inline std::string TrainParams(const std::string& name, const std::string& config, const std::string& args,
+                               int np = 0) {
   const std::string dir = TempDir() + "/params-" + name;
   std::filesystem::remove_all(dir);
   Result r = RunTpusim(Source(config),
                        "--set train.steps=6 --set train.iterations_per_loop=3 --set model.hidden=[16,8] "
-                       "--set train.optimizer.learning_rate=0.05 " + args + " --params-out " + dir,
+                       "--set train.optimizer.learning_rate=0.05 " +
+                           args + " --params-out " + dir,
                        np);
   EXPECT_EQ(r.rc, 0) << r.output;
   return dir;
@@ -47,8 +47,8 @@ inline std::string TrainParams(const std::string& name, const std::string& confi
 // on; `service` is the body of shampoo.preconditioner, `extra` more shampoo keys.
 inline std::string ShampooArgs(const std::string& service, const std::string& extra = "") {
   return "--set model.hidden=[16,8] --set 'train.optimizer={name: shampoo, learning_rate: 0.05, "
-         "shampoo: {start_preconditioning_steps: 2, " + extra + "preconditioner: {" + service +
-         "}}}'";
+         "shampoo: {start_preconditioning_steps: 2, " +
+         extra + "preconditioner: {" + service + "}}}'";
 }
 
 inline std::vector<nlohmann::json> ReadLines(const std::string& path) {
@@ -58,9 +58,7 @@ inline std::vector<nlohmann::json> ReadLines(const std::string& path) {
   return lines;
 }
 
-inline nlohmann::json ReadJson(const std::string& path) {
-  return nlohmann::json::parse(std::ifstream(path));
-}
+inline nlohmann::json ReadJson(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
 
 // A CSV file (the steps CSV) as rows of column -> value; a row with more cells
 // than the header throws std::out_of_range.
@@ -92,8 +90,7 @@ inline std::vector<float> ReadFloats(const std::string& path) {
 
 // Every array written by --params-out, by path relative to `dir`; with
 // `with_slots` false the optimizer slots (slots/...) are left out.
-inline std::map<std::string, std::vector<float>> ReadParams(const std::string& dir,
-                                                            bool with_slots = false) {
+inline std::map<std::string, std::vector<float>> ReadParams(const std::string& dir, bool with_slots = false) {
   std::map<std::string, std::vector<float>> params;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".npy") continue;
@@ -105,8 +102,7 @@ inline std::map<std::string, std::vector<float>> ReadParams(const std::string& d
 }
 
 // Largest |a - b| over every element of every parameter (inf if the sets differ).
-inline double MaxDifference(const std::string& dir_a, const std::string& dir_b,
-                            bool with_slots = false) {
+inline double MaxDifference(const std::string& dir_a, const std::string& dir_b, bool with_slots = false) {
   auto a = ReadParams(dir_a, with_slots), b = ReadParams(dir_b, with_slots);
   if (a.size() != b.size() || a.empty()) return INFINITY;
   double worst = 0;

@@ -30,8 +30,7 @@ FeatureConfig CombinerFeature(int64_t max_ids, int64_t sequence_length = 0) {
 CooPiece E0Piece(int index, std::span<const float> weights = {}) {
   static const std::vector<int64_t> kIds = {5, 9, -1, -1, -1, -1, 7, -1, 3, 2, 2, 11};
   std::vector<CooPiece> out;
-  EnqueueFeature(CombinerFeature(3), 12, DenseIds{kIds, 4, 3, weights}, std::vector<int>{0, 1},
-                 BatchOrigin{}, out);
+  EnqueueFeature(CombinerFeature(3), 12, DenseIds{kIds, 4, 3, weights}, std::vector<int>{0, 1}, BatchOrigin{}, out);
   return out[static_cast<size_t>(index)];
 }
 
@@ -39,8 +38,7 @@ RowMatrix Combine(const FeatureConfig& feature, Combiner combiner, const CooPiec
   std::vector<CombineTerm> terms;
   PlanCombine(feature, combiner, piece, terms);
   RowMatrix activations;
-  ApplyCombine(terms, piece.embedding_indices, Table(12),
-               ActivationRows(feature, piece.rows), activations);
+  ApplyCombine(terms, piece.embedding_indices, Table(12), ActivationRows(feature, piece.rows), activations);
   return activations;
 }
 
@@ -91,10 +89,10 @@ TEST(CombinerTest, WeightsScaleEntries) {
 TEST(CombinerTest, SequenceFeatureKeepsPositions) {
   const RowMatrix act = Combine(CombinerFeature(3, 2), Combiner::kMean, E0Piece(1));
   ASSERT_EQ(act.rows(), 4);
-  ExpectRowNear(act, 0, W(7));                         // sample 0, position 0
-  ExpectRowNear(act, 1, Eigen::RowVector2f::Zero());   // sample 0, position 1 is -1
-  ExpectRowNear(act, 2, W(2));                         // sample 1, position 0
-  ExpectRowNear(act, 3, W(2));                         // sample 1, position 1; 3 and 11 dropped
+  ExpectRowNear(act, 0, W(7));                        // sample 0, position 0
+  ExpectRowNear(act, 1, Eigen::RowVector2f::Zero());  // sample 0, position 1 is -1
+  ExpectRowNear(act, 2, W(2));                        // sample 1, position 0
+  ExpectRowNear(act, 3, W(2));                        // sample 1, position 1; 3 and 11 dropped
 }
 
 TEST(CombinerTest, RejectsSampleOutsidePiece) {

@@ -25,8 +25,8 @@ constexpr int kSteps = 4;
 // Two tables shared by three features: a combined feature with duplicates and empty
 // samples, a weighted combined feature on the same table, and a sequence feature
 // whose max_ids exceeds L (truncation).
-TableConfig MakeTable(std::string name, int64_t vocab, int64_t dim, Sharding sharding,
-                      Combiner combiner, OptimizerKind optimizer) {
+TableConfig MakeTable(std::string name, int64_t vocab, int64_t dim, Sharding sharding, Combiner combiner,
+                      OptimizerKind optimizer) {
   TableConfig table;
   table.name = std::move(name);
   table.vocab = vocab;
@@ -40,8 +40,7 @@ TableConfig MakeTable(std::string name, int64_t vocab, int64_t dim, Sharding sha
   return table;
 }
 
-FeatureConfig MakeFeature(std::string name, std::string table, int64_t max_ids,
-                          double padding_fraction) {
+FeatureConfig MakeFeature(std::string name, std::string table, int64_t max_ids, double padding_fraction) {
   FeatureConfig feature;
   feature.name = std::move(name);
   feature.table = std::move(table);
@@ -74,8 +73,7 @@ float Synthetic(int64_t step, int64_t stream, int64_t element) {
 }
 
 // One host feeding all cores, pieces routed in reverse so the permutation matters.
-std::vector<std::vector<CooPiece>> HostBatch(const EmbeddingConfig& config, int cores,
-                                             int64_t step) {
+std::vector<std::vector<CooPiece>> HostBatch(const EmbeddingConfig& config, int cores, int64_t step) {
   const int64_t rows = kRowsPerCore * cores;
   std::vector<std::vector<int64_t>> ids(config.features.size());
   std::vector<std::vector<float>> weights(config.features.size());
@@ -116,8 +114,8 @@ Workload MakeWorkload(const EmbeddingConfig& config, int cores) {
       for (size_t f = 0; f < config.features.size(); ++f) {
         const FeatureConfig& feature = config.features[f];
         const int64_t dim = config.tables[TableIndex(config, feature.table)].dim;
-        w.grads[step][c].push_back(Gradient(ActivationRows(feature, kRowsPerCore), dim, step,
-                                            c * 10 + static_cast<int64_t>(f)));
+        w.grads[step][c].push_back(
+            Gradient(ActivationRows(feature, kRowsPerCore), dim, step, c * 10 + static_cast<int64_t>(f)));
       }
     }
   }
@@ -149,8 +147,7 @@ std::vector<RowMatrix> GatherTables(EmbeddingEngine& engine, size_t num_tables) 
   return tables;
 }
 
-ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workload& w,
-                         bool gather_every_step = false) {
+ShardedResult RunSharded(const EmbeddingConfig& config, int cores, const Workload& w, bool gather_every_step = false) {
   ShardedResult result;
   result.activations.assign(kSteps, std::vector<std::vector<RowMatrix>>(cores));
   result.stats.assign(kSteps, std::vector<EngineStepStats>(cores));
@@ -194,17 +191,16 @@ TEST_P(ShardedEqualsReferenceTest, ActivationsAndTablesMatch) {
     const auto expected = reference.Forward(w.inputs[step]);
     for (int c = 0; c < cores; ++c) {
       for (size_t f = 0; f < config.features.size(); ++f) {
-        ExpectNear(sharded.activations[step][c][f], expected[c][f],
-                   "step " + std::to_string(step) + " core " + std::to_string(c) + " feature " +
-                       config.features[f].name);
+        ExpectNear(
+            sharded.activations[step][c][f], expected[c][f],
+            "step " + std::to_string(step) + " core " + std::to_string(c) + " feature " + config.features[f].name);
       }
     }
     reference.Backward(w.grads[step]);
   }
   for (size_t t = 0; t < config.tables.size(); ++t) {
     ExpectNear(sharded.tables[t], reference.table(t), "table " + config.tables[t].name);
-    EXPECT_GT((reference.table(t) - ReferenceEmbedding(config).table(t)).cwiseAbs().maxCoeff(),
-              1e-3f)
+    EXPECT_GT((reference.table(t) - ReferenceEmbedding(config).table(t)).cwiseAbs().maxCoeff(), 1e-3f)
         << "training moved no row";
   }
 }
@@ -215,14 +211,13 @@ std::string ParamName(const ::testing::TestParamInfo<EngineParam>& info) {
          std::string(ToString(optimizer)) + "_" + std::to_string(cores) + "cores";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllKinds, ShardedEqualsReferenceTest,
-    ::testing::Combine(::testing::Values(Sharding::kDiv, Sharding::kMod),
-                       ::testing::Values(Combiner::kSum, Combiner::kMean, Combiner::kSqrtn),
-                       ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
-                                         OptimizerKind::kAdam),
-                       ::testing::Values(1, 3, 8)),
-    ParamName);
+INSTANTIATE_TEST_SUITE_P(AllKinds, ShardedEqualsReferenceTest,
+                         ::testing::Combine(::testing::Values(Sharding::kDiv, Sharding::kMod),
+                                            ::testing::Values(Combiner::kSum, Combiner::kMean, Combiner::kSqrtn),
+                                            ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
+                                                              OptimizerKind::kAdam),
+                                            ::testing::Values(1, 3, 8)),
+                         ParamName);
 
 // --- Accumulation over micro-steps (embedding.update: global_step) ------------------
 
@@ -244,8 +239,7 @@ class AccumulationTest : public ::testing::TestWithParam<AccumulationParam> {
 // The reference's one update over all (micro-step, core) pairs: the k micro-batches
 // as one batch of k*G. Each core's loss was scaled by rows/G of its micro-batch, so
 // the batch of k*G sees every activation gradient divided by k.
-std::vector<std::vector<RowMatrix>> OneStepOfAllMicroSteps(const Workload& w,
-                                                           ReferenceEmbedding& reference) {
+std::vector<std::vector<RowMatrix>> OneStepOfAllMicroSteps(const Workload& w, ReferenceEmbedding& reference) {
   std::vector<std::vector<CooPiece>> inputs;
   std::vector<std::vector<RowMatrix>> grads;
   for (int step = 0; step < kSteps; ++step) {
@@ -273,15 +267,14 @@ TEST_P(AccumulationTest, MicroStepsOfAGlobalStepEqualOneStepOfAllTheirExamples) 
     for (int c = 0; c < cores(); ++c) {
       for (size_t f = 0; f < config.features.size(); ++f) {
         ExpectNear(sharded.activations[step][c][f], expected[step * cores() + c][f],
-                   "micro-step " + std::to_string(step) + " core " + std::to_string(c) +
-                       " feature " + config.features[f].name);
+                   "micro-step " + std::to_string(step) + " core " + std::to_string(c) + " feature " +
+                       config.features[f].name);
       }
     }
   }
   for (size_t t = 0; t < config.tables.size(); ++t) {
     ExpectNear(sharded.tables[t], reference.table(t), "table " + config.tables[t].name);
-    EXPECT_GT((reference.table(t) - ReferenceEmbedding(config).table(t)).cwiseAbs().maxCoeff(),
-              1e-3f)
+    EXPECT_GT((reference.table(t) - ReferenceEmbedding(config).table(t)).cwiseAbs().maxCoeff(), 1e-3f)
         << "training moved no row";
   }
 }
@@ -339,17 +332,16 @@ TEST_P(AccumulationTest, MicroStepUpdatesEveryMicroStep) {
 
 std::string AccumulationName(const ::testing::TestParamInfo<AccumulationParam>& info) {
   const auto [sharding, optimizer, cores] = info.param;
-  return std::string(ToString(sharding)) + "_" + std::string(ToString(optimizer)) + "_" +
-         std::to_string(cores) + "cores";
+  return std::string(ToString(sharding)) + "_" + std::string(ToString(optimizer)) + "_" + std::to_string(cores) +
+         "cores";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllOptimizers, AccumulationTest,
-    ::testing::Combine(::testing::Values(Sharding::kDiv, Sharding::kMod),
-                       ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
-                                         OptimizerKind::kAdam),
-                       ::testing::Values(1, 3, 8)),
-    AccumulationName);
+INSTANTIATE_TEST_SUITE_P(AllOptimizers, AccumulationTest,
+                         ::testing::Combine(::testing::Values(Sharding::kDiv, Sharding::kMod),
+                                            ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
+                                                              OptimizerKind::kAdam),
+                                            ::testing::Values(1, 3, 8)),
+                         AccumulationName);
 
 // Every requested row is served exactly once, bytes sent equal bytes received, and
 // each touched row is updated by exactly one owner.

@@ -109,8 +109,7 @@ TEST(ShardedTableTest, AdamEpsilonPlacement) {
 }
 
 TEST(ShardedTableTest, RejectsShardOutsideSharding) {
-  EXPECT_THROW(ShardedTable(Table(OptimizerKind::kSgd), TableSharding(13, 2, Sharding::kDiv), 2),
-               Error);
+  EXPECT_THROW(ShardedTable(Table(OptimizerKind::kSgd), TableSharding(13, 2, Sharding::kDiv), 2), Error);
 }
 
 }  // namespace

@@ -136,20 +136,14 @@ TEST_P(SparseEnqueueTest, InvalidIdNamesFeatureStepExampleAndValue) {
                  "[-1, 13)");
   }
   const std::vector<int64_t> negative = {-2};
-  EXPECT_THROW(EnqueueFeature(Feature(1), 13, DenseIds{negative, 1, 1, {}}, Identity(1),
-                              BatchOrigin{}, out),
-               Error);
+  EXPECT_THROW(EnqueueFeature(Feature(1), 13, DenseIds{negative, 1, 1, {}}, Identity(1), BatchOrigin{}, out), Error);
 }
 
 TEST_P(SparseEnqueueTest, RejectsBadShapesAndRouting) {
   const std::vector<int64_t> ids(6, 0);
   std::vector<CooPiece> out;
-  EXPECT_THROW(EnqueueFeature(Feature(2), 5, DenseIds{ids, 3, 2, {}}, Identity(2),
-                              BatchOrigin{}, out),
-               Error);
-  EXPECT_THROW(EnqueueFeature(Feature(3), 5, DenseIds{ids, 3, 2, {}}, Identity(1),
-                              BatchOrigin{}, out),
-               Error);
+  EXPECT_THROW(EnqueueFeature(Feature(2), 5, DenseIds{ids, 3, 2, {}}, Identity(2), BatchOrigin{}, out), Error);
+  EXPECT_THROW(EnqueueFeature(Feature(3), 5, DenseIds{ids, 3, 2, {}}, Identity(1), BatchOrigin{}, out), Error);
   const std::vector<int> not_permutation = {0, 0};
   EXPECT_THROW(InvertPermutation(not_permutation), Error);
 }
@@ -201,8 +195,7 @@ TEST_P(SparseEnqueueTest, EveryPaddingLayoutGivesTheRowMajorRealIds) {
     weight.push_back(weights[k]);
   }
   std::vector<CooPiece> out;
-  EnqueueFeature(Feature(max_ids), 160, DenseIds{ids, 16, max_ids, weights}, Identity(2),
-                 BatchOrigin{}, out);
+  EnqueueFeature(Feature(max_ids), 160, DenseIds{ids, 16, max_ids, weights}, Identity(2), BatchOrigin{}, out);
   ASSERT_EQ(out.size(), 2u);
   const size_t first = static_cast<size_t>(out[0].nnz());
   EXPECT_THAT(out[0].embedding_indices, ElementsAreArray(index.begin(), index.begin() + first));
@@ -229,8 +222,10 @@ TEST_P(SparseEnqueueTest, RowsOfAnyLengthAndPaddingGiveTheRowMajorRealIds) {
     }
     for (bool weighted : {false, true}) {
       std::vector<CooPiece> out;
-      EnqueueFeature(Feature(max_ids), kVocab, DenseIds{ids, rows, max_ids, weighted ? std::span<const float>(weights) : std::span<const float>()},
-                     Identity(3), BatchOrigin{}, out);
+      EnqueueFeature(
+          Feature(max_ids), kVocab,
+          DenseIds{ids, rows, max_ids, weighted ? std::span<const float>(weights) : std::span<const float>()},
+          Identity(3), BatchOrigin{}, out);
       ASSERT_EQ(out.size(), 3u);
       for (int64_t piece = 0; piece < 3; ++piece) {
         std::vector<int64_t> sample, index;

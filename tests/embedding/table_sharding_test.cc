@@ -25,18 +25,16 @@ std::vector<std::vector<int64_t>> IdsPerShard(const TableSharding& sharding) {
 // docs/reference/infeed.md §5.6: V = 13, 5 shards.
 TEST(TableShardingTest, ModMatchesWorkedExample) {
   const TableSharding mod(13, 5, Sharding::kMod);
-  EXPECT_THAT(IdsPerShard(mod), ElementsAre(ElementsAre(0, 5, 10), ElementsAre(1, 6, 11),
-                                            ElementsAre(2, 7, 12), ElementsAre(3, 8),
-                                            ElementsAre(4, 9)));
+  EXPECT_THAT(IdsPerShard(mod), ElementsAre(ElementsAre(0, 5, 10), ElementsAre(1, 6, 11), ElementsAre(2, 7, 12),
+                                            ElementsAre(3, 8), ElementsAre(4, 9)));
   EXPECT_EQ(mod.owner(10), 0);
   EXPECT_EQ(mod.local_row(10), 2);
 }
 
 TEST(TableShardingTest, DivMatchesWorkedExample) {
   const TableSharding div(13, 5, Sharding::kDiv);
-  EXPECT_THAT(IdsPerShard(div), ElementsAre(ElementsAre(0, 1, 2), ElementsAre(3, 4, 5),
-                                            ElementsAre(6, 7, 8), ElementsAre(9, 10),
-                                            ElementsAre(11, 12)));
+  EXPECT_THAT(IdsPerShard(div), ElementsAre(ElementsAre(0, 1, 2), ElementsAre(3, 4, 5), ElementsAre(6, 7, 8),
+                                            ElementsAre(9, 10), ElementsAre(11, 12)));
   EXPECT_EQ(div.owner(10), 3);
   EXPECT_EQ(div.local_row(10), 1);
 }

@@ -20,11 +20,11 @@
 #include "infeed/shard_message.h"
 #include "infeed/tf_example.h"
 #include "infeed/tfrecord.h"
-#include "sim/wire/embedding_trailer.h"
 #include "run/run_config.h"
 #include "run/run_validation.h"
-#include "tests/fuzz/mutation_fuzzer.h"
+#include "sim/wire/embedding_trailer.h"
 #include "source_dir.h"
+#include "tests/fuzz/mutation_fuzzer.h"
 
 namespace tpusim {
 namespace {
@@ -67,8 +67,8 @@ std::string Int64Bytes(int64_t value) { return std::string(reinterpret_cast<cons
 // Raw little-endian int64 tokens at the edges, for the binary formats.
 std::vector<std::string> BinaryDictionary() {
   std::vector<std::string> out;
-  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{7}, INT64_MAX, INT64_MIN,
-                    int64_t{1} << 40, int64_t{1} << 31, int64_t{-8}}) {
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1}, int64_t{7}, INT64_MAX, INT64_MIN, int64_t{1} << 40,
+                    int64_t{1} << 31, int64_t{-8}}) {
     out.push_back(Int64Bytes(v));
   }
   return out;
@@ -76,19 +76,45 @@ std::vector<std::string> BinaryDictionary() {
 
 TEST(FuzzTest, RunConfigLoaderAndValidation) {
   Mutator files(SourceFiles("configs/runs"),
-                {"topology: ", "cluster:\n  ", "split: ", "replicas: ", "computation_shape: ",
-                 "global_batch: ", "features: ", "shape: [", "dtype: bfloat16", "queue_depth: ",
-                 "steps: ", "optimizer_map: ", "pattern: ", "{", "}", "[", "]", ": ", "\n", "- ",
-                 "&a ", "*a", "? ", "'", "\"", "~", "!!str ", "v4-32", "v1-1", "v3-8-degraded"},
+                {"topology: ",
+                 "cluster:\n  ",
+                 "split: ",
+                 "replicas: ",
+                 "computation_shape: ",
+                 "global_batch: ",
+                 "features: ",
+                 "shape: [",
+                 "dtype: bfloat16",
+                 "queue_depth: ",
+                 "steps: ",
+                 "optimizer_map: ",
+                 "pattern: ",
+                 "{",
+                 "}",
+                 "[",
+                 "]",
+                 ": ",
+                 "\n",
+                 "- ",
+                 "&a ",
+                 "*a",
+                 "? ",
+                 "'",
+                 "\"",
+                 "~",
+                 "!!str ",
+                 "v4-32",
+                 "v1-1",
+                 "v3-8-degraded"},
                 11);
-  Mutator sets({"train.steps=20", "cluster.split=2", "cluster.replicas=3", "input.global_batch=64",
-                "infeed.partitioned=true", "infeed.per_host=false", "infeed.per_core=true",
-                "topology=v4-32", "topology=v3-8-degraded", "cluster.computation_shape=[1,1,1,2]",
-                "model.hidden=[4]", "input.source=files", "infeed.partition_dims.x=[8,1]",
-                "train.optimizer={name: composite, optimizer_map: [{pattern: 'dense_.*', optimizer: "
-                "{name: adam}}, {pattern: default_optimizer, optimizer: {name: sgd}}]}",
-                "train.num_micro_batches=4", "input.max_examples_per_sec=1"},
-               {"=", ".", "[", "]", "{", "}", "(a*)*b", "\\1", "{64}", "{65535}", "((((", ","}, 12);
+  Mutator sets(
+      {"train.steps=20", "cluster.split=2", "cluster.replicas=3", "input.global_batch=64", "infeed.partitioned=true",
+       "infeed.per_host=false", "infeed.per_core=true", "topology=v4-32", "topology=v3-8-degraded",
+       "cluster.computation_shape=[1,1,1,2]", "model.hidden=[4]", "input.source=files", "infeed.partition_dims.x=[8,1]",
+       "train.optimizer={name: composite, optimizer_map: [{pattern: 'dense_.*', optimizer: "
+       "{name: adam}}, {pattern: default_optimizer, optimizer: {name: sgd}}]}",
+       "train.num_micro_batches=4", "input.max_examples_per_sec=1"},
+      {"=", ".", "[", "]", "{", "}", "(a*)*b", "\\1", "{64}", "{65535}", "((((", ","}, 12);
   const run::Machine machine{256.0 * 1024 * 1024, {}};
   Fuzz(files, 3000, YamlSyntax(0.5), [&](const std::string& text) {
     std::vector<std::string> overrides;
@@ -103,8 +129,8 @@ TEST(FuzzTest, RunConfigLoaderAndValidation) {
 
 TEST(FuzzTest, TopologyLoader) {
   Mutator mutator(SourceFiles("configs/topologies"),
-                  {"mesh_shape: [", "host_bounds: [", "device_coordinates:\n  - [[", "hardware:\n  ",
-                   "name: ", ", ", "]", "[", "- ", "\n", "{", "}", ": ", "? ", "&a ", "*a"},
+                  {"mesh_shape: [", "host_bounds: [", "device_coordinates:\n  - [[", "hardware:\n  ", "name: ", ", ",
+                   "]", "[", "- ", "\n", "{", "}", ": ", "? ", "&a ", "*a"},
                   21);
   Fuzz(mutator, 3000, YamlSyntax(0.6), [](const std::string& text) {
     cluster::Topology topology = cluster::ParseTopology(LoadStrictYaml(text, kYamlSource), "topology.yaml");
@@ -127,23 +153,24 @@ std::string NpyBytes(const NpyArray& array) {
 
 TEST(FuzzTest, NpyReader) {
   std::vector<std::string> seeds{
-      NpyBytes({"<f4", {2, 3}, std::vector<std::byte>(24)}),
-      NpyBytes({"<i8", {5}, std::vector<std::byte>(40)}),
-      NpyBytes({"<u2", {}, std::vector<std::byte>(2)}),
-      NpyBytes({"|u1", {0, 7}, {}}),
+      NpyBytes({"<f4", {2, 3}, std::vector<std::byte>(24)}), NpyBytes({"<i8", {5}, std::vector<std::byte>(40)}),
+      NpyBytes({"<u2", {}, std::vector<std::byte>(2)}), NpyBytes({"|u1", {0, 7}, {}}),
       std::string("\x93NUMPY\x02\x00\x30\x00\x00\x00", 12) +
           "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }" + std::string(4, '\0')};
-  Mutator mutator(seeds, {"'shape': (", "9223372036854775807, ", "4611686018427387904, 4", ")",
-                          "'descr': '<f8'", "'fortran_order': True", "\x93NUMPY", ",", "-"},
+  Mutator mutator(seeds,
+                  {"'shape': (", "9223372036854775807, ", "4611686018427387904, 4", ")", "'descr': '<f8'",
+                   "'fortran_order': True", "\x93NUMPY", ",", "-"},
                   31);
   // The first check: the magic string and format version. KNOWN DEFECT: a malformed
   // header's message quotes the raw header, whose closing '\n' (and any bytes the
   // file holds) reach the terminal, so the one-line rule is off here until
   // base/npy.cc quotes it escaped.
-  const FirstCheck magic{"the .npy magic", [](const std::string& message) {
+  const FirstCheck magic{"the .npy magic",
+                         [](const std::string& message) {
                            return message.find("(bad magic)") != std::string::npos ||
                                   message.find("unsupported .npy format version") != std::string::npos;
-                         }, 0.8, false};
+                         },
+                         0.8, false};
   Fuzz(mutator, 20000, magic, [](const std::string& bytes) {
     std::istringstream in(bytes);
     NpyArray array = ReadNpy(in, "fuzz.npy");
@@ -167,10 +194,12 @@ std::vector<std::string> ExampleSeeds() {
 TEST(FuzzTest, ExampleParser) {
   Mutator mutator(ExampleSeeds(), {"\x0a", "\x12", "\x1a", "\x08", "\x0d", "\x80", "\xff\xff\xff\xff\x0f", "\x0b"}, 61);
   // The first check: the Example's own top-level tag and length.
-  const FirstCheck top{"the Example's top-level field", [](const std::string& message) {
+  const FirstCheck top{"the Example's top-level field",
+                       [](const std::string& message) {
                          return message.find("malformed at byte offset 0:") != std::string::npos ||
                                 message.find("malformed at byte offset 1:") != std::string::npos;
-                       }, 0.7};  // the fixed seeds give 0.757
+                       },
+                       0.7};  // the fixed seeds give 0.757
   Fuzz(mutator, 20000, top, [](const std::string& bytes) {
     infeed::ParsedExample example = infeed::ParseExample(bytes);
     for (const auto& [key, feature] : example) {
@@ -190,9 +219,11 @@ TEST(FuzzTest, TfRecordReader) {
   Mutator mutator(seeds, BinaryDictionary(), 71);
   const std::string path = (fs::temp_directory_path() / fmt::format("tpusim-fuzz-{}.tfrecord", getpid())).string();
   // The first check: the first record's length CRC (a file that is not TFRecord).
-  const FirstCheck first_record{"the first record's length CRC", [](const std::string& message) {
+  const FirstCheck first_record{"the first record's length CRC",
+                                [](const std::string& message) {
                                   return message.find("record 0 at byte offset 0: not a TFRecord") != std::string::npos;
-                                }, 0.75};  // the fixed seeds give 0.85
+                                },
+                                0.75};  // the fixed seeds give 0.85
   int round = 0;
   Fuzz(mutator, 2000, first_record, [&](const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -229,8 +260,14 @@ std::string WireMessage(const infeed::InfeedPlan& plan, const infeed::ShardRoute
   infeed::Batch batch = infeed::MakeBatch(plan.features(), host.rows_per_step);
   std::vector<int64_t> ids(static_cast<size_t>(host.rows_per_step));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) + 1000;
-  infeed::ShardHeader header{3, route.replica_rows, 0, route.dst_host, route.dst_ordinal, route.replica,
-                             route.logical_core, static_cast<int32_t>(plan.features().size())};
+  infeed::ShardHeader header{3,
+                             route.replica_rows,
+                             0,
+                             route.dst_host,
+                             route.dst_ordinal,
+                             route.replica,
+                             route.logical_core,
+                             static_cast<int32_t>(plan.features().size())};
   std::vector<std::byte> wire(codec.meta_bytes());
   codec.EncodeMeta(header, ids, wire);
   for (size_t f = 0; f < plan.features().size(); ++f) {
@@ -248,9 +285,9 @@ TEST(FuzzTest, ShardWireDecoder) {
   infeed::ShardCodec codec(plan.features(), route);
   Mutator mutator({WireMessage(plan, route)}, BinaryDictionary(), 41);
   // The first check after the length (kept): the header's tensor and row counts.
-  const FirstCheck header{"the shard header's counts", [](const std::string& message) {
-                            return message.find("shard header claims") != std::string::npos;
-                          }, 0.85};
+  const FirstCheck header{
+      "the shard header's counts",
+      [](const std::string& message) { return message.find("shard header claims") != std::string::npos; }, 0.85};
   Fuzz(mutator, 20000, header, [&](std::string bytes) {
     bytes.resize(codec.message_bytes());  // keep the size so decoding goes past the length check
     std::vector<std::byte> message(bytes.size());
@@ -282,10 +319,12 @@ TEST(FuzzTest, EmbeddingTrailerDecoder) {
   Mutator mutator(seeds, BinaryDictionary(), 51);
   std::vector<embedding::CooPiece> pieces;
   // The first check: the feature count the trailer opens with.
-  const FirstCheck count{"the trailer's feature count", [](const std::string& message) {
+  const FirstCheck count{"the trailer's feature count",
+                         [](const std::string& message) {
                            return message.find("trailer holds") != std::string::npos ||
                                   message.find("at offset 0)") != std::string::npos;
-                         }, 0.9};
+                         },
+                         0.9};
   Fuzz(mutator, 20000, count, [&](const std::string& bytes) {
     std::vector<std::byte> trailer(bytes.size());
     std::memcpy(trailer.data(), bytes.data(), bytes.size());

@@ -5,8 +5,8 @@
 // calls the reader. The reader may accept the input or refuse it with a one-line
 // tpusim::Error; any other exception is a finding, and ASan/UBSan turn memory and
 // arithmetic errors into findings. A stated share of the inputs must get past the
-// reader's first check, or the fuzzer would only test that check. Seeds are fixed, so every run checks the same cases and a finding
-// reproduces; TPUSIM_FUZZ_CASES raises the case count for a longer local run.
+// reader's first check, or the fuzzer would only test that check. Seeds are fixed, so every run checks the same cases
+// and a finding reproduces; TPUSIM_FUZZ_CASES raises the case count for a longer local run.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +28,9 @@ class Mutator {
  public:
   Mutator(std::vector<std::string> seeds, std::vector<std::string> dictionary, uint64_t seed)
       : seeds_(std::move(seeds)), dictionary_(std::move(dictionary)), rng_(seed) {
-    for (const char* edge : {"0", "-1", "1", "2147483647", "2147483648", "-2147483649",
-                             "4294967296", "9223372036854775807", "-9223372036854775808",
-                             "18446744073709551615", "1e308", "-1e308", "1e-320", ".nan", ".inf",
-                             "-.inf", "0x7fffffff", "1e9", "99999999999999999999"}) {
+    for (const char* edge : {"0", "-1", "1", "2147483647", "2147483648", "-2147483649", "4294967296",
+                             "9223372036854775807", "-9223372036854775808", "18446744073709551615", "1e308", "-1e308",
+                             "1e-320", ".nan", ".inf", "-.inf", "0x7fffffff", "1e9", "99999999999999999999"}) {
       dictionary_.push_back(edge);
     }
   }

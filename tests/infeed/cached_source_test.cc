@@ -33,7 +33,8 @@ TEST(CachedSourceTest, StepsCycleThePoolBuiltForTheFirstSteps) {
 }
 
 TEST(CachedSourceTest, EmptyPoolIsAnError) {
-  EXPECT_THAT([] { CachedSource s(CachedData(), {}, 4); }, testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
+  EXPECT_THAT([] { CachedSource s(CachedData(), {}, 4); },
+              testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
 }
 
 }  // namespace

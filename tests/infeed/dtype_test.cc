@@ -26,9 +26,10 @@ struct DTypeFacts {
 };
 
 TEST(DTypeTest, SizesNamesAndNpyDescrs) {
-  const DTypeFacts facts[] = {{DType::kFloat32, 4, "float32", "<f4", true}, {DType::kBFloat16, 2, "bfloat16", "<u2", true},
-                              {DType::kInt32, 4, "int32", "<i4", false},    {DType::kInt64, 8, "int64", "<i8", false},
-                              {DType::kUInt8, 1, "uint8", "|u1", false},    {DType::kInt8, 1, "int8", "|i1", false}};
+  const DTypeFacts facts[] = {
+      {DType::kFloat32, 4, "float32", "<f4", true}, {DType::kBFloat16, 2, "bfloat16", "<u2", true},
+      {DType::kInt32, 4, "int32", "<i4", false},    {DType::kInt64, 8, "int64", "<i8", false},
+      {DType::kUInt8, 1, "uint8", "|u1", false},    {DType::kInt8, 1, "int8", "|i1", false}};
   ASSERT_EQ(std::size(facts), std::size(kAllDTypes));
   for (const DTypeFacts& f : facts) {
     EXPECT_EQ(DTypeSize(f.dtype), f.size) << f.name;
@@ -44,8 +45,9 @@ TEST(DTypeTest, ParseErrorNamesKeyValueAndAllowed) {
     ParseDType("float64", "input.features.x.dtype");
     FAIL() << "expected Error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64, uint8, int8)");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "input.features.x.dtype: unknown dtype 'float64' (allowed: float32, bfloat16, int32, int64, uint8, int8)");
   }
 }
 

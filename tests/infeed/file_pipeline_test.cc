@@ -1,9 +1,9 @@
 #include "infeed/file_pipeline.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <set>
-#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -54,14 +54,17 @@ TEST(ShuffleBufferTest, MismatchedRowsAreErrors) {
   wrong.Insert("v", Tensor(DType::kInt32, {2, 1}));
   std::vector<int64_t> ids{5, 6};
   EXPECT_THAT([&] { buffer.Exchange(wrong, ids); }, testing::ThrowsMessage<Error>(HasSubstr("tensor 'v' is int32")));
-  EXPECT_THAT([] { ShuffleBuffer b(Batch{}, {}, 1); }, testing::ThrowsMessage<Error>(HasSubstr("input.shuffle_buffer")));
+  EXPECT_THAT([] { ShuffleBuffer b(Batch{}, {}, 1); },
+              testing::ThrowsMessage<Error>(HasSubstr("input.shuffle_buffer")));
 }
 
 class FilePipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = (fs::temp_directory_path() / fmt::format("tpusim_pipeline_{}_{}",
-            ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid())).string();
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                                    getpid()))
+               .string();
     fs::remove_all(dir_);
     WriteSyntheticDataset(dir_, PipelineData(), 100, 2);
   }
@@ -123,8 +126,7 @@ TEST_F(FilePipelineTest, EmulatedWorkIsChargedToThePoolWithItsFactor) {
   EXPECT_DOUBLE_EQ(pipeline.costs().modeled_preprocessing_s, 1300e-6);
   EXPECT_EQ(clock.spun_us(), 0);
   EXPECT_EQ(pipeline.costs().file_bytes, 80 * 1024);
-  EXPECT_GT(pipeline.costs().shuffle_cpu_s + pipeline.costs().file_read_cpu_s +
-                pipeline.costs().preprocessing_cpu_s,
+  EXPECT_GT(pipeline.costs().shuffle_cpu_s + pipeline.costs().file_read_cpu_s + pipeline.costs().preprocessing_cpu_s,
             0);
 }
 

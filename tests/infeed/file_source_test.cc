@@ -1,7 +1,7 @@
 #include "infeed/file_source.h"
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,9 +27,10 @@ SyntheticData SourceData() { return SyntheticData(11, SourceFeatures(), {LabelKi
 class FileSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            fmt::format("tpusim_infeed_{}_{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid()))
-               .string();
+    dir_ =
+        (fs::temp_directory_path() /
+         fmt::format("tpusim_infeed_{}_{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(), getpid()))
+            .string();
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -80,7 +81,8 @@ TEST_F(FileSourceTest, CompressedShardsReadTheSameExamples) {
   SyntheticData data = SourceData();
   WriteSyntheticDataset(dir_, data, 10, 3, /*compress=*/true);
   EXPECT_FALSE(fs::exists(Path(0, "x")));
-  EXPECT_EQ(ReadNpyHeader(Path(1, "x") + ".zlib", NpyPayload::kCompressed).shape, (Shape{3, 3}));  // the header stays plain
+  EXPECT_EQ(ReadNpyHeader(Path(1, "x") + ".zlib", NpyPayload::kCompressed).shape,
+            (Shape{3, 3}));  // the header stays plain
   FileSource source(dir_, data.specs(), 0, 1);
   StageTimes times;
   ExampleRows rows{MakeBatch(data.specs(), 12), std::vector<int64_t>(12)};
@@ -102,7 +104,7 @@ TEST_F(FileSourceTest, CorruptCompressedPayloadIsNamed) {
 // the file-read time is exactly the modeled one.
 TEST_F(FileSourceTest, ReadsPayTheStorageModel) {
   SyntheticData data(11, {{"x", DType::kFloat32, {256}}}, {});  // 1 KiB per example
-  WriteSyntheticDataset(dir_, data, 64, 2);                       // shards of 32 examples
+  WriteSyntheticDataset(dir_, data, 64, 2);                     // shards of 32 examples
   FakeClock clock;
   StorageConfig storage;
   storage.bandwidth_mb_s = 1;  // 1 byte per microsecond
@@ -177,18 +179,21 @@ TEST_F(FileSourceTest, DtypeAndShapeMismatchesWithTheConfigAreNamed) {
   WriteSyntheticDataset(dir_, SourceData(), 6, 2);
   std::vector<FeatureSpec> wrong_dtype = SourceData().specs();
   wrong_dtype[0].dtype = DType::kBFloat16;
-  EXPECT_THAT([&] { FileSource s(dir_, wrong_dtype, 0, 1); },
-              ThrowsMessage<Error>(Path(0, "x") + ": dtype '<f4' does not match feature 'x' (bfloat16, stored as '<u2')"));
+  EXPECT_THAT(
+      [&] { FileSource s(dir_, wrong_dtype, 0, 1); },
+      ThrowsMessage<Error>(Path(0, "x") + ": dtype '<f4' does not match feature 'x' (bfloat16, stored as '<u2')"));
   std::vector<FeatureSpec> wrong_shape = SourceData().specs();
   wrong_shape[0].shape = {4};
-  EXPECT_THAT([&] { FileSource s(dir_, wrong_shape, 0, 1); },
-              ThrowsMessage<Error>(Path(0, "x") + ": shape [3, 3] does not match feature 'x' (expected [examples, 4])"));
+  EXPECT_THAT(
+      [&] { FileSource s(dir_, wrong_shape, 0, 1); },
+      ThrowsMessage<Error>(Path(0, "x") + ": shape [3, 3] does not match feature 'x' (expected [examples, 4])"));
 }
 
 TEST_F(FileSourceTest, NoShardsOrTooFewShardsAreErrors) {
   EXPECT_THAT([&] { FileSource s(dir_, SourceFeatures(), 0, 1); }, ThrowsMessage<Error>(HasSubstr("does not exist")));
   fs::create_directories(dir_);
-  EXPECT_THAT([&] { FileSource s(dir_, SourceFeatures(), 0, 1); }, ThrowsMessage<Error>(HasSubstr(dir_ + ": no shard directories")));
+  EXPECT_THAT([&] { FileSource s(dir_, SourceFeatures(), 0, 1); },
+              ThrowsMessage<Error>(HasSubstr(dir_ + ": no shard directories")));
   WriteSyntheticDataset(dir_, SourceData(), 6, 2);
   EXPECT_THAT([&] { FileSource s(dir_, SourceData().specs(), 0, 3); },
               ThrowsMessage<Error>(HasSubstr(dir_ + ": 2 shards cannot feed 3 hosts")));

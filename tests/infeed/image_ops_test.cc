@@ -46,7 +46,9 @@ TEST(ImageOpsTest, BilinearHalvingAndFloatScaling) {
   EXPECT_FLOAT_EQ(values[0], 5.0f / 255);
   EXPECT_FLOAT_EQ(values[3], 25.0f / 255);
   EXPECT_FLOAT_EQ(values[2], 7.0f / 255);
-  EXPECT_THAT(ErrorOf([&] { ResizeInto(image, {0, 0, 4, 1}, false, 1, 3, DType::kFloat32, out); }),
+  EXPECT_THAT(ErrorOf([&] {
+                ResizeInto(image, {0, 0, 4, 1}, false, 1, 3, DType::kFloat32, out);
+              }),
               HasSubstr("needs 36"));
 }
 

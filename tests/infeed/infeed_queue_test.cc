@@ -72,8 +72,11 @@ TEST(InfeedQueueTest, Q3IndivisibleAndScalarShapesAreRejected) {
               ThrowsMessage<Error>(HasSubstr("shape [] does not contain shard_dimension 0")));
   InfeedQueue shards_first(ElementCount(1));
   shards_first.SetNumberOfShards(8);
-  EXPECT_THAT([&] { shards_first.SetTupleShapes({{100, 3}}); },
-              ThrowsMessage<Error>(HasSubstr("cannot be sharded 8 ways")));
+  EXPECT_THAT(
+      [&] {
+        shards_first.SetTupleShapes({{100, 3}});
+      },
+      ThrowsMessage<Error>(HasSubstr("cannot be sharded 8 ways")));
 }
 
 TEST(InfeedQueueTest, Q4PartitionsMultiplyTheDequeueShape) {
@@ -90,11 +93,11 @@ TEST(InfeedQueueTest, FrozenQueueRejectsDifferentValues) {
   q.SetNumberOfShards(8);
   q.Freeze();
   q.SetNumberOfShards(8);  // same value is fine
-  EXPECT_THAT([&] { q.SetNumberOfShards(4); },
-              ThrowsMessage<Error>(HasSubstr("can't set sharding policy to use 4 shards since it has been frozen to use 8")));
+  EXPECT_THAT(
+      [&] { q.SetNumberOfShards(4); },
+      ThrowsMessage<Error>(HasSubstr("can't set sharding policy to use 4 shards since it has been frozen to use 8")));
   EXPECT_THAT([&] { q.SetTupleTypes({kI32, kI32, kI32}); }, ThrowsMessage<Error>(HasSubstr("incompatible")));
-  EXPECT_THAT([&] { q.SetTupleShapes({{128, 3}, {128}, {128, 21}}); },
-              ThrowsMessage<Error>(HasSubstr("incompatible")));
+  EXPECT_THAT([&] { q.SetTupleShapes({{128, 3}, {128}, {128, 21}}); }, ThrowsMessage<Error>(HasSubstr("incompatible")));
   EXPECT_THAT([&] { q.SetShardDimensions({1, 0, 0}); }, ThrowsMessage<Error>(HasSubstr("frozen to use 0")));
 }
 
@@ -102,8 +105,11 @@ TEST(InfeedQueueTest, ConstructionAndFreezeErrors) {
   EXPECT_THAT([] { InfeedQueue q(InfeedQueueOptions{}); },
               ThrowsMessage<Error>(HasSubstr("cannot infer number of tuple elements")));
   EXPECT_THAT([] { InfeedQueue q(ElementCount(0)); }, ThrowsMessage<Error>(HasSubstr("> 0")));
-  EXPECT_THAT([] { InfeedQueue q(Options(std::vector<DType>{kF32}, std::vector<Shape>{{1}, {2}})); },
-              ThrowsMessage<Error>(HasSubstr("tuple_shapes has 2 elements")));
+  EXPECT_THAT(
+      [] {
+        InfeedQueue q(Options(std::vector<DType>{kF32}, std::vector<Shape>{{1}, {2}}));
+      },
+      ThrowsMessage<Error>(HasSubstr("tuple_shapes has 2 elements")));
   InfeedQueue no_types(Options(std::nullopt, std::vector<Shape>{{8}}));
   EXPECT_THAT([&] { no_types.Freeze(); }, ThrowsMessage<Error>(HasSubstr("before its tuple types are set")));
 }
@@ -112,11 +118,16 @@ TEST(InfeedQueueTest, UnshardedShapesFromShards) {
   InfeedQueueOptions options = Options(std::nullopt, std::vector<Shape>{{8, 3}, {8}});
   options.shard_dimensions = std::vector<int64_t>{1, 0};
   InfeedQueue q(options);
-  EXPECT_THAT([&] { q.SetNumberOfShards(2); }, ThrowsMessage<Error>(HasSubstr("cannot be sharded 2 ways along dimension 1")));
+  EXPECT_THAT([&] { q.SetNumberOfShards(2); },
+              ThrowsMessage<Error>(HasSubstr("cannot be sharded 2 ways along dimension 1")));
   q.SetShardDimensions({0, 0});
   q.SetNumberOfShards(2);
   EXPECT_EQ(q.UnshardedShapes({{{4, 3}, {4}}, {{4, 3}, {4}}}), (std::vector<Shape>{{8, 3}, {8}}));
-  EXPECT_THAT([&] { q.UnshardedShapes({{{4, 3}, {4}}, {{4, 3}, {5}}}); }, ThrowsMessage<Error>(HasSubstr("incompatible")));
+  EXPECT_THAT(
+      [&] {
+        q.UnshardedShapes({{{4, 3}, {4}}, {{4, 3}, {5}}});
+      },
+      ThrowsMessage<Error>(HasSubstr("incompatible")));
   EXPECT_THAT([&] { q.UnshardedShapes({{{4, 3}, {4}}}); }, ThrowsMessage<Error>(HasSubstr("got shapes of 1 shards")));
 }
 

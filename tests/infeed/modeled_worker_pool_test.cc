@@ -91,7 +91,7 @@ TEST(ModeledWorkersTest, AreTheParallelismCappedByTheInputVcpus) {
   EXPECT_EQ(ModeledWorkers(16, 6.9), 6);   // whole vCPUs only
   EXPECT_EQ(ModeledWorkers(16, 16), 16);
   EXPECT_EQ(ModeledWorkers(4, std::numeric_limits<double>::infinity()), 4);
-  EXPECT_EQ(ModeledWorkers(8, 0.5), 1);    // at least one
+  EXPECT_EQ(ModeledWorkers(8, 0.5), 1);  // at least one
 }
 
 // Eight callers, three workers: exactly three waits start, the other five wait

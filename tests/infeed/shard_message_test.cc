@@ -83,8 +83,8 @@ TEST(ShardCodecTest, MalformedMessagesAreRejected) {
   InfeedPlanOptions o;
   o.global_batch = 8;
   o.features = {{"x", DType::kFloat32, {2}}};
-  InfeedPlan plan = InfeedPlan::Build(
-      cluster::DeviceAssignment::Build(fx.topology, {{1, 1, 1, 1}, {1, 1, 1, 1}, 8}), 1, 8, o);
+  InfeedPlan plan =
+      InfeedPlan::Build(cluster::DeviceAssignment::Build(fx.topology, {{1, 1, 1, 1}, {1, 1, 1, 1}, 8}), 1, 8, o);
   const ShardRoute& route = plan.hosts()[0].shards[0];
   ShardCodec codec(plan.features(), route);
   Batch batch = MakeBatch(plan.features(), 8);

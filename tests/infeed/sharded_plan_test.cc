@@ -19,16 +19,16 @@ using tpusim::testing::ErrorOf;
 
 using MeshFixture = tpusim::testing::V4_32Mesh;
 
-InfeedPlan MeshPlan(const MeshFixture& f, const cluster::SpecDim& batch_axes,
-                cluster::PartitionSpec x_spec = {}, int64_t global_batch = 64) {
+InfeedPlan MeshPlan(const MeshFixture& f, const cluster::SpecDim& batch_axes, cluster::PartitionSpec x_spec = {},
+                    int64_t global_batch = 64) {
   InfeedPlanOptions o;
   o.global_batch = global_batch;
   o.features = {{"label", DType::kFloat32, {}}, {"x", DType::kFloat32, {8}}};
   MeshShardingOptions s{&f.mesh, batch_axes, {}};
   s.specs["label"] = {{batch_axes}};
   s.specs["x"] = x_spec.dims.empty() ? cluster::PartitionSpec{{batch_axes, {}}} : x_spec;
-  return InfeedPlan::BuildSharded(cluster::BatchAssignment(f.topology, f.mesh, batch_axes),
-                                  f.topology.num_hosts(), f.topology.cores_per_host(), o, s);
+  return InfeedPlan::BuildSharded(cluster::BatchAssignment(f.topology, f.mesh, batch_axes), f.topology.num_hosts(),
+                                  f.topology.cores_per_host(), o, s);
 }
 
 // Global rows [begin, end) of the step's batch that each shard of a host holds.
@@ -95,16 +95,22 @@ TEST(ShardedPlanTest, InnerDimSplitIsAPartitionedPlan) {
 
 TEST(ShardedPlanTest, RefusesRowsThatAreNotConsecutiveOnAHost) {
   const MeshFixture f;
-  EXPECT_THAT(ErrorOf([&] { MeshPlan(f, {"fsdp", "data"}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                MeshPlan(f, {"fsdp", "data"});
+              }),
               HasSubstr("input.sharding: host 0's devices hold row blocks [0, 4, 8, 12] of 16 along "
                         "[fsdp, data], not one consecutive range"));
 }
 
 TEST(ShardedPlanTest, RefusesAnIndivisibleBatchAndUnlikeBatchDims) {
   const MeshFixture f;
-  EXPECT_EQ(ErrorOf([&] { MeshPlan(f, {"data", "fsdp"}, {}, 60); }),
+  EXPECT_EQ(ErrorOf([&] {
+              MeshPlan(f, {"data", "fsdp"}, {}, 60);
+            }),
             "input.sharding.label: dim 0 of size 60 does not divide into 16 blocks (data=4 x fsdp=4)");
-  EXPECT_EQ(ErrorOf([&] { MeshPlan(f, {"data", "fsdp"}, {{{"data"}, {}}}); }),
+  EXPECT_EQ(ErrorOf([&] {
+              MeshPlan(f, {"data", "fsdp"}, {{{"data"}, {}}});
+            }),
             "input.sharding.x: [[data], null] splits the batch dim unlike the others ([[data, fsdp]]); "
             "every feature's rows are rows of one batch");
 }

@@ -85,15 +85,15 @@ TEST(SharedStorageTest, WritingTimeCountsOverlappingWritersOnce) {
   SharedStorage core = SharedStorage::Open(segment.name, clock);
   EXPECT_EQ(host.Activity().save_step, -1);
   EXPECT_EQ(host.Activity().writing_s, 0);
-  core.BeginWrite(4);   // t = 0
+  core.BeginWrite(4);  // t = 0
   clock.AdvanceUs(100);
-  host.BeginWrite(4);   // a second core's writer
+  host.BeginWrite(4);  // a second core's writer
   clock.AdvanceUs(100);
-  core.EndWrite();      // t = 200: one still writes
+  core.EndWrite();  // t = 200: one still writes
   clock.AdvanceUs(50);
   EXPECT_DOUBLE_EQ(host.Activity().writing_s, 250e-6);
   clock.AdvanceUs(150);
-  host.EndWrite();      // t = 400
+  host.EndWrite();  // t = 400
   clock.AdvanceUs(1000);
   EXPECT_DOUBLE_EQ(host.Activity().writing_s, 400e-6);
   core.BeginWrite(8);

@@ -82,10 +82,16 @@ TEST(PartitionTest, ThreeDimensionalPiecesVerifyAgainstSyntheticValues) {
 
 TEST(PartitionTest, ProductOneIsTheWholeTensorAndErrorsNameTheKey) {
   EXPECT_EQ(PartitionSlices("k", {4, 2}, {1, 1, 1}, 8), (std::vector<PieceSlice>{{{0, 0}, {4, 2}}}));
-  EXPECT_THAT([] { PartitionSlices("infeed.partition_dims.x", {12, 6}, {3, 2}, 4); },
-              ThrowsMessage<Error>("infeed.partition_dims.x: product 6 must equal cores per replica (4)"));
-  EXPECT_THAT([] { PartitionSlices("infeed.partition_dims.x", {12}, {2, 2}, 4); },
-              ThrowsMessage<Error>(HasSubstr("must have the same number of dimensions as the tensor's shape [12]")));
+  EXPECT_THAT(
+      [] {
+        PartitionSlices("infeed.partition_dims.x", {12, 6}, {3, 2}, 4);
+      },
+      ThrowsMessage<Error>("infeed.partition_dims.x: product 6 must equal cores per replica (4)"));
+  EXPECT_THAT(
+      [] {
+        PartitionSlices("infeed.partition_dims.x", {12}, {2, 2}, 4);
+      },
+      ThrowsMessage<Error>(HasSubstr("must have the same number of dimensions as the tensor's shape [12]")));
   EXPECT_THAT([] { PartitionSlices("infeed.partition_dims.x", {}, {4}, 4); },
               ThrowsMessage<Error>(HasSubstr("same number of dimensions")));
   EXPECT_THAT([] { PartitionSlices("infeed.partition_dims.x", {8}, {0}, 4); },
@@ -131,7 +137,8 @@ TEST(EvenSplitTest, IndivisibleBatchNamesTheTensor) {
               ThrowsMessage<Error>("infeed: tensor 'x': shape [100, 3] cannot be sharded 8 ways along dimension 0"));
   Batch scalar;
   scalar.Insert("s", Tensor(DType::kFloat32, {}));
-  EXPECT_THAT([&] { SplitEven(scalar, 2); }, ThrowsMessage<Error>(HasSubstr("shape [] does not contain shard_dimension 0")));
+  EXPECT_THAT([&] { SplitEven(scalar, 2); },
+              ThrowsMessage<Error>(HasSubstr("shape [] does not contain shard_dimension 0")));
 }
 
 }  // namespace

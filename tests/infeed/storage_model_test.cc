@@ -55,7 +55,7 @@ TEST(StageTimesTest, BoundByIsEnqueueOrTheBuildingStageWithTheMostTime) {
   EXPECT_EQ(BoundBy({0.1, 0.4, 0.1, 0.3}, 0.6), "preprocessing");
   EXPECT_EQ(BoundBy({0.1, 0.1, 0.4, 0.3}, 0.6), "shuffle");
   EXPECT_EQ(BoundBy({0.2, 0.2, 0.1, 0.3}, 0.6), "file read");  // ties: the earlier stage
-  EXPECT_EQ(BoundBy({0, 0, 0, 0.3}, 0.6), "enqueue");  // nothing built: a hand-off wait
+  EXPECT_EQ(BoundBy({0, 0, 0, 0.3}, 0.6), "enqueue");          // nothing built: a hand-off wait
   // It enqueued at least as long as it waited for workers: enqueue, whatever they took.
   EXPECT_EQ(BoundBy({0.5, 0.2, 0.1, 0.3}, 0.3), "enqueue");
   EXPECT_EQ(BoundBy({}, 0), "enqueue");

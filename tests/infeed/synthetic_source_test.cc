@@ -18,7 +18,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::vector<FeatureSpec> SyntheticFeatures() {
-  return {{"x", DType::kFloat32, {3, 4}}, {"h", DType::kBFloat16, {5}}, {"ids", DType::kInt32, {2}},
+  return {{"x", DType::kFloat32, {3, 4}},
+          {"h", DType::kBFloat16, {5}},
+          {"ids", DType::kInt32, {2}},
           {"big", DType::kInt64, {}}};
 }
 
@@ -121,16 +123,24 @@ INSTANTIATE_TEST_SUITE_P(ByteKernels, SyntheticKernelTest,
                                          internal::ByteKernels::kPortable),
                          [](const testing::TestParamInfo<internal::ByteKernels>& p) {
                            switch (p.param) {
-                             case internal::ByteKernels::kVaes: return "Vaes";
-                             case internal::ByteKernels::kAesNi: return "AesNi";
-                             default: return "Portable";
+                             case internal::ByteKernels::kVaes:
+                               return "Vaes";
+                             case internal::ByteKernels::kAesNi:
+                               return "AesNi";
+                             default:
+                               return "Portable";
                            }
                          });
 
 TEST_P(SyntheticKernelTest, WholeRowsEqualTheElementwiseDefinition) {
   for (int64_t n : {1, 7, 8, 15, 16, 17, 63, 64, 65, 127, 128, 129, 143, 255, 256, 257, 513, 1000}) {
-    SyntheticData data(5, {{"f", DType::kFloat32, {n}}, {"h", DType::kBFloat16, {n}}, {"u", DType::kUInt8, {n}},
-                           {"i", DType::kInt32, {n}}, {"l", DType::kInt64, {n}}}, {}, 77);
+    SyntheticData data(5,
+                       {{"f", DType::kFloat32, {n}},
+                        {"h", DType::kBFloat16, {n}},
+                        {"u", DType::kUInt8, {n}},
+                        {"i", DType::kInt32, {n}},
+                        {"l", DType::kInt64, {n}}},
+                       {}, 77);
     Batch b = data.Generate(3, 2);
     for (int64_t j = 0; j < n; ++j) {
       const auto k = static_cast<size_t>(n + j);  // row 1 = example 4
@@ -170,7 +180,8 @@ TEST(SyntheticDataTest, SlicesInsideABlockVerify) {
   for (int64_t col = 0; col < 9; ++col) {
     for (int64_t width = 1; col + width <= 9; ++width) {
       Tensor piece(DType::kUInt8, {1, 1, width});
-      for (int64_t j = 0; j < width; ++j) piece.data<uint8_t>()[static_cast<size_t>(j)] = ByteValue(5, 12, "u", 9 + col + j);
+      for (int64_t j = 0; j < width; ++j)
+        piece.data<uint8_t>()[static_cast<size_t>(j)] = ByteValue(5, 12, "u", 9 + col + j);
       std::vector<int64_t> begin{2, 1, col};
       EXPECT_TRUE(data.VerifySlice("u", piece, 10, begin).ok) << col << " " << width;
       piece.data<uint8_t>()[0] ^= 1;
@@ -222,7 +233,8 @@ TEST(SyntheticDataTest, VerifyByExampleIdsAndSlices) {
     Tensor rows(t.dtype(), BatchShape(data.spec(name), 3));
     size_t row_bytes = t.num_bytes() / 20;
     for (size_t i = 0; i < 3; ++i) {
-      std::memcpy(rows.bytes().data() + i * row_bytes, t.bytes().data() + static_cast<size_t>(ids[i]) * row_bytes, row_bytes);
+      std::memcpy(rows.bytes().data() + i * row_bytes, t.bytes().data() + static_cast<size_t>(ids[i]) * row_bytes,
+                  row_bytes);
     }
     picked.Insert(name, std::move(rows));
   }
@@ -235,7 +247,8 @@ TEST(SyntheticDataTest, VerifyByExampleIdsAndSlices) {
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < 2; ++j)
-        v[static_cast<size_t>(r * 4 + i * 2 + j)] = static_cast<float>(data.ExpectedValue("x", 104 + r, (1 + i) * 4 + 2 + j));
+        v[static_cast<size_t>(r * 4 + i * 2 + j)] =
+            static_cast<float>(data.ExpectedValue("x", 104 + r, (1 + i) * 4 + 2 + j));
   std::vector<int64_t> begin{4, 1, 2};
   EXPECT_TRUE(data.VerifySlice("x", piece, 100, begin).ok);
   std::vector<int64_t> shifted{4, 1, 1};
@@ -275,15 +288,27 @@ TEST(SyntheticDataTest, LabelsComeFromTheHiddenTeacher) {
 }
 
 TEST(SyntheticDataTest, ConfigErrors) {
-  EXPECT_THAT([] { SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {LabelKind::kRegression, "label"}); },
-              testing::ThrowsMessage<Error>(HasSubstr("input.label")));
-  EXPECT_THAT([] { SyntheticData d(1, {{"x", DType::kFloat32, {2}}, {"x", DType::kInt32, {}}}, {}); },
-              testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'x'")));
-  EXPECT_THAT([] { SyntheticData d(1, {{"label", DType::kFloat32, {2}}}, {LabelKind::kLogistic, "label"}); },
-              testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'label'")));
+  EXPECT_THAT(
+      [] {
+        SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {LabelKind::kRegression, "label"});
+      },
+      testing::ThrowsMessage<Error>(HasSubstr("input.label")));
+  EXPECT_THAT(
+      [] {
+        SyntheticData d(1, {{"x", DType::kFloat32, {2}}, {"x", DType::kInt32, {}}}, {});
+      },
+      testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'x'")));
+  EXPECT_THAT(
+      [] {
+        SyntheticData d(1, {{"label", DType::kFloat32, {2}}}, {LabelKind::kLogistic, "label"});
+      },
+      testing::ThrowsMessage<Error>(HasSubstr("duplicate feature 'label'")));
   for (int64_t range : {int64_t{0}, (int64_t{1} << 31) + 1}) {
-    EXPECT_THAT([range] { SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {}, range); },
-                testing::ThrowsMessage<Error>(HasSubstr("input.int_range: must be in [1, 2^31]")));
+    EXPECT_THAT(
+        [range] {
+          SyntheticData d(1, {{"ids", DType::kInt32, {2}}}, {}, range);
+        },
+        testing::ThrowsMessage<Error>(HasSubstr("input.int_range: must be in [1, 2^31]")));
   }
 }
 

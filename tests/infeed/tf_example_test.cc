@@ -76,8 +76,7 @@ TEST(TfExampleTest, MalformedIsOneLineWithOffset) {
   EXPECT_THAT(ErrorOf([&] { ParseExample(Unhex("0b")); }), HasSubstr("wire type 3"));
   EXPECT_THAT(ErrorOf([&] { ParseExample(Unhex("08ffffffffffffffffffff01")); }), HasSubstr("varint"));
   // A packed float list of 3 bytes.
-  EXPECT_THAT(ErrorOf([&] { ParseExample(Unhex("0a0c0a0a0a0178120512030a01ff")); }),
-              HasSubstr("not a multiple of 4"));
+  EXPECT_THAT(ErrorOf([&] { ParseExample(Unhex("0a0c0a0a0a0178120512030a01ff")); }), HasSubstr("not a multiple of 4"));
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ TEST_F(TfRecordSourceTest, LabelsAndPixelsMatchTheIndependentWriter) {
     int64_t label = 0;
     std::memcpy(&label, batch.at("label").bytes().data() + 8 * row, 8);
     EXPECT_EQ(label, 100 * file + record);
-    const std::string expected = ReadBytes(scratch_.Path("data") + "/expected/" + std::to_string(file) + "-" +
-                                           std::to_string(record) + ".rgb");
+    const std::string expected =
+        ReadBytes(scratch_.Path("data") + "/expected/" + std::to_string(file) + "-" + std::to_string(record) + ".rgb");
     ASSERT_EQ(expected.size(), image_bytes);
     EXPECT_EQ(std::memcmp(batch.at("image").bytes().data() + row * image_bytes, expected.data(), image_bytes), 0)
         << "pixels of file " << file << " record " << record;
@@ -99,8 +99,8 @@ TEST_F(TfRecordSourceTest, VerifierRedecodesTheRecordsAShardNames) {
   EXPECT_THAT(verifier.Check(features, shard), HasSubstr("feature 'image' row 0"));
   shard.header.src_host = 1;
   batch.at("image").bytes()[3 * 24 * 24 * 3 + 5] ^= std::byte{1};
-  const std::string row3 = fmt::format("feature 'image' row 3 (record [1, {}] of {}): byte 5 is",
-                                       ids[3] % kTfRecordIdStride, files_[1]);
+  const std::string row3 =
+      fmt::format("feature 'image' row 3 (record [1, {}] of {}): byte 5 is", ids[3] % kTfRecordIdStride, files_[1]);
   EXPECT_THAT(verifier.Check(features, shard), HasSubstr(row3));
 }
 
@@ -131,7 +131,7 @@ TEST_F(TfRecordSourceTest, MissingKeyAndWrongKindNameRecordAndKey) {
   TfRecordSource a(files_, {missing}, 0, 1, {}, 1, 0, 1);
   EXPECT_THAT(ErrorOf([&] { a.Decode(a.NextRecords(1), batch, ids, costs); }),
               HasSubstr(files_[0] + ": record 0: feature key 'image/label' (input.features.label.key) is missing; "
-                        "the record has: image/class/label, image/encoded, image/format"));
+                                    "the record has: image/class/label, image/encoded, image/format"));
   ExampleFeatureSpec wrong = Label();
   wrong.kind = FeatureKind::kFloat;
   wrong.output.dtype = DType::kFloat32;
@@ -139,7 +139,7 @@ TEST_F(TfRecordSourceTest, MissingKeyAndWrongKindNameRecordAndKey) {
   TfRecordSource b(files_, {wrong}, 0, 1, {}, 1, 0, 1);
   EXPECT_THAT(ErrorOf([&] { b.Decode(b.NextRecords(1), floats, ids, costs); }),
               HasSubstr(files_[0] + ": record 0: feature key 'image/class/label' holds a int64 list, "
-                        "input.features.label.kind is float"));
+                                    "input.features.label.kind is float"));
 }
 
 TEST(TfRecordSourcePlainTest, BadJpegNamesRecordAndKey) {

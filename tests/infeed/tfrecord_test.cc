@@ -16,9 +16,9 @@
 namespace tpusim::infeed {
 namespace {
 
+using tpusim::testing::ReadBytes;
 using tpusim::testing::Unhex;
 using tpusim::testing::WriteBytes;
-using tpusim::testing::ReadBytes;
 
 using ::testing::HasSubstr;
 using tpusim::testing::ErrorOf;
@@ -108,8 +108,7 @@ TEST_F(TfRecordFileTest, LengthCrcMismatch) {
   std::string bytes = ReadBytes(path_);
   bytes[21] ^= 4;  // the second record's length
   WriteBytes(path_, bytes);
-  EXPECT_THAT(ErrorOf([&] { ReadAll(path_); }),
-              HasSubstr(path_ + ": record 1 at byte offset 21: length CRC mismatch"));
+  EXPECT_THAT(ErrorOf([&] { ReadAll(path_); }), HasSubstr(path_ + ": record 1 at byte offset 21: length CRC mismatch"));
   TfRecordReadCosts costs;
   EXPECT_EQ(ReadAll(path_, {TfRecordCompression::kNone, true, true}, &costs).size(), 1u);
   EXPECT_EQ(costs.skipped, 1);
@@ -133,7 +132,9 @@ TEST_F(TfRecordFileTest, NotTfRecordAndCompressionMismatch) {
   WriteRecords(TfRecordCompression::kGzip);
   EXPECT_THAT(ErrorOf([&] { ReadAll(path_); }), HasSubstr("starts like gzip (input.tfrecord.compression: gzip)"));
   WriteRecords(TfRecordCompression::kNone);
-  EXPECT_THAT(ErrorOf([&] { ReadAll(path_, {TfRecordCompression::kGzip, true, false}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                ReadAll(path_, {TfRecordCompression::kGzip, true, false});
+              }),
               HasSubstr("not a gzip stream"));
 }
 
@@ -141,7 +142,9 @@ TEST_F(TfRecordFileTest, CutCompressedStream) {
   WriteRecords(TfRecordCompression::kZlib);
   const std::string bytes = ReadBytes(path_);
   WriteBytes(path_, bytes.substr(0, bytes.size() / 2));
-  EXPECT_THAT(ErrorOf([&] { ReadAll(path_, {TfRecordCompression::kZlib, true, false}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                ReadAll(path_, {TfRecordCompression::kZlib, true, false});
+              }),
               HasSubstr(path_ + ": the zlib stream ends early"));
 }
 

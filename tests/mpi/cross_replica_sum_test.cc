@@ -141,8 +141,7 @@ std::string AlgorithmName(const testing::TestParamInfo<CrsAlgorithm>& param_info
   return param_info.param == CrsAlgorithm::kMpi ? "Mpi" : "Ring";
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, CrsTest,
-                         testing::Values(CrsAlgorithm::kMpi, CrsAlgorithm::kRing), AlgorithmName);
+INSTANTIATE_TEST_SUITE_P(Algorithms, CrsTest, testing::Values(CrsAlgorithm::kMpi, CrsAlgorithm::kRing), AlgorithmName);
 
 TEST_P(CrsTest, C1DefaultGroupSumsEveryReplica) {
   CrsSetup s = MakeSetup();
@@ -330,8 +329,7 @@ TEST(AllToAllTest, RaggedRoundTrip) {
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], byte_of(q, me, i));
   }
   EXPECT_EQ(s.comm.AllToAll(std::move(received)), send);
-  EXPECT_THROW(s.comm.AllToAll(std::vector<std::vector<std::byte>>(static_cast<size_t>(n) + 1)),
-               Error);
+  EXPECT_THROW(s.comm.AllToAll(std::vector<std::vector<std::byte>>(static_cast<size_t>(n) + 1)), Error);
 }
 
 }  // namespace

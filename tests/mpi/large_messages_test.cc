@@ -69,10 +69,12 @@ TEST(LargeMessages, AllToAllChunkedEqualsOneMessage) {
   WithBothLimits([&] {
     const int n = world.size();
     std::vector<std::vector<std::byte>> send(static_cast<size_t>(n));
-    for (int q = 0; q < n; ++q) send[static_cast<size_t>(q)] = Payload(world.rank(), q, static_cast<size_t>((world.rank() + 2 * q) % 9));
+    for (int q = 0; q < n; ++q)
+      send[static_cast<size_t>(q)] = Payload(world.rank(), q, static_cast<size_t>((world.rank() + 2 * q) % 9));
     std::vector<std::vector<std::byte>> received = world.AllToAll(send);
     for (int q = 0; q < n; ++q) {
-      EXPECT_EQ(received[static_cast<size_t>(q)], Payload(q, world.rank(), static_cast<size_t>((q + 2 * world.rank()) % 9)));
+      EXPECT_EQ(received[static_cast<size_t>(q)],
+                Payload(q, world.rank(), static_cast<size_t>((q + 2 * world.rank()) % 9)));
     }
   });
 }

@@ -43,8 +43,7 @@ ProcessLink::Failure FailureOf(const RemoteLink::Deliver& deliver) {
   const ProcessLink::Failure seen = failure.get();
   EXPECT_EQ(ErrorOf([&] { link.Stop(); }), seen.message);
   EXPECT_EQ(ErrorOf([&] { link.Send(kGroup, 0, 0, 0, world.rank(), 0, blocks, [] {}); }),
-            fmt::format("process link: a send to process {} after the link failed: {}",
-                        world.rank(), seen.message));
+            fmt::format("process link: a send to process {} after the link failed: {}", world.rank(), seen.message));
   return seen;
 }
 
@@ -57,9 +56,8 @@ TEST(ProcessLinkTest, ABadMessageGoesToTheHandlerAsInputError) {
 }
 
 TEST(ProcessLinkTest, ABugGoesToTheHandlerAsInternalError) {
-  const ProcessLink::Failure failure = FailureOf([](int, int, int, int, std::vector<std::byte>) {
-    throw std::logic_error("a broken invariant");
-  });
+  const ProcessLink::Failure failure =
+      FailureOf([](int, int, int, int, std::vector<std::byte>) { throw std::logic_error("a broken invariant"); });
   EXPECT_EQ(failure.message, "internal error: a broken invariant");
   EXPECT_TRUE(failure.internal);
 }

@@ -21,8 +21,7 @@ namespace {
 
 // A failed link stops the test job at once, as it stops a run of tpusim.
 void AbortOnLinkFailure(const ProcessLink::Failure& failure) {
-  std::fprintf(stderr, "[process %d] process link failed: %s\n", failure.process,
-               failure.message.c_str());
+  std::fprintf(stderr, "[process %d] process link failed: %s\n", failure.process, failure.message.c_str());
   MpiEnvironment::Abort(1);
 }
 
@@ -34,8 +33,7 @@ ProcessLinkStats RunSpanning(int members, const std::function<void(const Transpo
   auto link = std::make_shared<ProcessLink>(world, AbortOnLinkFailure);
   std::vector<int> process_of;
   for (int r = 0; r < members; ++r) process_of.push_back(r * world.size() / members);
-  std::vector<std::unique_ptr<InProcessTransport>> mine =
-      InProcessTransport::CreateSpanningGroup(link, 7, process_of);
+  std::vector<std::unique_ptr<InProcessTransport>> mine = InProcessTransport::CreateSpanningGroup(link, 7, process_of);
   std::vector<std::thread> threads;
   for (const auto& member : mine) {
     threads.emplace_back([&body, t = member.get()] {

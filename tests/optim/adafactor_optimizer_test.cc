@@ -135,8 +135,7 @@ TEST(AdafactorWorkedExampleTest, FactoredBeta1PointNine) {
   opt.Apply(v, w, G1(), {0, 0.01f});
   ExpectNear(w, {0.499226, -0.299754, 0.199903, 0.0999645, 0.399662, -0.599646}, kTol);
   // m = 0.1 * u of the beta1 = 0 branch.
-  ExpectNear(SlotOf(opt, v, "m"),
-             {0.000774327, -0.000246085, 0.0000965225, 0.0000354558, 0.000338041, -0.000353574},
+  ExpectNear(SlotOf(opt, v, "m"), {0.000774327, -0.000246085, 0.0000965225, 0.0000354558, 0.000338041, -0.000353574},
              1e-7);
   opt.Apply(v, w, G2(), {1, 0.01f});
   ExpectNear(w, {0.498891, -0.299712, 0.19949, 0.0994507, 0.399677, -0.599328}, kTol);
@@ -153,8 +152,7 @@ TEST(AdafactorWorkedExampleTest, UnfactoredBeta1Zero) {
   for (int i = 0; i < 6; ++i) expected[i] = kW[i] - 0.00389444 * (g1[i] > 0 ? 1 : -1);
   ExpectNear(w, expected, kTol);
   opt.Apply(v, w, G2(), {1, 0.01f});
-  ExpectNear(SlotOf(opt, v, "v"),
-             {0.0249925, 0.00624812, 0.00625188, 0.0452224, 0.0649875, 0.07996}, kTol);
+  ExpectNear(SlotOf(opt, v, "v"), {0.0249925, 0.00624812, 0.00625188, 0.0452224, 0.0649875, 0.07996}, kTol);
   ExpectNear(w, {0.498547, -0.298547, 0.191224, 0.0906609, 0.399133, -0.596106}, kTol);
 }
 
@@ -185,8 +183,7 @@ std::vector<int64_t> Without(std::vector<int64_t> shape, int axis) {
 }
 
 // mean over `axis` of x (of `shape`).
-std::vector<double> MeanOver(const std::vector<double>& x, const std::vector<int64_t>& shape,
-                             int axis) {
+std::vector<double> MeanOver(const std::vector<double>& x, const std::vector<int64_t>& shape, int axis) {
   std::vector<double> out(x.size() / shape[axis], 0.0);
   for (size_t e = 0; e < x.size(); ++e) out[DropAxis(shape, e, axis)] += x[e];
   for (double& o : out) o /= static_cast<double>(shape[axis]);
@@ -219,8 +216,7 @@ struct Reference {
     for (size_t i = 0; i < vr.size(); ++i) vr[i] = decay * vr[i] + (1 - decay) * row[i];
     for (size_t i = 0; i < vc.size(); ++i) vc[i] = decay * vc[i] + (1 - decay) * col[i];
     const std::vector<int64_t> vr_shape = Without(shape, d0);
-    const int norm_axis = lingvo_normaliser ? static_cast<int>(vr_shape.size()) - 1
-                                            : (d1 > d0 ? d1 - 1 : d1);
+    const int norm_axis = lingvo_normaliser ? static_cast<int>(vr_shape.size()) - 1 : (d1 > d0 ? d1 - 1 : d1);
     const std::vector<double> ltm = MeanOver(vr, vr_shape, norm_axis);
     std::vector<double> x(g.size());
     double x2 = 0;
@@ -281,19 +277,18 @@ TEST_P(AdafactorRankTest, MatchesIndexByIndexReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AdafactorRankTest,
-                         ::testing::Values(std::vector<int64_t>{4, 3, 2},      // d0<d1, inner 2
-                                           std::vector<int64_t>{2, 3, 4},      // d0>d1
-                                           std::vector<int64_t>{5, 2, 3},      // middle axis
-                                           std::vector<int64_t>{3, 5, 2, 4},   // rank 4
-                                           std::vector<int64_t>{3, 4},         // rank 2, d0>d1
-                                           std::vector<int64_t>{5, 2},         // rank 2, d0<d1
+                         ::testing::Values(std::vector<int64_t>{4, 3, 2},        // d0<d1, inner 2
+                                           std::vector<int64_t>{2, 3, 4},        // d0>d1
+                                           std::vector<int64_t>{5, 2, 3},        // middle axis
+                                           std::vector<int64_t>{3, 5, 2, 4},     // rank 4
+                                           std::vector<int64_t>{3, 4},           // rank 2, d0>d1
+                                           std::vector<int64_t>{5, 2},           // rank 2, d0<d1
                                            std::vector<int64_t>{20, 3000, 2}));  // 3 blocks/row
 
 // The QUIRK is real: for [4,3,2] Lingvo's normaliser (last axis of vr) differs
 // from the paper's (axis d1); for [2,3,4] d1 is vr's last axis and they agree.
 TEST(AdafactorQuirkTest, LastAxisNormaliserDiffersOnlyWhenD1IsNotLast) {
-  for (const std::vector<int64_t>& shape :
-       {std::vector<int64_t>{4, 3, 2}, std::vector<int64_t>{2, 3, 4}}) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{4, 3, 2}, std::vector<int64_t>{2, 3, 4}}) {
     const auto dims = AdafactorFactoredDims(shape, true, 2);
     Reference lingvo{shape, dims->d0, dims->d1, true};
     Reference paper{shape, dims->d0, dims->d1, false};
@@ -337,8 +332,7 @@ TEST(AdafactorOptimizerTest, CondIsFiniteSkipsAllWritesOnNonFiniteGradient) {
   p.beta1 = 0.9f;
   p.cond_is_finite = true;
   p.min_dim_size_to_factor = 2;
-  for (const std::vector<int64_t>& shape :
-       {std::vector<int64_t>{2, 3}, std::vector<int64_t>{6}}) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 3}, std::vector<int64_t>{6}}) {
     AdafactorOptimizer opt(p);
     const int v = opt.AddVariable({"w", shape});
     Eigen::ArrayXf w = W0();

@@ -26,9 +26,9 @@ using tpusim::testing::ErrorOf;
 std::unique_ptr<AdaGraftOptimizer> SgdMagnitudeAdagradDirection(bool global) {
   AdagradParams adagrad;
   adagrad.initial_accumulator_value = 0.1f;
-  auto opt = std::make_unique<AdaGraftOptimizer>(std::make_unique<SgdOptimizer>(),
-                                                 std::make_unique<AdagradOptimizer>(adagrad),
-                                                 AdaGraftParams{std::nullopt, global});
+  auto opt =
+      std::make_unique<AdaGraftOptimizer>(std::make_unique<SgdOptimizer>(), std::make_unique<AdagradOptimizer>(adagrad),
+                                          AdaGraftParams{std::nullopt, global});
   opt->AddVariable({"v1", {2}});
   opt->AddVariable({"v2", {1}});
   return opt;

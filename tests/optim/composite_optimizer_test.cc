@@ -11,12 +11,11 @@
 namespace tpusim::optim {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Arr;
 using testing::ExpectNear;
+using ::testing::HasSubstr;
 
-std::vector<CompositeChild> SgdChildren(
-    std::initializer_list<std::pair<const char*, float>> patterns) {
+std::vector<CompositeChild> SgdChildren(std::initializer_list<std::pair<const char*, float>> patterns) {
   std::vector<CompositeChild> children;
   for (const auto& [pattern, lr] : patterns) {
     children.push_back({pattern, std::make_unique<SgdOptimizer>(), lr});
@@ -53,8 +52,7 @@ TEST(CompositeOptimizerTest, DefaultKeyIsItselfARegex) {
 }
 
 TEST(CompositeOptimizerTest, MoreThanOneMatchIsAnErrorAtRegistration) {
-  CompositeOptimizer opt(
-      SgdChildren({{"dense", 0.5f}, {"dense/w", 0.2f}, {"default_optimizer", 0.1f}}));
+  CompositeOptimizer opt(SgdChildren({{"dense", 0.5f}, {"dense/w", 0.2f}, {"default_optimizer", 0.1f}}));
   try {
     opt.AddVariable({"dense/w:0", {2}});
     FAIL() << "expected an error";
@@ -67,11 +65,8 @@ TEST(CompositeOptimizerTest, MoreThanOneMatchIsAnErrorAtRegistration) {
 
 TEST(CompositeOptimizerTest, RequiresDefaultAndValidDistinctPatterns) {
   EXPECT_THROW(CompositeOptimizer(SgdChildren({{"dense", 0.5f}})), Error);
-  EXPECT_THROW(CompositeOptimizer(SgdChildren({{"(", 0.5f}, {"default_optimizer", 0.1f}})),
-               Error);
-  EXPECT_THROW(CompositeOptimizer(SgdChildren(
-                   {{"a", 0.5f}, {"a", 0.5f}, {"default_optimizer", 0.1f}})),
-               Error);
+  EXPECT_THROW(CompositeOptimizer(SgdChildren({{"(", 0.5f}, {"default_optimizer", 0.1f}})), Error);
+  EXPECT_THROW(CompositeOptimizer(SgdChildren({{"a", 0.5f}, {"a", 0.5f}, {"default_optimizer", 0.1f}})), Error);
 }
 
 TEST(CompositeOptimizerTest, ExposesChildSlotsAndPassesGlobalStep) {

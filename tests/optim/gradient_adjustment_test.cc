@@ -38,8 +38,7 @@ TEST(GradientAdjustmentTest, GlobalClippingLeavesSmallNormsAlone) {
 }
 
 TEST(GradientAdjustmentTest, NanOrInfAnywhereGivesExactZerosEverywhere) {
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     std::vector<Eigen::ArrayXf> g = {Arr({3.0f, bad}), Arr({12.0f})};
     const GradientAdjustmentResult r = ClipByGlobalNorm(g, 0.0f, 0.0f);  // no clipping set
     EXPECT_TRUE(r.nonfinite);
@@ -84,7 +83,7 @@ TEST(GradientAdjustmentTest, AdjustAppliesL2BeforeClipping) {
   std::vector<Eigen::ArrayXf> g = {Arr({2.0f, 4.0f})};
   const std::vector<Eigen::ArrayXf> v = {Arr({10.0f, 0.0f})};
   GradientAdjustmentParams p;
-  p.l2_regularizer_weight = 0.1f;      // g = [3, 4], N = 5
+  p.l2_regularizer_weight = 0.1f;        // g = [3, 4], N = 5
   p.clip_gradient_norm_to_value = 2.5f;  // scale 0.5
   const GradientAdjustmentResult r = AdjustGradients(g, v, p);
   EXPECT_FLOAT_EQ(r.global_norm, 5.0f);

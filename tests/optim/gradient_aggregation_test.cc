@@ -35,14 +35,13 @@ TEST(GradientAggregationTest, AppliesMeanOnEveryKthCall) {
 }
 
 TEST(GradientAggregationTest, KMicroStepsEqualOneApplyOfTheMean) {
-  GradientAggregation agg(std::make_unique<AdamOptimizer>(AdamParams{}),
-                          {.num_micro_batches = 4});
+  GradientAggregation agg(std::make_unique<AdamOptimizer>(AdamParams{}), {.num_micro_batches = 4});
   AdamOptimizer direct(AdamParams{});
   agg.AddVariable({"w", {3}});
   direct.AddVariable({"w", {3}});
   Eigen::ArrayXf wa = Arr({0.5f, -0.5f, 1.0f}), wd = wa;
-  const Eigen::ArrayXf g[4] = {Arr({0.1f, 0.2f, 0.3f}), Arr({-0.2f, 0.4f, 0.1f}),
-                               Arr({0.3f, 0.0f, -0.1f}), Arr({0.2f, 0.2f, 0.5f})};
+  const Eigen::ArrayXf g[4] = {Arr({0.1f, 0.2f, 0.3f}), Arr({-0.2f, 0.4f, 0.1f}), Arr({0.3f, 0.0f, -0.1f}),
+                               Arr({0.2f, 0.2f, 0.5f})};
   int64_t global_step = 0;
   for (int round = 0; round < 2; ++round) {
     for (const Eigen::ArrayXf& gi : g) {
@@ -95,8 +94,7 @@ TEST(GradientAggregationTest, CrossReplicaSumOnceAtApply) {
     ++reductions;
     x *= 2.0f;
   };
-  GradientAggregation agg(std::make_unique<SgdOptimizer>(),
-                          {.num_micro_batches = 2, .apply_crs_to_grad = true}, crs);
+  GradientAggregation agg(std::make_unique<SgdOptimizer>(), {.num_micro_batches = 2, .apply_crs_to_grad = true}, crs);
   EXPECT_EQ(agg.crs_placement(), CrsPlacement::kAtApply);
   agg.AddVariable({"a", {1}});
   agg.AddVariable({"b", {1}});
@@ -112,11 +110,10 @@ TEST(GradientAggregationTest, CrossReplicaSumOnceAtApply) {
 }
 
 TEST(GradientAggregationTest, Errors) {
-  EXPECT_THROW(GradientAggregation(std::make_unique<SgdOptimizer>(), {.num_micro_batches = 0}),
-               Error);
-  EXPECT_THROW(GradientAggregation(std::make_unique<SgdOptimizer>(),
-                                   {.num_micro_batches = 2, .apply_crs_to_grad = true}),
-               Error);
+  EXPECT_THROW(GradientAggregation(std::make_unique<SgdOptimizer>(), {.num_micro_batches = 0}), Error);
+  EXPECT_THROW(
+      GradientAggregation(std::make_unique<SgdOptimizer>(), {.num_micro_batches = 2, .apply_crs_to_grad = true}),
+      Error);
   GradientAggregation agg(std::make_unique<SgdOptimizer>(), {.num_micro_batches = 2});
   agg.AddVariable({"w", {1}});
   Eigen::ArrayXf w = Arr({0.0f});

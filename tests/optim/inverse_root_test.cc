@@ -17,8 +17,7 @@ Eigen::MatrixXd Mat2(double a, double b, double c, double d) {
   return m;
 }
 
-void ExpectMatrixNear(const Eigen::MatrixXd& actual, const Eigen::MatrixXd& expected,
-                      double tolerance) {
+void ExpectMatrixNear(const Eigen::MatrixXd& actual, const Eigen::MatrixXd& expected, double tolerance) {
   ASSERT_EQ(actual.rows(), expected.rows());
   ASSERT_EQ(actual.cols(), expected.cols());
   for (Eigen::Index i = 0; i < actual.rows(); ++i) {
@@ -52,8 +51,7 @@ TEST(InverseRootTest, WorkedExampleLeftAndRight) {
 }
 
 TEST(InverseRootTest, NewtonMatchesWorkedExample) {
-  const InverseRootResult left =
-      ComputeInverseRoot(Mat2(0.05, 0.01, 0.01, 0.1), -0.25, 1e-6, kNewtonOr);
+  const InverseRootResult left = ComputeInverseRoot(Mat2(0.05, 0.01, 0.01, 0.1), -0.25, 1e-6, kNewtonOr);
   ExpectMatrixNear(left.out, Mat2(2.12252, -0.0679244, -0.0679244, 1.7829), 1e-5);
   EXPECT_TRUE(left.accepted);
 }

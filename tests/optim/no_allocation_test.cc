@@ -13,7 +13,6 @@
 #include "optim/optimizer_config.h"
 #include "tests/common/malloc_counter.h"
 
-
 namespace tpusim::optim {
 namespace {
 
@@ -25,8 +24,7 @@ struct Variable {
 };
 
 std::vector<Variable> MakeVariables(Optimizer& opt) {
-  const std::vector<VariableSpec> specs = {
-      {"dense/w:0", {256, 128}}, {"emb/t:0", {4, 3, 2}}, {"bias:0", {7}}};
+  const std::vector<VariableSpec> specs = {{"dense/w:0", {256, 128}}, {"emb/t:0", {4, 3, 2}}, {"bias:0", {7}}};
   std::vector<Variable> vars;
   for (const VariableSpec& s : specs) {
     opt.AddVariable(s);
@@ -83,8 +81,7 @@ TEST(NoAllocationTest, ApplyDoesNotAllocate) {
 
 TEST(NoAllocationTest, GradientAggregationDoesNotAllocate) {
   if (!tpusim::testing::MallocCountingEnabled()) GTEST_SKIP() << "malloc is owned by AddressSanitizer";
-  GradientAggregation agg(MakeOptimizer(Configs()[5]),
-                          {.num_micro_batches = 2, .apply_crs_to_grad = true},
+  GradientAggregation agg(MakeOptimizer(Configs()[5]), {.num_micro_batches = 2, .apply_crs_to_grad = true},
                           [](Eigen::Ref<Eigen::ArrayXf> x) { x *= 2.0f; });
   Eigen::ArrayXf w = Eigen::ArrayXf::Constant(256 * 128, 0.5f);
   const Eigen::ArrayXf g = Eigen::ArrayXf::Constant(256 * 128, 0.01f);

@@ -57,8 +57,7 @@ TEST(OptimizerConfigTest, BadFieldsAreNamed) {
   OptimizerConfig c;
   c.name = "adagrad";
   c.adagrad.initial_accumulator_value = 0.0f;
-  EXPECT_EQ(ErrorOf(c),
-            "train.optimizer.adagrad.initial_accumulator_value: 0 must be finite, > 0");
+  EXPECT_EQ(ErrorOf(c), "train.optimizer.adagrad.initial_accumulator_value: 0 must be finite, > 0");
   c = OptimizerConfig{};
   c.name = "adam";
   c.adam.beta1 = 1.0f;
@@ -66,8 +65,7 @@ TEST(OptimizerConfigTest, BadFieldsAreNamed) {
   c = OptimizerConfig{};
   c.name = "adafactor";
   c.adafactor.clipping_threshold = 0.0f;
-  EXPECT_EQ(ErrorOf(c),
-            "train.optimizer.adafactor.clipping_threshold: 0 must be finite, > 0");
+  EXPECT_EQ(ErrorOf(c), "train.optimizer.adafactor.clipping_threshold: 0 must be finite, > 0");
   c = OptimizerConfig{};
   c.learning_rate = -1.0f;
   EXPECT_EQ(ErrorOf(c), "train.optimizer.learning_rate: -1 must be finite, >= 0");

@@ -132,7 +132,9 @@ TEST(PreconditionerServiceTest, ConfigNamesAndErrors) {
   c.delay_loops = -1;
   EXPECT_EQ(ErrorOf([&] { ValidatePreconditionerServiceConfig(c, "s.preconditioner"); }),
             "s.preconditioner.delay_loops: -1 must be >= 0");
-  EXPECT_EQ(ErrorOf([] { PreconditionerService({0, InverseRootMethod::kAuto, 0, nullptr}); }),
+  EXPECT_EQ(ErrorOf([] {
+              PreconditionerService({0, InverseRootMethod::kAuto, 0, nullptr});
+            }),
             "preconditioner service: threads 0 must be >= 1");
 }
 

@@ -78,10 +78,8 @@ TEST(ShampooWorkedExampleTest, StatisticsAndPreconditionersBeforeTheStep) {
   EXPECT_NEAR(keys[0].statistics(0, 1), 0.01, 1e-7);
   EXPECT_NEAR(keys[1].statistics(0, 1), -0.01, 1e-7);
   ExpectNear(SlotOf(*opt, 0, "accumulator"), {0.01, 0.04, 0.09, 0.01}, 1e-7);
-  ExpectNear(SlotOf(*opt, 0, "mat_preconditioner_0"), {2.12252, -0.0679244, -0.0679244, 1.7829},
-             1e-5);
-  ExpectNear(SlotOf(*opt, 0, "mat_preconditioner_1"), {1.7829, 0.0679244, 0.0679244, 2.12252},
-             1e-5);
+  ExpectNear(SlotOf(*opt, 0, "mat_preconditioner_0"), {2.12252, -0.0679244, -0.0679244, 1.7829}, 1e-5);
+  ExpectNear(SlotOf(*opt, 0, "mat_preconditioner_1"), {1.7829, 0.0679244, 0.0679244, 2.12252}, 1e-5);
 }
 
 TEST(ShampooWorkedExampleTest, StepAtThreeMatchesTheSpec) {
@@ -214,15 +212,14 @@ TEST(ShampooOptimizerTest, SlotAndKeyNamesOfABlockedVariable) {
   ShampooOptimizer opt(p);
   opt.AddVariable({"w:0", {7, 2}});
   EXPECT_EQ(SlotNames(opt, 0),
-            (std::vector<std::string>{
-                "accumulator", "momentum", "precond_grad_momentum", "0_mat_statistics_0",
-                "0_mat_preconditioner_0", "0_mat_statistics_1", "0_mat_preconditioner_1",
-                "1_mat_statistics_0", "1_mat_preconditioner_0", "1_mat_statistics_1",
-                "1_mat_preconditioner_1", "2_mat_statistics_1", "2_mat_preconditioner_1"}));
+            (std::vector<std::string>{"accumulator", "momentum", "precond_grad_momentum", "0_mat_statistics_0",
+                                      "0_mat_preconditioner_0", "0_mat_statistics_1", "0_mat_preconditioner_1",
+                                      "1_mat_statistics_0", "1_mat_preconditioner_0", "1_mat_statistics_1",
+                                      "1_mat_preconditioner_1", "2_mat_statistics_1", "2_mat_preconditioner_1"}));
   std::vector<std::string> keys;
   for (const PreconditionerKey& k : opt.StatisticsToCompute(0)) keys.push_back(k.key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"P_0_D_0_w:0", "P_0_D_1_w:0", "P_1_D_0_w:0",
-                                            "P_1_D_1_w:0", "P_2_D_1_w:0"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"P_0_D_0_w:0", "P_0_D_1_w:0", "P_1_D_0_w:0", "P_1_D_1_w:0", "P_2_D_1_w:0"}));
   EXPECT_EQ(opt.StatisticsToCompute(0)[4].exponent, -0.5);  // block [1, 2]: r = 1
 }
 
@@ -242,8 +239,7 @@ TEST(ShampooOptimizerTest, AssignRejectsUnknownKeysAndWrongShapes) {
 // ---- statistics and the preconditioned direction against direct formulas --------
 
 // S_i of a C-order tensor: sum over all other axes of G[.., a, ..] G[.., b, ..].
-Eigen::MatrixXd DirectStatistics(const Eigen::ArrayXf& g, const std::vector<int64_t>& shape,
-                                 int axis) {
+Eigen::MatrixXd DirectStatistics(const Eigen::ArrayXf& g, const std::vector<int64_t>& shape, int axis) {
   const int64_t n = shape[axis];
   int64_t inner = 1;
   for (size_t j = axis + 1; j < shape.size(); ++j) inner *= shape[j];

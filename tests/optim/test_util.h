@@ -4,8 +4,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include <Eigen/Core>
 #include <gtest/gtest.h>
+#include <Eigen/Core>
 
 #include "optim/optimizer.h"
 
@@ -19,8 +19,7 @@ inline Eigen::ArrayXf Arr(std::initializer_list<float> values) {
 }
 
 // Element-wise |actual - expected| <= tolerance, reporting the first mismatch.
-inline void ExpectNear(const Eigen::ArrayXf& actual, const std::vector<double>& expected,
-                       double tolerance) {
+inline void ExpectNear(const Eigen::ArrayXf& actual, const std::vector<double>& expected, double tolerance) {
   ASSERT_EQ(actual.size(), static_cast<Eigen::Index>(expected.size()));
   for (Eigen::Index i = 0; i < actual.size(); ++i) {
     EXPECT_NEAR(actual[i], expected[i], tolerance) << "element " << i;
@@ -50,8 +49,8 @@ class RecordingOptimizer final : public Optimizer {
 
  protected:
   void AddState(int, const VariableSpec&) override {}
-  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value,
-                  const Eigen::Ref<const Eigen::ArrayXf>& grad, const StepContext& ctx) override {
+  void ApplyDense(int var_index, Eigen::Ref<Eigen::ArrayXf> value, const Eigen::Ref<const Eigen::ArrayXf>& grad,
+                  const StepContext& ctx) override {
     calls.push_back({var_index, ctx, std::vector<float>(grad.begin(), grad.end())});
     value -= grad;
   }

@@ -136,8 +136,7 @@ std::vector<GoldenCase> ReadCases(const std::string& path) {
     if (Trim(line).empty() || Trim(line)[0] == '#') continue;
     const std::vector<std::string> fields = Split(line, '|');
     if (fields.size() < 2 || fields.size() > 3 || Trim(fields[0]).empty()) {
-      throw std::runtime_error(
-          fmt::format("{}:{}: expected NAME | CONFIG | OVERRIDES", path, number));
+      throw std::runtime_error(fmt::format("{}:{}: expected NAME | CONFIG | OVERRIDES", path, number));
     }
     GoldenCase c{Trim(fields[0]), Trim(fields[1]), {}};
     if (fields.size() == 3) {
@@ -210,8 +209,7 @@ std::vector<std::string> GoldenDifferences(const json& golden, const json& fresh
         if (g.dump() == f.dump() || AllowedToDiffer(path, g) || WithinTrainingTolerance(path, g, f)) {
           return;
         }
-        values.push_back(
-            fmt::format("{}: {} in the golden report, {} now", path, g.dump(), f.dump()));
+        values.push_back(fmt::format("{}: {} in the golden report, {} now", path, g.dump(), f.dump()));
       });
   out.insert(out.end(), values.begin(), values.end());
   const std::vector<std::string> replicas = ReplicaDisagreements(fresh);

@@ -62,8 +62,7 @@ nlohmann::json WithoutUncompared(nlohmann::json report);
 // kNotCompared, that the rules above do not allow, one line each
 // ("loops.num_loops: 3 in the golden report, 2 now", "unknown field
 // 'hosts[0].stagez'"); empty when they agree.
-std::vector<std::string> GoldenDifferences(const nlohmann::json& golden,
-                                           const nlohmann::json& fresh);
+std::vector<std::string> GoldenDifferences(const nlohmann::json& golden, const nlohmann::json& fresh);
 
 // The sections whose values follow from the synthetic data (the losses and the
 // trained parameters' checksums).

@@ -16,18 +16,15 @@ using ::testing::IsEmpty;
 
 json Golden(const std::string& name = "per-host") { return ReadGolden(name); }
 
-TEST(GoldenCompareTest, AReportAgreesWithItself) {
-  EXPECT_THAT(GoldenDifferences(Golden(), Golden()), IsEmpty());
-}
+TEST(GoldenCompareTest, AReportAgreesWithItself) { EXPECT_THAT(GoldenDifferences(Golden(), Golden()), IsEmpty()); }
 
 TEST(GoldenCompareTest, ARenamedKeyIsMissingAndUnknown) {
   json fresh = Golden();
   json& stages = fresh["hosts"][0]["stages"];
   stages["file_read_secs"] = stages["file_read_s"];
   stages.erase("file_read_s");
-  EXPECT_THAT(GoldenDifferences(Golden(), fresh),
-              ElementsAre("missing field 'hosts[0].stages.file_read_s'",
-                          "unknown field 'hosts[0].stages.file_read_secs'"));
+  EXPECT_THAT(GoldenDifferences(Golden(), fresh), ElementsAre("missing field 'hosts[0].stages.file_read_s'",
+                                                              "unknown field 'hosts[0].stages.file_read_secs'"));
 }
 
 TEST(GoldenCompareTest, AnArrayOfAnotherLengthIsADifference) {
@@ -41,8 +38,7 @@ TEST(GoldenCompareTest, AValueOfAnotherTypeIsADifference) {
   fresh["run_seconds"] = 3;
   fresh["window"]["note"] = nullptr;
   EXPECT_THAT(GoldenDifferences(Golden(), fresh),
-              ElementsAre("run_seconds: an integer, expected a float",
-                          "window.note: null, expected a string"));
+              ElementsAre("run_seconds: an integer, expected a float", "window.note: null, expected a string"));
 }
 
 TEST(GoldenCompareTest, ClockReadingsAndListedFieldsMayDiffer) {
@@ -81,13 +77,12 @@ TEST(GoldenCompareTest, DeterministicValuesMustAgree) {
   fresh["topology"]["name"] = "v4-8";
   fresh["window"]["excludes_first_loop"] = false;
   const json golden = Golden();
-  EXPECT_THAT(GoldenDifferences(golden, fresh),
-              ElementsAre("config.input.seed: 1 in the golden report, 2 now",
-                          "loops.num_loops: 2 in the golden report, 3 now",
-                          "topology.name: \"v3-8\" in the golden report, \"v4-8\" now",
-                          "training.final_loss: " + golden["training"]["final_loss"].dump() +
-                              " in the golden report, 0.25 now",
-                          "window.excludes_first_loop: true in the golden report, false now"));
+  EXPECT_THAT(
+      GoldenDifferences(golden, fresh),
+      ElementsAre("config.input.seed: 1 in the golden report, 2 now", "loops.num_loops: 2 in the golden report, 3 now",
+                  "topology.name: \"v3-8\" in the golden report, \"v4-8\" now",
+                  "training.final_loss: " + golden["training"]["final_loss"].dump() + " in the golden report, 0.25 now",
+                  "window.excludes_first_loop: true in the golden report, false now"));
 }
 
 // A new generator's values: the training sections are taken, nothing else.
@@ -115,8 +110,7 @@ TEST(GoldenCompareTest, TrainingMayMoveInItsLastBitsButReplicasMustAgree) {
   fresh["training"]["final_loss"] = loss * (1 + 1e-3);
   EXPECT_THAT(GoldenDifferences(Golden(), fresh),
               ElementsAre("training.final_loss: " + Golden()["training"]["final_loss"].dump() +
-                              " in the golden report, " + fresh["training"]["final_loss"].dump() +
-                              " now",
+                              " in the golden report, " + fresh["training"]["final_loss"].dump() + " now",
                           "replicas.checksums[1].checksum: \"fedcba9876543210\" now, replica 0 has "
                           "\"0123456789abcdef\""));
 }
@@ -125,9 +119,8 @@ TEST(GoldenCompareTest, TrainingMayMoveInItsLastBitsButReplicasMustAgree) {
 TEST(GoldenCompareTest, ConfigFloatsMustAgree) {
   json fresh = Golden("shampoo-sync");
   fresh["config"]["train"]["optimizer"]["learning_rate"] = 0.5;
-  EXPECT_THAT(
-      GoldenDifferences(Golden("shampoo-sync"), fresh),
-      ElementsAre("config.train.optimizer.learning_rate: 0.02 in the golden report, 0.5 now"));
+  EXPECT_THAT(GoldenDifferences(Golden("shampoo-sync"), fresh),
+              ElementsAre("config.train.optimizer.learning_rate: 0.02 in the golden report, 0.5 now"));
 }
 
 }  // namespace

@@ -19,9 +19,12 @@ namespace {
 
 // A target host of 96 vCPUs; its pipeline's workers are every input vCPU unless
 // `workers` says otherwise (target_host.input_workers).
-run::TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64,
-                       double workers = 0) {
-  return {{96, "test"},         {input_vcpus, "test"}, {cpu_speed, "test"}, {memory_gib, "test"}, 2,
+run::TargetHost Target(double input_vcpus, double cpu_speed = 1, double memory_gib = 64, double workers = 0) {
+  return {{96, "test"},
+          {input_vcpus, "test"},
+          {cpu_speed, "test"},
+          {memory_gib, "test"},
+          2,
           {workers > 0 ? workers : input_vcpus, "test"}};
 }
 
@@ -35,10 +38,10 @@ report::HostCosts Host(const infeed::StageCosts& costs, int host = 0) {
 }
 
 report::PodProjectionSection Project(const run::RunConfig& config, const run::TargetHost& target,
-                             const std::vector<report::HostCosts>& hosts, double device_step_s,
-                             double crs_s = 0) {
-  return report::ProjectPod({config, target, /*host_to_device_gbps=*/128, hosts, device_step_s, crs_s,
-                     report::MachineShare{2, 1}, {}});
+                                     const std::vector<report::HostCosts>& hosts, double device_step_s,
+                                     double crs_s = 0) {
+  return report::ProjectPod(
+      {config, target, /*host_to_device_gbps=*/128, hosts, device_step_s, crs_s, report::MachineShare{2, 1}, {}});
 }
 
 // Rates and times are quotients of decimal figures: equal to a part in 1e12.
@@ -73,8 +76,7 @@ TEST(PodProjectionTest, DoublingInputVcpusDoublesACpuBoundStageUntilAnotherBinds
   // 16 workers: preprocessing 16000/s, so the sender's 10000/s binds; 32 vCPUs
   // change nothing when the pipeline has 16 workers (target_host.input_workers).
   for (double vcpus : {16.0, 32.0}) {
-    const report::HostProjection h =
-        Project(config, Target(vcpus, 1, 64, 16), {Host(costs)}, 0.1).hosts.at(0);
+    const report::HostProjection h = Project(config, Target(vcpus, 1, 64, 16), {Host(costs)}, 0.1).hosts.at(0);
     ExpectClose(StageOf(h, "preprocessing").capacity_examples_per_s.value(), 16000);
     ExpectClose(StageOf(h, "enqueue").capacity_examples_per_s.value(), 10000);
     ExpectClose(StageOf(h, "enqueue").workers.value(), 1);
@@ -109,8 +111,7 @@ infeed::StageCosts FilesCosts() {
 }
 
 TEST(PodProjectionTest, AStorageBoundConfigIsProjectedStorageBound) {
-  const report::HostProjection h =
-      Project(FilesConfig(), Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
+  const report::HostProjection h = Project(FilesConfig(), Target(8), {Host(FilesCosts())}, 0.1).hosts.at(0);
   const report::ProjectedStage& storage = StageOf(h, "storage");
   // Bandwidth: 1e8 B/s / 1000 B = 100000/s; latency: 4 / (1 ms x 0.5) = 8000/s.
   ExpectClose(storage.capacity_examples_per_s.value(), 8000);
@@ -264,8 +265,7 @@ TEST(PodProjectionTest, TheSlowestHostBindsThePod) {
   fast.preprocessing_cpu_s = 0.4;  // 10000/s: 10 ms per step
   slow.preprocessing_cpu_s = 0.4;
   slow.modeled_preprocessing_s = 0.8;  // 5000/s: 20 ms per step
-  const report::PodProjectionSection p =
-      Project(config, Target(4), {Host(fast, 0), Host(slow, 1)}, 0.010);
+  const report::PodProjectionSection p = Project(config, Target(4), {Host(fast, 0), Host(slow, 1)}, 0.010);
   ExpectClose(p.projected_examples_per_s_per_host.value(), 5000);
   EXPECT_EQ(p.bound_host, 1);
   // 20 - 10 = 10 ms of wait in a 20 ms step: AU 0.5.
@@ -369,14 +369,13 @@ TEST(PodProjectionTest, TheAssumptionsAreStated) {
             "vCPUs to itself (test)");
   EXPECT_EQ(p.assumes[2].rfind("cpu_speed as given: one target vCPU does 1x the work", 0), 0u);
   EXPECT_EQ(p.assumes[3].rfind("the target pipeline's workers: 4 (target_host.input_workers, test), "
-                                "not the threads that emulate it here (infeed.parallelism 4)",
-                                0),
+                               "not the threads that emulate it here (infeed.parallelism 4)",
+                               0),
             0u)
       << p.assumes[3];
   EXPECT_EQ(p.target_host.numa_nodes, 2);
   EXPECT_EQ(p.target_host.input_vcpus.source, "test");
 }
-
 
 // The projection's workers are the target pipeline's (target_host.input_workers),
 // never this machine's emulation threads (infeed.parallelism) nor the prefetch
@@ -388,8 +387,7 @@ TEST(PodProjectionTest, WorkersAreTheTargetsNotThisMachinesThreads) {
     run::RunConfig config;
     config.infeed.parallelism = parallelism;
     config.input.prefetch = 2;
-    const report::HostProjection h =
-        Project(config, Target(104, 1, 64, 8), {Host(costs)}, 0.1).hosts.at(0);
+    const report::HostProjection h = Project(config, Target(104, 1, 64, 8), {Host(costs)}, 0.1).hosts.at(0);
     ExpectClose(StageOf(h, "preprocessing").workers.value(), 8);
     ExpectClose(h.projected_examples_per_s.value(), 8000);
   }
@@ -489,8 +487,7 @@ PodCase ResNetOnV5e256() {
 }
 
 run::TargetHost V5eHost(double workers = 104) {
-  return {{112, "topology"}, {104, "default"}, {1, "default"}, {192, "topology"}, 2,
-          {workers, "test"}};
+  return {{112, "topology"}, {104, "default"}, {1, "default"}, {192, "topology"}, 2, {workers, "test"}};
 }
 
 report::PodProjectionSection ProjectV5e(const PodCase& c, const run::TargetHost& target) {
@@ -546,24 +543,20 @@ TEST(RecommendationTest, WorkersBeyondTheInputVcpusAreSaidHonestly) {
   // A device step of 0.6 ms: demand 26667/s; 0.9 x 1.15 x 26667 x 104 / 52309 = 54.9 workers.
   run::TargetHost small = V5eHost(8);
   small.input_vcpus.value = 40;
-  const report::PodProjectionSection p =
-      report::ProjectPod({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}});
-  const report::Recommendation r =
-      report::Recommend({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}}, p, 0.9);
+  const report::PodProjectionSection p = report::ProjectPod({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}});
+  const report::Recommendation r = report::Recommend({c.config, small, 200, c.hosts, 0.6e-3, 0, {2, 64}, {}}, p, 0.9);
   EXPECT_EQ(r.kind, "set");
   ASSERT_EQ(r.changes.size(), 2u);
   EXPECT_EQ(r.changes[0].key, "target_host.input_vcpus");
   EXPECT_EQ(r.changes[0].value, 55);
   EXPECT_EQ(r.changes[1].key, "target_host.input_workers");
   EXPECT_NE(r.text.find("more workers than the 40 input vCPUs"), std::string::npos) << r.text;
-  EXPECT_GE(report::ProjectPod({c.config, Applied(small, r), 200, c.hosts, 0.6e-3, 0, {2, 64}, {}})
-                .projected_au.value(),
-            0.9);
+  EXPECT_GE(
+      report::ProjectPod({c.config, Applied(small, r), 200, c.hosts, 0.6e-3, 0, {2, 64}, {}}).projected_au.value(),
+      0.9);
   // A 0.1 ms step: 160000/s per host, more than 112 workers carry (112000/s).
-  const report::PodProjectionSection q =
-      report::ProjectPod({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}});
-  const report::Recommendation n =
-      report::Recommend({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}}, q, 0.9);
+  const report::PodProjectionSection q = report::ProjectPod({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}});
+  const report::Recommendation n = report::Recommend({c.config, small, 200, c.hosts, 0.1e-3, 0, {2, 64}, {}}, q, 0.9);
   EXPECT_EQ(n.kind, "not reachable");
   EXPECT_FALSE(n.key);
   EXPECT_NE(n.text.find("more input workers than the host's 112 vCPUs"), std::string::npos) << n.text;
@@ -644,9 +637,9 @@ std::vector<report::HostCosts> InflatedHosts() {
   std::vector<report::HostCosts> hosts;
   for (int h = 0; h < 3; ++h) {
     infeed::StageCosts c;
-    c.build_cpu_s = 0.48 + 0.02 * h;        // 480, 500, 520 us
-    c.package_cpu_s = 0.009 + 0.001 * h;   // 9, 10, 11 us
-    c.preprocessing_cpu_s = 0.3;           // 300 us
+    c.build_cpu_s = 0.48 + 0.02 * h;           // 480, 500, 520 us
+    c.package_cpu_s = 0.009 + 0.001 * h;       // 9, 10, 11 us
+    c.preprocessing_cpu_s = 0.3;               // 300 us
     c.enqueue_cpu_s = c.package_cpu_s + 0.02;  // the sender's own: 20 us
     hosts.push_back(Host(c, h));
   }
@@ -663,8 +656,8 @@ report::HostCalibration Calibration(int host = 0) {
 
 TEST(PodProjectionTest, ACalibrationReplacesTheInRunMedianOfItsClass) {
   std::vector<report::HostCosts> hosts = InflatedHosts();
-  report::PodProjectionInputs in{run::RunConfig{}, Target(8), 128, hosts, 0.1, 0, report::MachineShare{2, 1},
-                                 {Calibration()}};
+  report::PodProjectionInputs in{run::RunConfig{},           Target(8),      128, hosts, 0.1, 0,
+                                 report::MachineShare{2, 1}, {Calibration()}};
   const report::PodProjectionSection p = report::ProjectPod(in);
   for (const report::HostProjection& h : p.hosts) {
     SCOPED_TRACE(h.host);
@@ -699,7 +692,7 @@ TEST(PodProjectionTest, WithoutACalibrationTheInRunMedianStandsAndSaysWhy) {
   const std::vector<std::pair<run::RunConfig, std::vector<report::HostCalibration>>> cases = {
       {off, {}}, {run::RunConfig{}, {failed}}, {run::RunConfig{}, {other}}};
   for (const auto& [config, calibrations] : cases) {
-    report::PodProjectionInputs in{config, Target(8), 128, InflatedHosts(), 0.1, 0, report::MachineShare{2, 1},
+    report::PodProjectionInputs in{config,      Target(8), 128, InflatedHosts(), 0.1, 0, report::MachineShare{2, 1},
                                    calibrations};
     const report::PodProjectionSection p = report::ProjectPod(in);
     ExpectClose(StageOf(p.hosts[0], "step build").shared_cpu_s_per_example.value(), 500e-6);
@@ -707,12 +700,11 @@ TEST(PodProjectionTest, WithoutACalibrationTheInRunMedianStandsAndSaysWhy) {
     ASSERT_TRUE(p.cost_source);
     EXPECT_EQ(p.cost_source->source, "run");
   }
-  const report::PodProjectionInputs unset{off, Target(8), 128, InflatedHosts(), 0.1, 0,
-                                         report::MachineShare{2, 1}, {}};
+  const report::PodProjectionInputs unset{off, Target(8), 128, InflatedHosts(), 0.1, 0, report::MachineShare{2, 1}, {}};
   EXPECT_EQ(report::ProjectPod(unset).cost_source->note, "report.calibrate is false");
   const run::RunConfig on;
-  const report::PodProjectionInputs broke{on, Target(8), 128, InflatedHosts(), 0.1, 0,
-                                          report::MachineShare{2, 1}, {failed}};
+  const report::PodProjectionInputs broke{on,      Target(8), 128, InflatedHosts(), 0.1, 0, report::MachineShare{2, 1},
+                                          {failed}};
   EXPECT_EQ(report::ProjectPod(broke).cost_source->note, failed.note);
 }
 

@@ -11,7 +11,6 @@
 
 #include <gtest/gtest.h>
 
-
 namespace tpusim::report {
 namespace {
 
@@ -42,8 +41,7 @@ TEST(PodWorkloadsTest, SparseEnqueueDemandIsIdsPerExampleTimesExamplesOverTheSte
   // The id generation is the simulator's own, reported apart and never projected.
   ExpectClose(p->id_generation_cpu_s_per_id, 300e-9);
   // cpu_speed 2 doubles the capacity; a step twice as long halves the demand.
-  const std::optional<SparseEnqueueProjection> faster =
-      ProjectSparseEnqueue({SparseHost(0, 2)}, 200, 2, 0.040);
+  const std::optional<SparseEnqueueProjection> faster = ProjectSparseEnqueue({SparseHost(0, 2)}, 200, 2, 0.040);
   ExpectClose(faster->capacity_ids_per_s_per_host, 2 * 200 / 2e-9);
   ExpectClose(faster->demand_ids_per_s_per_host.value(), 320.0 * 2048 / 0.040);
 }
@@ -52,8 +50,7 @@ TEST(PodWorkloadsTest, SparseEnqueueDemandIsIdsPerExampleTimesExamplesOverTheSte
 // and the spread (max / min) names it.
 TEST(PodWorkloadsTest, IdenticalHostsShareTheMedianCpuPerId) {
   const std::optional<SparseEnqueueProjection> p = ProjectSparseEnqueue(
-      {SparseHost(0, 2), SparseHost(1, 2.2), SparseHost(2, 20), SparseHost(3, 2.1), SparseHost(4, 2)},
-      100, 1, 0.020);
+      {SparseHost(0, 2), SparseHost(1, 2.2), SparseHost(2, 20), SparseHost(3, 2.1), SparseHost(4, 2)}, 100, 1, 0.020);
   ASSERT_TRUE(p);
   ExpectClose(p->cpu_s_per_id, 2.1e-9);
   ExpectClose(p->host_min_cpu_s_per_id, 2e-9);
@@ -177,8 +174,7 @@ TEST_F(ShampooPodTest, OneStepPerLoopIsStaleAndAThousandKeepUp) {
   const ShampooPodProjection slow_loop = *ProjectShampoo(inputs_, 1, 0.050);
   EXPECT_EQ(slow_loop.keeps_up, true);
   EXPECT_EQ(slow_loop.projected_staleness_steps, 1000);
-  EXPECT_NE(PreconditionerAnswer(slow_loop).text.find("preconditioners keep up on the pod"),
-            std::string::npos);
+  EXPECT_NE(PreconditionerAnswer(slow_loop).text.find("preconditioners keep up on the pod"), std::string::npos);
 }
 
 // The model scales with the threads and cpu_speed: 32 threads at speed 2 take

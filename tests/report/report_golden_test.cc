@@ -23,8 +23,8 @@ constexpr const char* kMpiEnv =
     "OMPI_MCA_odls_base_cutoff=1000 OMPI_MCA_rmaps_base_oversubscribe=1";
 
 std::string LaunchCommand(const GoldenCase& c, const std::string& report_path) {
-  std::string command = std::string(kMpiEnv) + " timeout -k 5 300 " + e2e::Tpusim() + " launch " +
-                        e2e::Source(c.config);
+  std::string command =
+      std::string(kMpiEnv) + " timeout -k 5 300 " + e2e::Tpusim() + " launch " + e2e::Source(c.config);
   for (const std::string& o : c.overrides) command += " --set '" + o + "'";
   return command + " --quiet --report " + report_path + " < /dev/null";
 }
@@ -34,8 +34,7 @@ std::string Lines(const std::vector<std::string>& lines) {
   constexpr size_t kShown = 20;
   std::string out;
   for (size_t i = 0; i < lines.size() && i < kShown; ++i) out += "  " + lines[i] + "\n";
-  if (lines.size() > kShown)
-    out += "  ... and " + std::to_string(lines.size() - kShown) + " more\n";
+  if (lines.size() > kShown) out += "  ... and " + std::to_string(lines.size() - kShown) + " more\n";
   return out;
 }
 
@@ -69,17 +68,14 @@ TEST_P(ReportGoldenTest, TheReportAgreesWithTheGoldenOne) {
     return;
   }
   if (std::getenv("TPUSIM_GOLDEN_ADD_FIELDS")) {  // see cases.txt: additions only
-    std::ofstream(GoldenPath(c.name)) << WithAddedFields(golden, WithoutUncompared(fresh)).dump(2)
-                                      << "\n";
+    std::ofstream(GoldenPath(c.name)) << WithAddedFields(golden, WithoutUncompared(fresh)).dump(2) << "\n";
     return;
   }
   const std::vector<std::string> differences = GoldenDifferences(golden, fresh);
-  EXPECT_TRUE(differences.empty()) << c.name << " differs from its golden report:\n"
-                                   << Lines(differences);
+  EXPECT_TRUE(differences.empty()) << c.name << " differs from its golden report:\n" << Lines(differences);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ReportGoldenTest,
-                         ::testing::ValuesIn(ReadCases(GoldenDir() + "/cases.txt")),
+INSTANTIATE_TEST_SUITE_P(Cases, ReportGoldenTest, ::testing::ValuesIn(ReadCases(GoldenDir() + "/cases.txt")),
                          [](const auto& param) { return TestName(param.param); });
 
 }  // namespace

@@ -22,25 +22,23 @@ struct Fixture {
   run::Slice slice;
   run::LoopPlan loops;
   Fixture()
-      : slice(run::BuildSlice(cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
-                         AssignmentOptions(config.cluster,
-                                           cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
-                                           "test"))) {
+      : slice(run::BuildSlice(
+            cluster::LoadTopology(cluster::ResolveTopology("v4-8")),
+            AssignmentOptions(config.cluster, cluster::LoadTopology(cluster::ResolveTopology("v4-8")), "test"))) {
     config.train.steps = 20;
     config.train.iterations_per_loop = 10;
     // The target host given whole, so the test does not depend on the topology's.
     config.target_host.vcpus = 240;
     config.target_host.memory_gib = 400;
     config.target_host.input_workers = 1;  // the target's pipeline: one worker
-    loops = MakeLoopPlan(config.train);  // 2 loops: window = steps 10..19
+    loops = MakeLoopPlan(config.train);    // 2 loops: window = steps 10..19
   }
 };
 
 // A core with 10 steps before the window and 10 in it: each window step has
 // `wait` infeed wait, `device` time slept for the device model's `modeled` (by
 // default the same) and `sync` of a `crs` gradient sum.
-sim::CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync,
-                 double modeled = -1) {
+sim::CoreMetrics Core(int ordinal, double wait, double device, double crs, double sync, double modeled = -1) {
   sim::CoreMetrics c;
   c.host = 0;
   c.ordinal = ordinal;
@@ -112,7 +110,7 @@ report::Report Build(Fixture& f, std::vector<sim::CoreMetrics> cores) {
 TEST(ReportTest, WindowRatesInfeedPercentAndUtilization) {
   Fixture f;
   const report::Report r = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0),
-                             Core(2, 0.001, 0.008, 0.001, 0), Core(3, 0.001, 0.008, 0.001, 0)});
+                                     Core(2, 0.001, 0.008, 0.001, 0), Core(3, 0.001, 0.008, 0.001, 0)});
   EXPECT_EQ(r.version, 2);
   EXPECT_EQ(r.window.first_infeed_step, 10);
   // Host: 10 window steps of 64 rows between 1.0 s and 2.0 s.
@@ -245,15 +243,16 @@ TEST(ReportTest, HostSharesSumToTheTotalAndStayUnderTheirCeiling) {
 TEST(ReportTest, TheStragglerIsNamedAndOthersWaitInTheSum) {
   Fixture f;
   sim::CoreMetrics slow = Core(2, 0, 0.024, 0.001, 0);
-  const report::Report r = Build(f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016),
-                             slow, Core(3, 0, 0.008, 0.017, 0.016)});
+  const report::Report r = Build(
+      f, {Core(0, 0, 0.008, 0.017, 0.016), Core(1, 0, 0.008, 0.017, 0.016), slow, Core(3, 0, 0.008, 0.017, 0.016)});
   ASSERT_TRUE(r.stragglers);
   const report::StragglersSection& s = *r.stragglers;
   EXPECT_EQ(s.slowest_core.ordinal, 2);
   EXPECT_NEAR(s.ratio_to_median, 0.025 / 0.009, 1e-9);
   EXPECT_NEAR(s.others_crs_sync_s_per_step, 0.016, 1e-12);
-  EXPECT_EQ(s.cause, "core 0/2 (replica 2) works 2.8x the median per step; the other replicas "
-                     "wait for it in the cross-replica sum (16.000 ms/step)");
+  EXPECT_EQ(s.cause,
+            "core 0/2 (replica 2) works 2.8x the median per step; the other replicas "
+            "wait for it in the cross-replica sum (16.000 ms/step)");
 }
 
 TEST(ReportTest, DifferingReplicasNameTheFirstVariable) {
@@ -293,12 +292,11 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
   const json j = Build(f, {Core(0, 0.001, 0.008, 0.001, 0), Core(1, 0.003, 0.006, 0.001, 0)});
   std::vector<std::string> host_keys;
   for (const auto& [key, value] : j["hosts"][0].items()) host_keys.push_back(key);
-  EXPECT_EQ(host_keys, (std::vector<std::string>{
-                           "bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s",
-                           "cost_mode", "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step",
-                           "examples_per_s", "host", "modeled_workers", "shards_forwarded", "share",
-                           "simulator_ceiling", "simulator_cpu_s_per_example", "stages",
-                           "window_costs"}));
+  EXPECT_EQ(host_keys,
+            (std::vector<std::string>{"bound_by", "build_s_per_step", "build_wait_s", "bytes_per_s", "cost_mode",
+                                      "costs", "credit_wait_s", "direct_io", "enqueue_s_per_step", "examples_per_s",
+                                      "host", "modeled_workers", "shards_forwarded", "share", "simulator_ceiling",
+                                      "simulator_cpu_s_per_example", "stages", "window_costs"}));
   EXPECT_EQ(j["hosts"][0]["cost_mode"], "emulate");
   EXPECT_EQ(j["hosts"][0]["modeled_workers"], 2);
   EXPECT_EQ(j["hosts"][0]["costs"]["examples"], 30 * 64);
@@ -319,7 +317,7 @@ TEST(ReportTest, ABuiltReportRoundTripsThroughItsJson) {
 TEST(ReportTest, ThePodProjectionPutsTheHostOnTheTarget) {
   Fixture f;
   const report::Report r = Build(f, {Core(0, 0, 0.010, 0, 0, 0.008), Core(1, 0, 0.010, 0, 0, 0.008),
-                             Core(2, 0, 0.010, 0, 0, 0.008), Core(3, 0, 0.010, 0, 0, 0.008)});
+                                     Core(2, 0, 0.010, 0, 0, 0.008), Core(3, 0, 0.010, 0, 0, 0.008)});
   EXPECT_NEAR(r.projection.modeled_device_step_s, 0.010, 1e-12);
   ASSERT_TRUE(r.pod_projection);
   const report::PodProjectionSection& p = *r.pod_projection;

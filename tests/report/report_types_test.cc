@@ -61,8 +61,7 @@ TEST(ReportTypesTest, AnUnknownFieldIsAnErrorNamingIt) {
   EXPECT_EQ(ReportReadError(j), "report: unknown field 'shampoo_'");
   j = ReadGolden("shampoo-sync");
   j["shampoo"]["per_key"][2]["staleness"]["median_steps"] = 1;
-  EXPECT_EQ(ReportReadError(j),
-            "report: unknown field 'shampoo.per_key[2].staleness.median_steps'");
+  EXPECT_EQ(ReportReadError(j), "report: unknown field 'shampoo.per_key[2].staleness.median_steps'");
 }
 
 TEST(ReportTypesTest, AValueOfAnotherTypeIsAnError) {
@@ -106,8 +105,8 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
   const run::TargetHost target{{96, "topology"}, {88, "default"}, {1, "default"}, {340, "topology"}, 2,
                                {88, "default"}};
   json j = ReadGolden("per-host");
-  j["pod_projection"] =
-      report::ProjectPod({config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}, {}});
+  j["pod_projection"] = report::ProjectPod(
+      {config, target, 64, {report::HostCosts{0, 64, 8, costs}}, 0.01, 0, report::MachineShare{2, 1}, {}});
   ASSERT_EQ(ReportReadError(j), "");
   EXPECT_EQ(json(j.get<report::Report>()).dump(2), j.dump(2));
   json missing = j;
@@ -115,12 +114,10 @@ TEST(ReportTypesTest, ThePodProjectionReadsStrictly) {
   EXPECT_EQ(ReportReadError(missing), "report: pod_projection.verdict: missing");
   json unknown = j;
   unknown["pod_projection"]["hosts"][0]["stages"][2]["capacity"] = 1;
-  EXPECT_EQ(ReportReadError(unknown),
-            "report: unknown field 'pod_projection.hosts[0].stages[2].capacity'");
+  EXPECT_EQ(ReportReadError(unknown), "report: unknown field 'pod_projection.hosts[0].stages[2].capacity'");
   json null = j;
   null["pod_projection"] = nullptr;
-  EXPECT_EQ(ReportReadError(null),
-            "report: pod_projection: null, but the field is left out when empty");
+  EXPECT_EQ(ReportReadError(null), "report: pod_projection: null, but the field is left out when empty");
   json wrong = j;
   wrong["pod_projection"]["target_host"]["vcpus"]["value"] = "96";
   EXPECT_THAT(ReportReadError(wrong), HasSubstr("report: pod_projection.target_host"));

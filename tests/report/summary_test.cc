@@ -54,7 +54,9 @@ json Grown(int hosts) {
     json row = host;
     row["host"] = h;
     row["stages"]["enqueue_s"] = 1 + h / 10.0;
-    row["share"] = {{"examples_per_s", 100.0}, {"bytes_per_s", 1e6}, {"ceiling_examples_per_s", 200.0},
+    row["share"] = {{"examples_per_s", 100.0},
+                    {"bytes_per_s", 1e6},
+                    {"ceiling_examples_per_s", 200.0},
                     {"ceiling_bytes_per_s", 2e6}};
     r["hosts"].push_back(row);
     for (json core : cores) {

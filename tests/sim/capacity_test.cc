@@ -46,8 +46,8 @@ TEST(Capacity, IntegerBisectionEndsOnNeighboursAroundTheThreshold) {
 
 TEST(Capacity, RealBisectionStopsAtTheRelativeTolerance) {
   sweep::CapacityResult r = FindCapacity(Numeric(0, 1000, false, 0.05), 0.9, 20, Falling);
-  EXPECT_THAT(Values(r), ElementsAre("0", "1000", "500", "250", "125", "62.5", "93.75", "109.375", "101.5625",
-                                     "97.65625"));
+  EXPECT_THAT(Values(r),
+              ElementsAre("0", "1000", "500", "250", "125", "62.5", "93.75", "109.375", "101.5625", "97.65625"));
   EXPECT_EQ(r.pass->value, "97.65625");  // 101.5625 - 97.65625 = 3.9 <= 5% of 101.5625
   EXPECT_EQ(r.fail->value, "101.5625");
   EXPECT_TRUE(r.converged);
@@ -83,13 +83,13 @@ TEST(Capacity, OrderedListIsSearchedByIndex) {
 }
 
 TEST(Capacity, NoValuePassesOrAllPassAfterTheTwoEnds) {
-  sweep::CapacityResult none = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string&) { return 0.5; });
+  sweep::CapacityResult none =
+      FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string&) { return 0.5; });
   EXPECT_EQ(none.outcome, sweep::CapacityOutcome::kNonePass);
   EXPECT_THAT(Values(none), ElementsAre("0", "10"));
   EXPECT_FALSE(none.pass.has_value());
-  sweep::CapacityResult all = FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string& v) {
-    return v == "0" ? 0.95 : 0.99;
-  });
+  sweep::CapacityResult all =
+      FindCapacity(Numeric(0, 10, true, 0.05), 0.9, 10, [](const std::string& v) { return v == "0" ? 0.95 : 0.99; });
   EXPECT_EQ(all.outcome, sweep::CapacityOutcome::kAllPass);
   EXPECT_FALSE(all.au_falls);
 }

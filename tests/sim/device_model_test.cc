@@ -38,7 +38,7 @@ run::DeviceConfig Device(run::StepTimeDistribution d, double mean_us, double std
 
 TEST(DeviceTimeModelTest, EachDistributionHasItsMeanAndSpread) {
   for (run::StepTimeDistribution d : {run::StepTimeDistribution::kNormal, run::StepTimeDistribution::kUniform,
-                                 run::StepTimeDistribution::kLognormal, run::StepTimeDistribution::kGamma}) {
+                                      run::StepTimeDistribution::kLognormal, run::StepTimeDistribution::kGamma}) {
     const sim::core::DeviceTimeModel model(Device(d, 1000, 200), {}, 7, 0, 3, 16, 100);
     const Moments m = Sample(model, 20000);
     EXPECT_NEAR(m.mean, 1e-3, 1e-3 * 0.01) << static_cast<int>(d);
@@ -83,7 +83,8 @@ TEST(DeviceTimeModelTest, SlowCoresFromTheirStepAndJitterPerCore) {
   run::DeviceConfig jitter = c;
   jitter.core_jitter = 0.1;
   std::vector<double> factors;
-  for (int o = 0; o < 64; ++o) factors.push_back(sim::core::DeviceTimeModel(jitter, {}, 1, 0, o, 16, 100).speed_factor());
+  for (int o = 0; o < 64; ++o)
+    factors.push_back(sim::core::DeviceTimeModel(jitter, {}, 1, 0, o, 16, 100).speed_factor());
   double mean = 0;
   for (double f : factors) mean += f / 64;
   EXPECT_NEAR(mean, 1.0, 0.05);

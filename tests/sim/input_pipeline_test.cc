@@ -16,12 +16,12 @@ namespace {
 // step 1 on the host is 3x slower.
 run::RunConfig Config(const std::vector<std::string>& overrides) {
   return run::ParseRunConfig(LoadStrictYaml("topology: v4-8\n"
-                                       "input: {global_batch: 8, cpu_us_per_example: 5}\n"
-                                       "infeed: {parallelism: 2}\n"
-                                       "model: {enabled: false}\n"
-                                       "faults: {slow_hosts: [{host: 0, factor: 3, from_step: 1}]}\n",
-                                       "t.yaml"),
-                        "t.yaml", overrides);
+                                            "input: {global_batch: 8, cpu_us_per_example: 5}\n"
+                                            "infeed: {parallelism: 2}\n"
+                                            "model: {enabled: false}\n"
+                                            "faults: {slow_hosts: [{host: 0, factor: 3, from_step: 1}]}\n",
+                                            "t.yaml"),
+                             "t.yaml", overrides);
 }
 
 // Builds steps 0 and 1 as the transport would (fill, then the after-build hook
@@ -59,8 +59,7 @@ TEST(InputPipelineTest, EmulatedWorkIsCostTimesRowsTimesTheSlowFactor) {
   EXPECT_NEAR(stages.costs.modeled_preprocessing_s, 40e-6 + 120e-6 + 15625e-6, 1e-12);
   EXPECT_EQ(stages.costs.examples, 16);
   EXPECT_GT(stages.costs.preprocessing_cpu_s, 0);  // generating the rows
-  EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example,
-                   (stages.costs.preprocessing_cpu_s + 0.0625) / 16);
+  EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example, (stages.costs.preprocessing_cpu_s + 0.0625) / 16);
   EXPECT_EQ(stages.window_costs.examples, 16);  // no warm-up: the window is the run
   EXPECT_EQ(stages.window_costs.modeled_preprocessing_s, stages.costs.modeled_preprocessing_s);
 }
@@ -77,8 +76,7 @@ TEST(InputPipelineTest, TheWindowLeavesTheWarmupStepsOut) {
   EXPECT_NEAR(stages.window_costs.enqueue_cpu_s, 0.03125, 1e-12);
   EXPECT_GT(stages.window_costs.preprocessing_cpu_s, 0);
   EXPECT_LT(stages.window_costs.preprocessing_cpu_s, stages.costs.preprocessing_cpu_s);
-  EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example,
-                   (stages.window_costs.preprocessing_cpu_s + 0.03125) / 8);
+  EXPECT_DOUBLE_EQ(stages.simulator_cpu_s_per_example, (stages.window_costs.preprocessing_cpu_s + 0.03125) / 8);
 }
 
 // Burnt, as before issue 16: the work per example is spun unscaled and the slow

@@ -39,18 +39,16 @@ TEST(StepPartsTest, VisitorYieldsEveryFieldOnceInTheListsOrder) {
   EXPECT_EQ(p.step_s, 11);
   std::vector<std::string> names;
   ForEachPart(p, [&names](std::string_view name, const double&) { names.emplace_back(name); });
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"infeed_wait_s", "compute_s", "embedding_lookup_s",
-                                      "embedding_exchange_s", "crs_s", "crs_sync_s", "apply_s",
-                                      "device_s", "outfeed_s", "post_loop_s", "step_s"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"infeed_wait_s", "compute_s", "embedding_lookup_s", "embedding_exchange_s",
+                                             "crs_s", "crs_sync_s", "apply_s", "device_s", "outfeed_s", "post_loop_s",
+                                             "step_s"}));
 }
 
 TEST(StepPartsTest, SumAddsEveryPart) {
   sim::StepParts sum = Numbered();
   sum += Numbered();
   double n = 0;
-  ForEachPart(sum,
-              [&n](std::string_view name, double seconds) { EXPECT_EQ(seconds, 2 * ++n) << name; });
+  ForEachPart(sum, [&n](std::string_view name, double seconds) { EXPECT_EQ(seconds, 2 * ++n) << name; });
 }
 
 // The header users parse: the columns as they have always been, in their order,
@@ -185,7 +183,7 @@ void ExpectStrictRoundTrip(const M& m) {
 TEST(MetricsJsonTest, CoreMetricsRoundTripStrictly) {
   ExpectStrictRoundTrip(FullCore());
   ExpectStrictRoundTrip(sim::CoreMetrics{});  // the optionals as null
-  EXPECT_EQ(json(FullCore()).size(), 31u);  // + timeline, fed_by (the page), embedding_hbm_bytes
+  EXPECT_EQ(json(FullCore()).size(), 31u);    // + timeline, fed_by (the page), embedding_hbm_bytes
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0].size(), 11u);
   EXPECT_EQ(json(FullCore())["checkpoint_saves"][0]["write_s"], 1.5);
   EXPECT_EQ(json(FullCore())["modeled_device_s"], 0.125);  // the window's step only

@@ -12,15 +12,14 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Core>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <Eigen/Core>
 
 #include "base/error.h"
 #include "base/synthetic.h"
 #include "model/mlp.h"
 #include "tests/common/malloc_counter.h"
-
 
 namespace tpusim::model {
 namespace {
@@ -77,8 +76,7 @@ RefParams ParamsOf(const Mlp& model) {
   return p;
 }
 
-Eigen::MatrixXd RefAffine(const Eigen::MatrixXd& in, const Eigen::ArrayXd& w,
-                          const Eigen::ArrayXd& b) {
+Eigen::MatrixXd RefAffine(const Eigen::MatrixXd& in, const Eigen::ArrayXd& w, const Eigen::ArrayXd& b) {
   const Eigen::Index n_out = b.size();
   Eigen::MatrixXd out(in.rows(), n_out);
   for (Eigen::Index i = 0; i < in.rows(); ++i) {
@@ -92,8 +90,7 @@ Eigen::MatrixXd RefAffine(const Eigen::MatrixXd& in, const Eigen::ArrayXd& w,
 }
 
 // §5.1 training normalisation with the batch's own E[z^2] - mean^2.
-void RefBatchNorm(Eigen::MatrixXd& z, const Eigen::ArrayXd& gamma, const Eigen::ArrayXd& beta,
-                  double epsilon) {
+void RefBatchNorm(Eigen::MatrixXd& z, const Eigen::ArrayXd& gamma, const Eigen::ArrayXd& beta, double epsilon) {
   const double n = static_cast<double>(z.rows());
   for (Eigen::Index c = 0; c < z.cols(); ++c) {
     double s1 = 0.0;
@@ -116,8 +113,7 @@ double RefExampleLoss(const std::string& loss, double pred, double label) {
   return -(label * std::log(p) + (1.0 - label) * std::log(1.0 - p));
 }
 
-double RefLoss(const ModelConfig& config, const RefParams& p, const Eigen::MatrixXd& x,
-               const Eigen::VectorXd& y) {
+double RefLoss(const ModelConfig& config, const RefParams& p, const Eigen::MatrixXd& x, const Eigen::VectorXd& y) {
   Eigen::MatrixXd act = x;
   for (size_t l = 0; l < config.hidden.size(); ++l) {
     const std::string dense = "dense_" + std::to_string(l);
@@ -155,8 +151,7 @@ void ExpectGradientNear(float analytic, double numeric, const std::string& what)
 
 // Runs ForwardBackward and checks the loss, every variable gradient and the input
 // gradient against the reference.
-void CheckAgainstReference(Mlp& model, const Eigen::MatrixXf& x, const Eigen::VectorXf& y,
-                           float loss_scale) {
+void CheckAgainstReference(Mlp& model, const Eigen::MatrixXf& x, const Eigen::VectorXf& y, float loss_scale) {
   const float loss = model.ForwardBackward(x, y, loss_scale);
   RefParams p = ParamsOf(model);
   Eigen::MatrixXd xd = x.cast<double>();
@@ -211,15 +206,13 @@ TEST(ModelConfigTest, ErrorsNameKeyValueAndAllowed) {
   EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c); }), "model.hidden[1]: 0 must be >= 1");
   c = ModelConfig{};
   c.loss = "hinge";
-  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c); }),
-            "model.loss: 'hinge' is not one of mse, logistic");
+  EXPECT_EQ(ErrorOf([&] { ValidateModelConfig(c); }), "model.loss: 'hinge' is not one of mse, logistic");
   c = ModelConfig{};
   c.bn_decay = 1.5f;
   EXPECT_THAT(ErrorOf([&] { ValidateModelConfig(c); }), HasSubstr("model.bn_decay: 1.5"));
   c = ModelConfig{};
   c.bn_epsilon = 0.0f;
-  EXPECT_THAT(ErrorOf([&] { ValidateModelConfig(c, "run.model"); }),
-              HasSubstr("run.model.bn_epsilon: 0 must be"));
+  EXPECT_THAT(ErrorOf([&] { ValidateModelConfig(c, "run.model"); }), HasSubstr("run.model.bn_epsilon: 0 must be"));
   EXPECT_THAT(ErrorOf([] { Mlp(ModelConfig{}, 0); }), HasSubstr("input width: 0 must be >= 1"));
   c.loss = "l1";
   EXPECT_THAT(ErrorOf([&] { Mlp(c, 3); }), HasSubstr("model.loss"));
@@ -236,16 +229,14 @@ TEST(MlpTest, VariableNamesAndShapes) {
     EXPECT_EQ(v.value.size(), optim::NumElements(v.spec.shape));
     EXPECT_EQ(v.grad.size(), v.value.size());
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("dense_0/w", "dense_0/b", "bn_0/gamma", "bn_0/beta",
-                                            "dense_1/w", "dense_1/b", "bn_1/gamma", "bn_1/beta",
-                                            "out/w", "out/b"));
+  EXPECT_THAT(names, ::testing::ElementsAre("dense_0/w", "dense_0/b", "bn_0/gamma", "bn_0/beta", "dense_1/w",
+                                            "dense_1/b", "bn_1/gamma", "bn_1/beta", "out/w", "out/b"));
   using S = std::vector<int64_t>;
-  EXPECT_THAT(shapes, ::testing::ElementsAre(S{5, 4}, S{4}, S{4}, S{4}, S{4, 3}, S{3}, S{3}, S{3},
-                                             S{3, 1}, S{1}));
+  EXPECT_THAT(shapes, ::testing::ElementsAre(S{5, 4}, S{4}, S{4}, S{4}, S{4, 3}, S{3}, S{3}, S{3}, S{3, 1}, S{1}));
   names.clear();
   for (const Variable& v : model.non_trainable()) names.push_back(v.spec.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("bn_0/moving_mean", "bn_0/moving_variance",
-                                            "bn_1/moving_mean", "bn_1/moving_variance"));
+  EXPECT_THAT(names, ::testing::ElementsAre("bn_0/moving_mean", "bn_0/moving_variance", "bn_1/moving_mean",
+                                            "bn_1/moving_variance"));
   EXPECT_TRUE(Mlp(SmallConfig("mse", false), 5).non_trainable().empty());
 }
 
@@ -253,11 +244,9 @@ TEST(MlpTest, ShapeMismatchesAreErrors) {
   Mlp model(SmallConfig("mse", false), 3);
   const Eigen::MatrixXf x = Uniform(4, 2, 1);
   const Eigen::VectorXf y = Labels(4, "mse", 2);
-  EXPECT_THAT(ErrorOf([&] { model.ForwardBackward(x, y, 1.0f); }),
-              HasSubstr("2 columns, expected the input width 3"));
+  EXPECT_THAT(ErrorOf([&] { model.ForwardBackward(x, y, 1.0f); }), HasSubstr("2 columns, expected the input width 3"));
   const Eigen::MatrixXf x3 = Uniform(5, 3, 1);
-  EXPECT_THAT(ErrorOf([&] { model.ForwardBackward(x3, y, 1.0f); }),
-              HasSubstr("4 entries for 5 input rows"));
+  EXPECT_THAT(ErrorOf([&] { model.ForwardBackward(x3, y, 1.0f); }), HasSubstr("4 entries for 5 input rows"));
   EXPECT_THAT(ErrorOf([&] { model.Predict(x); }), HasSubstr("expected the input width 3"));
   EXPECT_THAT(ErrorOf([&] { model.bn_accumulators(0); }), HasSubstr("no batch norm"));
 }
@@ -301,8 +290,7 @@ struct GradCase {
 };
 
 void PrintTo(const GradCase& g, std::ostream* os) {
-  *os << g.loss << (g.batch_norm ? " with batch norm, " : ", ") << g.hidden.size()
-      << " hidden layers";
+  *os << g.loss << (g.batch_norm ? " with batch norm, " : ", ") << g.hidden.size() << " hidden layers";
 }
 
 class MlpGradientTest : public ::testing::TestWithParam<GradCase> {};
@@ -319,16 +307,15 @@ TEST_P(MlpGradientTest, MatchesFiniteDifferencesOfReference) {
   CheckAgainstReference(model, x, Labels(6, c.loss, 12), 1.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllLossesAndNorms, MlpGradientTest,
-    ::testing::Values(GradCase{"mse", false, {4, 3}}, GradCase{"mse", true, {4, 3}},
-                      GradCase{"logistic", false, {4, 3}}, GradCase{"logistic", true, {4, 3}},
-                      GradCase{"mse", false, {}}, GradCase{"logistic", true, {5}}),
-    [](const ::testing::TestParamInfo<GradCase>& param_info) {
-      const GradCase& g = param_info.param;
-      return g.loss + (g.batch_norm ? "_bn" : "") + "_" + std::to_string(g.hidden.size()) +
-             "hidden";
-    });
+INSTANTIATE_TEST_SUITE_P(AllLossesAndNorms, MlpGradientTest,
+                         ::testing::Values(GradCase{"mse", false, {4, 3}}, GradCase{"mse", true, {4, 3}},
+                                           GradCase{"logistic", false, {4, 3}}, GradCase{"logistic", true, {4, 3}},
+                                           GradCase{"mse", false, {}}, GradCase{"logistic", true, {5}}),
+                         [](const ::testing::TestParamInfo<GradCase>& param_info) {
+                           const GradCase& g = param_info.param;
+                           return g.loss + (g.batch_norm ? "_bn" : "") + "_" + std::to_string(g.hidden.size()) +
+                                  "hidden";
+                         });
 
 TEST(MlpTest, LossScaleScalesEveryGradientButNotTheLoss) {
   Mlp model(SmallConfig("logistic", true), 3);
@@ -464,8 +451,7 @@ TEST(BatchNormTest, AccumulatesMicroBatchesAndUpdatesMovingStatistics) {
   ExpectArray(model.bn_accumulators(0).mean_ss, 4, 2);
   ExpectArray(model.bn_accumulators(0).variance_ss, 10, 4);
   // mb2 column 0: mean 2, var 20/3 - 4 = 8/3: p = (0, 2/√(8/3+0.001), 0).
-  EXPECT_NEAR(model.ForwardBackward(mb2, Eigen::VectorXf::Zero(3), 1.0f),
-              0.5 * 4.0 / (8.0 / 3.0 + 0.001) / 3.0, 1e-6);
+  EXPECT_NEAR(model.ForwardBackward(mb2, Eigen::VectorXf::Zero(3), 1.0f), 0.5 * 4.0 / (8.0 / 3.0 + 0.001) / 3.0, 1e-6);
   EXPECT_EQ(model.bn_accumulators(0).counts, 5.0f);
   ExpectArray(model.bn_accumulators(0).mean_ss, 10, 10);
   ExpectArray(model.bn_accumulators(0).variance_ss, 30, 70);

@@ -57,8 +57,8 @@ TEST(PipelineCalibrationTest, MeasuresTheStepsAfterTheWarmup) {
 // The cached source borrows its batches: its filler throws, and the pass says
 // so in its note with nothing measured.
 TEST(PipelineCalibrationTest, ASourceThatCannotBeRunAgainIsANote) {
-  const run::RunConfig config = CalibrationConfig(
-      "topology: v4-8\ninput: {source: cached, global_batch: 8}\nmodel: {enabled: false}\n");
+  const run::RunConfig config =
+      CalibrationConfig("topology: v4-8\ninput: {source: cached, global_batch: 8}\nmodel: {enabled: false}\n");
   const run::ValidatedRun run = ValidateCalibration(config);
   host::InputPipeline input(config, run.plan, 0, 1, 1);
   const PipelineCalibration c = host::CalibratePipeline(input, run.plan, 0, 1);

@@ -33,8 +33,9 @@ std::string ErrorOfRun(const std::string& yaml, const std::vector<std::string>& 
 TEST(RunValidationTest, ShapesTfAcceptsRunWithIdleCores) {
   // v3-32 [4,4,1,2] with [3,1,1,2]: replica_counts [1,4,1,1], so 4 replicas of 6 cores
   // (asked for: the default 32 / 6 = 5 does not fit, as in TF).
-  run::ValidatedRun run = Validate("topology: v3-32\ncluster: {computation_shape: [3, 1, 1, 2], replicas: 4}\n"
-                              "infeed: {per_host: false}\ninput: {global_batch: 96}\n");
+  run::ValidatedRun run = Validate(
+      "topology: v3-32\ncluster: {computation_shape: [3, 1, 1, 2], replicas: 4}\n"
+      "infeed: {per_host: false}\ninput: {global_batch: 96}\n");
   EXPECT_EQ(run.slice.assignment.num_replicas(), 4);
   EXPECT_EQ(run.slice.assignment.num_cores_per_replica(), 6);
   EXPECT_EQ(run.slice.idle_cores(), 8);
@@ -57,17 +58,15 @@ TEST(RunValidationTest, TooManyReplicasNameTheClusterKeys) {
 
 // cluster.mesh is read as typed axes and judged against the slice by JAX's rules.
 TEST(RunValidationTest, MeshIsReadAndJudgedByJaxsRules) {
-  const run::RunConfig config = Config(
-      "topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n");
+  const run::RunConfig config = Config("topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n");
   ASSERT_EQ(config.cluster.mesh.axes.size(), 2u);
   EXPECT_EQ(config.cluster.mesh.axes[1].name, "fsdp");
   EXPECT_FALSE(config.cluster.mesh.allow_split_physical_axes);
   EXPECT_NO_THROW(Validate("topology: v4-32\ncluster:\n  mesh: {axes: [[data, 4], [fsdp, 4]]}\n"));
   const std::string split = "topology: v4-32\ncluster:\n  mesh: {axes: [[a, 2], [b, 2], [c, 4]]}\n";
-  EXPECT_THAT(ErrorOfRun(split),
-              HasSubstr("t.yaml: cluster.mesh: create_device_mesh refuses a=2,b=2,c=4 on v4-32 (TPU "
-                        "v4): NotImplementedError: Failed to find assignment for "
-                        "logical_axis_index 1 of size 2"));
+  EXPECT_THAT(ErrorOfRun(split), HasSubstr("t.yaml: cluster.mesh: create_device_mesh refuses a=2,b=2,c=4 on v4-32 (TPU "
+                                           "v4): NotImplementedError: Failed to find assignment for "
+                                           "logical_axis_index 1 of size 2"));
   EXPECT_NO_THROW(Validate(split, {"cluster.mesh.allow_split_physical_axes=true"}));
   EXPECT_EQ(ErrorOf([] { Config("topology: v4-8\ncluster: {mesh: {}}\n"); }),
             "t.yaml: cluster.mesh.axes: give the mesh's axes, e.g. [[data, 16], [fsdp, 4]]");
@@ -87,18 +86,22 @@ TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
 }
 
 TEST(RunValidationTest, CompositePatternsRouteTheModelsVariablesInValidation) {
-  std::string yaml = "topology: v3-8\ntrain:\n  optimizer:\n    name: composite\n    optimizer_map:\n"
-                     "      - {pattern: 'dense_', optimizer: {name: adam}}\n"
-                     "      - {pattern: 'dense_0', optimizer: {name: sgd}}\n"
-                     "      - {pattern: default_optimizer, optimizer: {name: sgd}}\n";
-  EXPECT_EQ(ErrorOfRun(yaml), "t.yaml: train.optimizer.optimizer_map: variable 'dense_0/w' matches 2 "
-                              "patterns ('dense_', 'dense_0'); at most one may match");
+  std::string yaml =
+      "topology: v3-8\ntrain:\n  optimizer:\n    name: composite\n    optimizer_map:\n"
+      "      - {pattern: 'dense_', optimizer: {name: adam}}\n"
+      "      - {pattern: 'dense_0', optimizer: {name: sgd}}\n"
+      "      - {pattern: default_optimizer, optimizer: {name: sgd}}\n";
+  EXPECT_EQ(ErrorOfRun(yaml),
+            "t.yaml: train.optimizer.optimizer_map: variable 'dense_0/w' matches 2 "
+            "patterns ('dense_', 'dense_0'); at most one may match");
 }
 
 TEST(RunValidationTest, PatternsTheRegexEngineCannotBoundAreRefused) {
   auto with = [](const std::string& pattern) {
     return "topology: v3-8\ntrain:\n  optimizer:\n    name: composite\n    optimizer_map:\n"
-           "      - {pattern: '" + pattern + "', optimizer: {name: adam}}\n"
+           "      - {pattern: '" +
+           pattern +
+           "', optimizer: {name: adam}}\n"
            "      - {pattern: default_optimizer, optimizer: {name: sgd}}\n";
   };
   EXPECT_EQ(ErrorOfRun(with("(a)\\1")),
@@ -107,7 +110,8 @@ TEST(RunValidationTest, PatternsTheRegexEngineCannotBoundAreRefused) {
             "t.yaml: train.optimizer.optimizer_map: pattern '((a?){40}){40}': its {n,m} repetitions "
             "multiply to more than 4096 states; repeat less");
   EXPECT_THAT(ErrorOfRun(with(std::string(300, 'a'))), HasSubstr("is 300 characters; at most 256"));
-  EXPECT_THAT(ErrorOfRun(with("(a")), StartsWith("t.yaml: train.optimizer.optimizer_map: pattern '(a' is not a valid regex"));
+  EXPECT_THAT(ErrorOfRun(with("(a")),
+              StartsWith("t.yaml: train.optimizer.optimizer_map: pattern '(a' is not a valid regex"));
   Validate(with("(a*)*b"));  // matched in polynomial time
 }
 

@@ -5,8 +5,8 @@
 
 #include "optim/optimizer_config.h"
 #include "optim/shampoo_optimizer.h"
-#include "sim/shampoo/delivery_planner.h"
 #include "run/shampoo_keys.h"
+#include "sim/shampoo/delivery_planner.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/shampoo/wire.h"
 #include "tests/common/error_of.h"
@@ -28,9 +28,9 @@ run::KeyTable Table(optim::PreconditionerServiceConfig service, const std::vecto
   return table;
 }
 
-optim::PreconditionerServiceConfig Service(optim::PreconditionerMode mode, int64_t delay = 1,
-                                           optim::PreconditionerPlacement placement =
-                                               optim::PreconditionerPlacement::kHost0) {
+optim::PreconditionerServiceConfig Service(
+    optim::PreconditionerMode mode, int64_t delay = 1,
+    optim::PreconditionerPlacement placement = optim::PreconditionerPlacement::kHost0) {
   optim::PreconditionerServiceConfig s;
   s.mode = mode;
   s.delay_loops = delay;
@@ -54,8 +54,8 @@ TEST(KeyTableTest, KeysInLingvoOrderAllOnTheFirstEligibleHost) {
 // Largest first to the least loaded host: 6^3 -> h0, 4^3 -> h1, 3^3 -> h1
 // (64 < 216), 2^3 -> h1 (91 < 216).
 TEST(KeyTableTest, SpreadBalancesByCubicCost) {
-  const run::KeyTable t = Table(Service(optim::PreconditionerMode::kAsync, 1,
-                                   optim::PreconditionerPlacement::kSpread), {0, 1});
+  const run::KeyTable t =
+      Table(Service(optim::PreconditionerMode::kAsync, 1, optim::PreconditionerPlacement::kSpread), {0, 1});
   EXPECT_EQ(t.OwnedBy(0), std::vector<int>({0}));
   EXPECT_EQ(t.OwnedBy(1), std::vector<int>({1, 2, 3}));
   EXPECT_EQ(t.owners(), std::vector<int>({0, 1}));
@@ -215,10 +215,10 @@ TEST(MetricsTest, MethodTimesBusyClockAndStaleness) {
   EXPECT_NEAR(m[1].p99_s, 0.099, 0.099 * 0.025);
   sim::shampoo::BusyClock clock;
   clock.Tick(1.0, true);
-  clock.Tick(1.5, true);   // 0.5 s busy
-  clock.Tick(2.0, false);  // 0.5 s busy (busy at the previous sample)
-  clock.Tick(5.0, true);   // 3 s idle
-  clock.Tick(5.25, false); // 0.25 s busy
+  clock.Tick(1.5, true);    // 0.5 s busy
+  clock.Tick(2.0, false);   // 0.5 s busy (busy at the previous sample)
+  clock.Tick(5.0, true);    // 3 s idle
+  clock.Tick(5.25, false);  // 0.25 s busy
   EXPECT_DOUBLE_EQ(clock.busy_s(), 1.25);
   sim::shampoo::StalenessSummary s;
   s.Add(10);

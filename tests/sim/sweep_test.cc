@@ -46,7 +46,9 @@ TEST(Sweep, GridIsTheProductWithTheFirstKeySlowest) {
   EXPECT_THAT(grid[2], ElementsAre("1", "z"));
   EXPECT_THAT(grid[3], ElementsAre("2", "x"));
   EXPECT_THAT(grid[5], ElementsAre("2", "z"));
-  EXPECT_EQ(ErrorOf([] { sweep::ExpandGrid({{"a", {"1"}}, {"a", {"2"}}}); }),
+  EXPECT_EQ(ErrorOf([] {
+              sweep::ExpandGrid({{"a", {"1"}}, {"a", {"2"}}});
+            }),
             "--vary a: the key is varied twice; give its values in one --vary");
 }
 
@@ -238,16 +240,15 @@ TEST(PointRunner, AFailedRunKeepsItsCodeAndErrorLine) {
   std::filesystem::resize_file(path, 100);
   const sweep::RunRow timed_out = RowOf(
       sweep::JudgePoint(sweep::kExitTimedOut, "timed out after 5 s (--timeout-s)", sweep::ReadPointReport(path), 5));
-  EXPECT_EQ(RunCsvLine(timed_out),
-            "run-001,50,124,timed out after 5 s (--timeout-s),1" + kEmptyMetrics);
+  EXPECT_EQ(RunCsvLine(timed_out), "run-001,50,124,timed out after 5 s (--timeout-s),1" + kEmptyMetrics);
 
-  const sweep::RunRow killed = RowOf(sweep::JudgePoint(137, "rank 1 died", sweep::ReadPointReport(path + ".absent"), 2));
+  const sweep::RunRow killed =
+      RowOf(sweep::JudgePoint(137, "rank 1 died", sweep::ReadPointReport(path + ".absent"), 2));
   EXPECT_EQ(killed.exit_code, 137);
   EXPECT_EQ(killed.error, "rank 1 died");
 
   const sweep::PointReport whole = sweep::ReadPointReport(WriteReportFile("non-finite", json(MeasuredReport())));
-  const sweep::RunRow stopped =
-      RowOf(JudgePoint(run::kExitNonFinite, "tpusim: error: non-finite loss", whole, 2));
+  const sweep::RunRow stopped = RowOf(JudgePoint(run::kExitNonFinite, "tpusim: error: non-finite loss", whole, 2));
   EXPECT_EQ(stopped.exit_code, run::kExitNonFinite);
   EXPECT_EQ(stopped.metrics.au_min, 0.75);  // its report is written and read
 
@@ -262,8 +263,9 @@ TEST(PointRunner, AFailedRunKeepsItsCodeAndErrorLine) {
 }
 
 TEST(PointRunner, FirstErrorLineOfALog) {
-  EXPECT_EQ(sweep::FirstErrorLine("rank 0 pid 12\ntpusim: [rank 3, core 0/2] error: watchdog: waited\nlater error: x\n"),
-            "tpusim: [rank 3, core 0/2] error: watchdog: waited");
+  EXPECT_EQ(
+      sweep::FirstErrorLine("rank 0 pid 12\ntpusim: [rank 3, core 0/2] error: watchdog: waited\nlater error: x\n"),
+      "tpusim: [rank 3, core 0/2] error: watchdog: waited");
   EXPECT_EQ(sweep::FirstErrorLine("starting\nmpirun noticed that process rank 0 exited\n\n"),
             "mpirun noticed that process rank 0 exited");
   EXPECT_EQ(sweep::FirstErrorLine(""), "");

@@ -64,8 +64,7 @@ TEST(TargetHostTest, OverridesWinAndSaySo) {
 TEST(TargetHostTest, MoreInputVcpusThanVcpusIsAnError) {
   run::TargetHostConfig config;
   config.input_vcpus = 241;
-  EXPECT_EQ(ErrorOf(config, V4Host()),
-            "run.yaml: target_host.input_vcpus: 241 is more than the host's 240 vCPUs");
+  EXPECT_EQ(ErrorOf(config, V4Host()), "run.yaml: target_host.input_vcpus: 241 is more than the host's 240 vCPUs");
 }
 
 TEST(TargetHostTest, ATopologyWithoutHostFiguresNamesTheKeyToSet) {

@@ -9,11 +9,11 @@
 namespace tpusim::sim {
 namespace {
 
-using ::testing::HasSubstr;
 using run::ModeledStepSeconds;
 using run::RunConfig;
 using run::WatchdogDeadline;
 using run::WatchdogDeadlineOf;
+using ::testing::HasSubstr;
 
 RunConfig TenStepLoops() {
   RunConfig c;
@@ -41,7 +41,7 @@ TEST(WatchdogDeadlineTest, WithoutModeledWorkTheDefaultScalesWithTheRanks) {
 TEST(WatchdogDeadlineTest, TwoLoopsOfTheModeledStepAreAdded) {
   RunConfig c = TenStepLoops();
   c.device.mean_us = 50'000;
-  c.device.stddev_us = 10'000;  // 50 + 4 x 10 = 90 ms
+  c.device.stddev_us = 10'000;                    // 50 + 4 x 10 = 90 ms
   c.faults.slow_cores.push_back({0, 1, 2.0, 0});  // x 2 = 180 ms
   c.input.cpu_us_per_example = 100;               // 128 x 100 us = 12.8 ms
   c.faults.slow_hosts.push_back({0, 5.0, 0});     // x 5 = 64 ms
