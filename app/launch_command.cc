@@ -301,7 +301,7 @@ int RunLaunchCommand(const LaunchOptions& options) {
   if (!target.is_run) Fail("launch needs a run file, {} is a topology", options.run.config);
   // The same checks every rank makes, here, so a bad input costs no mpirun start.
   run::ValidatedRun run = ValidateRun(target.run, run::ThisMachine());
-  CheckRunOutputs(options.run);
+  CheckRunOutputs(options.run, target.run);
   // The checkpoint.dir a run saves into and its lock (taken and released here:
   // rank 0 takes it again), the checkpoint a resume reads, and the dir a fresh run
   // saves into, as the ranks will judge them: a bad one costs no mpirun start.

@@ -13,6 +13,7 @@
 
 #include "app/command.h"
 #include "base/error.h"
+#include "base/printable.h"
 #include "report/provenance.h"
 #include "report/report_types.h"
 #include "run/exit_codes.h"
@@ -64,7 +65,7 @@ std::optional<int> Parse(CLI::App& app, const std::vector<Command>& commands, Co
     app.parse(*line.argc, *line.argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "tpusim: error: {}\n", e.what());
+    fmt::print(stderr, "tpusim: error: {}\n", tpusim::PrintableError(e.what()));
     return tpusim::run::kExitInputError;
   }
   return std::nullopt;
@@ -79,7 +80,7 @@ int RunGiven(const std::vector<Command>& commands, CommandLine& line) {
   } catch (...) {
     bool internal = false;
     std::string message = tpusim::CurrentExceptionMessage(&internal);
-    fmt::print(stderr, "tpusim: error: {}\n", message);
+    fmt::print(stderr, "tpusim: error: {}\n", tpusim::PrintableError(message));
     return internal ? tpusim::run::kExitInternalError : tpusim::run::kExitInputError;
   }
   return 0;

@@ -22,6 +22,7 @@
 #include "app/run_flags.h"
 #include "app/run_rank.h"
 #include "base/error.h"
+#include "base/printable.h"
 #include "base/watchdog.h"
 #include "cluster/communicator.h"
 #include "cluster/communicators.h"
@@ -69,7 +70,7 @@ void LoadSetup(const run::RunOptions& options, const cluster::Communicator& worl
   const run::Slice& slice = setup.run->slice;
   slice.layout.CheckWorldSize(world.size(), slice.topology.name(), options.config);
   if (slice.layout.hosts_per_process() == 0) setup.role = slice.layout.RoleOf(world.rank(), slice.assignment);
-  if (world.rank() == 0) CheckRunOutputs(options);
+  if (world.rank() == 0) CheckRunOutputs(options, setup.config);
   CheckCheckpointDir(setup.config.checkpoint);
   if (world.rank() == 0) setup.lock = LockCheckpointDir(setup.config.checkpoint);
 }
@@ -131,11 +132,11 @@ std::string SetupErrorLine(const std::vector<std::string>& errors, const std::ve
     it->second.push_back(static_cast<int>(r));
   }
   if (order.size() == 1 && by_message[order[0]].size() == errors.size()) {
-    return fmt::format("tpusim: error: {}", order[0]);
+    return fmt::format("tpusim: error: {}", PrintableError(order[0]));
   }
   std::vector<std::string> parts;
   for (const std::string& message : order) {
-    parts.push_back(fmt::format("[{}] error: {}", DescribeRanks(by_message[message], roles), message));
+    parts.push_back(fmt::format("[{}] error: {}", DescribeRanks(by_message[message], roles), PrintableError(message)));
   }
   return fmt::format("tpusim: {}", fmt::join(parts, "; also "));
 }
@@ -170,7 +171,7 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
 // Nobody can make progress without the process link: its failure brings the job
 // down with the exit code of its cause.
 [[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
-  fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, failure.message);
+  fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, PrintableError(failure.message));
   std::fflush(stderr);
   cluster::MpiEnvironment::Abort(failure.internal ? run::kExitInternalError : run::kExitInputError);
 }
@@ -212,14 +213,14 @@ int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::R
   } catch (const run::OutputsFailed& e) {
     // After the last collective: no peer waits for this rank, so it ends normally
     // (MPI_Abort here has made mpirun itself crash in PMIx finalize).
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, e.what());
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(e.what()));
     return run::kExitInputError;
   } catch (...) {
     // Alone or not, this rank prints its own line and brings every rank down;
     // `tpusim launch` drops the banners Open MPI prints after it.
     bool internal = false;
     std::string message = CurrentExceptionMessage(&internal);
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, message);
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(message));
     std::fflush(stderr);
     cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }
@@ -295,7 +296,7 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
     return RunRanksAsThreads(setup, options, mpi, world, node, machine);
   } catch (...) {
     bool internal = false;
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, CurrentExceptionMessage(&internal));
+    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(CurrentExceptionMessage(&internal)));
     std::fflush(stderr);
     cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }

@@ -24,4 +24,13 @@ inline std::string Printable(std::string_view text, size_t max_chars = 120) {
   return out;
 }
 
+// The longest error message printed: a few terminal lines. Data that reaches a
+// message (a key, a name) is cut far shorter where it is quoted (Printable's 120).
+inline constexpr size_t kErrorMessageChars = 1000;
+
+// An error message as printed: one line whatever the input put in it (control
+// characters shown as \xNN, so no forged line or terminal escape), at most
+// kErrorMessageChars characters.
+inline std::string PrintableError(std::string_view message) { return Printable(message, kErrorMessageChars); }
+
 }  // namespace tpusim

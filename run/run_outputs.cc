@@ -24,7 +24,7 @@ std::string Canonical(const std::string& path) {
 
 }  // namespace
 
-void CheckRunOutputs(const RunOptions& options) {
+void CheckRunOutputs(const RunOptions& options, const RunConfig& config) {
   std::map<std::string, const char*> seen;
   // An output over the run file would replace the config it was read from.
   if (!options.config.empty()) seen.emplace(Canonical(options.config), "the run file");
@@ -36,6 +36,10 @@ void CheckRunOutputs(const RunOptions& options) {
     auto [it, inserted] = seen.emplace(Canonical(out.path), out.flag);
     if (!inserted) Fail("{} {}: the same file as {}; give each output its own path", out.flag, out.path, it->second);
     CheckFileWritable(out.path, fmt::format("{} {}", out.flag, out.path));
+  }
+  if (!options.params_out_dir.empty() && !config.model.enabled) {
+    Fail("--params-out {}: the run has no model (model.enabled: false), so it has no parameters to write",
+         options.params_out_dir);
   }
   if (!options.params_out_dir.empty()) {
     CheckDirWritable(options.params_out_dir, "--params-out " + options.params_out_dir);

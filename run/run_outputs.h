@@ -13,14 +13,16 @@
 
 #include "base/error.h"
 #include "run/checkpoint_config.h"
+#include "run/run_config.h"
 #include "run/run_options.h"
 
 namespace tpusim::run {
 
 // Throws Error "<flag> <path>: ..." unless every output of `options` can be written:
-// files in an existing folder, not a folder themselves and not named twice;
-// --params-out a folder that exists or can be created.
-void CheckRunOutputs(const RunOptions& options);
+// files in an existing folder, not a folder themselves, not named twice and not
+// the run file; --params-out a folder that exists or can be created, for a run
+// of `config` that has a model to write.
+void CheckRunOutputs(const RunOptions& options, const RunConfig& config);
 
 // Throws Error "checkpoint.dir <dir>: ..." unless the run's saves can be written
 // there: a folder that exists or can be made, writable, not a regular file, FIFO,

@@ -1,18 +1,27 @@
 // The pod projection validated on this machine (issue 16): with the target host
 // set to the machine running tpusim (target_host.vcpus = input_vcpus = its CPUs,
-// cpu_speed 1, input_workers = the run's infeed.parallelism), the projection of a real-work pipeline must predict the
-// rate the same run measures. configs/runs/v4-8-real-work.yaml: one v4-8 host reads zlib shards written by `gen-data
-// --compress`, inflates, shuffles and enqueues them, infeed only. The projection is built from the CPU seconds each
-// stage spent, so it holds only if the stages' CPU is timed whole (the stream's and each worker's step, not only their
-// parts), the work one thread does in turn is summed and the simulator's own waits leave the CPUs to the pipeline.
-// Medians of 3 runs per parallelism, as the issue states it. The costs are the run's own (report.calibrate=false): the
-// rate and the costs then come from the same steps, while a calibration after the run meets this VM's vCPU at another
-// speed (calibration_e2e_test.cc, docs/numbers.md). For the same reason each run's projection is set against that run's
-// rate, and the median is taken of those ratios. The projection assumes the machine's CPUs are the pipeline's. Time the
+// cpu_speed 1, input_workers = the run's infeed.parallelism), the projection of a
+// real-work pipeline must predict the rate the same run measures.
+// configs/runs/v4-8-real-work.yaml: one v4-8 host reads zlib shards written by
+// `gen-data --compress`, inflates, shuffles and enqueues them, infeed only. The
+// projection is built from the CPU seconds each stage spent, so it holds only if
+// the stages' CPU is timed whole (the stream's and each worker's step, not only
+// their parts), the work one thread does in turn is summed and the simulator's
+// own waits leave the CPUs to the pipeline. Medians of 3 runs per parallelism, as
+// the issue states it.
+// The costs are the run's own (report.calibrate=false): the rate and the costs
+// then come from the same steps, while a calibration after the run meets this
+// VM's vCPU at another speed (calibration_e2e_test.cc, docs/numbers.md). For the
+// same reason each run's projection is set against that run's rate, and the
+// median is taken of those ratios.
+// The projection assumes the machine's CPUs are the pipeline's. Time the
 // hypervisor gives to other guests (steal, /proc/stat) lowers the measured rate
 // and not the CPU seconds the projection is built from: a CI run once measured
-// 7,684-9,649 examples/s against a steady 9,913-10,408 projected. A run during
-// which more than kMaxSteal of the machine's CPU time was stolen is run again.
+// 7,684-9,649 examples/s against a steady 9,913-10,408 projected, and another saw
+// 6-25 % steal in five runs in a row, its rates falling with it (6,975 at 25 %).
+// So each run's rate is compared as the run would have gone on the CPUs it was
+// given, measured / (1 - steal) (those five: +3.5 %, -0.2 %, +8.3 %, +5.3 %,
+// +3.8 %), and a run that lost more than kMaxSteal of the machine is run again.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -34,7 +43,7 @@ using json = nlohmann::json;
 const char* kRun = "configs/runs/v4-8-real-work.yaml";
 constexpr int kRuns = 3;
 constexpr double kTolerance = 0.15;
-constexpr double kMaxSteal = 0.03;
+constexpr double kMaxSteal = 0.3;
 constexpr int kMaxTries = 2 * kRuns;
 
 std::string DataDir() { return TempDir() + "/real-work-data"; }
@@ -118,13 +127,13 @@ TEST_P(RealWorkProjection, PredictsTheMeasuredRateWithinFifteenPercent) {
     const bool stolen = rates.steal > kMaxSteal;
     runs += "\n  projected " + std::to_string(rates.projected) + ", measured " + std::to_string(rates.measured) +
             " examples/s, steal " + std::to_string(100 * rates.steal) + " %" + (stolen ? " (run again)" : "");
-    if (!stolen) ratios.push_back(rates.projected / rates.measured);
+    if (!stolen) ratios.push_back(rates.projected * (1 - rates.steal) / rates.measured);
   }
   ASSERT_EQ(static_cast<int>(ratios.size()), kRuns)
       << "the hypervisor took more than " << 100 * kMaxSteal << " % of the CPUs in too many runs:" << runs;
   const double ratio = Median(ratios);
-  std::printf("parallelism %d: projected / measured, median of %d runs: %+.1f %%%s\n", GetParam().parallelism, kRuns,
-              100 * (ratio - 1), runs.c_str());
+  std::printf("parallelism %d: projected / (measured / (1 - steal)), median of %d runs: %+.1f %%%s\n",
+              GetParam().parallelism, kRuns, 100 * (ratio - 1), runs.c_str());
   EXPECT_NEAR(ratio, 1.0, kTolerance) << runs;
 }
 
