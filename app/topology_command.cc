@@ -265,7 +265,13 @@ CLI::App* AddTopologyOptions(CLI::App& app, TopologyOptions& topo) {
   topology->add_option("--ring-rule", topo.ring_rule, "current | legacy_two_core");
   topology->add_option("--generation", topo.generation,
                        "TPU generation of a device list or TopologyProto (v4, v5p, ...)");
-  topology->add_option("--mesh", topo.mesh, "a JAX device mesh, axes by increasing network intensity: data=16,fsdp=4");
+  topology->add_option("--mesh", topo.mesh, "a JAX device mesh, axes by increasing network intensity: data=16,fsdp=4")
+      ->check(CLI::Validator(
+          [](std::string& axes) {
+            return axes.empty() ? std::string("give the mesh's axes, e.g. data=16,fsdp=4 (JAX refuses an empty shape)")
+                                : std::string();
+          },
+          "AXES"));
   topology->add_flag("--allow-split-physical-axes", topo.allow_split_physical_axes,
                      "let the mesh split a physical axis (create_device_mesh's option)");
   topology->add_flag("--json", topo.json, "one JSON object instead of a table");
