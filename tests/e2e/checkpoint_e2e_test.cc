@@ -219,12 +219,17 @@ TEST(CheckpointTiming, WritesOnTheInputsStorageSlowTheInput) {
   EXPECT_GT(during(own), 0.6 * outside(own)) << own;
   // Either way, the writes take at least their bytes over 10 MB/s; shared, the
   // reads and writes together move no more than 10 MB/s (the reads' bytes
-  // counted low: 4,096 per example, without the label's), bursts aside.
+  // counted low: 4,096 per example, without the label's). The storage model lets
+  // one wave of requests through at once (its burst: 4 x 256 KiB here,
+  // infeed/storage_model.h), so a shared write may beat bytes / bandwidth by a
+  // burst, and the reads and the write may each start with one: a CI run wrote
+  // 5,007,528 bytes in 0.437 s while the reads took 755 examples/s.
   const double bytes = shared.at("bytes_per_host").get<double>();
+  const double burst = 4 * 256 * 1024.0;
   EXPECT_NEAR(own.at("write_s").get<double>(), bytes / 10e6, 0.05 * bytes / 10e6) << own;
   const double write_s = shared.at("write_s").get<double>();
-  EXPECT_GT(write_s, 0.95 * bytes / 10e6) << shared;
-  EXPECT_LT(during(shared) * 4096 + bytes / write_s, 1.1 * 10e6) << shared;
+  EXPECT_GT(write_s, 0.95 * (bytes - burst) / 10e6) << shared;
+  EXPECT_LT(during(shared) * 4096 * write_s + bytes, 1.1 * 10e6 * write_s + 2 * burst) << shared;
 }
 
 // A saved checkpoint to break: 2 steps, saved at step 2.
