@@ -14,6 +14,7 @@
 
 #include "app/progress.h"
 #include "base/error.h"
+#include "base/host_name.h"
 #include "base/process_memory.h"
 #include "cluster/communicator.h"
 #include "cluster/large_messages.h"
@@ -34,13 +35,6 @@ namespace tpusim::app {
 namespace {
 
 using json = nlohmann::json;
-
-// The machine's hostname (network namespaces and containers may share one).
-std::string HostName() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 // Rank 0: a note for every TPU host whose ranks ended up on several nodes (its
 // host-to-core hop then crosses the network). `nodes[r]` is rank r's node index.
@@ -101,7 +95,7 @@ void PrintRoleLines(const SimulationContext& ctx, const std::vector<std::string>
 // numbered in order of their first rank (node 0 runs rank 0), with the hostname.
 void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
   const std::vector<std::string> roles =
-      GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, HostName(), ::getpid()));
+      GatherStrings(*ctx.comms.world, fmt::format("{}|{}|{}", ctx.node, ThisHostName(), ::getpid()));
   const std::vector<std::string> described = GatherStrings(*ctx.comms.world, ctx.role.Describe());
   if (ctx.comms.world->rank() != 0) return;
   fmt::print("tpusim: {} on {}: {} ranks, {} replicas x {} cores ({} path), {} idle cores\n", ctx.config.source,

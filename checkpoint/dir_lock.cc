@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/host_name.h"
 #include "base/regular_file.h"
 
 namespace tpusim::checkpoint {
@@ -64,7 +65,7 @@ bool SameFile(int fd, const std::string& path) {
 int OpenLockFile(const std::string& path, const std::string& label) {
   RefuseNonRegularFile(path);  // a FIFO named LOCK must not block the open
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0644);
-  if (fd < 0) Fail("{}: cannot create its lock file {}: {})", label, path, ErrnoText(errno));
+  if (fd < 0) Fail("{}: cannot create its lock file {}: {}", label, path, ErrnoText(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
@@ -103,17 +104,11 @@ void WriteHolder(int fd, const std::string& label, const std::string& path) {
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
     const int error = errno;
     ::close(fd);
-    Fail("{}: cannot write its lock file {}: {})", label, path, ErrnoText(error));
+    Fail("{}: cannot write its lock file {}: {}", label, path, ErrnoText(error));
   }
 }
 
 }  // namespace
-
-std::string ThisHostName() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0) return "unknown";
-  return name.data();
-}
 
 DirLock DirLock::Take(const std::string& dir, const std::string& label) {
   const std::string path = (std::filesystem::path(dir) / kLockFile).string();

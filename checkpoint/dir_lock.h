@@ -50,7 +50,4 @@ class DirLock {
   std::optional<LockHolder> stale_;
 };
 
-// This host's name (gethostname), as a LOCK file records it.
-std::string ThisHostName();
-
 }  // namespace tpusim::checkpoint

@@ -205,10 +205,14 @@ LoopsSection LoopsOf(const run::TrainConfig& train, const run::LoopPlan& loops) 
   return {train.steps, loops.steps_per_loop, loops.num_loops, loops.global_steps, loops.infeed_steps};
 }
 
+// A window shorter than 4 queue depths, whose steps may largely have been queued
+// before it began (WindowSection::too_short).
+bool TooShortToBeSteady(int64_t window_steps, int queue_depth) { return window_steps < 4 * int64_t{queue_depth}; }
+
 // Why the window's rate is not a steady figure, or "" when it is (WindowSection).
 std::string UnsteadyWindow(int64_t window_steps, int queue_depth, const WindowFigures& w) {
   std::vector<std::string> why;
-  if (window_steps < 4 * int64_t{queue_depth}) {  // WindowSection::too_short
+  if (TooShortToBeSteady(window_steps, queue_depth)) {
     why.push_back(
         fmt::format("the window is {} steps against infeed queues {} deep: up to {} of its steps may have "
                     "been queued before it began (a window of {} or more steps is steady)",
@@ -231,7 +235,7 @@ WindowSection WindowOf(int64_t first_step, int64_t window_steps, int queue_depth
   s.begin_skew_s = w.last_begin_s - w.begin_s;
   s.steady_note = UnsteadyWindow(window_steps, queue_depth, w);
   s.steady = s.steady_note.empty();
-  s.too_short = window_steps < 4 * int64_t{queue_depth};
+  s.too_short = TooShortToBeSteady(window_steps, queue_depth);
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include "base/atomic_file.h"
 #include "base/crc32c.h"
 #include "base/error.h"
+#include "base/host_name.h"
 #include "checkpoint/dir_lock.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/state_file.h"

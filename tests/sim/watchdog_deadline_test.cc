@@ -25,7 +25,7 @@ RunConfig TenStepLoops() {
 TEST(WatchdogDeadlineTest, ASetDeadlineIsKeptAndNamed) {
   RunConfig c = TenStepLoops();
   c.run.watchdog_s = 2.5;
-  c.device.step_time_us = 1e6;
+  c.device.mean_us = 1e6;
   const WatchdogDeadline d = WatchdogDeadlineOf(c, 9);
   EXPECT_EQ(d.seconds, 2.5);
   EXPECT_EQ(d.basis, "run.watchdog_s = 2.5");
@@ -54,7 +54,7 @@ TEST(WatchdogDeadlineTest, TwoLoopsOfTheModeledStepAreAdded) {
 TEST(WatchdogDeadlineTest, ZeroStillMeansNoWatchdog) {
   RunConfig c = TenStepLoops();
   c.run.watchdog_s = 0;
-  c.device.step_time_us = 1e6;
+  c.device.mean_us = 1e6;
   EXPECT_EQ(WatchdogDeadlineOf(c, 9).seconds, 0);
 }
 
