@@ -27,6 +27,7 @@
 #include "report/trace.h"
 #include "run/exit_codes.h"
 #include "run/run_outputs.h"
+#include "run/table_storage.h"
 #include "sim/rank_sinks.h"
 #include "sim/rank_stream.h"
 #include "sim/wire/params.h"
@@ -114,6 +115,9 @@ void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
   }
   PrintRoleLines(ctx, lines, nodes);
   NoteSplitTpuHosts(ctx, nodes);
+  if (!ctx.options.quiet) {
+    for (const std::string& line : run::TableLines(ctx.config.embedding, ctx.slice.topology)) fmt::print("{}\n", line);
+  }
   if (loops.overshoots(ctx.config.train)) {
     fmt::print(
         "note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "

@@ -9,6 +9,7 @@
 #include "app/command.h"
 #include "run/run_validation.h"
 #include "run/slice.h"
+#include "run/table_storage.h"
 
 namespace tpusim::app {
 namespace {
@@ -40,6 +41,9 @@ int RunValidateCommand(const ValidateOptions& options) {
                                             : fmt::format(" ({} layout, {} simulated ranks as threads)",
                                                           slice.layout.layout_name(), slice.layout.world_size()),
       run.memory.total() / (1024.0 * 1024.0 * 1024.0));
+  for (const std::string& line : run::TableLines(target.run.embedding, slice.topology)) {
+    fmt::print("{}: {}\n", config, line);
+  }
   return 0;
 }
 

@@ -20,6 +20,8 @@ constexpr Spellings<IdDistribution, 2> kDistributions{
     {{"uniform", IdDistribution::kUniform}, {"zipf", IdDistribution::kZipf}}};
 constexpr Spellings<UpdateMode, 2> kUpdateModes{
     {{"global_step", UpdateMode::kGlobalStep}, {"micro_step", UpdateMode::kMicroStep}}};
+constexpr Spellings<TableStorage, 3> kStorages{
+    {{"auto", TableStorage::kAuto}, {"allocated", TableStorage::kAllocated}, {"modeled", TableStorage::kModeled}}};
 
 // Throws unless `value` is finite and in (low, high) / [low, high) as requested.
 void CheckRange(std::string_view key, double value, double low, bool low_inclusive, double high) {
@@ -131,6 +133,10 @@ IdDistribution ParseIdDistribution(std::string_view value, std::string_view key)
 UpdateMode ParseUpdateMode(std::string_view value, std::string_view key) {
   return ParseSpelling(kUpdateModes, value, key);
 }
+TableStorage ParseTableStorage(std::string_view value, std::string_view key) {
+  return ParseSpelling(kStorages, value, key);
+}
+std::string_view ToString(TableStorage storage) { return SpellingOf(kStorages, storage); }
 
 std::string_view ToString(Combiner combiner) { return SpellingOf(kCombiners, combiner); }
 int64_t FeatureWidth(const EmbeddingConfig& config, size_t feature) {

@@ -29,6 +29,14 @@ enum class IdDistribution { kUniform, kZipf };
 // accumulation wrappers see only the dense variables).
 enum class UpdateMode { kGlobalStep, kMicroStep };
 
+// Where a table's rows live on this machine. kAllocated: every row of the shard,
+// dense, as a TPU core holds it. kModeled: only the rows the run touches (a row
+// never touched keeps its initial value, a pure function of its id, so lookups
+// and updates equal the allocated table's); the pod's table is then a figure
+// (docs/design-notes.md, "Real-size tables"). kAuto: the run chooses
+// (run/table_storage.h); a table still kAuto is allocated.
+enum class TableStorage { kAuto, kAllocated, kModeled };
+
 // Adam as run by the embedding engine: lazy (only rows present in the step move) and
 // without bias correction, which Lingvo does not fold into the learning rate.
 struct AdamConfig {
@@ -48,6 +56,7 @@ struct TableConfig {
   // Lingvo's table params default to sum (TF's TableConfig defaults to mean).
   Combiner combiner = Combiner::kSum;
   Sharding sharding = Sharding::kDiv;
+  TableStorage storage = TableStorage::kAuto;
   OptimizerKind optimizer = OptimizerKind::kSgd;
   float learning_rate = 0.01f;  // > 0; the static per-table lr (callers may scale it per step)
   // Adagrad accumulator start value; must be > 0 so the first step does not divide by 0.
@@ -111,6 +120,7 @@ Sharding ParseSharding(std::string_view value, std::string_view key);
 OptimizerKind ParseOptimizer(std::string_view value, std::string_view key);
 IdDistribution ParseIdDistribution(std::string_view value, std::string_view key);
 UpdateMode ParseUpdateMode(std::string_view value, std::string_view key);
+TableStorage ParseTableStorage(std::string_view value, std::string_view key);
 
 std::string_view ToString(Combiner combiner);
 std::string_view ToString(Sharding sharding);
@@ -119,5 +129,6 @@ std::string_view ToString(OptimizerKind optimizer);
 // accumulator), adam 2 (m and v).
 int SlotsOf(OptimizerKind optimizer);
 std::string_view ToString(UpdateMode update);
+std::string_view ToString(TableStorage storage);
 
 }  // namespace tpusim::embedding

@@ -325,7 +325,7 @@ RowMatrix EmbeddingEngine::GatherTable(size_t table, int root) {
     Fail("embedding engine: GatherTable({}, root {}) with {} tables and {} cores", table, root, shards_.size(),
          num_cores_);
   }
-  const RowMatrix& params = shards_[table].params();
+  const RowMatrix& params = *shards_[table].state()[0];  // throws for a modeled table
   Messages send(static_cast<size_t>(num_cores_));
   Append(send[root], std::span<const float>(params.data(), static_cast<size_t>(params.size())));
   Messages received = Exchange(std::move(send));

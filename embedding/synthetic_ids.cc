@@ -28,6 +28,11 @@ constexpr int64_t PaddingElement(int64_t position) { return -1 - position; }
 
 }  // namespace
 
+int64_t ZipfCdfBytes(const FeatureConfig& feature, int64_t vocab) {
+  const bool table = feature.distribution == IdDistribution::kZipf && vocab <= kZipfCdfMaxVocab;
+  return table ? vocab * static_cast<int64_t>(sizeof(double)) : 0;
+}
+
 SyntheticIdGenerator::SyntheticIdGenerator(const FeatureConfig& feature, int64_t vocab, uint64_t seed)
     : vocab_(vocab),
       max_ids_(feature.max_ids),
@@ -36,8 +41,10 @@ SyntheticIdGenerator::SyntheticIdGenerator(const FeatureConfig& feature, int64_t
       feature_key_(FeatureKey(feature.name)),
       weights_key_(FeatureKey(feature.weights)) {
   if (vocab < 1) Fail("embedding.features.{}: table vocab {} must be >= 1", feature.name, vocab);
-  if (feature.distribution == IdDistribution::kZipf) {
+  if (feature.distribution == IdDistribution::kZipf && vocab <= kZipfCdfMaxVocab) {
     zipf_cdf_ = ZipfCdf(vocab, feature.zipf_exponent);
+  } else if (feature.distribution == IdDistribution::kZipf) {
+    zipf_sampler_.emplace(vocab, feature.zipf_exponent);
   }
 }
 
@@ -54,12 +61,25 @@ int64_t SyntheticIdGenerator::ValidCount(int64_t example_id) const {
 
 int64_t SyntheticIdGenerator::DrawId(int64_t example_id, int64_t position) const {
   const double u = BitsToUniform01(SyntheticBits(seed_, example_id, feature_key_, position));
+  if (zipf_sampler_) return DrawRejectionInversion(example_id, position, u);
   if (zipf_cdf_.empty()) {
     return std::min(static_cast<int64_t>(u * static_cast<double>(vocab_)), vocab_ - 1);
   }
   // Inverse CDF: the first id whose cumulative probability exceeds u.
   const auto it = std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u);
   return std::min(static_cast<int64_t>(it - zipf_cdf_.begin()), vocab_ - 1);
+}
+
+// Candidates until one is accepted: the first from `u`, try a > 0 from element
+// position + a * max_ids (no other position's element). Each try is accepted with
+// probability above 0.9, so the cap is never reached in practice.
+int64_t SyntheticIdGenerator::DrawRejectionInversion(int64_t example_id, int64_t position, double u) const {
+  constexpr int kMaxTries = 1000;
+  for (int a = 1; a <= kMaxTries; ++a) {
+    if (const int64_t k = zipf_sampler_->Try(u); k > 0) return k - 1;
+    u = BitsToUniform01(SyntheticBits(seed_, example_id, feature_key_, position + a * max_ids_));
+  }
+  return 0;  // the most frequent id
 }
 
 int64_t SyntheticIdGenerator::Id(int64_t example_id, int64_t position) const {

@@ -5,17 +5,27 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "embedding/config.h"
+#include "embedding/internal/zipf_sampler.h"
 
 namespace tpusim::embedding {
 
+// The largest vocabulary whose Zipf ids come from a CDF table (8 MiB of it).
+inline constexpr int64_t kZipfCdfMaxVocab = int64_t{1} << 20;
+
+// Bytes a generator of `feature` over `vocab` rows holds: its Zipf CDF, if any.
+int64_t ZipfCdfBytes(const FeatureConfig& feature, int64_t vocab);
+
 class SyntheticIdGenerator {
  public:
-  // `vocab` is the feature's table vocabulary. Zipf features precompute a CDF of
-  // `vocab` doubles (8 bytes per row). Throws Error if vocab < 1.
+  // `vocab` is the feature's table vocabulary. Zipf features over at most
+  // kZipfCdfMaxVocab rows precompute a CDF of `vocab` doubles (8 bytes per row,
+  // ZipfCdfBytes); larger ones draw by rejection-inversion in O(1) memory. Throws
+  // Error if vocab < 1.
   SyntheticIdGenerator(const FeatureConfig& feature, int64_t vocab, uint64_t seed);
 
   // Number of valid (non -1) ids in example `example_id`'s row, in [0, max_ids].
@@ -39,6 +49,7 @@ class SyntheticIdGenerator {
 
  private:
   int64_t DrawId(int64_t example_id, int64_t position) const;
+  int64_t DrawRejectionInversion(int64_t example_id, int64_t position, double u) const;
 
   int64_t vocab_;
   int64_t max_ids_;
@@ -46,7 +57,8 @@ class SyntheticIdGenerator {
   uint64_t seed_;
   uint64_t feature_key_;
   uint64_t weights_key_;
-  std::vector<double> zipf_cdf_;  // empty for uniform
+  std::vector<double> zipf_cdf_;                       // empty for uniform and large Zipf
+  std::optional<internal::ZipfSampler> zipf_sampler_;  // Zipf above kZipfCdfMaxVocab
 };
 
 }  // namespace tpusim::embedding

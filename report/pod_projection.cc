@@ -508,6 +508,14 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   p.outliers = ShareEstimates(p.hosts, in);
   p.device_step_s = in.device_step_s;
   p.embedding = ProjectEmbeddingStep(in.embedding_cores, in.ici_link_gbps, in.hbm_gbps_per_core);
+  if (p.embedding) {
+    p.embedding->table_bytes_per_core = in.tables.bytes_per_core;
+    if (in.tables.hbm_bytes_per_core > 0) {
+      p.embedding->hbm_bytes_per_core = in.tables.hbm_bytes_per_core;
+      p.embedding->tables_fit_hbm = in.tables.fit;
+    }
+    p.embedding->tables_line = in.tables.line;
+  }
   p.target_step_s = in.device_step_s + in.ici_crs_s_per_step + (p.embedding ? p.embedding->step_s : 0.0);
   SetLeastHost(p);
   SetStepFigures(p);

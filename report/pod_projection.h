@@ -34,6 +34,7 @@
 #include "report/pod_workloads.h"
 #include "report/report_types.h"
 #include "run/run_config.h"
+#include "run/table_storage.h"
 #include "run/target_host.h"
 
 namespace tpusim::report {
@@ -83,6 +84,7 @@ struct PodProjectionInputs {
   double ici_link_gbps = 0;                             // the topology's ICI link
   double hbm_gbps_per_core = 0;                         // the topology's HBM bandwidth (0: not given)
   ShampooInputs shampoo = {};                           // keys null: no Shampoo
+  run::TablesOnCores tables = {};                       // the embedding tables on the target's cores
 };
 
 // Why a run without a modeled device step has no pod verdict, and the key to set.

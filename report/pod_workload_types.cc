@@ -52,6 +52,10 @@ void EmbeddingStepFields(Io& io, Section& p) {
   io.Nullable("balanced_lookup_update_s", p.balanced_lookup_update_s);
   io.Required("step_s", p.step_s);
   io.Required("assumes", p.assumes);
+  io.Required("table_bytes_per_core", p.table_bytes_per_core);
+  io.Nullable("hbm_bytes_per_core", p.hbm_bytes_per_core);
+  io.Nullable("tables_fit_hbm", p.tables_fit_hbm);
+  io.Required("tables_line", p.tables_line);
 }
 
 template <typename Io, typename Row>

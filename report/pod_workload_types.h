@@ -62,6 +62,12 @@ struct EmbeddingStepProjection {
   std::optional<double> balanced_lookup_update_s;  // the mean core's; null: no HBM figure
   double step_s = 0;                               // all_to_all_s + lookup_update_s: what target_step_s adds
   std::vector<std::string> assumes;
+  // The tables on the target's cores: the largest shard of each table with its
+  // optimizer slots (whether or not this run modeled them), against the HBM.
+  double table_bytes_per_core = 0;
+  std::optional<double> hbm_bytes_per_core;  // null: the topology gives no hbm_gib_per_core
+  std::optional<bool> tables_fit_hbm;        // null: no HBM figure to compare
+  std::string tables_line;                   // as the run printed it before it started
 };
 
 // The root-cost model at one block size.

@@ -210,6 +210,7 @@ void PrintEmbeddingStep(const EmbeddingStepProjection& e) {
       e.all_to_all_bytes_per_step / 1e6, e.ici_link_gbps,
       e.lookup_update_s ? fmt::format("{:.3f} ms", *e.lookup_update_s * 1e3) : std::string("- (no hbm_gbps_per_core)"),
       e.hot_core_hbm_bytes_per_step / 1e6, e.hot_core_ratio);
+  if (e.tables_fit_hbm == false) fmt::print("  {}\n", e.tables_line);
 }
 
 // pod_projection: the target host, each building host on it, the projected step

@@ -6,6 +6,7 @@
 
 #include "run/run_config.h"
 #include "run/slice.h"
+#include "run/table_storage.h"
 
 namespace tpusim::run {
 namespace {
@@ -77,6 +78,12 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice) {
   if (c.shares_input_storage && config.input.source != InputSource::kFiles) {
     Fail("{}: checkpoint.shares_input_storage: input.source {} reads no input.storage to share", config.source,
          SpellingOf(config.input.source));
+  }
+  if (const std::string table = FirstModeledTable(config.embedding.config); !table.empty()) {
+    Fail(
+        "{}: checkpoint: embedding table {} is modeled (only the rows the run touches are held), which "
+        "checkpoints do not save; set embedding.storage: allocated or save no checkpoints",
+        config.source, table);
   }
   if (config.embedding.enabled() && slice.idle_cores() > 0) {
     Fail(

@@ -11,6 +11,8 @@
 #include "base/strict_yaml.h"
 #include "run/config_node.h"
 #include "run/internal/config_checks.h"
+#include "run/run_validation.h"
+#include "run/table_storage.h"
 
 namespace tpusim::run {
 
@@ -400,14 +402,16 @@ void ParseAdamTable(ConfigNode node, embedding::AdamConfig& adam) {
   node.Finish();
 }
 
-embedding::TableConfig ParseTable(ConfigNode node, const std::string& name, embedding::Sharding default_sharding) {
+embedding::TableConfig ParseTable(ConfigNode node, const std::string& name, const embedding::TableConfig& defaults) {
   embedding::TableConfig t;
   t.name = name;
-  t.sharding = default_sharding;
+  t.sharding = defaults.sharding;
+  t.storage = defaults.storage;
   node.Get("vocab", t.vocab);
   node.Get("dim", t.dim);
   GetEnum(node, "combiner", t.combiner, &embedding::ParseCombiner);
   GetEnum(node, "sharding", t.sharding, &embedding::ParseSharding);
+  GetEnum(node, "storage", t.storage, &embedding::ParseTableStorage);
   GetEnum(node, "optimizer", t.optimizer, &embedding::ParseOptimizer);
   node.Get("learning_rate", t.learning_rate);
   node.Get("initial_accumulator", t.initial_accumulator);
@@ -445,14 +449,15 @@ void SortByName(std::vector<T>& items) {
 // The tables accumulate over the train section's micro-batches (embedding.update).
 EmbeddingSection ParseEmbedding(ConfigNode node, const TrainConfig& train) {
   EmbeddingSection e;
-  embedding::Sharding sharding = embedding::Sharding::kDiv;
-  GetEnum(node, "sharding", sharding, &embedding::ParseSharding);
+  embedding::TableConfig defaults;  // what a table does not say: sharding and storage
+  GetEnum(node, "sharding", defaults.sharding, &embedding::ParseSharding);
+  GetEnum(node, "storage", defaults.storage, &embedding::ParseTableStorage);
   GetEnum(node, "update", e.config.update, &embedding::ParseUpdateMode);
   e.config.num_micro_batches = train.num_micro_batches;
   ConfigNode tables = node.Child("tables");
   for (const std::string& name : tables.Keys()) {
     RequireName(tables, name);
-    e.config.tables.push_back(ParseTable(tables.Child(name), name, sharding));
+    e.config.tables.push_back(ParseTable(tables.Child(name), name, defaults));
   }
   ConfigNode features = node.Child("features");
   for (const std::string& name : features.Keys()) {
@@ -516,6 +521,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::ve
   config.checkpoint = ParseCheckpoint(top.Child("checkpoint"));
   top.Finish();
   CheckEmbeddingNames(config);
+  config.embedding.storage_note = ChooseTableStorage(config.embedding.config, ThisMachine().memory_bytes);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path), config.topology_generation);
   return config;
 }

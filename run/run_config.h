@@ -200,6 +200,8 @@ struct DeviceConfig {
 // An empty feature list means the run has no embedding path.
 struct EmbeddingSection {
   embedding::EmbeddingConfig config;
+  // Set when `storage: auto` tables were modeled on this machine (run/table_storage.h).
+  std::string storage_note;
   bool enabled() const { return !config.features.empty(); }
 };
 

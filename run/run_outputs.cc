@@ -7,6 +7,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "run/table_storage.h"
 
 namespace tpusim::run {
 namespace {
@@ -40,6 +41,13 @@ void CheckRunOutputs(const RunOptions& options, const RunConfig& config) {
   if (!options.params_out_dir.empty() && !config.model.enabled) {
     Fail("--params-out {}: the run has no model (model.enabled: false), so it has no parameters to write",
          options.params_out_dir);
+  }
+  if (const std::string table = FirstModeledTable(config.embedding.config);
+      !options.params_out_dir.empty() && !table.empty()) {
+    Fail(
+        "--params-out {}: embedding table {} is modeled (only the rows the run touches are held), so it cannot be "
+        "written whole; set embedding.storage: allocated",
+        options.params_out_dir, table);
   }
   if (!options.params_out_dir.empty()) {
     CheckDirWritable(options.params_out_dir, "--params-out " + options.params_out_dir);

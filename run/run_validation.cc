@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "embedding/coo_bytes.h"
+#include "embedding/synthetic_ids.h"
 #include "infeed/file_source.h"
 #include "infeed/shard_message.h"
 #include "infeed/tfrecord_source.h"
@@ -19,6 +20,7 @@
 #include "run/model_inputs.h"
 #include "run/run_features.h"
 #include "run/shampoo_keys.h"
+#include "run/table_storage.h"
 
 namespace tpusim::run {
 namespace {
@@ -129,14 +131,32 @@ double CoreModelBytes(const RunConfig& config, double width, double rows) {
   return 4.0 * (params * (6 + SlotsPerParameter(config.train.optimizer)) + 2 * rows * (activations + 1));
 }
 
-// Each core owns a 1/num_cores row shard of every table, with its optimizer slots.
-double CoreEmbeddingBytes(const embedding::EmbeddingConfig& config, int num_cores) {
+// Each core owns a 1/num_cores row shard of every table, with its optimizer slots
+// and gradient copy. A modeled table holds the rows the run is expected to touch
+// (its features' distinct ids over `examples`), as one core's share, each row with
+// twice its bytes (the held rows grow by doubling) and its hash entry.
+double CoreEmbeddingBytes(const embedding::EmbeddingConfig& config, int num_cores, double examples) {
+  constexpr double kHashEntryBytes = 64;
   double bytes = 0;
-  for (const embedding::TableConfig& t : config.tables) {
-    int slots = t.optimizer == embedding::OptimizerKind::kAdam      ? 2
-                : t.optimizer == embedding::OptimizerKind::kAdagrad ? 1
-                                                                    : 0;
-    bytes += 4.0 * static_cast<double>(t.vocab) * static_cast<double>(t.dim) * (2 + slots) / num_cores;
+  for (size_t i = 0; i < config.tables.size(); ++i) {
+    const embedding::TableConfig& t = config.tables[i];
+    const double row = 4.0 * static_cast<double>(t.dim) * (2 + embedding::SlotsOf(t.optimizer));
+    if (t.storage == embedding::TableStorage::kModeled) {
+      bytes += ExpectedRowsHeld(config, i, examples) * (2 * row + kHashEntryBytes) / num_cores;
+    } else {
+      bytes += static_cast<double>(t.vocab) * row / num_cores;
+    }
+  }
+  return bytes;
+}
+
+// A TPU host's id generators: a Zipf CDF per feature over a table of at most
+// kZipfCdfMaxVocab rows.
+double HostIdGeneratorBytes(const embedding::EmbeddingConfig& config) {
+  double bytes = 0;
+  for (const embedding::FeatureConfig& f : config.features) {
+    bytes +=
+        static_cast<double>(embedding::ZipfCdfBytes(f, config.tables[embedding::TableIndex(config, f.table)].vocab));
   }
   return bytes;
 }
@@ -255,6 +275,7 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const
     if (!OnMachine(machine, layout, layout.host_rank(h.host))) continue;
     m.host_batches_bytes += HostBatchesHeld(config) * static_cast<double>(h.rows_per_step) * row_bytes +
                             static_cast<double>(config.input.shuffle_buffer) * row_bytes;
+    m.embedding_bytes += HostIdGeneratorBytes(config.embedding.config);
   }
   for (const infeed::HostPlan& h : plan.hosts()) {
     for (const infeed::ShardRoute& r : h.shards) {
@@ -273,10 +294,12 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const
   const double width = ModelWidth(config, plan.features());
   const double rows = static_cast<double>(MaxRowsPerStep(plan));
   const cluster::Topology& topo = slice.topology;
+  const double examples =
+      static_cast<double>(config.input.global_batch) * static_cast<double>(MakeLoopPlan(config.train).global_steps);
   for (int host = 0; host < topo.num_hosts(); ++host) {
     for (int ordinal = 0; ordinal < topo.cores_per_host(); ++ordinal) {
       if (!OnMachine(machine, layout, layout.core_rank(host, ordinal))) continue;
-      m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, topo.num_cores());
+      m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, topo.num_cores(), examples);
       bool trains = config.model.enabled && slice.assignment.replica_core_at(host, ordinal).replica >= 0;
       if (trains) m.model_bytes += CoreModelBytes(config, width, rows);
     }

@@ -102,7 +102,9 @@ PodProjectionInputs PodProjectionInputsOf(const ReportInputs& in,
           EmbeddingCoresOf(in.ranks),
           topology.hardware().ici_link_gbps,
           topology.hardware().hbm_gbps_per_core,
-          std::move(shampoo)};
+          std::move(shampoo),
+          run::TablesOnTheCores(in.config.embedding.config, topology.num_cores(), topology.hardware().hbm_gib_per_core,
+                                topology.name())};
 }
 
 }  // namespace tpusim::report::internal

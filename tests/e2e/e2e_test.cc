@@ -393,6 +393,50 @@ TEST(EmbeddingInvariants, TablesTrainAndTheReportShowsTheLoad) {
   EXPECT_GT(rep["step_breakdown"]["embedding_backward_s"].get<double>(), 0);
 }
 
+// A modeled table (only the rows the run touches held) trains exactly as the
+// allocated one: the same loss after every loop.
+TEST(EmbeddingInvariants, ModeledTablesTrainAsAllocatedOnes) {
+  std::vector<json> reports;
+  for (const char* storage : {"allocated", "modeled"}) {
+    const std::string report = TempDir() + "/embedding-" + storage + ".json";
+    Result r = RunTpusim(Source(kEmbeddingRun), "--set train.steps=60 --set embedding.storage=" + std::string(storage) +
+                                                    " --report " + report);
+    ASSERT_EQ(r.rc, 0) << r.output;
+    reports.push_back(json::parse(std::ifstream(report)));
+  }
+  const json& allocated = reports[0]["training"]["loops"];
+  const json& modeled = reports[1]["training"]["loops"];
+  ASSERT_EQ(allocated.size(), 3u);
+  ASSERT_EQ(modeled.size(), 3u);
+  for (size_t i = 0; i < allocated.size(); ++i) EXPECT_EQ(allocated[i]["loss"], modeled[i]["loss"]) << "loop " << i;
+}
+
+// The DLRM at full size (856M rows, 612 GiB with slots and gradients): modeled
+// on this machine with a line saying so, compared with the target's HBM (fits on
+// v5p-256's 95 GiB cores, not on v4-8's 32 GiB), run on v4-8 without the tables.
+TEST(EmbeddingInvariants, FullSizeTablesAreModeledAndComparedWithTheHbm) {
+  const std::string full = Source("configs/runs/v5p-256-dlrm-full.yaml");
+  Result fits = Shell(tpusim::e2e::Tpusim() + " validate " + full);
+  ASSERT_EQ(fits.rc, 0) << fits.output;
+  EXPECT_THAT(fits.output, HasSubstr("20 of 20 tables modeled, holding only the rows the run touches"));
+  EXPECT_THAT(fits.output, HasSubstr("the tables need 2.39 GiB per core with their optimizer slots, against 95.0 GiB "
+                                     "of HBM per core on v5p-256: they fit"));
+  const std::string v4_8 =
+      "--set topology=v4-8 --set 'cluster={layout: ranks}' --set input.global_batch=256 "
+      "--set train.steps=2 --set train.iterations_per_loop=1";
+  const std::string report = TempDir() + "/dlrm-full-v4-8.json";
+  Result run = RunTpusim(full, v4_8 + " --report " + report, 5, 300);
+  ASSERT_EQ(run.rc, 0) << run.output;
+  json rep = json::parse(std::ifstream(report));
+  const json& e = rep["pod_projection"]["embedding"];
+  EXPECT_EQ(e["tables_fit_hbm"], false);
+  EXPECT_NEAR(e["table_bytes_per_core"].get<double>(), 428e6 / 4 * (256 + 512), 1e6);
+  EXPECT_THAT(e["tables_line"].get<std::string>(), HasSubstr("76.53 GiB per core with their optimizer slots, against "
+                                                             "32.0 GiB of HBM per core on v4-8: they do not fit"));
+  EXPECT_GT(rep["embedding"]["ids_enqueued_per_s"].get<double>(), 0);
+  EXPECT_LT(rep["memory"]["max_peak_rss_mib"].get<double>(), 4096);  // 76.5 GiB per core, if allocated
+}
+
 }  // namespace
 
 namespace {

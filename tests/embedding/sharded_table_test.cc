@@ -112,5 +112,38 @@ TEST(ShardedTableTest, RejectsShardOutsideSharding) {
   EXPECT_THROW(ShardedTable(Table(OptimizerKind::kSgd), TableSharding(13, 2, Sharding::kDiv), 2), Error);
 }
 
+// A modeled table holds only the rows it updated, and looks up and updates
+// exactly as the allocated table does (every optimizer, both shardings).
+TEST(ShardedTableTest, AModeledTableEqualsTheAllocatedOne) {
+  for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
+    for (Sharding kind : {Sharding::kDiv, Sharding::kMod}) {
+      TableConfig config = Table(optimizer);
+      config.init_scale = 0.5f;
+      config.vocab = 1000;
+      const TableSharding sharding(config.vocab, 3, kind);
+      ShardedTable allocated(config, sharding, 1);
+      config.storage = TableStorage::kModeled;
+      ShardedTable modeled(config, sharding, 1);
+      EXPECT_EQ(modeled.rows(), allocated.rows());
+      EXPECT_EQ(modeled.rows_held(), 0);
+      const std::vector<int64_t> rows{5, 300, 5, 0, 332, 17, 300};
+      for (size_t step = 0; step < 3; ++step) {
+        for (size_t i = step; i < rows.size(); i += 2) {
+          const float gradient[2] = {0.25f * static_cast<float>(i + 1), -0.5f};
+          allocated.Apply(rows[i], gradient, 0.1f);
+          modeled.Apply(rows[i], gradient, 0.1f);
+        }
+      }
+      EXPECT_EQ(modeled.rows_held(), 5);  // 5, 300, 0, 332, 17
+      const std::vector<int64_t> lookups{0, 1, 5, 17, 299, 300, 332};
+      std::vector<float> a(lookups.size() * 2), m(lookups.size() * 2);
+      allocated.Lookup(lookups, a.data());
+      modeled.Lookup(lookups, m.data());
+      EXPECT_EQ(a, m) << ToString(kind);
+      EXPECT_THROW(modeled.state(), Error);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpusim::embedding

@@ -1,5 +1,6 @@
 #include "embedding/synthetic_ids.h"
 
+#include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -69,6 +70,40 @@ TEST(SyntheticIdsTest, ZipfFrequencies) {
   EXPECT_NEAR(count[0] / total, 0.19280, 0.005);
   EXPECT_NEAR(count[1] / total, 0.09640, 0.004);
   EXPECT_GT(count[99], 0.0);
+}
+
+// Zipf over more rows than a CDF is kept for: rejection-inversion draws the same
+// law. Zipf(1.05) over 2^21 ids: P(k) = (k + 1)^-1.05 / H, H = sum of those.
+TEST(SyntheticIdsTest, ZipfWithoutATableDrawsTheSameLaw) {
+  const int64_t vocab = 2 * kZipfCdfMaxVocab;
+  FeatureConfig feature = Feature(IdDistribution::kZipf, 0.0);
+  feature.zipf_exponent = 1.05;
+  EXPECT_EQ(ZipfCdfBytes(feature, vocab), 0);
+  EXPECT_EQ(ZipfCdfBytes(feature, 100), 800);
+  const SyntheticIdGenerator gen(feature, vocab, 3);
+  const int64_t rows = 40000;
+  std::vector<int64_t> block(static_cast<size_t>(rows * 10));
+  gen.Fill(0, rows, block);
+  double h = 0;
+  for (int64_t k = 1; k <= vocab; ++k) h += std::pow(static_cast<double>(k), -1.05);
+  std::vector<double> count(4, 0.0);
+  int64_t above = 0;
+  for (int64_t id : block) {
+    ASSERT_GE(id, 0);
+    ASSERT_LT(id, vocab);
+    if (id < 4) count[static_cast<size_t>(id)] += 1.0;
+    above += id >= vocab / 2 ? 1 : 0;
+  }
+  const double total = static_cast<double>(block.size());
+  for (int k = 0; k < 4; ++k) {
+    const double p = std::pow(k + 1.0, -1.05) / h;
+    EXPECT_NEAR(count[static_cast<size_t>(k)] / total, p, 0.06 * p + 0.001) << "id " << k;
+  }
+  double tail = 0;  // P(id >= vocab / 2)
+  for (int64_t k = vocab / 2 + 1; k <= vocab; ++k) tail += std::pow(static_cast<double>(k), -1.05);
+  EXPECT_NEAR(static_cast<double>(above) / total, tail / h, 0.1 * tail / h);
+  // Still a pure function of (example, position).
+  EXPECT_EQ(gen.Id(123, 4), SyntheticIdGenerator(feature, vocab, 3).Id(123, 4));
 }
 
 TEST(SyntheticIdsTest, WeightsArePureAndSpreadOverTheirRange) {
