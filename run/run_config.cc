@@ -517,6 +517,10 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::ve
   top.Finish();
   CheckEmbeddingNames(config);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path), config.topology_generation);
+  if (config.topology.num_slices != 1) {
+    Fail("{}: topology: {}: multislice runs are not simulated yet; tpusim topology describes them", path,
+         config.topology_ref);
+  }
   return config;
 }
 
