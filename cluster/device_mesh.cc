@@ -411,7 +411,104 @@ Positions CreateDeviceMesh(const std::string& kind, const std::vector<int64_t>& 
   return NdTorus(PhysicalMesh(devices, kind), mesh_shape, allow_split);
 }
 
-bool IsAxisNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// ---------------------------------------------------------------------------
+// The hybrid mesh (create_hybrid_device_mesh)
+
+// Device indices by granule — slice_index, or process_index — each granule's
+// devices in list order, the granules in the order they first appear, or by
+// their index when sorted.
+std::vector<Positions> Granules(const std::vector<MeshDevice>& devices, bool by_process, bool sort) {
+  std::vector<std::pair<int, Positions>> groups;
+  std::map<int, size_t> slot;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const int key = by_process ? devices[k].process_index : devices[k].slice_index;
+    const auto [it, fresh] = slot.emplace(key, groups.size());
+    if (fresh) groups.push_back({key, {}});
+    groups[it->second].second.push_back(static_cast<int>(k));
+  }
+  if (sort) {
+    std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  std::vector<Positions> out;
+  for (auto& group : groups) out.push_back(std::move(group.second));
+  return out;
+}
+
+// numpy's block() of the granules' meshes placed as a `dcn` array: along each
+// axis the DCN index is the outer part, the ICI index the inner.
+Positions TileBlocks(const std::vector<int64_t>& ici, const std::vector<int64_t>& dcn,
+                     const std::vector<Positions>& blocks) {
+  const size_t n = ici.size();
+  std::vector<int64_t> shape(n), index(n, 0);
+  for (size_t i = 0; i < n; ++i) shape[i] = ici[i] * dcn[i];
+  Positions out;
+  for (int64_t flat = 0; flat < Product(shape); ++flat) {
+    int64_t granule = 0, local = 0;
+    for (size_t i = 0; i < n; ++i) {
+      granule = granule * dcn[i] + index[i] / ici[i];
+      local = local * ici[i] + index[i] % ici[i];
+    }
+    out.push_back(blocks[granule][local]);
+    for (size_t i = n; i-- > 0;) {
+      if (++index[i] < shape[i]) break;
+      index[i] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Sizes(const std::vector<MeshAxis>& axes) {
+  std::vector<int64_t> sizes;
+  for (const MeshAxis& a : axes) sizes.push_back(a.size);
+  return sizes;
+}
+
+Positions HybridDeviceMesh(const std::string& kind, const MeshSpec& spec, const DcnMeshSpec& spec_dcn,
+                           const std::vector<MeshDevice>& devices) {
+  const std::vector<int64_t> ici = Sizes(spec.axes), dcn = Sizes(spec_dcn.axes);
+  const std::vector<Positions> granules = Granules(devices, spec_dcn.process_is_granule, spec_dcn.sort_granules);
+  if (Product(dcn) != static_cast<int64_t>(granules.size())) {
+    Fail("ValueError: Number of slices {} must equal the product of dcn_mesh_shape {}", granules.size(), PyTuple(dcn));
+  }
+  std::vector<Positions> blocks;
+  for (const Positions& granule : granules) {
+    std::vector<MeshDevice> members;
+    for (int k : granule) members.push_back(devices[k]);
+    Positions local = CreateDeviceMesh(kind, ici, members, spec.allow_split_physical_axes);
+    for (int& p : local) p = granule[p];
+    blocks.push_back(std::move(local));
+  }
+  return TileBlocks(ici, dcn, blocks);
+}
+
+int SliceCount(const std::vector<MeshDevice>& devices) {
+  std::set<int> slices;
+  for (const MeshDevice& d : devices) slices.insert(d.slice_index);
+  return static_cast<int>(slices.size());
+}
+
+Positions MeshPositions(const std::string& kind, const MeshSpec& spec, const DcnMeshSpec& dcn,
+                        const std::vector<MeshDevice>& devices) {
+  if (!dcn.axes.empty()) {
+    CheckDcnAxes(spec.axes, dcn.axes, "the DCN mesh");
+    return HybridDeviceMesh(kind, spec, dcn, devices);
+  }
+  if (const int slices = SliceCount(devices); slices > 1) {
+    Fail(
+        "the devices are {} slices, and create_device_mesh lays out one; a multislice mesh is "
+        "create_hybrid_device_mesh's (give a DCN mesh)",
+        slices);
+  }
+  return CreateDeviceMesh(kind, Sizes(spec.axes), devices, spec.allow_split_physical_axes);
+}
+
+// "2xv5p-128" names its slice's generation after the "2x".
+std::string_view SliceName(std::string_view name) {
+  const size_t digits = name.find_first_not_of("0123456789 ");
+  if (digits == 0 || digits == std::string_view::npos || name[digits] != 'x') return name;
+  const size_t rest = name.find_first_not_of(' ', digits + 1);
+  return rest == std::string_view::npos ? name : name.substr(rest);
+}
 
 }  // namespace
 
@@ -425,81 +522,70 @@ std::string JaxDeviceKind(const Generation& generation) {
 
 std::vector<MeshDevice> JaxDeviceList(const Topology& topology) {
   const Coord& m = topology.mesh_shape();
+  const int positions = m[0] * m[1] * m[2] * m[3];
   std::vector<MeshDevice> devices;
-  for (int h = 0; h < topology.num_hosts(); ++h) {
-    for (const Coord& c : topology.device_coordinates()[h]) {
-      const int id = c[3] + m[3] * (c[0] + m[0] * (c[1] + m[1] * c[2]));
-      devices.push_back({id, h, c});
+  for (int s = 0; s < topology.num_slices(); ++s) {
+    for (int h = 0; h < topology.num_hosts(); ++h) {
+      for (const Coord& c : topology.device_coordinates()[h]) {
+        const int id = c[3] + m[3] * (c[0] + m[0] * (c[1] + m[1] * c[2]));
+        devices.push_back({s * positions + id, s * topology.num_hosts() + h, c, s});
+      }
     }
   }
   return devices;
 }
 
-DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& generation, const MeshSpec& spec) {
+std::vector<MeshDevice> MatchTopologyDevices(const Topology& topology, std::vector<MeshDevice> listed,
+                                             const std::string& source) {
+  const std::vector<MeshDevice> all = JaxDeviceList(topology);
+  std::map<std::pair<int, Coord>, int> process_at;
+  for (const MeshDevice& d : all) process_at[{d.slice_index, d.coord}] = d.process_index;
+  for (const MeshDevice& d : listed) {
+    const auto it = process_at.find({d.slice_index, d.coord});
+    const std::string place =
+        fmt::format("slice {} coords [{}] core {}", d.slice_index,
+                    fmt::join(std::vector<int>(d.coord.begin(), d.coord.begin() + 3), ", "), d.coord[3]);
+    if (it == process_at.end()) Fail("{}: device {} at {} is not a device of {}", source, d.id, place, topology.name());
+    if (it->second != d.process_index) {
+      Fail("{}: device {} at {} is on process {}, but {} has process {} there", source, d.id, place, d.process_index,
+           topology.name(), it->second);
+    }
+  }
+  if (listed.size() != all.size()) {
+    Fail("{}: {} devices listed but {} has {}; list each of its devices once", source, listed.size(), topology.name(),
+         all.size());
+  }
+  return listed;
+}
+
+DeviceMesh DeviceMesh::Create(const Topology& topology, const Generation& generation, const MeshSpec& spec,
+                              const DcnMeshSpec& dcn, std::vector<MeshDevice> devices) {
   if (topology.cores_per_chip() != DevicesPerChip(generation)) {
     Fail("topology {} has {} devices per chip but {} has {}", topology.name(), topology.cores_per_chip(),
          GenerationName(generation), DevicesPerChip(generation));
   }
   DeviceMesh mesh;
   mesh.spec_ = spec;
+  mesh.dcn_ = dcn;
   mesh.device_kind_ = JaxDeviceKind(generation);
-  mesh.devices_ = JaxDeviceList(topology);
-  std::vector<int64_t> shape;
-  for (const MeshAxis& a : spec.axes) shape.push_back(a.size);
-  mesh.positions_ = CreateDeviceMesh(mesh.device_kind_, shape, mesh.devices_, spec.allow_split_physical_axes);
+  mesh.devices_ = devices.empty() ? JaxDeviceList(topology) : std::move(devices);
+  mesh.positions_ = MeshPositions(mesh.device_kind_, spec, dcn, mesh.devices_);
   return mesh;
 }
 
-MeshAxis ParseMeshAxis(const std::string& name, std::string_view size_text, const std::string& where) {
-  if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), IsAxisNameChar)) {
-    Fail("{}: axis name '{}' must be 1 to 64 of A-Z a-z 0-9 _", where, name);
+std::vector<int> DeviceMesh::shape() const {
+  std::vector<int> sizes;
+  for (size_t i = 0; i < spec_.axes.size(); ++i) {
+    sizes.push_back(spec_.axes[i].size * (dcn_.axes.empty() ? 1 : dcn_.axes[i].size));
   }
-  int size = 0;
-  const auto [end, error] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
-  if (size_text.empty() || error != std::errc() || end != size_text.data() + size_text.size() || size < 1) {
-    Fail("{}: size '{}' of axis '{}' must be a whole number >= 1", where, size_text, name);
-  }
-  return {name, size};
-}
-
-void CheckDistinctAxes(const std::vector<MeshAxis>& axes, const std::string& where) {
-  std::set<std::string> names;
-  for (const MeshAxis& a : axes) {
-    if (!names.insert(a.name).second) Fail("{}: axis '{}' is given twice", where, a.name);
-  }
-}
-
-std::vector<MeshAxis> ParseMeshAxes(const std::string& text, const std::string& where) {
-  std::vector<MeshAxis> axes;
-  const std::string context = fmt::format("{} '{}'", where, text);
-  for (size_t start = 0;;) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) {
-      Fail(
-          "{}: '{}' is not NAME=SIZE (axes by increasing network intensity, e.g. "
-          "data=16,fsdp=4)",
-          context, item);
-    }
-    axes.push_back(ParseMeshAxis(item.substr(0, eq), std::string_view(item).substr(eq + 1), context));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  CheckDistinctAxes(axes, context);
-  return axes;
-}
-
-std::string MeshAxesText(const std::vector<MeshAxis>& axes) {
-  std::vector<std::string> items;
-  for (const MeshAxis& a : axes) items.push_back(fmt::format("{}={}", a.name, a.size));
-  return fmt::format("{}", fmt::join(items, ","));
+  return sizes;
 }
 
 const Generation& MeshGeneration(const Topology& topology, const std::string& generation, const std::string& where) {
   if (!generation.empty()) return RequireGeneration(generation, where + ": generation");
   const std::string& name = topology.name();
-  const Generation* g = FindGeneration(std::string_view(name).substr(0, name.find('-')));
+  const std::string_view slice = SliceName(name);
+  const Generation* g = FindGeneration(slice.substr(0, slice.find('-')));
   if (!g) {
     Fail(
         "{}: cannot tell the TPU generation of topology '{}' (its name does not start with one "
@@ -510,11 +596,13 @@ const Generation& MeshGeneration(const Topology& topology, const std::string& ge
 }
 
 DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation, const MeshSpec& spec,
-                           const std::string& where) {
+                           const std::string& where, const DcnMeshSpec& dcn, std::vector<MeshDevice> devices) {
   const Generation& g = MeshGeneration(topology, generation, where);
-  return InContext(fmt::format("{}: create_device_mesh refuses {} on {} ({})", where, MeshAxesText(spec.axes),
-                               topology.name(), JaxDeviceKind(g)),
-                   [&] { return DeviceMesh::Create(topology, g, spec); });
+  const std::string what = dcn.axes.empty() ? fmt::format("create_device_mesh refuses {}", MeshAxesText(spec.axes))
+                                            : fmt::format("create_hybrid_device_mesh refuses {} x DCN {}",
+                                                          MeshAxesText(spec.axes), MeshAxesText(dcn.axes));
+  return InContext(fmt::format("{}: {} on {} ({})", where, what, topology.name(), JaxDeviceKind(g)),
+                   [&] { return DeviceMesh::Create(topology, g, spec, dcn, std::move(devices)); });
 }
 
 }  // namespace tpusim::cluster

@@ -8,24 +8,20 @@
 // (v2/v3 tray ring, v5e/v6e 2x2, 2x4 and 4x4 rings, v5p 2x2x2, TPU7x rings), else
 // the generic assignment of logical to physical torus axes (whole axes, larger
 // products first, the axis-splitting search when allowed). What JAX refuses is
-// refused with JAX's reason. The rules followed are listed in
-// configs/topologies/README.md.
+// refused with JAX's reason. Over several slices (or processes), the hybrid mesh
+// of create_hybrid_device_mesh: one such mesh per granule, the granules tiled by a
+// DCN mesh. The rules followed are listed in configs/topologies/README.md and
+// docs/reference/jax-mesh.md.
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "cluster/accelerator_type.h"
+#include "cluster/mesh_axes.h"
 #include "cluster/topology.h"
 
 namespace tpusim::cluster {
-
-// One logical mesh axis: a name and its size.
-struct MeshAxis {
-  std::string name;
-  int size = 1;
-};
 
 // A requested logical mesh: axes in order of increasing network intensity (the
 // last axis gets the best links), and whether a physical axis may be split over
@@ -35,28 +31,47 @@ struct MeshSpec {
   bool allow_split_physical_axes = false;
 };
 
+// What create_hybrid_device_mesh asks beyond the mesh inside each granule: the
+// mesh of granules (the mesh's axis names, in its order), whether a granule is a
+// process rather than a slice, and whether granules are sorted by their index.
+struct DcnMeshSpec {
+  std::vector<MeshAxis> axes;  // empty: no DCN mesh (create_device_mesh)
+  bool process_is_granule = false;
+  bool sort_granules = true;
+};
+
 // One device as jax.devices() shows it.
 struct MeshDevice {
   int id = 0;
   int process_index = 0;
   Coord coord{};  // x, y, z, core_on_chip
+  int slice_index = 0;
 };
 
 class DeviceMesh {
  public:
-  // The mesh create_device_mesh builds for `spec` on `topology`, a slice of
-  // `generation`. Throws Error with JAX's exception and message when JAX refuses
-  // (a product that is not the device count, axes that fit no set of whole
-  // physical axes without allow_split_physical_axes, a slice with holes), or when
-  // the topology's devices per chip contradict the generation.
-  static DeviceMesh Create(const Topology& topology, const Generation& generation, const MeshSpec& spec);
+  // The mesh create_device_mesh (or, with DCN axes, create_hybrid_device_mesh)
+  // builds for `spec` (and `dcn`) on `topology`'s slices of `generation`, from `devices` in
+  // their order (empty: JaxDeviceList(topology); else the same devices, see
+  // MatchTopologyDevices). Throws Error with JAX's exception and message when JAX
+  // refuses (a product that is not the device count or the granule count, axes
+  // that fit no set of whole physical axes without allow_split_physical_axes, a
+  // slice with holes), when the DCN axes are not the mesh's (CheckDcnAxes), when
+  // devices of several slices are given no DCN mesh, or when the topology's
+  // devices per chip contradict the generation.
+  static DeviceMesh Create(const Topology& topology, const Generation& generation, const MeshSpec& spec,
+                           const DcnMeshSpec& dcn = {}, std::vector<MeshDevice> devices = {});
 
   const MeshSpec& spec() const { return spec_; }
+  // The DCN mesh of a hybrid mesh (no axes otherwise).
+  const DcnMeshSpec& dcn() const { return dcn_; }
+  // The mesh's shape: each axis's size, times its DCN size in a hybrid mesh.
+  std::vector<int> shape() const;
   // JAX's device_kind of the slice ("TPU v4", "TPU v5 lite", "TPU7x", ...).
   const std::string& device_kind() const { return device_kind_; }
   // Every device, in jax.devices() order.
   const std::vector<MeshDevice>& devices() const { return devices_; }
-  // The mesh, row-major over the axis sizes: each entry indexes devices().
+  // The mesh, row-major over shape(): each entry indexes devices().
   const std::vector<int>& positions() const { return positions_; }
   // The device at mesh position `flat` (row-major); `flat` must be in range.
   const MeshDevice& at(int flat) const { return devices_[positions_[flat]]; }
@@ -65,37 +80,37 @@ class DeviceMesh {
   DeviceMesh() = default;
 
   MeshSpec spec_;
+  DcnMeshSpec dcn_;
   std::string device_kind_;
   std::vector<MeshDevice> devices_;
   std::vector<int> positions_;
 };
 
-// The devices of `topology` as jax.devices() lists them (see the file comment).
+// The devices of `topology` as jax.devices() lists them (see the file comment);
+// on a multislice topology slice after slice, slice k's devices with process
+// k * hosts + host and id k * devices_per_slice + the id within the slice (as
+// JAX's multislice test devices are numbered; docs/reference/jax-mesh.md §8).
 std::vector<MeshDevice> JaxDeviceList(const Topology& topology);
+
+// `listed` (a device list in a user's order) when it holds exactly `topology`'s
+// devices: each at a (slice, coords, core) of the topology, on the process the
+// topology puts there, every device once. Throws Error prefixed by `source`
+// otherwise. The ids are the list's.
+std::vector<MeshDevice> MatchTopologyDevices(const Topology& topology, std::vector<MeshDevice> listed,
+                                             const std::string& source);
 
 // JAX's device_kind of `generation` ("TPU v5 lite" for v5litepod).
 std::string JaxDeviceKind(const Generation& generation);
 
-// Parses "data=16,fsdp=4": names of A-Z a-z 0-9 _, each given once, sizes whole
-// numbers >= 1. Throws Error prefixed by `where` otherwise.
-std::vector<MeshAxis> ParseMeshAxes(const std::string& text, const std::string& where);
-// One axis: `name` of 1 to 64 of A-Z a-z 0-9 _, `size` a whole number >= 1;
-// throws Error prefixed by `where` otherwise.
-MeshAxis ParseMeshAxis(const std::string& name, std::string_view size, const std::string& where);
-// Throws Error prefixed by `where` when two axes share a name.
-void CheckDistinctAxes(const std::vector<MeshAxis>& axes, const std::string& where);
-
-// "data=16,fsdp=4", the form ParseMeshAxes reads.
-std::string MeshAxesText(const std::vector<MeshAxis>& axes);
-
 // The generation a mesh is built for: `generation` when given, else the one the
-// topology's name starts with (v4-32, v5e-16-custom); throws Error naming `where`
+// topology's name starts with (v4-32, v5e-16-custom, 2xv5p-128); throws Error naming `where`
 // when neither names one.
 const Generation& MeshGeneration(const Topology& topology, const std::string& generation, const std::string& where);
 
 // DeviceMesh::Create for the generation MeshGeneration picks, its refusals
-// prefixed "<where>: create_device_mesh refuses data=3 on v4-8 (TPU v4): ".
+// prefixed "<where>: create_device_mesh refuses data=3 on v4-8 (TPU v4): " (or
+// "create_hybrid_device_mesh refuses data=2 x DCN data=2 on ...").
 DeviceMesh BuildDeviceMesh(const Topology& topology, const std::string& generation, const MeshSpec& spec,
-                           const std::string& where);
+                           const std::string& where, const DcnMeshSpec& dcn = {}, std::vector<MeshDevice> devices = {});
 
 }  // namespace tpusim::cluster

@@ -147,6 +147,7 @@ void ReadHostFigures(const YAML::Node& node, const std::string& source, Hardware
   figures.host_vcpus = read("host_vcpus");
   figures.host_memory_gib = read("host_memory_gib");
   figures.hbm_gbps_per_core = read("hbm_gbps_per_core");
+  if (node["dcn_latency_us"]) figures.dcn_latency_us = read("dcn_latency_us");
   const double numa = read("host_numa_nodes");
   if (numa != std::floor(numa) || numa > 64) {
     Fail("{}: hardware.host_numa_nodes: expected a whole number of NUMA nodes in [1, 64], got {}",
@@ -159,7 +160,7 @@ HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) 
   if (!node.IsMap()) Fail("{}: hardware: expected a mapping of figures", Where(source, node));
   CheckKeys(node, source, "hardware.",
             {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops", "hbm_gib_per_core",
-             "hbm_gbps_per_core", "host_vcpus", "host_memory_gib", "host_numa_nodes"});
+             "hbm_gbps_per_core", "host_vcpus", "host_memory_gib", "host_numa_nodes", "dcn_latency_us"});
   auto read = [&](const char* key) {
     return ReadPositiveDouble(Require(node, source, key), source, fmt::format("hardware.{}", key));
   };
@@ -201,17 +202,25 @@ std::string ReadScalar(const YAML::Node& node, const std::string& source, const 
   return value.Scalar();
 }
 
+// `num_slices: N` (optional, default 1): the slice N times (a multislice topology).
+Topology ReadSlices(const YAML::Node& node, const std::string& source, Topology slice) {
+  const YAML::Node slices = node["num_slices"];
+  if (!slices) return slice;
+  const std::string name = slice.name();
+  return slice.WithSlices(Where(source, slices), ReadInt(slices, source, "num_slices"), name);
+}
+
 // `generation: v5p` plus `shape: 4x4x8`: everything else follows from the
 // generation's rules (accelerator_type.h).
 Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& source) {
-  CheckKeys(node, source, "", {"name", "generation", "shape"});
+  CheckKeys(node, source, "", {"name", "generation", "shape", "num_slices"});
   const std::string name = ReadName(node, source);
   const std::string generation_name = ReadScalar(node, source, "generation", "a TPU generation such as v5p");
   const Generation& generation = RequireGeneration(generation_name, Where(source, node["generation"]) + ": generation");
   const std::string text = ReadScalar(node, source, "shape", "a chip shape such as 4x4x8");
   const std::string where = Where(source, node["shape"]);
   const ChipShape shape = ParseChipShape(text, generation, where);
-  return GenerateTopology(generation, shape, name, where);
+  return ReadSlices(node, source, GenerateTopology(generation, shape, name, where));
 }
 
 }  // namespace
@@ -293,6 +302,20 @@ std::vector<std::vector<Coord>> Topology::HostBoundsLayout(const std::string& so
   return table;
 }
 
+Topology Topology::WithSlices(const std::string& source, int num_slices, std::string name) const {
+  if (num_slices < 1 || num_slices > kMaxSlices) {
+    Fail("{}: {} slices: the slice count must be a whole number in [1, {}]", source, num_slices, kMaxSlices);
+  }
+  if (int64_t{num_slices} * num_cores() > kMaxMeshCores) {
+    Fail("{}: {} slices of {} devices are more than the supported {} devices", source, num_slices, num_cores(),
+         kMaxMeshCores);
+  }
+  Topology out = *this;
+  out.num_slices_ = num_slices;
+  out.name_ = std::move(name);
+  return out;
+}
+
 const Coord& Topology::coordinates(int host, int ordinal) const {
   if (host < 0 || host >= num_hosts() || ordinal < 0 || ordinal >= cores_per_host_) {
     Fail("topology '{}': no device (host {}, ordinal {}); hosts 0..{}, ordinals 0..{}", name_, host, ordinal,
@@ -327,14 +350,14 @@ Topology ParseTopology(const YAML::Node& node, const std::string& source) {
         source);
   }
   if (node["generation"]) return ParseGeneratedTopology(node, source);
-  CheckKeys(node, source, "", {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware"});
+  CheckKeys(node, source, "", {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware", "num_slices"});
   const std::string name = ReadName(node, source);
   const YAML::Node mesh = Require(node, source, "mesh_shape");
   const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");
   CheckMeshShape(Where(source, mesh), mesh_shape);
   auto table = ReadOwnership(node, source, mesh_shape);
   const HardwareFigures hardware = ReadHardware(Require(node, source, "hardware"), source);
-  return Topology::Create(source, name, mesh_shape, std::move(table), hardware);
+  return ReadSlices(node, source, Topology::Create(source, name, mesh_shape, std::move(table), hardware));
 }
 
 }  // namespace tpusim::cluster

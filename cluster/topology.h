@@ -1,7 +1,9 @@
 // A TPU slice as the runtime reports it: the physical mesh, which host (TF task)
 // owns which core coordinates, and the hardware figures used to project a step onto
-// the real machine (docs/reference/infeed.md §1). Where a topology comes from — a YAML
-// file, an accelerator type, an imported device list — is topology_source.h.
+// the real machine (docs/reference/infeed.md §1). A multislice topology is N such
+// slices, identical, each its own ICI torus with its own hosts, joined by the
+// data-centre network (DCN). Where a topology comes from — a YAML file, an
+// accelerator type, `N x NAME`, an imported device list — is topology_source.h.
 #pragma once
 
 #include <array>
@@ -14,6 +16,14 @@ namespace tpusim::cluster {
 
 // (x, y, z, core) — a physical core coordinate, or a 4-D extent such as mesh_shape.
 using Coord = std::array<int, 4>;
+
+// The DCN latency tpusim assumes when a topology does not give one: one message,
+// one way, host to host across slices, in microseconds. An ASSUMPTION (Google
+// publishes no DCN latency); a topology YAML overrides it (hardware.dcn_latency_us).
+constexpr double kDefaultDcnLatencyUs = 20;
+
+// The most slices a multislice topology may have.
+constexpr int kMaxSlices = 4096;
 
 // Published figures of the real hardware (per-source comments live in the YAML).
 // Every `*_gbps` field is in gigabits per second (1e9 bit/s), the unit Google's
@@ -32,6 +42,9 @@ struct HardwareFigures {
   double host_vcpus = 0;       // vCPUs (hyperthreads) of one host
   double host_memory_gib = 0;  // memory of one host, GiB
   int host_numa_nodes = 0;     // NUMA nodes of one host
+  // One DCN message, one way, host to host across slices, microseconds (an
+  // assumption unless a topology file gives it).
+  double dcn_latency_us = kDefaultDcnLatencyUs;
 };
 
 class Topology {
@@ -51,8 +64,17 @@ class Topology {
   static std::vector<std::vector<Coord>> HostBoundsLayout(const std::string& source, const Coord& mesh_shape,
                                                           const std::array<int, 3>& host_bounds);
 
+  // The same slice `num_slices` times, named `name`. Throws Error prefixed by
+  // `source` when `num_slices` is not in [1, kMaxSlices] or the slices together
+  // hold more than 2^22 devices.
+  Topology WithSlices(const std::string& source, int num_slices, std::string name) const;
+
   const std::string& name() const { return name_; }
   const Coord& mesh_shape() const { return mesh_shape_; }
+  // Slices: 1 for a single slice. Every count and table below (hosts, cores,
+  // device_coordinates, missing devices) describes one slice; slice k's hosts are
+  // processes k * num_hosts() .. (k + 1) * num_hosts() - 1 of the job.
+  int num_slices() const { return num_slices_; }
   int num_hosts() const { return static_cast<int>(device_coordinates_.size()); }
   int cores_per_host() const { return cores_per_host_; }
   int num_cores() const { return num_hosts() * cores_per_host_; }
@@ -85,13 +107,14 @@ class Topology {
   std::vector<int> host_at_;     // flat over mesh_shape, -1 = missing
   std::vector<int> ordinal_at_;  // flat over mesh_shape, -1 = missing
   int missing_devices_ = 0;
+  int num_slices_ = 1;
   HardwareFigures hardware_;
 };
 
 // Parses a topology document (schema in configs/topologies/README.md): an explicit
 // mesh with host_bounds or device_coordinates and hardware, or a generation with a
-// chip shape. `source` names the file in error messages. Throws Error on any
-// schema violation.
+// chip shape; either with an optional num_slices. `source` names the file in error
+// messages. Throws Error on any schema violation.
 Topology ParseTopology(const YAML::Node& node, const std::string& source);
 
 }  // namespace tpusim::cluster

@@ -78,6 +78,7 @@ Topology Assemble(const std::string& source, const std::string& name, const Coor
 struct JaxDevice {
   int64_t id = 0;
   int64_t process = 0;
+  int64_t slice = 0;  // slice_index (0 when not given)
   Coord coord{};
   std::string kind;
 };
@@ -102,7 +103,8 @@ JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
   if (!entry.is_object()) {
     Fail("{}: expected an object {{id, process_index, coords, core_on_chip}}", where);
   }
-  static const std::set<std::string> allowed = {"id", "process_index", "coords", "core_on_chip", "device_kind"};
+  static const std::set<std::string> allowed = {"id",           "process_index", "coords",
+                                                "core_on_chip", "device_kind",   "slice_index"};
   for (const auto& item : entry.items()) {
     if (!allowed.count(item.key())) {
       Fail("{}: unknown key '{}' (allowed: {})", where, Printable(item.key()), fmt::join(allowed, ", "));
@@ -120,6 +122,7 @@ JaxDevice ReadJaxDevice(const json& entry, const std::string& where) {
   }
   d.coord[3] =
       static_cast<int>(JsonInt(JsonKey(entry, where, "core_on_chip"), where + ".core_on_chip", kMaxCoordinate));
+  if (entry.contains("slice_index")) d.slice = JsonInt(entry["slice_index"], where + ".slice_index", kMaxSlices - 1);
   if (entry.contains("device_kind")) {
     if (!entry["device_kind"].is_string()) Fail("{}.device_kind: expected a string", where);
     d.kind = entry["device_kind"].get<std::string>();
@@ -164,15 +167,23 @@ std::string CommonDeviceKind(const std::vector<JaxDevice>& devices, const std::s
   return devices[0].kind;
 }
 
+// Ids unique over the list, coordinates unique within a slice, and every process
+// in one slice.
 void CheckUnique(const std::vector<JaxDevice>& devices, const std::string& source) {
   std::map<int64_t, const JaxDevice*> ids;
-  std::map<Coord, const JaxDevice*> coords;
+  std::map<std::pair<int64_t, Coord>, const JaxDevice*> coords;
+  std::map<int64_t, int64_t> slice_of_process;
   for (const JaxDevice& d : devices) {
     if (!ids.emplace(d.id, &d).second) Fail("{}: device id {} is listed twice", source, d.id);
-    const auto [it, fresh] = coords.emplace(d.coord, &d);
+    const auto [it, fresh] = coords.emplace(std::pair(d.slice, d.coord), &d);
     if (!fresh) {
       Fail("{}: devices {} and {} both sit at coords [{}] core {}", source, it->second->id, d.id,
            fmt::join(std::vector<int>(d.coord.begin(), d.coord.begin() + 3), ", "), d.coord[3]);
+    }
+    const auto [slice, first] = slice_of_process.emplace(d.process, d.slice);
+    if (!first && slice->second != d.slice) {
+      Fail("{}: process_index {} has devices in slices {} and {}; a process belongs to one slice", source, d.process,
+           slice->second, d.slice);
     }
   }
 }
@@ -208,6 +219,54 @@ Coord MeshOf(const std::vector<JaxDevice>& devices) {
     for (int i = 0; i < 4; ++i) mesh[i] = std::max(mesh[i], d.coord[i] + 1);
   }
   return mesh;
+}
+
+// The devices by slice_index, which must run 0..N-1; with several slices, each
+// slice's processes renumbered from 0 (the job numbers them on, slice after slice).
+std::vector<std::vector<JaxDevice>> SplitSlices(const std::vector<JaxDevice>& devices, const std::string& source) {
+  std::map<int64_t, std::vector<JaxDevice>> by_slice;
+  for (const JaxDevice& d : devices) by_slice[d.slice].push_back(d);
+  std::vector<std::vector<JaxDevice>> slices;
+  for (auto& [index, members] : by_slice) {
+    if (index != static_cast<int64_t>(slices.size())) {
+      Fail("{}: slice_index {} is listed but {} is not; slices must be numbered 0..N-1", source, index, slices.size());
+    }
+    slices.push_back(std::move(members));
+  }
+  for (auto& members : slices) {
+    if (slices.size() == 1) break;
+    int64_t first = members[0].process;
+    for (const JaxDevice& d : members) first = std::min(first, d.process);
+    for (JaxDevice& d : members) d.process -= first;
+  }
+  return slices;
+}
+
+std::string SliceShapeText(const Coord& mesh, const std::vector<std::vector<Coord>>& table) {
+  return fmt::format("mesh [{}] of {} hosts x {} devices", fmt::join(mesh, ","), table.size(), table[0].size());
+}
+
+// One slice's topology, or N identical slices; slices of different shapes, or
+// whose hosts own different coordinates, are refused.
+Topology AssembleSlices(const std::vector<JaxDevice>& devices, const std::string& source, const std::string& name,
+                        const Generation& generation) {
+  const std::vector<std::vector<JaxDevice>> slices = SplitSlices(devices, source);
+  const Coord mesh = MeshOf(slices[0]);
+  const std::vector<std::vector<Coord>> table = JaxOwnership(slices[0], source);
+  for (size_t k = 1; k < slices.size(); ++k) {
+    const std::string where = fmt::format("{}: slice {}", source, k);
+    const std::vector<std::vector<Coord>> other = JaxOwnership(slices[k], where);
+    if (MeshOf(slices[k]) != mesh || other.size() != table.size() || other[0].size() != table[0].size()) {
+      Fail("{} has a {} but slice 0 a {}; the slices of a multislice job must be identical", where,
+           SliceShapeText(MeshOf(slices[k]), other), SliceShapeText(mesh, table));
+    }
+    if (other != table) {
+      Fail("{}: its hosts own other coordinates than slice 0's; the slices of a multislice job must be identical",
+           where);
+    }
+  }
+  const Topology slice = Assemble(source, name, mesh, table, generation);
+  return slices.size() == 1 ? slice : slice.WithSlices(source, static_cast<int>(slices.size()), name);
 }
 
 // ---------------------------------------------------------------------------
@@ -290,7 +349,17 @@ Topology ImportJaxDevices(std::string_view text, const std::string& source, cons
   const std::vector<JaxDevice> devices = ReadJaxDevices(text, source);
   CheckUnique(devices, source);
   const Generation& g = ImportGeneration(generation, CommonDeviceKind(devices, source), source);
-  return Assemble(source, name, MeshOf(devices), JaxOwnership(devices, source), g);
+  return AssembleSlices(devices, source, name, g);
+}
+
+std::vector<MeshDevice> ReadJaxDeviceOrder(std::string_view text, const std::string& source) {
+  const std::vector<JaxDevice> devices = ReadJaxDevices(text, source);
+  CheckUnique(devices, source);
+  std::vector<MeshDevice> out;
+  for (const JaxDevice& d : devices) {
+    out.push_back({static_cast<int>(d.id), static_cast<int>(d.process), d.coord, static_cast<int>(d.slice)});
+  }
+  return out;
 }
 
 Topology ImportTopologyProto(std::string_view bytes, const std::string& source, const std::string& name,
@@ -314,8 +383,11 @@ Topology ImportTopologyProto(std::string_view bytes, const std::string& source, 
 std::string TopologyYaml(const Topology& topology, const std::vector<std::string>& comment) {
   std::string out;
   for (const std::string& line : comment) out += fmt::format("# {}\n", line);
-  out += fmt::format("name: {}\nmesh_shape: [{}]\ndevice_coordinates:\n", topology.name(),
-                     fmt::join(topology.mesh_shape(), ", "));
+  out += fmt::format("name: {}\n", topology.name());
+  if (topology.num_slices() > 1) {
+    out += fmt::format("num_slices: {}  # identical slices, each with the hosts below\n", topology.num_slices());
+  }
+  out += fmt::format("mesh_shape: [{}]\ndevice_coordinates:\n", fmt::join(topology.mesh_shape(), ", "));
   const auto& table = topology.device_coordinates();
   for (size_t h = 0; h < table.size(); ++h) {
     std::vector<std::string> coords;
@@ -325,8 +397,9 @@ std::string TopologyYaml(const Topology& topology, const std::vector<std::string
   const HardwareFigures& hw = topology.hardware();
   out += fmt::format(
       "hardware:\n  core_peak_tflops: {}\n  hbm_gib_per_core: {}\n  ici_link_gbps: {}\n"
-      "  host_to_device_gbps: {}\n  dcn_gbps_per_host: {}\n",
-      hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps, hw.dcn_gbps_per_host);
+      "  host_to_device_gbps: {}\n  dcn_gbps_per_host: {}\n  dcn_latency_us: {}\n",
+      hw.core_peak_tflops, hw.hbm_gib_per_core, hw.ici_link_gbps, hw.host_to_device_gbps, hw.dcn_gbps_per_host,
+      hw.dcn_latency_us);
   if (hw.host_vcpus > 0) {
     out += fmt::format("  host_vcpus: {}\n  host_memory_gib: {}\n  host_numa_nodes: {}\n", hw.host_vcpus,
                        hw.host_memory_gib, hw.host_numa_nodes);

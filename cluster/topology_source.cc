@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -85,15 +86,49 @@ std::string FormatYamlError(const std::string& source, const YAML::Exception& e)
 // Duplicate keys, non-scalar keys and alias bombs are errors (base/strict_yaml.h).
 YAML::Node ParseYaml(const std::string& text, const std::string& path) { return LoadStrictYaml(text, path); }
 
+// `N x NAME` split at its first 'x': a signed count of at most 9 digits, then a
+// non-empty NAME (blanks around the 'x' allowed). nullopt for anything else.
+struct MultisliceReference {
+  int64_t count = 0;
+  std::string slice;
+};
+
+std::optional<MultisliceReference> SplitMultislice(const std::string& reference) {
+  size_t at = reference.find_first_not_of(' ');
+  if (at == std::string::npos) return std::nullopt;
+  const bool negative = reference[at] == '-';
+  if (negative) ++at;
+  const size_t digits = reference.find_first_not_of("0123456789", at);
+  if (digits == at || digits == std::string::npos || digits - at > 9) return std::nullopt;
+  const int64_t count = std::stoll(reference.substr(at, digits - at));
+  const size_t x = reference.find_first_not_of(' ', digits);
+  if (x == std::string::npos || reference[x] != 'x') return std::nullopt;
+  const size_t name = reference.find_first_not_of(' ', x + 1);
+  if (name == std::string::npos) return std::nullopt;
+  return MultisliceReference{negative ? -count : count, reference.substr(name)};
+}
+
 }  // namespace
 
 TopologySource ResolveTopology(const std::string& reference, const std::vector<std::string>& search_dirs,
                                const std::string& generation) {
   RefuseSpecialFile(reference);  // a name or a folder still falls through below
-  if (IsRegularFile(reference)) return {reference, "", generation};
+  if (IsRegularFile(reference)) return {reference, "", generation, 1, ""};
   const std::vector<std::string> dirs = TopologySearchDirs(search_dirs);
-  if (std::string path = FindInDirs(reference, dirs); !path.empty()) return {path, "", generation};
-  if (AcceleratorTypeShape(reference)) return {"", reference, generation};
+  if (std::string path = FindInDirs(reference, dirs); !path.empty()) return {path, "", generation, 1, ""};
+  if (const std::optional<MultisliceReference> multi = SplitMultislice(reference)) {
+    if (multi->count < 1 || multi->count > kMaxSlices) {
+      Fail("topology '{}': {} slices: the slice count must be a whole number in [1, {}]", reference, multi->count,
+           kMaxSlices);
+    }
+    TopologySource slice = InContext(fmt::format("topology '{}'", reference),
+                                     [&] { return ResolveTopology(multi->slice, search_dirs, generation); });
+    if (slice.num_slices != 1) Fail("topology '{}': '{}' is already several slices", reference, multi->slice);
+    slice.num_slices = static_cast<int>(multi->count);
+    slice.name = reference;
+    return slice;
+  }
+  if (AcceleratorTypeShape(reference)) return {"", reference, generation, 1, ""};
   Fail(
       "topology '{}' is neither an existing file, a known name nor a Cloud TPU accelerator type; "
       "searched {}; available: {}; accelerator types: {}",
@@ -101,8 +136,13 @@ TopologySource ResolveTopology(const std::string& reference, const std::vector<s
 }
 
 Topology LoadTopology(const TopologySource& source) {
-  if (!source.accelerator_type.empty()) return GenerateAcceleratorType(source.accelerator_type);
-  return LoadTopologyFile(source.path, source.generation);
+  Topology slice = source.accelerator_type.empty() ? LoadTopologyFile(source.path, source.generation)
+                                                   : GenerateAcceleratorType(source.accelerator_type);
+  if (source.name.empty()) return slice;
+  if (slice.num_slices() != 1) {
+    Fail("topology '{}': {} is already {} slices", source.name, slice.name(), slice.num_slices());
+  }
+  return slice.WithSlices("topology '" + source.name + "'", source.num_slices, source.name);
 }
 
 Topology LoadTopologyFile(const std::string& path, const std::string& generation) {
@@ -121,6 +161,14 @@ Topology LoadTopologyFile(const std::string& path, const std::string& generation
   } catch (const YAML::Exception& e) {
     throw Error(FormatYamlError(path, e));
   }
+}
+
+std::vector<MeshDevice> LoadDeviceOrder(const std::string& path) {
+  const std::string bytes = ReadBoundedFile(path);
+  if (DetectTopologyFormat(bytes, path) != TopologyFileFormat::kJaxDevices) {
+    Fail("{}: not a JAX device list (a JSON array of devices, or what print(jax.devices()) prints)", path);
+  }
+  return ReadJaxDeviceOrder(bytes, path);
 }
 
 bool IsTopologyFile(const std::string& path) {

@@ -523,6 +523,10 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::ve
   CheckEmbeddingNames(config);
   config.embedding.storage_note = ChooseTableStorage(config.embedding.config, ThisMachine().memory_bytes);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path), config.topology_generation);
+  if (config.topology.num_slices != 1) {
+    Fail("{}: topology: {}: multislice runs are not simulated yet; tpusim topology describes them", path,
+         config.topology_ref);
+  }
   return config;
 }
 

@@ -9,6 +9,10 @@ namespace tpusim::run {
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
                  int hosts_per_process) {
+  if (topology.num_slices() > 1) {
+    Fail("{} is {} slices: multislice runs are not simulated yet; tpusim topology describes them", topology.name(),
+         topology.num_slices());
+  }
   cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, options);
   cluster::RankLayout layout(topology.num_hosts(), topology.cores_per_host(), hosts_per_process);
   return Slice{topology, std::move(assignment), layout};

@@ -25,7 +25,9 @@ struct Slice {
   }
 };
 
-// `hosts_per_process`: the layout (RankLayout; 0 = ranks, the default).
+// `hosts_per_process`: the layout (RankLayout; 0 = ranks, the default). Throws
+// Error when the assignment does not fit, and for a multislice topology (runs
+// simulate one slice).
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
                  int hosts_per_process = 0);
 

@@ -2,10 +2,8 @@
 
 #include <cctype>
 #include <cstdint>
-#include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "base/error.h"
 
@@ -41,9 +39,11 @@ class ReprReader {
   }
 
  private:
-  // TpuDevice(key=value, ...)
+  // TpuDevice(key=value, ...); a value may itself be a device (MegaScale's
+  // wrapped=TpuDevice(...)), one level deep.
   json Device() {
     Name();  // the device's class, whatever it is called
+    if (++depth_ > 2) Stop("a device nested at most once (wrapped=TpuDevice(...))");
     Expect('(');
     json device = json::object();
     if (!Take(')')) {
@@ -55,6 +55,7 @@ class ReprReader {
       } while (Take(','));
       Expect(')');
     }
+    --depth_;
     return device;
   }
 
@@ -62,7 +63,18 @@ class ReprReader {
     SkipBlanks();
     if (Take('(')) return Tuple();
     if (at_ < text_.size() && (text_[at_] == '\'' || text_[at_] == '"')) return Quoted();
+    if (StartsDevice()) return Device();
     return Integer();
+  }
+
+  // Whether a name followed by '(' comes next (MegaScale's wrapped=TpuDevice(...)).
+  bool StartsDevice() {
+    if (at_ >= text_.size() || !std::isalpha(static_cast<unsigned char>(text_[at_]))) return false;
+    const size_t start = at_;
+    Name();
+    const bool device = Take('(');
+    at_ = start;
+    return device;
   }
 
   json Tuple() {
@@ -145,22 +157,21 @@ class ReprReader {
   std::string_view text_;
   const std::string& source_;
   size_t at_ = 0;
+  int depth_ = 0;
 };
 
-// Drops slice_index, which one slice does not need; several slices are refused.
-void DropSliceIndex(json& devices, const std::string& source) {
-  std::set<std::string> slices;
-  for (json& d : devices) {
-    if (!d.is_object() || !d.contains("slice_index")) continue;
-    slices.insert(d["slice_index"].dump());
-    d.erase("slice_index");
+// MegaScalePjRtDevice(wrapped=TpuDevice(...), slice_id=k) as the wrapped device
+// with slice_index k; any other key of the wrapper is kept (the importer names it).
+json Unwrapped(json device) {
+  if (!device.contains("wrapped") || !device["wrapped"].is_object()) return device;
+  json inner = device["wrapped"];
+  device.erase("wrapped");
+  if (device.contains("slice_id")) {
+    inner["slice_index"] = device["slice_id"];
+    device.erase("slice_id");
   }
-  if (slices.size() > 1) {
-    Fail(
-        "{}: the devices belong to {} slices (slice_index {}): multislice jobs are not supported "
-        "yet; import one slice's devices",
-        source, slices.size(), fmt::join(slices, ", "));
-  }
+  for (auto& [key, value] : device.items()) inner[key] = value;
+  return inner;
 }
 
 }  // namespace
@@ -174,7 +185,7 @@ bool LooksLikeJaxRepr(std::string_view text) {
 
 nlohmann::json JaxReprAsJson(std::string_view text, const std::string& source) {
   json devices = ReprReader(text, source).List();
-  DropSliceIndex(devices, source);
+  for (json& d : devices) d = Unwrapped(std::move(d));
   return devices;
 }
 

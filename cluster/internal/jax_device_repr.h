@@ -1,6 +1,8 @@
 // The text `print(jax.devices())` prints on a TPU pod, as a user pastes it:
 //   [TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0), ...]
-// (with `slice_index=N` on multislice jobs), read into the JSON device list that
+// (with `slice_index=N`, or on multislice jobs
+//   MegaScalePjRtDevice(wrapped=TpuDevice(id=..., ...), slice_id=k)
+// entries, read as the wrapped device with slice_index k), into the JSON device list that
 // ImportJaxDevices reads (cluster/topology_import.h). Keys pass through as they
 // are (the importer names any it does not know); a tuple becomes an array and a
 // quoted string a string. Written by hand: a bounded recursive-descent reader of
@@ -18,10 +20,9 @@ namespace tpusim::cluster::internal {
 // (TpuDevice), not a JSON object.
 bool LooksLikeJaxRepr(std::string_view text);
 
-// The printed list as a JSON array of device objects. `slice_index` is dropped
-// when every device has the same one; devices of several slices fail with one
-// line (multislice is not supported yet). Throws Error "<source>: ..." naming the
-// character where the text stops being a device list.
+// The printed list as a JSON array of device objects, a MegaScale wrapper
+// replaced by its wrapped device with `slice_index` = its slice_id. Throws Error
+// "<source>: ..." naming the character where the text stops being a device list.
 nlohmann::json JaxReprAsJson(std::string_view text, const std::string& source);
 
 }  // namespace tpusim::cluster::internal

@@ -34,6 +34,7 @@ void ExpectSameFigures(const HardwareFigures& a, const HardwareFigures& b) {
   EXPECT_EQ(a.ici_link_gbps, b.ici_link_gbps);
   EXPECT_EQ(a.host_to_device_gbps, b.host_to_device_gbps);
   EXPECT_EQ(a.dcn_gbps_per_host, b.dcn_gbps_per_host);
+  EXPECT_EQ(a.dcn_latency_us, b.dcn_latency_us);
   EXPECT_EQ(a.host_vcpus, b.host_vcpus);
   EXPECT_EQ(a.host_memory_gib, b.host_memory_gib);
   EXPECT_EQ(a.host_numa_nodes, b.host_numa_nodes);
@@ -325,7 +326,7 @@ TEST(GeneratedDocumentTest, BadShapesAndGenerationsAreOneLineErrors) {
               AllOf(HasSubstr("t.yaml:2: generation: 'v9' is not a TPU generation"),
                     HasSubstr("known: v2, v3, v4, v5litepod (alias v5e), v5p, v6e, tpu7x")));
   EXPECT_THAT(error("name: t\ngeneration: v4\nshape: 2x2x1\nhardware: {}\n"),
-              HasSubstr("unknown key 'hardware' (allowed: name, generation, shape)"));
+              HasSubstr("unknown key 'hardware' (allowed: name, generation, shape, num_slices)"));
   EXPECT_THAT(error("name: t\ngeneration: v4\nshape: 2xx2\n"), HasSubstr("shape '2xx2'"));
   EXPECT_THAT(error("name: t\ngeneration: v4\n"), HasSubstr("missing required key 'shape'"));
 }

@@ -7,7 +7,10 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -78,9 +81,9 @@ TEST(TopologyImportTest, PrintedJaxDevicesGiveTheObservedV4_32) {
 }
 
 TEST(TopologyImportTest, BadPrintedDeviceListsAreOneLineErrors) {
+  // Hosts 0 and 2 in slice 0: a slice's processes must follow each other.
   EXPECT_THAT(JaxError(V4_32JaxRepr(/*slices=*/2)),
-              HasSubstr("the devices belong to 2 slices (slice_index 0, 1): multislice jobs are "
-                        "not supported yet"));
+              HasSubstr("d.json: process_index 2 is listed but 1 is not; processes must be numbered 0..H-1"));
   EXPECT_THAT(JaxError("[TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0"),
               HasSubstr("not a device list as print(jax.devices()) prints it: at character 65, "
                         "expected ')', found 'the end'"));
@@ -93,6 +96,58 @@ TEST(TopologyImportTest, BadPrintedDeviceListsAreOneLineErrors) {
   EXPECT_THAT(JaxError("[TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0, "
                        "color='red')]"),
               HasSubstr("device [0]: unknown key 'color'"));
+}
+
+// ---------------------------------------------------------------------------
+// Multislice device lists
+
+// One MegaScale entry as print(jax.devices()) shows it on a multislice job.
+std::string MegaScale(int id, int process, int x, int y, int slice) {
+  return fmt::format(
+      "MegaScalePjRtDevice(wrapped=TpuDevice(id={}, process_index={}, coords=({},{},0), core_on_chip=0), "
+      "slice_id={})",
+      id, process, x, y, slice);
+}
+
+// Two v4-8 slices (slice k is process k, ids 4k + x + 2y), shuffled.
+std::string TwoV4_8() {
+  std::vector<std::string> entries;
+  for (const int id : {5, 0, 3, 6, 1, 4, 7, 2}) entries.push_back(MegaScale(id, id / 4, id % 2, id % 4 / 2, id / 4));
+  return fmt::format("[{}]", fmt::join(entries, ",\n "));
+}
+
+TEST(TopologyImportTest, MegaScaleDevicesGiveIdenticalSlices) {
+  const Topology t = Jax(TwoV4_8(), "v4");
+  const Topology v4_8 = GenerateAcceleratorType("v4-8");
+  EXPECT_EQ(t.name(), "d");
+  EXPECT_EQ(t.num_slices(), 2);
+  EXPECT_EQ(t.mesh_shape(), v4_8.mesh_shape());
+  EXPECT_EQ(t.device_coordinates(), v4_8.device_coordinates());
+  EXPECT_EQ(t.hardware().dcn_gbps_per_host, v4_8.hardware().dcn_gbps_per_host);
+  // The JSON form with slice_index says the same.
+  const Topology json = Jax(R"([{"id": 4, "process_index": 1, "coords": [0, 0, 0], "core_on_chip": 0, "slice_index": 1},
+                              {"id": 0, "process_index": 0, "coords": [0, 0, 0], "core_on_chip": 0, "slice_index": 0}])",
+                            "v4");
+  EXPECT_EQ(json.num_slices(), 2);
+  EXPECT_EQ(json.num_hosts(), 1);
+  // Written out and read back, the slice count stays.
+  EXPECT_THAT(TopologyYaml(t, {}), HasSubstr("num_slices: 2"));
+}
+
+TEST(TopologyImportTest, BadMultisliceListsAreOneLineErrors) {
+  // Slice 1 is a 2x1 of two chips, slice 0 a 2x2 of four.
+  const std::string mixed = "[" + MegaScale(0, 0, 0, 0, 0) + ", " + MegaScale(1, 0, 1, 0, 0) + ", " +
+                            MegaScale(2, 0, 0, 1, 0) + ", " + MegaScale(3, 0, 1, 1, 0) + ", " +
+                            MegaScale(4, 1, 0, 0, 1) + ", " + MegaScale(5, 1, 1, 0, 1) + "]";
+  EXPECT_THAT(JaxError(mixed), HasSubstr("d.json: slice 1 has a mesh [2,1,1,1] of 1 hosts x 2 devices but slice 0 a "
+                                         "mesh [2,2,1,1] of 1 hosts x 4 devices; the slices of a multislice job "
+                                         "must be identical"));
+  EXPECT_THAT(JaxError("[" + MegaScale(0, 0, 0, 0, 0) + ", " + MegaScale(1, 0, 1, 0, 1) + "]"),
+              HasSubstr("d.json: process_index 0 has devices in slices 0 and 1; a process belongs to one slice"));
+  EXPECT_THAT(JaxError("[" + MegaScale(0, 0, 0, 0, 0) + ", " + MegaScale(1, 1, 0, 0, 2) + "]"),
+              HasSubstr("d.json: slice_index 2 is listed but 1 is not; slices must be numbered 0..N-1"));
+  EXPECT_THAT(JaxError("[A(wrapped=B(wrapped=C(id=0)))]"),
+              HasSubstr("expected a device nested at most once (wrapped=TpuDevice(...))"));
 }
 
 // TF 1.x's rank-3 TopologyProto (mesh_shape [x, y, cores_per_chip], (x, y, core)
@@ -167,9 +222,9 @@ TEST(TopologyImportTest, BadDeviceListsAreOneLineErrors) {
   EXPECT_THAT(JaxError("[[[[[[0]]]]]]"), HasSubstr("nested deeper than a device list"));
   EXPECT_THAT(JaxError("[5]"), HasSubstr("d.json: device [0]: expected an object"));
   EXPECT_THAT(JaxError(R"([{"id": 0}])"), HasSubstr("device [0]: missing key 'process_index'"));
-  EXPECT_THAT(JaxError(R"([{"id": 0, "slice_index": 0}])"),
-              HasSubstr("unknown key 'slice_index' (allowed: coords, core_on_chip, device_kind, "
-                        "id, process_index)"));
+  EXPECT_THAT(JaxError(R"([{"id": 0, "slice": 0}])"),
+              HasSubstr("unknown key 'slice' (allowed: coords, core_on_chip, device_kind, "
+                        "id, process_index, slice_index)"));
   EXPECT_THAT(JaxError(R"([{"id": 1.5, "process_index": 0, "coords": [0,0,0], "core_on_chip": 0}])"),
               HasSubstr("device [0].id: expected an integer, got 1.5"));
   EXPECT_THAT(JaxError(R"([{"id": 0, "process_index": -1, "coords": [0,0,0], "core_on_chip": 0}])"),

@@ -426,6 +426,60 @@ TEST(ResolveTopologyTest, ResolvedShippedNameLoads) {
   EXPECT_EQ(LoadTopology(ResolveTopology("v3-32")).num_hosts(), 4);
 }
 
+// ---------------------------------------------------------------------------
+// Multislice: N x NAME, num_slices
+
+TEST(MultisliceTopologyTest, NTimesNameIsNIdenticalSlices) {
+  for (const std::string ref : {"2xv5litepod-256", "2 x v5litepod-256"}) {
+    const Topology t = LoadTopology(ResolveTopology(ref));
+    EXPECT_EQ(t.name(), ref);
+    EXPECT_EQ(t.num_slices(), 2);
+    EXPECT_EQ(t.num_hosts(), 64);  // each slice's own hosts
+    EXPECT_EQ(t.mesh_shape(), (Coord{16, 16, 1, 1}));
+  }
+  const Topology v5p = LoadTopology(ResolveTopology("4xv5p-128"));
+  EXPECT_EQ(v5p.num_slices(), 4);
+  EXPECT_EQ(v5p.num_hosts(), 16);
+  EXPECT_EQ(v5p.hardware().dcn_gbps_per_host, 200);
+  EXPECT_EQ(v5p.hardware().dcn_latency_us, kDefaultDcnLatencyUs);
+  // A shipped file's slice, several times.
+  const TopologySource shipped = ResolveTopology("2xv4-32");
+  EXPECT_EQ(shipped.path, kTopologyDir + "/v4-32.yaml");
+  EXPECT_EQ(LoadTopology(shipped).num_slices(), 2);
+  EXPECT_EQ(LoadTopology(ResolveTopology("1xv4-8")).num_slices(), 1);
+}
+
+TEST(MultisliceTopologyTest, BadCountsAndNamesAreRefused) {
+  const auto error = [](const std::string& ref) { return ErrorOf([&] { LoadTopology(ResolveTopology(ref)); }); };
+  EXPECT_THAT(error("0xv4-8"),
+              HasSubstr("topology '0xv4-8': 0 slices: the slice count must be a whole number in [1, 4096]"));
+  EXPECT_THAT(error("-1xv4-8"), HasSubstr("topology '-1xv4-8': -1 slices"));
+  EXPECT_THAT(error("5000xv4-8"), HasSubstr("topology '5000xv4-8': 5000 slices"));
+  EXPECT_THAT(error("2xv9-8"), HasSubstr("topology '2xv9-8': topology 'v9-8' is neither an existing file"));
+  EXPECT_THAT(error("2xv4-12"), HasSubstr("topology '2xv4-12': 'v4-12' is not a Cloud TPU v4 accelerator type"));
+  EXPECT_THAT(error("2x2xv4-8"), HasSubstr("topology '2x2xv4-8': '2xv4-8' is already several slices"));
+}
+
+TEST(MultisliceTopologyTest, NumSlicesInAFile) {
+  TempDir dir;
+  const Topology generated =
+      LoadTopologyFile(dir.Write("g.yaml", "name: g\ngeneration: v4\nshape: 2x2x1\nnum_slices: 3\n"));
+  EXPECT_EQ(generated.num_slices(), 3);
+  const std::string two = dir.Write("e.yaml", Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\nnum_slices: 2\n"));
+  EXPECT_EQ(LoadTopologyFile(two).num_slices(), 2);
+  EXPECT_THAT(ErrorOf([&] { LoadTopology(ResolveTopology("2x" + two)); }), HasSubstr("test is already 2 slices"));
+  EXPECT_THAT(ParseError(Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\nnum_slices: 0\n")),
+              HasSubstr(":4: 0 slices: the slice count must be a whole number in [1, 4096]"));
+}
+
+TEST(MultisliceTopologyTest, DcnLatencyIsAnOverridableAssumption) {
+  TempDir dir;
+  EXPECT_EQ(LoadShipped("v3-8").hardware().dcn_latency_us, kDefaultDcnLatencyUs);
+  const std::string path =
+      dir.Write("t.yaml", Doc("mesh_shape: [2, 2, 1, 2]\nhost_bounds: [2, 2, 1]\n") + "  dcn_latency_us: 35\n");
+  EXPECT_EQ(LoadTopologyFile(path).hardware().dcn_latency_us, 35);
+}
+
 TEST(TopologyFileTest, RunConfigsAreNotTopologyFiles) {
   TempDir dir;
   EXPECT_FALSE(IsTopologyFile(dir.Write("run.yaml", "topology: v3-8\n")));

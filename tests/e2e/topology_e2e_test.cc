@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -143,7 +144,8 @@ TEST(TopologyEndToEnd, MeshOfV4_32AsJaxBuildsIt) {
   EXPECT_EQ(j["mesh_axes"], json::parse(R"([["data", 4], ["fsdp", 4]])"));
   EXPECT_EQ(j["mesh"], json::parse("[[0,2,1,3],[4,6,5,7],[8,10,9,11],[12,14,13,15]]"));
   ASSERT_EQ(j["devices"].size(), 16u);
-  EXPECT_EQ(j["devices"][6], json::parse(R"({"id": 6, "process_index": 1, "coords": [0, 1, 1], "core_on_chip": 0})"));
+  EXPECT_EQ(j["devices"][6],
+            json::parse(R"({"id": 6, "slice_index": 0, "process_index": 1, "coords": [0, 1, 1], "core_on_chip": 0})"));
 }
 
 // A mesh that needs a split physical axis is refused with jax's reason, and
@@ -179,6 +181,78 @@ TEST(TopologyEndToEnd, RunConfigMesh) {
   r = Shell(Tpusim() + " validate " + typo);
   EXPECT_EQ(r.rc, 2);
   EXPECT_THAT(r.output, HasSubstr("cluster.mesh.split"));
+}
+
+// `N x NAME`: N slices, each its own hosts; every device listed with its slice,
+// its process (slice k's hosts follow slice k - 1's) and its id (k * 4 + the id
+// in the slice on 2xv4-8).
+TEST(TopologyEndToEnd, MultisliceTopologyListsEveryDevice) {
+  const json j = TopologyJson("2xv4-8");
+  EXPECT_EQ(j["topology"], "2xv4-8");
+  EXPECT_EQ(j["num_slices"], 2);
+  EXPECT_EQ(j["hosts_per_slice"], 1);
+  EXPECT_EQ(j["num_hosts"], 2);
+  EXPECT_EQ(j["dcn_gbps_per_host"], 100);
+  ASSERT_EQ(j["devices"].size(), 8u);
+  EXPECT_EQ(j["devices"][5],
+            json::parse(R"({"id": 5, "slice_index": 1, "process_index": 1, "coords": [1, 0, 0], "core_on_chip": 0})"));
+  EXPECT_FALSE(j.contains("assignment"));
+  EXPECT_EQ(TopologyJson("v4-8")["num_slices"], 1);
+  const Result r = Shell(Tpusim() + " topology 2xv4-8 --split 2");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("--split: 2xv4-8 is 2 slices and has no TF device assignment"));
+}
+
+// The hybrid mesh of create_hybrid_device_mesh: v4-8's data=2,fsdp=2 is 0 1 / 2 3
+// on each slice, the DCN axis outer.
+TEST(TopologyEndToEnd, HybridMeshOfTwoV4_8Slices) {
+  const json j = TopologyJson("2xv4-8 --mesh data=2,fsdp=2 --dcn-mesh data=2,fsdp=1");
+  EXPECT_EQ(j["mesh"], json::parse("[[0,1],[2,3],[4,5],[6,7]]"));
+  EXPECT_EQ(j["dcn_mesh_axes"], json::parse(R"([["data", 2], ["fsdp", 1]])"));
+  EXPECT_EQ(j["device_mesh_shape"], json::parse("[4, 2]"));
+  EXPECT_EQ(j["sort_granules"], true);
+  const Result r = Shell(Tpusim() + " topology 2xv4-8 --mesh data=2,fsdp=2 --dcn-mesh data=2,fsdp=1");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("mesh data=2,fsdp=2 x DCN data=2,fsdp=1 = [4,2] (TPU v4, as jax's "
+                                  "create_hybrid_device_mesh builds it"));
+}
+
+// --devices: the order of a printed list matters to v3's tray ring and, with
+// --no-sort-granules, to the order of the slices.
+TEST(TopologyEndToEnd, HybridMeshFromADeviceListsOrder) {
+  std::string printed = "[";
+  for (int id = 15; id >= 0; --id) {
+    const int local = id % 8, chip = local / 2;
+    printed += fmt::format(
+        "MegaScalePjRtDevice(wrapped=TpuDevice(id={}, process_index={}, coords=({},{},0), core_on_chip={}), "
+        "slice_id={}){}",
+        id, id / 8, chip % 2, chip / 2, local % 2, id / 8, id ? ", " : "]");
+  }
+  const std::string list = Write("2xv3-8-reversed.txt", printed);
+  EXPECT_EQ(TopologyJson("2xv3-8 --mesh data=8 --dcn-mesh data=2 --devices " + list)["mesh"],
+            json::parse("[7,6,5,4,1,0,3,2,15,14,13,12,9,8,11,10]"));
+  const json unsorted = TopologyJson("2xv3-8 --mesh data=8 --dcn-mesh data=2 --no-sort-granules --devices " + list);
+  EXPECT_EQ(unsorted["mesh"], json::parse("[15,14,13,12,9,8,11,10,7,6,5,4,1,0,3,2]"));
+  EXPECT_EQ(unsorted["devices"][0]["id"], 15);
+  // The list's devices, imported, are the same two slices.
+  const std::string out = TempDir() + "/2xv3-8.yaml";
+  const Result r = Shell(Tpusim() + " topology import " + list + " --generation v3 --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output, out + ": 2xv3-8 with 2 slices, each 1 hosts x 8 cores, mesh [2,2,1,2]\n");
+  EXPECT_EQ(WithoutName(TopologyJson(out + " --generation v3")), WithoutName(TopologyJson("2xv3-8")));
+}
+
+// Runs simulate one slice: a multislice topology is refused in one line.
+TEST(TopologyEndToEnd, MultisliceRunsAreRefused) {
+  const std::string run = Write("multislice-run.yaml", "topology: 2xv4-8\n");
+  Result r = Shell(Tpusim() + " validate " + run);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.output,
+            "tpusim: error: " + run +
+                ": topology: 2xv4-8: multislice runs are not simulated yet; tpusim topology describes them\n");
+  r = Shell(Tpusim() + " ranks 2xv4-8");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.output, HasSubstr("multislice runs are not simulated yet; tpusim topology describes them"));
 }
 
 }  // namespace
