@@ -17,6 +17,7 @@
 #include "base/crc32c.h"
 #include "base/error.h"
 #include "base/file_read.h"
+#include "base/printable.h"
 #include "base/regular_file.h"
 #include "checkpoint/state_file.h"
 
@@ -100,7 +101,7 @@ std::map<std::string, std::string> FingerprintField(const json& object) {
   if (!value.is_object()) Fail("fingerprint: {} is not an object of config keys", value.dump());
   std::map<std::string, std::string> out;
   for (const auto& [key, text] : value.items()) {
-    if (!text.is_string()) Fail("fingerprint.{}: {} is not a string", key, text.dump());
+    if (!text.is_string()) Fail("fingerprint.{}: {} is not a string", Printable(key), text.dump());
     out[key] = text.get<std::string>();
   }
   return out;
@@ -152,8 +153,8 @@ void CheckConsistent(const std::string& step_dir, const Manifest& m) {
     const ManifestFile& f = m.files[i];
     const std::string expected = StateFileName(f.host, f.ordinal);
     if (f.name != expected) {
-      Fail("files[{}].name: '{}' is not {}, host {} core {}'s state file in the step folder", i, f.name, expected,
-           f.host, f.ordinal);
+      Fail("files[{}].name: '{}' is not {}, host {} core {}'s state file in the step folder", i, Printable(f.name),
+           expected, f.host, f.ordinal);
     }
     if (!seen.insert(f.name).second) Fail("files[{}].name: {} is listed twice", i, f.name);
   }
@@ -264,7 +265,7 @@ void CheckFingerprint(const std::string& manifest_path, const std::map<std::stri
     Fail(
         "{}: saved by a different config: {} is {} there and {} here; a checkpoint resumes only the "
         "run that shaped its state",
-        manifest_path, key, show(saved, key), show(here, key));
+        manifest_path, Printable(key), Printable(show(saved, key)), Printable(show(here, key)));
   }
 }
 

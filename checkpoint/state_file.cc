@@ -5,6 +5,7 @@
 
 #include "base/byte_io.h"
 #include "base/error.h"
+#include "base/printable.h"
 
 namespace tpusim::checkpoint {
 namespace {
@@ -43,11 +44,13 @@ StateReader::StateReader(std::vector<std::byte> bytes, std::string file)
 size_t StateReader::ReadEntry(size_t offset) {
   ByteReader reader(std::span<const std::byte>(bytes_).subspan(offset), file_);
   const auto name_size = reader.Read<uint32_t>();
-  std::string name(name_size, '\0');
-  reader.Read(name.data(), name_size);
+  // Viewed, not copied, until the bytes are known to be there: a corrupt size must
+  // not allocate gigabytes.
+  const std::span<const char> name_bytes = reader.View<char>(name_size);
+  std::string name(name_bytes.begin(), name_bytes.end());
   const auto size = reader.Read<uint64_t>();
   offset += sizeof(uint32_t) + name_size + sizeof(uint64_t);
-  if (size > bytes_.size() - offset) Fail("{}: truncated in section '{}'", file_, name);
+  if (size > bytes_.size() - offset) Fail("{}: truncated in section '{}'", file_, Printable(name));
   entries_.push_back({std::move(name), offset, static_cast<size_t>(size)});
   return offset + static_cast<size_t>(size);
 }

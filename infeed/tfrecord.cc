@@ -1,9 +1,11 @@
 #include "infeed/tfrecord.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,6 +59,18 @@ class StageTimer {
   ScopedCpuTimer cpu_;
 };
 
+// Why a record's length CRC failed: a file that is not TFRecord at all when it
+// is the first record (a gzip or zlib header there is named), else corrupt bytes.
+std::string LengthCrcMismatch(const char* header, bool first) {
+  if (!first) return "length CRC mismatch (the length bytes are corrupt)";
+  std::string why = "not a TFRecord file: the first record's length CRC does not match";
+  const bool gzip = static_cast<unsigned char>(header[0]) == 0x1f && static_cast<unsigned char>(header[1]) == 0x8b;
+  const bool zlib = static_cast<unsigned char>(header[0]) == 0x78;
+  if (gzip) why += "; the file starts like gzip (input.tfrecord.compression: gzip)";
+  if (zlib) why += "; the file may be zlib (input.tfrecord.compression: zlib)";
+  return why;
+}
+
 }  // namespace
 
 std::string_view CompressionName(TfRecordCompression compression) {
@@ -99,6 +113,8 @@ class TfRecordReader::Stream {
       : path_(path), compression_(compression), file_bytes_(file_bytes) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) Fail("{}: cannot open the TFRecord file: {})", path, ErrnoText(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) file_size_ = st.st_size;
     if (compression_ == TfRecordCompression::kNone) return;
     input_.resize(kInputBytes);
     if (inflateInit2(&z_, WindowBits(compression_)) != Z_OK) Fail("{}: zlib inflateInit failed", path);
@@ -114,6 +130,13 @@ class TfRecordReader::Stream {
   size_t Read(char* out, size_t n) {
     return compression_ == TfRecordCompression::kNone ? ReadFile(out, n) : Inflate(out, n);
   }
+
+  // Compressed: the file's bytes not yet inflated, and the most they can inflate
+  // to. Deflate codes at most 258 bytes (one match) in 2 bits, 1032 per byte; the
+  // slack covers what zlib holds between calls (its bit buffer, a match in
+  // progress).
+  int64_t CompressedLeft() const { return std::max<int64_t>(0, file_size_ - (file_bytes_ - z_.avail_in)); }
+  int64_t MaxInflatedLeft() const { return CompressedLeft() * 1032 + (64 << 10); }
 
  private:
   size_t ReadFile(char* out, size_t n) {
@@ -171,6 +194,7 @@ class TfRecordReader::Stream {
   TfRecordCompression compression_;
   int64_t& file_bytes_;
   int fd_ = -1;
+  int64_t file_size_ = 0;
   z_stream z_{};
   bool z_ready_ = false;
   bool file_done_ = false;
@@ -228,14 +252,15 @@ bool TfRecordReader::Next(std::string& data) {
     }
     const uint64_t length = GetLe64(header);
     if (!CheckCrc(std::string_view(header, 8), GetLe32(header + 8))) {
-      const bool first = record_offset_ == 0;
-      const bool gzip = static_cast<unsigned char>(header[0]) == 0x1f && static_cast<unsigned char>(header[1]) == 0x8b;
-      const bool zlib = static_cast<unsigned char>(header[0]) == 0x78;
-      std::string why = first ? "not a TFRecord file: the first record's length CRC does not match"
-                              : "length CRC mismatch (the length bytes are corrupt)";
-      if (first && gzip) why += "; the file starts like gzip (input.tfrecord.compression: gzip)";
-      if (first && zlib && !gzip) why += "; the file may be zlib (input.tfrecord.compression: zlib)";
-      Skip(why, true);
+      Skip(LengthCrcMismatch(header, record_offset_ == 0), true);
+      break;
+    }
+    if (options_.compression != TfRecordCompression::kNone &&
+        length > static_cast<uint64_t>(stream_->MaxInflatedLeft())) {
+      Skip(fmt::format("declares {} data bytes, more than the rest of the file can hold ({} compressed bytes "
+                       "inflate to at most {}); refused before inflating",
+                       length, stream_->CompressedLeft(), stream_->MaxInflatedLeft()),
+           true);
       break;
     }
     data.clear();

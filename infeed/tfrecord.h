@@ -10,9 +10,12 @@
 // Bad files are one Error naming the file and the byte offset of the record: a
 // length or data CRC that does not match, a record cut short, a file that is not
 // TFRecord at all (its first length CRC fails; a gzip or zlib header there is
-// named). With skip_corrupt a record whose data CRC fails is skipped and counted;
-// a bad length CRC or a truncation leaves no trustworthy way to the next record, so
-// the rest of that file is skipped and counted as one record.
+// named), a compressed record that declares more data bytes than the rest of its
+// file can inflate to (refused before inflating, so a crafted length cannot make
+// the reader inflate and hold the whole file). With skip_corrupt a record whose
+// data CRC fails is skipped and counted; a bad length CRC, an impossible length or
+// a truncation leaves no trustworthy way to the next record, so the rest of that
+// file is skipped and counted as one record.
 #pragma once
 
 #include <cstdint>

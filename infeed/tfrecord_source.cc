@@ -12,7 +12,6 @@
 #include "base/regular_file.h"
 #include "infeed/cpu_timer.h"
 #include "infeed/dtype.h"
-#include "infeed/jpeg_codec.h"
 #include "infeed/stage_times.h"
 
 namespace tpusim::infeed {
@@ -210,28 +209,80 @@ std::vector<RawRecord> TfRecordSource::NextRecords(int64_t rows) {
 }
 
 void TfRecordSource::Decode(const std::vector<RawRecord>& records, Batch& batch, std::span<int64_t> ids,
-                            TfRecordStageCosts& costs) const {
+                            TfRecordStageCosts& costs, const MoreRecords& more) const {
   if (records.size() != ids.size()) Fail("tfrecord source: {} records for {} rows", records.size(), ids.size());
-  for (size_t row = 0; row < records.size(); ++row) {
-    const RawRecord& r = records[row];
-    ids[row] = r.file_index * kTfRecordIdStride + r.record_index;
-    DecodeOne(r, batch, static_cast<int64_t>(row), costs);
+  std::vector<int64_t> rows(records.size());
+  for (size_t row = 0; row < rows.size(); ++row) rows[row] = static_cast<int64_t>(row);
+  const bool skip = options_.skip_corrupt && more;
+  std::string why;
+  rows = DecodeRows(records, rows, batch, ids, costs, skip, why);
+  const int64_t limit = kMaxCorruptPerRow * static_cast<int64_t>(records.size()) + 100;
+  for (int64_t skipped = 0; !rows.empty();) {
+    skipped += static_cast<int64_t>(rows.size());
+    if (skipped > limit) {
+      Fail(
+          "input.tfrecord.skip_corrupt: {} corrupt records skipped while filling {} rows, more than {}: the files "
+          "hold too few decodable records (the last: {})",
+          skipped, records.size(), limit, why);
+    }
+    rows = DecodeRows(more(static_cast<int64_t>(rows.size())), rows, batch, ids, costs, skip, why);
   }
 }
 
-void TfRecordSource::DecodeOne(const RawRecord& record, Batch& batch, int64_t row, TfRecordStageCosts& costs) const {
-  DecodeExample({files_, specs_, seed_, clock_}, record, batch, row, costs);
+std::vector<int64_t> TfRecordSource::DecodeRows(const std::vector<RawRecord>& records, std::span<const int64_t> rows,
+                                                Batch& batch, std::span<int64_t> ids, TfRecordStageCosts& costs,
+                                                bool skip, std::string& why) const {
+  if (records.size() != rows.size()) Fail("tfrecord source: {} records for {} rows", records.size(), rows.size());
+  std::vector<int64_t> corrupt;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const RawRecord& r = records[i];
+    ids[static_cast<size_t>(rows[i])] = r.file_index * kTfRecordIdStride + r.record_index;
+    try {
+      DecodeExample({files_, specs_, seed_, clock_}, r, batch, rows[i], costs);
+    } catch (const CorruptRecord& e) {
+      if (!skip) Fail("{} (input.tfrecord.skip_corrupt: true skips such records)", e.what());
+      corrupt.push_back(rows[i]);
+      ++costs.skipped_records;
+      why = e.what();
+    }
+  }
+  return corrupt;
 }
+
+namespace {
+
+// The record's Example; one that does not parse is corrupt.
+ParsedExample ParseRecord(const RawRecord& record, const std::string& where, Clock& clock, TfRecordStageCosts& costs) {
+  StageScope scope(clock, costs.parse);
+  try {
+    return ParseExample(record.data);
+  } catch (const Error& e) {
+    throw CorruptRecord(where + ": " + e.what());
+  }
+}
+
+// The one JPEG of `feature` decoded; one that does not decode whole is corrupt.
+RgbImage DecodeImage(const ExampleFeatureSpec& spec, const ExampleFeature& feature, const std::string& where,
+                     Clock& clock, TfRecordStageCosts& costs) {
+  if (feature.bytes.size() != 1) {
+    Fail("{}: feature key '{}' holds {} byte strings, one JPEG expected", where, spec.key, feature.bytes.size());
+  }
+  StageScope scope(clock, costs.decode);
+  try {
+    return DecodeJpeg(feature.bytes[0], where + ", key '" + spec.key + "'", spec.max_pixels);
+  } catch (const Error& e) {
+    throw CorruptRecord(e.what());
+  }
+}
+
+}  // namespace
 
 void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Batch& batch, int64_t row,
                    TfRecordStageCosts& costs) {
   Clock& clock = decoding.clock;
   const std::string& file = decoding.files[static_cast<size_t>(record.file_index)];
   const std::string where = fmt::format("{}: record {}", file, record.record_index);
-  ParsedExample example = [&] {
-    StageScope scope(clock, costs.parse);
-    return InContext(where, [&] { return ParseExample(record.data); });
-  }();
+  ParsedExample example = ParseRecord(record, where, clock, costs);
   for (const ExampleFeatureSpec& spec : decoding.specs) {
     auto found = example.find(spec.key);
     if (found == example.end()) {
@@ -247,13 +298,7 @@ void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Bat
     const size_t row_bytes = ExampleBytes(spec.output);
     std::span<std::byte> out = tensor.bytes().subspan(static_cast<size_t>(row) * row_bytes, row_bytes);
     if (spec.decode_jpeg) {
-      if (feature.bytes.size() != 1) {
-        Fail("{}: feature key '{}' holds {} byte strings, one JPEG expected", where, spec.key, feature.bytes.size());
-      }
-      RgbImage image = [&] {
-        StageScope scope(clock, costs.decode);
-        return DecodeJpeg(feature.bytes[0], where + ", key '" + spec.key + "'");
-      }();
+      const RgbImage image = DecodeImage(spec, feature, where, clock, costs);
       StageScope scope(clock, costs.resize);
       const uint64_t seed = ExampleSeed(decoding.seed, static_cast<uint64_t>(record.file_index),
                                         static_cast<uint64_t>(record.record_index));

@@ -7,7 +7,9 @@
 //   -> record framing and CRC checks (infeed/tfrecord.h)
 //   -> shuffle buffer of raw records (input.shuffle_buffer)
 //   -> per example: parse the Example, pick each feature by key and kind, decode
-//      JPEGs, crop / resize / flip (infeed/image_ops.h), copy into the batch.
+//      JPEGs, crop / resize / flip (infeed/image_ops.h), copy into the batch; with
+//      skip_corrupt a record whose data is corrupt gives its row to the stream's
+//      next record.
 // The stream (read, CRC, shuffle) is sequential and is served one step at a time
 // in step order by the caller; the per-example work (Decode) runs on whichever
 // worker built the step, in parallel with the others.
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -25,8 +28,10 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "infeed/feature_spec.h"
 #include "infeed/image_ops.h"
+#include "infeed/jpeg_codec.h"
 #include "infeed/tensor.h"
 #include "infeed/tf_example.h"
 #include "infeed/tfrecord.h"
@@ -52,6 +57,17 @@ struct ExampleFeatureSpec {
   bool decode_jpeg = false;  // kind bytes: decode to [H, W, 3] = output.shape
   CropMode crop = CropMode::kNone;
   bool random_flip = false;
+  int64_t max_pixels = kDefaultMaxImagePixels;  // decode_jpeg: larger JPEGs are refused (input.max_image_pixels)
+};
+
+// What DecodeExample throws for a record whose data is corrupt though its framing
+// and CRC are sound: its Example does not parse, or a JPEG in it is truncated,
+// does not decode or declares more than max_pixels pixels. With
+// input.tfrecord.skip_corrupt such a record is skipped and counted, as TensorFlow's
+// ignore_errors() drops an element whose decode failed.
+class CorruptRecord : public Error {
+ public:
+  using Error::Error;
 };
 
 // Wall and thread-CPU seconds of each stage, summed over the threads that ran it,
@@ -102,7 +118,8 @@ struct ExampleDecoding {
 // Parses and preprocesses `record` into row `row` of `batch`'s tensors, adding
 // what it took to `costs`: what every tfrecord worker does per example, and what
 // infeed.verify redoes on a core. Throws Error "FILE: record R: ..." naming the key
-// on a missing key, a wrong kind, a wrong count or a JPEG that does not decode.
+// on a missing key, a wrong kind or a wrong count, and CorruptRecord when the
+// record's data is corrupt.
 void DecodeExample(const ExampleDecoding& decoding, const RawRecord& record, Batch& batch, int64_t row,
                    TfRecordStageCosts& costs);
 
@@ -125,12 +142,23 @@ class TfRecordSource {
   // records.
   std::vector<RawRecord> NextRecords(int64_t rows);
 
+  // The stream's next `n` records, drawn by the caller in its order (NextRecords
+  // under the lock that orders the steps' draws).
+  using MoreRecords = std::function<std::vector<RawRecord>(int64_t n)>;
+
   // Parses and preprocesses `records` into `batch`'s [rows, ...] tensors and their
-  // ids into `ids`, adding what it took to `costs`. Thread-safe (const). Throws
-  // Error "FILE: record R: ..." naming the key on a missing key, a wrong kind, a
-  // wrong count or a JPEG that does not decode.
-  void Decode(const std::vector<RawRecord>& records, Batch& batch, std::span<int64_t> ids,
-              TfRecordStageCosts& costs) const;
+  // ids into `ids`, adding what it took to `costs`. With skip_corrupt and `more`, a
+  // row whose record is corrupt (CorruptRecord) is counted in
+  // costs.skipped_records and refilled from more() until every row holds a good
+  // record, as tf.data's batch after ignore_errors() takes the next elements.
+  // Thread-safe (const; `more` is the caller's). Throws Error "FILE: record R: ..."
+  // naming the key on a missing key, a wrong kind, a wrong count or a corrupt
+  // record (without skip_corrupt or `more`), and when filling the rows skipped
+  // more than kMaxCorruptPerRow x rows + 100 corrupt records (files that hold
+  // few decodable records would otherwise be read round forever).
+  void Decode(const std::vector<RawRecord>& records, Batch& batch, std::span<int64_t> ids, TfRecordStageCosts& costs,
+              const MoreRecords& more = nullptr) const;
+  static constexpr int64_t kMaxCorruptPerRow = 10;
 
   // What the stream (read, CRC) cost so far. Not thread-safe, like NextRecords.
   const TfRecordStageCosts& stream_costs() const { return stream_costs_; }
@@ -139,7 +167,10 @@ class TfRecordSource {
   struct Slot;
   RawRecord ReadOne();
   void OpenNext(Slot& slot);
-  void DecodeOne(const RawRecord& record, Batch& batch, int64_t row, TfRecordStageCosts& costs) const;
+  // Decodes records[i] into row rows[i]; returns the rows whose record was
+  // corrupt (skipped: `skip` true) and the last one's message in `why`.
+  std::vector<int64_t> DecodeRows(const std::vector<RawRecord>& records, std::span<const int64_t> rows, Batch& batch,
+                                  std::span<int64_t> ids, TfRecordStageCosts& costs, bool skip, std::string& why) const;
 
   std::vector<std::string> files_;
   std::vector<ExampleFeatureSpec> specs_;

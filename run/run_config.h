@@ -16,6 +16,7 @@
 #include "cluster/topology.h"
 #include "cluster/topology_source.h"
 #include "embedding/config.h"
+#include "infeed/jpeg_codec.h"
 #include "infeed/storage_model.h"
 #include "model/mlp.h"
 #include "optim/gradient_adjustment.h"
@@ -85,10 +86,12 @@ struct InputConfig {
   std::string data_dir;                          // files: dataset directory (tpusim gen-data)
   std::vector<std::string> files;                // tfrecord: glob patterns of the TFRecord files
   TfRecordInputConfig tfrecord;                  // tfrecord: compression and CRC checks
-  int64_t cache_steps = 2;                       // cached: pre-built host batches, cycled over the steps
-  int64_t shuffle_buffer = 0;                    // files: examples in the shuffle buffer; 0 = none
-  int prefetch = 0;                              // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
-  infeed::StorageConfig storage;                 // files: the storage model charged for every read
+  // tfrecord: a JPEG whose header declares more pixels is refused before decoding
+  int64_t max_image_pixels = infeed::kDefaultMaxImagePixels;
+  int64_t cache_steps = 2;        // cached: pre-built host batches, cycled over the steps
+  int64_t shuffle_buffer = 0;     // files: examples in the shuffle buffer; 0 = none
+  int prefetch = 0;               // steps built ahead of the enqueue; 0 = 2 x parallelism + queue_depth
+  infeed::StorageConfig storage;  // files: the storage model charged for every read
   uint64_t seed = 1;
   int64_t global_batch = 128;
   std::map<std::string, InputFeatureConfig> features{{"x", {infeed::DType::kFloat32, {64}}}};

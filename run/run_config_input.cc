@@ -143,7 +143,7 @@ void CheckSourceKeys(ConfigNode& node, const InputConfig& in) {
     node.FailAt("storage", fmt::format("only input.source: files reads it (source is {})", SpellingOf(in.source)));
   }
   if (in.source != InputSource::kTfRecord) {
-    for (const char* key : {"files", "tfrecord"}) {
+    for (const char* key : {"files", "tfrecord", "max_image_pixels"}) {
       if (node.Has(key))
         node.FailAt(key, fmt::format("only input.source: tfrecord reads it (source is {})", SpellingOf(in.source)));
     }
@@ -215,6 +215,7 @@ InputConfig internal::ParseInput(ConfigNode node) {
   node.Get("data_dir", in.data_dir);
   node.Get("files", in.files);
   if (node.Has("tfrecord")) in.tfrecord = ParseTfRecord(node.Child("tfrecord"));
+  node.Get("max_image_pixels", in.max_image_pixels);
   node.Get("seed", in.seed);
   node.Get("global_batch", in.global_batch);
   node.Get("max_examples_per_sec", in.max_examples_per_sec);
@@ -228,6 +229,7 @@ InputConfig internal::ParseInput(ConfigNode node) {
   in.source = ParseChoice(node, "source", source, kSourceSpellings);
   CheckSourceKeys(node, in);
   RequireRange(node, "cache_steps", in.cache_steps, 1, kMaxQueueDepth);
+  RequireRange(node, "max_image_pixels", in.max_image_pixels, 1, infeed::kMaxJpegPixels);
   if (in.shuffle_buffer < 0)
     node.FailAt("shuffle_buffer", fmt::format("must be >= 0 (0 = no shuffle), got {}", in.shuffle_buffer));
   RequireRange(node, "shuffle_buffer", in.shuffle_buffer, 0, kMaxCount);

@@ -24,6 +24,7 @@ std::vector<infeed::ExampleFeatureSpec> ExampleFeatureSpecs(const InputConfig& i
     spec.decode_jpeg = f.decode == "jpeg";
     spec.crop = f.crop;
     spec.random_flip = f.flip == FlipMode::kRandom;
+    spec.max_pixels = input.max_image_pixels;
     out.push_back(std::move(spec));
   }
   return out;

@@ -31,6 +31,24 @@ class StepSequencer {
     std::unique_lock lock(mu_);
     turn_.wait(lock, [&] { return next_ == step || failed_; });
     if (failed_) Fail("input pipeline: step {} not built, an earlier step failed", step);
+    Guarded(work);
+    ++next_;
+    turn_.notify_all();
+  }
+
+  // Runs `work` between two steps' turns, whichever step is next: a step's
+  // later draws from the stream (records that replace corrupt ones).
+  template <typename F>
+  void Exclusive(F&& work) {
+    std::lock_guard lock(mu_);
+    if (failed_) Fail("input pipeline: an earlier step failed");
+    Guarded(work);
+  }
+
+ private:
+  // Runs `work` with mu_ held; its failure fails every later step.
+  template <typename F>
+  void Guarded(F& work) {
     try {
       work();
     } catch (...) {
@@ -38,11 +56,8 @@ class StepSequencer {
       turn_.notify_all();
       throw;
     }
-    ++next_;
-    turn_.notify_all();
   }
 
- private:
   std::mutex mu_;
   std::condition_variable turn_;
   int64_t next_ = 0;
@@ -197,7 +212,18 @@ struct InputPipeline::Impl {
       step_costs = StreamDelta(before, tfrecord->stream_costs());
     });
     infeed::TfRecordStageCosts costs;
-    tfrecord->Decode(records, batch, ids, costs);
+    // With skip_corrupt, corrupt records are replaced by the stream's next ones,
+    // drawn after whichever steps drew before them (with several workers, which
+    // step a replacement lands in depends on their timing).
+    tfrecord->Decode(records, batch, ids, costs, [&](int64_t n) {
+      std::vector<infeed::RawRecord> more;
+      sequencer.Exclusive([&] {
+        const infeed::TfRecordStageCosts before = tfrecord->stream_costs();
+        more = tfrecord->NextRecords(n);
+        step_costs += StreamDelta(before, tfrecord->stream_costs());
+      });
+      return more;
+    });
     step_costs += costs;
     if (InWarmup(step)) warmup_costs.Add(AsStageCosts(step_costs));
     std::lock_guard lock(decode_mu_);

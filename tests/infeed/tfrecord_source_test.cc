@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "infeed/tfrecord_dataset.h"
 #include "source_dir.h"
 #include "tests/common/byte_files.h"
 #include "tests/common/error_of.h"
@@ -154,6 +155,81 @@ TEST(TfRecordSourcePlainTest, BadJpegNamesRecordAndKey) {
   TfRecordStageCosts costs;
   EXPECT_THAT(ErrorOf([&] { source.Decode(source.NextRecords(1), batch, ids, costs); }),
               HasSubstr(path + ": record 0, key 'image/encoded': not a decodable JPEG (17 bytes)"));
+}
+
+// An Example of one JPEG and its label.
+std::string ImageExample(const std::string& jpeg, int64_t label) {
+  return EncodeExample({{"image/encoded", FeatureKind::kBytes, {jpeg}, {}, {}},
+                        {"image/class/label", FeatureKind::kInt64, {}, {}, {label}}});
+}
+
+// A file of `records`.
+std::string WriteRecords(ScratchDir& scratch, const std::vector<std::string>& records) {
+  const std::string path = scratch.Path("images.tfrecord");
+  TfRecordWriter writer(path, TfRecordCompression::kNone);
+  for (const std::string& record : records) writer.Write(record);
+  writer.Close();
+  return path;
+}
+
+TfRecordOptions SkipCorrupt() {
+  TfRecordOptions options;
+  options.skip_corrupt = true;
+  return options;
+}
+
+// Records 1 (a JPEG cut short) and 4 (not an Example) are corrupt. Without
+// skip_corrupt the first is one line naming it; with it, a row whose record is
+// corrupt is refilled by the stream's next record and the corrupt ones counted.
+TEST(TfRecordSourcePlainTest, SkipCorruptRefillsRowsOfCorruptRecords) {
+  ScratchDir scratch("tpusim-tfrecord-corrupt-");
+  const std::string good = EncodeJpeg(SyntheticImage(1, 2, 3, 16, 12), 90);
+  const std::string cut = good.substr(0, (good.find("\xff\xda") + good.size()) / 2);  // within its scan data
+  std::vector<std::string> records;
+  for (int64_t r = 0; r < 6; ++r) records.push_back(ImageExample(r == 1 ? cut : good, r));
+  records[4] = "\xff\xff\xff";  // no Example, though its CRCs match
+  const std::string path = WriteRecords(scratch, records);
+  Batch batch = MakeBatch({Image(8, 8).output, Label().output}, 4);
+  std::vector<int64_t> ids(4);
+  TfRecordStageCosts costs;
+  TfRecordSource strict({path}, {Image(8, 8), Label()}, 0, 1, {}, 1, 0, 1);
+  EXPECT_EQ(ErrorOf([&] { strict.Decode(strict.NextRecords(4), batch, ids, costs); }),
+            path + ": record 1, key 'image/encoded': truncated JPEG: its data ends before its 16x12 frame is filled (" +
+                std::to_string(cut.size()) +
+                " bytes; libjpeg: Premature end of JPEG file) (input.tfrecord.skip_corrupt: true skips such records)");
+  TfRecordSource source({path}, {Image(8, 8), Label()}, 0, 1, SkipCorrupt(), 1, 0, 1);
+  costs = {};
+  source.Decode(source.NextRecords(4), batch, ids, costs, [&](int64_t n) { return source.NextRecords(n); });
+  EXPECT_EQ(ids, (std::vector<int64_t>{0, 5, 2, 3}));
+  const auto* labels = reinterpret_cast<const int64_t*>(batch.at("label").bytes().data());
+  EXPECT_EQ(std::vector<int64_t>(labels, labels + 4), (std::vector<int64_t>{0, 5, 2, 3}));
+  EXPECT_EQ(costs.skipped_records, 2);
+  EXPECT_EQ(costs.examples, 4);
+  // Without a way to more records, skip_corrupt cannot skip.
+  EXPECT_THAT(ErrorOf([&] { source.Decode(source.NextRecords(4), batch, ids, costs); }),
+              HasSubstr(": record 1, key 'image/encoded': truncated JPEG"));
+}
+
+// Files whose records are all corrupt are not read round forever.
+TEST(TfRecordSourcePlainTest, SkipCorruptGivesUpOnFilesOfCorruptRecords) {
+  ScratchDir scratch("tpusim-tfrecord-all-corrupt-");
+  const std::string good = EncodeJpeg(SyntheticImage(1, 2, 3, 16, 12), 90);
+  const std::string path = WriteRecords(scratch, {ImageExample(good, 0), ImageExample(good, 1)});
+  ExampleFeatureSpec image = Image(8, 8);
+  image.max_pixels = 100;  // every image is over the limit
+  TfRecordSource source({path}, {image}, 0, 1, SkipCorrupt(), 1, 0, 1);
+  Batch batch = MakeBatch({image.output}, 1);
+  std::vector<int64_t> ids(1);
+  TfRecordStageCosts costs;
+  EXPECT_EQ(ErrorOf([&] {
+              source.Decode(source.NextRecords(1), batch, ids, costs, [&](int64_t n) { return source.NextRecords(n); });
+            }),
+            "input.tfrecord.skip_corrupt: 111 corrupt records skipped while filling 1 rows, more than 110: the files "
+            "hold too few decodable records (the last: " +
+                path +
+                ": record 0, key 'image/encoded': the JPEG declares 16x12 = 192 pixels, over input.max_image_pixels "
+                "(100); refused before decoding)");
+  EXPECT_EQ(costs.skipped_records, 111);
 }
 
 TEST(TfRecordSourcePlainTest, FileSharding) {

@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/crc32c.h"
 #include "tests/common/byte_files.h"
 #include "tests/common/error_of.h"
 #include "tests/common/scratch_dir.h"
@@ -138,14 +140,73 @@ TEST_F(TfRecordFileTest, NotTfRecordAndCompressionMismatch) {
               HasSubstr("not a gzip stream"));
 }
 
+// A stream cut short ends early; cut before a record's data, the record is longer
+// than the rest of the file can inflate to.
 TEST_F(TfRecordFileTest, CutCompressedStream) {
   WriteRecords(TfRecordCompression::kZlib);
   const std::string bytes = ReadBytes(path_);
-  WriteBytes(path_, bytes.substr(0, bytes.size() / 2));
+  WriteBytes(path_, bytes.substr(0, bytes.size() - 8));
   EXPECT_THAT(ErrorOf([&] {
                 ReadAll(path_, {TfRecordCompression::kZlib, true, false});
               }),
               HasSubstr(path_ + ": the zlib stream ends early"));
+  WriteBytes(path_, bytes.substr(0, bytes.size() / 2));
+  EXPECT_THAT(ErrorOf([&] {
+                ReadAll(path_, {TfRecordCompression::kZlib, true, false});
+              }),
+              HasSubstr(path_ + ": record 2 at byte offset 37 of the inflated stream: declares 3145728 data bytes, "
+                                "more than the rest of the file can hold"));
+}
+
+// Bytes deflate cannot shrink.
+std::string Incompressible(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+// A record header declaring `length` data bytes, with its valid length CRC.
+std::string HeaderDeclaring(uint64_t length) {
+  std::string header(8, '\0');
+  for (int i = 0; i < 8; ++i) header[static_cast<size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
+  const uint32_t crc = MaskCrc32c(Crc32c(header));
+  for (int i = 0; i < 4; ++i) header += static_cast<char>((crc >> (8 * i)) & 0xff);
+  return header;
+}
+
+// A compressed record whose (CRC-valid) length is more than the rest of the file
+// can inflate to is refused before its data is inflated: the reader has read
+// little of the file when it stops, and with skip_corrupt the rest of the file is
+// one skipped record.
+TEST_F(TfRecordFileTest, CompressedLengthBeyondTheFileIsRefusedBeforeInflating) {
+  const std::string first = Incompressible(1 << 20, 1);
+  const std::string framed = FrameTfRecord(first) + HeaderDeclaring(uint64_t{1} << 40) + Incompressible(2 << 20, 2);
+  for (TfRecordCompression c : {TfRecordCompression::kZlib, TfRecordCompression::kGzip}) {
+    const std::string stored = CompressTfRecords(framed, c);
+    WriteBytes(path_, stored);
+    TfRecordReader reader(path_, {c, true, false});
+    std::string data;
+    ASSERT_TRUE(reader.Next(data));
+    const std::string message = ErrorOf([&] { reader.Next(data); });
+    EXPECT_THAT(message, HasSubstr(path_ + ": record 1 at byte offset " + std::to_string(16 + (1 << 20)) +
+                                   " of the inflated stream: declares 1099511627776 data bytes, more than the rest "
+                                   "of the file can hold ("));
+    EXPECT_THAT(message, HasSubstr("); refused before inflating (input.tfrecord.skip_corrupt: true skips"));
+    EXPECT_LT(reader.costs().file_bytes, static_cast<int64_t>(stored.size()) / 2) << CompressionName(c);
+    TfRecordReadCosts costs;
+    EXPECT_EQ(ReadAll(path_, {c, true, true}, &costs), std::vector<std::string>{first});
+    EXPECT_EQ(costs.skipped, 1);
+  }
+}
+
+// Deflate's best ratio (zeros: about 1030 to 1) stays within the bound: a record
+// of 16 MiB of zeros in a 16 KiB file reads back.
+TEST_F(TfRecordFileTest, HighlyCompressedRecordsStillRead) {
+  records_ = {std::string(16 << 20, '\0'), "after"};
+  WriteRecords(TfRecordCompression::kGzip);
+  EXPECT_LT(ReadBytes(path_).size(), 20000u);
+  EXPECT_EQ(ReadAll(path_, {TfRecordCompression::kGzip, true, false}), records_);
 }
 
 TEST_F(TfRecordFileTest, RefusesFifoAndMissing) {
