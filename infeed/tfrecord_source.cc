@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 #include "base/regular_file.h"
 #include "infeed/cpu_timer.h"
 #include "infeed/dtype.h"
@@ -71,11 +72,18 @@ void StoreValues(std::span<std::byte> out, const std::vector<T>& values, DType d
   }
 }
 
+// The record's keys for a message: the first few in order, each escaped and cut
+// (base/printable.h), and how many there are, so a record of 20,000 keys or of
+// one hostile key is still a short line.
 std::string KeysOf(const ParsedExample& example) {
+  constexpr size_t kKeysShown = 4;
   std::vector<std::string_view> keys;
   for (const auto& [key, feature] : example) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
-  return fmt::format("{}", fmt::join(keys, ", "));
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(keys.size(), kKeysShown); ++i) shown.push_back("'" + Printable(keys[i], 40) + "'");
+  if (keys.size() > kKeysShown) shown.push_back(fmt::format("... ({} keys)", keys.size()));
+  return keys.empty() ? "no keys" : fmt::format("{}", fmt::join(shown, ", "));
 }
 
 }  // namespace
