@@ -102,6 +102,19 @@ TfRecordStageCosts& TfRecordStageCosts::operator+=(const TfRecordStageCosts& oth
   return *this;
 }
 
+namespace {
+
+// The folder a pattern's matches would be in: its path before the first component
+// with a wildcard ("." for none).
+std::string FixedFolderOf(const std::string& pattern) {
+  const size_t wild = pattern.find_first_of("*?[");
+  const size_t slash = pattern.rfind('/', wild == std::string::npos ? std::string::npos : wild);
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : pattern.substr(0, slash);
+}
+
+}  // namespace
+
 std::vector<std::string> ExpandFilePatterns(const std::vector<std::string>& patterns) {
   std::set<std::string> files;
   for (const std::string& pattern : patterns) {
@@ -111,7 +124,13 @@ std::vector<std::string> ExpandFilePatterns(const std::vector<std::string>& patt
       for (size_t i = 0; i < matches.gl_pathc; ++i) files.insert(matches.gl_pathv[i]);
     }
     globfree(&matches);
-    if (rc == GLOB_NOMATCH) Fail("input.files: '{}' matches no file", pattern);
+    if (rc == GLOB_NOMATCH) {
+      // A folder that cannot be reached (a symbolic-link loop, no permission) is
+      // named as such, not as a pattern that matched nothing.
+      const std::string folder = FixedFolderOf(pattern);
+      RefuseNonDirectory(folder, fmt::format("input.files: '{}': folder {}", pattern, folder));
+      Fail("input.files: '{}' matches no file", pattern);
+    }
     if (rc != 0) Fail("input.files: '{}' cannot be expanded (glob error {})", pattern, rc);
   }
   for (const std::string& file : files) RefuseNonRegularFile(file);
