@@ -3,6 +3,7 @@
 // checking the counts, the free disk space and the memory one shard needs; with
 // --format tfrecord an ImageNet-like dataset of JPEG tf.train.Examples for
 // input.source: tfrecord (infeed/tfrecord_dataset.h).
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -42,6 +43,21 @@ struct GenDataOptions {
 };
 
 constexpr int64_t kMaxGenShards = 100000;
+
+// CLI11 reads a whole number beyond int64's range as int64's largest: this check,
+// run on the text first, refuses it as too large instead.
+CLI::Validator FitsInt64() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error == std::errc::result_out_of_range && end == text.data() + text.size()) {
+          return fmt::format("{} is too large", text);
+        }
+        return "";
+      },
+      "");
+}
 
 // Refuses counts that are not positive and more shards than examples.
 void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards) {
@@ -152,8 +168,9 @@ void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
   gen->add_option("CONFIG", options->config)->required();
   gen->add_option("--out", options->out_dir, "dataset directory")->required();
-  gen->add_option("--examples", options->examples, "examples to write (default: 10 global batches)");
-  gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)");
+  gen->add_option("--examples", options->examples, "examples to write (default: 10 global batches)")
+      ->check(FitsInt64());
+  gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)")->check(FitsInt64());
   gen->add_flag("--compress", options->compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--format", options->format, "npy (input.source: files) or tfrecord (input.source: tfrecord)");
   gen->add_option("--image-size", options->image_size, "tfrecord: JPEG size WIDTHxHEIGHT (default 500x375)");
