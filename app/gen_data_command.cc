@@ -3,6 +3,7 @@
 // checking the counts, the free disk space and the memory one shard needs; with
 // --format tfrecord an ImageNet-like dataset of JPEG tf.train.Examples for
 // input.source: tfrecord (infeed/tfrecord_dataset.h).
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "app/command.h"
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "infeed/file_source.h"
 #include "infeed/tfrecord_dataset.h"
@@ -42,9 +44,23 @@ struct GenDataOptions {
 
 constexpr int64_t kMaxGenShards = 100000;
 
-// Refuses counts that are not positive, more shards than examples, and datasets
-// larger than the free space of the target's file system.
-void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards, double example_bytes) {
+// CLI11 reads a whole number beyond int64's range as int64's largest: this check,
+// run on the text first, refuses it as too large instead.
+CLI::Validator FitsInt64() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error == std::errc::result_out_of_range && end == text.data() + text.size()) {
+          return fmt::format("{} is too large", text);
+        }
+        return "";
+      },
+      "");
+}
+
+// Refuses counts that are not positive and more shards than examples.
+void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t shards) {
   if (options.examples && (*options.examples < 1 || *options.examples > (int64_t{1} << 40))) {
     Fail("--examples {}: must be a whole number in [1, {}]", *options.examples, int64_t{1} << 40);
   }
@@ -54,21 +70,24 @@ void CheckGenDataCounts(const GenDataOptions& options, int64_t examples, int64_t
   if (shards > examples) {
     Fail("--shards {}: more shards than the {} examples; every shard needs at least one", shards, examples);
   }
+}
+
+// Refuses, before the first byte is written, a dataset larger than the free space
+// of the file system it goes to, or whose writing needs more memory than this
+// machine has (`memory_bytes`: what `memory_what` holds at once).
+void CheckGenDataSpace(const GenDataOptions& options, int64_t examples, double example_bytes, double memory_bytes,
+                       const std::string& memory_what) {
   std::filesystem::path parent = std::filesystem::absolute(options.out_dir).parent_path();
   std::error_code ec;
   std::filesystem::space_info space = std::filesystem::space(parent, ec);
-  double bytes = example_bytes * static_cast<double>(examples);
+  const double bytes = example_bytes * static_cast<double>(examples);
   if (!ec && bytes > static_cast<double>(space.available)) {
-    Fail(
-        "gen-data --out {}: {} examples need about {:.1f} GiB but the file system has {:.1f} GiB "
-        "free",
-        options.out_dir, examples, bytes / (1 << 30), static_cast<double>(space.available) / (1 << 30));
+    Fail("gen-data --out {}: {} examples need about {} but the file system has {} free", options.out_dir, examples,
+         ByteSize(bytes), ByteSize(static_cast<double>(space.available)));
   }
-  if (bytes / static_cast<double>(shards) > run::ThisMachine().memory_bytes) {
-    Fail(
-        "gen-data: a shard of {} examples needs about {:.1f} GiB of memory, more than this machine "
-        "has; use more --shards",
-        examples / shards, bytes / static_cast<double>(shards) / (1 << 30));
+  if (memory_bytes > run::ThisMachine().memory_bytes) {
+    Fail("gen-data: {} needs about {} of memory, more than this machine has ({})", memory_what, ByteSize(memory_bytes),
+         ByteSize(run::ThisMachine().memory_bytes));
   }
 }
 
@@ -98,12 +117,16 @@ int RunGenTfRecord(const GenDataOptions& options, const run::ConfigTarget& targe
   data.name = options.name;
   data.examples = options.examples.value_or(10 * target.run.input.global_batch);
   data.shards = options.shards.value_or(2 * hosts);
+  CheckGenDataCounts(options, data.examples, data.shards);
   ParseImageSize(options.image_size, data);
   data.jpeg_quality = options.jpeg_quality;
   if (options.classes < 1) Fail("--classes {}: must be >= 1", options.classes);
   data.classes = options.classes;
   data.seed = target.run.input.seed;
   data.compression = CompressionOf(options.compression);
+  infeed::CheckTfRecordDatasetOptions(data);
+  CheckGenDataSpace(options, data.examples, infeed::TfRecordBytesPerExample(data),
+                    infeed::TfRecordWriteMemoryBytes(data), fmt::format("a {} image", options.image_size));
   const std::vector<std::string> paths = infeed::WriteTfRecordDataset(options.out_dir, data);
   int64_t bytes = 0;
   for (const std::string& path : paths) bytes += static_cast<int64_t>(std::filesystem::file_size(path));
@@ -125,7 +148,10 @@ int RunGenDataCommand(const GenDataOptions& options) {
   if (options.format != "npy") Fail("--format {}: expected npy or tfrecord", options.format);
   int64_t examples = options.examples.value_or(10 * target.run.input.global_batch);
   int64_t shards = options.shards.value_or(2 * hosts);
-  CheckGenDataCounts(options, examples, shards, run::ExampleBytes(run::RunFeatureSpecs(target.run)));
+  CheckGenDataCounts(options, examples, shards);
+  const double example_bytes = run::ExampleBytes(run::RunFeatureSpecs(target.run));
+  CheckGenDataSpace(options, examples, example_bytes, example_bytes * static_cast<double>(examples / shards + 1),
+                    fmt::format("a shard of {} examples (use more --shards)", examples / shards));
   infeed::SyntheticData data = MakeSyntheticData(target.run);
   infeed::WriteSyntheticDataset(options.out_dir, data, examples, shards, options.compress);
   fmt::print(
@@ -142,8 +168,9 @@ void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* gen = app.add_subcommand("gen-data", "write an on-disk dataset for input.source: files");
   gen->add_option("CONFIG", options->config)->required();
   gen->add_option("--out", options->out_dir, "dataset directory")->required();
-  gen->add_option("--examples", options->examples, "examples to write (default: 10 global batches)");
-  gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)");
+  gen->add_option("--examples", options->examples, "examples to write (default: 10 global batches)")
+      ->check(FitsInt64());
+  gen->add_option("--shards", options->shards, "shards to write (default: 2 per host)")->check(FitsInt64());
   gen->add_flag("--compress", options->compress, "write zlib-compressed FEATURE.npy.zlib files");
   gen->add_option("--format", options->format, "npy (input.source: files) or tfrecord (input.source: tfrecord)");
   gen->add_option("--image-size", options->image_size, "tfrecord: JPEG size WIDTHxHEIGHT (default 500x375)");

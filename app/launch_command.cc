@@ -71,9 +71,9 @@ struct LaunchPlan {
   std::string srun_mpi;
 };
 
-// After a signal ended the job: the parts of the streamed outputs the ranks were
-// writing (PATH.part-NNNNN, sim/rank_stream.h) are of no use and are removed; the
-// outputs themselves were never written, as rank 0 writes them at the end.
+// After the job failed or a signal ended it: the parts of the streamed outputs the
+// ranks were writing (PATH.part-NNNNN, sim/rank_stream.h) are of no use and are
+// removed; the outputs themselves are written by rank 0 from the parts at the end.
 void RemoveStreamParts(const run::RunOptions& run, int world_size) {
   for (const std::string* path : {&run.placement_log_path, &run.steps_csv_path, &run.trace_path}) {
     if (path->empty()) continue;
@@ -83,6 +83,34 @@ void RemoveStreamParts(const run::RunOptions& run, int world_size) {
     }
   }
 }
+
+// Open MPI's shared-memory transport (vader) backs each rank's fragments with a
+// file, /dev/shm/vader_segment.<node>.<job>.<rank> (4 MiB), that the rank removes
+// in MPI_Finalize; a job that ends otherwise (a rank killed, a run the watchdog or
+// launch stopped) leaves them. On this machine launch gives the job a folder of
+// its own for them (btl_vader_backing_directory, unless the caller set one) and
+// removes it with whatever is in it once mpirun is done. Across nodes the folder
+// would not exist on the others, so Open MPI keeps its default there.
+class JobShmFolder {
+ public:
+  explicit JobShmFolder(bool this_machine_only) {
+    if (!this_machine_only || std::getenv("OMPI_MCA_btl_vader_backing_directory")) return;
+    std::string name = fmt::format("/dev/shm/tpusim-mpi-{}-XXXXXX", getpid());
+    if (!mkdtemp(name.data())) return;  // no /dev/shm: Open MPI's default
+    path_ = name;
+    setenv("OMPI_MCA_btl_vader_backing_directory", path_.c_str(), 1);
+  }
+  ~JobShmFolder() {
+    if (path_.empty()) return;
+    std::error_code ignored;  // what cannot be removed costs memory, not the exit code
+    std::filesystem::remove_all(path_, ignored);
+  }
+  JobShmFolder(const JobShmFolder&) = delete;
+  JobShmFolder& operator=(const JobShmFolder&) = delete;
+
+ private:
+  std::string path_;
+};
 
 // Open MPI's shared-memory transport moves a message beyond its eager limit either
 // with one copy that the receiver makes (btl_vader_single_copy_mechanism=cma, Open
@@ -321,12 +349,15 @@ int RunLaunchCommand(const LaunchOptions& options) {
                std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism"), fmt::join(argv, " "));
     return 0;
   }
+  const JobShmFolder shm_folder(!plan.nodes);
   MpirunSupervisor supervisor(
       {SupervisorGraceS(watchdog_s), [&placed](const std::string& node) { return DescribeNode(placed.nodes, node); }});
   const int status = supervisor.Run(argv);
+  // A job that failed or was stopped leaves the ranks' parts of the streamed outputs
+  // (rank 0 merges and removes them only when the run gets that far).
+  if (status != 0 || supervisor.stopped()) RemoveStreamParts(options.run, run.slice.layout.world_size());
   if (supervisor.stopped()) return run::kExitInputError;
   if (const int signal = supervisor.passed_on_signal()) {
-    RemoveStreamParts(options.run, run.slice.layout.world_size());
     return 128 + signal;  // as if the signal had ended launch, once every process of the job has
   }
   return ReportMpirunExit(status, argv, watchdog_s > 0, supervisor.told_error());

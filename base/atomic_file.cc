@@ -182,7 +182,10 @@ void CheckFileWritable(const std::string& path, const std::string& label) {
     return;
   }
   const fs::path folder = FolderOf(FinalTarget(path, label));
-  if (!fs::exists(folder, ec)) Fail("{}: folder {} does not exist", label, folder.string());
+  if (!fs::exists(folder, ec)) {
+    RefuseNonDirectory(folder.string(), fmt::format("{}: folder {}", label, folder.string()));  // ELOOP, EACCES
+    Fail("{}: folder {} does not exist", label, folder.string());
+  }
   if (!fs::is_directory(folder, ec)) Fail("{}: {} is not a folder", label, folder.string());
   AtomicFile probe(path, label);  // removed again when it goes out of scope
 }

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -25,12 +26,17 @@ std::string AxisNames(const std::vector<MeshAxis>& axes) {
 
 MeshAxis ParseMeshAxis(const std::string& name, std::string_view size_text, const std::string& where) {
   if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), IsAxisNameChar)) {
-    Fail("{}: axis name '{}' must be 1 to 64 of A-Z a-z 0-9 _", where, name);
+    Fail("{}: axis name '{}' must be 1 to 64 of A-Z a-z 0-9 _", where, Printable(name, 64));
   }
   int size = 0;
   const auto [end, error] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
-  if (size_text.empty() || error != std::errc() || end != size_text.data() + size_text.size() || size < 1) {
-    Fail("{}: size '{}' of axis '{}' must be a whole number >= 1", where, size_text, name);
+  const bool whole = !size_text.empty() && end == size_text.data() + size_text.size();
+  if (whole && error == std::errc::result_out_of_range) {
+    Fail("{}: size '{}' of axis '{}' is too large (more devices than any slice has)", where, Printable(size_text, 40),
+         name);
+  }
+  if (!whole || error != std::errc() || size < 1) {
+    Fail("{}: size '{}' of axis '{}' must be a whole number >= 1", where, Printable(size_text, 40), name);
   }
   return {name, size};
 }

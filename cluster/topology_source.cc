@@ -171,17 +171,20 @@ std::vector<MeshDevice> LoadDeviceOrder(const std::string& path) {
   return ReadJaxDeviceOrder(bytes, path);
 }
 
-bool IsTopologyFile(const std::string& path) {
+bool IsTopologyFile(const std::string& path, YAML::Node* yaml) {
   const std::string bytes = ReadBoundedFile(path);
   if (bytes.find_first_not_of(" \t\r\n") == std::string::npos) {
     // An empty .yaml is a run file of defaults; an empty devices.json or .pb is a
     // broken topology (LoadTopologyFile says so).
     const fs::path extension = fs::path(path).extension();
+    if (yaml) *yaml = YAML::Node();
     return extension != ".yaml" && extension != ".yml";
   }
   if (DetectTopologyFormat(bytes, path) != TopologyFileFormat::kYaml) return true;
   const YAML::Node node = ParseYaml(bytes, path);
-  return node.IsMap() && (node["mesh_shape"] || node["generation"]);
+  const bool topology = node.IsMap() && (node["mesh_shape"] || node["generation"]);
+  if (!topology && yaml) *yaml = node;
+  return topology;
 }
 
 }  // namespace tpusim::cluster

@@ -12,6 +12,10 @@
 #include "cluster/device_mesh.h"
 #include "cluster/topology.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace tpusim::cluster {
 
 // A resolved topology reference. Exactly one of `path` and `accelerator_type` is set.
@@ -54,7 +58,9 @@ std::vector<MeshDevice> LoadDeviceOrder(const std::string& path);
 
 // True when `path` is a topology file rather than a run config: a device list, a
 // TopologyProto, YAML with mesh_shape or generation at the top level, or a blank
-// file not named *.yaml / *.yml (a blank .yaml is a run file of defaults).
-bool IsTopologyFile(const std::string& path);
+// file not named *.yaml / *.yml (a blank .yaml is a run file of defaults). When it
+// is not and `yaml` is given, *yaml is the file's YAML as LoadStrictYamlFile reads
+// it (a null node for a blank file), so a run file is read and parsed once.
+bool IsTopologyFile(const std::string& path, YAML::Node* yaml = nullptr);
 
 }  // namespace tpusim::cluster

@@ -1,7 +1,5 @@
 #include "infeed/file_source.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include "base/regular_file.h"
 #include "base/strict_yaml.h"
 #include "infeed/cpu_timer.h"
+#include "infeed/dataset_folder.h"
 #include "infeed/internal/zlib_codec.h"
 
 namespace tpusim::infeed {
@@ -362,18 +361,6 @@ void WriteCompressedNpy(const std::string& path, const Tensor& tensor) {
   if (!out) Fail("{}: write failed", path);
 }
 
-// Whether gen-data may replace `dir`: absent, an empty folder, or a dataset it wrote.
-void CheckReplaceable(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return;
-  if (!fs::is_directory(dir, ec)) Fail("gen-data --out {}: exists and is not a folder", dir);
-  if (fs::is_empty(dir, ec) || fs::exists(ManifestPath(dir), ec)) return;
-  Fail(
-      "gen-data --out {}: the folder holds files but no {} (not a dataset tpusim wrote); give a "
-      "new or empty folder",
-      dir, kDatasetManifest);
-}
-
 void WriteManifest(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards) {
   std::vector<std::string> names;
   for (const FeatureSpec& spec : data.specs()) names.push_back(spec.name);
@@ -381,21 +368,6 @@ void WriteManifest(const std::string& dir, const SyntheticData& data, int64_t nu
                       fmt::format("# Written by tpusim gen-data; tpusim reads exactly these shards.\n"
                                   "format: {}\nversion: 1\nexamples: {}\nshards: {}\nfeatures: [{}]\n",
                                   kManifestFormat, num_examples, num_shards, fmt::join(names, ", ")));
-}
-
-// Swaps the finished dataset in: the old one (if any) moves aside, the new one takes
-// its name, then the old one is removed.
-void ReplaceFolder(const std::string& built, const std::string& dir) {
-  std::error_code ec;
-  std::string old = dir + ".old." + std::to_string(getpid());
-  bool had_old = fs::exists(dir, ec);
-  if (had_old) fs::rename(dir, old, ec);
-  if (!ec) fs::rename(built, dir, ec);
-  if (ec) {
-    fs::remove_all(built, ec);
-    Fail("gen-data --out {}: cannot move the new dataset in place: {}", dir, ec.message());
-  }
-  if (had_old) fs::remove_all(old, ec);
 }
 
 void WriteShards(const std::string& dir, const SyntheticData& data, int64_t num_examples, int64_t num_shards,
@@ -425,18 +397,10 @@ void WriteSyntheticDataset(const std::string& dir, const SyntheticData& data, in
                            bool compress) {
   if (num_shards <= 0) Fail("gen-data: number of shards must be > 0, got {}", num_shards);
   if (num_examples < 0) Fail("gen-data: number of examples must be >= 0, got {}", num_examples);
-  CheckReplaceable(dir);
-  std::string built = dir + ".tmp." + std::to_string(getpid());
-  std::error_code ec;
-  fs::remove_all(built, ec);
-  try {
+  BuildDatasetFolder(dir, [&](const std::string& built) {
     WriteShards(built, data, num_examples, num_shards, compress);
     WriteManifest(built, data, num_examples, num_shards);
-  } catch (const Error&) {
-    fs::remove_all(built, ec);
-    throw;
-  }
-  ReplaceFolder(built, dir);
+  });
 }
 
 }  // namespace tpusim::infeed

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "base/crc32c.h"
 #include "base/error.h"
@@ -312,18 +311,55 @@ std::string CompressTfRecords(std::string_view framed, TfRecordCompression compr
   return out;
 }
 
-TfRecordWriter::TfRecordWriter(std::string path, TfRecordCompression compression)
-    : path_(std::move(path)), compression_(compression) {}
+struct TfRecordWriter::Deflater {
+  z_stream z{};
+  std::string out = std::string(size_t{1} << 18, '\0');
+  ~Deflater() { deflateEnd(&z); }
+};
 
-void TfRecordWriter::Write(std::string_view data) { framed_ += FrameTfRecord(data); }
+TfRecordWriter::TfRecordWriter(std::string path, TfRecordCompression compression, std::string label)
+    : path_(std::move(path)),
+      compression_(compression),
+      file_(std::make_unique<AtomicFile>(path_, label.empty() ? path_ : label)) {
+  if (compression_ == TfRecordCompression::kNone) return;
+  deflater_ = std::make_unique<Deflater>();
+  if (deflateInit2(&deflater_->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, WindowBits(compression_), 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
+    Fail("{}: zlib deflateInit failed", path_);
+  }
+}
+
+TfRecordWriter::~TfRecordWriter() = default;  // file_ removes an unfinished file
+
+void TfRecordWriter::Deflate(std::string_view in, bool finish) {
+  z_stream& z = deflater_->z;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  int rc = Z_OK;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(deflater_->out.data());
+    z.avail_out = static_cast<uInt>(deflater_->out.size());
+    rc = deflate(&z, finish ? Z_FINISH : Z_NO_FLUSH);
+    if (rc == Z_STREAM_ERROR) Fail("{}: zlib: compressing failed (code {})", path_, rc);
+    file_->Write(std::string_view(deflater_->out.data(), deflater_->out.size() - z.avail_out));
+  } while (z.avail_out == 0 || (finish && rc != Z_STREAM_END));
+}
+
+void TfRecordWriter::Write(std::string_view data) {
+  if (!file_) Fail("{}: write after the file was closed", path_);
+  const std::string framed = FrameTfRecord(data);
+  if (deflater_) {
+    Deflate(framed, false);
+  } else {
+    file_->Write(framed);
+  }
+}
 
 void TfRecordWriter::Close() {
-  const std::string stored = CompressTfRecords(framed_, compression_);
-  std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-  out.write(stored.data(), static_cast<std::streamsize>(stored.size()));
-  out.close();
-  if (!out) Fail("{}: cannot write the TFRecord file", path_);
-  framed_.clear();
+  if (!file_) return;
+  if (deflater_) Deflate({}, true);
+  file_->Commit();
+  file_.reset();
 }
 
 }  // namespace tpusim::infeed

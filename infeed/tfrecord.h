@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "base/clock.h"
 
 namespace tpusim::infeed {
@@ -97,19 +98,33 @@ class TfRecordReader {
   TfRecordReadCosts costs_;
 };
 
-// Writes records to a file as TensorFlow's TFRecordWriter does. The file is built
-// in memory and written at Close (gen-data's shards are a few hundred MB at most).
+// Writes records to a file as TensorFlow's TFRecordWriter does, streaming: each
+// record is framed (and compressed, as one zlib or gzip stream) and written as it
+// comes, so memory stays at one record whatever the file's size. The file is
+// written as PATH.tmp.<pid> and renamed over PATH at Close (base/atomic_file.h): a
+// failed write or a writer destroyed before Close leaves no file behind.
 class TfRecordWriter {
  public:
-  TfRecordWriter(std::string path, TfRecordCompression compression);
+  // `label` names the file in messages (default: the path). Throws Error
+  // "LABEL: cannot create ...: <errno text>".
+  TfRecordWriter(std::string path, TfRecordCompression compression, std::string label = {});
+  ~TfRecordWriter();
+  TfRecordWriter(const TfRecordWriter&) = delete;
+  TfRecordWriter& operator=(const TfRecordWriter&) = delete;
+  // Throws Error "LABEL: write failed: No space left on device (ENOSPC ...".
   void Write(std::string_view data);
-  // Compresses if asked and writes the file. Throws Error naming the path.
+  // Ends the compressed stream, syncs and renames the file into place. Throws Error
+  // naming the path and the cause.
   void Close();
 
  private:
+  struct Deflater;
+  void Deflate(std::string_view in, bool finish);
+
   std::string path_;
   TfRecordCompression compression_;
-  std::string framed_;
+  std::unique_ptr<AtomicFile> file_;
+  std::unique_ptr<Deflater> deflater_;  // zlib and gzip
 };
 
 // The whole of a compressed TFRecord file as it is stored: `framed` as one zlib or

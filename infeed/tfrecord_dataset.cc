@@ -1,13 +1,13 @@
 #include "infeed/tfrecord_dataset.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
-#include "base/regular_file.h"
+#include "base/printable.h"
+#include "infeed/dataset_folder.h"
 #include "infeed/image_ops.h"
 #include "infeed/tf_example.h"
 
@@ -114,7 +114,14 @@ std::string SyntheticImageExample(const TfRecordDatasetOptions& options, int64_t
                         {"image/class/label", FeatureKind::kInt64, {}, {}, {label}}});
 }
 
-std::vector<std::string> WriteTfRecordDataset(const std::string& dir, const TfRecordDatasetOptions& options) {
+void CheckTfRecordDatasetOptions(const TfRecordDatasetOptions& options) {
+  const std::string& name = options.name;
+  const bool control =
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+  if (name.empty() || name.size() > 200 || name[0] == '.' || name.find('/') != std::string::npos || control) {
+    Fail("gen-data --name '{}': must be a plain file-name stem (1 to 200 characters, no '/', not starting with '.')",
+         Printable(name, 60));
+  }
   if (options.shards < 1 || options.shards > 99999) Fail("gen-data --shards {}: must be in [1, 99999]", options.shards);
   if (options.examples < options.shards) {
     Fail("gen-data --examples {}: fewer than the {} shards; every shard needs at least one", options.examples,
@@ -127,23 +134,43 @@ std::vector<std::string> WriteTfRecordDataset(const std::string& dir, const TfRe
   if (options.jpeg_quality < 1 || options.jpeg_quality > 100) {
     Fail("gen-data --jpeg-quality {}: must be in [1, 100]", options.jpeg_quality);
   }
-  RefuseNonDirectory(dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) Fail("gen-data --out {}: cannot create the folder: {}", dir, ec.message());
-  std::vector<std::string> paths;
-  int64_t id = 0;
-  for (int64_t j = 0; j < options.shards; ++j) {
-    const int64_t rows = options.examples / options.shards + (j < options.examples % options.shards ? 1 : 0);
-    const std::string path = (fs::path(dir) / TfdsShardName(options.name, j, options.shards)).string();
-    const std::string partial = path + ".partial." + std::to_string(getpid());
-    TfRecordWriter writer(partial, options.compression);
-    for (int64_t r = 0; r < rows; ++r) writer.Write(SyntheticImageExample(options, id++));
-    writer.Close();
-    fs::rename(partial, path, ec);
-    if (ec) Fail("{}: cannot move the shard in place: {}", path, ec.message());
-    paths.push_back(path);
+}
+
+double TfRecordBytesPerExample(const TfRecordDatasetOptions& options) {
+  size_t largest = 0;
+  for (int64_t id = 0; id < std::min<int64_t>(options.examples, 4); ++id) {
+    largest = std::max(largest, FrameTfRecord(SyntheticImageExample(options, id)).size());
   }
+  return static_cast<double>(largest);
+}
+
+double TfRecordWriteMemoryBytes(const TfRecordDatasetOptions& options) {
+  const double pixels = static_cast<double>(options.width) * options.height * 3;
+  return 3 * pixels;  // the image; its JPEG, the Example and the framed record at most its size each
+}
+
+std::vector<std::string> WriteTfRecordDataset(const std::string& dir, const TfRecordDatasetOptions& options) {
+  CheckTfRecordDatasetOptions(options);
+  std::vector<std::string> names;
+  BuildDatasetFolder(dir, [&](const std::string& built) {
+    int64_t id = 0;
+    for (int64_t j = 0; j < options.shards; ++j) {
+      const int64_t rows = options.examples / options.shards + (j < options.examples % options.shards ? 1 : 0);
+      const std::string name = TfdsShardName(options.name, j, options.shards);
+      TfRecordWriter writer((fs::path(built) / name).string(), options.compression,
+                            fmt::format("gen-data --out {}: {}", dir, name));
+      for (int64_t r = 0; r < rows; ++r) writer.Write(SyntheticImageExample(options, id++));
+      writer.Close();
+      names.push_back(name);
+    }
+    WriteFileAtomically((fs::path(built) / kTfRecordDatasetMarker).string(),
+                        fmt::format("gen-data --out {}: {}", dir, kTfRecordDatasetMarker),
+                        fmt::format("# Written by tpusim gen-data --format tfrecord; it may replace this folder.\n"
+                                    "format: tpusim-tfrecord-dataset\nname: {}\nexamples: {}\nshards: {}\n",
+                                    options.name, options.examples, options.shards));
+  });
+  std::vector<std::string> paths;
+  for (const std::string& name : names) paths.push_back((fs::path(dir) / name).string());
   return paths;
 }
 

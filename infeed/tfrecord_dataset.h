@@ -42,9 +42,25 @@ RgbImage SyntheticImage(uint64_t seed, int64_t id, int64_t label, int width, int
 // The serialized Example of `id` (its JPEG encoded at options.jpeg_quality).
 std::string SyntheticImageExample(const TfRecordDatasetOptions& options, int64_t id);
 
-// Writes the dataset into `dir` (created if absent; each shard written beside its
-// name and renamed into place). Returns the shard paths. Throws Error naming the
-// path or the option on failure.
+// Throws Error "gen-data --name ...", "--image-size ...", "--jpeg-quality ...",
+// "--shards ..." or "--examples ..." for options no dataset can be written with.
+// `name` must be a plain file-name stem: 1 to 200 bytes, no '/', no control
+// character, not starting with '.' (so not . or ..).
+void CheckTfRecordDatasetOptions(const TfRecordDatasetOptions& options);
+
+// About how many bytes one example takes in a shard (uncompressed): the largest
+// of a few examples' framed records, encoded here. Call after the check above.
+double TfRecordBytesPerExample(const TfRecordDatasetOptions& options);
+
+// The memory writing takes, whatever the shard's size: one image, its JPEG and
+// the record (records are streamed to the file, TfRecordWriter).
+double TfRecordWriteMemoryBytes(const TfRecordDatasetOptions& options);
+
+// Writes the dataset as `dir` (infeed/dataset_folder.h: built beside it and
+// swapped in whole, `dir` absent, empty or a dataset gen-data wrote; on failure
+// `dir` is as it was and nothing is left beside it), with the hidden marker
+// kTfRecordDatasetMarker. Returns the shard paths. Throws Error naming the path
+// or the option and the cause (e.g. "No space left on device (ENOSPC").
 std::vector<std::string> WriteTfRecordDataset(const std::string& dir, const TfRecordDatasetOptions& options);
 
 }  // namespace tpusim::infeed

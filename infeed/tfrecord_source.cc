@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 #include "base/regular_file.h"
 #include "infeed/cpu_timer.h"
 #include "infeed/dtype.h"
@@ -71,11 +72,18 @@ void StoreValues(std::span<std::byte> out, const std::vector<T>& values, DType d
   }
 }
 
+// The record's keys for a message: the first few in order, each escaped and cut
+// (base/printable.h), and how many there are, so a record of 20,000 keys or of
+// one hostile key is still a short line.
 std::string KeysOf(const ParsedExample& example) {
+  constexpr size_t kKeysShown = 4;
   std::vector<std::string_view> keys;
   for (const auto& [key, feature] : example) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
-  return fmt::format("{}", fmt::join(keys, ", "));
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(keys.size(), kKeysShown); ++i) shown.push_back("'" + Printable(keys[i], 40) + "'");
+  if (keys.size() > kKeysShown) shown.push_back(fmt::format("... ({} keys)", keys.size()));
+  return keys.empty() ? "no keys" : fmt::format("{}", fmt::join(shown, ", "));
 }
 
 }  // namespace
@@ -94,6 +102,19 @@ TfRecordStageCosts& TfRecordStageCosts::operator+=(const TfRecordStageCosts& oth
   return *this;
 }
 
+namespace {
+
+// The folder a pattern's matches would be in: its path before the first component
+// with a wildcard ("." for none).
+std::string FixedFolderOf(const std::string& pattern) {
+  const size_t wild = pattern.find_first_of("*?[");
+  const size_t slash = pattern.rfind('/', wild == std::string::npos ? std::string::npos : wild);
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : pattern.substr(0, slash);
+}
+
+}  // namespace
+
 std::vector<std::string> ExpandFilePatterns(const std::vector<std::string>& patterns) {
   std::set<std::string> files;
   for (const std::string& pattern : patterns) {
@@ -103,7 +124,13 @@ std::vector<std::string> ExpandFilePatterns(const std::vector<std::string>& patt
       for (size_t i = 0; i < matches.gl_pathc; ++i) files.insert(matches.gl_pathv[i]);
     }
     globfree(&matches);
-    if (rc == GLOB_NOMATCH) Fail("input.files: '{}' matches no file", pattern);
+    if (rc == GLOB_NOMATCH) {
+      // A folder that cannot be reached (a symbolic-link loop, no permission) is
+      // named as such, not as a pattern that matched nothing.
+      const std::string folder = FixedFolderOf(pattern);
+      RefuseNonDirectory(folder, fmt::format("input.files: '{}': folder {}", pattern, folder));
+      Fail("input.files: '{}' matches no file", pattern);
+    }
     if (rc != 0) Fail("input.files: '{}' cannot be expanded (glob error {})", pattern, rc);
   }
   for (const std::string& file : files) RefuseNonRegularFile(file);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/error.h"
+#include "base/printable.h"
 
 namespace tpusim::run {
 
@@ -96,6 +98,21 @@ bool IsFiniteValue(const T& value) {
   return true;
 }
 
+// For an integer type, "is too large (at most M)" or "is too small (at least M)"
+// when `text` is a whole number outside T's range; empty otherwise.
+template <typename T>
+std::string IntegerRangeProblem(const std::string& text) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+    if (text.empty() || text.size() == digits || text.find_first_not_of("0123456789", digits) != std::string::npos) {
+      return {};
+    }
+    if (text[0] == '-') return fmt::format("is too small (at least {})", std::numeric_limits<T>::min());
+    return fmt::format("is too large (at most {})", std::numeric_limits<T>::max());
+  }
+  return {};
+}
+
 template <typename T>
 void ConfigNode::Get(const std::string& key, T& out) {
   used_.insert(key);
@@ -115,8 +132,12 @@ void ConfigNode::Get(const std::string& key, T& out) {
         items.clear();
       }
       if (items.size() != i + 1 || !IsFiniteValue(items.back())) {
-        FailAt(key, fmt::format("entry {}: expected {}, got '{}'", i, ExpectedValue<Item>(),
-                                item.IsScalar() ? item.Scalar() : YAML::Dump(item)));
+        const std::string item_text = item.IsScalar() ? item.Scalar() : YAML::Dump(item);
+        if (!IntegerRangeProblem<Item>(item_text).empty()) {
+          FailAt(key,
+                 fmt::format("entry {}: {} {}", i, Printable(item_text, 60), IntegerRangeProblem<Item>(item_text)));
+        }
+        FailAt(key, fmt::format("entry {}: expected {}, got '{}'", i, ExpectedValue<Item>(), Printable(item_text, 60)));
       }
     }
     out = std::move(items);
@@ -129,8 +150,11 @@ void ConfigNode::Get(const std::string& key, T& out) {
     } catch (const YAML::Exception&) {
       ok = false;
     }
+    if (!ok && !IntegerRangeProblem<T>(text).empty()) {
+      FailAt(key, fmt::format("{} {}", Printable(text, 60), IntegerRangeProblem<T>(text)));
+    }
     if (!ok || !IsFiniteValue(parsed)) {
-      FailAt(key, fmt::format("expected {}, got '{}'", ExpectedValue<T>(), text));
+      FailAt(key, fmt::format("expected {}, got '{}'", ExpectedValue<T>(), Printable(text, 60)));
     }
     out = parsed;
   }

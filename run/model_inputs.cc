@@ -46,6 +46,19 @@ float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, cons
   return 0;
 }
 
+void CheckLabels(const RunConfig& config, const infeed::FeatureSpec& spec, const std::byte* labels,
+                 std::span<const int64_t> ids, int64_t step) {
+  if (!config.model.enabled || spec.name != kLabel || config.model.config.loss != "logistic") return;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const float label = ModelValue(config.input, spec, labels, static_cast<int64_t>(r));
+    if (label >= 0 && label <= 1) continue;
+    Fail(
+        "input.features.{}: step {}, row {} (example {}): label {} is outside [0, 1], which model.loss: logistic "
+        "takes (a class id must be 0 or 1; loss: mse regresses class ids)",
+        kLabel, step, r, ids[r], label);
+  }
+}
+
 int ModelInputWidth(const InputConfig& input, const std::vector<infeed::FeatureSpec>& features) {
   int width = 0;
   for (const infeed::FeatureSpec& spec : features) {

@@ -10,6 +10,9 @@
 // inputs too, scaled to [0, 1] as the float dtypes of a decode are.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "infeed/feature_spec.h"
 #include "infeed/infeed_plan.h"
 #include "run/run_config.h"
@@ -31,6 +34,15 @@ float ModelValue(const InputConfig& input, const infeed::FeatureSpec& spec, cons
 // feature partitioned along a non-batch dim. The constructor checks it;
 // run/run_validation.h checks it before a run starts.
 void CheckTrainable(const RunConfig& config, const infeed::InfeedPlan& plan);
+
+// Throws Error "input.features.label: step S, row R (example E): label 5 is
+// outside [0, 1], which model.loss: logistic takes ..." when a label of a built
+// host batch is not one the logistic loss (tf.nn.sigmoid_cross_entropy_with_logits)
+// takes: [0, 1], an int64 class id 0 or 1 (outside it the loss goes negative).
+// `labels` holds ids.size() values of `spec`; ids are the rows' example ids. Does
+// nothing when the model is off, its loss is mse (any value) or `spec` is no label.
+void CheckLabels(const RunConfig& config, const infeed::FeatureSpec& spec, const std::byte* labels,
+                 std::span<const int64_t> ids, int64_t step);
 
 // Model input width of a run's features: the per-example element counts of its
 // model inputs.

@@ -46,9 +46,10 @@ ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<st
                                  const std::string& generation) {
   ConfigTarget target;
   RefuseSpecialFile(config);
-  if (std::filesystem::is_regular_file(config) && !cluster::IsTopologyFile(config)) {
+  YAML::Node yaml;
+  if (std::filesystem::is_regular_file(config) && !cluster::IsTopologyFile(config, &yaml)) {
     target.is_run = true;
-    target.run = LoadRunConfig(config, overrides);
+    target.run = ParseRunConfig(yaml, config, overrides);  // the file read and parsed once
     target.topology = target.run.topology;
     if (!generation.empty()) target.topology.generation = generation;
     return target;

@@ -13,6 +13,7 @@
 #include "infeed/file_source.h"
 #include "infeed/modeled_worker_pool.h"
 #include "infeed/tfrecord_source.h"
+#include "run/model_inputs.h"
 #include "run/run_features.h"
 
 namespace tpusim::sim::host {
@@ -263,9 +264,18 @@ struct InputPipeline::Impl {
     return pool ? std::max(1.0, SlowHostFactor(run.faults.slow_hosts, host, step)) : 1.0;
   }
 
+  // A dataset's labels (tfrecord, or files not written by gen-data) against the
+  // loss; the synthetic teacher's always fit it.
+  void CheckDatasetLabels(int64_t step, const infeed::Batch& batch, std::span<const int64_t> ids) const {
+    if (!batch.Contains(run::kLabel)) return;
+    const infeed::Tensor& labels = batch.at(run::kLabel);
+    run::CheckLabels(run, {run::kLabel, labels.dtype(), {}}, labels.bytes().data(), ids, step);
+  }
+
   void Fill(int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
     if (tfrecord) {
       FillTfRecord(step, batch, ids);
+      CheckDatasetLabels(step, batch, ids);
       return;
     }
     if (file_pipeline) {
@@ -277,6 +287,7 @@ struct InputPipeline::Impl {
         step_costs -= before;
         warmup_costs.Add(step_costs);
       });
+      CheckDatasetLabels(step, batch, ids);
       return;
     }
     if (!synthetic)

@@ -228,6 +228,9 @@ TEST(ParseMeshAxesTest, RefusesMalformed) {
   for (const char* bad : {"data=", "data=0", "data=4x", "data=-2"}) {
     EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(bad, "--mesh"); }), HasSubstr("must be a whole number >= 1")) << bad;
   }
+  for (const char* big : {"data=4294967296", "data=99999999999999999999999"}) {
+    EXPECT_THAT(ErrorOf([&] { ParseMeshAxes(big, "--mesh"); }), HasSubstr("' of axis 'data' is too large")) << big;
+  }
   EXPECT_THAT(ErrorOf([&] { ParseMeshAxes("a=2,a=2", "--mesh"); }), HasSubstr("given twice"));
 }
 

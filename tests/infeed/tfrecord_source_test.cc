@@ -132,7 +132,7 @@ TEST_F(TfRecordSourceTest, MissingKeyAndWrongKindNameRecordAndKey) {
   TfRecordSource a(files_, {missing}, 0, 1, {}, 1, 0, 1);
   EXPECT_THAT(ErrorOf([&] { a.Decode(a.NextRecords(1), batch, ids, costs); }),
               HasSubstr(files_[0] + ": record 0: feature key 'image/label' (input.features.label.key) is missing; "
-                                    "the record has: image/class/label, image/encoded, image/format"));
+                                    "the record has: 'image/class/label', 'image/encoded', 'image/format'"));
   ExampleFeatureSpec wrong = Label();
   wrong.kind = FeatureKind::kFloat;
   wrong.output.dtype = DType::kFloat32;

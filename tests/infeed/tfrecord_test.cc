@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -214,6 +215,31 @@ TEST_F(TfRecordFileTest, RefusesFifoAndMissing) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_THAT(ErrorOf([&] { TfRecordReader(fifo, {}); }), HasSubstr("is a FIFO"));
   EXPECT_THAT(ErrorOf([&] { TfRecordReader(scratch_.Path("none"), {}); }), HasSubstr("does not exist"));
+}
+
+// The writer streams: its compressed file is the one deflate stream of all the
+// framed records (the bytes CompressTfRecords makes of them at once).
+TEST_F(TfRecordFileTest, StreamedCompressionIsOneStreamOfTheFramedRecords) {
+  for (TfRecordCompression c : {TfRecordCompression::kZlib, TfRecordCompression::kGzip}) {
+    WriteRecords(c);
+    std::string framed;
+    for (const std::string& r : records_) framed += FrameTfRecord(r);
+    EXPECT_EQ(ReadBytes(path_), CompressTfRecords(framed, c)) << CompressionName(c);
+  }
+}
+
+TEST_F(TfRecordFileTest, AWriterNotClosedLeavesNoFile) {
+  {
+    TfRecordWriter writer(path_, TfRecordCompression::kGzip);
+    writer.Write("hello");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(scratch_.dir()));
+}
+
+TEST_F(TfRecordFileTest, AFullDiskIsNamed) {
+  TfRecordWriter writer("/dev/full", TfRecordCompression::kNone, "shard 0");
+  EXPECT_THAT(ErrorOf([&] { writer.Write("hello"); }),
+              HasSubstr("shard 0: write failed: No space left on device (ENOSPC"));
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ def main():
                             '--shards', '4', '--image-size', '80x60', '--jpeg-quality', '85', '--classes', '10',
                             '--name', 'tiny', '--compression', compression], check=True)
         names = sorted(os.listdir(out))
+        # The shards and the hidden marker that lets gen-data replace the folder whole.
+        assert '.tpusim-dataset' in names, names
+        names.remove('.tpusim-dataset')
         expected = [f'tiny-train.tfrecord-{i:05d}-of-00004' for i in range(4)]
         assert names == expected, names
         # The last run wrote gzip; write uncompressed again for the framing check.

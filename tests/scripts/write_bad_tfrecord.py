@@ -7,6 +7,10 @@ which record 1 is hostile, for the bad-input corpus (issue 52, item 4):
   cmyk          every JPEG is CMYK (Adobe APP14, as PIL and Photoshop write them)
   gzip-length   the file is gzip; record 1's length (with a valid length CRC)
                 declares 2^40 data bytes
+  nested        record 1 is 20,000 protobuf messages nested in one another
+  hostile-key   record 1's image is under a 5,000-byte key holding a newline,
+                a terminal escape and a forged 'tpusim: error:' line
+  labels        record 1's label is 5 (the logistic loss takes 0 or 1)
 The file is OUT_DIR/part-00000.tfrecord; labels are the record numbers.
 
 Usage: write_bad_tfrecord.py OUT_DIR KIND"""
@@ -47,6 +51,19 @@ def huge_length_record():
     return header + struct.pack('<I', tfrecord_lib.masked_crc(header)) + b'\0' * 64
 
 
+def nested_record(depth):
+    """`depth` length-delimited field-1 messages, each holding the next."""
+    payload = b''
+    for _ in range(depth):
+        payload = tfrecord_lib._field(1, payload)
+    return payload
+
+
+def hostile_key_example(jpeg):
+    key = '\n\x1b[31mtpusim: error: INJECTED' + 'k' * 5000
+    return tfrecord_lib.encode_example([(key, 'bytes', [jpeg]), ('image/class/label', 'int64', [0])])
+
+
 def main():
     out, kind = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
@@ -60,7 +77,15 @@ def main():
         if r == 1 and kind == 'gzip-length':
             blob += huge_length_record()
             break
-        blob += tfrecord_lib.frame(example(jpeg, r))
+        label = r
+        if kind == 'labels':
+            label = 5 if r == 1 else r % 2
+        record = example(jpeg, label)
+        if r == 1 and kind == 'nested':
+            record = nested_record(20000)
+        if r == 1 and kind == 'hostile-key':
+            record = hostile_key_example(jpeg)
+        blob += tfrecord_lib.frame(record)
     if kind == 'gzip-length':
         blob = gzip.compress(blob, mtime=0)
     with open(os.path.join(out, 'part-00000.tfrecord'), 'wb') as f:
