@@ -170,6 +170,7 @@ TEST(EndToEnd, FileSourceFromGenDataMatchesSynthetic) {
 namespace {
 
 using tpusim::e2e::MaxDifference;
+using tpusim::e2e::MpiRanks;
 using tpusim::e2e::ReadParams;
 using tpusim::e2e::RunTpusim;
 using tpusim::e2e::Source;
@@ -241,7 +242,8 @@ struct TableAccumulationCase {
   const char* name;
   const char* table_optimizer;  // both tables
   const char* table_learning_rate;
-  const char* micro_args;  // more --set for the runs of k micro-batches
+  const char* micro_args;   // more --set for the runs of k micro-batches
+  const char* layout = "";  // --set choosing the layout of all three runs (default: ranks)
 };
 
 class MicroBatchesWithTables : public ::testing::TestWithParam<TableAccumulationCase> {};
@@ -259,16 +261,18 @@ TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
     std::string key = std::string(" --set embedding.tables.") + table + ".";
     args += key + "optimizer=" + c.table_optimizer + key + "learning_rate=" + c.table_learning_rate;
   }
+  args += c.layout;
+  const int np = MpiRanks(kEmbeddingRun, args);
   const std::string micro = " --set input.global_batch=32 --set train.num_micro_batches=4 " + std::string(c.micro_args);
-  std::string a = TrainParams(std::string("emb-micro4-") + c.name, kEmbeddingRun, args + micro);
+  std::string a = TrainParams(std::string("emb-micro4-") + c.name, kEmbeddingRun, args + micro, np);
   std::string b =
-      TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun, args + " --set input.global_batch=128");
+      TrainParams(std::string("emb-batch128-") + c.name, kEmbeddingRun, args + " --set input.global_batch=128", np);
   auto params = ReadParams(a);
   ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
   ASSERT_EQ(params["embedding.items.npy"].size(), 5000u * 4);
   EXPECT_LT(MaxDifference(a, b), 1e-5);
   std::string lingvo = TrainParams(std::string("emb-micro4-per-micro-step-") + c.name, kEmbeddingRun,
-                                   args + micro + " --set embedding.update=micro_step");
+                                   args + micro + " --set embedding.update=micro_step", np);
   EXPECT_GT(MaxDifference(lingvo, b), 1e-4);
 }
 
@@ -276,12 +280,14 @@ TEST_P(MicroBatchesWithTables, OfGEqualOneStepOfKG) {
 // the micro-batch runs); the tables apply when it applies, at global steps 3, 7, ...
 // Adagrad and Adam tables with the default accumulator are a case of the training
 // invariants (invariants_e2e_test.cc).
-INSTANTIATE_TEST_SUITE_P(
-    TrainingInvariants, MicroBatchesWithTables,
-    ::testing::Values(TableAccumulationCase{"SgdTables", "sgd", "0.1", ""},
-                      TableAccumulationCase{"AdagradTablesLingvoAccumulator", "adagrad", "0.1",
-                                            "--set train.accumulator=lingvo --set train.steps=24"}),
-    [](const ::testing::TestParamInfo<TableAccumulationCase>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(TrainingInvariants, MicroBatchesWithTables,
+                         ::testing::Values(TableAccumulationCase{"SgdTables", "sgd", "0.1", ""},
+                                           TableAccumulationCase{"AdagradTablesLingvoAccumulator", "adagrad", "0.1",
+                                                                 "--set train.accumulator=lingvo --set train.steps=24",
+                                                                 " --set cluster.layout=threads"}),
+                         [](const ::testing::TestParamInfo<TableAccumulationCase>& p) {
+                           return std::string(p.param.name);
+                         });
 
 TEST(TrainingInvariants, AdafactorAndCompositeConfigsTrain) {
   Result r = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"),
@@ -310,6 +316,7 @@ struct EmbeddingCase {
   const char* combiner;
   const char* optimizer;
   const char* learning_rate;
+  bool threads = false;  // the sharded run in the threads layout (in-process transport)
 };
 
 // Every table of the run gets the case's sharding, combiner and optimizer.
@@ -332,7 +339,8 @@ std::string EmbeddingArgs(const EmbeddingCase& c) {
 class EmbeddingSharding : public ::testing::TestWithParam<EmbeddingCase> {};
 
 // Six launch pairs cover each sharding three times and each combiner and each
-// optimizer twice. Adam normalises every row's gradient (its first step moves a
+// optimizer twice; three of the sharded runs (one per combiner) run in the threads
+// layout, the other three in the ranks layout. Adam normalises every row's gradient (its first step moves a
 // row by ~3 lr whatever |g|), so float rounding in a nearly cancelled row sum
 // (cores sum in another order than one core) is amplified; at lr 1e-3 that reached
 // 6.5e-7. Its lr is kept at 1e-4 so the 1e-6 bound still separates summation order
@@ -340,7 +348,9 @@ class EmbeddingSharding : public ::testing::TestWithParam<EmbeddingCase> {};
 TEST_P(EmbeddingSharding, ShardedTablesEqualOneCoreHoldingWholeTables) {
   const EmbeddingCase& c = GetParam();
   std::string args = EmbeddingArgs(c) + " --set infeed.verify=true";
-  std::string sharded = TrainParams(std::string("emb8-") + c.name, kEmbeddingRun, args);
+  const std::string sharded_args = args + (c.threads ? " --set cluster.layout=threads" : "");
+  std::string sharded =
+      TrainParams(std::string("emb8-") + c.name, kEmbeddingRun, sharded_args, MpiRanks(kEmbeddingRun, sharded_args));
   std::string single = TrainParams(std::string("emb1-") + c.name, kEmbeddingRun, args + " --set topology=v1-1", 2);
   auto params = ReadParams(sharded);
   ASSERT_EQ(params["embedding.users.npy"].size(), 1000u * 8);
@@ -350,11 +360,11 @@ TEST_P(EmbeddingSharding, ShardedTablesEqualOneCoreHoldingWholeTables) {
 
 INSTANTIATE_TEST_SUITE_P(Embedding, EmbeddingSharding,
                          ::testing::Values(EmbeddingCase{"DivSumSgd", "div", "sum", "sgd", "0.1"},
-                                           EmbeddingCase{"DivMeanAdagrad", "div", "mean", "adagrad", "0.1"},
+                                           EmbeddingCase{"DivMeanAdagrad", "div", "mean", "adagrad", "0.1", true},
                                            EmbeddingCase{"DivSqrtnAdam", "div", "sqrtn", "adam", "0.0001"},
-                                           EmbeddingCase{"ModSumAdam", "mod", "sum", "adam", "0.0001"},
+                                           EmbeddingCase{"ModSumAdam", "mod", "sum", "adam", "0.0001", true},
                                            EmbeddingCase{"ModMeanSgd", "mod", "mean", "sgd", "0.1"},
-                                           EmbeddingCase{"ModSqrtnAdagrad", "mod", "sqrtn", "adagrad", "0.1"}),
+                                           EmbeddingCase{"ModSqrtnAdagrad", "mod", "sqrtn", "adagrad", "0.1", true}),
                          [](const ::testing::TestParamInfo<EmbeddingCase>& p) { return std::string(p.param.name); });
 
 // v4-8 with one replica: one core trains, the other three own table shards and

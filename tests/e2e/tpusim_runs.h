@@ -20,6 +20,14 @@
 
 namespace tpusim::e2e {
 
+// The MPI ranks `tpusim run` needs for `config` (under the source tree) with
+// `set_args` (--set options only: the topology, the layout) on top.
+inline int MpiRanks(const std::string& config, const std::string& set_args) {
+  const Result r = Shell(Tpusim() + " ranks " + Source(config) + " " + set_args);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  return r.rc == 0 ? std::stoi(r.output) : 1;
+}
+
 // tpusim run under mpirun with `np` ranks (0 = what the config needs).
 inline Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
   if (np == 0) np = std::stoi(Shell(Tpusim() + " ranks " + config).output);
