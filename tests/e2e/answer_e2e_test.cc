@@ -13,7 +13,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::answer_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -166,4 +166,4 @@ TEST(AnswerE2eTest, TheEmbeddingLengthensThePodStepAndDivUnderZipfMoreThanMod) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::answer_e2e

@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 #include "source_dir.h"
 
+namespace tpusim::e2e::bad_input {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,3 +191,5 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInputCorpus, ::testing::ValuesIn(LoadCases()), CaseName);
 
 }  // namespace
+
+}  // namespace tpusim::e2e::bad_input

@@ -23,7 +23,7 @@
 #include "base/median.h"
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::calibration_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -135,4 +135,4 @@ TEST(CalibrationE2eTest, WithoutTheCalibrationTheRunsMedianStandsAndSaysSo) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::calibration_e2e

@@ -13,7 +13,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::capacity_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -194,4 +194,4 @@ TEST(Capacity, TheStepsCsvHasOneRowPerStepAndCoreAddingUpToTheReport) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::capacity_e2e

@@ -24,7 +24,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::checkpoint_e2e {
 namespace {
 
 namespace fs = std::filesystem;
@@ -404,4 +404,4 @@ TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::checkpoint_e2e

@@ -15,7 +15,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::cost_mode_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -146,4 +146,4 @@ TEST(CostModeEndToEnd, BurntWorkSpinsThisMachinesCores) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::cost_mode_e2e

@@ -22,6 +22,7 @@
 #include "base/npy.h"
 #include "tests/e2e/tpusim_runs.h"
 
+namespace tpusim::e2e::end_to_end {
 namespace {
 
 using json = nlohmann::json;
@@ -539,3 +540,5 @@ TEST(EndToEnd, TrainingOvershootsToALoopBoundaryAndSaysSo) {
 }
 
 }  // namespace
+
+}  // namespace tpusim::e2e::end_to_end

@@ -18,7 +18,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::faults_e2e {
 namespace {
 
 using ::testing::HasSubstr;
@@ -294,4 +294,4 @@ TEST_F(FullDisk, PartsThatStopFittingMidRunAreNamedAndRemoved) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::faults_e2e

@@ -30,7 +30,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::frozen_e2e {
 namespace {
 
 using ::testing::HasSubstr;
@@ -232,4 +232,4 @@ INSTANTIATE_TEST_SUITE_P(EveryPath, Frozen, ::testing::ValuesIn(Tries()), [](con
 });
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::frozen_e2e

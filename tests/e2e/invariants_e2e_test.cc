@@ -15,7 +15,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::invariants_e2e {
 namespace {
 
 // What trains: a run file and the --set arguments that choose the optimizer (on
@@ -108,4 +108,4 @@ INSTANTIATE_TEST_SUITE_P(TrainingInvariants, TrainingInvariant, ::testing::Value
                          });
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::invariants_e2e

@@ -31,7 +31,7 @@
 #include "base/descendants.h"
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::launch_e2e {
 namespace {
 
 namespace fs = std::filesystem;
@@ -353,4 +353,4 @@ TEST(SlurmAllocation, DryRunPlacesOnTheAllocationsNodes) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::launch_e2e

@@ -11,7 +11,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::layout_e2e {
 namespace {
 
 struct LayoutCase {
@@ -91,4 +91,4 @@ TEST(LayoutErrorTest, AnInRunErrorPrintsOneLine) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::layout_e2e

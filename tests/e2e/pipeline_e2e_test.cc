@@ -11,7 +11,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::pipeline_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -138,4 +138,4 @@ TEST(PipelineEndToEnd, ByteImagesVerify) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::pipeline_e2e

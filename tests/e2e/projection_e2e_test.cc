@@ -35,7 +35,7 @@
 #include "base/median.h"
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::projection_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -144,4 +144,4 @@ INSTANTIATE_TEST_SUITE_P(Parallelism, RealWorkProjection,
                          });
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::projection_e2e

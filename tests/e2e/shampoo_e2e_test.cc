@@ -15,7 +15,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::shampoo_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -272,4 +272,4 @@ TEST(ShampooEndToEnd, NonFiniteStatisticsAreRejectedAndTheOldPreconditionersStay
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::shampoo_e2e

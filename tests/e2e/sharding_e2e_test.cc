@@ -16,7 +16,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::sharding_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -126,4 +126,4 @@ TEST(ShardingE2E, CopiesTrainLikeOneReplica) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::sharding_e2e

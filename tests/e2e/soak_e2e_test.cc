@@ -11,7 +11,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::soak_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -107,4 +107,4 @@ TEST_F(Soak, TwoThousandShampooStepsPeakWhereTwoHundredDo) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::soak_e2e

@@ -20,7 +20,7 @@
 
 #include "tests/e2e/tpusim_runs.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::sweep_e2e {
 namespace {
 
 using ::testing::HasSubstr;
@@ -327,4 +327,4 @@ TEST(SweepErrors, AFailedPointIsARowAndTheSweepGoesOn) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::sweep_e2e

@@ -14,7 +14,7 @@
 #include "tests/common/pod_reports.h"
 #include "tests/e2e/shell.h"
 
-namespace tpusim::e2e {
+namespace tpusim::e2e::topology_e2e {
 namespace {
 
 using json = nlohmann::json;
@@ -256,4 +256,4 @@ TEST(TopologyEndToEnd, MultisliceRunsAreRefused) {
 }
 
 }  // namespace
-}  // namespace tpusim::e2e
+}  // namespace tpusim::e2e::topology_e2e
