@@ -457,15 +457,19 @@ void RankRun::CalibrateHere(RankMetrics& mine) {
   }
 }
 
-// Polls with long pauses (Transport::ProbeFor) rather than in a barrier, whose
-// MPI implementation spins: the waiting ranks must leave this machine's CPUs to
-// the pipeline being measured. In-process waiters wake when the word arrives; a
-// pause of 2 ms had v5litepod-256's 320 packed rank threads wake 160,000 times a
-// second, which inflated the calibrating host's JPEG step build from ~3.2 to
-// ~8 ms per example.
+// Polls with pauses (Transport::ProbeFor) rather than in a barrier, whose MPI
+// implementation spins: the waiting ranks must leave this machine's CPUs to the
+// pipeline being measured. In-process waiters wake when the word arrives; a
+// steady pause of 2 ms had v5litepod-256's 320 packed rank threads wake 160,000
+// times a second, which inflated the calibrating host's JPEG step build from ~3.2
+// to ~8 ms per example. The pause doubles from 1 ms to 100 ms, so a short
+// calibration is not rounded up to a whole 100 ms pause in the ranks layout (MPI
+// sleeps its pauses out), and a long one wakes a waiter ten times a second.
 void RankRun::AwaitCalibration(int host) {
   const int from = slice_.layout.host_rank(host);
-  while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, std::chrono::milliseconds(100))) {
+  std::chrono::microseconds pause = std::chrono::milliseconds(1);
+  while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, pause)) {
+    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(100));
   }
   std::byte done{};
   comms_.world->Recv(std::span(&done, 1), from, cluster::kTagCalibrationDone);

@@ -370,8 +370,8 @@ TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
   const std::string dir = TempDir() + "/ckpt-locked";
   fs::remove_all(dir);
   const std::string args = kBase +
-                           "--set train.steps=40 --set device.step_time_us=300000 "
-                           "--set checkpoint.every_steps=8 --set checkpoint.dir=" +
+                           "--set train.steps=20 --set device.step_time_us=300000 "
+                           "--set checkpoint.every_steps=4 --set checkpoint.dir=" +
                            dir;
   Result first;
   std::thread runner([&] { first = RunTpusim(Source("configs/runs/v3-8-per-host.yaml"), args, 5); });
@@ -395,7 +395,7 @@ TEST(CheckpointLock, ASecondWriterIsRefusedNamingTheFirst) {
                   dir, pid, host));
   EXPECT_EQ(first.rc, 0) << first.output;
   EXPECT_FALSE(fs::exists(dir + "/LOCK")) << "the first run's clean exit removes its lock";
-  for (int step = 8; step <= 40; step += 8) {
+  for (int step = 4; step <= 20; step += 4) {
     const std::string save = dir + "/step-" + fmt::format("{:08d}", step);
     const Result check = Shell(Tpusim() + " launch --dry-run " + Source("configs/runs/v3-8-per-host.yaml") + " " +
                                kBase + "--set train.steps=48 --resume " + save);

@@ -238,22 +238,24 @@ TEST_F(SweepEndToEnd, CapacityFindsTheSweepsCrossingWithinOneBisectionStep) {
 
 // The default: capacity answers with the AU projected on the target's hosts. A
 // host capped at input.max_examples_per_sec = r builds its 64 examples in 64 / r
-// s against the 100 ms device step, so projected AU = min(1, 0.1 r / 64) and
-// reaches 0.9 at r = 576 — arithmetic on the config (the device model's step, not
-// as the cores slept it), whatever the machine's load.
+// s against a 10 ms device step, so projected AU = min(1, 0.01 r / 64) and
+// reaches 0.9 at r = 5760 — arithmetic on the config (the device model's step, not
+// as the cores slept it), whatever the machine's load. (With the config's 100 ms
+// step the crossing is at 576, and the runs at the low end, each step waiting
+// 64 / r s for its batch, took 23 s of the suite.)
 TEST(CapacityProjected, AnswersWithTheProjectedAuOnTheTargetsHosts) {
   const CapacityAnswer cap = RunCapacity(
-      "--set input.cpu_us_per_example=0 --set train.steps=8 --key input.max_examples_per_sec "
-      "--low 100 --high 2000",
+      "--set input.cpu_us_per_example=0 --set device.step_time_us=10000 --set train.steps=8 "
+      "--key input.max_examples_per_sec --low 1000 --high 20000",
       "capacity-projected");
   ASSERT_TRUE(cap.found);
   EXPECT_THAT(cap.output, HasSubstr("capacity: answering with the projected AU on v4-8's hosts"));
   EXPECT_THAT(cap.output, HasSubstr("projected AU rises as input.max_examples_per_sec grows: the "
                                     "smallest value"));
   EXPECT_THAT(cap.output, HasSubstr("bound by rate cap"));
-  EXPECT_LT(cap.fails, 576);
-  EXPECT_GE(cap.answer, 576);
-  EXPECT_LE(cap.answer, 576 + 0.1 * cap.answer);  // --tolerance 0.1 above the crossing
+  EXPECT_LT(cap.fails, 5760);
+  EXPECT_GE(cap.answer, 5760);
+  EXPECT_LE(cap.answer, 5760 + 0.1 * cap.answer);  // --tolerance 0.1 above the crossing
 }
 
 TEST(SweepErrors, BadVaryValueFailsBeforeAnyRunInUnderASecond) {
