@@ -47,7 +47,7 @@ std::string SetArgs(const json& recommendation) {
 
 TEST(AnswerE2eTest, TheDefaultRunOpensWithThePodsAnswer) {
   std::string out;
-  const std::string steps = "--set train.steps=20 --set train.iterations_per_loop=10";
+  const std::string steps = "--set train.steps=10 --set train.iterations_per_loop=5";
   // Without --quiet the summary is printed: the answer block comes first.
   const std::string report = ReportPath("default");
   const std::string np = Shell(Tpusim() + " ranks " + Source(kDefaultRun)).output;
@@ -108,7 +108,7 @@ TEST(AnswerE2eTest, JpegTfRecordsOnV5eAreFedAndEightWorkersAreFixedByTheRecommen
   ASSERT_EQ(gen.rc, 0) << gen.output;
   const std::string base =
       "--set topology=v5litepod-4 --set input.global_batch=16 "
-      "--set train.steps=40 "
+      "--set train.steps=16 "
       "--set 'input.files=[" +
       data + "/*-train.tfrecord-*]'";
   const std::string eight = " --set target_host.input_workers=8";
