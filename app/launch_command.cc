@@ -71,19 +71,6 @@ struct LaunchPlan {
   std::string srun_mpi;
 };
 
-// After the job failed or a signal ended it: the parts of the streamed outputs the
-// ranks were writing (PATH.part-NNNNN, sim/rank_stream.h) are of no use and are
-// removed; the outputs themselves are written by rank 0 from the parts at the end.
-void RemoveStreamParts(const run::RunOptions& run, int world_size) {
-  for (const std::string* path : {&run.placement_log_path, &run.steps_csv_path, &run.trace_path}) {
-    if (path->empty()) continue;
-    for (int rank = 0; rank < world_size; ++rank) {
-      std::error_code ignored;  // a part that cannot be removed costs disk space, not the exit
-      std::filesystem::remove(sim::PartPath(*path, rank), ignored);
-    }
-  }
-}
-
 // Open MPI's shared-memory transport (vader) backs each rank's fragments with a
 // file, /dev/shm/vader_segment.<node>.<job>.<rank> (4 MiB), that the rank removes
 // in MPI_Finalize; a job that ends otherwise (a rank killed, a run the watchdog or
@@ -355,7 +342,8 @@ int RunLaunchCommand(const LaunchOptions& options) {
   const int status = supervisor.Run(argv);
   // A job that failed or was stopped leaves the ranks' parts of the streamed outputs
   // (rank 0 merges and removes them only when the run gets that far).
-  if (status != 0 || supervisor.stopped()) RemoveStreamParts(options.run, run.slice.layout.world_size());
+  // After the job failed or a signal ended it (the ranks may have been killed before they could).
+  if (status != 0 || supervisor.stopped()) sim::RemoveStreamParts(options.run, run.slice.layout.world_size());
   if (supervisor.stopped()) return run::kExitInputError;
   if (const int signal = supervisor.passed_on_signal()) {
     return 128 + signal;  // as if the signal had ended launch, once every process of the job has

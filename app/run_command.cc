@@ -34,6 +34,7 @@
 #include "run/run_options.h"
 #include "run/run_outputs.h"
 #include "run/run_validation.h"
+#include "sim/rank_stream.h"
 
 namespace tpusim::app {
 namespace {
@@ -156,10 +157,25 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
   return failed == 0;
 }
 
+// The streamed outputs' parts a rank that ends the job removes first (every
+// rank's: a rank killed outright cannot remove its own, and under plain mpirun no
+// launch cleans up after the job). Set once, before the ranks start, when every
+// rank has agreed on the setup; read by the failure paths below.
+struct PartsToRemove {
+  run::RunOptions options;  // the output paths
+  int world_size = 0;       // 0: not set yet, nothing to remove
+};
+PartsToRemove parts_on_failure;
+
+void RemovePartsOnFailure() {
+  if (parts_on_failure.world_size > 0) sim::RemoveStreamParts(parts_on_failure.options, parts_on_failure.world_size);
+}
+
 // The watchdog's alarm ends this process: exit 2 after its line (mpirun then
 // stops every rank), 143 when mpirun's SIGTERM came first. _Exit, because the
 // rank's other threads are stuck in waits that will never finish.
 [[noreturn]] void EndOnWatchdogAlarm(const Watchdog::Alarm& alarm) {
+  RemovePartsOnFailure();
   if (!alarm.line.empty()) {
     const std::string text = alarm.line + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -173,6 +189,7 @@ bool AgreeOnSetup(const cluster::Communicator& world, const std::string& error, 
 [[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
   fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, PrintableError(failure.message));
   std::fflush(stderr);
+  RemovePartsOnFailure();
   cluster::MpiEnvironment::Abort(failure.internal ? run::kExitInternalError : run::kExitInputError);
 }
 
@@ -222,6 +239,7 @@ int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::R
     std::string message = CurrentExceptionMessage(&internal);
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(message));
     std::fflush(stderr);
+    RemovePartsOnFailure();
     cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }
 }
@@ -287,6 +305,7 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
       SetupError([&] { setup.resume = LoadResumePoint(options.resume_dir, setup.config); });
   if (!AgreeOnSetup(world, resume_error, role)) return run::kExitInputError;
   ConfigureLogger(where);
+  parts_on_failure = {options, setup.run->slice.layout.world_size()};
   const int node = machine.ranks.front();  // the lowest MPI rank on this machine
   if (setup.role) {
     return RunRank(setup, options, *setup.role, std::make_unique<cluster::Communicator>(cluster::Communicator::World()),
@@ -298,6 +317,7 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
     bool internal = false;
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(CurrentExceptionMessage(&internal)));
     std::fflush(stderr);
+    RemovePartsOnFailure();
     cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
   }
 }

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "run/run_options.h"
+
 namespace tpusim::sim {
 
 // One rank's part of a streamed output; a default-constructed stream is off.
@@ -49,5 +51,13 @@ class RankStream {
 
 // The part file of `rank` for the output at `path`.
 std::string PartPath(const std::string& path, int rank);
+
+// After a run that failed or was stopped: removes every rank's part (ranks
+// 0..world_size-1) of the streamed outputs of `options`, which are of no use (rank 0
+// writes the outputs from them only at a successful end). `tpusim launch` calls it
+// once mpirun is done; a rank of `tpusim run` that ends the job calls it too, so a
+// job under plain mpirun leaves no part either. A part that cannot be removed is
+// left: it costs disk space, not the exit.
+void RemoveStreamParts(const run::RunOptions& options, int world_size);
 
 }  // namespace tpusim::sim
