@@ -44,8 +44,9 @@ struct GenDataOptions {
 
 constexpr int64_t kMaxGenShards = 100000;
 
-// CLI11 reads a whole number beyond int64's range as int64's largest: this check,
-// run on the text first, refuses it as too large instead.
+// CLI11 reads a whole number beyond int64's range as int64's largest (an int
+// option's it refuses): this check, run on the text first, refuses it as too large
+// instead. Every int64 option of gen-data (the only command that has any) takes it.
 CLI::Validator FitsInt64() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -176,7 +177,7 @@ void AddGenDataCommand(CLI::App& app, std::vector<Command>& commands) {
   gen->add_option("--image-size", options->image_size, "tfrecord: JPEG size WIDTHxHEIGHT (default 500x375)");
   gen->add_option("--jpeg-quality", options->jpeg_quality, "tfrecord: JPEG quality 1-100 (default 90)");
   gen->add_option("--name", options->name, "tfrecord: dataset name in the shard names");
-  gen->add_option("--classes", options->classes, "tfrecord: label classes (default 1000)");
+  gen->add_option("--classes", options->classes, "tfrecord: label classes (default 1000)")->check(FitsInt64());
   gen->add_option("--compression", options->compression, "tfrecord: none, zlib or gzip (default none)");
   gen->add_option("--set", options->overrides, "override a config key: a.b=value")->take_all();
   commands.push_back({gen, false, [options](CommandLine&) { return RunGenDataCommand(*options); }});

@@ -171,6 +171,16 @@ void RemovePartsOnFailure() {
   if (parts_on_failure.world_size > 0) sim::RemoveStreamParts(parts_on_failure.options, parts_on_failure.world_size);
 }
 
+// Ends the whole job from this rank: its one line "tpusim: [WHO] error: MESSAGE",
+// the streamed outputs' parts removed, then MPI_Abort with the exit code of the
+// error (internal: a bug). `tpusim launch` drops the banners Open MPI prints after it.
+[[noreturn]] void AbortJob(const std::string& who, const std::string& message, bool internal) {
+  fmt::print(stderr, "tpusim: [{}] error: {}\n", who, PrintableError(message));
+  std::fflush(stderr);
+  RemovePartsOnFailure();
+  cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
+}
+
 // The watchdog's alarm ends this process: exit 2 after its line (mpirun then
 // stops every rank), 143 when mpirun's SIGTERM came first. _Exit, because the
 // rank's other threads are stuck in waits that will never finish.
@@ -187,10 +197,7 @@ void RemovePartsOnFailure() {
 // Nobody can make progress without the process link: its failure brings the job
 // down with the exit code of its cause.
 [[noreturn]] void EndOnLinkFailure(const cluster::ProcessLink::Failure& failure) {
-  fmt::print(stderr, "tpusim: [process {}] error: {}\n", failure.process, PrintableError(failure.message));
-  std::fflush(stderr);
-  RemovePartsOnFailure();
-  cluster::MpiEnvironment::Abort(failure.internal ? run::kExitInternalError : run::kExitInputError);
+  AbortJob(fmt::format("process {}", failure.process), failure.message, failure.internal);
 }
 
 // This machine's cores and the TPU hosts its MPI ranks play, which share them
@@ -233,14 +240,10 @@ int RunRank(const Setup& setup, const run::RunOptions& options, const cluster::R
     fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(e.what()));
     return run::kExitInputError;
   } catch (...) {
-    // Alone or not, this rank prints its own line and brings every rank down;
-    // `tpusim launch` drops the banners Open MPI prints after it.
+    // Alone or not, this rank prints its own line and brings every rank down.
     bool internal = false;
-    std::string message = CurrentExceptionMessage(&internal);
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(message));
-    std::fflush(stderr);
-    RemovePartsOnFailure();
-    cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
+    const std::string message = CurrentExceptionMessage(&internal);
+    AbortJob(where, message, internal);
   }
 }
 
@@ -315,10 +318,8 @@ int RunRunCommand(const run::RunOptions& options, int* argc, char*** argv) {
     return RunRanksAsThreads(setup, options, mpi, world, node, machine);
   } catch (...) {
     bool internal = false;
-    fmt::print(stderr, "tpusim: [{}] error: {}\n", where, PrintableError(CurrentExceptionMessage(&internal)));
-    std::fflush(stderr);
-    RemovePartsOnFailure();
-    cluster::MpiEnvironment::Abort(internal ? run::kExitInternalError : run::kExitInputError);
+    const std::string message = CurrentExceptionMessage(&internal);
+    AbortJob(where, message, internal);
   }
 }
 

@@ -157,10 +157,7 @@ void ThrowIfGivenUp(const std::vector<sim::RankMetrics>& ranks, const std::strin
   }
   if (!first) return;
   const std::string path = label.substr(label.find(' ') + 1);
-  for (const sim::RankMetrics& r : ranks) {
-    std::error_code ignored;  // a part left behind costs disk space, not the output
-    std::filesystem::remove(sim::PartPath(path, r.rank), ignored);
-  }
+  sim::RemoveParts(path, static_cast<int>(ranks.size()));
   Fail(
       "{}: write failed: {}; rank {}, {} streaming its part mid-run: the run went on without "
       "it, nothing written to {})",

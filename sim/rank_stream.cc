@@ -11,13 +11,16 @@ namespace tpusim::sim {
 
 std::string PartPath(const std::string& path, int rank) { return fmt::format("{}.part-{:05}", path, rank); }
 
+void RemoveParts(const std::string& path, int world_size) {
+  for (int rank = 0; rank < world_size; ++rank) {
+    std::error_code ignored;
+    std::filesystem::remove(PartPath(path, rank), ignored);
+  }
+}
+
 void RemoveStreamParts(const run::RunOptions& options, int world_size) {
   for (const std::string* path : {&options.placement_log_path, &options.steps_csv_path, &options.trace_path}) {
-    if (path->empty()) continue;
-    for (int rank = 0; rank < world_size; ++rank) {
-      std::error_code ignored;
-      std::filesystem::remove(PartPath(*path, rank), ignored);
-    }
+    if (!path->empty()) RemoveParts(*path, world_size);
   }
 }
 

@@ -52,12 +52,15 @@ class RankStream {
 // The part file of `rank` for the output at `path`.
 std::string PartPath(const std::string& path, int rank);
 
-// After a run that failed or was stopped: removes every rank's part (ranks
-// 0..world_size-1) of the streamed outputs of `options`, which are of no use (rank 0
-// writes the outputs from them only at a successful end). `tpusim launch` calls it
-// once mpirun is done; a rank of `tpusim run` that ends the job calls it too, so a
-// job under plain mpirun leaves no part either. A part that cannot be removed is
-// left: it costs disk space, not the exit.
+// Removes the parts of the output at `path` of ranks 0..world_size-1 (those that
+// exist). A part that cannot be removed is left: it costs disk space, not the exit.
+void RemoveParts(const std::string& path, int world_size);
+
+// After a run that failed or was stopped: RemoveParts for each streamed output of
+// `options`, whose parts are of no use (rank 0 writes the outputs from them only
+// at a successful end). `tpusim launch` calls it once mpirun is done; a rank of
+// `tpusim run` that ends the job calls it too, so a job under plain mpirun leaves
+// no part either.
 void RemoveStreamParts(const run::RunOptions& options, int world_size);
 
 }  // namespace tpusim::sim

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -118,9 +119,13 @@ void Terminate(pid_t pid) {
   g_child_pid = 0;
 }
 
+// A timeout past ~30 years (--timeout-s 1e20, inf) waits ~30 years: in the clock's
+// nanoseconds it would overflow and end the run at once as timed out.
+constexpr double kLongestTimeoutS = 1e9;
+
 int WaitFor(pid_t pid, double timeout_s) {
-  const auto deadline =
-      MonotonicNow() + std::chrono::duration_cast<MonotonicTime::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline = MonotonicNow() + std::chrono::duration_cast<MonotonicTime::duration>(
+                                             std::chrono::duration<double>(std::min(timeout_s, kLongestTimeoutS)));
   if (std::optional<int> code = WaitUntil(pid, deadline)) return *code;
   Terminate(pid);
   return kExitTimedOut;

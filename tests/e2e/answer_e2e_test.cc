@@ -50,10 +50,9 @@ TEST(AnswerE2eTest, TheDefaultRunOpensWithThePodsAnswer) {
   const std::string steps = "--set train.steps=10 --set train.iterations_per_loop=5";
   // Without --quiet the summary is printed: the answer block comes first.
   const std::string report = ReportPath("default");
-  const std::string np = Shell(Tpusim() + " ranks " + Source(kDefaultRun)).output;
-  const Result r =
-      Shell("timeout -k 5 300 mpirun -np " + std::to_string(std::stoi(np)) + " --oversubscribe --bind-to none " +
-            Tpusim() + " run " + Source(kDefaultRun) + " " + steps + " --report " + report);
+  const int np = MpiRanks(kDefaultRun, "");
+  const Result r = Shell("timeout -k 5 300 mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none " +
+                         Tpusim() + " run " + Source(kDefaultRun) + " " + steps + " --report " + report);
   ASSERT_EQ(r.rc, 0) << r.output;
   const size_t answer = r.output.find("== the answer for the pod: v3-8");
   ASSERT_NE(answer, std::string::npos) << r.output;

@@ -118,7 +118,7 @@ class FrozenTry {
   FrozenTry(const Path& path, int rank, int index)
       : log_(TempDir() + "/frozen-" + std::to_string(index) + ".log"), after_(path.after) {
     std::filesystem::remove(log_);
-    const int np = std::stoi(Shell(Tpusim() + " ranks " + Source(path.config)).output);
+    const int np = MpiRanks(path.config, "");
     command_ = "timeout -k 5 90 mpirun -np " + std::to_string(np) + " --oversubscribe --bind-to none " + Tpusim() +
                " run " + Source(path.config) + " --set run.watchdog_s=" + std::to_string(static_cast<int>(kDeadlineS)) +
                " " + path.args + " > " + log_ + " 2>&1; echo rc=$? >> " + log_;

@@ -42,7 +42,7 @@ TEST_P(LayoutTest, SamePlacementLogAndParametersAsTheRanksLayout) {
   std::filesystem::create_directories(other);
   Result a = RunTpusim(config, out(ranks), 0, 300);
   ASSERT_EQ(a.rc, 0) << a.output;
-  const int np = std::stoi(Shell(Tpusim() + " ranks " + config + " " + c.layout).output);
+  const int np = MpiRanksAt(config, c.layout);
   ASSERT_EQ(np, c.mpi_ranks);
   Result b = RunTpusim(config, c.layout + out(other), np, 300);
   ASSERT_EQ(b.rc, 0) << b.output;

@@ -20,17 +20,23 @@
 
 namespace tpusim::e2e {
 
-// The MPI ranks `tpusim run` needs for `config` (under the source tree) with
-// `set_args` (--set options only: the topology, the layout) on top.
-inline int MpiRanks(const std::string& config, const std::string& set_args) {
-  const Result r = Shell(Tpusim() + " ranks " + Source(config) + " " + set_args);
+// The MPI ranks `tpusim run` needs for the run file at `config_path` with
+// `set_args` (--set options only: the topology, the layout) on top; a failed
+// `tpusim ranks` is a test failure showing its output.
+inline int MpiRanksAt(const std::string& config_path, const std::string& set_args = "") {
+  const Result r = Shell(Tpusim() + " ranks " + config_path + " " + set_args);
   EXPECT_EQ(r.rc, 0) << r.output;
   return r.rc == 0 ? std::stoi(r.output) : 1;
 }
 
+// The same for `config` under the source tree.
+inline int MpiRanks(const std::string& config, const std::string& set_args) {
+  return MpiRanksAt(Source(config), set_args);
+}
+
 // tpusim run under mpirun with `np` ranks (0 = what the config needs).
 inline Result RunTpusim(const std::string& config, const std::string& args, int np = 0, int seconds = 120) {
-  if (np == 0) np = std::stoi(Shell(Tpusim() + " ranks " + config).output);
+  if (np == 0) np = MpiRanksAt(config);
   return Shell("timeout -k 5 " + std::to_string(seconds) + " mpirun -np " + std::to_string(np) +
                " --oversubscribe --bind-to none " + Tpusim() + " run " + config + " --quiet " + args);
 }
