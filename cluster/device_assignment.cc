@@ -392,6 +392,39 @@ void DeviceAssignment::IndexByHost(const Topology& topology) {
   }
 }
 
+DeviceAssignment DeviceAssignment::AcrossSlices(int slices) const {
+  if (num_slices_ != 1) Fail("the assignment already spans {} slices", num_slices_);
+  if (slices < 1) Fail("{} slices: a job has at least one", slices);
+  const int hosts = static_cast<int>(host_replicas_.size());
+  DeviceAssignment result = *this;
+  result.num_slices_ = slices;
+  result.num_replicas_ = num_replicas_ * slices;
+  result.core_assignment_.clear();
+  result.host_.clear();
+  result.ordinal_.clear();
+  result.host_replicas_.clear();
+  result.at_.clear();
+  for (int s = 0; s < slices; ++s) {
+    const int first_replica = s * num_replicas_, first_host = s * hosts;
+    result.core_assignment_.insert(result.core_assignment_.end(), core_assignment_.begin(), core_assignment_.end());
+    result.ordinal_.insert(result.ordinal_.end(), ordinal_.begin(), ordinal_.end());
+    for (int host : host_) result.host_.push_back(first_host + host);
+    for (const std::vector<std::vector<int>>& by_core : host_replicas_) {
+      std::vector<std::vector<int>>& shifted = result.host_replicas_.emplace_back(by_core);
+      for (std::vector<int>& replicas : shifted) {
+        for (int& r : replicas) r += first_replica;
+      }
+    }
+    for (const std::vector<ReplicaCore>& by_ordinal : at_) {
+      std::vector<ReplicaCore>& shifted = result.at_.emplace_back(by_ordinal);
+      for (ReplicaCore& rc : shifted) {
+        if (rc.replica >= 0) rc.replica += first_replica;
+      }
+    }
+  }
+  return result;
+}
+
 int DeviceAssignment::flat(int replica, int logical_core) const {
   if (replica < 0 || replica >= num_replicas_ || logical_core < 0 || logical_core >= cores_per_replica_) {
     Fail("(replica {}, logical core {}) is out of range: {} replicas of {} cores", replica, logical_core, num_replicas_,

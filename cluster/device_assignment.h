@@ -44,8 +44,23 @@ class DeviceAssignment {
   static DeviceAssignment FromCores(const Topology& topology, int num_replicas, int cores_per_replica,
                                     std::vector<Coord> cores, std::string path);
 
+  // The same assignment on each of `slices` identical slices of a multislice job
+  // (data parallel over the data-centre network, as JAX's hybrid meshes and
+  // MaxText's multislice runs use it): replica s * R + r of the result is replica r
+  // of slice s, its host s * H + h (the job's process numbering, H = hosts of one
+  // slice) and its ordinal and coordinates within the slice those of replica r.
+  // Throws Error unless this assignment covers one slice and `slices` >= 1.
+  DeviceAssignment AcrossSlices(int slices) const;
+
   int num_replicas() const { return num_replicas_; }
   int num_cores_per_replica() const { return cores_per_replica_; }
+  // Slices the assignment spans (1 unless made by AcrossSlices), the replicas and
+  // hosts of each, and the slice replica `replica` and host `host` belong to.
+  int num_slices() const { return num_slices_; }
+  int replicas_per_slice() const { return num_replicas_ / num_slices_; }
+  int hosts_per_slice() const { return static_cast<int>(host_replicas_.size()) / num_slices_; }
+  int slice_of_replica(int replica) const { return replica / replicas_per_slice(); }
+  int slice_of_host(int host) const { return host / hosts_per_slice(); }
   // "ring", "mesh" or "degraded": the path the algorithm actually took.
   const std::string& path() const { return path_; }
   const Coord& computation_shape() const { return computation_shape_; }
@@ -84,6 +99,7 @@ class DeviceAssignment {
 
   int num_replicas_ = 0;
   int cores_per_replica_ = 0;
+  int num_slices_ = 1;
   std::string path_;
   Coord computation_shape_{};
   Coord replica_shape_{};

@@ -41,6 +41,7 @@ RankRole RankLayout::RoleOf(int rank, const DeviceAssignment& assignment) const 
   RankRole role;
   role.rank = rank;
   role.host = rank / ranks_per_host();
+  role.slice = assignment.slice_of_host(role.host);
   int slot = rank % ranks_per_host();
   if (slot == 0) return role;
   role.kind = RankRole::Kind::kCore;

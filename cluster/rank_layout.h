@@ -15,6 +15,7 @@ struct RankRole {
   Kind kind = Kind::kHost;
   int rank = 0;
   int host = 0;
+  int slice = 0;          // the slice of a multislice job the host belongs to (0: one slice)
   int ordinal = -1;       // cores only
   int replica = -1;       // cores only; -1 when the core is outside every replica
   int logical_core = -1;  // cores only

@@ -40,10 +40,14 @@ std::vector<std::string> AnswerAssumptions(const PodProjectionSection& pod, cons
                   "GiB",
                   FigureWithSource(t.vcpus), FigureWithSource(t.input_vcpus), FigureWithSource(t.input_workers),
                   FigureWithSource(t.cpu_speed), FigureWithSource(t.memory_gib)),
-      fmt::format("the pod's step: the device step ({}) plus the cross-replica sum on ICI and, "
+      fmt::format("the pod's step: the device step ({}) plus the cross-replica sum on ICI{} and, "
                   "with an embedding, its all-to-all and hot core's table work ({:.3f} ms in all), "
                   "the infeed transfer overlapping it",
-                  a.device_step_source, (pod.target_step_s - pod.device_step_s) * 1e3),
+                  a.device_step_source,
+                  pod.dcn ? fmt::format(", the {} slices' all-reduce on DCN ({:.3f} ms of it, dcn.overlap {})",
+                                        pod.dcn->slices, pod.dcn->exposed_s * 1e3, pod.dcn->overlap)
+                          : std::string(),
+                  (pod.target_step_s - pod.device_step_s) * 1e3),
       "a host's capacity: the least stage of its input pipeline on the target host, each "
       "stage's CPU per example the median over the hosts that run the same pipeline on the "
       "same shapes as measured here (pod_projection.assumes lists every assumption)",
@@ -85,6 +89,7 @@ AnswerSection BuildAnswer(const PodProjectionInputs& in, const PodProjectionSect
   a.bound_host = pod.bound_host;
   a.recommendation = Recommend(in, pod, a.target_au);
   a.slice = slice.name;
+  if (pod.dcn) a.slices = pod.dcn->slices;
   a.hosts = slice.hosts;
   a.building_hosts = static_cast<int>(pod.hosts.size());
   a.global_batch = in.config.input.global_batch;

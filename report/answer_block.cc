@@ -23,7 +23,9 @@ void AddWorkload(const AnswerSection& a, std::vector<std::string>& lines) {
       a.global_batch, a.examples_per_host_per_step, a.building_hosts, a.hosts,
       a.device_step_s ? fmt::format("{:.3f} ms from {}", *a.device_step_s * 1e3, a.device_step_source)
                       : a.device_step_source,
-      a.device_step_s ? fmt::format("{:.3f} ms (+ crs on ICI)", a.target_step_s * 1e3) : std::string("unknown")));
+      a.device_step_s ? fmt::format("{:.3f} ms (+ crs on ICI{})", a.target_step_s * 1e3,
+                                    a.slices ? fmt::format(", + {} slices' all-reduce on DCN", *a.slices) : "")
+                      : std::string("unknown")));
 }
 
 void AddCapacity(const AnswerSection& a, std::vector<std::string>& lines) {

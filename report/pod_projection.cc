@@ -445,7 +445,9 @@ void SetStepFigures(PodProjectionSection& p) {
   p.demand_examples_per_s_per_host = static_cast<double>(MostExamplesPerStep(p.hosts)) / step_s;
   const double wall_s = step_s + p.projected_infeed_wait_s_per_step;
   p.projected_infeed_fraction = p.projected_infeed_wait_s_per_step / wall_s;
-  p.projected_au = step_s / wall_s;
+  // The device works for the step but for what it waits on DCN, as it does not
+  // work while it waits for infeed.
+  p.projected_au = (step_s - (p.dcn ? p.dcn->exposed_s : 0.0)) / wall_s;
   p.verdict = Verdict(100 * *p.projected_infeed_fraction);
 }
 
@@ -499,7 +501,49 @@ void AddWorkloads(const PodProjectionInputs& in, PodProjectionSection& p) {
   p.shampoo = ProjectShampoo(in.shampoo, in.target.cpu_speed.value, step_s);
 }
 
+// The target's step: the device, the sum inside each slice on ICI and the
+// embedding, then the all-reduce between slices added (dcn.overlap none) or
+// hidden under the rest (full: the longer of the two).
+// Sets the DCN term's exposed_s, what the step waits for it.
+double TargetStepSeconds(const PodProjectionInputs& in, PodProjectionSection& p) {
+  const double inside = in.device_step_s + in.ici_crs_s_per_step + (p.embedding ? p.embedding->step_s : 0.0);
+  if (!p.dcn) return inside;
+  const double step_s =
+      in.dcn.overlap == run::DcnOverlap::kNone ? inside + p.dcn->s_per_step : std::max(inside, p.dcn->s_per_step);
+  p.dcn->exposed_s = step_s - inside;
+  return step_s;
+}
+
+std::string DcnAssumption(const DcnProjection& d) {
+  return fmt::format(
+      "{} slices join over the data-centre network once per step: each reduces inside itself on ICI, then "
+      "2(S-1)/S of one slice's gradient bytes ({:.4g} MB) cross DCN, spread over its {} hosts at {:g} Gbit/s "
+      "each ({}), plus 2(S-1) messages of {:g} us one after another ({}); dcn.overlap {}",
+      d.slices, d.gradient_bytes_per_step / 1e6, d.hosts_per_slice, d.gbps_per_host, d.gbps_source, d.latency_s * 1e6,
+      d.latency_source,
+      d.overlap == "none" ? "none: it adds to the step" : "full: it hides under the rest of the step");
+}
+
 }  // namespace
+
+std::optional<DcnProjection> ProjectDcn(const DcnInputs& in) {
+  if (in.slices <= 1) return std::nullopt;
+  DcnProjection d;
+  const double s = in.slices;
+  d.slices = in.slices;
+  d.hosts_per_slice = in.hosts_per_slice;
+  d.gradient_bytes_per_step = in.gradient_bytes_per_step;
+  d.bytes_per_host_per_step = 2 * (s - 1) / s * in.gradient_bytes_per_step / std::max(in.hosts_per_slice, 1);
+  d.gbps_per_host = in.gbps_per_host;
+  d.gbps_source = in.gbps_source;
+  d.latency_s = in.latency_us * 1e-6;
+  d.latency_source = in.latency_source;
+  d.bandwidth_s = in.gbps_per_host > 0 ? d.bytes_per_host_per_step / (in.gbps_per_host * 1e9 / 8) : 0.0;
+  d.latency_total_s = 2 * (s - 1) * d.latency_s;
+  d.s_per_step = d.bandwidth_s + d.latency_total_s;
+  d.overlap = std::string(run::SpellingOf(in.overlap));
+  return d;
+}
 
 PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
   PodProjectionSection p;
@@ -516,7 +560,9 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
     }
     p.embedding->tables_line = in.tables.line;
   }
-  p.target_step_s = in.device_step_s + in.ici_crs_s_per_step + (p.embedding ? p.embedding->step_s : 0.0);
+  p.dcn = ProjectDcn(in.dcn);
+  p.target_step_s = TargetStepSeconds(in, p);
+  if (p.dcn && p.device_step_s > 0) p.dcn->share_of_step = p.dcn->s_per_step / p.target_step_s;
   SetLeastHost(p);
   SetStepFigures(p);
   AddWorkloads(in, p);
@@ -525,6 +571,7 @@ PodProjectionSection ProjectPod(const PodProjectionInputs& in) {
                     "it plays; a host's this_machine_examples_per_s is the most its share could "
                     "carry at the simulator's own CPU per example, for the whole run"};
   p.assumes = Assumptions(in);
+  if (p.dcn) p.assumes.push_back(DcnAssumption(*p.dcn));
   p.cost_source = CostSourceOf(in);
   p.assumes.push_back(CostSourceAssumption(*p.cost_source));
   return p;

@@ -71,6 +71,19 @@ struct HostCalibration {
   std::string note;
 };
 
+// A multislice job's all-reduce between slices (pod_projection.dcn): one slice's
+// gradient bytes per step and the data-centre network's figures. slices 1: none.
+struct DcnInputs {
+  int slices = 1;
+  int hosts_per_slice = 1;
+  double gradient_bytes_per_step = 0;
+  double gbps_per_host = 0;
+  std::string gbps_source;
+  double latency_us = 0;
+  std::string latency_source;
+  run::DcnOverlap overlap = run::DcnOverlap::kNone;
+};
+
 struct PodProjectionInputs {
   const run::RunConfig& config;  // input (source, storage, prefetch, caps) and infeed
   run::TargetHost target;
@@ -85,6 +98,7 @@ struct PodProjectionInputs {
   double hbm_gbps_per_core = 0;                         // the topology's HBM bandwidth (0: not given)
   ShampooInputs shampoo = {};                           // keys null: no Shampoo
   run::TablesOnCores tables = {};                       // the embedding tables on the target's cores
+  DcnInputs dcn = {};                                   // slices 1: a single slice
 };
 
 // Why a run without a modeled device step has no pod verdict, and the key to set.
@@ -92,6 +106,9 @@ inline constexpr const char* kUnknownStepReason =
     "no modeled device time, so the pod's step is unknown (device.step_time_us and "
     "device.flops_per_example are 0): set device.step_time_us to the pod's step time in "
     "microseconds (e.g. --set device.step_time_us=1333) or device.flops_per_example";
+
+// The DCN term of `in` (null for one slice), its share of the step not yet set.
+std::optional<DcnProjection> ProjectDcn(const DcnInputs& in);
 
 // The projection of `in`. Never throws; a stage or a host whose figures are
 // zero is unlimited (null), and a zero device step leaves demand, infeed share

@@ -58,6 +58,24 @@ void EmbeddingStepFields(Io& io, Section& p) {
   io.Required("tables_line", p.tables_line);
 }
 
+template <typename Io, typename Section>
+void DcnFields(Io& io, Section& p) {
+  io.Required("slices", p.slices);
+  io.Required("hosts_per_slice", p.hosts_per_slice);
+  io.Required("gradient_bytes_per_step", p.gradient_bytes_per_step);
+  io.Required("bytes_per_host_per_step", p.bytes_per_host_per_step);
+  io.Required("gbps_per_host", p.gbps_per_host);
+  io.Required("gbps_source", p.gbps_source);
+  io.Required("latency_s", p.latency_s);
+  io.Required("latency_source", p.latency_source);
+  io.Required("bandwidth_s", p.bandwidth_s);
+  io.Required("latency_total_s", p.latency_total_s);
+  io.Required("s_per_step", p.s_per_step);
+  io.Required("overlap", p.overlap);
+  io.Required("exposed_s", p.exposed_s);
+  io.Nullable("share_of_step", p.share_of_step);
+}
+
 template <typename Io, typename Row>
 void RootSizeCostFields(Io& io, Row& c) {
   io.Required("size", c.size);
@@ -108,6 +126,7 @@ void WorkloadAnswerFields(Io& io, Line& a) {
 TPUSIM_REPORT_JSON_FROM_FIELDS(SparseEnqueueHost, SparseEnqueueHostFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(SparseEnqueueProjection, SparseEnqueueFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(EmbeddingStepProjection, EmbeddingStepFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(DcnProjection, DcnFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(RootSizeCost, RootSizeCostFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ShampooPodProjection, ShampooPodFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(WorkloadAnswer, WorkloadAnswerFields)

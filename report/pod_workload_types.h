@@ -70,6 +70,29 @@ struct EmbeddingStepProjection {
   std::string tables_line;                   // as the run printed it before it started
 };
 
+// pod_projection.dcn: a multislice job's gradient all-reduce between its slices
+// over the data-centre network (docs/multislice.md). Each slice reduces inside
+// itself on ICI first, so what crosses DCN per step is one slice's gradients
+// shared out over its hosts' NICs.
+struct DcnProjection {
+  int slices = 1;
+  int hosts_per_slice = 0;
+  double gradient_bytes_per_step = 0;  // one slice's gradients (every logical core's)
+  double bytes_per_host_per_step = 0;  // 2(S-1)/S x gradient bytes / hosts per slice
+  double gbps_per_host = 0;
+  std::string gbps_source;  // "dcn.gbps_per_host" or the topology
+  double latency_s = 0;     // one message, one way
+  std::string latency_source;
+  double bandwidth_s = 0;      // bytes per host / the host's DCN bandwidth
+  double latency_total_s = 0;  // 2(S-1) messages of latency_s, one after another
+  double s_per_step = 0;       // bandwidth_s + latency_total_s
+  std::string overlap;         // dcn.overlap: "none" (adds to the step) or "full"
+  // What the step waits for it, counted as the device's idle time in the AU:
+  // s_per_step with overlap none, what outlasts the rest of the step with full.
+  double exposed_s = 0;
+  std::optional<double> share_of_step;  // s_per_step / target_step_s; null: no modeled step
+};
+
 // The root-cost model at one block size.
 struct RootSizeCost {
   int64_t size = 0;                      // n of the n x n statistics
@@ -121,6 +144,8 @@ void to_json(nlohmann::json& j, const SparseEnqueueProjection& p);
 void from_json(const nlohmann::json& j, SparseEnqueueProjection& p);
 void to_json(nlohmann::json& j, const EmbeddingStepProjection& p);
 void from_json(const nlohmann::json& j, EmbeddingStepProjection& p);
+void to_json(nlohmann::json& j, const DcnProjection& p);
+void from_json(const nlohmann::json& j, DcnProjection& p);
 void to_json(nlohmann::json& j, const RootSizeCost& c);
 void from_json(const nlohmann::json& j, RootSizeCost& c);
 void to_json(nlohmann::json& j, const ShampooPodProjection& p);

@@ -28,7 +28,7 @@ ReportEnvironment Environment(const run::Slice& slice, int world_size, const std
   const char* build_type = "debug";
 #endif
   ReportEnvironment out;
-  out.hosts = slice.topology.num_hosts();
+  out.hosts = slice.num_hosts();
   out.world_size = world_size;
   out.layout = layout.layout_name();
   out.mpi_ranks = layout.num_processes();

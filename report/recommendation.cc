@@ -36,7 +36,8 @@ struct Candidate {
 
 PodProjectionSection Project(const PodProjectionInputs& in, const Candidate& c) {
   return ProjectPod({c.config, c.target, in.host_to_device_gbps, in.hosts, in.device_step_s, in.ici_crs_s_per_step,
-                     in.machine, in.calibrations});
+                     in.machine, in.calibrations, in.embedding_cores, in.ici_link_gbps, in.hbm_gbps_per_core,
+                     in.shampoo, in.tables, in.dcn});
 }
 
 // `key` = `value` on the candidate, as `--set key=value` would set it. More
@@ -210,20 +211,45 @@ Recommendation Reached(const PodProjectionSection& p, const Candidate& c, const 
   return r;
 }
 
+// The most AU any host reaches when the step waits `exposed_s` on DCN: the
+// device's share of its own step.
+double DcnCeiling(const PodProjectionSection& p) {
+  return p.dcn && p.target_step_s > 0 ? (p.target_step_s - p.dcn->exposed_s) / p.target_step_s : 1.0;
+}
+
+Recommendation DcnBound(const PodProjectionSection& p, double target_au) {
+  Recommendation r;
+  r.kind = "not reachable";
+  r.projected_au = p.projected_au;
+  r.text = fmt::format(
+      "not reachable by the hosts: the {} slices' all-reduce on DCN keeps the device waiting {:.3f} ms of "
+      "its {:.3f} ms step (dcn.overlap {}), so the AU is at most {:.1f}% against the target {:.0f}% whatever "
+      "the hosts do; fewer slices, more examples per slice, fewer gradient bytes, or dcn.overlap: full if "
+      "the step overlaps it",
+      p.dcn->slices, p.dcn->exposed_s * 1e3, p.target_step_s * 1e3, p.dcn->overlap, DcnCeiling(p) * 100,
+      target_au * 100);
+  return r;
+}
+
 }  // namespace
 
 bool MeetsTarget(const PodProjectionSection& p, double target_au, double margin) {
   if (p.device_step_s <= 0 || p.target_step_s <= 0) return false;
+  // The AU is the device's work over the wall (pod_projection.cc SetStepFigures):
+  // the step less what it waits on DCN, over the step or the input, the longer.
+  const double work_s = p.target_step_s - (p.dcn ? p.dcn->exposed_s : 0.0);
+  if (work_s < target_au * p.target_step_s * (1 - 1e-12)) return false;
   for (const HostProjection& h : p.hosts) {
     if (!h.projected_examples_per_s) continue;
     const double seconds = margin * static_cast<double>(h.examples_per_step) / *h.projected_examples_per_s;
-    if (seconds > p.target_step_s / target_au * (1 + 1e-12)) return false;
+    if (seconds > work_s / target_au * (1 + 1e-12)) return false;
   }
   return true;
 }
 
 Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod, double target_au) {
   if (pod.device_step_s <= 0) return {"unknown", {}, {}, {}, {}, {}, kUnknownStepReason};
+  if (DcnCeiling(pod) < target_au) return DcnBound(pod, target_au);
   if (MeetsTarget(pod, target_au, 1.0)) return Headroom(pod, target_au);
   Candidate c{in.config, in.target, {}};
   // Each round lifts the stage that binds: to the target if its key can, else

@@ -25,9 +25,10 @@ inline constexpr double kRecommendationMargin = 1.15;
 Recommendation Recommend(const PodProjectionInputs& in, const PodProjectionSection& pod, double target_au);
 
 // Whether every building host of `p` carries its examples per step within the
-// target's step divided by `target_au`, its measured CPU costs `margin` times as
-// high: that is, the projected AU is at least target_au with the margin. False
-// without a modeled device step.
+// device's work per step (the target's step less what it waits on DCN) divided
+// by `target_au`, its measured CPU costs `margin` times as high: that is, the
+// projected AU is at least target_au with the margin. False without a modeled
+// device step, or when the DCN wait alone holds the AU under the target.
 bool MeetsTarget(const PodProjectionSection& p, double target_au, double margin);
 
 }  // namespace tpusim::report

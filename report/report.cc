@@ -189,16 +189,32 @@ CoreRow CoreRowOf(const sim::CoreMetrics& c) {
   return out;
 }
 
-void AddRows(const std::vector<sim::RankMetrics>& ranks, int64_t window_steps, Report& report) {
+// The host and core rows; on several slices each names its slice.
+void AddRows(const std::vector<sim::RankMetrics>& ranks, const run::Slice& slice, int64_t window_steps,
+             Report& report) {
+  const auto slice_of = [&](int host) {
+    return slice.num_slices() > 1 ? std::optional<int>(slice.slice_of_host(host)) : std::nullopt;
+  };
   for (const sim::RankMetrics& r : ranks) {
-    if (r.host) report.hosts.push_back(HostRowOf(*r.host, r.simulator_ceiling, window_steps));
-    if (r.core) report.cores.push_back(CoreRowOf(*r.core));
+    if (r.host) {
+      report.hosts.push_back(HostRowOf(*r.host, r.simulator_ceiling, window_steps));
+      report.hosts.back().slice_index = slice_of(r.host->host);
+    }
+    if (r.core) {
+      report.cores.push_back(CoreRowOf(*r.core));
+      report.cores.back().slice_index = slice_of(r.core->host);
+    }
   }
 }
 
 TopologySection TopologyOf(const run::Slice& slice) {
-  return {slice.topology.name(), slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
-          slice.assignment.path(), slice.idle_cores()};
+  TopologySection t{slice.topology.name(), slice.assignment.num_replicas(), slice.assignment.num_cores_per_replica(),
+                    slice.assignment.path(), slice.idle_cores()};
+  if (slice.num_slices() > 1) {
+    t.slices = slice.num_slices();
+    t.hosts_per_slice = slice.topology.num_hosts();
+  }
+  return t;
 }
 
 LoopsSection LoopsOf(const run::TrainConfig& train, const run::LoopPlan& loops) {
@@ -388,8 +404,11 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   }
   if (n == 0 || sum.calls == 0) return std::nullopt;
   const double per_call_bytes = static_cast<double>(sum.bytes) / static_cast<double>(sum.calls);
-  const double modeled = cluster::ModeledRingAllReduceSeconds(static_cast<size_t>(per_call_bytes), sum.group_size,
-                                                              in.slice.topology.hardware());
+  // On several slices the ICI part is the ring inside one slice; what crosses
+  // slices is pod_projection.dcn's.
+  const int in_slice = std::max(sum.group_size / in.slice.num_slices(), 1);
+  const double modeled =
+      cluster::ModeledRingAllReduceSeconds(static_cast<size_t>(per_call_bytes), in_slice, in.slice.topology.hardware());
   const double per = 1.0 / (n * static_cast<double>(sum.calls));
   return CrsSection{std::string(run::SpellingOf(in.config.train.crs)),
                     sum.group_size,
@@ -604,14 +623,14 @@ Report BuildReport(const ReportInputs& in) {
   r.loops = LoopsOf(in.config.train, in.loops);
   r.window = WindowOf(first_step, window_steps, in.config.infeed.queue_depth, w);
   r.run_seconds = in.run_s;
-  AddRows(in.ranks, window_steps, r);
+  AddRows(in.ranks, in.slice, window_steps, r);
   AddStepSections(in, step_cores, w, window_steps, r);
   r.crs = CrsOf(in);
   r.embedding = EmbeddingOf(in.ranks, r.totals.examples_per_s);
   r.projection = ProjectionOf(in, r.step_breakdown, r.crs, ShardBytesPerCoreStep(w, window_steps));
   const PodProjectionInputs pod = internal::PodProjectionInputsOf(in, step_cores, r.projection);
   r.pod_projection = ProjectPod(pod);
-  r.answer = BuildAnswer(pod, *r.pod_projection, {in.slice.topology.name(), in.slice.topology.num_hosts()});
+  r.answer = BuildAnswer(pod, *r.pod_projection, {in.slice.topology.name(), in.slice.num_hosts()});
   if (in.config.model.enabled) r.training = TrainingOf(in.ranks);
   r.non_finite = NonFiniteOf(in);
   r.replicas = ReplicasOf(in.ranks);

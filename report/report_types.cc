@@ -23,9 +23,21 @@ void HostWindowRatesFields(Io& io, Rates& r) {
   io.IfPresent("embedding_ids_per_s", r.embedding_ids_per_s);
 }
 
+template <typename Io, typename Section>
+void TopologyFields(Io& io, Section& t) {
+  io.Required("name", t.name);
+  io.Required("num_replicas", t.num_replicas);
+  io.Required("cores_per_replica", t.cores_per_replica);
+  io.Required("order", t.order);
+  io.Required("idle_cores", t.idle_cores);
+  io.IfPresent("slices", t.slices);
+  io.IfPresent("hosts_per_slice", t.hosts_per_slice);
+}
+
 template <typename Io, typename Row>
 void HostRowFields(Io& io, Row& h) {
   io.Required("host", h.host);
+  io.IfPresent("slice_index", h.slice_index);
   io.Required("shards_forwarded", h.shards_forwarded);
   io.Required("credit_wait_s", h.credit_wait_s);
   io.Required("build_wait_s", h.build_wait_s);
@@ -38,6 +50,7 @@ void HostRowFields(Io& io, Row& h) {
 template <typename Io, typename Row>
 void CoreRowFields(Io& io, Row& c) {
   io.Required("host", c.host);
+  io.IfPresent("slice_index", c.slice_index);
   io.Required("ordinal", c.ordinal);
   io.Required("replica", c.replica);
   io.Required("logical_core", c.logical_core);
@@ -102,6 +115,7 @@ void PodProjectionFields(Io& io, Section& p) {
   io.IfPresent("cost_source", p.cost_source);
   io.IfPresent("sparse_enqueue", p.sparse_enqueue);
   io.IfPresent("embedding", p.embedding);
+  io.IfPresent("dcn", p.dcn);
   io.IfPresent("shampoo", p.shampoo);
 }
 
@@ -135,6 +149,7 @@ void AnswerFields(Io& io, Section& a) {
   io.Nullable("bound_host", a.bound_host);
   io.Required("recommendation", a.recommendation);
   io.Required("slice", a.slice);
+  io.IfPresent("slices", a.slices);
   io.Required("hosts", a.hosts);
   io.Required("building_hosts", a.building_hosts);
   io.Required("global_batch", a.global_batch);
@@ -210,6 +225,7 @@ void ReportFields(Io& io, R& r) {
 
 // Both directions of every struct above, from its one field list (internal/json_fields.h).
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostWindowRates, HostWindowRatesFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(TopologySection, TopologyFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(CoreRow, CoreRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectionSection, ProjectionFields)

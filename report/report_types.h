@@ -58,6 +58,10 @@ struct TopologySection {
   int cores_per_replica = 0;
   std::string order;  // the device assignment's path
   int idle_cores = 0;
+  // A multislice job: its slices (num_replicas counts every slice's) and the
+  // hosts of one; absent for one slice.
+  std::optional<int> slices;
+  std::optional<int> hosts_per_slice;
 };
 
 struct LoopsSection {
@@ -120,6 +124,7 @@ struct HostWindowRates {
 
 struct HostRow {
   int host = 0;
+  std::optional<int> slice_index;  // absent: one slice
   int64_t shards_forwarded = 0;
   double credit_wait_s = 0;
   double build_wait_s = 0;
@@ -148,6 +153,7 @@ struct CoreWork {
 
 struct CoreRow {
   int host = 0;
+  std::optional<int> slice_index;  // absent: one slice
   int ordinal = 0;
   int replica = -1;
   int logical_core = -1;
@@ -376,6 +382,7 @@ struct PodProjectionSection {
   std::optional<SparseEnqueueProjection> sparse_enqueue;  // absent: no embedding ids
   std::optional<EmbeddingStepProjection> embedding;       // absent: no embedding load
   std::optional<ShampooPodProjection> shampoo;            // absent: no Shampoo
+  std::optional<DcnProjection> dcn;                       // absent: one slice
 };
 
 // The answer for the pod (report/answer.h), what a user reads first: the
@@ -415,9 +422,10 @@ struct AnswerSection {
   std::string bound_by;           // the stage of the least host; "none": unlimited
   std::optional<int> bound_host;  // null: unlimited
   Recommendation recommendation;
-  std::string slice;       // the topology's name
-  int hosts = 0;           // TPU hosts of the slice
-  int building_hosts = 0;  // of them, the hosts that build batches
+  std::string slice;          // the topology's name
+  std::optional<int> slices;  // a multislice job's slice count; absent: one slice
+  int hosts = 0;              // TPU hosts of the job (every slice's)
+  int building_hosts = 0;     // of them, the hosts that build batches
   int64_t global_batch = 0;
   int64_t examples_per_host_per_step = 0;  // the most any building host builds
   std::optional<double> device_step_s;     // null: no modeled device time
@@ -565,7 +573,8 @@ struct Report {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportEnvironment, hosts, world_size, layout, mpi_ranks, tpu_hosts_per_mpi_rank,
                                    mpi_version, git_commit, build_type)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReportProvenance, created_utc, config_file, git_commit)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TopologySection, name, num_replicas, cores_per_replica, order, idle_cores)
+void to_json(nlohmann::json& j, const TopologySection& t);
+void from_json(const nlohmann::json& j, TopologySection& t);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LoopsSection, steps_requested, steps_per_loop, num_loops, global_steps, infeed_steps)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WindowSection, first_infeed_step, infeed_steps, seconds, excludes_first_loop, note,
                                    begin_skew_s, steady, steady_note, too_short)

@@ -189,15 +189,28 @@ void PrintProjectedStep(const PodProjectionSection& p, const Report& r) {
   };
   const std::string measured_au =
       r.accelerator_utilization ? percent(r.accelerator_utilization->min) : std::string("-");
+  const double dcn_s = p.dcn ? p.dcn->exposed_s : 0.0;
+  const std::string dcn = p.dcn ? fmt::format(" + dcn {:.3f}", dcn_s * 1e3) : std::string();
   fmt::print(
-      "  target step {:.3f} ms (device {:.3f} + crs on ICI {:.3f}): demand {} examples/s per "
+      "  target step {:.3f} ms (device {:.3f} + crs on ICI {:.3f}{}): demand {} examples/s per "
       "host, projected {} (host {}, {}); infeed {} (measured {:.1f}%), AU {} (measured {})  ->  "
       "{}\n",
       p.target_step_s * 1e3, p.device_step_s * 1e3,
-      (p.target_step_s - p.device_step_s - (p.embedding ? p.embedding->step_s : 0.0)) * 1e3,
+      (p.target_step_s - p.device_step_s - (p.embedding ? p.embedding->step_s : 0.0) - dcn_s) * 1e3, dcn,
       RateText(p.demand_examples_per_s_per_host), RateText(p.projected_examples_per_s_per_host),
       p.bound_host ? fmt::format("{}", *p.bound_host) : std::string("-"), p.bound_by,
       percent(p.projected_infeed_fraction), r.step.infeed_percent, percent(p.projected_au), measured_au, p.verdict);
+}
+
+// The all-reduce between slices (pod_projection.dcn).
+void PrintDcn(const DcnProjection& d) {
+  fmt::print(
+      "  dcn: {} slices, {:.4g} MB per host per step at {:g} Gbit/s ({:.3f} ms) + {} messages of {:g} us = {:.3f} "
+      "ms per step, {} of the step (dcn.overlap {}: {:.3f} ms waited)\n",
+      d.slices, d.bytes_per_host_per_step / 1e6, d.gbps_per_host, d.bandwidth_s * 1e3, 2 * (d.slices - 1),
+      d.latency_s * 1e6, d.s_per_step * 1e3,
+      d.share_of_step ? fmt::format("{:.1f}%", *d.share_of_step * 100) : std::string("-"), d.overlap,
+      d.exposed_s * 1e3);
 }
 
 // The embedding's terms of the target step (pod_projection.embedding).
@@ -224,6 +237,7 @@ void PrintPodProjection(const Report& r) {
              t.numa_nodes > 0 ? fmt::format("{} NUMA nodes", t.numa_nodes) : std::string("NUMA nodes not given"));
   PrintHostsProjection(p);
   PrintProjectedStep(p, r);
+  if (p.dcn) PrintDcn(*p.dcn);
   if (p.embedding) PrintEmbeddingStep(*p.embedding);
   PrintThisMachine(p);
   fmt::print("  assumes:\n");

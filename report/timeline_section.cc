@@ -152,7 +152,14 @@ PlacementSection BuildPlacement(const std::vector<sim::RankMetrics>& ranks, cons
   for (const sim::RankMetrics& m : ranks) {
     if (!m.core) continue;
     const sim::CoreMetrics& c = *m.core;
-    PlacedCore& core = p.cores.emplace_back(PlacedCore{c.host, c.ordinal, c.replica, c.logical_core, c.fed_by, {}});
+    PlacedCore& core = p.cores.emplace_back(
+        PlacedCore{slice.num_slices() > 1 ? std::optional<int>(slice.slice_of_host(c.host)) : std::nullopt,
+                   c.host,
+                   c.ordinal,
+                   c.replica,
+                   c.logical_core,
+                   c.fed_by,
+                   {}});
     auto it = positions.find({c.host, c.ordinal});
     if (it != positions.end()) core.mesh_position = it->second;
     if (c.fed) shards += c.steps;
@@ -168,9 +175,12 @@ void to_json(json& j, const PlacedCore& c) {
   j = {{"host", c.host},       {"ordinal", c.ordinal},
        {"replica", c.replica}, {"logical_core", c.logical_core},
        {"fed_by", c.fed_by},   {"mesh_position", c.mesh_position ? json(*c.mesh_position) : json(nullptr)}};
+  if (c.slice_index) j["slice_index"] = *c.slice_index;
 }
 
 void from_json(const json& j, PlacedCore& c) {
+  c.slice_index.reset();
+  if (j.contains("slice_index")) c.slice_index = j.at("slice_index").get<int>();
   j.at("host").get_to(c.host);
   j.at("ordinal").get_to(c.ordinal);
   j.at("replica").get_to(c.replica);

@@ -64,6 +64,7 @@ struct TimelineSection {
 
 // One core of the slice: where it is and who fed it.
 struct PlacedCore {
+  std::optional<int> slice_index;  // the core's slice; absent: one slice
   int host = 0;
   int ordinal = 0;
   int replica = -1;

@@ -26,6 +26,9 @@ enum class InputSource { kSynthetic, kFiles, kCached, kTfRecord };
 enum class FlipMode { kNone, kRandom };
 // train.accumulator: Lingvo's GradientAggregationOptimizer or its Accumulator.
 enum class Accumulator { kGradientAggregation, kLingvo };
+// dcn.overlap: whether the pod's all-reduce between slices adds to its step (none)
+// or hides under the rest of it (full: the step is the longer of the two).
+enum class DcnOverlap { kFull, kNone };
 
 inline constexpr Spellings<cluster::DeviceOrderMode, 3> kOrderSpellings{{{"auto", cluster::DeviceOrderMode::kAuto},
                                                                          {"mesh", cluster::DeviceOrderMode::kMesh},
@@ -50,6 +53,8 @@ inline constexpr Spellings<infeed::TfRecordCompression, 3> kCompressionSpellings
      {"zlib", infeed::TfRecordCompression::kZlib}}};
 inline constexpr Spellings<Accumulator, 2> kAccumulatorSpellings{
     {{"gradient_aggregation", Accumulator::kGradientAggregation}, {"lingvo", Accumulator::kLingvo}}};
+inline constexpr Spellings<DcnOverlap, 2> kDcnOverlapSpellings{
+    {{"full", DcnOverlap::kFull}, {"none", DcnOverlap::kNone}}};
 inline constexpr Spellings<cluster::CrsAlgorithm, 2> kCrsSpellings{
     {{"mpi", cluster::CrsAlgorithm::kMpi}, {"ring", cluster::CrsAlgorithm::kRing}}};
 // Every dtype a feature may have, and the ones each tfrecord feature kind may give.
@@ -73,6 +78,7 @@ inline std::string_view SpellingOf(infeed::FeatureKind v) { return tpusim::Spell
 inline std::string_view SpellingOf(infeed::CropMode v) { return tpusim::SpellingOf(kCropSpellings, v); }
 inline std::string_view SpellingOf(FlipMode v) { return tpusim::SpellingOf(kFlipSpellings, v); }
 inline std::string_view SpellingOf(Accumulator v) { return tpusim::SpellingOf(kAccumulatorSpellings, v); }
+inline std::string_view SpellingOf(DcnOverlap v) { return tpusim::SpellingOf(kDcnOverlapSpellings, v); }
 inline std::string_view SpellingOf(cluster::CrsAlgorithm v) { return tpusim::SpellingOf(kCrsSpellings, v); }
 inline std::string_view SpellingOf(cluster::RingRule v) { return tpusim::SpellingOf(kRingRuleSpellings, v); }
 

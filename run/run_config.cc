@@ -323,6 +323,23 @@ ReportConfig ParseReport(ConfigNode node) {
   return r;
 }
 
+DcnConfig ParseDcn(ConfigNode node) {
+  DcnConfig d;
+  std::string overlap = "none";
+  node.Get("overlap", overlap);
+  d.overlap = ParseChoice(node, "overlap", overlap, kDcnOverlapSpellings);
+  node.GetOptional("gbps_per_host", d.gbps_per_host);
+  if (d.gbps_per_host && !(std::isfinite(*d.gbps_per_host) && *d.gbps_per_host > 0)) {
+    node.FailAt("gbps_per_host", fmt::format("must be a finite number > 0, got {}", *d.gbps_per_host));
+  }
+  node.GetOptional("latency_us", d.latency_us);
+  if (d.latency_us && !(std::isfinite(*d.latency_us) && *d.latency_us >= 0)) {
+    node.FailAt("latency_us", fmt::format("must be a finite number >= 0, got {}", *d.latency_us));
+  }
+  node.Finish();
+  return d;
+}
+
 RunSection ParseRunSection(ConfigNode node) {
   RunSection r;
   node.GetOptional("watchdog_s", r.watchdog_s);
@@ -486,6 +503,21 @@ std::vector<std::string> TopologySearchDirs(const std::string& run_path) {
   return {(dir / "topologies").string(), (dir / ".." / "topologies").string()};
 }
 
+// A multislice job feeds every slice from its own hosts, data parallel over the
+// slices (docs/multislice.md); what would cross the data-centre network otherwise
+// is refused by name.
+void CheckMultislice(const RunConfig& config) {
+  const auto refuse = [&](std::string_view key, std::string_view why) {
+    Fail("{}: {}: {} is {} slices, and {}", config.source, key, config.topology_ref, config.topology.num_slices, why);
+  };
+  if (!config.infeed.per_host) {
+    refuse("infeed.per_host",
+           "each slice's hosts feed only their slice's cores: single-host infeed would cross slices");
+  }
+  if (!config.input.sharding.empty()) refuse("input.sharding", "sharding by a hybrid mesh is not simulated yet");
+  if (config.embedding.enabled()) refuse("embedding", "embedding tables across slices are not simulated yet");
+}
+
 }  // namespace
 
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides) {
@@ -518,15 +550,13 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::ve
   config.run = ParseRunSection(top.Child("run"));
   config.target_host = ParseTargetHost(top.Child("target_host"));
   config.report = ParseReport(top.Child("report"));
+  config.dcn = ParseDcn(top.Child("dcn"));
   config.checkpoint = ParseCheckpoint(top.Child("checkpoint"));
   top.Finish();
   CheckEmbeddingNames(config);
   config.embedding.storage_note = ChooseTableStorage(config.embedding.config, ThisMachine().memory_bytes);
   config.topology = cluster::ResolveTopology(config.topology_ref, TopologySearchDirs(path), config.topology_generation);
-  if (config.topology.num_slices != 1) {
-    Fail("{}: topology: {}: multislice runs are not simulated yet; tpusim topology describes them", path,
-         config.topology_ref);
-  }
+  if (config.topology.num_slices != 1) CheckMultislice(config);
   return config;
 }
 

@@ -139,6 +139,14 @@ struct ReportConfig {
   bool calibrate = true;
 };
 
+// dcn: the data-centre network between the slices of a multislice job, as the
+// pod projection takes it (docs/multislice.md). Absent figures are the topology's.
+struct DcnConfig {
+  DcnOverlap overlap = DcnOverlap::kNone;
+  std::optional<double> gbps_per_host;  // > 0
+  std::optional<double> latency_us;     // >= 0
+};
+
 struct InfeedConfig {
   bool per_host = true;                                        // use_per_host_infeed
   bool partitioned = false;                                    // use_partitioned_infeed_queue
@@ -266,6 +274,7 @@ struct RunConfig {
   RunSection run;
   TargetHostConfig target_host;
   ReportConfig report;
+  DcnConfig dcn;
   CheckpointConfig checkpoint;
   YAML::Node resolved;  // the config as resolved, for the report
 };

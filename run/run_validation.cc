@@ -232,8 +232,8 @@ infeed::InfeedPlan BuildShardedPlan(const RunConfig& config, const Slice& slice)
   options.global_batch = config.input.global_batch;
   options.features = RunFeatureSpecs(config);
   const cluster::DeviceMesh mesh = RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
-  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.topology.num_hosts(), slice.topology.cores_per_host(),
-                                          options, ShardingOptions(config, mesh));
+  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.num_hosts(), slice.topology.cores_per_host(), options,
+                                          ShardingOptions(config, mesh));
 }
 
 }  // namespace
@@ -261,8 +261,7 @@ infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice) 
   options.partition_dims = config.infeed.partition_dims;
   options.global_batch = config.input.global_batch;
   options.features = RunFeatureSpecs(config);
-  return infeed::InfeedPlan::Build(slice.assignment, slice.topology.num_hosts(), slice.topology.cores_per_host(),
-                                   options);
+  return infeed::InfeedPlan::Build(slice.assignment, slice.num_hosts(), slice.topology.cores_per_host(), options);
 }
 
 MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const infeed::InfeedPlan& plan,
@@ -296,10 +295,10 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const
   const cluster::Topology& topo = slice.topology;
   const double examples =
       static_cast<double>(config.input.global_batch) * static_cast<double>(MakeLoopPlan(config.train).global_steps);
-  for (int host = 0; host < topo.num_hosts(); ++host) {
+  for (int host = 0; host < slice.num_hosts(); ++host) {
     for (int ordinal = 0; ordinal < topo.cores_per_host(); ++ordinal) {
       if (!OnMachine(machine, layout, layout.core_rank(host, ordinal))) continue;
-      m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, topo.num_cores(), examples);
+      m.embedding_bytes += CoreEmbeddingBytes(config.embedding.config, slice.num_cores(), examples);
       bool trains = config.model.enabled && slice.assignment.replica_core_at(host, ordinal).replica >= 0;
       if (trains) m.model_bytes += CoreModelBytes(config, width, rows);
     }

@@ -94,7 +94,7 @@ int KeyTable::Find(const std::string& key) const {
 
 std::vector<int> HostsWithTrainingCores(const Slice& slice) {
   std::vector<int> hosts;
-  for (int h = 0; h < slice.topology.num_hosts(); ++h) {
+  for (int h = 0; h < slice.num_hosts(); ++h) {
     if (StatisticsSenderOrdinal(slice, h) >= 0) hosts.push_back(h);
   }
   return hosts;

@@ -9,17 +9,15 @@ namespace tpusim::run {
 
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
                  int hosts_per_process) {
-  if (topology.num_slices() > 1) {
-    Fail("{} is {} slices: multislice runs are not simulated yet; tpusim topology describes them", topology.name(),
-         topology.num_slices());
-  }
   cluster::DeviceAssignment assignment = cluster::DeviceAssignment::Build(topology, options);
-  cluster::RankLayout layout(topology.num_hosts(), topology.cores_per_host(), hosts_per_process);
+  if (topology.num_slices() > 1) assignment = assignment.AcrossSlices(topology.num_slices());
+  cluster::RankLayout layout(topology.num_slices() * topology.num_hosts(), topology.cores_per_host(),
+                             hosts_per_process);
   return Slice{topology, std::move(assignment), layout};
 }
 
 void CheckAgainstSlice(const RunConfig& config, const Slice& slice) {
-  const int hosts = slice.topology.num_hosts(), cores = slice.topology.cores_per_host();
+  const int hosts = slice.num_hosts(), cores = slice.topology.cores_per_host();
   const FaultsConfig& f = config.faults;
   for (size_t i = 0; i < f.slow_cores.size(); ++i) {
     const FaultsConfig::SlowCore& c = f.slow_cores[i];

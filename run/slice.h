@@ -13,21 +13,27 @@
 
 namespace tpusim::run {
 
+// A multislice job (topology.num_slices() > 1) is played whole: every slice's
+// hosts and cores are ranks, host s * H + h being host h of slice s, and the
+// assignment is the one slice's repeated on every slice (AcrossSlices).
 struct Slice {
-  cluster::Topology topology;
+  cluster::Topology topology;  // one slice's mesh, hosts and figures, and the slice count
   cluster::DeviceAssignment assignment;
   cluster::RankLayout layout;
 
+  int num_slices() const { return topology.num_slices(); }
+  // Hosts and cores of the whole job (every slice).
+  int num_hosts() const { return topology.num_slices() * topology.num_hosts(); }
+  int num_cores() const { return topology.num_slices() * topology.num_cores(); }
+  int slice_of_host(int host) const { return host / topology.num_hosts(); }
+
   // Cores outside every replica (TF accepts fewer replicas than fit): they get no
   // infeed and train nothing, though they still own embedding table shards.
-  int idle_cores() const {
-    return topology.num_cores() - assignment.num_replicas() * assignment.num_cores_per_replica();
-  }
+  int idle_cores() const { return num_cores() - assignment.num_replicas() * assignment.num_cores_per_replica(); }
 };
 
 // `hosts_per_process`: the layout (RankLayout; 0 = ranks, the default). Throws
-// Error when the assignment does not fit, and for a multislice topology (runs
-// simulate one slice).
+// Error when the assignment does not fit one slice.
 Slice BuildSlice(const cluster::Topology& topology, const cluster::DeviceAssignmentOptions& options,
                  int hosts_per_process = 0);
 

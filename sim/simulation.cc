@@ -106,7 +106,7 @@ int OutfeedCoresOnHost(const run::Slice& slice, int host) {
 // World ranks of every core in a replica: the destinations of every delivery.
 std::vector<int> TrainingCoreRanks(const run::Slice& slice) {
   std::vector<int> ranks;
-  for (int h = 0; h < slice.topology.num_hosts(); ++h) {
+  for (int h = 0; h < slice.num_hosts(); ++h) {
     for (int o = 0; o < slice.topology.cores_per_host(); ++o) {
       if (slice.assignment.replica_core_at(h, o).replica >= 0) {
         ranks.push_back(slice.layout.core_rank(h, o));
@@ -220,8 +220,8 @@ RankMetrics RankRun::RunLoops(RankSinks& sinks) {
 }
 
 RankMetrics RankRun::RunHost(RankSinks& sinks) {
-  host::InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
-                            ModeledInputWorkers(config_, slice_), InputStorage());
+  host::InputPipeline input(config_, plan_, role_.host, slice_.num_hosts(), ModeledInputWorkers(config_, slice_),
+                            InputStorage());
   input.StartAt(first_infeed_step());
   const host::HostLoopParts parts{plan_, loops_,      keys_,           slice_.layout, *comms_.world,
                                   input, sinks.trace, sinks.steps_csv, observer_,     storage_ ? &*storage_ : nullptr};
@@ -231,7 +231,7 @@ RankMetrics RankRun::RunHost(RankSinks& sinks) {
 host::HostLoopOptions RankRun::HostOptions() {
   host::HostLoopOptions o;
   o.host = role_.host;
-  o.num_hosts = slice_.topology.num_hosts();
+  o.num_hosts = slice_.num_hosts();
   o.outfeed_cores = OutfeedCoresOnHost(slice_, o.host);
   o.transport = Transport();
   if (config_.embedding.enabled()) o.embedding = config_.embedding.config;
@@ -330,7 +330,7 @@ core::CoreCheckpointOptions RankRun::CheckpointOptions() {
   s.host = role_.host;
   s.ordinal = role_.ordinal;
   s.num_hosts = s.num_cores = 0;
-  for (int h = 0; h < slice_.topology.num_hosts(); ++h) {
+  for (int h = 0; h < slice_.num_hosts(); ++h) {
     int on_host = 0;
     for (int c = 0; c < slice_.topology.cores_per_host(); ++c) {
       if (slice_.assignment.replica_core_at(h, c).replica < 0) continue;
@@ -426,7 +426,7 @@ void RankRun::MeasureCeiling(RankMetrics& mine) {
 
 void RankRun::CalibratePipelines(RankMetrics& mine) {
   if (!config_.report.calibrate || config_.input.source == run::InputSource::kCached) return;
-  for (int host : host::CalibratingHosts(plan_, slice_.topology.num_hosts())) {
+  for (int host : host::CalibratingHosts(plan_, slice_.num_hosts())) {
     if (role_.is_host() && role_.host == host) {
       CalibrateHere(mine);
     } else {
@@ -444,8 +444,7 @@ void RankRun::CalibratePipelines(RankMetrics& mine) {
 void RankRun::CalibrateHere(RankMetrics& mine) {
   const int workers = 1;
   try {
-    host::InputPipeline input(config_, plan_, role_.host, slice_.topology.num_hosts(),
-                              ModeledInputWorkers(config_, slice_));
+    host::InputPipeline input(config_, plan_, role_.host, slice_.num_hosts(), ModeledInputWorkers(config_, slice_));
     mine.calibration = host::CalibratePipeline(input, plan_, role_.host, workers);
   } catch (const Error& e) {
     mine.calibration = PipelineCalibration{

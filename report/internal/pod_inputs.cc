@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "run/target_host.h"
 
 namespace tpusim::report::internal {
@@ -78,6 +80,35 @@ ShampooInputs ShampooInputsOf(const ReportInputs& in, const run::TargetHost& tar
   return out;
 }
 
+// One slice's gradient bytes per cross-replica sum: every core's buffer (its
+// logical core's gradients) summed and divided by the replicas, which all hold
+// the same. The sum runs once per step (per micro-batch with apply_crs_to_grad
+// false, when this is per micro-batch).
+double SliceGradientBytes(const ReportInputs& in) {
+  double bytes = 0;
+  for (const sim::RankMetrics& r : in.ranks) {
+    if (r.core && r.core->crs && r.core->crs->calls > 0) {
+      bytes += static_cast<double>(r.core->crs->bytes) / static_cast<double>(r.core->crs->calls);
+    }
+  }
+  return bytes / std::max(in.slice.assignment.num_replicas(), 1);
+}
+
+DcnInputs DcnInputsOf(const ReportInputs& in) {
+  const cluster::Topology& topology = in.slice.topology;
+  if (topology.num_slices() <= 1) return {};
+  const run::DcnConfig& c = in.config.dcn;
+  const std::string figures = fmt::format("{}'s figure", topology.name());
+  return {topology.num_slices(),
+          topology.num_hosts(),
+          SliceGradientBytes(in),
+          c.gbps_per_host.value_or(topology.hardware().dcn_gbps_per_host),
+          c.gbps_per_host ? "dcn.gbps_per_host" : figures,
+          c.latency_us.value_or(topology.hardware().dcn_latency_us),
+          c.latency_us ? "dcn.latency_us" : figures + ", an assumption",
+          c.overlap};
+}
+
 }  // namespace
 
 // The run on the target pod's hosts (report/pod_projection.h), its step the
@@ -104,7 +135,8 @@ PodProjectionInputs PodProjectionInputsOf(const ReportInputs& in,
           topology.hardware().hbm_gbps_per_core,
           std::move(shampoo),
           run::TablesOnTheCores(in.config.embedding.config, topology.num_cores(), topology.hardware().hbm_gib_per_core,
-                                topology.name())};
+                                topology.name()),
+          DcnInputsOf(in)};
 }
 
 }  // namespace tpusim::report::internal

@@ -62,13 +62,9 @@ json PlacementRecord(const cluster::RankRole& core, const infeed::InfeedPlan& pl
     }
     tensors[plan.features()[f].name] = t;
   }
-  json record = {{"step", shard.header.step},
-                 {"host", core.host},
-                 {"ordinal", core.ordinal},
-                 {"replica", core.replica},
-                 {"logical_core", core.logical_core},
-                 {"src_host", shard.header.src_host},
-                 {"tensors", tensors}};
+  json record = {{"step", shard.header.step},         {"slice_index", core.slice}, {"host", core.host},
+                 {"ordinal", core.ordinal},           {"replica", core.replica},   {"logical_core", core.logical_core},
+                 {"src_host", shard.header.src_host}, {"tensors", tensors}};
   if (!plan.mesh_axes().empty()) AddMeshPlacement(core, plan, shard, record);
   return record;
 }

@@ -617,5 +617,52 @@ TEST(ComputationShapeTest, UnsupportedSizes) {
   EXPECT_THAT(ErrorOf([] { ComputationShape(0, Shipped("v3-8")); }), HasSubstr("split size 0"));
 }
 
+// A multislice job: the one slice's assignment on every slice, replicas and
+// hosts numbered slice-major (docs/multislice.md §1).
+TEST(DeviceAssignmentTest, AcrossSlicesRepeatsTheSliceSliceMajor) {
+  const DeviceAssignment one = Assign(Shipped("v3-32"), {1, 1, 1, 2}, 16);
+  const DeviceAssignment three = one.AcrossSlices(3);
+  EXPECT_EQ(three.num_slices(), 3);
+  EXPECT_EQ(three.num_replicas(), 48);
+  EXPECT_EQ(three.replicas_per_slice(), 16);
+  EXPECT_EQ(three.hosts_per_slice(), 4);
+  EXPECT_EQ(three.path(), one.path());
+  for (int s = 0; s < 3; ++s) {
+    for (int r = 0; r < 16; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        const int g = s * 16 + r;
+        EXPECT_EQ(three.host(g, k), s * 4 + one.host(r, k)) << g;
+        EXPECT_EQ(three.tpu_ordinal(g, k), one.tpu_ordinal(r, k)) << g;
+        EXPECT_EQ(three.coordinates(g, k), one.coordinates(r, k)) << g;
+        EXPECT_EQ(three.slice_of_replica(g), s);
+        EXPECT_EQ(three.slice_of_host(three.host(g, k)), s);
+        const DeviceAssignment::ReplicaCore at = three.replica_core_at(three.host(g, k), three.tpu_ordinal(g, k));
+        EXPECT_EQ(at.replica, g);
+        EXPECT_EQ(at.logical_core, k);
+      }
+    }
+    for (int h = 0; h < 4; ++h) {
+      std::vector<int> shifted;
+      for (int r : one.lookup_replicas(h, 1)) shifted.push_back(s * 16 + r);
+      EXPECT_EQ(three.lookup_replicas(s * 4 + h, 1), shifted);
+    }
+  }
+  ExpectInverseTableConsistent(three);
+  EXPECT_THAT(ErrorOf([&] { three.AcrossSlices(2); }), HasSubstr("already spans 3 slices"));
+  EXPECT_THAT(ErrorOf([&] { one.AcrossSlices(0); }), HasSubstr("0 slices"));
+  EXPECT_THAT(ErrorOf([&] { three.host(48); }), HasSubstr("out of range"));
+}
+
+// Cores outside every replica stay outside on every slice.
+TEST(DeviceAssignmentTest, AcrossSlicesKeepsIdleCoresIdle) {
+  const DeviceAssignment two = Assign(Shipped("v3-8"), {1, 1, 1, 1}, 4).AcrossSlices(2);
+  int idle = 0;
+  for (int h = 0; h < 2; ++h) {
+    for (int o = 0; o < 8; ++o) idle += two.replica_core_at(h, o).replica < 0;
+  }
+  EXPECT_EQ(idle, 8);
+  EXPECT_EQ(two.num_replicas(), 8);
+}
+
 }  // namespace
 }  // namespace tpusim::cluster

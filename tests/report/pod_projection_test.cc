@@ -255,6 +255,65 @@ TEST(PodProjectionTest, TheCrossReplicaSumOnIciIsPartOfTheTargetStep) {
   EXPECT_NEAR(p.projected_au.value(), 0.5, 1e-12);
 }
 
+// A multislice job (docs/multislice.md §4): 2(S-1)/S of one slice's 100 MB of
+// gradients over its 4 hosts at 100 Gbit/s each, plus 2(S-1) latencies of 20 us.
+report::PodProjectionSection DcnCase(int slices, double device_step_s,
+                                     run::DcnOverlap overlap = run::DcnOverlap::kNone) {
+  run::RunConfig config;
+  config.infeed.parallelism = 4;
+  infeed::StageCosts costs;
+  costs.preprocessing_cpu_s = 0.4;  // 10000 examples/s: 10 ms per step of 100
+  report::PodProjectionInputs in{
+      config, Target(4), 128, {Host(costs)}, device_step_s, 0.001, report::MachineShare{2, 1}, {}};
+  in.dcn = {slices, 4, 100e6, 100, "test", 20, "test", overlap};
+  return report::ProjectPod(in);
+}
+
+TEST(PodProjectionTest, TheAllReduceBetweenSlicesCrossesDcnOncePerStep) {
+  EXPECT_FALSE(DcnCase(1, 0.004).dcn.has_value());
+  // S = 2: 2 x 1/2 x 1e8 / 4 = 2.5e7 bytes per host, 2 ms at 1.25e10 B/s, plus 40 us.
+  const report::PodProjectionSection two = DcnCase(2, 0.004);
+  ASSERT_TRUE(two.dcn.has_value());
+  ExpectClose(two.dcn->bytes_per_host_per_step, 2.5e7);
+  ExpectClose(two.dcn->bandwidth_s, 0.002);
+  ExpectClose(two.dcn->latency_total_s, 40e-6);
+  ExpectClose(two.dcn->s_per_step, 0.00204);
+  ExpectClose(two.dcn->exposed_s, 0.00204);
+  EXPECT_EQ(two.dcn->overlap, "none");
+  // The step: 4 ms device + 1 ms on ICI + 2.04 ms on DCN; the input's 10 ms leave a
+  // wait of 2.96 ms; the device works 5 ms of the 10.
+  ExpectClose(two.target_step_s, 0.00704);
+  ExpectClose(two.dcn->share_of_step.value(), 0.00204 / 0.00704);
+  ExpectClose(two.projected_infeed_wait_s_per_step, 0.00296);
+  ExpectClose(two.projected_au.value(), 0.5);
+  // S = 4: 2 x 3/4 x 1e8 / 4 = 3.75e7 bytes, 3 ms, plus 6 x 20 us.
+  ExpectClose(DcnCase(4, 0.004).dcn->s_per_step, 0.00312);
+  bool said = false;
+  for (const std::string& a : two.assumes) said |= a.find("2 slices join over the data-centre network") == 0;
+  EXPECT_TRUE(said);
+}
+
+// At a fixed batch per slice the AU falls with the slice count: in a fed job
+// (a 20 ms device step) the DCN wait grows with S; with full overlap it is hidden
+// until it outlasts the rest of the step.
+TEST(PodProjectionTest, TheProjectedAuFallsWithTheSliceCount) {
+  double last = 1;
+  for (int slices : {1, 2, 4, 8, 16, 64}) {
+    const double au = DcnCase(slices, 0.020).projected_au.value();
+    EXPECT_LT(au, slices == 1 ? 1.0 + 1e-12 : last) << slices;
+    last = au;
+  }
+  const report::PodProjectionSection hidden = DcnCase(8, 0.020, run::DcnOverlap::kFull);
+  ExpectClose(hidden.dcn->exposed_s, 0);
+  ExpectClose(hidden.target_step_s, 0.021);
+  ExpectClose(hidden.projected_au.value(), 1);
+  // 4 ms + 1 ms of work under 3.5 ms + 14 x 20 us of DCN: fully hidden; at 1 ms of
+  // device, 2 ms of work: the DCN's 3.78 ms set the step.
+  const report::PodProjectionSection outlasts = DcnCase(8, 0.001, run::DcnOverlap::kFull);
+  ExpectClose(outlasts.target_step_s, 0.00378);
+  ExpectClose(outlasts.dcn->exposed_s, 0.00178);
+}
+
 // Host 1 builds at half host 0's rate — by its own inputs: its modeled work (a
 // slow host's) costs 0.8 ms per example, 4 / 0.8 ms = 5000/s — so it sets the
 // pod's rate and wait. (Measured CPU alone would be shared: see below.)
