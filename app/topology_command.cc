@@ -286,7 +286,7 @@ void PrintMeshTable(const cluster::DeviceMesh& mesh) {
 void PrintMultisliceTable(const cluster::Topology& topology) {
   fmt::print(
       "topology {}: {} slices of mesh [{}], {} hosts x {} cores each, joined by the data-centre network "
-      "({} Gbit/s per host, {} us a message); multislice runs are not simulated yet\n\n",
+      "({} Gbit/s per host, {} us a message); a run plays every slice, one slice's device assignment on each\n\n",
       topology.name(), topology.num_slices(), fmt::join(topology.mesh_shape(), ","), topology.num_hosts(),
       topology.cores_per_host(), topology.hardware().dcn_gbps_per_host, topology.hardware().dcn_latency_us);
   fmt::print("{:>6} {:>5} {:>7} {:>9} {:>4}\n", "id", "slice", "process", "coords", "core");
@@ -322,8 +322,9 @@ void RefuseAssignmentFlags(const TopologyOptions& options, const cluster::Topolo
                      : !options.ring_rule.empty()         ? "--ring-rule"
                                                           : nullptr;
   if (flag) {
-    Fail("{}: {} is {} slices and has no TF device assignment (multislice runs are not simulated yet)", flag,
-         topology.name(), topology.num_slices());
+    Fail("{}: {} is {} slices; TF's device assignment is one slice's (a run repeats it on every slice): give {} "
+         "for one slice",
+         flag, topology.name(), topology.num_slices(), flag);
   }
 }
 

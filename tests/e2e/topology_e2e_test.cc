@@ -242,17 +242,20 @@ TEST(TopologyEndToEnd, HybridMeshFromADeviceListsOrder) {
   EXPECT_EQ(WithoutName(TopologyJson(out + " --generation v3")), WithoutName(TopologyJson("2xv3-8")));
 }
 
-// Runs simulate one slice: a multislice topology is refused in one line.
-TEST(TopologyEndToEnd, MultisliceRunsAreRefused) {
+// A run plays every slice of a multislice job (docs/multislice.md): ranks and
+// validate lay it out, single-host infeed is refused.
+TEST(TopologyEndToEnd, MultisliceRunsAreLaidOutWhole) {
   const std::string run = Write("multislice-run.yaml", "topology: 2xv4-8\n");
   Result r = Shell(Tpusim() + " validate " + run);
-  EXPECT_EQ(r.rc, 2);
-  EXPECT_EQ(r.output,
-            "tpusim: error: " + run +
-                ": topology: 2xv4-8: multislice runs are not simulated yet; tpusim topology describes them\n");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output, run + ": ok (run on 2xv4-8: 8 replicas x 1 cores, 0 idle cores, 10 ranks, about 0.00 GiB of "
+                            "memory)\n");
   r = Shell(Tpusim() + " ranks 2xv4-8");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output, "10\n");
+  r = Shell(Tpusim() + " topology 2xv4-8 --replicas 4");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.output, HasSubstr("multislice runs are not simulated yet; tpusim topology describes them"));
+  EXPECT_THAT(r.output, HasSubstr("--replicas: 2xv4-8 is 2 slices; TF's device assignment is one slice's"));
 }
 
 }  // namespace
