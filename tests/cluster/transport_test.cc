@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "cluster/in_process_transport.h"
 #include "tests/common/error_of.h"
+#include "tests/common/hierarchical_crs_cases.h"
 #include "tests/common/malloc_counter.h"
 #include "tests/common/transport_cases.h"
 
@@ -44,6 +45,14 @@ TEST(InProcessTransportTest, Collectives) {
 
 TEST(InProcessTransportTest, CrossReplicaSum) {
   for (int n : {1, 2, 3, 4}) RunOnGroup(n, testing_cases::CrossReplicaSum);
+}
+
+TEST(InProcessTransportTest, HierarchicalCrossReplicaSum) {
+  for (int n : {2, 3, 4, 6, 8}) RunOnGroup(n, testing_cases::HierarchicalCrossReplicaSum);
+}
+
+TEST(InProcessTransportTest, HierarchicalCrossReplicaSumErrors) {
+  for (int n : {1, 4, 6}) RunOnGroup(n, testing_cases::HierarchicalCrossReplicaSumErrors);
 }
 
 TEST(InProcessTransportTest, AllToAll) {

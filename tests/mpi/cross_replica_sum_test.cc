@@ -20,6 +20,7 @@
 #include "cluster/rank_layout.h"
 #include "cluster/topology.h"
 #include "cluster/topology_source.h"
+#include "tests/common/hierarchical_crs_cases.h"
 
 namespace tpusim::cluster {
 namespace {
@@ -133,6 +134,58 @@ TEST(ModeledRingAllReduceTest, FollowsTheRingBandwidthTerm) {
   EXPECT_EQ(ModeledRingAllReduceSeconds(1'000'000'000, 1, hw), 0.0);
   EXPECT_THROW(ModeledRingAllReduceSeconds(1, 0, hw), Error);
   EXPECT_THROW(ModeledRingAllReduceSeconds(1, 2, HardwareFigures{}), Error);
+}
+
+TEST(ValidateSlicesTest, AcceptsEqualMembersInEverySliceAGroupReaches) {
+  EXPECT_NO_THROW(ValidateSlices({}, 8, 1));
+  EXPECT_NO_THROW(ValidateSlices({}, 8, 4));
+  EXPECT_NO_THROW(ValidateSlices({{0, 2, 4, 6}, {1, 3, 5, 7}}, 8, 2));
+  EXPECT_NO_THROW(ValidateSlices({{0, 1}, {2, 3}, {4, 5}}, 6, 3));      // each inside a slice
+  EXPECT_NO_THROW(ValidateSlices({{0, 1, 2, 3}, {4, 5, 6, 7}}, 8, 4));  // two slices each
+  EXPECT_NO_THROW(ValidateSlices({{0, 1, 2, 4}, {3, 5, 6, 7}}, 8, 1));
+}
+
+TEST(ValidateSlicesTest, RejectsSlicesThatDoNotDivideAndUnevenGroups) {
+  auto message = [](const GroupAssignment& groups, int replicas, int slices) -> std::string {
+    try {
+      ValidateSlices(groups, replicas, slices);
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  EXPECT_THAT(message({}, 8, 3), HasSubstr("slices = 3 must be at least 1 and divide the 8 replicas"));
+  EXPECT_THAT(message({}, 8, 0), HasSubstr("slices = 0"));
+  EXPECT_THAT(message({}, 8, -2), HasSubstr("slices = -2"));
+  EXPECT_THAT(message({{0, 1, 2, 4}, {3, 5, 6, 7}}, 8, 2),
+              HasSubstr("group_assignment [[0,1,2,4],[3,5,6,7]]: group 0 has 1 replicas in slice 1 but 3 in another"));
+  EXPECT_THAT(message({{0, 1, 6, 7}, {2, 3, 4, 8}, {5, 9, 10, 11}}, 12, 2),
+              HasSubstr("group 1 has 1 replicas in slice 1 but 3 in another"));
+}
+
+TEST(ModeledHierarchicalAllReduceTest, AddsTheDcnRingOverOneShard) {
+  HardwareFigures hw;
+  hw.ici_link_gbps = 800;      // 100e9 bytes/s per link direction
+  hw.dcn_gbps_per_host = 400;  // 50e9 bytes/s per host, 12.5e9 per member at 4 members a host
+  hw.dcn_latency_us = 20;
+  const double ici = 1.5 * 0.01;  // 1 GB over 4 members in a slice: the ring's 2(n-1)/n
+  // 2 slices: 2(1)/2 * (1e9 / 4) / 12.5e9 = 0.02 s, plus 2 latencies.
+  EXPECT_DOUBLE_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 4, 2, hw, 4), ici + 0.02 + 40e-6);
+  // 4 slices: 2(3)/4 * 0.25e9 / 12.5e9 = 0.03 s, plus 6 latencies.
+  EXPECT_DOUBLE_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 4, 4, hw, 4), ici + 0.03 + 120e-6);
+  // One member per host has the host's whole DCN.
+  EXPECT_DOUBLE_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 4, 2, hw, 1), ici + 0.005 + 40e-6);
+  // One member per slice: only the DCN ring; one slice: only the ICI ring.
+  EXPECT_DOUBLE_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 1, 2, hw, 1), 0.02 + 40e-6);
+  EXPECT_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 4, 1, hw, 4),
+            ModeledRingAllReduceSeconds(1'000'000'000, 4, hw));
+  EXPECT_EQ(ModeledHierarchicalAllReduceSeconds(1'000'000'000, 1, 1, HardwareFigures{}, 1), 0.0);
+  EXPECT_THROW(ModeledHierarchicalAllReduceSeconds(1, 0, 2, hw, 1), Error);
+  EXPECT_THROW(ModeledHierarchicalAllReduceSeconds(1, 2, 0, hw, 1), Error);
+  EXPECT_THROW(ModeledHierarchicalAllReduceSeconds(1, 2, 2, hw, 0), Error);
+  HardwareFigures no_dcn = hw;
+  no_dcn.dcn_gbps_per_host = 0;
+  EXPECT_THROW(ModeledHierarchicalAllReduceSeconds(1, 2, 2, no_dcn, 1), Error);
 }
 
 class CrsTest : public testing::TestWithParam<CrsAlgorithm> {};
@@ -305,6 +358,36 @@ TEST(CrossReplicaSumTest, RingIsBitwiseReproducibleInItsDocumentedOrder) {
   std::vector<float> rank0 = first;
   s.comm.Broadcast(std::as_writable_bytes(std::span<float>(rank0)), 0);
   EXPECT_EQ(0, std::memcmp(rank0.data(), first.data(), size * sizeof(float)));
+}
+
+// The bodies shared with the in-process transport (tests/common/hierarchical_crs_cases.h)
+// over this rank's logical core.
+TEST(HierarchicalCrossReplicaSumTest, AgreesWithTheFlatRingOnEveryMember) {
+  CrsSetup s = MakeSetup();
+  if (!s.participates()) return;
+  testing_cases::HierarchicalCrossReplicaSum(s.comm);
+}
+
+TEST(HierarchicalCrossReplicaSumTest, BadSlicesThrowOnEveryMember) {
+  CrsSetup s = MakeSetup();
+  if (!s.participates()) return;
+  testing_cases::HierarchicalCrossReplicaSumErrors(s.comm);
+}
+
+// kMpi ignores the slices for its sum (one MPI_Allreduce over the group) but keeps
+// their validation.
+TEST(HierarchicalCrossReplicaSumTest, MpiAlgorithmSumsFlatOverTheGroup) {
+  CrsSetup s = MakeSetup();
+  if (!s.participates() || s.num_replicas() % 2 != 0) return;
+  CrossReplicaSumOptions options = Options(CrsAlgorithm::kMpi);
+  options.slices = 2;
+  CrossReplicaSum crs(s.comm, s.replica, options);
+  std::vector<int32_t> x{s.replica + 1};
+  crs.Sum(std::span<int32_t>(x));
+  EXPECT_EQ(x[0], s.num_replicas() * (s.num_replicas() + 1) / 2);
+  const CrsTimingSummary summary = crs.Summarize();
+  EXPECT_EQ(summary.dcn_bytes, 0);
+  EXPECT_EQ(summary.cross_slice_all_reduce_seconds, 0.0);
 }
 
 // Ragged sizes including empty buffers: what q receives from p is exactly what p
