@@ -392,6 +392,11 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   for (const sim::RankMetrics& r : in.ranks) {
     if (!r.core || !r.core->crs) continue;
     const sim::CoreCrs& c = *r.core->crs;
+    sum.slices = c.slices;
+    sum.reduce_scatter_s += c.reduce_scatter_s;
+    sum.cross_slice_s += c.cross_slice_s;
+    sum.all_gather_s += c.all_gather_s;
+    sum.dcn_bytes += c.dcn_bytes;
     sum.total_s += c.total_s;
     sum.compute_s += c.compute_s;
     sum.sync_s += c.sync_s;
@@ -406,10 +411,15 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
   const double per_call_bytes = static_cast<double>(sum.bytes) / static_cast<double>(sum.calls);
   // On several slices the ICI part is the ring inside one slice; what crosses
   // slices is pod_projection.dcn's.
-  const int in_slice = std::max(sum.group_size / in.slice.num_slices(), 1);
+  const int in_slice = std::max(sum.group_size / sum.slices, 1);
   const double modeled =
       cluster::ModeledRingAllReduceSeconds(static_cast<size_t>(per_call_bytes), in_slice, in.slice.topology.hardware());
   const double per = 1.0 / (n * static_cast<double>(sum.calls));
+  std::optional<CrsPhases> phases;
+  if (sum.slices > 1) {
+    phases = CrsPhases{sum.slices, sum.reduce_scatter_s * per, sum.cross_slice_s * per, sum.all_gather_s * per,
+                       static_cast<double>(sum.dcn_bytes) * per};
+  }
   return CrsSection{std::string(run::SpellingOf(in.config.train.crs)),
                     sum.group_size,
                     sum.calls,
@@ -419,7 +429,8 @@ std::optional<CrsSection> CrsOf(const ReportInputs& in) {
                     sum.sync_s * per,
                     sum.algbw / n,
                     sum.busbw / n,
-                    modeled};
+                    modeled,
+                    phases};
 }
 
 // The same step on the topology's own hardware figures: shards over the host link,

@@ -24,6 +24,21 @@ void HostWindowRatesFields(Io& io, Rates& r) {
 }
 
 template <typename Io, typename Section>
+void CrsFields(Io& io, Section& c) {
+  io.Required("algorithm", c.algorithm);
+  io.Required("group_size", c.group_size);
+  io.Required("calls", c.calls);
+  io.Required("bytes_per_call", c.bytes_per_call);
+  io.Required("mean_s_per_call", c.mean_s_per_call);
+  io.Required("compute_s_per_call", c.compute_s_per_call);
+  io.Required("sync_s_per_call", c.sync_s_per_call);
+  io.Required("algbw_bytes_per_s", c.algbw_bytes_per_s);
+  io.Required("busbw_bytes_per_s", c.busbw_bytes_per_s);
+  io.Required("ici_projected_s_per_call", c.ici_projected_s_per_call);
+  io.IfPresent("hierarchical", c.hierarchical);
+}
+
+template <typename Io, typename Section>
 void TopologyFields(Io& io, Section& t) {
   io.Required("name", t.name);
   io.Required("num_replicas", t.num_replicas);
@@ -226,6 +241,7 @@ void ReportFields(Io& io, R& r) {
 // Both directions of every struct above, from its one field list (internal/json_fields.h).
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostWindowRates, HostWindowRatesFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(TopologySection, TopologyFields)
+TPUSIM_REPORT_JSON_FROM_FIELDS(CrsSection, CrsFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(HostRow, HostRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(CoreRow, CoreRowFields)
 TPUSIM_REPORT_JSON_FROM_FIELDS(ProjectionSection, ProjectionFields)

@@ -236,6 +236,17 @@ struct StragglersSection {
   std::string cause;
 };
 
+// The hierarchical sum of a multislice job, per call, mean over the cores
+// (docs/multislice.md §3): a reduce-scatter inside the slice, an all-reduce of
+// each shard across slices (the pod's DCN), an all-gather inside the slice.
+struct CrsPhases {
+  int slices = 1;
+  double reduce_scatter_s_per_call = 0;
+  double cross_slice_all_reduce_s_per_call = 0;
+  double all_gather_s_per_call = 0;
+  double cross_slice_bytes_per_call = 0;  // what one core sent to other slices
+};
+
 // The cross-replica sums of the gradients, and the same sums on the topology's ICI.
 struct CrsSection {
   std::string algorithm;  // train.crs
@@ -248,6 +259,7 @@ struct CrsSection {
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
   double ici_projected_s_per_call = 0;
+  std::optional<CrsPhases> hierarchical;  // absent: one slice (a flat sum)
 };
 
 // The embedding engine's load over the window.
@@ -595,9 +607,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SlowestCore, host, ordinal, replica, busy_s_p
                                    crs_sync_s_per_step)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StragglersSection, slowest_core, median_busy_s_per_step, others_crs_sync_s_per_step,
                                    ratio_to_median, cause)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsSection, algorithm, group_size, calls, bytes_per_call, mean_s_per_call,
-                                   compute_s_per_call, sync_s_per_call, algbw_bytes_per_s, busbw_bytes_per_s,
-                                   ici_projected_s_per_call)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CrsPhases, slices, reduce_scatter_s_per_call, cross_slice_all_reduce_s_per_call,
+                                   all_gather_s_per_call, cross_slice_bytes_per_call)
+void to_json(nlohmann::json& j, const CrsSection& c);
+void from_json(const nlohmann::json& j, CrsSection& c);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmbeddingLoad, cores, max_rows_served_per_step, mean_rows_served_per_step,
                                    all_to_all_bytes_per_step, ids_looked_up_per_step, ids_enqueued_per_s,
                                    ids_per_example)

@@ -72,6 +72,14 @@ void PrintCrs(const CrsSection& c) {
   fmt::print("crs ({}, {} replicas, {:.0f} KiB): {:.3f} ms/call = compute {:.3f} + sync {:.3f}; {}; on ICI {:.3f} ms\n",
              c.algorithm, c.group_size, c.bytes_per_call / 1024, c.mean_s_per_call * 1e3, c.compute_s_per_call * 1e3,
              c.sync_s_per_call * 1e3, CrsBandwidth(c), c.ici_projected_s_per_call * 1e3);
+  if (c.hierarchical) {
+    const CrsPhases& h = *c.hierarchical;
+    fmt::print(
+        "  hierarchical over {} slices (ms/call): reduce-scatter in the slice {:.3f}, all-reduce across slices {:.3f} "
+        "({:.0f} KiB sent per core), all-gather in the slice {:.3f}\n",
+        h.slices, h.reduce_scatter_s_per_call * 1e3, h.cross_slice_all_reduce_s_per_call * 1e3,
+        h.cross_slice_bytes_per_call / 1024, h.all_gather_s_per_call * 1e3);
+  }
 }
 
 void PrintReplicas(const ReplicasSection& r) {

@@ -89,6 +89,13 @@ struct CoreCrs {
   double algbw = 0;
   double busbw = 0;
   int group_size = 1;
+  // Across slices (cluster::CrossReplicaSum's hierarchical sum): the slices the
+  // group spans and the phase totals; 1 and zeros on one slice.
+  int slices = 1;
+  double reduce_scatter_s = 0;
+  double cross_slice_s = 0;
+  double all_gather_s = 0;
+  int64_t dcn_bytes = 0;
 };
 
 // The first non-finite value of a run (train.stop_on_nan): the global step, the
@@ -231,7 +238,8 @@ void to_json(nlohmann::json& j, const CoreMetrics& m);
 void from_json(const nlohmann::json& j, CoreMetrics& m);
 void to_json(nlohmann::json& j, const HostMetrics& m);
 void from_json(const nlohmann::json& j, HostMetrics& m);
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw, group_size)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoreCrs, calls, bytes, total_s, compute_s, sync_s, algbw, busbw, group_size, slices,
+                                   reduce_scatter_s, cross_slice_s, all_gather_s, dcn_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NonFiniteValue, global_step, replica, variable)
 // A non-finite loss travels as null (JSON has no NaN) and comes back as NaN.
 void to_json(nlohmann::json& j, const LoopRecord& r);

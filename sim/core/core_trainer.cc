@@ -20,6 +20,7 @@ namespace {
 cluster::CrossReplicaSumOptions CrsOptions(const run::RunConfig& config) {
   cluster::CrossReplicaSumOptions o;
   o.algorithm = config.train.crs;
+  o.slices = config.topology.num_slices;  // hierarchical across slices (docs/multislice.md §3)
   return o;
 }
 

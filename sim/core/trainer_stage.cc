@@ -101,7 +101,12 @@ void TrainerStage::Finish(CoreMetrics& metrics) {
                         crs.sync_seconds,
                         crs.algbw_bytes_per_sec,
                         crs.busbw_bytes_per_sec,
-                        trainer_.crs().group_size()};
+                        trainer_.crs().group_size(),
+                        trainer_.crs().group_slices(),
+                        crs.reduce_scatter_seconds,
+                        crs.cross_slice_all_reduce_seconds,
+                        crs.all_gather_seconds,
+                        crs.dcn_bytes};
   metrics.global_step = trainer_.global_step();
   metrics.param_checksums = ParamChecksums(trainer_.model());
   metrics.non_finite_steps = trainer_.non_finite_steps();

@@ -38,15 +38,23 @@ TEST_P(SlicesTrain, WhatOneCoreTrainsOnTheGlobalBatch) {
   const std::string name = GetParam().name;
   const std::string report = TempDir() + "/multislice-" + name + ".json";
   const std::string sliced = "--set topology=2xv4-8 " + layout;
-  const std::string two = TrainParams("slices-" + name, kRun,
-                                      sliced + " --set input.global_batch=64 --set infeed.verify=true --report " + report,
-                                      MpiRanks(kRun, sliced));
+  const std::string two = TrainParams(
+      "slices-" + name, kRun, sliced + " --set input.global_batch=64 --set infeed.verify=true --report " + report,
+      MpiRanks(kRun, sliced));
   const std::string one = TrainParams("one-core-" + name, kRun, "--set topology=v1-1 --set input.global_batch=64", 2);
   EXPECT_LT(MaxDifference(two, one), 1e-6);
   const json r = ReadJson(report);
   EXPECT_TRUE(r["replicas"]["identical"].get<bool>());
   EXPECT_EQ(r["replicas"]["checksums"].size(), 8u);
   EXPECT_EQ(r["crs"]["group_size"], 8);
+  // The sum ran hierarchically: its three phases, and a quarter of each core's
+  // gradients (4 cores per slice) sent to the other slice twice (2(S-1)/S = 1).
+  const json& h = r["crs"]["hierarchical"];
+  EXPECT_EQ(h["slices"], 2);
+  for (const char* phase : {"reduce_scatter_s_per_call", "cross_slice_all_reduce_s_per_call", "all_gather_s_per_call"})
+    EXPECT_GT(h[phase].get<double>(), 0) << phase;
+  EXPECT_NEAR(h["cross_slice_bytes_per_call"].get<double>(), r["crs"]["bytes_per_call"].get<double>() / 4,
+              r["crs"]["bytes_per_call"].get<double>() / 400);
 }
 
 INSTANTIATE_TEST_SUITE_P(Multislice, SlicesTrain,
@@ -102,7 +110,8 @@ TEST(Multislice, TheReportNamesSlicesAndTheDcnTermFollowsItsFormula) {
   EXPECT_EQ(d["overlap"], "none");
   EXPECT_NEAR(d["exposed_s"].get<double>(), expected, 1e-12);
   const double target = p["target_step_s"].get<double>();
-  EXPECT_NEAR(target, p["device_step_s"].get<double>() + rep["projection"]["ici_crs_s_per_step"].get<double>() + expected,
+  EXPECT_NEAR(target,
+              p["device_step_s"].get<double>() + rep["projection"]["ici_crs_s_per_step"].get<double>() + expected,
               1e-12);
   EXPECT_NEAR(d["share_of_step"].get<double>(), expected / target, 1e-12);
   EXPECT_EQ(rep["answer"]["slices"], 3);

@@ -200,7 +200,7 @@ TEST(TopologyEndToEnd, MultisliceTopologyListsEveryDevice) {
   EXPECT_EQ(TopologyJson("v4-8")["num_slices"], 1);
   const Result r = Shell(Tpusim() + " topology 2xv4-8 --split 2");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.output, HasSubstr("--split: 2xv4-8 is 2 slices and has no TF device assignment"));
+  EXPECT_THAT(r.output, HasSubstr("--split: 2xv4-8 is 2 slices; TF's device assignment is one slice's"));
 }
 
 // The hybrid mesh of create_hybrid_device_mesh: v4-8's data=2,fsdp=2 is 0 1 / 2 3
@@ -248,8 +248,9 @@ TEST(TopologyEndToEnd, MultisliceRunsAreLaidOutWhole) {
   const std::string run = Write("multislice-run.yaml", "topology: 2xv4-8\n");
   Result r = Shell(Tpusim() + " validate " + run);
   EXPECT_EQ(r.rc, 0) << r.output;
-  EXPECT_EQ(r.output, run + ": ok (run on 2xv4-8: 8 replicas x 1 cores, 0 idle cores, 10 ranks, about 0.00 GiB of "
-                            "memory)\n");
+  EXPECT_EQ(r.output, run +
+                          ": ok (run on 2xv4-8: 8 replicas x 1 cores, 0 idle cores, 10 ranks, about 0.00 GiB of "
+                          "memory)\n");
   r = Shell(Tpusim() + " ranks 2xv4-8");
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(r.output, "10\n");
