@@ -322,9 +322,10 @@ void RefuseAssignmentFlags(const TopologyOptions& options, const cluster::Topolo
                      : !options.ring_rule.empty()         ? "--ring-rule"
                                                           : nullptr;
   if (flag) {
-    Fail("{}: {} is {} slices; TF's device assignment is one slice's (a run repeats it on every slice): give {} "
-         "for one slice",
-         flag, topology.name(), topology.num_slices(), flag);
+    Fail(
+        "{}: {} is {} slices; TF's device assignment is one slice's (a run repeats it on every slice): give {} "
+        "for one slice",
+        flag, topology.name(), topology.num_slices(), flag);
   }
 }
 
