@@ -209,7 +209,7 @@ report::MachineShare ShareOf(const run::Machine& machine, const run::Slice& slic
   for (int r : machine.ranks) {
     if (layout.hosts_per_process() > 0) {
       hosts += layout.hosts_per_process();
-    } else if (layout.RoleOf(r, slice.assignment).is_host()) {
+    } else if (layout.is_host_rank(r)) {
       ++hosts;
     }
   }

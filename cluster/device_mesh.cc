@@ -307,10 +307,7 @@ Positions NdTorus(const Array& physical, const std::vector<int64_t>& mesh_shape,
     if (allow_split) return SplittingAxes(physical, mesh_shape);
     Fail(
         "NotImplementedError: Failed to find assignment for logical_axis_index {} of size {} "
-        "with remaining assignable mesh [{}]. The size of each axis in your logical mesh must "
-        "be equal to the product of some subset of the physical mesh axis sizes. E.g. logical "
-        "mesh (4, 16) is compatible with physical mesh 4x4x4 since 4=4 and 16=4x4. If you want "
-        "to split physical axes, set  allow_split_physical_axes to True.",
+        "with remaining assignable mesh [{}]. (allow_split_physical_axes splits axes)",
         l, mesh_shape[l], fmt::join(assignable, ", "));
   }
   std::vector<int> transpose;

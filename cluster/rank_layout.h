@@ -42,6 +42,7 @@ class RankLayout {
   int world_size() const { return num_hosts_ * (1 + cores_per_host_); }
   int ranks_per_host() const { return 1 + cores_per_host_; }
   int host_rank(int host) const { return host * ranks_per_host(); }
+  bool is_host_rank(int rank) const { return rank % ranks_per_host() == 0; }  // without the role's lookups
   int core_rank(int host, int ordinal) const { return host * ranks_per_host() + 1 + ordinal; }
   int core_rank(const DeviceAssignment& assignment, int replica, int logical_core) const;
 

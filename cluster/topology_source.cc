@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -129,10 +130,13 @@ TopologySource ResolveTopology(const std::string& reference, const std::vector<s
     return slice;
   }
   if (AcceleratorTypeShape(reference)) return {"", reference, generation, 1, ""};
-  Fail(
-      "topology '{}' is neither an existing file, a known name nor a Cloud TPU accelerator type; "
-      "searched {}; available: {}; accelerator types: {}",
-      reference, fmt::join(dirs, ", "), fmt::join(AvailableTopologies(dirs), ", "), AcceleratorTypePatterns());
+  // One line of about 300 characters however many files the folders hold.
+  const std::set<std::string> names = AvailableTopologies(dirs);
+  constexpr size_t kNamesShown = 10;
+  std::vector<std::string> shown(names.begin(), std::next(names.begin(), std::min(names.size(), kNamesShown)));
+  if (names.size() > kNamesShown) shown.push_back(fmt::format("and {} more", names.size() - kNamesShown));
+  Fail("topology '{}' is neither a file, a name in {} ({}) nor an accelerator type ({})", reference,
+       fmt::join(dirs, ", "), fmt::join(shown, ", "), AcceleratorTypePatterns());
 }
 
 Topology LoadTopology(const TopologySource& source) {

@@ -224,9 +224,8 @@ bool TfRecordReader::CheckCrc(std::string_view bytes, uint32_t stored_masked) {
 }
 
 void TfRecordReader::Corrupt(const std::string& what) const {
-  Fail("{}: record {} at byte offset {}{}: {} (input.tfrecord.skip_corrupt: true skips such records)", path_,
-       record_index_, record_offset_,
-       options_.compression == TfRecordCompression::kNone ? "" : " of the inflated stream", what);
+  Fail("{}: record {} at byte offset {}{}: {} (input.tfrecord.skip_corrupt skips such records)", path_, record_index_,
+       record_offset_, options_.compression == TfRecordCompression::kNone ? "" : " of the inflated stream", what);
 }
 
 // A corrupt record: an Error, or with skip_corrupt one skipped record (and, when
@@ -256,7 +255,7 @@ bool TfRecordReader::Next(std::string& data) {
     }
     if (options_.compression != TfRecordCompression::kNone &&
         length > static_cast<uint64_t>(stream_->MaxInflatedLeft())) {
-      Skip(fmt::format("declares {} data bytes, more than the rest of the file can hold ({} compressed bytes "
+      Skip(fmt::format("declares {} data bytes, more than the file can hold ({} compressed bytes "
                        "inflate to at most {}); refused before inflating",
                        length, stream_->CompressedLeft(), stream_->MaxInflatedLeft()),
            true);

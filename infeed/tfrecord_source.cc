@@ -267,7 +267,7 @@ std::vector<int64_t> TfRecordSource::DecodeRows(const std::vector<RawRecord>& re
     try {
       DecodeExample({files_, specs_, seed_, clock_}, r, batch, rows[i], costs);
     } catch (const CorruptRecord& e) {
-      if (!skip) Fail("{} (input.tfrecord.skip_corrupt: true skips such records)", e.what());
+      if (!skip) Fail("{} (input.tfrecord.skip_corrupt skips such records)", e.what());
       corrupt.push_back(rows[i]);
       ++costs.skipped_records;
       why = e.what();

@@ -70,7 +70,12 @@ void OutputWrites::Try(const std::function<void()>& write) {
 
 void OutputWrites::ThrowIfAnyFailed() const {
   if (failures_.empty()) return;
-  throw OutputsFailed(fmt::format("{}", fmt::join(failures_, "; ")));
+  if (failures_.size() == 1) throw OutputsFailed(failures_[0]);
+  // One line: the first failure whole, the others by their flag ("--trace PATH: ..."
+  // names it first), so five outputs on a full disk do not make five clauses.
+  std::vector<std::string> others;
+  for (size_t i = 1; i < failures_.size(); ++i) others.push_back(failures_[i].substr(0, failures_[i].find(' ')));
+  throw OutputsFailed(fmt::format("{}; {} more failed too: {}", failures_[0], others.size(), fmt::join(others, ", ")));
 }
 
 }  // namespace tpusim::run

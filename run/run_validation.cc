@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/byte_size.h"
 #include "base/error.h"
 #include "embedding/coo_bytes.h"
 #include "embedding/synthetic_ids.h"
@@ -81,18 +82,6 @@ double HostBatchesHeld(const RunConfig& config) {
   return ahead + (in.source == InputSource::kCached ? static_cast<double>(in.cache_steps) : 0.0);
 }
 
-// Which keys set HostBatchesHeld, for the memory error.
-std::string HeldWhy(const RunConfig& config) {
-  const InputConfig& in = config.input;
-  std::string why = in.prefetch > 0 ? fmt::format("input.prefetch {}", in.prefetch)
-                                    : fmt::format(
-                                          "input.prefetch 0 = 2 x infeed.parallelism {} + "
-                                          "infeed.queue_depth {}",
-                                          config.infeed.parallelism, config.infeed.queue_depth);
-  if (in.source == InputSource::kCached) why += fmt::format(" + input.cache_steps {}", in.cache_steps);
-  return why;
-}
-
 // Optimizer slots per parameter, at most (adafactor counted unfactored).
 int SlotsPerParameter(const optim::OptimizerConfig& o) {
   if (o.name == "momentum" || o.name == "adagrad") return 1;
@@ -161,18 +150,23 @@ double HostIdGeneratorBytes(const embedding::EmbeddingConfig& config) {
   return bytes;
 }
 
-std::string Gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / kGiB); }
-
 void CheckMemory(const RunConfig& config, const MemoryEstimate& m, const Machine& machine) {
   if (m.total() <= machine.memory_bytes) return;
+  // One line of about 300 characters: the parts that hold a share of the memory
+  // (1 % or more), and the keys that shrink them.
+  const auto counts = [&](double bytes) { return bytes >= 0.01 * m.total(); };
+  std::vector<std::string> parts;
+  if (counts(m.queues_bytes)) parts.push_back("infeed queues " + ByteSize(m.queues_bytes));
+  if (counts(m.host_batches_bytes)) {
+    parts.push_back(
+        fmt::format("host batches {} ({:g} per host)", ByteSize(m.host_batches_bytes), HostBatchesHeld(config)));
+  }
+  if (counts(m.model_bytes)) parts.push_back("model " + ByteSize(m.model_bytes));
+  if (counts(m.embedding_bytes)) parts.push_back("embedding tables " + ByteSize(m.embedding_bytes));
   Fail(
-      "{}: memory: the run needs about {} on this machine (infeed queues {}, host batches {}: "
-      "{:g} per host, {}; model {}, embedding tables {}) but it has {}; lower input.prefetch, "
-      "infeed.parallelism (this machine's threads; the pod's workers are "
-      "target_host.input_workers), input.global_batch, infeed.queue_depth, the feature shapes or "
-      "the model",
-      config.source, Gib(m.total()), Gib(m.queues_bytes), Gib(m.host_batches_bytes), HostBatchesHeld(config),
-      HeldWhy(config), Gib(m.model_bytes), Gib(m.embedding_bytes), Gib(machine.memory_bytes));
+      "{}: memory: the run needs about {} ({}) but this machine has {}; lower input.global_batch, input.prefetch, "
+      "infeed.queue_depth, infeed.parallelism, the shapes or the model",
+      config.source, ByteSize(m.total()), fmt::join(parts, ", "), ByteSize(machine.memory_bytes));
 }
 
 void CheckModelWidth(const RunConfig& config, double width) {

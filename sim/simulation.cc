@@ -50,7 +50,7 @@ NodeShare ShareOfThisNode(const cluster::Transport& world, const run::Slice& sli
   for (size_t r = 0; r < nodes.size(); ++r) {
     if (nodes[r] != mine) continue;
     ++share.ranks;
-    if (slice.layout.RoleOf(static_cast<int>(r), slice.assignment).is_host()) ++share.host_ranks;
+    if (slice.layout.is_host_rank(static_cast<int>(r))) ++share.host_ranks;
   }
   return share;
 }

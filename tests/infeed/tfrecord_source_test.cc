@@ -196,7 +196,7 @@ TEST(TfRecordSourcePlainTest, SkipCorruptRefillsRowsOfCorruptRecords) {
   EXPECT_EQ(ErrorOf([&] { strict.Decode(strict.NextRecords(4), batch, ids, costs); }),
             path + ": record 1, key 'image/encoded': truncated JPEG: its data ends before its 16x12 frame is filled (" +
                 std::to_string(cut.size()) +
-                " bytes; libjpeg: Premature end of JPEG file) (input.tfrecord.skip_corrupt: true skips such records)");
+                " bytes; libjpeg: Premature end of JPEG file) (input.tfrecord.skip_corrupt skips such records)");
   TfRecordSource source({path}, {Image(8, 8), Label()}, 0, 1, SkipCorrupt(), 1, 0, 1);
   costs = {};
   source.Decode(source.NextRecords(4), batch, ids, costs, [&](int64_t n) { return source.NextRecords(n); });

@@ -78,11 +78,9 @@ TEST(RunValidationTest, MemoryTheMachineLacksIsRefusedWithBothNumbers) {
   run::RunConfig config = Config("topology: v3-8\ninput: {global_batch: 1024, features: {x: {shape: [1048576]}}}\n");
   std::string message = ErrorOf([&] { ValidateRun(config, run::Machine{1 * kGiB, {}}); });
   EXPECT_THAT(message, StartsWith("t.yaml: memory: the run needs about "));
-  // The host batches name the keys that set them.
-  EXPECT_THAT(message, HasSubstr("(infeed queues 16.0 GiB, host batches 24.0 GiB: 6 per host, "
-                                 "input.prefetch 0 = 2 x infeed.parallelism 1 + "
-                                 "infeed.queue_depth 4;"));
-  EXPECT_THAT(message, HasSubstr("but it has 1.0 GiB; lower input.prefetch, infeed.parallelism"));
+  EXPECT_THAT(message, HasSubstr("(infeed queues 16.00 GiB, host batches 24.00 GiB (6 per host), "));
+  EXPECT_THAT(message, HasSubstr("but this machine has 1.00 GiB; lower input.global_batch, input.prefetch"));
+  EXPECT_LE(message.size(), 300u);
 }
 
 TEST(RunValidationTest, CompositePatternsRouteTheModelsVariablesInValidation) {
