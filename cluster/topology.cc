@@ -55,32 +55,32 @@ void CheckTableShape(const std::string& source, const std::vector<std::vector<Co
 // ---------------------------------------------------------------------------
 // YAML helpers. Every message starts with "file:line:" so a user can jump to it.
 
-std::string Where(const std::string& source, const YAML::Node& node) {
-  const YAML::Mark mark = node.Mark();
+std::string Where(const std::string& source, const YamlNode& node) {
+  const YamlMark mark = node.Mark();
   if (mark.is_null()) return source;
   return fmt::format("{}:{}", source, mark.line + 1);
 }
 
 // Rejects keys outside `allowed`, so a typo never silently falls back to a default.
-void CheckKeys(const YAML::Node& map, const std::string& source, const std::string& context,
+void CheckKeys(const YamlNode& map, const std::string& source, const std::string& context,
                std::initializer_list<const char*> allowed) {
-  for (const auto& entry : map) {
-    const std::string key = entry.first.as<std::string>();
+  for (size_t i = 0; i < map.size(); ++i) {
+    const std::string key = map.Key(i).as<std::string>();
     const bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char* name) { return key == name; });
     if (!known) {
-      Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, entry.first), context, Printable(key),
+      Fail("{}: unknown key '{}{}' (allowed: {})", Where(source, map.Key(i)), context, Printable(key),
            fmt::join(allowed, ", "));
     }
   }
 }
 
-YAML::Node Require(const YAML::Node& map, const std::string& source, const std::string& key) {
-  YAML::Node value = map[key];
+YamlNode Require(const YamlNode& map, const std::string& source, const std::string& key) {
+  YamlNode value = map[key];
   if (!value) Fail("{}: missing required key '{}'", Where(source, map), key);
   return value;
 }
 
-int ReadInt(const YAML::Node& node, const std::string& source, const std::string& key) {
+int ReadInt(const YamlNode& node, const std::string& source, const std::string& key) {
   if (!node.IsScalar()) Fail("{}: {}: expected an integer", Where(source, node), key);
   try {
     return node.as<int>();
@@ -89,7 +89,7 @@ int ReadInt(const YAML::Node& node, const std::string& source, const std::string
   }
 }
 
-double ReadPositiveDouble(const YAML::Node& node, const std::string& source, const std::string& key) {
+double ReadPositiveDouble(const YamlNode& node, const std::string& source, const std::string& key) {
   if (!node.IsScalar()) Fail("{}: {}: expected a number", Where(source, node), key);
   double value = 0;
   try {
@@ -105,7 +105,7 @@ double ReadPositiveDouble(const YAML::Node& node, const std::string& source, con
 
 // A list of exactly N integers; `what` describes the expected content.
 template <size_t N>
-std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source, const std::string& key,
+std::array<int, N> ReadIntList(const YamlNode& node, const std::string& source, const std::string& key,
                                const char* what) {
   if (!node.IsSequence() || node.size() != N) {
     Fail("{}: {}: expected a list of {} integers {}, got {}", Where(source, node), key, N, what,
@@ -116,7 +116,7 @@ std::array<int, N> ReadIntList(const YAML::Node& node, const std::string& source
   return out;
 }
 
-std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node, const std::string& source) {
+std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YamlNode& node, const std::string& source) {
   if (!node.IsSequence() || node.size() == 0) {
     Fail(
         "{}: device_coordinates: expected a non-empty list of hosts, each a list of "
@@ -125,7 +125,7 @@ std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node, co
   }
   std::vector<std::vector<Coord>> table(node.size());
   for (size_t h = 0; h < node.size(); ++h) {
-    const YAML::Node host = node[h];
+    const YamlNode host = node[h];
     if (!host.IsSequence()) {
       Fail("{}: device_coordinates[{}]: expected a list of [x, y, z, core] coordinates", Where(source, host), h);
     }
@@ -140,7 +140,7 @@ std::vector<std::vector<Coord>> ReadDeviceCoordinates(const YAML::Node& node, co
 // The TPU host's figures and the HBM bandwidth are optional (files written before they existed load;
 // the run's target_host then names what is missing); given, each must be > 0
 // and the NUMA node count a whole number.
-void ReadHostFigures(const YAML::Node& node, const std::string& source, HardwareFigures& figures) {
+void ReadHostFigures(const YamlNode& node, const std::string& source, HardwareFigures& figures) {
   auto read = [&](const char* key) {
     return node[key] ? ReadPositiveDouble(node[key], source, fmt::format("hardware.{}", key)) : 0.0;
   };
@@ -156,7 +156,7 @@ void ReadHostFigures(const YAML::Node& node, const std::string& source, Hardware
   figures.host_numa_nodes = static_cast<int>(numa);
 }
 
-HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) {
+HardwareFigures ReadHardware(const YamlNode& node, const std::string& source) {
   if (!node.IsMap()) Fail("{}: hardware: expected a mapping of figures", Where(source, node));
   CheckKeys(node, source, "hardware.",
             {"host_to_device_gbps", "ici_link_gbps", "dcn_gbps_per_host", "core_peak_tflops", "hbm_gib_per_core",
@@ -175,10 +175,10 @@ HardwareFigures ReadHardware(const YAML::Node& node, const std::string& source) 
 }
 
 // The ownership table from whichever of host_bounds / device_coordinates is given.
-std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std::string& source,
+std::vector<std::vector<Coord>> ReadOwnership(const YamlNode& node, const std::string& source,
                                               const Coord& mesh_shape) {
-  const YAML::Node bounds = node["host_bounds"];
-  const YAML::Node table = node["device_coordinates"];
+  const YamlNode bounds = node["host_bounds"];
+  const YamlNode table = node["device_coordinates"];
   if (bool(bounds) == bool(table)) {
     Fail("{}: exactly one of 'host_bounds' and 'device_coordinates' must be given (found {})", Where(source, node),
          bounds ? "both" : "neither");
@@ -188,23 +188,23 @@ std::vector<std::vector<Coord>> ReadOwnership(const YAML::Node& node, const std:
   return Topology::HostBoundsLayout(Where(source, bounds), mesh_shape, host_bounds);
 }
 
-std::string ReadName(const YAML::Node& node, const std::string& source) {
-  const YAML::Node name = Require(node, source, "name");
+std::string ReadName(const YamlNode& node, const std::string& source) {
+  const YamlNode name = Require(node, source, "name");
   if (!name.IsScalar() || name.Scalar().empty()) {
     Fail("{}: name: expected a non-empty string", Where(source, name));
   }
-  return name.Scalar();
+  return std::string(name.Scalar());
 }
 
-std::string ReadScalar(const YAML::Node& node, const std::string& source, const std::string& key, const char* what) {
-  const YAML::Node value = Require(node, source, key);
+std::string ReadScalar(const YamlNode& node, const std::string& source, const std::string& key, const char* what) {
+  const YamlNode value = Require(node, source, key);
   if (!value.IsScalar()) Fail("{}: {}: expected {}", Where(source, value), key, what);
-  return value.Scalar();
+  return std::string(value.Scalar());
 }
 
 // `num_slices: N` (optional, default 1): the slice N times (a multislice topology).
-Topology ReadSlices(const YAML::Node& node, const std::string& source, Topology slice) {
-  const YAML::Node slices = node["num_slices"];
+Topology ReadSlices(const YamlNode& node, const std::string& source, Topology slice) {
+  const YamlNode slices = node["num_slices"];
   if (!slices) return slice;
   const std::string name = slice.name();
   return slice.WithSlices(Where(source, slices), ReadInt(slices, source, "num_slices"), name);
@@ -212,7 +212,7 @@ Topology ReadSlices(const YAML::Node& node, const std::string& source, Topology 
 
 // `generation: v5p` plus `shape: 4x4x8`: everything else follows from the
 // generation's rules (accelerator_type.h).
-Topology ParseGeneratedTopology(const YAML::Node& node, const std::string& source) {
+Topology ParseGeneratedTopology(const YamlNode& node, const std::string& source) {
   CheckKeys(node, source, "", {"name", "generation", "shape", "num_slices"});
   const std::string name = ReadName(node, source);
   const std::string generation_name = ReadScalar(node, source, "generation", "a TPU generation such as v5p");
@@ -342,7 +342,7 @@ int Topology::index(const Coord& coord) const {
 // ---------------------------------------------------------------------------
 // Loading
 
-Topology ParseTopology(const YAML::Node& node, const std::string& source) {
+Topology ParseTopology(const YamlNode& node, const std::string& source) {
   if (!node.IsMap()) {
     Fail(
         "{}: a topology must be a YAML mapping with keys name, mesh_shape, host_bounds or "
@@ -352,7 +352,7 @@ Topology ParseTopology(const YAML::Node& node, const std::string& source) {
   if (node["generation"]) return ParseGeneratedTopology(node, source);
   CheckKeys(node, source, "", {"name", "mesh_shape", "host_bounds", "device_coordinates", "hardware", "num_slices"});
   const std::string name = ReadName(node, source);
-  const YAML::Node mesh = Require(node, source, "mesh_shape");
+  const YamlNode mesh = Require(node, source, "mesh_shape");
   const Coord mesh_shape = ReadIntList<4>(mesh, source, "mesh_shape", "[x, y, z, cores_per_chip]");
   CheckMeshShape(Where(source, mesh), mesh_shape);
   auto table = ReadOwnership(node, source, mesh_shape);

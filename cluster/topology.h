@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
+#include "base/strict_yaml.h"
 
 namespace tpusim::cluster {
 
@@ -115,6 +115,6 @@ class Topology {
 // mesh with host_bounds or device_coordinates and hardware, or a generation with a
 // chip shape; either with an optional num_slices. `source` names the file in error
 // messages. Throws Error on any schema violation.
-Topology ParseTopology(const YAML::Node& node, const std::string& source);
+Topology ParseTopology(const YamlNode& node, const std::string& source);
 
 }  // namespace tpusim::cluster

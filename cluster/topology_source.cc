@@ -85,7 +85,7 @@ std::string FormatYamlError(const std::string& source, const YAML::Exception& e)
 }
 
 // Duplicate keys, non-scalar keys and alias bombs are errors (base/strict_yaml.h).
-YAML::Node ParseYaml(const std::string& text, const std::string& path) { return LoadStrictYaml(text, path); }
+YamlNode ParseYaml(const std::string& text, const std::string& path) { return LoadStrictYaml(text, path); }
 
 // `N x NAME` split at its first 'x': a signed count of at most 9 digits, then a
 // non-empty NAME (blanks around the 'x' allowed). nullopt for anything else.
@@ -175,17 +175,17 @@ std::vector<MeshDevice> LoadDeviceOrder(const std::string& path) {
   return ReadJaxDeviceOrder(bytes, path);
 }
 
-bool IsTopologyFile(const std::string& path, YAML::Node* yaml) {
+bool IsTopologyFile(const std::string& path, YamlNode* yaml) {
   const std::string bytes = ReadBoundedFile(path);
   if (bytes.find_first_not_of(" \t\r\n") == std::string::npos) {
     // An empty .yaml is a run file of defaults; an empty devices.json or .pb is a
     // broken topology (LoadTopologyFile says so).
     const fs::path extension = fs::path(path).extension();
-    if (yaml) *yaml = YAML::Node();
+    if (yaml) *yaml = YamlNode();
     return extension != ".yaml" && extension != ".yml";
   }
   if (DetectTopologyFormat(bytes, path) != TopologyFileFormat::kYaml) return true;
-  const YAML::Node node = ParseYaml(bytes, path);
+  const YamlNode node = ParseYaml(bytes, path);
   const bool topology = node.IsMap() && (node["mesh_shape"] || node["generation"]);
   if (!topology && yaml) *yaml = node;
   return topology;

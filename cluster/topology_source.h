@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/strict_yaml.h"
 #include "cluster/device_mesh.h"
 #include "cluster/topology.h"
-
-namespace YAML {
-class Node;
-}  // namespace YAML
 
 namespace tpusim::cluster {
 
@@ -61,6 +58,6 @@ std::vector<MeshDevice> LoadDeviceOrder(const std::string& path);
 // file not named *.yaml / *.yml (a blank .yaml is a run file of defaults). When it
 // is not and `yaml` is given, *yaml is the file's YAML as LoadStrictYamlFile reads
 // it (a null node for a blank file), so a run file is read and parsed once.
-bool IsTopologyFile(const std::string& path, YAML::Node* yaml = nullptr);
+bool IsTopologyFile(const std::string& path, YamlNode* yaml = nullptr);
 
 }  // namespace tpusim::cluster

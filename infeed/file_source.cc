@@ -111,8 +111,8 @@ struct Manifest {
 
 std::string ManifestPath(const std::string& dir) { return (fs::path(dir) / kDatasetManifest).string(); }
 
-int64_t ManifestCount(const YAML::Node& root, const std::string& path, const char* key) {
-  const YAML::Node value = root.IsMap() ? root[key] : YAML::Node();
+int64_t ManifestCount(const YamlNode& root, const std::string& path, const char* key) {
+  const YamlNode value = root[key];
   try {
     if (value && value.IsScalar() && value.as<int64_t>() >= 0) return value.as<int64_t>();
   } catch (const YAML::Exception&) {
@@ -121,7 +121,7 @@ int64_t ManifestCount(const YAML::Node& root, const std::string& path, const cha
 }
 
 Manifest ReadManifest(const std::string& path) {
-  YAML::Node root = LoadStrictYamlFile(path);
+  const YamlNode root = LoadStrictYamlFile(path);
   if (!root.IsMap() || !root["format"] || !root["format"].IsScalar() || root["format"].Scalar() != kManifestFormat) {
     Fail("{}: not a tpusim dataset manifest (format: {} expected)", path, kManifestFormat);
   }

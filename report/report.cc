@@ -22,25 +22,26 @@ namespace {
 using json = nlohmann::json;
 
 // The resolved config as JSON (scalars typed as YAML would read them).
-json YamlToJson(const YAML::Node& node) {
+json YamlToJson(const YamlNode& node) {
   if (node.IsMap()) {
     json out = json::object();
-    for (const auto& entry : node) out[entry.first.as<std::string>()] = YamlToJson(entry.second);
+    for (size_t k = 0; k < node.size(); ++k) out[node.Key(k).as<std::string>()] = YamlToJson(node.Value(k));
     return out;
   }
   if (node.IsSequence()) {
     json out = json::array();
-    for (const auto& item : node) out.push_back(YamlToJson(item));
+    for (size_t k = 0; k < node.size(); ++k) out.push_back(YamlToJson(node[k]));
     return out;
   }
   if (!node.IsScalar()) return nullptr;
+  const YAML::Node scalar = node.ToYaml();
   int64_t i;
   double d;
   bool b;
-  if (YAML::convert<int64_t>::decode(node, i)) return i;
-  if (YAML::convert<double>::decode(node, d)) return d;
-  if (YAML::convert<bool>::decode(node, b)) return b;
-  return node.Scalar();
+  if (YAML::convert<int64_t>::decode(scalar, i)) return i;
+  if (YAML::convert<double>::decode(scalar, d)) return d;
+  if (YAML::convert<bool>::decode(scalar, b)) return b;
+  return std::string(node.Scalar());
 }
 
 double PerStep(double total, int64_t steps) { return steps > 0 ? total / static_cast<double>(steps) : 0.0; }

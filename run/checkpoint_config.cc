@@ -18,17 +18,17 @@ const std::set<std::string>& FreeKeys() {
   return kFree;
 }
 
-void Flatten(const YAML::Node& node, const std::string& path, std::map<std::string, std::string>& out) {
+void Flatten(const YamlNode& node, const std::string& path, std::map<std::string, std::string>& out) {
   if (FreeKeys().count(path)) return;
   if (node.IsMap()) {
-    for (const auto& entry : node) {
-      const std::string key = entry.first.as<std::string>();
-      Flatten(entry.second, path.empty() ? key : path + "." + key, out);
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string key(node.Key(i).Scalar());
+      Flatten(node.Value(i), path.empty() ? key : path + "." + key, out);
     }
     return;
   }
   YAML::Emitter emitter;
-  emitter << YAML::Flow << node;
+  emitter << YAML::Flow << node.ToYaml();
   out[path] = emitter.c_str();
 }
 
@@ -95,7 +95,7 @@ void CheckCheckpoint(const RunConfig& config, const Slice& slice) {
 
 std::map<std::string, std::string> StateFingerprint(const RunConfig& config) {
   std::map<std::string, std::string> out;
-  const YAML::Node& root = config.resolved;
+  const YamlNode& root = config.resolved;
   out["topology"] = config.topology_ref;
   for (const char* key : {"topology_generation", "cluster", "model", "train", "embedding"}) {
     if (root[key]) Flatten(root[key], key, out);

@@ -524,7 +524,7 @@ RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>&
   return ParseRunConfig(LoadStrictYamlFile(path), path, overrides);
 }
 
-RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig ParseRunConfig(YamlNode root, const std::string& path, const std::vector<std::string>& overrides) {
   if (!root || root.IsNull() || (root.IsMap() && root.size() == 0)) {
     Fail(
         "{}: the run file is empty; name at least the topology (e.g. 'topology: v3-8'), every "
@@ -535,7 +535,7 @@ RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::ve
   for (const std::string& assignment : overrides) ApplyOverride(root, assignment);
   RunConfig config;
   config.source = path;
-  config.resolved = YAML::Clone(root);
+  config.resolved = root;  // a document never changes in place
   ConfigNode top(root, "", path);
   top.Get("topology", config.topology_ref);
   top.Get("topology_generation", config.topology_generation);

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
+#include "base/strict_yaml.h"
 #include "cluster/device_assignment.h"
 #include "cluster/device_mesh.h"
 #include "cluster/mesh_sharding.h"
@@ -276,7 +275,7 @@ struct RunConfig {
   ReportConfig report;
   DcnConfig dcn;
   CheckpointConfig checkpoint;
-  YAML::Node resolved;  // the config as resolved, for the report
+  YamlNode resolved;  // the config as resolved, for the report
 };
 
 // Loads `path` (a run file), applies `overrides` ("a.b=value") and validates every
@@ -285,7 +284,7 @@ struct RunConfig {
 // needs the topology (sharding, memory, files) is checked by run/run_validation.h.
 RunConfig LoadRunConfig(const std::string& path, const std::vector<std::string>& overrides);
 // The same from a parsed document; `path` names it in messages.
-RunConfig ParseRunConfig(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides);
+RunConfig ParseRunConfig(YamlNode root, const std::string& path, const std::vector<std::string>& overrides);
 
 // The device assignment options a run config asks for on `topology`: Lingvo's
 // computation shape for the split (or the explicit one, whose product must equal

@@ -171,17 +171,17 @@ InputConfig::CostMode ParseCostMode(ConfigNode& node) {
 }
 
 // One entry of a partition spec: null, an axis name, or a list of axis names.
-cluster::SpecDim ParseSpecDim(const YAML::Node& entry, const std::string& where) {
+cluster::SpecDim ParseSpecDim(const YamlNode& entry, const std::string& where) {
   if (entry.IsNull()) return {};
-  if (entry.IsScalar()) return {entry.Scalar()};
+  if (entry.IsScalar()) return {std::string(entry.Scalar())};
   cluster::SpecDim axes;
   bool ok = entry.IsSequence() && entry.size() > 0;
   for (size_t i = 0; ok && i < entry.size(); ++i) {
     ok = entry[i].IsScalar();
-    if (ok) axes.push_back(entry[i].Scalar());
+    if (ok) axes.emplace_back(entry[i].Scalar());
   }
   if (!ok) {
-    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where, YAML::Dump(entry));
+    Fail("{}: expected null, an axis name or a non-empty list of axis names, got '{}'", where, entry.Dump());
   }
   return axes;
 }
@@ -190,12 +190,12 @@ cluster::SpecDim ParseSpecDim(const YAML::Node& entry, const std::string& where)
 std::map<std::string, cluster::PartitionSpec> ParseSharding(ConfigNode node) {
   std::map<std::string, cluster::PartitionSpec> specs;
   for (const std::string& name : node.Keys()) {
-    YAML::Node raw;
+    YamlNode raw;
     node.Get(name, raw);
     const std::string key = node.source() + ": " + node.KeyPath(name);
     if (!raw.IsSequence() || raw.size() == 0) {
       Fail("{}: expected a partition spec, one entry per dimension (e.g. [[data, fsdp], null]), got '{}'", key,
-           YAML::Dump(raw));
+           raw.Dump());
     }
     cluster::PartitionSpec& spec = specs[name];
     for (size_t d = 0; d < raw.size(); ++d) {

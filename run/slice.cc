@@ -44,7 +44,7 @@ ConfigTarget ResolveConfigTarget(const std::string& config, const std::vector<st
                                  const std::string& generation) {
   ConfigTarget target;
   RefuseSpecialFile(config);
-  YAML::Node yaml;
+  YamlNode yaml;
   if (std::filesystem::is_regular_file(config) && !cluster::IsTopologyFile(config, &yaml)) {
     target.is_run = true;
     target.run = ParseRunConfig(yaml, config, overrides);  // the file read and parsed once

@@ -46,7 +46,7 @@ void CheckKeyIsKnown(const CapacityOptions& o) {
 
 // The key's value in CONFIG after --set, the default low end of the range.
 std::string ConfiguredValue(const CapacityOptions& o) {
-  YAML::Node node = run::LoadRunConfig(o.config, o.sets).resolved;
+  YamlNode node = run::LoadRunConfig(o.config, o.sets).resolved;
   for (size_t start = 0; node && node.IsMap();) {
     const size_t dot = o.key.find('.', start);
     node = node[o.key.substr(start, dot - start)];
@@ -57,7 +57,7 @@ std::string ConfiguredValue(const CapacityOptions& o) {
     CheckKeyIsKnown(o);
     Fail("capacity: --low is needed: {} is not set in {} (its built-in default applies)", o.key, o.config);
   }
-  return node.Scalar();
+  return std::string(node.Scalar());
 }
 
 CapacityRange NumericRange(const CapacityOptions& o) {

@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/strict_yaml.h"
 #include "cluster/device_assignment.h"
 #include "cluster/topology_source.h"
 #include "source_dir.h"
@@ -299,7 +300,7 @@ TEST(AcceleratorTypeTest, GeneratedV4_32AssignsLikeTheShippedFile) {
   }
 }
 
-Topology ParseText(const std::string& text) { return ParseTopology(YAML::Load(text), "t.yaml"); }
+Topology ParseText(const std::string& text) { return ParseTopology(LoadStrictYaml(text, "t.yaml"), "t.yaml"); }
 
 TEST(GeneratedDocumentTest, GenerationAndShapeDeriveEverythingElse) {
   const Topology t = ParseText("name: mine\ngeneration: v5p\nshape: 4x4x8\n");

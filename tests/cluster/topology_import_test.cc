@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/strict_yaml.h"
 #include "cluster/accelerator_type.h"
 #include "cluster/internal/topology_proto.h"
 #include "tests/common/error_of.h"
@@ -180,7 +181,7 @@ TEST(TopologyImportTest, ImportedTopologyRoundTripsThroughYaml) {
   const std::string yaml = TopologyYaml(t, {"a comment"});
   EXPECT_THAT(yaml, HasSubstr("# a comment\nname: t\nmesh_shape: [2, 2, 4, 1]\n"));
   EXPECT_THAT(yaml, HasSubstr("  - [[0, 0, 3, 0], [1, 0, 3, 0], [0, 1, 3, 0], [1, 1, 3, 0]]  # host 3\n"));
-  const Topology back = ParseTopology(YAML::Load(yaml), "back.yaml");
+  const Topology back = ParseTopology(LoadStrictYaml(yaml, "back.yaml"), "back.yaml");
   EXPECT_EQ(back.device_coordinates(), t.device_coordinates());
   EXPECT_EQ(back.hardware().ici_link_gbps, t.hardware().ici_link_gbps);
 }
