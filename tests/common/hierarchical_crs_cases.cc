@@ -16,7 +16,6 @@
 namespace tpusim::testing_cases {
 namespace {
 
-using cluster::CrossReplicaSum;
 using cluster::CrossReplicaSumOptions;
 using cluster::GroupAssignment;
 using cluster::Transport;
@@ -110,7 +109,8 @@ int CountFar(const std::vector<T>& got, const std::vector<U>& want, double toler
 // One sum of `count` values: the hierarchical result against the flat ring's and
 // the reference, and bit for bit against every other member of the group.
 template <typename T>
-void CheckOneSum(const Transport& t, CrossReplicaSum& flat, CrossReplicaSum& hierarchical, size_t count) {
+void CheckOneSum(const Transport& t, cluster::CrossReplicaSum& flat, cluster::CrossReplicaSum& hierarchical,
+                 size_t count) {
   const std::vector<T> input = RandomValues<T>(count, t.rank() * 7919 + static_cast<int>(count));
   std::vector<T> a = input, b = input;
   flat.Sum(std::span<T>(a));
@@ -131,7 +131,7 @@ void CheckOneSum(const Transport& t, CrossReplicaSum& flat, CrossReplicaSum& hie
 // The phases: the members of one group together send 2(S'-1) x the bytes summed
 // across slices (each cross-slice ring moves its shard 2(S'-1)/S' times per member);
 // the flat sum reports none.
-void CheckPhases(const Transport& t, CrossReplicaSum& flat, CrossReplicaSum& hierarchical) {
+void CheckPhases(const Transport& t, cluster::CrossReplicaSum& flat, cluster::CrossReplicaSum& hierarchical) {
   const cluster::CrsTimingSummary h = hierarchical.Summarize();
   const cluster::CrsTimingSummary f = flat.Summarize();
   EXPECT_EQ(f.dcn_bytes, 0);
@@ -152,9 +152,9 @@ void CheckAssignment(const Transport& t, int slices, const GroupAssignment& grou
   CrossReplicaSumOptions options;
   options.group_assignment = groups;
   options.ring_chunk_bytes = 256;  // several chunks per segment at 1001 elements
-  CrossReplicaSum flat(t, t.rank(), options);
+  cluster::CrossReplicaSum flat(t, t.rank(), options);
   options.slices = slices;
-  CrossReplicaSum hierarchical(t, t.rank(), options);
+  cluster::CrossReplicaSum hierarchical(t, t.rank(), options);
   const int members = hierarchical.group_size();
   EXPECT_EQ(hierarchical.slice_index(), t.rank() / (t.size() / slices));
   EXPECT_EQ(hierarchical.members_per_slice() * hierarchical.group_slices(), members);
@@ -185,7 +185,7 @@ void HierarchicalCrossReplicaSumErrors(const Transport& t) {
       CrossReplicaSumOptions options;
       options.slices = slices;
       options.group_assignment = groups;
-      CrossReplicaSum crs(t, t.rank(), options);
+      cluster::CrossReplicaSum crs(t, t.rank(), options);
     };
   };
   const std::string replicas = std::to_string(n) + " replicas";

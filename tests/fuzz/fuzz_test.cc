@@ -51,9 +51,11 @@ using testing::Mutator;
 // deeper parsers are given another name for.
 //
 // The shares of inputs that must get past each first check are set below what the
-// fixed seeds give (run config 0.61, topology 0.70, .npy 0.90, shard wire 0.95,
+// fixed seeds give (run config 0.48, topology 0.53, .npy 0.90, shard wire 0.95,
 // trailer 0.997), so a reader change that moves a few cases does not fail them
-// while one that stops most mutations at the door does.
+// while one that stops most mutations at the door does. (The YAML shares were 0.61
+// and 0.70 with yaml-cpp; libyaml refuses the bytes that are not UTF-8 which the
+// bit flips and random bytes make, as YAML requires.)
 const char* kYamlSource = "fuzz.yaml";
 FirstCheck YamlSyntax(double min_past_share) {
   return {"the YAML loader", [](const std::string& message) { return message.rfind(kYamlSource, 0) == 0; },
@@ -128,7 +130,7 @@ TEST(FuzzTest, RunConfigLoaderAndValidation) {
        "train.num_micro_batches=4", "input.max_examples_per_sec=1"},
       {"=", ".", "[", "]", "{", "}", "(a*)*b", "\\1", "{64}", "{65535}", "((((", ","}, 12);
   const run::Machine machine{256.0 * 1024 * 1024, {}};
-  Fuzz(files, 3000, YamlSyntax(0.5), [&](const std::string& text) {
+  Fuzz(files, 3000, YamlSyntax(0.4), [&](const std::string& text) {
     std::vector<std::string> overrides;
     for (size_t i = sets.Below(3); i > 0; --i) overrides.push_back(sets.Next());
     if (std::getenv("TPUSIM_FUZZ_TRACE")) {
@@ -144,7 +146,7 @@ TEST(FuzzTest, TopologyLoader) {
                   {"mesh_shape: [", "host_bounds: [", "device_coordinates:\n  - [[", "hardware:\n  ", "name: ", ", ",
                    "]", "[", "- ", "\n", "{", "}", ": ", "? ", "&a ", "*a"},
                   21);
-  Fuzz(mutator, 3000, YamlSyntax(0.6), [](const std::string& text) {
+  Fuzz(mutator, 3000, YamlSyntax(0.45), [](const std::string& text) {
     cluster::Topology topology = cluster::ParseTopology(LoadStrictYaml(text, kYamlSource), "topology.yaml");
     for (int split : {1, 2, topology.num_cores()}) {
       cluster::DeviceAssignmentOptions options;
