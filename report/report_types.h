@@ -60,8 +60,8 @@ struct TopologySection {
   int idle_cores = 0;
   // A multislice job: its slices (num_replicas counts every slice's) and the
   // hosts of one; absent for one slice.
-  std::optional<int> slices;
-  std::optional<int> hosts_per_slice;
+  std::optional<int> slices = std::nullopt;
+  std::optional<int> hosts_per_slice = std::nullopt;
 };
 
 struct LoopsSection {
