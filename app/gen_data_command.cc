@@ -144,7 +144,7 @@ int RunGenTfRecord(const GenDataOptions& options, const run::ConfigTarget& targe
 int RunGenDataCommand(const GenDataOptions& options) {
   run::ConfigTarget target = run::ResolveConfigTarget(options.config, options.overrides);
   if (!target.is_run) Fail("gen-data needs a run file, {} is a topology", options.config);
-  int hosts = SliceOf(target).topology.num_hosts();
+  int hosts = SliceOf(target).num_hosts();  // every slice's hosts
   if (options.format == "tfrecord") return RunGenTfRecord(options, target, hosts);
   if (options.format != "npy") Fail("--format {}: expected npy or tfrecord", options.format);
   int64_t examples = options.examples.value_or(10 * target.run.input.global_batch);

@@ -142,5 +142,14 @@ TEST(Multislice, TheProjectedAuFallsWithTheSliceCount) {
   }
 }
 
+// gen-data's default is two shards per TPU host of every slice (a files run gives
+// each host its own shards).
+TEST(Multislice, GenDataWritesTwoShardsPerHostOfEverySlice) {
+  const std::string out = TempDir() + "/multislice-dataset";
+  const Result r = Shell(Tpusim() + " gen-data " + Source(kRun) + " --set topology=4xv4-8 --out " + out);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find(" in 8 shards"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace tpusim::e2e::multislice_e2e
