@@ -323,23 +323,6 @@ ReportConfig ParseReport(ConfigNode node) {
   return r;
 }
 
-DcnConfig ParseDcn(ConfigNode node) {
-  DcnConfig d;
-  std::string overlap = "none";
-  node.Get("overlap", overlap);
-  d.overlap = ParseChoice(node, "overlap", overlap, kDcnOverlapSpellings);
-  node.GetOptional("gbps_per_host", d.gbps_per_host);
-  if (d.gbps_per_host && !(std::isfinite(*d.gbps_per_host) && *d.gbps_per_host > 0)) {
-    node.FailAt("gbps_per_host", fmt::format("must be a finite number > 0, got {}", *d.gbps_per_host));
-  }
-  node.GetOptional("latency_us", d.latency_us);
-  if (d.latency_us && !(std::isfinite(*d.latency_us) && *d.latency_us >= 0)) {
-    node.FailAt("latency_us", fmt::format("must be a finite number >= 0, got {}", *d.latency_us));
-  }
-  node.Finish();
-  return d;
-}
-
 RunSection ParseRunSection(ConfigNode node) {
   RunSection r;
   node.GetOptional("watchdog_s", r.watchdog_s);
@@ -354,6 +337,21 @@ void RequireFiniteAtLeast(ConfigNode& node, const std::string& key, double value
   if (!std::isfinite(value) || value < low) {
     node.FailAt(key, fmt::format("must be a finite number >= {}, got {}", low, value));
   }
+}
+
+DcnConfig ParseDcn(ConfigNode node) {
+  DcnConfig d;
+  std::string overlap = "none";
+  node.Get("overlap", overlap);
+  d.overlap = ParseChoice(node, "overlap", overlap, kDcnOverlapSpellings);
+  node.GetOptional("gbps_per_host", d.gbps_per_host);
+  if (d.gbps_per_host && !(std::isfinite(*d.gbps_per_host) && *d.gbps_per_host > 0)) {
+    node.FailAt("gbps_per_host", fmt::format("must be a finite number > 0, got {}", *d.gbps_per_host));
+  }
+  node.GetOptional("latency_us", d.latency_us);
+  if (d.latency_us) RequireFiniteAtLeast(node, "latency_us", *d.latency_us, 0);
+  node.Finish();
+  return d;
 }
 
 DeviceConfig ParseDevice(ConfigNode node) {

@@ -97,6 +97,8 @@ TEST(Multislice, TheReportNamesSlicesAndTheDcnTermFollowsItsFormula) {
   const json& p = rep["pod_projection"];
   const json& d = p["dcn"];
   const double s = 3, gradient = d["gradient_bytes_per_step"].get<double>();
+  // One replica of one logical core: a slice's gradients are one core's sum buffer.
+  EXPECT_NEAR(gradient, rep["crs"]["bytes_per_call"].get<double>(), 1e-9 * gradient);
   EXPECT_GT(gradient, 0);
   EXPECT_EQ(d["slices"], 3);
   EXPECT_EQ(d["hosts_per_slice"], 1);
