@@ -7,7 +7,8 @@
 // values repeat: pool entry p is built for the ids of step p and step s sends entry
 // s mod P (P = pool steps), so the row holding example e carries the synthetic values
 // of example CachedValueId(e) = e mod (P * G) (G = global batch) — in per-host and in
-// single-host mode alike, because step s holds exactly [s*G, (s+1)*G). infeed.verify
+// single-host mode alike, because step s holds exactly [s*G, (s+1)*G) (however
+// input.sharding spreads those rows over hosts). infeed.verify
 // checks every row against those values.
 #pragma once
 
@@ -25,9 +26,9 @@ int64_t CachedValueId(int64_t example_id, int64_t pool_steps, int64_t global_bat
 
 class CachedSource {
  public:
-  // Builds one batch of `rows` rows per entry of `pool_first_ids` (entry p: examples
-  // pool_first_ids[p] + [0, rows)). Throws Error when the pool is empty or rows < 1.
-  CachedSource(const SyntheticData& data, std::span<const int64_t> pool_first_ids, int64_t rows);
+  // Builds one batch per entry of `pool_ids` (entry p: row i holds example
+  // pool_ids[p][i]). Throws Error when the pool is empty or an entry has no row.
+  CachedSource(const SyntheticData& data, const std::vector<std::vector<int64_t>>& pool_ids);
 
   int64_t pool_steps() const { return static_cast<int64_t>(pool_.size()); }
   // The batch step `step` sends (entry step mod pool_steps). Immutable after

@@ -1,5 +1,6 @@
 #include "infeed/infeed_plan.h"
 
+#include <algorithm>
 #include <numeric>
 #include <set>
 
@@ -226,21 +227,27 @@ std::vector<std::vector<int>> DevicesByHost(const Layout& l, const MeshShardingO
   return flats;
 }
 
-// The replica (row block) ids a host's devices hold, which must be consecutive.
-std::pair<int, int> HostBlocks(const MeshShardingOptions& sharding, int host, const std::vector<int>& flats) {
+// The row blocks a host's devices hold, in increasing global index (a block held
+// by several of its devices counted once).
+std::vector<int> HostBlocks(const MeshShardingOptions& sharding, int host, const std::vector<int>& flats) {
   std::set<int> blocks;
   for (int flat : flats) blocks.insert(cluster::BlockIndex(sharding.mesh->spec(), sharding.batch_axes, flat));
   if (blocks.empty()) Fail("input.sharding: host {} addresses no device of cluster.mesh", host);
-  const int first = *blocks.begin(), last = *blocks.rbegin();
-  if (last - first + 1 != static_cast<int>(blocks.size())) {
-    Fail(
-        "input.sharding: host {}'s devices hold row blocks [{}] of {} along [{}], not one consecutive "
-        "range; tpusim builds a host's batch from consecutive example ids (put the axes that span "
-        "hosts first in the batch dim's list)",
-        host, fmt::join(blocks, ", "), cluster::BlockCount(sharding.mesh->spec(), sharding.batch_axes),
-        fmt::join(sharding.batch_axes, ", "));
+  return {blocks.begin(), blocks.end()};
+}
+
+// Blocks as runs of global rows: neighbouring blocks make one run.
+std::vector<RowRange> BlockRuns(const std::vector<int>& blocks, int64_t rows_per_block) {
+  std::vector<RowRange> runs;
+  for (int block : blocks) {
+    const int64_t begin = block * rows_per_block;
+    if (!runs.empty() && runs.back().begin + runs.back().count == begin) {
+      runs.back().count += rows_per_block;
+    } else {
+      runs.push_back({begin, rows_per_block});
+    }
   }
-  return {first, last};
+  return runs;
 }
 
 // The box of a feature's replica batch (its block of rows) the device holds.
@@ -254,11 +261,12 @@ PieceSlice ShardedSlice(const cluster::ShardBox& box) {
 HostPlan PlanShardedHost(const Layout& l, const MeshShardingOptions& sharding, int host,
                          const std::vector<int>& flats) {
   const cluster::MeshSpec& mesh = sharding.mesh->spec();
-  const auto [first, last] = HostBlocks(sharding, host, flats);
+  const std::vector<int> blocks = HostBlocks(sharding, host, flats);
   const int64_t b = l.options.global_batch / cluster::BlockCount(mesh, sharding.batch_axes);
-  HostPlan plan{host, (last - first + 1) * b, first * b, {}};
+  HostPlan plan{host, static_cast<int64_t>(blocks.size()) * b, BlockRuns(blocks, b), {}};
   for (int flat : flats) {
     const int r = cluster::BlockIndex(mesh, sharding.batch_axes, flat);
+    const auto position = std::lower_bound(blocks.begin(), blocks.end(), r) - blocks.begin();
     std::vector<PieceSlice> slices;
     for (const FeatureSpec& spec : l.options.features) {
       slices.push_back(ShardedSlice(
@@ -266,8 +274,9 @@ HostPlan PlanShardedHost(const Layout& l, const MeshShardingOptions& sharding, i
     }
     ShardRoute route =
         MakeRoute(l, static_cast<int>(plan.shards.size()), r, cluster::CopyIndex(mesh, sharding.batch_axes, flat),
-                  (r - first) * b, b, std::move(slices));
+                  position * b, b, std::move(slices));
     route.device_id = sharding.mesh->at(flat).id;
+    route.global_row_begin = r * b;
     route.mesh_coords = cluster::MeshCoords(mesh, flat);
     plan.shards.push_back(std::move(route));
   }
@@ -305,7 +314,7 @@ InfeedPlan InfeedPlan::Build(const cluster::DeviceAssignment& assignment, int nu
     HostPlan host;
     host.host = t;
     host.rows_per_step = options.global_batch / infeed_hosts;
-    host.first_row = t * host.rows_per_step;
+    host.global_rows = {{t * host.rows_per_step, host.rows_per_step}};
     if (options.per_core) {
       PlanPerCore(l, host);
     } else if (options.partitioned) {
@@ -348,6 +357,30 @@ InfeedPlan InfeedPlan::BuildSharded(const cluster::DeviceAssignment& assignment,
   }
   plan.IndexRoutes(num_hosts, cores_per_host);
   return plan;
+}
+
+int64_t InfeedPlan::example_id(int64_t step, const HostPlan& host, int64_t row) const {
+  for (const RowRange& run : host.global_rows) {
+    if (row < run.count) return step * global_batch_ + run.begin + row;
+    row -= run.count;
+  }
+  Fail("infeed plan: row {} is past host {}'s batch of {} rows", row, host.host, host.rows_per_step);
+}
+
+void InfeedPlan::ExampleIds(int64_t step, const HostPlan& host, std::span<int64_t> out) const {
+  if (static_cast<int64_t>(out.size()) != host.rows_per_step) {
+    Fail("infeed plan: {} ids asked of host {}'s batch of {} rows", out.size(), host.host, host.rows_per_step);
+  }
+  size_t i = 0;
+  for (const RowRange& run : host.global_rows) {
+    for (int64_t r = 0; r < run.count; ++r) out[i++] = step * global_batch_ + run.begin + r;
+  }
+}
+
+std::vector<int64_t> InfeedPlan::ExampleIds(int64_t step, const HostPlan& host) const {
+  std::vector<int64_t> ids(static_cast<size_t>(host.rows_per_step));
+  ExampleIds(step, host, ids);
+  return ids;
 }
 
 const HostPlan* InfeedPlan::host_plan(int host) const {

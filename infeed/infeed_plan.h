@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct ShardRoute {
   // order) of the destination device; -1 and empty otherwise.
   int device_id = -1;
   std::vector<int> mesh_coords;
+  // input.sharding only: the first row of the step's global batch this shard's
+  // replica batch holds (its rows are [global_row_begin, + replica_rows)); -1
+  // otherwise.
+  int64_t global_row_begin = -1;
 };
 
 // Rows of a host batch: [begin, begin + count).
@@ -71,7 +76,13 @@ RowRange TrainedRows(const ShardRoute& route);
 struct HostPlan {
   int host = 0;
   int64_t rows_per_step = 0;
-  int64_t first_row = 0;  // of the global batch: example id = step * G + first_row + row
+  // The rows of the step's global batch the host batch holds, in its order: row
+  // i of the host batch is the i-th row of these runs taken one after another.
+  // One run [first_row, first_row + rows_per_step) in every mode but
+  // input.sharding, where a host's devices may hold blocks that are not
+  // neighbours (JAX fills them in increasing global index).
+  std::vector<RowRange> global_rows;
+  int64_t first_row() const { return global_rows.empty() ? 0 : global_rows.front().begin; }
   std::vector<ShardRoute> shards;
 };
 
@@ -89,9 +100,8 @@ class InfeedPlan {
   // cluster::BatchAssignment(mesh, sharding.batch_axes). options.per_host,
   // partitioned, per_core and partition_dims are ignored. Throws Error naming
   // input.sharding when a spec does not fit (unknown or repeated axis, a dim that
-  // does not divide), or when a host's devices hold rows that are not one
-  // consecutive range of the global batch (tpusim builds a host batch from
-  // consecutive example ids).
+  // does not divide). A host's devices may hold blocks of rows that are not
+  // neighbours: its batch is those blocks in increasing global index.
   static InfeedPlan BuildSharded(const cluster::DeviceAssignment& assignment, int num_hosts, int cores_per_host,
                                  const InfeedPlanOptions& options, const MeshShardingOptions& sharding);
 
@@ -109,10 +119,13 @@ class InfeedPlan {
   const ShardRoute* route_to(int host, int ordinal) const;
   // The host that builds the shard for a route.
   int source_host(int host, int ordinal) const;
-  // Global example id of row `row` of host `host`'s batch at `step`.
-  int64_t example_id(int64_t step, const HostPlan& host, int64_t row) const {
-    return step * global_batch_ + host.first_row + row;
-  }
+  // Global example id of row `row` of host `host`'s batch at `step`: step * G
+  // plus the global row it is (HostPlan::global_rows).
+  int64_t example_id(int64_t step, const HostPlan& host, int64_t row) const;
+  // The example ids of every row of host `host`'s batch at `step`, in order;
+  // `out` holds host.rows_per_step ids.
+  void ExampleIds(int64_t step, const HostPlan& host, std::span<int64_t> out) const;
+  std::vector<int64_t> ExampleIds(int64_t step, const HostPlan& host) const;
 
  private:
   std::vector<HostPlan> hosts_;

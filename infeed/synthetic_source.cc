@@ -203,7 +203,8 @@ double SyntheticData::ExpectedValue(std::string_view name, int64_t example_id, i
   return DecodeElement(s.dtype, buffer);
 }
 
-void SyntheticData::FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const {
+template <typename IdOf>
+void SyntheticData::FillTensor(size_t feature, IdOf id_of, Tensor& tensor) const {
   const FeatureSpec& spec = specs_[feature];
   if (tensor.dtype() != spec.dtype || tensor.shape().empty() || tensor.shape() != BatchShape(spec, tensor.shape()[0])) {
     Fail("tensor '{}' is {} {}, synthetic feature is {} [rows, {}]", spec.name, DTypeName(tensor.dtype()),
@@ -213,12 +214,33 @@ void SyntheticData::FillTensor(size_t feature, int64_t first_id, Tensor& tensor)
   int64_t per_example = NumElements(spec.shape);
   std::byte* out = tensor.bytes().data();
   for (int64_t row = 0; row < tensor.shape()[0]; ++row, out += row_bytes) {
-    FillRow(feature, first_id + row, 0, per_example, out);
+    FillRow(feature, id_of(row), 0, per_example, out);
   }
 }
 
 void SyntheticData::Fill(int64_t first_id, Batch& batch) const {
-  for (size_t f = 0; f < specs_.size(); ++f) FillTensor(f, first_id, batch.at(specs_[f].name));
+  for (size_t f = 0; f < specs_.size(); ++f) {
+    FillTensor(
+        f, [first_id](int64_t row) { return first_id + row; }, batch.at(specs_[f].name));
+  }
+}
+
+void SyntheticData::Fill(std::span<const int64_t> example_ids, Batch& batch) const {
+  for (size_t f = 0; f < specs_.size(); ++f) {
+    Tensor& tensor = batch.at(specs_[f].name);
+    if (tensor.shape().empty() || tensor.shape()[0] != static_cast<int64_t>(example_ids.size())) {
+      Fail("tensor '{}' has {} rows but {} example ids were given", specs_[f].name,
+           tensor.shape().empty() ? 0 : tensor.shape()[0], example_ids.size());
+    }
+    FillTensor(
+        f, [example_ids](int64_t row) { return example_ids[static_cast<size_t>(row)]; }, tensor);
+  }
+}
+
+Batch SyntheticData::Generate(std::span<const int64_t> example_ids) const {
+  Batch batch = MakeBatch(specs_, static_cast<int64_t>(example_ids.size()));
+  Fill(example_ids, batch);
+  return batch;
 }
 
 Batch SyntheticData::Generate(int64_t first_id, int64_t rows) const {
@@ -333,6 +355,14 @@ void SyntheticSource::ReadInto(int64_t first_id, Batch& batch, double cost_facto
   const double modeled_s = cost_.Pay(rows, cost_factor);
   ScopedCpuTimer generation(costs ? &costs->preprocessing_cpu_s : nullptr);
   data_.Fill(first_id, batch);
+  if (costs) costs->modeled_preprocessing_s += modeled_s;
+}
+
+void SyntheticSource::ReadInto(std::span<const int64_t> example_ids, Batch& batch, double cost_factor,
+                               StageCosts* costs) {
+  const double modeled_s = cost_.Pay(static_cast<int64_t>(example_ids.size()), cost_factor);
+  ScopedCpuTimer generation(costs ? &costs->preprocessing_cpu_s : nullptr);
+  data_.Fill(example_ids, batch);
   if (costs) costs->modeled_preprocessing_s += modeled_s;
 }
 

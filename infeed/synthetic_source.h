@@ -88,6 +88,9 @@ class SyntheticData {
   // Overwrites every tensor of `batch` (shaped [rows, ...] per specs()) with examples
   // [first_id, first_id + rows); lets callers reuse buffers across steps.
   void Fill(int64_t first_id, Batch& batch) const;
+  // Same, row i holding example example_ids[i] (one id per row of `batch`).
+  void Fill(std::span<const int64_t> example_ids, Batch& batch) const;
+  Batch Generate(std::span<const int64_t> example_ids) const;
 
   // Checks every tensor of specs() in `batch` holds rows [first_id, first_id + n).
   [[nodiscard]] VerifyResult Verify(const Batch& batch, int64_t first_id) const;
@@ -109,7 +112,9 @@ class SyntheticData {
   void ValidateSpecs() const;
   void BuildTeacher();
   size_t IndexOf(std::string_view name) const;  // specs_.size() if absent
-  void FillTensor(size_t feature, int64_t first_id, Tensor& tensor) const;
+  // Row i of `tensor` gets example id_of(i).
+  template <typename IdOf>
+  void FillTensor(size_t feature, IdOf id_of, Tensor& tensor) const;
   // Writes elements [first, first + n) of example `example_id` of specs_[feature] to
   // `out` (the label: its one value).
   void FillRow(size_t feature, int64_t example_id, int64_t first, int64_t n, std::byte* out) const;
@@ -154,6 +159,9 @@ class SyntheticSource {
   // thread CPU (preprocessing_cpu_s) and the modeled seconds paid
   // (modeled_preprocessing_s) to `costs` if given.
   void ReadInto(int64_t first_id, Batch& batch, double cost_factor = 1, StageCosts* costs = nullptr);
+  // Same, row i holding example example_ids[i].
+  void ReadInto(std::span<const int64_t> example_ids, Batch& batch, double cost_factor = 1,
+                StageCosts* costs = nullptr);
 
  private:
   SyntheticData data_;

@@ -50,15 +50,24 @@ void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
   if (!c.computation_shape.empty()) refuse("cluster.computation_shape");
 }
 
+// A trained embedding sums the gradient of each row its cores looked up: a row
+// held by several devices (the batch dim not split over some mesh axis) would be
+// summed once per copy.
+void CheckEveryDeviceOwnRows(const RunConfig& config, const std::string& key) {
+  const cluster::SpecDim& batch = config.input.sharding.begin()->second.dims[0];
+  for (const cluster::MeshAxis& axis : config.cluster.mesh.axes) {
+    if (axis.size == 1 || std::find(batch.begin(), batch.end(), axis.name) != batch.end()) continue;
+    Fail(
+        "{}: a trained embedding needs each device to hold its own rows, but the batch dim is not "
+        "split over {} ({} devices hold each row: its gradient would count {} times); split it over "
+        "every mesh axis or set model.enabled: false",
+        key, axis.name, axis.size, axis.size);
+  }
+}
+
 void CheckSourceAndModel(const RunConfig& config, const std::string& key) {
-  if (config.input.source != InputSource::kSynthetic && config.input.source != InputSource::kCached) {
-    Fail("{}: input.source: {} is not supported with input.sharding yet (synthetic and cached are)", key,
-         SpellingOf(config.input.source));
-  }
-  if (config.embedding.enabled()) {
-    Fail("{}: embedding.features are not supported with input.sharding yet", key);
-  }
   if (!config.model.enabled) return;
+  if (config.embedding.enabled()) CheckEveryDeviceOwnRows(config, key);
   for (const auto& [name, spec] : config.input.sharding) {
     for (size_t d = 1; d < spec.dims.size(); ++d) {
       if (!spec.dims[d].empty()) {
@@ -82,7 +91,34 @@ void CheckListedSpecs(const RunConfig& config, const cluster::DeviceMesh& mesh) 
   }
 }
 
+// The first global row two hosts' batches share, or -1.
+int64_t SharedRow(const infeed::HostPlan& a, const infeed::HostPlan& b) {
+  for (const infeed::RowRange& x : a.global_rows) {
+    for (const infeed::RowRange& y : b.global_rows) {
+      const int64_t begin = std::max(x.begin, y.begin);
+      if (begin < std::min(x.begin + x.count, y.begin + y.count)) return begin;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+void CheckHostsReadDistinctRows(const RunConfig& config, const infeed::InfeedPlan& plan) {
+  if (config.input.source != InputSource::kFiles && config.input.source != InputSource::kTfRecord) return;
+  const std::vector<infeed::HostPlan>& hosts = plan.hosts();
+  for (size_t a = 0; a < hosts.size(); ++a) {
+    for (size_t b = a + 1; b < hosts.size(); ++b) {
+      const int64_t row = SharedRow(hosts[a], hosts[b]);
+      if (row < 0) continue;
+      Fail(
+          "input.sharding: hosts {} and {} both hold row {}, but with input.source: {} each host reads "
+          "its own files, so their copies would differ; split the batch dim over the mesh axes that "
+          "span hosts",
+          hosts[a].host, hosts[b].host, row, SpellingOf(config.input.source));
+    }
+  }
+}
 
 void CheckShardingConfig(const RunConfig& config) {
   if (!ShardedByMesh(config)) return;

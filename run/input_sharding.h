@@ -22,10 +22,16 @@ inline bool ShardedByMesh(const RunConfig& config) { return !config.input.shardi
 // Throws Error "<source>: input.sharding...: ..." when the rest of the config
 // contradicts input.sharding: no cluster.mesh, a key that names no feature,
 // features whose batch dims are split over different axes, infeed modes or a
-// cluster.split/replicas/computation_shape that place batches another way, a
-// source other than synthetic or cached, embedding features, or (training) a
-// split non-batch dim. Does nothing without input.sharding.
+// cluster.split/replicas/computation_shape that place batches another way,
+// embedding features, or (training) a split non-batch dim. Does nothing without
+// input.sharding.
 void CheckShardingConfig(const RunConfig& config);
+
+// With input.source files or tfrecord, where each host reads its own files:
+// throws Error ("input.sharding: ...", the caller names the file) naming two hosts whose batches hold a common global
+// row (their copies of it would be different examples). Any other source builds a row from its global id, so shared
+// rows are identical and nothing is checked.
+void CheckHostsReadDistinctRows(const RunConfig& config, const infeed::InfeedPlan& plan);
 
 // The axes every feature's batch dim is split over (the first listed feature's).
 cluster::SpecDim BatchAxes(const RunConfig& config);

@@ -226,8 +226,10 @@ infeed::InfeedPlan BuildShardedPlan(const RunConfig& config, const Slice& slice)
   options.global_batch = config.input.global_batch;
   options.features = RunFeatureSpecs(config);
   const cluster::DeviceMesh mesh = RunMesh(config.cluster, slice.topology, config.topology.generation, config.source);
-  return infeed::InfeedPlan::BuildSharded(slice.assignment, slice.num_hosts(), slice.topology.cores_per_host(), options,
-                                          ShardingOptions(config, mesh));
+  infeed::InfeedPlan plan = infeed::InfeedPlan::BuildSharded(
+      slice.assignment, slice.num_hosts(), slice.topology.cores_per_host(), options, ShardingOptions(config, mesh));
+  CheckHostsReadDistinctRows(config, plan);
+  return plan;
 }
 
 }  // namespace

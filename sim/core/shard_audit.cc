@@ -27,9 +27,8 @@ json RecordsOf(const std::vector<int64_t>& ids) {
 void AddMeshPlacement(const cluster::RankRole& core, const infeed::InfeedPlan& plan,
                       const infeed::ShardCodec::View& shard, json& record) {
   const infeed::ShardRoute* route = plan.route_to(core.host, core.ordinal);
-  const infeed::HostPlan* host = route ? plan.host_plan(plan.source_host(core.host, core.ordinal)) : nullptr;
-  if (!host) return;
-  const int64_t first = host->first_row + route->replica_row_begin;
+  if (!route || route->global_row_begin < 0) return;
+  const int64_t first = route->global_row_begin;
   record["device_id"] = route->device_id;
   record["mesh_coords"] = route->mesh_coords;
   record["rows"] = {first, first + route->replica_rows};

@@ -78,12 +78,12 @@ double SlowHostFactor(const std::vector<run::FaultsConfig::SlowHost>& slow_hosts
   return factor;
 }
 
-// One pass of the pool: the first cache_steps steps' host batches.
-std::vector<int64_t> PoolFirstIds(const run::RunConfig& run, const infeed::InfeedPlan& plan,
-                                  const infeed::HostPlan& host) {
-  std::vector<int64_t> first;
-  for (int64_t p = 0; p < run.input.cache_steps; ++p) first.push_back(plan.example_id(p, host, 0));
-  return first;
+// One pass of the pool: the example ids of the first cache_steps steps' host batches.
+std::vector<std::vector<int64_t>> PoolIds(const run::RunConfig& run, const infeed::InfeedPlan& plan,
+                                          const infeed::HostPlan& host) {
+  std::vector<std::vector<int64_t>> ids;
+  for (int64_t p = 0; p < run.input.cache_steps; ++p) ids.push_back(plan.ExampleIds(p, host));
+  return ids;
 }
 
 // What the stream's read and CRC stages took between two readings.
@@ -166,7 +166,7 @@ struct InputPipeline::Impl {
     } else if (input.source == run::InputSource::kTfRecord) {
       OpenTfRecords(num_hosts);
     } else if (input.source == run::InputSource::kCached) {
-      cached.emplace(MakeSyntheticData(run), PoolFirstIds(run, plan, *host_plan), host_plan->rows_per_step);
+      cached.emplace(MakeSyntheticData(run), PoolIds(run, plan, *host_plan));
     } else {
       infeed::SyntheticConfig config;
       config.seed = input.seed;
@@ -292,11 +292,10 @@ struct InputPipeline::Impl {
     }
     if (!synthetic)
       Fail("input pipeline: the {} source sends borrowed batches, not filled ones", run::SpellingOf(run.input.source));
-    int64_t first = plan.example_id(first_step + step, *host_plan, 0);
+    plan.ExampleIds(first_step + step, *host_plan, ids);
     infeed::StageCosts costs;
-    synthetic->ReadInto(first, batch, CostFactor(step), &costs);
+    synthetic->ReadInto(ids, batch, CostFactor(step), &costs);
     AddWorkerCosts(step, costs);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
   }
 
   bool SlowFromSomeStep() const {
@@ -328,8 +327,7 @@ struct InputPipeline::Impl {
   }
 
   const infeed::Batch& Borrow(int64_t step, std::span<int64_t> ids) const {
-    int64_t first = plan.example_id(step, *host_plan, 0);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = first + static_cast<int64_t>(i);
+    plan.ExampleIds(step, *host_plan, ids);
     return cached->BatchFor(step);
   }
 

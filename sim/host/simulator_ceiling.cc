@@ -44,8 +44,7 @@ std::optional<SimulatorCeilingPart> SimulatorCeiling::Measure(const infeed::Synt
   std::optional<infeed::CachedSource> pool;
   if (hp) {
     if (!pool_values) Fail("simulator ceiling: host {} builds batches but got no pool values", options_.role.host);
-    const int64_t first = plan_.example_id(0, *hp, 0);
-    pool.emplace(*pool_values, std::span(&first, 1), hp->rows_per_step);
+    pool.emplace(*pool_values, std::vector<std::vector<int64_t>>{plan_.ExampleIds(0, *hp)});
   }
   std::optional<SimulatorCeilingPart> best;
   double best_s = 0;

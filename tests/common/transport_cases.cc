@@ -280,7 +280,7 @@ void InfeedCredits(const Transport& t, const std::string& topology, bool per_hos
     auto fill = [&](int64_t step, infeed::Batch& batch, std::span<int64_t> ids) {
       std::span<float> x = batch.at("x").data<float>();
       for (size_t r = 0; r < ids.size(); ++r) {
-        ids[r] = step * 1000 + hp->first_row + static_cast<int64_t>(r);
+        ids[r] = step * 1000 + hp->first_row() + static_cast<int64_t>(r);
         for (int64_t j = 0; j < feature_floats; ++j) {
           x[r * static_cast<size_t>(feature_floats) + static_cast<size_t>(j)] = Value(ids[r], j);
         }

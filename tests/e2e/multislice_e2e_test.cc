@@ -144,6 +144,24 @@ TEST(Multislice, TheProjectedAuFallsWithTheSliceCount) {
   }
 }
 
+// `tpusim launch` of a multislice job: it counts every slice's ranks for mpirun
+// (the dry run's -np is `tpusim ranks`) and the job runs both slices.
+TEST(Multislice, LaunchRunsEverySlice) {
+  const std::string sets = "--set topology=2xv4-8 --set cluster.layout=threads";
+  const Result dry = Shell(Tpusim() + " launch " + Source(kRun) + " " + sets + " --dry-run");
+  ASSERT_EQ(dry.rc, 0) << dry.output;
+  EXPECT_NE(dry.output.find("-np " + std::to_string(MpiRanks(kRun, sets)) + " "), std::string::npos) << dry.output;
+  const std::string report = TempDir() + "/multislice-launch.json";
+  const Result r = Shell("timeout -k 5 120 " + Tpusim() + " launch " + Source(kRun) + " " + sets +
+                         " --set train.steps=4 --set train.iterations_per_loop=2 --quiet --report " + report);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json rep = ReadJson(report);
+  EXPECT_EQ(rep["topology"]["slices"], 2);
+  ASSERT_EQ(rep["hosts"].size(), 2u);
+  for (const json& h : rep["hosts"]) EXPECT_EQ(h["slice_index"], h["host"]);
+  EXPECT_EQ(rep["crs"]["hierarchical"]["slices"], 2);
+}
+
 // gen-data's default is two shards per TPU host of every slice (a files run gives
 // each host its own shards).
 TEST(Multislice, GenDataWritesTwoShardsPerHostOfEverySlice) {

@@ -18,8 +18,7 @@ SyntheticData CachedData() {
 // Two hosts, G = 8: host 1 builds rows [4, 8) of every step; a pool of 3 steps.
 TEST(CachedSourceTest, StepsCycleThePoolBuiltForTheFirstSteps) {
   SyntheticData data = CachedData();
-  const int64_t first_ids[] = {4, 12, 20};
-  CachedSource source(data, first_ids, 4);
+  CachedSource source(data, {{4, 5, 6, 7}, {12, 13, 14, 15}, {20, 21, 22, 23}});
   EXPECT_EQ(source.pool_steps(), 3);
   EXPECT_EQ(source.BatchFor(1), data.Generate(12, 4));
   EXPECT_EQ(&source.BatchFor(4), &source.BatchFor(1));
@@ -33,8 +32,7 @@ TEST(CachedSourceTest, StepsCycleThePoolBuiltForTheFirstSteps) {
 }
 
 TEST(CachedSourceTest, EmptyPoolIsAnError) {
-  EXPECT_THAT([] { CachedSource s(CachedData(), {}, 4); },
-              testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
+  EXPECT_THAT([] { CachedSource s(CachedData(), {}); }, testing::ThrowsMessage<Error>(HasSubstr("input.cache_steps")));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // [[0,2,1,3],[4,6,5,7],[8,10,9,11],[12,14,13,15]]; host h holds ids 4h..4h+3 at
 // ordinals 0..3): each host builds the rows its own devices hold, as
 // jax.make_array_from_process_local_data expects, and sends each device its block.
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,7 +37,7 @@ InfeedPlan MeshPlan(const MeshFixture& f, const cluster::SpecDim& batch_axes, cl
 std::vector<std::vector<int64_t>> Rows(const HostPlan& h) {
   std::vector<std::vector<int64_t>> rows;
   for (const ShardRoute& r : h.shards) {
-    rows.push_back({h.first_row + r.replica_row_begin, h.first_row + r.replica_row_begin + r.replica_rows});
+    rows.push_back({r.global_row_begin, r.global_row_begin + r.replica_rows});
   }
   return rows;
 }
@@ -45,7 +47,7 @@ TEST(ShardedPlanTest, EachHostFeedsItsOwnDevicesTheirBlocks) {
   const InfeedPlan plan = MeshPlan(f, {"data", "fsdp"});
   ASSERT_EQ(plan.hosts().size(), 4u);
   for (const HostPlan& h : plan.hosts()) {
-    EXPECT_EQ(h.first_row, 16 * h.host);
+    EXPECT_EQ(h.first_row(), 16 * h.host);
     EXPECT_EQ(h.rows_per_step, 16);
     for (const ShardRoute& r : h.shards) EXPECT_EQ(r.dst_host, h.host);
   }
@@ -64,7 +66,7 @@ TEST(ShardedPlanTest, CopiesAlongAnAxisLeftOut) {
   const MeshFixture f;
   const InfeedPlan plan = MeshPlan(f, {"data"});
   const HostPlan& h2 = plan.hosts()[2];
-  EXPECT_EQ(h2.first_row, 32);
+  EXPECT_EQ(h2.first_row(), 32);
   EXPECT_EQ(h2.rows_per_step, 16);
   EXPECT_EQ(Rows(h2), (std::vector<std::vector<int64_t>>(4, {32, 48})));
   std::vector<int> cores;
@@ -78,7 +80,7 @@ TEST(ShardedPlanTest, AxisWithinHostsGivesEveryHostTheWholeBatch) {
   const MeshFixture f;
   const InfeedPlan plan = MeshPlan(f, {"fsdp"});
   for (const HostPlan& h : plan.hosts()) {
-    EXPECT_EQ(h.first_row, 0);
+    EXPECT_EQ(h.first_row(), 0);
     EXPECT_EQ(h.rows_per_step, 64);
   }
   EXPECT_EQ(Rows(plan.hosts()[3]), (std::vector<std::vector<int64_t>>{{0, 16}, {32, 48}, {16, 32}, {48, 64}}));
@@ -93,13 +95,31 @@ TEST(ShardedPlanTest, InnerDimSplitIsAPartitionedPlan) {
   EXPECT_EQ(id9.slices[1].end, (Shape{16, 6}));
 }
 
-TEST(ShardedPlanTest, RefusesRowsThatAreNotConsecutiveOnAHost) {
+// [fsdp, data]: host 0 (fsdp 0, 2, 1, 3 of data 0) holds blocks 0, 8, 4, 12 of 16:
+// its batch is blocks 0, 4, 8, 12 in that order (increasing global index, as
+// make_array_from_process_local_data fills them), each block one run of rows.
+TEST(ShardedPlanTest, HostWhoseBlocksAreNotNeighboursBuildsThemInGlobalOrder) {
   const MeshFixture f;
-  EXPECT_THAT(ErrorOf([&] {
-                MeshPlan(f, {"fsdp", "data"});
-              }),
-              HasSubstr("input.sharding: host 0's devices hold row blocks [0, 4, 8, 12] of 16 along "
-                        "[fsdp, data], not one consecutive range"));
+  const InfeedPlan plan = MeshPlan(f, {"fsdp", "data"});
+  const HostPlan& h0 = plan.hosts()[0];
+  EXPECT_EQ(h0.rows_per_step, 16);
+  ASSERT_EQ(h0.global_rows.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(h0.global_rows[i].begin, 16 * static_cast<int64_t>(i));
+    EXPECT_EQ(h0.global_rows[i].count, 4);
+  }
+  EXPECT_EQ(Rows(h0), (std::vector<std::vector<int64_t>>{{0, 4}, {32, 36}, {16, 20}, {48, 52}}));
+  // Each route's rows of the host batch are its block's place among the host's.
+  EXPECT_EQ(h0.shards[1].replica_row_begin, 8);
+  EXPECT_EQ(plan.example_id(2, h0, 5), 2 * 64 + 16 + 1);
+  EXPECT_EQ(plan.ExampleIds(0, h0)[12], 48);
+  // Every global row once over the hosts, every device its own block.
+  std::multiset<int64_t> rows;
+  for (const HostPlan& h : plan.hosts()) {
+    for (int64_t id : plan.ExampleIds(0, h)) rows.insert(id);
+  }
+  EXPECT_EQ(rows.size(), 64u);
+  EXPECT_EQ(std::set<int64_t>(rows.begin(), rows.end()).size(), 64u);
 }
 
 TEST(ShardedPlanTest, RefusesAnIndivisibleBatchAndUnlikeBatchDims) {
