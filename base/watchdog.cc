@@ -13,10 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,59 +37,20 @@ constexpr int32_t kBusy = 0;
 constexpr int32_t kWaiting = 1;
 constexpr int32_t kFinished = 2;
 
-// Set by SIGTERM (mpirun stopping the job): the thread then looks for a dead
+// Set by SIGTERM (mpirun stopping the job): the patrol then looks for a dead
 // rank to report and raises the alarm (kStopped when there is none).
 std::atomic<bool> g_terminating{false};
 
-// Each watchdog thread sleeps on its own semaphore between looks, so that its
-// destructor wakes it alone (one shared semaphore woke every sleeper of the
-// process per destructor: 480 ranks of a packed process ending made 230,000
-// wake-ups) and SIGTERM wakes them all at once: mpirun kills the job's processes
-// soon after its SIGTERM, and on a loaded machine a thread that only looked every
-// 250 ms could be killed before it named the dead rank. The signal handler may
-// only post a semaphore (async-signal-safe), so it posts g_terminate, and one relay
-// thread per process posts every sleeper's.
-sem_t g_terminate;
-std::once_flag g_relay_once;
-
-class Sleepers {
- public:
-  void Add(sem_t* wake) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    wakes_.insert(wake);
-  }
-  void Remove(sem_t* wake) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    wakes_.erase(wake);
-  }
-  void WakeAll() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (sem_t* wake : wakes_) ::sem_post(wake);
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_set<sem_t*> wakes_;
-};
-
-// Never destroyed: the relay thread may still use it while the process exits.
-Sleepers& EverySleeper() {
-  static auto* sleepers = new Sleepers;
-  return *sleepers;
-}
-
-void StartTerminateRelay() {
-  ::sem_init(&g_terminate, 0, 0);
-  std::thread([] {
-    for (;;) {
-      if (::sem_wait(&g_terminate) == 0) EverySleeper().WakeAll();
-    }
-  }).detach();
-}
+// The semaphore the patrol of this process sleeps on, which SIGTERM posts (a
+// signal handler may only post a semaphore: async-signal-safe) so that the
+// patrol looks at once: mpirun kills the job's processes soon after its
+// SIGTERM, and on a loaded machine a patrol that only looked every 250 ms could
+// be killed before it named the dead rank.
+std::atomic<sem_t*> g_patrol_wake{nullptr};
 
 extern "C" void OnTerminate(int /*signal*/) {
   g_terminating.store(true);
-  ::sem_post(&g_terminate);
+  if (sem_t* wake = g_patrol_wake.load()) ::sem_post(wake);
 }
 
 // Whether this rank's watchdog should look at the other processes' ranks now (a
@@ -119,19 +82,67 @@ void SleepOrWake(sem_t& wake, std::chrono::milliseconds wait) {
 
 }  // namespace
 
-// The semaphore this rank's watchdog thread sleeps on (see EverySleeper).
-struct Watchdog::Wake {
-  sem_t sem;
-  Wake() {
-    ::sem_init(&sem, 0, 0);
-    EverySleeper().Add(&sem);
+// The one thread per process that looks at every watchdog of the process four
+// times a second: it bumps each one's heartbeat and checks its open wait. A
+// thread per watchdog made a packed process of 640 ranks wake 2,560 times a
+// second for nothing, and 32 x v5litepod-256's 10,240 ranks as many threads
+// again as ranks, near this machine's limit of 32,768 (kernel.pid_max). A forked
+// child (the tests' ranks of another process) starts its own patrol: the
+// parent's thread is not in it.
+class Watchdog::Patrol {
+ public:
+  static Patrol& OfThisProcess() {
+    static std::mutex mutex;
+    static Patrol* patrol = nullptr;  // never destroyed: its thread runs until the process ends
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!patrol || patrol->pid_ != ::getpid()) patrol = new Patrol;
+    return *patrol;
   }
-  ~Wake() {
-    EverySleeper().Remove(&sem);
-    ::sem_destroy(&sem);
+
+  void Add(Watchdog* dog) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dogs_.push_back(dog);
   }
-  Wake(const Wake&) = delete;
-  Wake& operator=(const Wake&) = delete;
+  // Returns once the patrol is not looking at `dog` and never will again.
+  void Remove(Watchdog* dog) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase(dogs_, dog);
+  }
+
+ private:
+  Patrol() : pid_(::getpid()) {
+    ::sem_init(&wake_, 0, 0);
+    g_patrol_wake.store(&wake_);
+    std::signal(SIGTERM, OnTerminate);
+    std::thread([this] { Run(); }).detach();
+  }
+
+  // Looks four times a second, and at once on SIGTERM. A watchdog whose alarm
+  // handler returns is watched no more (its wait stays open). The handler runs
+  // under the lock, so a watchdog's destructor waits for it, as it used to wait
+  // for its own thread.
+  [[noreturn]] void Run() {
+    for (;;) {
+      SleepOrWake(wake_, kCheckEvery);
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < dogs_.size();) {
+        Watchdog* dog = dogs_[i];
+        dog->Beat();
+        std::optional<Alarm> alarm = dog->Check();
+        if (!alarm) {
+          ++i;
+          continue;
+        }
+        dogs_.erase(dogs_.begin() + static_cast<std::ptrdiff_t>(i));
+        dog->options_.on_alarm(*alarm);
+      }
+    }
+  }
+
+  const pid_t pid_;
+  sem_t wake_;
+  std::mutex mutex_;
+  std::vector<Watchdog*> dogs_;
 };
 
 // One slot per rank in a shared-memory segment of the job (steady_clock is
@@ -140,7 +151,7 @@ struct Watchdog::Board {
   struct Slot {
     std::atomic<int64_t> since_us;  // 0: the rank never wrote (another machine)
     std::atomic<int64_t> step;
-    // Bumped by the rank's watchdog thread at every look (kCheckEvery): it stops
+    // Bumped by the process's patrol at every look (kCheckEvery): it stops
     // only when the whole process does (SIGSTOP, a debugger, a frozen VM).
     std::atomic<int64_t> heartbeat_us;
     std::atomic<int32_t> state;  // kBusy, kWaiting, kFinished
@@ -194,16 +205,12 @@ Watchdog::Watchdog(Options options) : options_(std::move(options)) {
   }
   Publish(kBusy, "", -1);
   Beat();
-  std::call_once(g_relay_once, StartTerminateRelay);
-  wake_ = std::make_unique<Wake>();
-  std::signal(SIGTERM, OnTerminate);
-  thread_ = std::thread([this] { Run(); });
+  patrol_ = &Patrol::OfThisProcess();
+  patrol_->Add(this);
 }
 
 Watchdog::~Watchdog() {
-  stop_.store(true);
-  if (wake_) ::sem_post(&wake_->sem);
-  if (thread_.joinable()) thread_.join();
+  if (patrol_) patrol_->Remove(this);
   Publish(kFinished, "", -1);
   // The name goes now; ranks still running keep their mapping.
   if (board_) ::shm_unlink(options_.board.c_str());
@@ -359,20 +366,6 @@ std::string Watchdog::Message(double waited_s) const {
   }
   return fmt::format("tpusim: [{}] error: watchdog: waited {:.1f} s for {}{}{} ({}); stopping the job", options_.self,
                      waited_s, waited_for, from, Culprit(), DeadlineBasis());
-}
-
-// Checks four times a second, and at once on SIGTERM, until stopped or an alarm
-// is raised; a handler that returns lets the destructor go on.
-void Watchdog::Run() {
-  while (!stop_.load()) {
-    SleepOrWake(wake_->sem, kCheckEvery);
-    if (stop_.load()) break;
-    Beat();
-    if (std::optional<Alarm> alarm = Check()) {
-      options_.on_alarm(*alarm);
-      return;
-    }
-  }
 }
 
 // One look: a dead peer, mpirun stopping us, a peer frozen for the deadline, or

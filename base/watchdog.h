@@ -1,7 +1,8 @@
 // A deadline on every blocking wait of a rank (run.watchdog_s). The rank opens a
 // Scope around each wait — what it waits for, for which step, from which peer —
-// and a background thread checks four times a second whether the open wait has
-// lasted longer than the deadline. If so it raises an alarm: one line naming this
+// and one background thread per process (the patrol, shared by every watchdog of
+// the process) checks four times a second whether each open wait has lasted
+// longer than the deadline. If so it raises an alarm: one line naming this
 // rank's role, the wait and the peer (with the peer's role), handed to the
 // caller's handler. The watchdog never ends the process itself; tpusim's app
 // prints the line and exits with code 2, so mpirun stops the job within seconds
@@ -11,10 +12,10 @@
 // slot per rank of the job on this machine: its pid, waiting for what since
 // when, or busy since when). The rank that fires reads the board to name the
 // likely culprit — a rank whose process has stopped running (its heartbeat, bumped
-// by its watchdog thread four times a second, stale: SIGSTOP, a debugger, a
+// by its process's patrol four times a second, stale: SIGSTOP, a debugger, a
 // frozen VM), else a rank that has been busy, not waiting, for longer than the
 // deadline (stalled) — and only the first rank of the job to fire has a line, so
-// a job whose ranks all wait on one stalled peer ends with one line. The thread
+// a job whose ranks all wait on one stalled peer ends with one line. The patrol
 // also watches the board for a rank whose process is gone (killed, crashed)
 // before it finished, and reports it by role, and for a rank whose heartbeat has
 // been stale for the deadline, which it names with the state it last published;
@@ -22,7 +23,7 @@
 // SIGTERM first, the survivor looks for the dead rank before it raises the alarm.
 //
 // Opening and closing a Scope is a few relaxed atomic stores: cheap enough for
-// every wait of every step. The thread never calls MPI.
+// every wait of every step. The patrol never calls MPI.
 #pragma once
 
 #include <atomic>
@@ -31,7 +32,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace tpusim {
 
@@ -49,7 +49,7 @@ class Watchdog {
     // printed its line already (only the first to fire speaks), and for kStopped.
     std::string line;
   };
-  // Called once, on the watchdog's thread, when it fires; meant to end the
+  // Called once, on the patrol's thread, when it fires; meant to end the
   // process. If it returns, the watchdog stops watching (the wait stays open).
   using AlarmHandler = std::function<void(const Alarm&)>;
 
@@ -70,8 +70,9 @@ class Watchdog {
     AlarmHandler on_alarm;
   };
 
-  // Starts the watchdog's thread when options.deadline_s > 0; throws
-  // std::invalid_argument (a bug) if it then has no on_alarm.
+  // Joins this process's patrol (starting it, the first time) when
+  // options.deadline_s > 0; throws std::invalid_argument (a bug) if it then has
+  // no on_alarm.
   explicit Watchdog(Options options);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -115,8 +116,7 @@ class Watchdog {
 
  private:
   struct Board;
-  struct Wake;
-  void Run();
+  class Patrol;
   // One look: the alarm to raise now, if any.
   std::optional<Alarm> Check();
   Alarm Fire(double waited_s);
@@ -148,9 +148,7 @@ class Watchdog {
   std::atomic<double> patience_{1.0};
   std::atomic<int64_t> current_step_{-1};
   Board* board_ = nullptr;
-  std::atomic<bool> stop_{false};
-  std::unique_ptr<Wake> wake_;  // before thread_: the thread sleeps on it
-  std::thread thread_;
+  Patrol* patrol_ = nullptr;  // this process's, which looks at this watchdog; null without a deadline
 };
 
 // The name of this job's watchdog board on this machine, from the launcher's

@@ -450,25 +450,39 @@ void RankRun::CalibrateHere(RankMetrics& mine) {
     mine.calibration = PipelineCalibration{
         role_.host, workers, 0, 0, 0, {}, std::string("the pipeline could not be opened again: ") + e.what()};
   }
+  // Posted to every rank before any is waited for: one blocking send at a time
+  // made each word to another process wait a round trip through the process
+  // link, and on 32 x v5litepod-256 (10,240 ranks, 16 processes) the 9,600 round
+  // trips took most of a 360 s replay.
   const std::byte done{1};
+  std::vector<cluster::Request> sends;
   for (int r = 0; r < comms_.world->size(); ++r) {
-    if (r != comms_.world->rank()) comms_.world->Send(std::span(&done, 1), r, cluster::kTagCalibrationDone);
+    if (r != comms_.world->rank()) {
+      sends.push_back(comms_.world->Isend(std::span(&done, 1), r, cluster::kTagCalibrationDone));
+    }
   }
+  for (cluster::Request& send : sends) send.Wait();
 }
 
-// Polls with pauses (Transport::ProbeFor) rather than in a barrier, whose MPI
-// implementation spins: the waiting ranks must leave this machine's CPUs to the
-// pipeline being measured. In-process waiters wake when the word arrives; a
+// Waits without taking this machine's CPUs from the pipeline being measured. A
+// rank thread (threads, packed) blocks in Probe, which the in-process transport
+// wakes when the word arrives: polled, the waiters' wake-ups were the load (a
 // steady pause of 2 ms had v5litepod-256's 320 packed rank threads wake 160,000
 // times a second, which inflated the calibrating host's JPEG step build from ~3.2
-// to ~8 ms per example. The pause doubles from 1 ms to 100 ms, so a short
-// calibration is not rounded up to a whole 100 ms pause in the ranks layout (MPI
-// sleeps its pauses out), and a long one wakes a waiter ten times a second.
+// to ~8 ms per example; 10,240 threads polling every 100 ms kept thousands
+// runnable). A rank of its own (ranks) polls with pauses (Transport::ProbeFor)
+// instead, as MPI's blocking probe and barrier spin; the pause doubles from 1 ms
+// to 100 ms, so a short calibration is not rounded up to a whole 100 ms pause
+// (MPI sleeps its pauses out), and a long one wakes a waiter ten times a second.
 void RankRun::AwaitCalibration(int host) {
   const int from = slice_.layout.host_rank(host);
-  std::chrono::microseconds pause = std::chrono::milliseconds(1);
-  while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, pause)) {
-    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(100));
+  if (slice_.layout.hosts_per_process() > 0) {
+    comms_.world->Probe(from, cluster::kTagCalibrationDone);
+  } else {
+    std::chrono::microseconds pause = std::chrono::milliseconds(1);
+    while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, pause)) {
+      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(100));
+    }
   }
   std::byte done{};
   comms_.world->Recv(std::span(&done, 1), from, cluster::kTagCalibrationDone);
