@@ -92,6 +92,7 @@ class InProcessTransport final : public Transport {
   Pending Probe(int peer, int tag) const override;
   std::optional<Pending> TryProbe(int peer, int tag) const override;
   std::optional<Pending> ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const override;
+  Pending AwaitPending(int peer, int tag) const override { return Probe(peer, tag); }
   bool SharesMemoryWith(int peer) const override;
 
   // Collectives gather at member 0, which reduces in rank order (so results are

@@ -1,5 +1,6 @@
 #include "cluster/transport.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -67,6 +68,14 @@ std::optional<Pending> Transport::ProbeFor(int peer, int tag, std::chrono::micro
   if (std::optional<Pending> found = TryProbe(peer, tag)) return found;
   std::this_thread::sleep_for(timeout);
   return TryProbe(peer, tag);
+}
+
+Pending Transport::AwaitPending(int peer, int tag) const {
+  std::chrono::microseconds pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (std::optional<Pending> found = ProbeFor(peer, tag, pause)) return *found;
+    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(100));
+  }
 }
 
 bool Transport::SharesMemoryWith(int) const { return false; }

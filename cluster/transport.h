@@ -106,6 +106,13 @@ class Transport {
   // MPI offers no wait that leaves the CPU (a poller that must keep MPI progressing
   // never pauses).
   virtual std::optional<Pending> ProbeFor(int peer, int tag, std::chrono::microseconds timeout) const;
+  // Like Probe, for a wait that must leave this machine's CPUs to other work (a
+  // long one, with many waiters): the in-process transport blocks on the mailbox
+  // (Probe, woken when the message is queued); this default (MPI, whose blocking
+  // probe spins) polls with ProbeFor's pauses, doubling from 1 ms to 100 ms, so a
+  // short wait is not rounded up to a whole 100 ms and a long one wakes ten times
+  // a second.
+  virtual Pending AwaitPending(int peer, int tag) const;
   // Whether `peer` runs in this process, so an address in this process's memory
   // means the same to it (the in-process transport's own members; never over MPI).
   virtual bool SharesMemoryWith(int peer) const;

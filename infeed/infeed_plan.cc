@@ -359,14 +359,6 @@ InfeedPlan InfeedPlan::BuildSharded(const cluster::DeviceAssignment& assignment,
   return plan;
 }
 
-int64_t InfeedPlan::example_id(int64_t step, const HostPlan& host, int64_t row) const {
-  for (const RowRange& run : host.global_rows) {
-    if (row < run.count) return step * global_batch_ + run.begin + row;
-    row -= run.count;
-  }
-  Fail("infeed plan: row {} is past host {}'s batch of {} rows", row, host.host, host.rows_per_step);
-}
-
 void InfeedPlan::ExampleIds(int64_t step, const HostPlan& host, std::span<int64_t> out) const {
   if (static_cast<int64_t>(out.size()) != host.rows_per_step) {
     Fail("infeed plan: {} ids asked of host {}'s batch of {} rows", out.size(), host.host, host.rows_per_step);

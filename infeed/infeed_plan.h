@@ -119,11 +119,9 @@ class InfeedPlan {
   const ShardRoute* route_to(int host, int ordinal) const;
   // The host that builds the shard for a route.
   int source_host(int host, int ordinal) const;
-  // Global example id of row `row` of host `host`'s batch at `step`: step * G
-  // plus the global row it is (HostPlan::global_rows).
-  int64_t example_id(int64_t step, const HostPlan& host, int64_t row) const;
-  // The example ids of every row of host `host`'s batch at `step`, in order;
-  // `out` holds host.rows_per_step ids.
+  // The global example ids of every row of host `host`'s batch at `step`, in
+  // order: step * G plus the global row each is (HostPlan::global_rows); `out`
+  // holds host.rows_per_step ids.
   void ExampleIds(int64_t step, const HostPlan& host, std::span<int64_t> out) const;
   std::vector<int64_t> ExampleIds(int64_t step, const HostPlan& host) const;
 

@@ -350,14 +350,6 @@ Batch SyntheticSource::Read(int64_t first_id, int64_t rows) {
   return data_.Generate(first_id, rows);
 }
 
-void SyntheticSource::ReadInto(int64_t first_id, Batch& batch, double cost_factor, StageCosts* costs) {
-  int64_t rows = batch.size() == 0 ? 0 : batch.begin()->second.shape().at(0);
-  const double modeled_s = cost_.Pay(rows, cost_factor);
-  ScopedCpuTimer generation(costs ? &costs->preprocessing_cpu_s : nullptr);
-  data_.Fill(first_id, batch);
-  if (costs) costs->modeled_preprocessing_s += modeled_s;
-}
-
 void SyntheticSource::ReadInto(std::span<const int64_t> example_ids, Batch& batch, double cost_factor,
                                StageCosts* costs) {
   const double modeled_s = cost_.Pay(static_cast<int64_t>(example_ids.size()), cost_factor);

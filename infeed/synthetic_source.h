@@ -154,12 +154,10 @@ class SyntheticSource {
   // Examples [first_id, first_id + rows), after waiting for the rate cap and paying
   // the modeled work.
   Batch Read(int64_t first_id, int64_t rows);
-  // Same into `batch`'s existing [rows, ...] tensors (no allocation), the modeled
-  // work of each example x `cost_factor` (faults.slow_hosts). Adds the generation's
-  // thread CPU (preprocessing_cpu_s) and the modeled seconds paid
-  // (modeled_preprocessing_s) to `costs` if given.
-  void ReadInto(int64_t first_id, Batch& batch, double cost_factor = 1, StageCosts* costs = nullptr);
-  // Same, row i holding example example_ids[i].
+  // Examples example_ids[i] into row i of `batch`'s existing [rows, ...] tensors
+  // (no allocation), the modeled work of each example x `cost_factor`
+  // (faults.slow_hosts). Adds the generation's thread CPU (preprocessing_cpu_s)
+  // and the modeled seconds paid (modeled_preprocessing_s) to `costs` if given.
   void ReadInto(std::span<const int64_t> example_ids, Batch& batch, double cost_factor = 1,
                 StageCosts* costs = nullptr);
 

@@ -1,6 +1,9 @@
 #include "run/input_sharding.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -54,7 +57,7 @@ void CheckNoOtherPlacement(const RunConfig& config, const std::string& key) {
 // held by several devices (the batch dim not split over some mesh axis) would be
 // summed once per copy.
 void CheckEveryDeviceOwnRows(const RunConfig& config, const std::string& key) {
-  const cluster::SpecDim& batch = config.input.sharding.begin()->second.dims[0];
+  const cluster::SpecDim batch = BatchAxes(config);
   for (const cluster::MeshAxis& axis : config.cluster.mesh.axes) {
     if (axis.size == 1 || std::find(batch.begin(), batch.end(), axis.name) != batch.end()) continue;
     Fail(
@@ -91,32 +94,32 @@ void CheckListedSpecs(const RunConfig& config, const cluster::DeviceMesh& mesh) 
   }
 }
 
-// The first global row two hosts' batches share, or -1.
-int64_t SharedRow(const infeed::HostPlan& a, const infeed::HostPlan& b) {
-  for (const infeed::RowRange& x : a.global_rows) {
-    for (const infeed::RowRange& y : b.global_rows) {
-      const int64_t begin = std::max(x.begin, y.begin);
-      if (begin < std::min(x.begin + x.count, y.begin + y.count)) return begin;
-    }
-  }
-  return -1;
-}
-
 }  // namespace
 
 void CheckHostsReadDistinctRows(const RunConfig& config, const infeed::InfeedPlan& plan) {
   if (config.input.source != InputSource::kFiles && config.input.source != InputSource::kTfRecord) return;
-  const std::vector<infeed::HostPlan>& hosts = plan.hosts();
-  for (size_t a = 0; a < hosts.size(); ++a) {
-    for (size_t b = a + 1; b < hosts.size(); ++b) {
-      const int64_t row = SharedRow(hosts[a], hosts[b]);
-      if (row < 0) continue;
+  struct Run {
+    int64_t begin, end;
+    int host;
+  };
+  std::vector<Run> runs;
+  for (const infeed::HostPlan& h : plan.hosts()) {
+    for (const infeed::RowRange& r : h.global_rows) runs.push_back({r.begin, r.begin + r.count, h.host});
+  }
+  // Sorted by their first row, a run overlaps an earlier one only if it starts
+  // before the farthest end so far.
+  std::sort(runs.begin(), runs.end(),
+            [](const Run& a, const Run& b) { return std::tie(a.begin, a.host) < std::tie(b.begin, b.host); });
+  const Run* reach = nullptr;
+  for (const Run& r : runs) {
+    if (reach && r.begin < reach->end) {
       Fail(
           "input.sharding: hosts {} and {} both hold row {}, but with input.source: {} each host reads "
           "its own files, so their copies would differ; split the batch dim over the mesh axes that "
           "span hosts",
-          hosts[a].host, hosts[b].host, row, SpellingOf(config.input.source));
+          std::min(reach->host, r.host), std::max(reach->host, r.host), r.begin, SpellingOf(config.input.source));
     }
+    if (!reach || r.end > reach->end) reach = &r;
   }
 }
 

@@ -464,26 +464,16 @@ void RankRun::CalibrateHere(RankMetrics& mine) {
   for (cluster::Request& send : sends) send.Wait();
 }
 
-// Waits without taking this machine's CPUs from the pipeline being measured. A
-// rank thread (threads, packed) blocks in Probe, which the in-process transport
-// wakes when the word arrives: polled, the waiters' wake-ups were the load (a
-// steady pause of 2 ms had v5litepod-256's 320 packed rank threads wake 160,000
-// times a second, which inflated the calibrating host's JPEG step build from ~3.2
-// to ~8 ms per example; 10,240 threads polling every 100 ms kept thousands
-// runnable). A rank of its own (ranks) polls with pauses (Transport::ProbeFor)
-// instead, as MPI's blocking probe and barrier spin; the pause doubles from 1 ms
-// to 100 ms, so a short calibration is not rounded up to a whole 100 ms pause
-// (MPI sleeps its pauses out), and a long one wakes a waiter ten times a second.
+// Waits without taking this machine's CPUs from the pipeline being measured
+// (Transport::AwaitPending: a rank thread blocks on its mailbox, a rank of its
+// own polls with growing pauses, as MPI's blocking probe and barrier spin).
+// Polled in-process, the waiters' wake-ups were the load: a steady pause of 2 ms
+// had v5litepod-256's 320 packed rank threads wake 160,000 times a second, which
+// inflated the calibrating host's JPEG step build from ~3.2 to ~8 ms per example,
+// and 10,240 threads polling every 100 ms kept thousands runnable.
 void RankRun::AwaitCalibration(int host) {
   const int from = slice_.layout.host_rank(host);
-  if (slice_.layout.hosts_per_process() > 0) {
-    comms_.world->Probe(from, cluster::kTagCalibrationDone);
-  } else {
-    std::chrono::microseconds pause = std::chrono::milliseconds(1);
-    while (!comms_.world->ProbeFor(from, cluster::kTagCalibrationDone, pause)) {
-      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(100));
-    }
-  }
+  comms_.world->AwaitPending(from, cluster::kTagCalibrationDone);
   std::byte done{};
   comms_.world->Recv(std::span(&done, 1), from, cluster::kTagCalibrationDone);
 }

@@ -60,11 +60,9 @@ std::vector<int> Replicas(const HostPlan& h) {
 
 // Global example ids a route carries at `step` (rows of its first feature's slice).
 std::vector<int64_t> Ids(const InfeedPlan& p, const HostPlan& h, const ShardRoute& r, int64_t step) {
-  std::vector<int64_t> ids;
-  for (int64_t row = r.slices[0].begin[0]; row < r.slices[0].end[0]; ++row) {
-    ids.push_back(p.example_id(step, h, r.replica_row_begin + row));
-  }
-  return ids;
+  const std::vector<int64_t> host_ids = p.ExampleIds(step, h);
+  const auto first = host_ids.begin() + r.replica_row_begin;
+  return std::vector<int64_t>(first + r.slices[0].begin[0], first + r.slices[0].end[0]);
 }
 
 std::string ErrorOf(const Fixture& f, const InfeedPlanOptions& o) {

@@ -111,7 +111,7 @@ TEST(ShardedPlanTest, HostWhoseBlocksAreNotNeighboursBuildsThemInGlobalOrder) {
   EXPECT_EQ(Rows(h0), (std::vector<std::vector<int64_t>>{{0, 4}, {32, 36}, {16, 20}, {48, 52}}));
   // Each route's rows of the host batch are its block's place among the host's.
   EXPECT_EQ(h0.shards[1].replica_row_begin, 8);
-  EXPECT_EQ(plan.example_id(2, h0, 5), 2 * 64 + 16 + 1);
+  EXPECT_EQ(plan.ExampleIds(2, h0)[5], 2 * 64 + 16 + 1);
   EXPECT_EQ(plan.ExampleIds(0, h0)[12], 48);
   // Every global row once over the hosts, every device its own block.
   std::multiset<int64_t> rows;

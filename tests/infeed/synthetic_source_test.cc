@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string_view>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,6 +18,13 @@ namespace tpusim::infeed {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Example ids [first, first + n).
+std::vector<int64_t> ConsecutiveIds(int64_t first, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
+}
 
 std::vector<FeatureSpec> SyntheticFeatures() {
   return {{"x", DType::kFloat32, {3, 4}},
@@ -323,7 +332,7 @@ TEST(SyntheticSourceTest, ThrottleAndCpuCostUseTheInjectedClock) {
   Batch b = source.Read(0, 100);  // 100 examples at 1000/s: 100 ms, plus 500 us of CPU
   EXPECT_EQ(clock.NowUs(), 1'000'000 + 100'000 + 500);
   EXPECT_TRUE(source.data().Verify(b, 0).ok);
-  source.ReadInto(100, b);
+  source.ReadInto(ConsecutiveIds(100, 100), b);
   // The rate cap counts the 500 us of CPU time: half a token earned, 99.5 ms waited.
   EXPECT_EQ(clock.NowUs(), 1'000'000 + 200'000 + 500);
   EXPECT_TRUE(source.data().Verify(b, 100).ok);
@@ -348,7 +357,7 @@ TEST(SyntheticSourceTest, EmulatedCostIsWaitedOnThePoolAndCounted) {
   SyntheticSource source(config, clock);
   Batch b = MakeBatch(source.specs(), 100);
   StageCosts costs;
-  source.ReadInto(0, b, 3, &costs);
+  source.ReadInto(ConsecutiveIds(0, 100), b, 3, &costs);
   EXPECT_TRUE(source.data().Verify(b, 0).ok);
   EXPECT_EQ(clock.slept_us(), 1500);
   EXPECT_EQ(clock.spun_us(), 0);
