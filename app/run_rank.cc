@@ -27,6 +27,7 @@
 #include "report/trace.h"
 #include "run/exit_codes.h"
 #include "run/run_outputs.h"
+#include "run/run_validation.h"
 #include "run/table_storage.h"
 #include "sim/rank_sinks.h"
 #include "sim/rank_stream.h"
@@ -118,6 +119,7 @@ void PrintRoles(SimulationContext& ctx, const run::LoopPlan& loops) {
   if (!ctx.options.quiet) {
     for (const std::string& line : run::TableLines(ctx.config.embedding, ctx.slice.topology)) fmt::print("{}\n", line);
   }
+  for (const std::string& line : run::ConfigNotes(ctx.config, ctx.slice)) fmt::print("{}\n", line);
   if (loops.overshoots(ctx.config.train)) {
     fmt::print(
         "note: train.steps {} is not a multiple of steps_per_loop {}: running {} loops = "

@@ -44,6 +44,7 @@ int RunValidateCommand(const ValidateOptions& options) {
   for (const std::string& line : run::TableLines(target.run.embedding, slice.topology)) {
     fmt::print("{}: {}\n", config, line);
   }
+  for (const std::string& line : run::ConfigNotes(target.run, slice)) fmt::print("{}: {}\n", config, line);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -103,10 +104,12 @@ class Watchdog::Patrol {
     std::lock_guard<std::mutex> lock(mutex_);
     dogs_.push_back(dog);
   }
-  // Returns once the patrol is not looking at `dog` and never will again.
+  // Returns once the patrol is not looking at `dog` and never will again, and
+  // its alarm handler, if one is running, has returned.
   void Remove(Watchdog* dog) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     std::erase(dogs_, dog);
+    handled_.wait(lock, [&] { return std::find(alarmed_.begin(), alarmed_.end(), dog) == alarmed_.end(); });
   }
 
  private:
@@ -118,9 +121,10 @@ class Watchdog::Patrol {
   }
 
   // Looks four times a second, and at once on SIGTERM. A watchdog whose alarm
-  // handler returns is watched no more (its wait stays open). The handler runs
-  // under the lock, so a watchdog's destructor waits for it, as it used to wait
-  // for its own thread.
+  // goes off is watched no more (its wait stays open); its handler runs on a
+  // thread of its own, so a handler that blocks (on a slow stderr, on the job's
+  // abort) neither stops the heartbeats of the process's other ranks nor delays
+  // their alarms. A watchdog's destructor waits for its handler to return.
   [[noreturn]] void Run() {
     for (;;) {
       SleepOrWake(wake_, kCheckEvery);
@@ -134,15 +138,25 @@ class Watchdog::Patrol {
           continue;
         }
         dogs_.erase(dogs_.begin() + static_cast<std::ptrdiff_t>(i));
-        dog->options_.on_alarm(*alarm);
+        alarmed_.push_back(dog);
+        std::thread([this, dog, alarm = std::move(*alarm)] { Raise(dog, alarm); }).detach();
       }
     }
+  }
+
+  void Raise(Watchdog* dog, const Alarm& alarm) {
+    dog->options_.on_alarm(alarm);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase(alarmed_, dog);
+    handled_.notify_all();
   }
 
   const pid_t pid_;
   sem_t wake_;
   std::mutex mutex_;
   std::vector<Watchdog*> dogs_;
+  std::vector<Watchdog*> alarmed_;  // whose handler is running
+  std::condition_variable handled_;
 };
 
 // One slot per rank in a shared-memory segment of the job (steady_clock is

@@ -302,6 +302,24 @@ MemoryEstimate EstimateMemory(const RunConfig& config, const Slice& slice, const
   return m;
 }
 
+std::vector<std::string> ConfigNotes(const RunConfig& config, const Slice& slice) {
+  std::vector<std::string> notes;
+  if (slice.num_slices() > 1) return notes;
+  std::vector<std::string> keys;
+  if (config.dcn.gbps_per_host) keys.push_back("dcn.gbps_per_host");
+  if (config.dcn.latency_us) keys.push_back("dcn.latency_us");
+  if (config.dcn.overlap != DcnOverlap::kNone) keys.push_back("dcn.overlap");
+  if (!keys.empty()) {
+    const bool one = keys.size() == 1;
+    const std::string last = keys.back();
+    keys.pop_back();
+    const std::string named = one ? last : fmt::format("{} and {}", fmt::join(keys, ", "), last);
+    notes.push_back(fmt::format("note: {} {} the network between slices; {} is one slice, so {} unused", named,
+                                one ? "describes" : "describe", slice.topology.name(), one ? "it is" : "they are"));
+  }
+  return notes;
+}
+
 ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine) {
   LoopPlan loops = MakeLoopPlan(config.train);
   CheckExampleIdsFit(config, loops);

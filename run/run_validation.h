@@ -54,6 +54,12 @@ struct ValidatedRun {
 // allowed (for memory: both numbers).
 ValidatedRun ValidateRun(const RunConfig& config, const Machine& machine);
 
+// Notes on keys the run accepts but cannot use on `slice`, one line each, which
+// `validate` and the run print: dcn.* on a job of one slice (they describe the
+// network between slices). Not errors: a sweep over slice counts that includes
+// 1 passes the same keys to every point.
+std::vector<std::string> ConfigNotes(const RunConfig& config, const Slice& slice);
+
 // The infeed plan of a run on `slice` (what ValidateRun checked). Throws Error.
 infeed::InfeedPlan BuildInfeedPlan(const RunConfig& config, const Slice& slice);
 

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -134,6 +136,43 @@ TEST(WatchdogTest, TheBoardWorksAfterItsNameIsGone) {
   EXPECT_EQ(alarm.kind, Watchdog::AlarmKind::kPeerDied);
   EXPECT_THAT(alarm.line, HasSubstr("rank 1, peer 1 died: its process (pid " + std::to_string(child) +
                                     ") is gone (last seen at step 5)"));
+}
+
+// One patrol thread watches every watchdog of a process; a handler that blocks
+// (a slow stderr, the job's abort) must hold up neither another rank's alarm nor
+// the start of another watchdog, and a watchdog's destructor returns only once
+// its handler has. (When the patrol ran handlers under its lock, the second
+// watchdog could not even start until the first handler gave up.)
+TEST(WatchdogTest, AHandlerThatBlocksHoldsUpNoOtherAlarm) {
+  std::promise<void> first_raised, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first_returned{false};
+  auto first = std::make_unique<Watchdog>([&] {
+    Watchdog::Options options = TestOptions(0, 0.2, "");
+    options.on_alarm = [&](const Watchdog::Alarm&) {
+      first_raised.set_value();
+      released.wait_for(std::chrono::seconds(20));  // bounded: a failing test still ends
+      first_returned.store(true);
+    };
+    return options;
+  }());
+  {
+    Watchdog::Scope wait = Watchdog::Wait(first.get(), "the first rank's message", 1, 1);
+    ASSERT_EQ(first_raised.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  }
+  std::promise<bool> second_raised;  // whether the first handler was still blocked
+  Watchdog::Options options = TestOptions(1, 0.2, "");
+  options.on_alarm = [&](const Watchdog::Alarm&) { second_raised.set_value(!first_returned.load()); };
+  Watchdog second(std::move(options));
+  {
+    Watchdog::Scope wait = Watchdog::Wait(&second, "the second rank's message", 2, 0);
+    std::future<bool> raised = second_raised.get_future();
+    ASSERT_EQ(raised.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    EXPECT_TRUE(raised.get()) << "the second alarm waited for the first handler";
+  }
+  release.set_value();
+  first.reset();  // waits for its handler
+  EXPECT_TRUE(first_returned.load());
 }
 
 TEST(WatchdogTest, ADeadlineNeedsAHandler) {

@@ -44,6 +44,24 @@ TEST(RunValidationTest, ShapesTfAcceptsRunWithIdleCores) {
   EXPECT_EQ(fewer.plan.hosts()[0].shards.size(), 4u);  // idle cores get no infeed
 }
 
+// dcn.* describes the network between slices: on one slice it is noted, not
+// refused (a sweep over slice counts that includes 1 passes it to every point).
+TEST(RunValidationTest, DcnKeysOnOneSliceAreNotedAsUnused) {
+  const std::string yaml = "topology: v4-8\ninput: {global_batch: 64}\n";
+  auto notes = [&](const std::vector<std::string>& overrides) {
+    const run::RunConfig config = Config(yaml, overrides);
+    return run::ConfigNotes(config, ValidateRun(config, run::Machine{16 * kGiB, {}}).slice);
+  };
+  EXPECT_THAT(notes({}), ::testing::IsEmpty());
+  EXPECT_THAT(notes({"dcn.overlap=full"}),
+              ::testing::ElementsAre("note: dcn.overlap describes the network between slices; v4-8 is one slice, "
+                                     "so it is unused"));
+  EXPECT_THAT(notes({"dcn.gbps_per_host=100", "dcn.latency_us=50", "dcn.overlap=full"}),
+              ::testing::ElementsAre("note: dcn.gbps_per_host, dcn.latency_us and dcn.overlap describe the network "
+                                     "between slices; v4-8 is one slice, so they are unused"));
+  EXPECT_THAT(notes({"topology=2xv4-8", "dcn.latency_us=50", "dcn.overlap=full"}), ::testing::IsEmpty());
+}
+
 TEST(RunValidationTest, ABatchThatCannotBeShardedIsRefused) {
   EXPECT_EQ(ErrorOfRun("topology: v3-8\ninput: {global_batch: 100}\n"),
             "t.yaml: input.global_batch: the batch of host 0 of 100 rows, tensor 'x': shape [100, 64] "
