@@ -296,10 +296,20 @@ double MedianPackingPerExample(const std::vector<const HostCosts*>& hosts) {
   return own.empty() ? 0.0 : Median(own);
 }
 
+// The sparse enqueue's CPU per id in a class's calibration, if it encoded ids.
+std::optional<double> CalibratedCpuPerId(const HostCalibration& c) {
+  if (c.sparse.ids <= 0) return std::nullopt;
+  return c.sparse.coo_cpu_s / static_cast<double>(c.sparse.ids);
+}
+
 // A stage's CPU per example in a class's calibration; none for the stages it
 // does not run (enqueue: the sends need the cores, which the run measured).
 std::optional<double> CalibratedCpu(const std::string& stage, const HostCalibration& c, double packing_per_example) {
   const infeed::StageCosts& k = c.costs;
+  if (stage == "sparse enqueue") {
+    if (c.sparse.ids <= 0) return std::nullopt;
+    return PerExample(c.sparse.coo_cpu_s, c.sparse.examples);
+  }
   if (stage == "file read") return PerExample(k.file_read_cpu_s, k.examples);
   if (stage == "preprocessing") return PerExample(k.preprocessing_cpu_s, k.examples);
   if (stage == "shuffle") return PerExample(k.shuffle_cpu_s, k.examples);
@@ -369,7 +379,8 @@ CostSource CostSourceOf(const PodProjectionInputs& in) {
   out.source = "run";
   for (const HostCalibration& c : in.calibrations) {
     out.calibrations.push_back({c.host, c.examples_per_step, c.fed_cores, c.workers, c.steps, c.costs.examples,
-                                c.seconds, PerExample(c.costs.build_cpu_s, c.costs.examples), c.note});
+                                c.seconds, PerExample(c.costs.build_cpu_s, c.costs.examples),
+                                CalibratedCpuPerId(c).value_or(0.0), c.note});
     if (CalibratesAHost(in, c)) out.source = "calibration";
     if (!c.note.empty() && out.note.empty()) out.note = c.note;
   }
@@ -495,7 +506,11 @@ std::vector<std::string> Assumptions(const PodProjectionInputs& in) {
 void AddWorkloads(const PodProjectionInputs& in, PodProjectionSection& p) {
   const double step_s = p.device_step_s > 0 ? p.target_step_s : 0.0;
   std::vector<SparseHostInput> sparse;
-  for (const HostCosts& h : in.hosts) sparse.push_back({h.host, h.examples_per_step, h.sparse});
+  for (const HostCosts& h : in.hosts) {
+    const HostCalibration* calibration = CalibrationOf(in.calibrations, {h.examples_per_step, h.fed_cores});
+    sparse.push_back(
+        {h.host, h.examples_per_step, h.sparse, calibration ? CalibratedCpuPerId(*calibration) : std::nullopt});
+  }
   p.sparse_enqueue =
       ProjectSparseEnqueue(sparse, LanesOf(in.config, in.target).workers, in.target.cpu_speed.value, step_s);
   p.shampoo = ProjectShampoo(in.shampoo, in.target.cpu_speed.value, step_s);

@@ -68,6 +68,7 @@ struct HostCalibration {
   int64_t steps = 0;
   double seconds = 0;
   infeed::StageCosts costs;
+  sim::SparseEnqueueCosts sparse;  // the sparse enqueue measured alone (no ids: none)
   std::string note;
 };
 

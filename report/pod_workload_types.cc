@@ -25,6 +25,8 @@ void SparseEnqueueFields(Io& io, Section& p) {
   io.Required("target_step_s", p.target_step_s);
   io.Nullable("demand_ids_per_s_per_host", p.demand_ids_per_s_per_host);
   io.Required("cpu_s_per_id", p.cpu_s_per_id);
+  io.Required("cpu_s_per_id_source", p.cpu_s_per_id_source);
+  io.Required("run_median_cpu_s_per_id", p.run_median_cpu_s_per_id);
   io.Required("host_min_cpu_s_per_id", p.host_min_cpu_s_per_id);
   io.Required("host_max_cpu_s_per_id", p.host_max_cpu_s_per_id);
   io.Required("host_spread", p.host_spread);

@@ -34,8 +34,12 @@ struct SparseEnqueueProjection {
   double target_step_s = 0;
   // ids_per_example x examples_per_host_per_step / target_step_s; null: no modeled step.
   std::optional<double> demand_ids_per_s_per_host;
-  double cpu_s_per_id = 0;           // the estimate: the median over the hosts
-  double host_min_cpu_s_per_id = 0;  // over the hosts, each its own
+  // The estimate: the median over the hosts of their class's calibration (the
+  // sparse enqueue re-run alone after the run) or, without one, of their own.
+  double cpu_s_per_id = 0;
+  std::string cpu_s_per_id_source;     // "calibration" or "run"
+  double run_median_cpu_s_per_id = 0;  // the median of the hosts' own, in the run
+  double host_min_cpu_s_per_id = 0;    // over the hosts, each its own in the run
   double host_max_cpu_s_per_id = 0;
   double host_spread = 0;                  // max / min (1: one host)
   double workers = 0;                      // target_host.input_workers

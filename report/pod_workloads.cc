@@ -35,10 +35,13 @@ std::vector<std::string> SparseAssumptions(const SparseEnqueueProjection& p) {
       fmt::format("ids per example as measured here ({:.2f}), the most examples a host builds "
                   "per step ({}) and the target step ({:.3f} ms)",
                   p.ids_per_example, p.examples_per_host_per_step, p.target_step_s * 1e3),
-      fmt::format("the CPU per id is the median over the {} hosts that enqueued ids (max/min "
+      fmt::format("the CPU per id is {} (the {} hosts' own in the run: median {:.3g} s, max/min "
                   "{:.2f}), run on the target's input workers ({:g}, target_host.input_workers) "
                   "at cpu_speed {:g}; the step build's CPU holds it too, without the id generation",
-                  p.hosts.size(), p.host_spread, p.workers, p.cpu_speed),
+                  p.cpu_s_per_id_source == "calibration"
+                      ? "the calibration's: each class's host re-ran its enqueue alone after the run"
+                      : "the median over the hosts that enqueued ids",
+                  p.hosts.size(), p.run_median_cpu_s_per_id, p.host_spread, p.workers, p.cpu_speed),
   };
 }
 
@@ -55,15 +58,22 @@ void SetDemandFigures(const std::vector<SparseHostInput>& hosts, SparseEnqueuePr
   p.ids_per_example = Ratio(static_cast<double>(ids), static_cast<double>(examples));
 }
 
-void SetHostSpread(SparseEnqueueProjection& p) {
+void SetHostSpread(const std::vector<SparseHostInput>& hosts, SparseEnqueueProjection& p) {
   std::vector<double> per_id;
+  std::vector<double> estimate;
   std::vector<double> generation;
-  for (const SparseEnqueueHost& h : p.hosts) {
+  bool calibrated = false;
+  for (size_t i = 0; i < p.hosts.size(); ++i) {
+    const SparseEnqueueHost& h = p.hosts[i];
     per_id.push_back(h.cpu_s_per_id);
+    estimate.push_back(hosts[i].calibrated_cpu_s_per_id.value_or(h.cpu_s_per_id));
+    calibrated = calibrated || hosts[i].calibrated_cpu_s_per_id.has_value();
     generation.push_back(h.id_generation_cpu_s_per_id);
   }
   const auto [least, most] = std::minmax_element(per_id.begin(), per_id.end());
-  p.cpu_s_per_id = Median(per_id);
+  p.run_median_cpu_s_per_id = Median(per_id);
+  p.cpu_s_per_id = Median(estimate);
+  p.cpu_s_per_id_source = calibrated ? "calibration" : "run";
   p.host_min_cpu_s_per_id = *least;
   p.host_max_cpu_s_per_id = *most;
   p.host_spread = *least > 0 ? *most / *least : 1.0;
@@ -194,7 +204,7 @@ std::optional<SparseEnqueueProjection> ProjectSparseEnqueue(const std::vector<Sp
   SparseEnqueueProjection p;
   for (const SparseHostInput& h : enqueuing) p.hosts.push_back(SparseHostOf(h));
   SetDemandFigures(enqueuing, p);
-  SetHostSpread(p);
+  SetHostSpread(enqueuing, p);
   p.target_step_s = target_step_s;
   p.workers = std::max(1.0, workers);
   p.cpu_speed = cpu_speed;

@@ -31,6 +31,8 @@ struct SparseHostInput {
   int host = 0;
   int64_t examples_per_step = 0;
   sim::SparseEnqueueCosts costs;
+  // Its class's CPU per id measured alone after the run (the calibration), if any.
+  std::optional<double> calibrated_cpu_s_per_id;
 };
 
 // One training core's embedding load per window step.

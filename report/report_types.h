@@ -358,6 +358,7 @@ struct CalibrationFigures {
   int64_t examples = 0;
   double seconds = 0;
   double build_cpu_s_per_example = 0;  // the fills' thread CPU per example
+  double coo_cpu_s_per_id = 0;         // the sparse enqueue's, alone (0: no embedding ids)
   std::string note;                    // why it measured nothing ("" when it did)
 };
 
@@ -619,7 +620,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectedCrs, ici_crs_s_per_step, measured_cr
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ThisMachineSection, cpus, tpu_hosts, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProjectionOutlier, host, stage, cpu_s_per_example, shared_cpu_s_per_example, ratio)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CalibrationFigures, host, examples_per_step, fed_cores, workers, steps, examples,
-                                   seconds, build_cpu_s_per_example, note)
+                                   seconds, build_cpu_s_per_example, coo_cpu_s_per_id, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CostSource, source, calibrations, note)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SetChange, key, value)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReplicaChecksum, replica, checksum)

@@ -23,6 +23,7 @@
 #include "sim/pipeline_stages.h"
 #include "sim/shampoo/metrics.h"
 #include "sim/simulator_ceiling_part.h"
+#include "sim/sparse_enqueue_part.h"
 #include "sim/step_parts.h"
 #include "sim/step_timeline.h"
 
@@ -189,19 +190,6 @@ struct SaveInputRecord {
 };
 void to_json(nlohmann::json& j, const SaveInputRecord& r);
 void from_json(const nlohmann::json& j, SaveInputRecord& r);
-
-// A host's sparse embedding enqueue over the report's window (infeed steps >=
-// window_first_step; sim/wire/embedding_trailer.h): the ids it turned into
-// per-core COO, and the thread CPU of generating them (tpusim's synthetic ids:
-// the simulator's own work, not the pod's) apart from that of the COO and its
-// trailer bytes (the host's work on the pod).
-struct SparseEnqueueCosts {
-  int64_t ids = 0;       // non-padding ids
-  int64_t examples = 0;  // rows whose ids were encoded
-  double id_generation_cpu_s = 0;
-  double coo_cpu_s = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SparseEnqueueCosts, ids, examples, id_generation_cpu_s, coo_cpu_s)
 
 // One host over the run.
 struct HostMetrics {

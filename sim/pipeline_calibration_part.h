@@ -1,10 +1,11 @@
 // One host's calibration of its input pipeline (sim/host/pipeline_calibration.h):
 // after the run, while every other rank waited, the host re-ran its pipeline's
-// fills on the run's workers for a bounded time, so nothing else competed for
-// this machine's CPUs. RankMetrics carries it to rank 0, where the pod
-// projection takes its CPU per example as the estimate for every host of the
-// same pipeline class (report/pod_projection.h). Serialised once (strict
-// from_json: a missing field is an error).
+// fills on the run's workers for a bounded time, and then its sparse embedding
+// enqueue, so nothing else competed for this machine's CPUs. RankMetrics carries
+// it to rank 0, where the pod projection takes its CPU per example (and per id)
+// as the estimate for every host of the same pipeline class
+// (report/pod_projection.h). Serialised once (strict from_json: a missing field
+// is an error).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "infeed/stage_times.h"
 #include "sim/pipeline_stages.h"
+#include "sim/sparse_enqueue_part.h"
 
 namespace tpusim::sim {
 
@@ -27,8 +29,11 @@ struct PipelineCalibration {
   // shuffle, the files stream), build_cpu_s the workers' thread CPU over their
   // fills, examples; no packing, no sends (package_cpu_s, enqueue_cpu_s 0).
   infeed::StageCosts costs;
+  // The host's sparse enqueue re-run alone after the fills, on one thread (no
+  // ids: no embedding, or the fills failed).
+  SparseEnqueueCosts sparse;
   std::string note;  // why there is no measurement ("" when there is one)
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PipelineCalibration, host, workers, steps, examples, seconds, costs, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PipelineCalibration, host, workers, steps, examples, seconds, costs, sparse, note)
 
 }  // namespace tpusim::sim

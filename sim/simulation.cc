@@ -446,9 +446,13 @@ void RankRun::CalibrateHere(RankMetrics& mine) {
   try {
     host::InputPipeline input(config_, plan_, role_.host, slice_.num_hosts(), ModeledInputWorkers(config_, slice_));
     mine.calibration = host::CalibratePipeline(input, plan_, role_.host, workers);
+    if (config_.embedding.enabled() && mine.calibration->note.empty()) {
+      mine.calibration->sparse =
+          host::CalibrateSparseEnqueue(config_.embedding.config, config_.input.seed, plan_, role_.host);
+    }
   } catch (const Error& e) {
     mine.calibration = PipelineCalibration{
-        role_.host, workers, 0, 0, 0, {}, std::string("the pipeline could not be opened again: ") + e.what()};
+        role_.host, workers, 0, 0, 0, {}, {}, std::string("the pipeline could not be opened again: ") + e.what()};
   }
   // Posted to every rank before any is waited for: one blocking send at a time
   // made each word to another process wait a round trip through the process

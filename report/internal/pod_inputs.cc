@@ -36,7 +36,8 @@ std::vector<HostCalibration> CalibrationsOf(const std::vector<sim::RankMetrics>&
     const sim::PipelineCalibration& c = *r.calibration;
     for (const HostCosts& h : hosts) {
       if (h.host != c.host) continue;
-      out.push_back({c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds, c.costs, c.note});
+      out.push_back(
+          {c.host, h.examples_per_step, h.fed_cores, c.workers, c.steps, c.seconds, c.costs, c.sparse, c.note});
     }
   }
   return out;

@@ -8,15 +8,11 @@
 
 #include "base/process_memory.h"
 #include "sim/host/host_outfeed.h"
+#include "sim/host/pipeline_calibration.h"
 #include "sim/wire/embedding_trailer.h"
 
 namespace tpusim::sim::host {
 namespace {
-
-SparseEnqueueCosts SparseEnqueueOf(const wire::EnqueueCosts& c) {
-  return {c.ids, c.examples, static_cast<double>(c.id_generation_cpu_ns) * 1e-9,
-          static_cast<double>(c.coo_cpu_ns) * 1e-9};
-}
 
 std::vector<LoopRecord> Loops(const std::map<int64_t, LoopSummary>& summaries) {
   std::vector<LoopRecord> out;

@@ -164,6 +164,30 @@ std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts)
   return hosts;
 }
 
+SparseEnqueueCosts CalibrateSparseEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
+                                          const infeed::InfeedPlan& plan, int host, const CalibrationLimits& limits) {
+  const infeed::HostPlan& hp = *plan.host_plan(host);
+  wire::EmbeddingEnqueue enqueue(config, seed, /*window_first_step=*/1);
+  std::vector<int64_t> ids(static_cast<size_t>(hp.rows_per_step));
+  std::vector<std::byte> trailer;
+  double start_s = 0;
+  for (int64_t step = 0;; ++step) {
+    if (step == 1) start_s = MonotonicSeconds();
+    plan.ExampleIds(step, hp, ids);
+    for (const infeed::ShardRoute& route : hp.shards) enqueue.Encode(step, ids, route, trailer);
+    if (step == 0) continue;  // the warm-up step
+    const double wall = MonotonicSeconds() - start_s;
+    if (wall >= limits.max_wall_s) break;
+    if (wall >= limits.min_wall_s && step * hp.rows_per_step >= limits.enough_examples) break;
+  }
+  return SparseEnqueueOf(enqueue.costs());
+}
+
+SparseEnqueueCosts SparseEnqueueOf(const wire::EnqueueCosts& c) {
+  return {c.ids, c.examples, static_cast<double>(c.id_generation_cpu_ns) * 1e-9,
+          static_cast<double>(c.coo_cpu_ns) * 1e-9};
+}
+
 PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan, int host, int workers,
                                       const CalibrationLimits& limits) {
   const int64_t rows = plan.host_plan(host)->rows_per_step;

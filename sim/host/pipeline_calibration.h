@@ -12,9 +12,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "embedding/config.h"
 #include "infeed/infeed_plan.h"
 #include "sim/host/input_pipeline.h"
 #include "sim/pipeline_calibration_part.h"
+#include "sim/sparse_enqueue_part.h"
+#include "sim/wire/embedding_trailer.h"
 
 namespace tpusim::sim::host {
 
@@ -38,5 +41,17 @@ std::vector<int> CalibratingHosts(const infeed::InfeedPlan& plan, int num_hosts)
 // file gone since the run), no costs and the note naming it. Never throws Error.
 PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::InfeedPlan& plan, int host, int workers,
                                       const CalibrationLimits& limits = {});
+
+// The sparse enqueue of `host` re-run alone, on this thread: its shards'
+// trailers (ids drawn with `seed`, then turned into per-core COO and bytes, as
+// the run's transport encodes them) for one warm-up step and then measured steps
+// within `limits`. Only the measured steps are counted. Throws Error as the
+// run's encoding would (it did not, on the same steps' ids).
+SparseEnqueueCosts CalibrateSparseEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
+                                          const infeed::InfeedPlan& plan, int host,
+                                          const CalibrationLimits& limits = {});
+
+// The report's form of an enqueue's costs.
+SparseEnqueueCosts SparseEnqueueOf(const wire::EnqueueCosts& c);
 
 }  // namespace tpusim::sim::host

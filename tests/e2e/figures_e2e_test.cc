@@ -115,6 +115,11 @@ TEST(FiguresEndToEnd, AShortWindowPrintsNoRateAboveWhatTheCoresTook) {
   const nlohmann::json& sparse = j["pod_projection"]["sparse_enqueue"];
   EXPECT_NEAR(e["ids_per_example"].get<double>(), sparse["ids_per_example"].get<double>(),
               0.05 * sparse["ids_per_example"].get<double>());
+  // Its CPU per id is the calibration's: host 0 re-ran its enqueue alone after the run.
+  EXPECT_EQ(sparse["cpu_s_per_id_source"], "calibration");
+  const nlohmann::json& calibration = j["pod_projection"]["cost_source"]["calibrations"][0];
+  EXPECT_GT(calibration["coo_cpu_s_per_id"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(sparse["cpu_s_per_id"].get<double>(), calibration["coo_cpu_s_per_id"].get<double>());
 }
 
 // v5litepod-64's 16 hosts (80 ranks, packed 8 per MPI rank): the role listing

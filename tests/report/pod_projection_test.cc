@@ -710,7 +710,7 @@ report::HostCalibration Calibration(int host = 0) {
   c.build_cpu_s = 0.03;
   c.preprocessing_cpu_s = 0.02;
   c.examples = 100;
-  return {host, 100, 4, 2, 1, 0.02, c, ""};
+  return {host, 100, 4, 2, 1, 0.02, c, {}, ""};
 }
 
 TEST(PodProjectionTest, ACalibrationReplacesTheInRunMedianOfItsClass) {
@@ -735,6 +735,35 @@ TEST(PodProjectionTest, ACalibrationReplacesTheInRunMedianOfItsClass) {
   EXPECT_EQ(p.cost_source->calibrations[0].examples, 100);
   ExpectClose(p.cost_source->calibrations[0].build_cpu_s_per_example, 300e-6);
   EXPECT_NE(p.assumes.back().find("isolated pass"), std::string::npos) << p.assumes.back();
+}
+
+// The sparse enqueue's calibration: the class's host encoded 100 examples of
+// 320 ids alone in 0.064 s of COO CPU (2 us per id, 640 us per example), where
+// the run's three hosts measured 3, 4 and 9 us per id. Every host's "sparse
+// enqueue" stage and pod_projection.sparse_enqueue take the calibration's figure.
+TEST(PodProjectionTest, TheSparseEnqueuesCalibrationIsEveryLikeHostsEstimate) {
+  std::vector<report::HostCosts> hosts = InflatedHosts();
+  const double run_us_per_id[] = {3, 4, 9};
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const int64_t ids = 320 * kExamples;
+    hosts[i].sparse = {ids, kExamples, 0.1, run_us_per_id[i] * 1e-6 * static_cast<double>(ids)};
+  }
+  report::HostCalibration calibration = Calibration();
+  calibration.sparse = {32000, 100, 0.01, 0.064};
+  report::PodProjectionInputs in{run::RunConfig{},           Target(8),    128, hosts, 0.1, 0,
+                                 report::MachineShare{2, 1}, {calibration}};
+  const report::PodProjectionSection p = report::ProjectPod(in);
+  for (const report::HostProjection& h : p.hosts) {
+    SCOPED_TRACE(h.host);
+    ExpectClose(StageOf(h, "sparse enqueue").shared_cpu_s_per_example.value(), 640e-6);
+    ExpectClose(StageOf(h, "sparse enqueue").run_median_cpu_s_per_example.value(), 320 * 4e-6);
+  }
+  ASSERT_TRUE(p.sparse_enqueue);
+  ExpectClose(p.sparse_enqueue->cpu_s_per_id, 2e-6);
+  EXPECT_EQ(p.sparse_enqueue->cpu_s_per_id_source, "calibration");
+  ExpectClose(p.sparse_enqueue->run_median_cpu_s_per_id, 4e-6);
+  ASSERT_TRUE(p.cost_source);
+  ExpectClose(p.cost_source->calibrations[0].coo_cpu_s_per_id, 2e-6);
 }
 
 // Without a calibration, or with one that measured nothing (its note says

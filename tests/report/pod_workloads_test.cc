@@ -22,7 +22,10 @@ void ExpectClose(double actual, double expected) {
 // and 300 ns of id generation per id.
 SparseHostInput SparseHost(int host, double ns_per_id, int64_t examples = 1000) {
   const int64_t ids = 320 * examples;
-  return {host, 2048, {ids, examples, 300e-9 * static_cast<double>(ids), ns_per_id * 1e-9 * static_cast<double>(ids)}};
+  return {host,
+          2048,
+          {ids, examples, 300e-9 * static_cast<double>(ids), ns_per_id * 1e-9 * static_cast<double>(ids)},
+          std::nullopt};
 }
 
 // v5p-256-like: 2,048 examples per host per step, 320 ids each, a 20 ms step:
@@ -59,8 +62,27 @@ TEST(PodWorkloadsTest, IdenticalHostsShareTheMedianCpuPerId) {
   EXPECT_EQ(p->hosts.size(), 5u);
 }
 
+// With a calibration (the class's host re-ran its enqueue alone after the run),
+// every host of the class takes its figure: the run's own figures, inflated by
+// the other hosts this machine played at once, stay in the report beside it.
+TEST(PodWorkloadsTest, TheCalibrationsCpuPerIdIsTheEstimate) {
+  std::vector<SparseHostInput> hosts = {SparseHost(0, 3), SparseHost(1, 4), SparseHost(2, 9)};
+  for (SparseHostInput& h : hosts) h.calibrated_cpu_s_per_id = 2.5e-9;
+  const std::optional<SparseEnqueueProjection> p = ProjectSparseEnqueue(hosts, 100, 1, 0.020);
+  ASSERT_TRUE(p);
+  ExpectClose(p->cpu_s_per_id, 2.5e-9);
+  EXPECT_EQ(p->cpu_s_per_id_source, "calibration");
+  ExpectClose(p->run_median_cpu_s_per_id, 4e-9);
+  ExpectClose(p->host_spread, 3);  // the run's own, max / min
+  ExpectClose(p->capacity_ids_per_s_per_host, 100 / 2.5e-9);
+  EXPECT_NE(p->assumes[2].find("the calibration's"), std::string::npos) << p->assumes[2];
+  const std::optional<SparseEnqueueProjection> run = ProjectSparseEnqueue({SparseHost(0, 3)}, 100, 1, 0.020);
+  EXPECT_EQ(run->cpu_s_per_id_source, "run");
+  ExpectClose(run->cpu_s_per_id, run->run_median_cpu_s_per_id);
+}
+
 TEST(PodWorkloadsTest, NoIdsNoSparseEnqueueAndAnUnknownStepNoDemand) {
-  SparseHostInput none{0, 100, {}};
+  SparseHostInput none{0, 100, {}, std::nullopt};
   EXPECT_FALSE(ProjectSparseEnqueue({none}, 8, 1, 0.020));
   const std::optional<SparseEnqueueProjection> p = ProjectSparseEnqueue({SparseHost(0, 2)}, 8, 1, 0);
   ASSERT_TRUE(p);

@@ -54,6 +54,30 @@ TEST(PipelineCalibrationTest, MeasuresTheStepsAfterTheWarmup) {
   EXPECT_LT(c.seconds, 1.0);
 }
 
+// The sparse enqueue re-run alone: a warm-up step, then measured steps, whose
+// non-padding ids are those of the same steps' COO pieces (the run's encoding),
+// with the COO's CPU timed apart from drawing the synthetic ids.
+TEST(PipelineCalibrationTest, TheSparseEnqueueCountsTheMeasuredStepsIds) {
+  const run::RunConfig config = CalibrationConfig(
+      "topology: v4-8\ninput: {global_batch: 64}\nmodel: {enabled: false}\n"
+      "embedding:\n  tables: {t: {vocab: 5000, dim: 4}}\n"
+      "  features: {f: {table: t, max_ids: 16, padding_fraction: 0.25, distribution: zipf, zipf_exponent: 1.1}}\n");
+  const run::ValidatedRun run = ValidateCalibration(config);
+  const host::CalibrationLimits limits{0.05, 0.01, 256};
+  const SparseEnqueueCosts c = host::CalibrateSparseEnqueue(config.embedding.config, 7, run.plan, 0, limits);
+  const infeed::HostPlan& hp = *run.plan.host_plan(0);
+  ASSERT_GT(c.examples, 0);
+  ASSERT_EQ(c.examples % hp.rows_per_step, 0);
+  const wire::EmbeddingEnqueue again(config.embedding.config, 7);
+  int64_t ids = 0;
+  for (int64_t step = 1; step <= c.examples / hp.rows_per_step; ++step) {
+    for (const embedding::CooPiece& piece : again.Pieces(step, run.plan.ExampleIds(step, hp))) ids += piece.nnz();
+  }
+  EXPECT_EQ(c.ids, ids);
+  EXPECT_GT(c.coo_cpu_s, 0);
+  EXPECT_GT(c.id_generation_cpu_s, 0);
+}
+
 // The cached source borrows its batches: its filler throws, and the pass says
 // so in its note with nothing measured.
 TEST(PipelineCalibrationTest, ASourceThatCannotBeRunAgainIsANote) {
