@@ -110,8 +110,8 @@ class EmbeddingEngine {
     std::vector<int64_t> unique_ids;                   // first-seen order
     std::vector<int64_t> offsets;                      // owner p's ids: [offsets[p], offsets[p+1])
     std::vector<int64_t> ids_by_owner;                 // unique ids grouped by owner
-    RowMatrix rows;                                    // looked-up rows, ids_by_owner order
-    RowMatrix partial;                                 // per-row gradient sums, same order
+    RowMatrix rows;                                    // looked-up rows, ids_by_owner order (until the combine)
+    RowMatrix partial;                                 // per-row gradient sums, same order (until they are sent)
   };
   // Requester-side state of one feature for the current step.
   struct FeaturePlan {
@@ -132,6 +132,7 @@ class EmbeddingEngine {
   void GroupByOwner(size_t t);
   std::vector<std::vector<std::byte>> BuildRequests() const;
   std::vector<std::vector<std::byte>> ServeRequests(const std::vector<std::vector<std::byte>>& requests);
+  size_t ReplyBytes(std::span<const std::byte> request, int p) const;
   void ReceiveRows(const std::vector<std::vector<std::byte>>& replies);
   void CheckGradients(std::span<const RowMatrix> grads, std::span<const float> lrs) const;
   void SumPartials(std::span<const RowMatrix> grads);

@@ -45,8 +45,9 @@ PipelineCalibration CalibratePipeline(InputPipeline& pipeline, const infeed::Inf
 // The sparse enqueue of `host` re-run alone, on this thread: its shards'
 // trailers (ids drawn with `seed`, then turned into per-core COO and bytes, as
 // the run's transport encodes them) for one warm-up step and then measured steps
-// within `limits`. Only the measured steps are counted. Throws Error as the
-// run's encoding would (it did not, on the same steps' ids).
+// within `limits` (at least five). Only the measured steps are counted, and the
+// COO's CPU is the median step's per id times the ids. Throws Error as the run's
+// encoding would (it did not, on the same steps' ids).
 SparseEnqueueCosts CalibrateSparseEnqueue(const embedding::EmbeddingConfig& config, uint64_t seed,
                                           const infeed::InfeedPlan& plan, int host,
                                           const CalibrationLimits& limits = {});
