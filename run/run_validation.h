@@ -25,10 +25,10 @@ namespace tpusim::run {
 
 // Bytes a run holds at its peak, summed over the ranks on one machine.
 struct MemoryEstimate {
-  double queues_bytes = 0;        // cores' infeed slots (shards and embedding trailers)
-  double host_batches_bytes = 0;  // host batches being built, in flight and relayed
-  double model_bytes = 0;         // parameters, gradients, optimizer slots, activations
-  double embedding_bytes = 0;     // table shards and their optimizer slots, the hosts' id generators
+  double queues_bytes = 0;          // cores' infeed slots (shards and embedding trailers)
+  double host_batches_bytes = 0;    // host batches being built, in flight and relayed
+  double model_bytes = 0;           // parameters, gradients, optimizer slots, activations
+  double embedding_bytes = 0;       // table shards and their optimizer slots, the hosts' id generators
   double embedding_step_bytes = 0;  // the cores' per-step embedding buffers (rows, messages, sums)
   double total() const {
     return queues_bytes + host_batches_bytes + model_bytes + embedding_bytes + embedding_step_bytes;
