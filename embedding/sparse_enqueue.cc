@@ -10,19 +10,23 @@
 namespace tpusim::embedding {
 namespace {
 
+// The messages name the feature themselves: a key built up front was a string
+// allocated and freed on every call.
 void CheckShape(const FeatureConfig& feature, const DenseIds& dense, size_t num_pieces) {
-  const std::string key = "embedding.features." + feature.name;
   if (dense.max_ids != feature.max_ids) {
-    Fail("{}: input has {} ids per example, max_ids is {}", key, dense.max_ids, feature.max_ids);
+    Fail("embedding.features.{}: input has {} ids per example, max_ids is {}", feature.name, dense.max_ids,
+         feature.max_ids);
   }
   if (static_cast<int64_t>(dense.ids.size()) != dense.rows * dense.max_ids) {
-    Fail("{}: {} ids do not fill [{}, {}]", key, dense.ids.size(), dense.rows, dense.max_ids);
+    Fail("embedding.features.{}: {} ids do not fill [{}, {}]", feature.name, dense.ids.size(), dense.rows,
+         dense.max_ids);
   }
   if (!dense.weights.empty() && dense.weights.size() != dense.ids.size()) {
-    Fail("{}.weights: {} weights for {} ids", key, dense.weights.size(), dense.ids.size());
+    Fail("embedding.features.{}.weights: {} weights for {} ids", feature.name, dense.weights.size(), dense.ids.size());
   }
   if (num_pieces == 0 || dense.rows % static_cast<int64_t>(num_pieces) != 0) {
-    Fail("{}: host batch of {} rows does not split into {} equal pieces", key, dense.rows, num_pieces);
+    Fail("embedding.features.{}: host batch of {} rows does not split into {} equal pieces", feature.name, dense.rows,
+         num_pieces);
   }
 }
 

@@ -1,6 +1,9 @@
 #include "embedding/sparse_enqueue.h"
 
+#include <cstdint>
+#include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -25,18 +28,25 @@ FeatureConfig Feature(int64_t max_ids) {
   return feature;
 }
 
-// Every test runs with each kernel of the enqueue (embedding/internal/coo_rows.h):
-// the portable one and, where the CPU has it, the AVX-512 one.
-class SparseEnqueueTest : public ::testing::TestWithParam<bool> {
+// Every test runs with each kernel of the enqueue (embedding/internal/coo_rows.h)
+// that the CPU has: AVX-512, AVX2 and the portable one.
+class SparseEnqueueTest : public ::testing::TestWithParam<internal::CooKernel> {
  protected:
   void SetUp() override {
-    if (!internal::UsePortableCooRows(GetParam())) GTEST_SKIP() << "this CPU has no AVX-512";
+    if (!internal::UseCooKernel(GetParam())) GTEST_SKIP() << "this CPU cannot run the kernel";
   }
-  void TearDown() override { internal::UsePortableCooRows(false); }
+  void TearDown() override { internal::UseCooKernel(internal::CooKernel::kBest); }
 };
 
-INSTANTIATE_TEST_SUITE_P(CooKernels, SparseEnqueueTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Portable" : "Avx512"; });
+std::string KernelName(const ::testing::TestParamInfo<internal::CooKernel>& p) {
+  constexpr const char* kNames[] = {"Best", "Avx512", "Avx2", "Portable"};  // CooKernel's order
+  return kNames[static_cast<int>(p.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(CooKernels, SparseEnqueueTest,
+                         ::testing::Values(internal::CooKernel::kAvx512, internal::CooKernel::kAvx2,
+                                           internal::CooKernel::kPortable),
+                         KernelName);
 
 std::vector<int> Identity(int n) {
   std::vector<int> order(static_cast<size_t>(n));
@@ -243,6 +253,39 @@ TEST_P(SparseEnqueueTest, RowsOfAnyLengthAndPaddingGiveTheRowMajorRealIds) {
         EXPECT_THAT(got.embedding_indices, ElementsAreArray(index)) << "max_ids " << max_ids << " piece " << piece;
         EXPECT_THAT(got.sample_indices, ElementsAreArray(sample)) << "max_ids " << max_ids << " piece " << piece;
         EXPECT_THAT(got.aggregation_weights, ElementsAreArray(weight)) << "max_ids " << max_ids << " piece " << piece;
+      }
+    }
+  }
+}
+
+// An id outside [-1, vocab) anywhere in the batch — in a whole run or a row's
+// masked last run, among real ids or padding — fails the step and is named; the
+// ids at the edges of the range (-1 and vocab - 1) do not.
+TEST_P(SparseEnqueueTest, OutOfRangeIdsAreFoundAnywhere) {
+  constexpr int64_t kVocab = 50;
+  constexpr int64_t kRows = 4;
+  for (int64_t max_ids : {4, 9, 16}) {
+    std::vector<int64_t> ids(static_cast<size_t>(kRows * max_ids));
+    for (size_t k = 0; k < ids.size(); ++k) {
+      ids[k] = k % static_cast<size_t>(max_ids) >= 3 && k % 3 == 0 ? -1 : static_cast<int64_t>(k % 2 ? kVocab - 1 : 0);
+    }
+    std::vector<CooPiece> out;
+    EXPECT_NO_THROW(
+        EnqueueFeature(Feature(max_ids), kVocab, DenseIds{ids, kRows, max_ids, {}}, Identity(2), BatchOrigin{}, out));
+    for (int64_t bad :
+         {kVocab, int64_t{-2}, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+      for (size_t k = 0; k < ids.size(); ++k) {
+        std::vector<int64_t> with_bad = ids;
+        with_bad[k] = bad;
+        try {
+          EnqueueFeature(Feature(max_ids), kVocab, DenseIds{with_bad, kRows, max_ids, {}}, Identity(2), BatchOrigin{},
+                         out);
+          ADD_FAILURE() << "id " << bad << " at " << k << " (max_ids " << max_ids << ") passed";
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("id " + std::to_string(bad) + " at step 0, example " +
+                                          std::to_string(static_cast<int64_t>(k) / max_ids) + ", position " +
+                                          std::to_string(static_cast<int64_t>(k) % max_ids) + " "));
+        }
       }
     }
   }
