@@ -285,8 +285,8 @@ class Avx2Rows {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(Next(out_.index)), _mm256_permutevar8x32_epi32(id, id_lanes));
     if (kWeighted) {
       weight = _mm_permutevar_ps(weight, _mm_load_si128(reinterpret_cast<const __m128i*>(run.weight_lanes)));
+      _mm_storeu_ps(Next(out_.weight), weight);
     }
-    if (kWeighted) _mm_storeu_ps(Next(out_.weight), weight);
     int64_t* sample = out_.sample + slots_;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(sample),
                         _mm256_add_epi64(at, _mm256_load_si256(reinterpret_cast<const __m256i*>(run.pairs))));
